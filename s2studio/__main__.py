@@ -1,0 +1,5 @@
+import sys
+
+from s2studio.cli import main
+
+sys.exit(main())

@@ -1,0 +1,218 @@
+"""The seam between the studio and whatever produces speech (design.md §3).
+
+Torch-free on purpose: the worker, the window and the tests import this module without paying
+for torch. An engine is anything with `load`, `encode` and `generate` that yields the events
+below; `S2Engine` (real) and `FakeEngine` (tones) both do.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Protocol, Union
+
+import numpy as np
+import numpy.typing as npt
+
+SAMPLE_RATE = 44100
+"""Every engine speaks 44.1 kHz mono float32 (S2's codec rate)."""
+
+NUM_CODEBOOKS = 10
+
+Batching = Literal["line", "upstream"]
+Device = Literal["auto", "cpu", "cuda", "mps"]
+Precision = Literal["auto", "fp32", "bf16"]
+
+
+# ----------------------------------------------------------------------------- requests
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Sampler settings of one request (defaults: upstream's API server)."""
+
+    temperature: float = 0.8
+    top_p: float = 0.8
+    top_k: int = 30
+    max_new_tokens: int = 1024
+    seed: int | None = None
+    """None: the engine draws a seed and reports it in `LineFinished.seed`."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.temperature < 2.0:
+            raise ValueError(f"temperature must be in (0, 2), got {self.temperature}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k < 1:
+            raise ValueError(f"top_k must be at least 1, got {self.top_k}")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be at least 1, got {self.max_new_tokens}")
+
+
+@dataclass(frozen=True)
+class LoadRequest:
+    """Load (or replace) the model and codec."""
+
+    job_id: str
+    model_dir: Path
+    device: Device = "auto"
+    precision: Precision = "auto"
+    threads: int | None = None
+
+
+@dataclass(frozen=True)
+class Reference:
+    """One reference clip, already encoded: its transcript and its (10, N) codes."""
+
+    speaker: int
+    transcript: str
+    codes: npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class LineSpec:
+    """One utterance to speak: the text as the model sees it (tags included) and its speaker index."""
+
+    line_id: str
+    speaker: int
+    text: str
+
+
+@dataclass(frozen=True)
+class SynthesisRequest:
+    job_id: str
+    lines: tuple[LineSpec, ...]
+    references: tuple[Reference, ...] = ()
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    batching: Batching = "line"
+    chunk_length: int = 200
+    """UTF-8 bytes per batch in upstream batching (upstream's API default)."""
+
+
+@dataclass(frozen=True)
+class ClipToEncode:
+    clip_id: str
+    path: Path
+
+
+@dataclass(frozen=True)
+class EncodeRequest:
+    """Encode reference clips to codes (the voice library caches the result)."""
+
+    job_id: str
+    clips: tuple[ClipToEncode, ...]
+
+
+# ----------------------------------------------------------------------------- events
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    device: str
+    precision: str
+    sample_rate: int
+    codec_fingerprint: str
+    max_context: int
+    """Largest prompt + generation length in frames/tokens the model accepts."""
+
+
+@dataclass(frozen=True)
+class ModelLoading:
+    job_id: str
+    progress: float
+    """0..1."""
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class ModelReady:
+    job_id: str
+    info: ModelInfo
+
+
+@dataclass(frozen=True)
+class JobStarted:
+    job_id: str
+    plan: tuple[str, ...]
+    """The line ids in the order they will be rendered."""
+
+
+@dataclass(frozen=True)
+class LineStarted:
+    job_id: str
+    line_id: str
+
+
+@dataclass(frozen=True)
+class Progress:
+    job_id: str
+    line_id: str
+    frames: int
+    """Frames generated so far for this line."""
+    expected: int
+    """Estimate of this line's total frames."""
+    rtf: float
+    """Wall seconds per second of audio produced so far (below 1 is faster than real time)."""
+
+
+@dataclass(frozen=True)
+class AudioChunk:
+    job_id: str
+    line_id: str
+    start_sample: int
+    """Offset of `samples` from the start of this line's audio."""
+    samples: npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class LineFinished:
+    job_id: str
+    line_id: str
+    take_id: str
+    codes: npt.NDArray[np.int64]
+    """(10, frames)."""
+    audio: npt.NDArray[np.float32]
+    seed: int
+    fingerprint: str
+    """Hash of text + voices + settings: a take is stale when this changes."""
+
+
+@dataclass(frozen=True)
+class ClipEncoded:
+    job_id: str
+    clip_id: str
+    codes: npt.NDArray[np.int64]
+    codec_fingerprint: str
+
+
+@dataclass(frozen=True)
+class JobFinished:
+    job_id: str
+    cancelled: bool = False
+
+
+@dataclass(frozen=True)
+class JobFailed:
+    job_id: str
+    error: str
+    """One line a person can act on; details go to the log."""
+
+
+Event = Union[
+    ModelLoading, ModelReady, JobStarted, LineStarted, Progress, AudioChunk, LineFinished,
+    ClipEncoded, JobFinished, JobFailed,
+]
+
+
+class Engine(Protocol):
+    """What the worker drives. Every method runs on the engine thread and never raises for
+    user-caused problems: it yields `JobFailed` instead. `cancel` is checked between frames."""
+
+    def load(self, request: LoadRequest, cancel: threading.Event) -> Iterator[Event]: ...
+
+    def encode(self, request: EncodeRequest, cancel: threading.Event) -> Iterator[Event]: ...
+
+    def generate(self, request: SynthesisRequest, cancel: threading.Event) -> Iterator[Event]: ...
