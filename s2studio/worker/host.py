@@ -1,0 +1,174 @@
+"""The engine thread (design.md §2): one long-lived QThread owns the engine, and therefore torch.
+
+`EngineWorker` lives on that thread and iterates the engine's generators, emitting one Qt signal per
+event. `EngineHost` lives on the GUI thread: it starts the thread once, hands jobs over through a
+queued signal, and cancels them by setting a `threading.Event` directly (a queued "cancel" slot would
+never run while the worker is inside a generator). QtCore only: no widgets, no torch here.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import traceback
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from PySide6.QtCore import QObject, QThread, Signal, Slot
+
+from s2studio.engine import api
+from s2studio.errors import UserError
+
+logger = logging.getLogger(__name__)
+
+EngineFactory = Callable[[], Any]
+"""Builds the engine; called on the engine thread, so an import of torch happens there."""
+
+_SIGNAL_OF: dict[type, str] = {
+    api.ModelLoading: "model_loading",
+    api.ModelReady: "model_ready",
+    api.JobStarted: "job_started",
+    api.LineStarted: "line_started",
+    api.Progress: "progress",
+    api.AudioChunk: "audio_chunk",
+    api.LineFinished: "line_finished",
+    api.ClipEncoded: "clip_encoded",
+    api.JobFinished: "job_finished",
+    api.JobFailed: "job_failed",
+}
+
+
+class EngineWorker(QObject):
+    """Adapts an `Engine` to signals. Every signal carries the event dataclass itself."""
+
+    model_loading = Signal(object)
+    """`api.ModelLoading`: progress of a load, 0..1."""
+    model_ready = Signal(object)
+    """`api.ModelReady`: the model is loaded; carries `ModelInfo`."""
+    job_started = Signal(object)
+    line_started = Signal(object)
+    progress = Signal(object)
+    audio_chunk = Signal(object)
+    """`api.AudioChunk`: freshly allocated float32 samples the receiver owns."""
+    line_finished = Signal(object)
+    clip_encoded = Signal(object)
+    job_finished = Signal(object)
+    """`api.JobFinished`: the job ended (possibly cancelled); always the last event of a job that did not fail."""
+    job_failed = Signal(object)
+    """`api.JobFailed`: one line for the user; the traceback went to the log."""
+
+    def __init__(self, factory: EngineFactory) -> None:
+        super().__init__()
+        self._factory = factory
+        self._engine: Any = None
+
+    def _get_engine(self) -> Any:
+        if self._engine is None:
+            self._engine = self._factory()
+        return self._engine
+
+    @Slot(str, object, object)
+    def run_job(self, kind: str, request: Any, cancel: threading.Event) -> None:
+        """Run one job to its end. Never raises: any exception becomes `JobFailed`."""
+        job_id = request.job_id
+        finished = False
+        try:
+            engine = self._get_engine()
+            events: Iterator[api.Event] = getattr(engine, kind)(request, cancel)
+            for event in events:
+                if isinstance(event, (api.JobFinished, api.JobFailed)):
+                    finished = True
+                self._emit(event)
+            if not finished:  # an engine that forgets its last event must not leave the GUI busy
+                self._emit(api.JobFinished(job_id, cancelled=cancel.is_set()))
+        except UserError as exc:
+            self._emit(api.JobFailed(job_id, str(exc)))
+        except ModuleNotFoundError as exc:
+            logger.error("engine unavailable:\n%s", traceback.format_exc())
+            self._emit(api.JobFailed(job_id, f"The speech engine is not available ({exc.name} is missing); "
+                                             "start with S2STUDIO_ENGINE=fake to try the studio."))
+        except MemoryError:
+            self._emit(api.JobFailed(job_id, "Out of memory: close other programs or choose a smaller precision."))
+        except Exception as exc:  # noqa: BLE001 - the worker must survive every bug
+            logger.error("job %s failed:\n%s", job_id, traceback.format_exc())
+            self._emit(api.JobFailed(job_id, f"Unexpected error: {type(exc).__name__}: {exc} (details in the log)"))
+
+    def _emit(self, event: api.Event) -> None:
+        getattr(self, _SIGNAL_OF[type(event)]).emit(event)
+
+
+class EngineHost(QObject):
+    """Owns the engine thread. Re-emits the worker's signals (queued, so slots run on the GUI thread)."""
+
+    model_loading = Signal(object)
+    model_ready = Signal(object)
+    job_started = Signal(object)
+    line_started = Signal(object)
+    progress = Signal(object)
+    audio_chunk = Signal(object)
+    line_finished = Signal(object)
+    clip_encoded = Signal(object)
+    job_finished = Signal(object)
+    job_failed = Signal(object)
+
+    _submit = Signal(str, object, object)
+    """Private: hands a job to the worker on the engine thread."""
+
+    def __init__(self, factory: EngineFactory, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._thread = QThread()
+        self._thread.setObjectName("engine")
+        self.worker = EngineWorker(factory)
+        self.worker.moveToThread(self._thread)
+        self._thread.finished.connect(self.worker.deleteLater)
+        self._submit.connect(self.worker.run_job)
+        for name in _SIGNAL_OF.values():
+            getattr(self.worker, name).connect(getattr(self, name))
+        self.job_finished.connect(self._forget)
+        self.job_failed.connect(self._forget)
+        self._cancels: dict[str, threading.Event] = {}
+        self._counter = 0
+        self._thread.start()
+
+    def new_job_id(self, prefix: str = "job") -> str:
+        self._counter += 1
+        return f"{prefix}-{self._counter}"
+
+    @property
+    def busy(self) -> bool:
+        """True while any job is queued or running."""
+        return bool(self._cancels)
+
+    def is_active(self, job_id: str) -> bool:
+        return job_id in self._cancels
+
+    def load(self, request: api.LoadRequest) -> str:
+        return self._start("load", request)
+
+    def encode(self, request: api.EncodeRequest) -> str:
+        return self._start("encode", request)
+
+    def generate(self, request: api.SynthesisRequest) -> str:
+        return self._start("generate", request)
+
+    def cancel(self, job_id: str | None = None) -> None:
+        """Cancel one job, or every queued and running job. Safe to call at any time."""
+        for jid, event in list(self._cancels.items()):
+            if job_id is None or jid == job_id:
+                event.set()
+
+    def shutdown(self) -> None:
+        """Cancel everything and stop the thread (the only place the GUI thread waits)."""
+        self.cancel()
+        self._thread.quit()
+        self._thread.wait()
+
+    def _start(self, kind: str, request: Any) -> str:
+        cancel = threading.Event()
+        self._cancels[request.job_id] = cancel
+        self._submit.emit(kind, request, cancel)
+        return request.job_id
+
+    @Slot(object)
+    def _forget(self, event: api.JobFinished | api.JobFailed) -> None:
+        self._cancels.pop(event.job_id, None)

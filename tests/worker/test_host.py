@@ -1,0 +1,89 @@
+"""EngineHost + a stub engine on the real engine thread: order of events, cancel, failures, reuse."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from s2studio.engine import api
+from s2studio.errors import UserError
+from s2studio.worker import EngineHost
+
+
+class StubEngine:
+    """Yields a fixed sequence; `generate` waits on `gate` between lines so cancel can be tested."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.gate.set()
+        self.thread_names: list[str] = []
+
+    def load(self, request, cancel):
+        self.thread_names.append(threading.get_ident())
+        raise UserError("Not an S2 model folder: config.json is missing.")
+
+    def encode(self, request, cancel):
+        raise RuntimeError("boom")
+
+    def generate(self, request, cancel):
+        self.thread_names.append(threading.get_ident())
+        yield api.JobStarted(request.job_id, tuple(line.line_id for line in request.lines))
+        for line in request.lines:
+            self.gate.wait(5)
+            if cancel.is_set():
+                yield api.JobFinished(request.job_id, cancelled=True)
+                return
+            yield api.LineStarted(request.job_id, line.line_id)
+            yield api.AudioChunk(request.job_id, line.line_id, 0, np.ones(10, np.float32))
+        yield api.JobFinished(request.job_id)
+
+
+def _request(job_id: str, n: int = 2) -> api.SynthesisRequest:
+    return api.SynthesisRequest(job_id, tuple(api.LineSpec(f"l{i}", 0, "hi") for i in range(n)))
+
+
+@pytest.fixture
+def host(qtbot):
+    engine = StubEngine()
+    h = EngineHost(lambda: engine)
+    h.engine = engine
+    yield h
+    h.shutdown()
+
+
+def test_events_arrive_in_order_on_gui_thread(host, qtbot):
+    seen: list[str] = []
+    for name in ("job_started", "line_started", "audio_chunk"):
+        getattr(host, name).connect(lambda e, name=name: seen.append(f"{name}:{getattr(e, 'line_id', '')}"))
+    with qtbot.waitSignal(host.job_finished, timeout=5000) as blocker:
+        job = host.generate(_request("a"))
+        assert host.busy
+    assert blocker.args[0] == api.JobFinished(job, cancelled=False)
+    assert seen == ["job_started:", "line_started:l0", "audio_chunk:l0", "line_started:l1", "audio_chunk:l1"]
+    assert not host.busy
+    assert host.engine.thread_names and threading.get_ident() not in host.engine.thread_names
+
+
+def test_cancel_ends_job_without_error_and_worker_stays_usable(host, qtbot):
+    host.engine.gate.clear()
+    job = host.generate(_request("b", n=3))
+    host.cancel(job)
+    host.engine.gate.set()
+    with qtbot.waitSignal(host.job_finished, timeout=5000) as blocker:
+        pass
+    assert blocker.args[0] == api.JobFinished("b", cancelled=True)
+    with qtbot.waitSignal(host.job_finished, timeout=5000) as blocker:
+        host.generate(_request("c", n=1))
+    assert blocker.args[0] == api.JobFinished("c", cancelled=False)
+
+
+def test_user_error_and_bug_become_job_failed(host, qtbot):
+    with qtbot.waitSignal(host.job_failed, timeout=5000) as blocker:
+        host.load(api.LoadRequest("m", model_dir=__import__("pathlib").Path("/nowhere")))
+    assert blocker.args[0] == api.JobFailed("m", "Not an S2 model folder: config.json is missing.")
+    with qtbot.waitSignal(host.job_failed, timeout=5000) as blocker:
+        host.encode(api.EncodeRequest("e", clips=()))
+    assert blocker.args[0].error == "Unexpected error: RuntimeError: boom (details in the log)"
+    assert not host.busy
