@@ -1,0 +1,474 @@
+"""The voice library: cloned voices as folders of FLAC clips, transcripts and cached codes.
+
+Layout (design.md §7), one folder per voice under `paths.voices_dir()`:
+
+    <voice-id>/voice.json          {"version", "id", "name", "notes", "consent", "created", "clips": [...]}
+    <voice-id>/clip1.flac …        the reference clips (1–4), as recorded, losslessly
+    <voice-id>/codes.safetensors   each clip's codec codes (10, N) int64, tensor name = clip id,
+                                   metadata[clip id] = "<clip sha256>:<codec fingerprint>"
+
+Codes are computed lazily (`VoiceLibrary.codes`) by whatever encoder the engine provides, and
+recomputed only when a clip's bytes or the codec change. Every write is atomic: a new voice is built
+in a hidden temp folder and renamed into place, files are replaced by rename, so a crash or a
+refused import leaves the library as it was. A `.s2voice` file is a zip of one voice folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import secrets
+import shutil
+import tempfile
+import zipfile
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+
+from s2studio.errors import UserError
+from s2studio.state.atomic import write_atomic, write_bytes_atomic, write_text_atomic
+
+log = logging.getLogger(__name__)
+
+VOICE_VERSION = 1
+MAX_CLIPS = 4
+MAX_NAME_CHARS = 80
+CODES_FILE = "codes.safetensors"
+VOICE_FILE = "voice.json"
+MAX_IMPORT_BYTES = 400_000_000
+"""Uncompressed size limit of a `.s2voice` (four 30 s clips are ~20 MB): stops zip bombs."""
+MAX_IMPORT_ENTRIES = 2 + 2 * MAX_CLIPS
+_ID = re.compile(r"^v[0-9a-f]{12}$")
+_CLIP_FILE = re.compile(r"^clip[1-9]\.flac$")
+
+
+@dataclass(frozen=True)
+class Clip:
+    id: str
+    file: str
+    """File name inside the voice folder."""
+    transcript: str
+    sha256: str
+    """Of the stored FLAC bytes."""
+    duration_s: float
+    sample_rate: int
+
+
+@dataclass(frozen=True)
+class Voice:
+    id: str
+    name: str
+    notes: str
+    consent: str
+    """Where the voice comes from and who agreed to its cloning."""
+    clips: tuple[Clip, ...]
+    created: str
+    """ISO 8601, UTC."""
+    version: int = VOICE_VERSION
+
+
+Encoder = Callable[[Path], np.ndarray]
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _read_audio(path: Path) -> tuple[np.ndarray, int, str]:
+    """(frames, channels) float32, sample rate, subtype; UserError for anything not audio."""
+    if not path.is_file():
+        raise UserError(f"clip {path} does not exist")
+    try:
+        info = sf.info(str(path))
+        data, sr = sf.read(str(path), dtype="float32", always_2d=True)
+    except (sf.LibsndfileError, RuntimeError, OSError) as exc:
+        raise UserError(f"{path} is not an audio file soundfile can read ({exc}); use WAV, FLAC, OGG or MP3") from None
+    if data.shape[0] == 0:
+        raise UserError(f"clip {path} has no audio in it")
+    return data, int(sr), info.subtype
+
+
+def check_clip(path: Path) -> list[str]:
+    """Warnings about a reference clip (never blocking): length, clipping, silence, sample rate."""
+    data, sr, _ = _read_audio(path)
+    mono = data.mean(axis=1)
+    warnings = []
+    duration = len(mono) / sr
+    if duration < 3.0:
+        warnings.append(f"clip is {duration:.1f} s long; use 3–30 s (10–30 s clones best)")
+    elif duration > 30.0:
+        warnings.append(f"clip is {duration:.1f} s long; use at most 30 s (longer clips hurt cloning)")
+    clipped = float(np.mean(np.abs(data) >= 0.999))
+    if clipped > 0.001:
+        warnings.append(f"clip is clipped ({clipped:.1%} of samples at full scale); record it quieter")
+    hop = max(1, sr // 20)
+    frames = len(mono) // hop
+    if frames:
+        rms = np.sqrt(np.mean(mono[:frames * hop].reshape(frames, hop) ** 2, axis=1))
+        silent = float(np.mean(rms < 10 ** (-45 / 20)))
+        if silent > 0.5:
+            warnings.append(f"clip is mostly silence ({silent:.0%}); trim it to the speech")
+    if sr < 22050:
+        warnings.append(f"sample rate is {sr} Hz; use 22.05 kHz or more (S2 works at 44.1 kHz)")
+    return warnings
+
+
+def _voice_from_json(raw: object, where: str) -> Voice:
+    """Validate voice.json strictly: it may come from someone else's zip."""
+    def bad(what: str) -> UserError:
+        return UserError(f"{where}: {what}; the voice file is damaged")
+
+    if not isinstance(raw, dict):
+        raise bad("voice.json is not an object")
+    version = raw.get("version")
+    if not isinstance(version, int):
+        raise bad("voice.json has no version")
+    if version > VOICE_VERSION:
+        raise UserError(f"{where} was made by a newer S2 Studio (voice format {version}); update S2 Studio")
+    strings = {k: raw.get(k) for k in ("id", "name", "notes", "consent", "created")}
+    if not all(isinstance(v, str) for v in strings.values()) or not strings["name"]:
+        raise bad("voice.json lacks id, name, notes, consent or created")
+    clips_raw = raw.get("clips")
+    if not isinstance(clips_raw, list) or not 1 <= len(clips_raw) <= MAX_CLIPS:
+        raise bad(f"voice.json must list 1–{MAX_CLIPS} clips")
+    clips = []
+    for c in clips_raw:
+        try:
+            clip = Clip(str(c["id"]), str(c["file"]), str(c["transcript"]), str(c["sha256"]),
+                        float(c["duration_s"]), int(c["sample_rate"]))
+        except (KeyError, TypeError, ValueError):
+            raise bad("a clip entry in voice.json is incomplete") from None
+        if not _CLIP_FILE.match(clip.file):
+            raise bad(f"clip file name {clip.file!r} is not allowed")
+        clips.append(clip)
+    if len({c.id for c in clips}) != len(clips) or len({c.file for c in clips}) != len(clips):
+        raise bad("voice.json lists the same clip twice")
+    return Voice(strings["id"], strings["name"], strings["notes"], strings["consent"], tuple(clips),
+                 strings["created"], version)
+
+
+def _voice_json(voice: Voice) -> str:
+    d = asdict(voice)
+    d = {"version": d.pop("version"), **d}
+    return json.dumps(d, indent=2, ensure_ascii=False) + "\n"
+
+
+def _clean_name(name: str) -> str:
+    name = " ".join(name.split())
+    if not name:
+        raise UserError("a voice needs a name")
+    if len(name) > MAX_NAME_CHARS:
+        raise UserError(f"voice name is {len(name)} characters; keep it under {MAX_NAME_CHARS}")
+    return name
+
+
+class VoiceLibrary:
+    """All voices under `root` (normally `paths.voices_dir()`)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    # ------------------------------------------------------------------ reading
+
+    def folder(self, voice_id: str) -> Path:
+        if not _ID.match(voice_id):
+            raise UserError(f"no voice with id {voice_id!r}; `s2studio voice list` shows the ids")
+        return self.root / voice_id
+
+    def clip_path(self, voice: Voice, clip: Clip) -> Path:
+        return self.folder(voice.id) / clip.file
+
+    def list(self) -> list[Voice]:
+        """Every readable voice, by name; damaged folders are logged and skipped."""
+        voices = []
+        if not self.root.is_dir():
+            return voices
+        for entry in sorted(self.root.iterdir()):
+            if not _ID.match(entry.name) or not (entry / VOICE_FILE).is_file():
+                continue
+            try:
+                voices.append(self._load(entry))
+            except UserError as exc:
+                log.warning("skipping voice %s: %s", entry, exc)
+        return sorted(voices, key=lambda v: (v.name.casefold(), v.id))
+
+    def get(self, voice_id: str) -> Voice:
+        folder = self.folder(voice_id)
+        if not (folder / VOICE_FILE).is_file():
+            raise UserError(f"no voice with id {voice_id!r}; `s2studio voice list` shows the ids")
+        return self._load(folder)
+
+    def find(self, name: str) -> Voice | None:
+        """The voice called `name` (case-insensitive), or None."""
+        key = " ".join(name.split()).casefold()
+        return next((v for v in self.list() if v.name.casefold() == key), None)
+
+    def resolve(self, id_or_name: str) -> Voice:
+        """A voice by id or by name, for the command line and the cast."""
+        if _ID.match(id_or_name) and (self.root / id_or_name / VOICE_FILE).is_file():
+            return self.get(id_or_name)
+        voice = self.find(id_or_name)
+        if voice is None:
+            raise UserError(f"no voice called {id_or_name!r}; `s2studio voice list` shows the voices")
+        return voice
+
+    def _load(self, folder: Path) -> Voice:
+        try:
+            raw = json.loads((folder / VOICE_FILE).read_text("utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise UserError(f"cannot read {folder / VOICE_FILE}: {exc}") from None
+        return _voice_from_json(raw, str(folder))
+
+    # ------------------------------------------------------------------ writing
+
+    def _new_folder(self) -> Path:
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            return Path(tempfile.mkdtemp(prefix=".new-", dir=self.root))
+        except OSError as exc:
+            raise UserError(f"cannot write to the voice library {self.root}: {exc.strerror or exc}") from None
+
+    def _commit_folder(self, tmp: Path, voice_id: str) -> None:
+        try:
+            tmp.rename(self.root / voice_id)
+        except OSError as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise UserError(f"cannot write to the voice library {self.root}: {exc.strerror or exc}") from None
+
+    def _fresh_id(self) -> str:
+        while True:
+            voice_id = "v" + secrets.token_hex(6)
+            if not (self.root / voice_id).exists():
+                return voice_id
+
+    def _unique_name(self, name: str) -> str:
+        taken = {v.name.casefold() for v in self.list()}
+        candidate, n = name, 2
+        while candidate.casefold() in taken:
+            candidate, n = f"{name} ({n})", n + 1
+        return candidate
+
+    def create(self, name: str, clips: Sequence[tuple[Path, str]], notes: str = "", consent: str = "") -> Voice:
+        """A new voice from 1–4 (audio file, transcript) pairs; clips are stored as FLAC."""
+        name = _clean_name(name)
+        if self.find(name) is not None:
+            raise UserError(f"a voice called {name!r} exists; pick another name or remove that voice")
+        if not 1 <= len(clips) <= MAX_CLIPS:
+            raise UserError(f"a voice needs 1–{MAX_CLIPS} clips, got {len(clips)}")
+        audio = []
+        for path, transcript in clips:
+            if not transcript.strip():
+                raise UserError(f"clip {path} has no transcript; type exactly what is said in it")
+            audio.append((_read_audio(Path(path)), transcript.strip()))
+        tmp = self._new_folder()
+        try:
+            stored = []
+            for i, ((data, sr, subtype), transcript) in enumerate(audio, start=1):
+                file = f"clip{i}.flac"
+                flac_subtype = "PCM_16" if subtype in ("PCM_16", "PCM_S8", "PCM_U8") else "PCM_24"
+                sf.write(str(tmp / file), data, sr, format="FLAC", subtype=flac_subtype)
+                stored.append(Clip(f"c{i}", file, transcript, _sha256(tmp / file),
+                                   round(data.shape[0] / sr, 3), sr))
+            voice = Voice(self._fresh_id(), name, notes, consent, tuple(stored),
+                          datetime.now(timezone.utc).isoformat(timespec="seconds"))
+            write_text_atomic(tmp / VOICE_FILE, _voice_json(voice))
+        except OSError as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise UserError(f"cannot write to the voice library {self.root}: {exc.strerror or exc}") from None
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        self._commit_folder(tmp, voice.id)
+        return voice
+
+    def _save(self, voice: Voice) -> Voice:
+        try:
+            write_text_atomic(self.folder(voice.id) / VOICE_FILE, _voice_json(voice))
+        except OSError as exc:
+            raise UserError(f"cannot save voice {voice.name!r}: {exc.strerror or exc}") from None
+        return voice
+
+    def rename(self, voice_id: str, name: str) -> Voice:
+        voice = self.get(voice_id)
+        name = _clean_name(name)
+        other = self.find(name)
+        if other is not None and other.id != voice_id:
+            raise UserError(f"a voice called {name!r} exists; pick another name")
+        return self._save(replace(voice, name=name))
+
+    def set_notes(self, voice_id: str, notes: str | None = None, consent: str | None = None) -> Voice:
+        voice = self.get(voice_id)
+        return self._save(replace(voice, notes=voice.notes if notes is None else notes,
+                                  consent=voice.consent if consent is None else consent))
+
+    def delete(self, voice_id: str) -> None:
+        """Move the folder aside in one rename, then remove it."""
+        self.get(voice_id)  # raises for unknown ids
+        folder = self.folder(voice_id)
+        trash = self.root / f".trash-{voice_id}-{secrets.token_hex(3)}"
+        try:
+            folder.rename(trash)
+        except OSError as exc:
+            raise UserError(f"cannot remove voice {voice_id}: {exc.strerror or exc}") from None
+        shutil.rmtree(trash, ignore_errors=True)
+
+    # ------------------------------------------------------------------ codes
+
+    def codes(self, voice: Voice, encoder: Encoder, fingerprint: str) -> list[np.ndarray]:
+        """Each clip's (10, N) int64 codes, from the cache when the clip's bytes and the codec
+        fingerprint match what was cached, otherwise from `encoder(clip path)` (then cached)."""
+        from safetensors.numpy import save
+
+        folder = self.folder(voice.id)
+        cached, meta = _load_codes(folder / CODES_FILE)
+        out: dict[str, np.ndarray] = {}
+        clips = []
+        changed = False
+        for clip in voice.clips:
+            path = folder / clip.file
+            sha = _sha256(path)
+            key = f"{sha}:{fingerprint}"
+            if clip.id in cached and meta.get(clip.id) == key:
+                out[clip.id] = cached[clip.id]
+            else:
+                codes = np.asarray(encoder(path))
+                if codes.ndim != 2 or codes.shape[1] == 0 or not np.issubdtype(codes.dtype, np.integer):
+                    raise ValueError(f"encoder returned {codes.dtype} {codes.shape}, expected (10, N) integers")
+                out[clip.id] = np.ascontiguousarray(codes, dtype=np.int64)
+                meta[clip.id] = key
+                changed = True
+            clips.append(replace(clip, sha256=sha))
+        if changed:
+            meta = {k: v for k, v in meta.items() if k in out}
+            meta["format"] = "s2studio-codes-1"
+            try:
+                write_bytes_atomic(folder / CODES_FILE, save(out, metadata=meta))
+                if tuple(clips) != voice.clips:
+                    self._save(replace(voice, clips=tuple(clips)))
+            except OSError as exc:
+                log.warning("cannot cache codes of voice %s: %s", voice.id, exc)
+        return [out[c.id] for c in voice.clips]
+
+    # ------------------------------------------------------------------ exchange
+
+    def export(self, voice_id: str, dest: Path) -> Path:
+        """Write the voice as one `.s2voice` zip (voice.json, clips, cached codes if any)."""
+        voice = self.get(voice_id)
+        folder = self.folder(voice_id)
+        dest = Path(dest)
+        if dest.suffix != ".s2voice":
+            dest = dest.with_name(dest.name + ".s2voice")
+        names = [VOICE_FILE] + [c.file for c in voice.clips]
+        if (folder / CODES_FILE).is_file():
+            names.append(CODES_FILE)
+
+        def write(tmp: Path) -> None:
+            with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
+                for n in names:
+                    z.write(folder / n, n)
+
+        try:
+            write_atomic(dest, write)
+        except OSError as exc:
+            raise UserError(f"cannot write {dest}: {exc.strerror or exc}") from None
+        return dest
+
+    def import_voice(self, path: Path) -> Voice:
+        """Add the voice in a `.s2voice` zip; refuses anything that is not exactly a voice folder."""
+        path = Path(path)
+        try:
+            z = zipfile.ZipFile(path)
+        except FileNotFoundError:
+            raise UserError(f"{path} does not exist") from None
+        except (zipfile.BadZipFile, OSError) as exc:
+            raise UserError(f"{path} is not a .s2voice file ({exc})") from None
+        with z:
+            infos = z.infolist()
+            _check_entries(path, infos)
+            try:
+                raw = json.loads(z.read(VOICE_FILE).decode("utf-8"))
+            except KeyError:
+                raise UserError(f"{path} has no voice.json; it is not a .s2voice file") from None
+            except (UnicodeDecodeError, json.JSONDecodeError, zipfile.BadZipFile, OSError) as exc:
+                raise UserError(f"{path}: voice.json is damaged ({exc})") from None
+            voice = _voice_from_json(raw, str(path))
+            present = {i.filename for i in infos}
+            for clip in voice.clips:
+                if clip.file not in present:
+                    raise UserError(f"{path} lacks {clip.file}; the voice file is damaged")
+            tmp = self._new_folder()
+            try:
+                for info in infos:
+                    (tmp / info.filename).write_bytes(z.read(info))
+                _verify_import(path, tmp, voice)
+                voice = replace(voice, name=self._unique_name(voice.name),
+                                id=voice.id if _ID.match(voice.id) and not (self.root / voice.id).exists()
+                                else self._fresh_id())
+                write_text_atomic(tmp / VOICE_FILE, _voice_json(voice))
+            except (zipfile.BadZipFile, OSError, EOFError) as exc:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise UserError(f"cannot import {path}: {exc}") from None
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+        self._commit_folder(tmp, voice.id)
+        return voice
+
+
+def _load_codes(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """Cached codes and their keys; a missing or damaged cache is an empty one."""
+    if not path.is_file():
+        return {}, {}
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="numpy") as f:
+            meta = dict(f.metadata() or {})
+            return {k: f.get_tensor(k) for k in f.keys()}, meta
+    except Exception as exc:  # noqa: BLE001 - any damage means "re-encode"
+        log.warning("ignoring damaged codes cache %s: %s", path, exc)
+        return {}, {}
+
+
+def _check_entries(path: Path, infos: list[zipfile.ZipInfo]) -> None:
+    if len(infos) > MAX_IMPORT_ENTRIES:
+        raise UserError(f"{path} has {len(infos)} files; a .s2voice holds at most {MAX_IMPORT_ENTRIES}")
+    total = 0
+    for info in infos:
+        name = info.filename
+        if name != Path(name).name or "\\" in name or ":" in name or name in ("", ".", "..") or info.is_dir():
+            raise UserError(f"{path} holds {name!r}, a path outside the voice folder; refusing to import it")
+        if name not in (VOICE_FILE, CODES_FILE) and not _CLIP_FILE.match(name):
+            raise UserError(f"{path} holds an unexpected file {name!r}; refusing to import it")
+        total += info.file_size
+    if total > MAX_IMPORT_BYTES:
+        raise UserError(f"{path} unpacks to {total / 1e6:.0f} MB; a voice is at most "
+                        f"{MAX_IMPORT_BYTES // 1_000_000} MB, refusing to import it")
+    if len({i.filename for i in infos}) != len(infos):
+        raise UserError(f"{path} holds the same file twice; the voice file is damaged")
+
+
+def _verify_import(path: Path, folder: Path, voice: Voice) -> None:
+    for clip in voice.clips:
+        if _sha256(folder / clip.file) != clip.sha256:
+            raise UserError(f"{path}: {clip.file} does not match its checksum; the voice file is damaged")
+        try:
+            sf.info(str(folder / clip.file))
+        except (sf.LibsndfileError, RuntimeError) as exc:
+            raise UserError(f"{path}: {clip.file} is not audio ({exc}); the voice file is damaged") from None
+    codes = folder / CODES_FILE
+    if codes.is_file():
+        from safetensors import safe_open
+
+        try:
+            with safe_open(str(codes), framework="numpy") as f:
+                for k in f.keys():
+                    f.get_tensor(k)
+        except Exception:  # noqa: BLE001 - report any damage the same way
+            raise UserError(f"{path}: {CODES_FILE} is damaged; the voice file is damaged") from None
