@@ -1,0 +1,67 @@
+"""Where the model runs and in which precision.
+
+One place for the policy so that the CLI, the studio and the tests agree: "auto" means CUDA when there is one
+(then bfloat16, what upstream ships and runs), else the CPU in float32 (the only mode in which our codes are
+checked bit for bit against upstream's).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from s2studio.errors import UserError
+
+DEVICE_NAMES = ("auto", "cpu", "cuda", "mps")
+PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def resolve_device(name: str) -> torch.device:
+    """"auto" | "cpu" | "cuda" | "cuda:N" | "mps" -> a usable torch.device, or a UserError saying why not."""
+    name = (name or "auto").strip().lower()
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if _mps_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    if name == "cpu":
+        return torch.device("cpu")
+    if name == "cuda" or name.startswith("cuda:"):
+        if not torch.cuda.is_available():
+            raise UserError(f"device {name!r} requested but no CUDA GPU is available; use --device cpu")
+        device = torch.device(name)
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise UserError(f"device {name!r} does not exist: this machine has {torch.cuda.device_count()} CUDA GPU(s)")
+        return device
+    if name == "mps":
+        if not _mps_available():
+            raise UserError("device 'mps' requested but Apple's Metal backend is not available; use --device cpu")
+        return torch.device("mps")
+    raise UserError(f"unknown device {name!r}; choose one of {', '.join(DEVICE_NAMES)}")
+
+
+def resolve_dtype(precision: str, device: torch.device) -> torch.dtype:
+    """"auto" -> bfloat16 on CUDA, float32 elsewhere; "fp32" | "bf16" | "fp16" as named."""
+    precision = (precision or "auto").strip().lower()
+    if precision == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    if precision not in PRECISIONS:
+        raise UserError(f"unknown precision {precision!r}; choose one of auto, {', '.join(PRECISIONS)}")
+    return PRECISIONS[precision]
+
+
+def set_threads(n: int | None) -> None:
+    """Use `n` CPU threads for torch's kernels (None: leave torch's default).
+
+    Note that the thread count is part of the reference bits on CPU: reduction orders depend on it.
+    """
+    if n is None:
+        return
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise UserError(f"--threads must be a positive integer, got {n!r}")
+    torch.set_num_threads(n)
+
+
+def _mps_available() -> bool:
+    backend = getattr(torch.backends, "mps", None)
+    return bool(backend is not None and backend.is_available())
