@@ -1,0 +1,126 @@
+"""Composition root: QApplication, folders, logging, the engine thread and the main window.
+
+`S2STUDIO_ENGINE=fake` runs the studio on the torch-free `FakeEngine` (tones, no model needed).
+Otherwise the real engine is imported by name *inside the engine thread* the first time a job runs,
+so the GUI thread never imports torch.
+"""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QSettings, QTimer
+from PySide6.QtWidgets import QApplication
+
+from s2studio import paths
+from s2studio.errors import UserError
+from s2studio.worker import EngineHost
+
+logger = logging.getLogger(__name__)
+
+APP_ID = "io.github.s2studio.S2Studio"
+ENV_ENGINE = "S2STUDIO_ENGINE"
+
+
+def fake_engine_factory() -> Any:
+    from s2studio.engine.fake import FakeEngine  # noqa: PLC0415 - engine thread
+
+    return FakeEngine()
+
+
+def real_engine_factory() -> Any:
+    """Runs on the engine thread: importing the real engine imports torch there, not in the GUI."""
+    try:
+        from s2studio.engine.s2 import S2Engine  # noqa: PLC0415
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.startswith("s2studio"):
+            raise UserError("The S2 engine is not part of this build yet; start with S2STUDIO_ENGINE=fake "
+                            "to try the studio with test tones.") from None
+        raise
+    return S2Engine()
+
+
+def engine_factory(kind: str) -> Callable[[], Any]:
+    return fake_engine_factory if kind == "fake" else real_engine_factory
+
+
+def setup_logging(log_dir: Path) -> None:
+    """A rotating log file beside the data (the user's script text is never logged at INFO)."""
+    root = logging.getLogger()
+    if any(getattr(h, "_s2studio", False) for h in root.handlers):
+        return
+    try:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        handler: logging.Handler = logging.handlers.RotatingFileHandler(log_dir / "studio.log", maxBytes=2_000_000,
+                                                                        backupCount=2, encoding="utf-8")
+    except OSError:
+        handler = logging.StreamHandler()
+    handler._s2studio = True  # type: ignore[attr-defined]
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"))
+    root.addHandler(handler)
+    root.setLevel(min(root.level or logging.INFO, logging.INFO))
+
+
+def make_application(argv: list[str] | None = None) -> QApplication:
+    app = QApplication.instance() or QApplication(argv if argv is not None else sys.argv)
+    app.setApplicationName("S2 Studio")
+    app.setOrganizationName("s2studio")
+    app.setApplicationDisplayName("S2 Studio")
+    app.setDesktopFileName(APP_ID)
+    from s2studio.ui.icons import app_icon  # noqa: PLC0415
+
+    app.setWindowIcon(app_icon())
+    return app  # type: ignore[return-value]
+
+
+def build_window(engine_kind: str | None = None, factory: Callable[[], Any] | None = None):  # noqa: ANN201
+    """The window and its engine host, not shown; `app.main` and the tests both start here."""
+    from s2studio.ui.context import StudioContext  # noqa: PLC0415
+    from s2studio.ui.main_window import MainWindow  # noqa: PLC0415
+
+    kind = engine_kind or os.environ.get(ENV_ENGINE, "s2")
+    data = paths.data_dir()
+    setup_logging(data / "logs")
+    settings = QSettings()
+    host = EngineHost(factory or engine_factory(kind))
+    ctx = StudioContext(host=host, engine_kind=kind, data_dir=data, settings=settings)
+    window = MainWindow(ctx)
+    return window
+
+
+def start_engine(window) -> None:  # noqa: ANN001
+    """Load the fake engine at once, the remembered model when it is valid, else show the model page."""
+    from s2studio.ui.model_page import validate_model_dir  # noqa: PLC0415
+
+    if window.ctx.engine_kind == "fake":
+        window.load_model(Path("fake-model"))
+        return
+    remembered = window.ctx.settings.value("model/dir", "")
+    if remembered:
+        try:
+            validate_model_dir(Path(remembered))
+        except UserError as exc:
+            window.statusBar().showMessage(str(exc), 10000)
+        else:
+            window.load_model(Path(remembered))
+            return
+    QTimer.singleShot(0, window.open_model_page)
+
+
+def main(argv: list[str] | None = None) -> int:
+    app = make_application(argv)
+    window = build_window()
+    window.show()
+    window.offer_restore()
+    window.store.begin_session()
+    start_engine(window)
+    try:
+        return app.exec()
+    finally:
+        window.ctx.host.shutdown()

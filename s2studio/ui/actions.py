@@ -1,0 +1,97 @@
+"""Every command of the window as a QAction with a shortcut and an accessible name, and the
+Help ▸ Shortcuts window that lists them (generated from the same table, so it cannot go stale)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QHeaderView, QStyle, QTableWidget, QTableWidgetItem,
+                               QVBoxLayout, QWidget)
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    name: str
+    text: str
+    shortcut: str
+    menu: str
+    icon: QStyle.StandardPixmap | None = None
+    tip: str = ""
+
+
+SP = QStyle.StandardPixmap
+SPECS: tuple[ActionSpec, ...] = (
+    ActionSpec("new_project", "&New Project", "Ctrl+N", "File", SP.SP_FileIcon),
+    ActionSpec("open_project", "&Open Project…", "Ctrl+O", "File", SP.SP_DialogOpenButton),
+    ActionSpec("save_project", "&Save Project", "Ctrl+S", "File", SP.SP_DialogSaveButton),
+    ActionSpec("save_project_as", "Save Project &As…", "Ctrl+Shift+S", "File"),
+    ActionSpec("export", "&Export Audio…", "Ctrl+E", "File", SP.SP_DriveHDIcon, "Export the script as audio files"),
+    ActionSpec("choose_model", "&Model…", "Ctrl+Shift+M", "File", SP.SP_ComputerIcon),
+    ActionSpec("quit", "&Quit", "Ctrl+Q", "File"),
+    ActionSpec("undo", "&Undo", "Ctrl+Z", "Edit"),
+    ActionSpec("redo", "&Redo", "Ctrl+Shift+Z", "Edit"),
+    ActionSpec("insert_tag", "Insert &Tag…", "Ctrl+T", "Edit", None, "Move to the tag palette"),
+    ActionSpec("find_voice", "Find &Voice", "Ctrl+F", "Edit"),
+    ActionSpec("render_all", "Render &All", "Ctrl+R", "Render", SP.SP_MediaPlay, "Render every line"),
+    ActionSpec("render_stale", "Render &Stale Lines", "Ctrl+Shift+R", "Render", SP.SP_BrowserReload,
+               "Render lines that are new or changed"),
+    ActionSpec("render_line", "Render &Line", "Ctrl+Return", "Render", None, "Render the line under the cursor"),
+    ActionSpec("stop_render", "S&top Rendering", "Ctrl+.", "Render", SP.SP_BrowserStop),
+    ActionSpec("play_pause", "&Play / Pause", "Ctrl+Space", "Playback", SP.SP_MediaPlay),
+    ActionSpec("play_from_cursor", "Play from &Cursor Line", "Ctrl+Shift+Space", "Playback", SP.SP_MediaSeekForward),
+    ActionSpec("next_take", "&Next Take", "Alt+Right", "Playback", SP.SP_ArrowRight),
+    ActionSpec("previous_take", "P&revious Take", "Alt+Left", "Playback", SP.SP_ArrowLeft),
+    ActionSpec("ab_take", "&A/B Takes", "Ctrl+B", "Playback"),
+    ActionSpec("new_voice", "&New Voice from File…", "Ctrl+Shift+N", "Voices", SP.SP_FileDialogNewFolder),
+    ActionSpec("record_voice", "&Record Voice…", "Ctrl+Shift+E", "Voices"),
+    ActionSpec("import_voice", "&Import Voice…", "Ctrl+Shift+I", "Voices"),
+    ActionSpec("export_voice", "E&xport Voice…", "Ctrl+Shift+X", "Voices"),
+    ActionSpec("settings", "Generation &Settings", "Ctrl+,", "View"),
+    ActionSpec("shortcuts", "&Keyboard Shortcuts", "F1", "Help"),
+)
+
+
+def build_actions(parent: QWidget, slots: dict[str, Callable[[], object]]) -> dict[str, QAction]:
+    actions: dict[str, QAction] = {}
+    style = parent.style()
+    for spec in SPECS:
+        act = QAction(spec.text, parent)
+        act.setObjectName(spec.name)
+        act.setShortcut(QKeySequence(spec.shortcut))
+        plain = spec.text.replace("&", "").rstrip("…")
+        act.setToolTip(f"{spec.tip or plain} ({spec.shortcut})")
+        act.setStatusTip(spec.tip or plain)
+        act.setData(plain)  # the accessible name of its buttons
+        if spec.icon is not None:
+            act.setIcon(style.standardIcon(spec.icon))
+        slot = slots.get(spec.name)
+        if slot is not None:
+            act.triggered.connect(lambda _=False, s=slot: s())
+        actions[spec.name] = act
+    return actions
+
+
+class ShortcutsDialog(QDialog):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Keyboard Shortcuts")
+        self.setObjectName("shortcutsDialog")
+        self.resize(520, 620)
+        table = QTableWidget(len(SPECS), 3, self)
+        table.setAccessibleName("Keyboard shortcuts")
+        table.setHorizontalHeaderLabels(["Menu", "Action", "Shortcut"])
+        table.verticalHeader().hide()
+        table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        for row, spec in enumerate(SPECS):
+            seq = QKeySequence(spec.shortcut).toString(QKeySequence.SequenceFormat.NativeText)
+            for col, text in enumerate((spec.menu, spec.text.replace("&", ""), seq)):
+                table.setItem(row, col, QTableWidgetItem(text))
+        table.horizontalHeader().setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        self.table = table
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addWidget(table)
+        layout.addWidget(buttons)

@@ -1,0 +1,236 @@
+"""The script editor: highlighting, tag completion after `[`, inline parser warnings, current-line marks.
+
+Highlighting is regex-based and runs per block (Qt's QSyntaxHighlighter contract), so it never waits
+for the parser; the parser's warnings arrive as underlines after a short debounce (see MainWindow).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+from PySide6.QtCore import QStringListModel, Qt, QTimer, Signal
+from PySide6.QtGui import (QColor, QFont, QFontDatabase, QKeyEvent, QPalette, QSyntaxHighlighter, QTextCharFormat,
+                           QTextCursor, QTextDocument, QTextFormat)
+from PySide6.QtWidgets import QCompleter, QPlainTextEdit, QTextEdit, QToolTip, QWidget
+
+HEADING = re.compile(r"^\s*#.*$")
+SPEAKER = re.compile(r"^\s*([^\s\[\]:<>#][^\[\]:<>#]{0,39}):")
+TAG = re.compile(r"\[[^\[\]\n]*\]")
+RAW_SPEAKER = re.compile(r"<\|speaker:\d+\|>")
+
+_SPEAKER_HUES = (210, 20, 140, 280, 50, 330, 170, 0)
+
+
+def speaker_color(name: str, dark: bool) -> QColor:
+    """A stable colour per speaker name, readable on the current background."""
+    hue = _SPEAKER_HUES[int(hashlib.sha1(name.strip().encode()).hexdigest(), 16) % len(_SPEAKER_HUES)]
+    return QColor.fromHsl(hue, 170, 170 if dark else 95)
+
+
+def is_dark(palette: QPalette) -> bool:
+    return palette.color(QPalette.ColorRole.Base).lightness() < 128
+
+
+@dataclass(frozen=True)
+class InlineWarning:
+    start: int
+    end: int
+    message: str
+
+
+class ScriptHighlighter(QSyntaxHighlighter):
+    def __init__(self, document: QTextDocument, dark: bool) -> None:
+        super().__init__(document)
+        self.set_dark(dark)
+
+    def set_dark(self, dark: bool) -> None:
+        self._dark = dark
+        self._heading = QTextCharFormat()
+        self._heading.setFontWeight(QFont.Weight.Bold)
+        self._heading.setForeground(QColor("#9aa4b0") if dark else QColor("#5a6470"))
+        self._tag = QTextCharFormat()
+        self._tag.setForeground(QColor("#d7a24a") if dark else QColor("#9a5b00"))
+        self._tag.setBackground(QColor(215, 162, 74, 40))
+        self._raw = QTextCharFormat()
+        self._raw.setForeground(QColor("#8fb3ff") if dark else QColor("#2a55b0"))
+        self._raw.setFontItalic(True)
+        self.rehighlight()
+
+    def highlightBlock(self, text: str) -> None:  # noqa: N802 - Qt override
+        if HEADING.match(text):
+            self.setFormat(0, len(text), self._heading)
+            return
+        m = SPEAKER.match(text)
+        if m:
+            fmt = QTextCharFormat()
+            fmt.setForeground(speaker_color(m.group(1), self._dark))
+            fmt.setFontWeight(QFont.Weight.Bold)
+            self.setFormat(m.start(1), m.end() - m.start(1), fmt)
+        for m in TAG.finditer(text):
+            self.setFormat(m.start(), m.end() - m.start(), self._tag)
+        for m in RAW_SPEAKER.finditer(text):
+            self.setFormat(m.start(), m.end() - m.start(), self._raw)
+
+
+class ScriptEditor(QPlainTextEdit):
+    """Plain text with highlighting, `[` completion, warning underlines and a 'now playing' band."""
+
+    cursor_line_changed = Signal(int)
+    """Block number (0-based) of the text cursor."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("scriptEditor")
+        self.setAccessibleName("Script editor")
+        self.setPlaceholderText("Alice: Did you hear that? [whispering] Someone is at the door.\n"
+                                "Bob: [laughing] It's only the cat.")
+        font = QFontDatabase.systemFont(QFontDatabase.SystemFont.GeneralFont)
+        font.setPointSizeF(max(font.pointSizeF(), 10.5) * 1.1)
+        self.setFont(font)
+        self.document().setDocumentMargin(12)
+        self.setTabChangesFocus(True)
+        self.highlighter = ScriptHighlighter(self.document(), is_dark(self.palette()))
+        self._warnings: list[InlineWarning] = []
+        self._playing_block = -1
+        self.completer = QCompleter(self)
+        self.completer.setModel(QStringListModel([], self.completer))
+        self.completer.setWidget(self)
+        self.completer.setCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
+        self.completer.setFilterMode(Qt.MatchFlag.MatchContains)
+        self.completer.setCompletionMode(QCompleter.CompletionMode.PopupCompletion)
+        self.completer.activated.connect(self._complete)
+        self.cursorPositionChanged.connect(self._cursor_moved)
+        self._last_block = 0
+        self.setMouseTracking(True)
+        self._tip_timer = QTimer(self)
+
+    # -- tags ------------------------------------------------------------------------------------
+
+    def set_tag_names(self, names: list[str]) -> None:
+        self.completer.model().setStringList(sorted(set(names), key=str.lower))
+
+    def insert_tag(self, tag: str) -> None:
+        """Insert `[tag]` at the cursor, with a space before it when the text needs one."""
+        cursor = self.textCursor()
+        before = self.toPlainText()[max(0, cursor.position() - 1):cursor.position()]
+        text = f"[{tag.strip('[]')}]"
+        if before and not before.isspace() and before != "[":
+            text = " " + text
+        cursor.insertText(text + " ")
+        self.setTextCursor(cursor)
+        self.setFocus()
+
+    def _open_prefix(self) -> str | None:
+        """Text typed after an unclosed `[` on the current line, or None outside a tag."""
+        cursor = self.textCursor()
+        line = cursor.block().text()[: cursor.positionInBlock()]
+        i = line.rfind("[")
+        if i < 0 or "]" in line[i:]:
+            return None
+        return line[i + 1:]
+
+    def _complete(self, tag: str) -> None:
+        prefix = self._open_prefix()
+        cursor = self.textCursor()
+        if prefix is not None:
+            cursor.movePosition(QTextCursor.MoveOperation.Left, QTextCursor.MoveMode.KeepAnchor, len(prefix))
+        after = cursor.block().text()[cursor.positionInBlock() + len(cursor.selectedText()):]
+        cursor.insertText(tag + ("" if after.startswith("]") else "]"))
+        self.setTextCursor(cursor)
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 - Qt override
+        popup = self.completer.popup()
+        if popup.isVisible() and event.key() in (Qt.Key.Key_Enter, Qt.Key.Key_Return, Qt.Key.Key_Tab,
+                                                 Qt.Key.Key_Escape):
+            event.ignore()
+            return
+        super().keyPressEvent(event)
+        prefix = self._open_prefix()
+        if prefix is None or not event.text():
+            popup.hide()
+            return
+        self.completer.setCompletionPrefix(prefix)
+        if self.completer.completionCount() == 0:
+            popup.hide()
+            return
+        rect = self.cursorRect()
+        rect.setWidth(popup.sizeHintForColumn(0) + popup.verticalScrollBar().sizeHint().width() + 16)
+        popup.setCurrentIndex(self.completer.completionModel().index(0, 0))
+        self.completer.complete(rect)
+
+    # -- warnings and marks ---------------------------------------------------------------------
+
+    def set_warnings(self, warnings: list[InlineWarning]) -> None:
+        self._warnings = list(warnings)
+        self._update_selections()
+
+    @property
+    def warnings(self) -> list[InlineWarning]:
+        return list(self._warnings)
+
+    def set_playing_block(self, block: int) -> None:
+        """Highlight the line being heard (-1: none)."""
+        if block != self._playing_block:
+            self._playing_block = block
+            self._update_selections()
+
+    @property
+    def playing_block(self) -> int:
+        return self._playing_block
+
+    def _update_selections(self) -> None:
+        sels = []
+        if self._playing_block >= 0:
+            block = self.document().findBlockByNumber(self._playing_block)
+            if block.isValid():
+                sel = QTextEdit.ExtraSelection()
+                color = QColor(self.palette().color(QPalette.ColorRole.Highlight))
+                color.setAlpha(55)
+                sel.format.setBackground(color)
+                sel.format.setProperty(QTextFormat.Property.FullWidthSelection, True)
+                sel.cursor = QTextCursor(block)
+                sels.append(sel)
+        length = len(self.toPlainText())
+        for w in self._warnings:
+            sel = QTextEdit.ExtraSelection()
+            sel.format.setUnderlineStyle(QTextCharFormat.UnderlineStyle.WaveUnderline)
+            sel.format.setUnderlineColor(QColor("#e0a030"))
+            sel.format.setToolTip(w.message)
+            cursor = QTextCursor(self.document())
+            start = min(w.start, length)
+            end = min(max(w.end, start + 1), length)
+            cursor.setPosition(start)
+            cursor.setPosition(end, QTextCursor.MoveMode.KeepAnchor)
+            sel.cursor = cursor
+            sels.append(sel)
+        self.setExtraSelections(sels)
+
+    def warning_at(self, position: int) -> InlineWarning | None:
+        for w in self._warnings:
+            if w.start <= position <= max(w.end, w.start + 1):
+                return w
+        return None
+
+    def event(self, e) -> bool:  # noqa: ANN001 - Qt override
+        if e.type() == e.Type.ToolTip:
+            cursor = self.cursorForPosition(e.pos())
+            w = self.warning_at(cursor.position())
+            if w is not None:
+                QToolTip.showText(e.globalPos(), w.message, self)
+            else:
+                QToolTip.hideText()
+            return True
+        return super().event(e)
+
+    def _cursor_moved(self) -> None:
+        block = self.textCursor().blockNumber()
+        if block != self._last_block:
+            self._last_block = block
+            self.cursor_line_changed.emit(block)
+
+    def changeEvent(self, e) -> None:  # noqa: ANN001, N802 - Qt override: follow light/dark switches
+        if e.type() == e.Type.PaletteChange:
+            self.highlighter.set_dark(is_dark(self.palette()))
+        super().changeEvent(e)

@@ -1,0 +1,510 @@
+"""The studio window (design.md §8): voices left, cast bar + script centre, tags/takes/settings right,
+player bottom, status bar. It composes panels and wires signals; the panels do the work."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict
+from pathlib import Path
+
+from PySide6.QtCore import QMimeData, Qt, QTimer
+from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
+from PySide6.QtWidgets import (QFileDialog, QMainWindow, QMessageBox, QSplitter, QTabWidget, QToolBar, QVBoxLayout,
+                               QWidget)
+
+from s2studio.engine import api
+from s2studio.errors import UserError
+from s2studio.state.project import GenerationSettings, Project
+from s2studio.state.script import Line, Script, parse_script
+from s2studio.state.voices import VoiceLibrary
+from s2studio.ui.actions import SPECS, ShortcutsDialog, build_actions
+from s2studio.ui.cast_bar import CastBar
+from s2studio.ui.context import StudioContext
+from s2studio.ui.editor import InlineWarning, ScriptEditor
+from s2studio.ui.player import PlaybackBuffer, Player
+from s2studio.ui.player_bar import PlayerBar
+from s2studio.ui.projects import ProjectStore
+from s2studio.ui.render_flow import RenderFlow
+from s2studio.ui.session import RenderSession
+from s2studio.ui.settings_panel import SettingsPanel
+from s2studio.ui.status import StatusPanel
+from s2studio.ui.tag_palette import TagPalette
+from s2studio.ui.takes_panel import TakesPanel
+from s2studio.ui.voices_panel import VoicesPanel
+
+logger = logging.getLogger(__name__)
+
+AUDIO_SUFFIXES = {".wav", ".flac", ".ogg", ".mp3", ".aiff", ".aif"}
+
+
+class MainWindow(QMainWindow):
+    def __init__(self, ctx: StudioContext) -> None:
+        super().__init__()
+        self.ctx = ctx
+        self.setObjectName("mainWindow")
+        self.setWindowTitle("S2 Studio")
+        self.setAcceptDrops(True)
+        self.resize(1280, 800)
+        self.model_info: api.ModelInfo | None = None
+        self.project = Project(settings=self._remembered_settings())
+        self.script: Script = parse_script("")
+        self.library = VoiceLibrary(ctx.voices_dir)
+        self.buffer = PlaybackBuffer()
+        self.player = Player(self.buffer, self)
+        self.session = RenderSession(ctx.host, self.project, self.buffer, builder=lambda *_: None, parent=self)
+        self.flow = RenderFlow(ctx.host, self.library, self.session, self)
+        self.store = ProjectStore(ctx.autosave_dir, ctx.settings, self)
+        self.actions_by_name = build_actions(self, self._slots())
+        self._build_ui()
+        self._build_menus()
+        self._wire()
+        self._parse_timer = QTimer(self, singleShot=True, interval=150)
+        self._parse_timer.timeout.connect(self.reparse)
+        self.reparse()
+        self._update_enabled()
+
+    # -- construction ----------------------------------------------------------------------------
+
+    def _slots(self) -> dict:
+        return {
+            "new_project": self.new_project, "open_project": self.open_project, "save_project": self.save_project,
+            "save_project_as": self.save_project_as, "export": self.open_export, "choose_model": self.open_model_page,
+            "quit": self.close, "undo": lambda: self.editor.undo(), "redo": lambda: self.editor.redo(),
+            "insert_tag": lambda: (self.inspector.setCurrentWidget(self.palette), self.palette.filter.setFocus()),
+            "find_voice": lambda: self.voices.search.setFocus(),
+            "render_all": lambda: self.render(list(self.script.lines)),
+            "render_stale": lambda: self.render(self.session.stale_lines()),
+            "render_line": self.render_cursor_line, "stop_render": self.flow.cancel,
+            "play_pause": self.play_pause, "play_from_cursor": self.play_from_cursor,
+            "next_take": lambda: self.takes.step(1), "previous_take": lambda: self.takes.step(-1),
+            "ab_take": lambda: self.takes.toggle_ab(),
+            "new_voice": lambda: self.voices.browse(), "record_voice": self.record_voice,
+            "import_voice": lambda: self.voices.import_file(), "export_voice": lambda: self.voices.export_file(),
+            "settings": lambda: self.inspector.setCurrentWidget(self.settings_panel),
+            "shortcuts": self.show_shortcuts,
+        }
+
+    def _build_ui(self) -> None:
+        a = self.actions_by_name
+        toolbar = QToolBar("Main", self)
+        toolbar.setObjectName("mainToolbar")
+        toolbar.setMovable(False)
+        toolbar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        for name in ("render_all", "render_stale", "render_line", "stop_render", None, "play_pause",
+                     "play_from_cursor", None, "export"):
+            if name is None:
+                toolbar.addSeparator()
+            else:
+                toolbar.addAction(a[name])
+        self.addToolBar(toolbar)
+        self.voices = VoicesPanel(self.library)
+        self.voices.record_requested = self.record_voice
+        self.cast_bar = CastBar()
+        self.editor = ScriptEditor()
+        self.palette = TagPalette()
+        self.editor.set_tag_names(self.palette.names())
+        centre = QWidget()
+        cl = QVBoxLayout(centre)
+        cl.setContentsMargins(0, 0, 0, 0)
+        cl.setSpacing(0)
+        cl.addWidget(self.cast_bar)
+        cl.addWidget(self.editor, 1)
+        self.takes = TakesPanel()
+        self.settings_panel = SettingsPanel()
+        self.settings_panel.set_settings(self.project.settings)
+        self.inspector = QTabWidget()
+        self.inspector.setObjectName("inspector")
+        self.inspector.setAccessibleName("Inspector")
+        self.inspector.addTab(self.palette, "Tags")
+        self.inspector.addTab(self.takes, "Takes")
+        self.inspector.addTab(self.settings_panel, "Settings")
+        top = QSplitter(Qt.Orientation.Horizontal)
+        top.addWidget(self.voices)
+        top.addWidget(centre)
+        top.addWidget(self.inspector)
+        top.setSizes([260, 720, 300])
+        top.setStretchFactor(1, 1)
+        self.player_bar = PlayerBar(self.buffer, a)
+        self.waveform = self.player_bar.waveform
+        outer = QSplitter(Qt.Orientation.Vertical)
+        outer.addWidget(top)
+        outer.addWidget(self.player_bar)
+        outer.setSizes([600, 150])
+        outer.setStretchFactor(0, 1)
+        self.setCentralWidget(outer)
+        self.status = StatusPanel(self.statusBar())
+        if not self.player.available:
+            self.player_bar.set_notice(self.player.unavailable_reason)
+
+    def _build_menus(self) -> None:
+        menus: dict[str, object] = {}
+        for spec in SPECS:
+            menu = menus.get(spec.menu)
+            if menu is None:
+                menu = menus[spec.menu] = self.menuBar().addMenu("&" + spec.menu)
+            if spec.name in ("quit", "undo", "render_all", "play_pause", "new_voice"):
+                if menu.actions():
+                    menu.addSeparator()
+            menu.addAction(self.actions_by_name[spec.name])
+            if spec.name == "open_project":
+                self.recent_menu = menu.addMenu("Open &Recent")
+        self.store.recent_changed.connect(self._fill_recent)
+        self._fill_recent()
+
+    def _fill_recent(self) -> None:
+        self.recent_menu.clear()
+        for path in self.store.recent():
+            self.recent_menu.addAction(path.name, lambda p=path: self.open_project(p))
+        self.recent_menu.setEnabled(bool(self.recent_menu.actions()))
+
+    def _wire(self) -> None:
+        h = self.ctx.host
+        h.model_loading.connect(lambda e: self.status.set_model(None, f"Loading model… {e.progress:.0%}"))
+        h.model_ready.connect(self._on_model_ready)
+        h.job_failed.connect(self._on_job_failed)
+        self.editor.textChanged.connect(lambda: self._parse_timer.start())
+        self.editor.cursor_line_changed.connect(lambda _: self._show_takes())
+        self.palette.tag_chosen.connect(self.editor.insert_tag)
+        self.cast_bar.cast_changed.connect(self._cast_changed)
+        self.voices.voices_changed.connect(self._voices_changed)
+        self.voices.message.connect(lambda m: self.statusBar().showMessage(m, 5000))
+        self.settings_panel.settings_changed.connect(self._settings_changed)
+        self.takes.pick_requested.connect(self._pick)
+        self.takes.audition_requested.connect(self.play_line)
+        self.session.timeline_changed.connect(self._timeline_changed)
+        self.session.audio_grew.connect(self._audio_grew)
+        self.session.takes_changed.connect(self._take_added)
+        self.session.busy_changed.connect(self._busy_changed)
+        self.session.stats.connect(lambda e: self.status.on_progress(e, self.session.done_lines))
+        self.session.failed.connect(self._render_failed)
+        self.session.finished.connect(lambda c: self.status.stop("Render cancelled." if c else "Render finished."))
+        self.flow.failed.connect(self._render_failed)
+        self.flow.encoding.connect(lambda on: self.status.stop("Encoding reference clips…" if on else ""))
+        self.player.position_changed.connect(self._position)
+        self.player.state_changed.connect(self._play_state)
+        self.waveform.seek_requested.connect(self.player.seek)
+        self._voices_changed()
+
+    # -- model -----------------------------------------------------------------------------------
+
+    def load_model(self, model_dir: Path) -> None:
+        s = self.project.settings
+        self.ctx.model_dir = model_dir
+        self.status.set_model(None, "Loading model…")
+        self.ctx.host.load(api.LoadRequest(self.ctx.host.new_job_id("load"), model_dir, s.device, s.precision))
+
+    def _on_model_ready(self, event: api.ModelReady) -> None:
+        self.model_info = event.info
+        self.flow.codec_fingerprint = event.info.codec_fingerprint
+        self.status.set_model(event.info)
+        self._update_enabled()
+
+    def _on_job_failed(self, event: api.JobFailed) -> None:
+        if event.job_id.startswith("load"):
+            self.model_info = None
+            self.status.set_model(None, "No model")
+            self.statusBar().showMessage(event.error, 10000)
+            self._update_enabled()
+
+    def open_model_page(self) -> None:
+        from s2studio.ui.model_page import ModelPage  # noqa: PLC0415 - rarely opened
+
+        page = ModelPage(self.ctx.data_dir / "models", self)
+        if page.exec() and page.chosen is not None:
+            self.ctx.settings.setValue("model/dir", str(page.chosen))
+            self.load_model(page.chosen)
+
+    # -- script and cast -------------------------------------------------------------------------
+
+    def reparse(self) -> None:
+        text = self.editor.toPlainText()
+        if text != self.project.script:
+            self.project.script = text
+            self.store.changed(self.project)
+        voiced = {s for s, v in self.project.cast.items() if v}
+        self.script = parse_script(text, known_speakers=voiced | {"Narrator"} if voiced else None)
+        self.editor.set_warnings([InlineWarning(w.start, w.end, w.message) for w in self.script.warnings])
+        self.cast_bar.set_speakers(self.script.speakers, self.project.cast)
+        self.session.set_script(self.script)
+        self._show_takes()
+        self._update_enabled()
+
+    def _cast_changed(self, speaker: str, voice_id: str) -> None:
+        self.project.cast[speaker] = voice_id
+        self.store.changed(self.project)
+        self.reparse()
+
+    def _voices_changed(self) -> None:
+        self.cast_bar.set_voices([(v.id, v.name) for v in self.voices.voices()])
+
+    def _settings_changed(self, settings: GenerationSettings) -> None:
+        self.project.settings = settings
+        self.ctx.settings.setValue("generation", json.dumps(asdict(settings)))
+        self.store.changed(self.project)
+        self._show_takes()
+
+    def _remembered_settings(self) -> GenerationSettings:
+        try:
+            return GenerationSettings.from_dict(json.loads(self.ctx.settings.value("generation", "{}") or "{}"))
+        except ValueError:
+            return GenerationSettings()
+
+    def cursor_line(self) -> Line | None:
+        pos = self.editor.textCursor().position()
+        block = self.editor.textCursor().blockNumber() + 1
+        on_block = [ln for ln in self.script.lines if ln.source_line == block]
+        for ln in on_block:
+            if ln.start <= pos <= ln.end:
+                return ln
+        return on_block[0] if on_block else None
+
+    # -- rendering -------------------------------------------------------------------------------
+
+    def render(self, lines: list[Line]) -> None:
+        if not lines:
+            self.statusBar().showMessage("Nothing to render: every line is up to date.", 5000)
+            return
+        if self.model_info is None:
+            self.statusBar().showMessage("Load a model first (File ▸ Model…).", 8000)
+            return
+        try:
+            self.flow.render(lines)
+        except UserError as exc:
+            self._render_failed(str(exc))
+            return
+        self.status.start(len(lines))
+        self._autoplay_from = lines[0].line_id
+
+    def render_cursor_line(self) -> None:
+        line = self.cursor_line()
+        if line is not None:
+            self.render([line])
+
+    def _busy_changed(self, busy: bool) -> None:
+        self._update_enabled()
+        if not busy:
+            self.store.changed(self.project, soon=True)
+
+    def _render_failed(self, message: str) -> None:
+        self.status.stop("Render failed.")
+        QMessageBox.warning(self, "Render failed", message)
+
+    def _audio_grew(self, start: int) -> None:
+        self.waveform.refresh(start)
+        line_id = getattr(self, "_autoplay_from", None)
+        if line_id is not None and self.session.busy:
+            self._autoplay_from = None
+            if not self.player.playing:
+                self.player.seek(self.session.start_of(line_id) or 0)
+                self.player.play()
+
+    def _timeline_changed(self) -> None:
+        self.waveform.set_boundaries(self.session.boundaries)
+        self.waveform.refresh(0)
+
+    def _take_added(self, line_id: str) -> None:
+        self.store.changed(self.project, soon=True)
+        self._show_takes()
+
+    def _pick(self, line_id: str, index: int) -> None:
+        self.session.pick(line_id, index)
+        self.store.changed(self.project)
+        self._show_takes()
+
+    def _show_takes(self) -> None:
+        line = self.cursor_line()
+        if line is None:
+            self.takes.show_line(None, "", None, False)
+            return
+        label = f"{line.speaker}: {line.text[:60]}"
+        self.takes.show_line(line.line_id, label, self.project.lines.get(line.line_id), self.session.is_stale(line))
+
+    # -- playback --------------------------------------------------------------------------------
+
+    def play_pause(self) -> None:
+        if self.player.playing:
+            self.player.pause()
+        elif not self.player.play() and self.player.unavailable_reason:
+            self.player_bar.set_notice(self.player.unavailable_reason)
+
+    def play_line(self, line_id: str) -> None:
+        start = self.session.start_of(line_id)
+        if start is not None:
+            self.player.seek(start)
+            self.player.play()
+
+    def play_from_cursor(self) -> None:
+        line = self.cursor_line()
+        if line is not None:
+            self.play_line(line.line_id)
+
+    def _position(self, sample: int) -> None:
+        self.waveform.set_playhead(sample)
+        line_id = self.session.line_at(sample) if self.player.playing else None
+        self.waveform.set_current_line(line_id)
+        line = self.script.line(line_id) if line_id else None
+        self.editor.set_playing_block(line.source_line - 1 if line else -1)
+
+    def _play_state(self, playing: bool) -> None:
+        self.actions_by_name["play_pause"].setIcon(self.style().standardIcon(
+            self.style().StandardPixmap.SP_MediaPause if playing else self.style().StandardPixmap.SP_MediaPlay))
+        if not playing:
+            self.editor.set_playing_block(-1)
+            self.waveform.set_current_line(None)
+
+    # -- voices ----------------------------------------------------------------------------------
+
+    def record_voice(self) -> None:
+        from s2studio.ui.record_dialog import RecordDialog  # noqa: PLC0415
+
+        dialog = RecordDialog(self)
+        self.record_dialog = dialog
+        if dialog.exec() and dialog.path is not None:
+            self.voices.new_voice_from(dialog.path, dialog.transcript.toPlainText().strip())
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 - Qt override
+        if self._dropped_paths(event.mimeData()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802 - Qt override
+        paths = self._dropped_paths(event.mimeData())
+        event.acceptProposedAction()
+        QTimer.singleShot(0, lambda: self.open_paths(paths))
+
+    @staticmethod
+    def _dropped_paths(mime: QMimeData) -> list[Path]:
+        return [Path(u.toLocalFile()) for u in mime.urls() if u.isLocalFile()]
+
+    def open_paths(self, paths: list[Path]) -> None:
+        """What a drop does: audio makes a voice, .s2voice imports, .s2proj opens."""
+        for path in paths:
+            try:
+                if path.suffix.lower() in AUDIO_SUFFIXES:
+                    self.voices.new_voice_from(path)
+                elif path.suffix == ".s2voice":
+                    voice = self.library.import_voice(path)
+                    self.voices.refresh()
+                    self.voices.select(voice.id)
+                    self._voices_changed()
+                elif path.suffix == ".s2proj" or (path / "project.json").is_file():
+                    self.open_project(path)
+            except UserError as exc:
+                QMessageBox.warning(self, "Cannot open", str(exc))
+
+    # -- projects --------------------------------------------------------------------------------
+
+    def set_project(self, project: Project) -> None:
+        self.flow.cancel()
+        self.player.pause()
+        self.project = project
+        self.session.set_project(project)
+        self.settings_panel.set_settings(project.settings)
+        self.editor.setPlainText(project.script)
+        self.reparse()
+        self._timeline_changed()
+        self.player.seek(0)
+
+    def new_project(self) -> None:
+        self.set_project(Project(settings=self.project.settings))
+        self.store.new()
+
+    def open_project(self, path: Path | None = None) -> None:
+        if path is None:
+            name = QFileDialog.getExistingDirectory(self, "Open project (.s2proj folder)")
+            if not name:
+                return
+            path = Path(name)
+        try:
+            self.set_project(self.store.open(path))
+        except UserError as exc:
+            QMessageBox.warning(self, "Open project", str(exc))
+            return
+        self.setWindowTitle(f"{path.name} — S2 Studio")
+
+    def save_project(self) -> None:
+        if self.store.path is None:
+            self.save_project_as()
+        else:
+            self._save_to(self.store.path)
+
+    def save_project_as(self, path: Path | None = None) -> None:
+        if path is None:
+            name, _ = QFileDialog.getSaveFileName(self, "Save project", "Untitled.s2proj", "S2 project (*.s2proj)")
+            if not name:
+                return
+            path = Path(name)
+        self._save_to(path)
+
+    def _save_to(self, path: Path) -> None:
+        try:
+            saved = self.store.save(self.project, path)
+        except UserError as exc:
+            QMessageBox.warning(self, "Save project", str(exc))
+            return
+        self.setWindowTitle(f"{saved.name} — S2 Studio")
+        self.statusBar().showMessage(f"Saved {saved}.", 4000)
+
+    def offer_restore(self) -> bool:
+        """After a crash: ask to restore the autosaved project. Returns True when restored."""
+        if not self.store.crashed_before():
+            return False
+        answer = QMessageBox.question(self, "Restore?", "S2 Studio did not close cleanly last time. "
+                                      "Restore the autosaved project?")
+        if answer != QMessageBox.StandardButton.Yes:
+            return False
+        return self.restore_autosave()
+
+    def restore_autosave(self) -> bool:
+        try:
+            project, origin = self.store.restore()
+        except UserError as exc:
+            logger.warning("cannot restore the autosave: %s", exc)
+            return False
+        self.set_project(project)
+        self.store.path = origin
+        self.store.changed(project)
+        return True
+
+    # -- dialogs ---------------------------------------------------------------------------------
+
+    def open_export(self) -> None:
+        from s2studio.ui.export_dialog import ExportDialog  # noqa: PLC0415
+
+        self.export_dialog = ExportDialog(self.project, self.script, self.model_info, self)
+        self.export_dialog.exec()
+
+    def show_shortcuts(self) -> None:
+        self.shortcuts_dialog = ShortcutsDialog(self)
+        self.shortcuts_dialog.show()
+
+    def _update_enabled(self) -> None:
+        a = self.actions_by_name
+        busy = self.flow.busy
+        ready = self.model_info is not None
+        has_lines = bool(self.script.lines)
+        for name in ("render_all", "render_stale", "render_line"):
+            a[name].setEnabled(ready and has_lines and not busy)
+        a["stop_render"].setEnabled(busy)
+        a["export"].setEnabled(bool(self.project.lines))
+        a["play_pause"].setEnabled(self.player.available)
+        a["play_from_cursor"].setEnabled(self.player.available)
+
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
+        if self.store.dirty and (self.project.script.strip() or self.project.lines):
+            answer = QMessageBox.question(
+                self, "Save changes?", "Save the project before closing?",
+                QMessageBox.StandardButton.Save | QMessageBox.StandardButton.Discard
+                | QMessageBox.StandardButton.Cancel)
+            if answer == QMessageBox.StandardButton.Cancel:
+                event.ignore()
+                return
+            if answer == QMessageBox.StandardButton.Save:
+                self.save_project()
+                if self.store.dirty:
+                    event.ignore()
+                    return
+        self.player.close()
+        self.flow.cancel()
+        self.store.end_session()
+        super().closeEvent(event)

@@ -1,0 +1,287 @@
+"""First run / File ▸ Model: choose an S2 model folder (validated), download S2 Pro after the licence
+is accepted, or make the demo model (random weights: it produces noise, for trying the studio).
+
+Validation only checks files, so the GUI thread stays torch-free; the engine reports anything deeper
+when it loads. Downloading and writing the demo model run on plain threads (the demo writer imports
+torch there, never in the GUI thread) and report through queued signals.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import threading
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtWidgets import (QCheckBox, QDialog, QDialogButtonBox, QFileDialog, QGroupBox, QHBoxLayout, QLabel,
+                               QLineEdit, QProgressBar, QPushButton, QVBoxLayout, QWidget)
+
+from s2studio.errors import UserError
+
+logger = logging.getLogger(__name__)
+
+REPO_ID = "fishaudio/s2-pro"
+LICENSE_URL = "https://huggingface.co/fishaudio/s2-pro/blob/main/LICENSE.md"
+WEIGHT_FILES = ("model.safetensors.index.json", "model.safetensors", "model.pth")
+
+
+def validate_model_dir(path: Path) -> str:
+    """A short description of the model in `path`; UserError with the reason when it is not one."""
+    path = Path(path)
+    if not path.is_dir():
+        raise UserError(f"{path} is not a folder; choose the folder that holds config.json.")
+    missing = [name for name in ("config.json", "tokenizer.json") if not (path / name).is_file()]
+    if not any((path / w).is_file() for w in WEIGHT_FILES) and not any(path.glob("model-*.safetensors")):
+        missing.append("model weights (model.safetensors or model.pth)")
+    if not (path / "codec.pth").is_file():
+        missing.append("codec.pth")
+    if missing:
+        raise UserError(f"Not an S2 model folder: {', '.join(missing)} missing in {path}.")
+    return "demo model (random weights: produces noise)" if is_demo(path) else "S2 model"
+
+
+def is_demo(path: Path) -> bool:
+    readme = Path(path) / "README.md"
+    try:
+        return readme.is_file() and "random weights" in readme.read_text("utf-8", errors="replace")[:400]
+    except OSError:
+        return False
+
+
+class _Cancelled(Exception):
+    pass
+
+
+class Background(QObject):
+    """Runs one function on a plain thread; `progress`/`done` arrive on the GUI thread (queued)."""
+
+    progress = Signal(float, str)
+    done = Signal(object, str)
+    """(result or None, error message or "")."""
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.cancel = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def start(self, fn) -> None:  # noqa: ANN001
+        self.cancel.clear()
+
+        def run() -> None:
+            try:
+                result = fn(self)
+            except _Cancelled:
+                self.done.emit(None, "Cancelled.")
+            except UserError as exc:
+                self.done.emit(None, str(exc))
+            except Exception as exc:  # noqa: BLE001 - report, never crash the studio
+                logger.exception("background task failed")
+                self.done.emit(None, f"{type(exc).__name__}: {exc}")
+            else:
+                self.done.emit(result, "")
+
+        self.thread = threading.Thread(target=run, name="model-page", daemon=True)
+        self.thread.start()
+
+    @property
+    def running(self) -> bool:
+        return self.thread is not None and self.thread.is_alive()
+
+
+def _download(task: Background, dest: Path) -> Path:
+    from huggingface_hub import snapshot_download  # noqa: PLC0415 - optional dependency
+    from tqdm.auto import tqdm  # noqa: PLC0415 - comes with huggingface_hub
+
+    class Progress(tqdm):  # type: ignore[misc,valid-type]
+        """huggingface_hub reports bytes through tqdm; checking cancel here stops mid-file."""
+
+        def update(self, n=1):  # noqa: ANN001, ANN202
+            if task.cancel.is_set():
+                raise _Cancelled()
+            out = super().update(n)
+            if self.total:
+                task.progress.emit(min(self.n / self.total, 1.0), self.desc or "")
+            return out
+
+    return Path(snapshot_download(REPO_ID, local_dir=dest, tqdm_class=Progress))
+
+
+def _write_demo(task: Background, dest: Path) -> Path:
+    from s2studio.demo_model import write_demo_model  # noqa: PLC0415 - imports torch: off the GUI thread
+
+    task.progress.emit(0.1, "writing the demo model…")
+    return write_demo_model(dest, size="tiny")
+
+
+class ModelPage(QDialog):
+    """`chosen` holds the validated folder when the dialog is accepted."""
+
+    def __init__(self, models_dir: Path, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Choose a model")
+        self.setObjectName("modelPage")
+        self.setMinimumWidth(560)
+        self.models_dir = models_dir
+        self.chosen: Path | None = None
+        self.task = Background(self)
+        self.task.progress.connect(self._progress)
+        self.task.done.connect(self._done)
+        layout = QVBoxLayout(self)
+        layout.setSpacing(12)
+        intro = QLabel("<h3>S2 Studio needs a model</h3>S2 Pro runs on this computer. Choose a folder that "
+                       "already holds it, download it, or try the studio with a tiny demo model.")
+        intro.setWordWrap(True)
+        layout.addWidget(intro)
+
+        box = QGroupBox("Use a model folder")
+        bl = QVBoxLayout(box)
+        row = QHBoxLayout()
+        self.folder = QLineEdit()
+        self.folder.setPlaceholderText("Folder with config.json, tokenizer.json, weights and codec.pth")
+        self.folder.setAccessibleName("Model folder")
+        self.folder.textChanged.connect(self._validate)
+        browse = QPushButton("Browse…")
+        browse.setAccessibleName("Browse for a model folder")
+        browse.clicked.connect(self._browse)
+        row.addWidget(self.folder, 1)
+        row.addWidget(browse)
+        bl.addLayout(row)
+        self.verdict = QLabel("")
+        self.verdict.setWordWrap(True)
+        self.verdict.setAccessibleName("Model folder check")
+        bl.addWidget(self.verdict)
+        layout.addWidget(box)
+
+        dl = QGroupBox("Download S2 Pro (about 11 GB)")
+        dll = QVBoxLayout(dl)
+        lic = QLabel(f"S2 Pro's weights are published by Fish Audio under the <b>Fish Audio Research License</b>, "
+                     f"which limits how they may be used (commercial use needs a separate licence from Fish Audio). "
+                     f"Read it before downloading: <a href='{LICENSE_URL}'>{LICENSE_URL}</a>")
+        lic.setWordWrap(True)
+        lic.setOpenExternalLinks(True)
+        lic.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
+        dll.addWidget(lic)
+        self.accept_license = QCheckBox("I have read and accept the Fish Audio Research License")
+        self.accept_license.setAccessibleName("Accept the Fish Audio Research License")
+        dll.addWidget(self.accept_license)
+        drow = QHBoxLayout()
+        self.download_button = QPushButton("Download")
+        self.download_button.setAccessibleName("Download S2 Pro")
+        self.cancel_button = QPushButton("Cancel download")
+        self.cancel_button.setAccessibleName("Cancel the download")
+        self.cancel_button.setEnabled(False)
+        drow.addWidget(self.download_button)
+        drow.addWidget(self.cancel_button)
+        drow.addStretch(1)
+        dll.addLayout(drow)
+        self.has_hub = importlib.util.find_spec("huggingface_hub") is not None
+        if not self.has_hub:
+            note = QLabel("Downloading needs the optional package huggingface_hub "
+                          "(<code>pip install 's2studio[download]'</code>).")
+            note.setWordWrap(True)
+            dll.addWidget(note)
+        layout.addWidget(dl)
+
+        demo = QGroupBox("Demo model")
+        dml = QHBoxLayout(demo)
+        demo_label = QLabel("A tiny model with random weights: it <b>produces noise</b>, not speech. "
+                            "For trying the studio only.")
+        demo_label.setWordWrap(True)
+        self.demo_button = QPushButton("Use demo model")
+        self.demo_button.setAccessibleName("Use the demo model (produces noise)")
+        dml.addWidget(demo_label, 1)
+        dml.addWidget(self.demo_button)
+        layout.addWidget(demo)
+
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 1000)
+        self.progress.setVisible(False)
+        self.progress.setAccessibleName("Progress")
+        self.status = QLabel("")
+        self.status.setWordWrap(True)
+        layout.addWidget(self.progress)
+        layout.addWidget(self.status)
+        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        self.ok_button = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
+        self.ok_button.setText("Use this folder")
+        self.buttons.accepted.connect(self._use)
+        self.buttons.rejected.connect(self.reject)
+        layout.addWidget(self.buttons)
+
+        self.accept_license.toggled.connect(self._update)
+        self.download_button.clicked.connect(self.download)
+        self.cancel_button.clicked.connect(self.task.cancel.set)
+        self.demo_button.clicked.connect(self.make_demo)
+        self._validate()
+
+    def _browse(self) -> None:
+        name = QFileDialog.getExistingDirectory(self, "Choose the model folder")
+        if name:
+            self.folder.setText(name)
+
+    def _validate(self) -> bool:
+        text = self.folder.text().strip()
+        ok = False
+        if not text:
+            self.verdict.setText("")
+        else:
+            try:
+                kind = validate_model_dir(Path(text))
+            except UserError as exc:
+                self.verdict.setText(f"✗ {exc}")
+            else:
+                self.verdict.setText(f"✓ Looks like an {kind}." if kind.startswith("S2") else f"✓ {kind}.")
+                ok = True
+        self._valid = ok
+        self._update()
+        return ok
+
+    def _update(self) -> None:
+        running = self.task.running
+        self.ok_button.setEnabled(self._valid and not running)
+        self.download_button.setEnabled(self.has_hub and self.accept_license.isChecked() and not running)
+        self.cancel_button.setEnabled(running)
+        self.demo_button.setEnabled(not running)
+
+    def _use(self) -> None:
+        if self._validate():
+            self.chosen = Path(self.folder.text().strip())
+            self.accept()
+
+    def download(self) -> None:
+        if not self.accept_license.isChecked():
+            return
+        dest = self.models_dir / "s2-pro"
+        self._begin(f"Downloading {REPO_ID} to {dest}…")
+        self.task.start(lambda task: _download(task, dest))
+
+    def make_demo(self) -> None:
+        dest = self.models_dir / "demo-tiny"
+        self._begin("Writing the demo model…")
+        self.task.start(lambda task: _write_demo(task, dest))
+
+    def _begin(self, message: str) -> None:
+        self.progress.setValue(0)
+        self.progress.setVisible(True)
+        self.status.setText(message)
+        self._update()
+        self.cancel_button.setEnabled(True)
+
+    def _progress(self, fraction: float, message: str) -> None:
+        self.progress.setValue(int(fraction * 1000))
+        if message:
+            self.status.setText(message)
+
+    def _done(self, result: object, error: str) -> None:
+        self.progress.setVisible(False)
+        if error:
+            self.status.setText(f"✗ {error}")
+        else:
+            self.status.setText("✓ Done.")
+            self.folder.setText(str(result))
+        self._update()
+
+    def reject(self) -> None:
+        self.task.cancel.set()
+        super().reject()

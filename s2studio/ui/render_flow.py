@@ -1,0 +1,139 @@
+"""Before a render: every voice in the cast needs its clips' codes for the loaded codec. Missing
+codes are encoded on the engine thread (an `EncodeRequest`), cached in the voice library, and only
+then is the synthesis request built and started. The GUI never waits: each step is a signal."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from PySide6.QtCore import QObject, Signal
+
+from s2studio.engine import api
+from s2studio.errors import UserError
+from s2studio.state.project import Project
+from s2studio.state.script import Line, Script
+from s2studio.state.voices import Voice, VoiceLibrary
+from s2studio.ui.session import RenderSession
+from s2studio.worker import EngineHost
+
+logger = logging.getLogger(__name__)
+
+
+class _Missing(Exception):
+    pass
+
+
+def _no_encoder(path: Path) -> np.ndarray:
+    raise _Missing(str(path))
+
+
+def build_request(job_id: str, lines: Sequence[Line], script: Script, project: Project, library: VoiceLibrary,
+                  fingerprint: str) -> api.SynthesisRequest:
+    """Speakers are numbered in order of first appearance; each voiced speaker's clips become references."""
+    index = {name: i for i, name in enumerate(script.speakers)}
+    references: list[api.Reference] = []
+    for speaker, i in index.items():
+        vid = project.cast.get(speaker, "")
+        if not vid:
+            continue
+        voice = library.get(vid)
+        try:
+            codes = library.codes(voice, _no_encoder, fingerprint)
+        except _Missing:
+            raise UserError(f"Voice “{voice.name}” is not encoded yet; render again.") from None
+        references += [api.Reference(i, clip.transcript, c) for clip, c in zip(voice.clips, codes)]
+    s = project.settings
+    sampling = api.SamplingParams(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k,
+                                  max_new_tokens=s.max_frames, seed=s.seed if s.seed_mode == "fixed" else None)
+    specs = tuple(api.LineSpec(ln.line_id, index[ln.speaker], ln.text) for ln in lines)
+    return api.SynthesisRequest(job_id, specs, tuple(references), sampling, batching=s.batching)
+
+
+class RenderFlow(QObject):
+    failed = Signal(str)
+    encoding = Signal(bool)
+    """True while reference clips are being encoded."""
+
+    def __init__(self, host: EngineHost, library: VoiceLibrary, session: RenderSession,
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.host, self.library, self.session = host, library, session
+        self.codec_fingerprint = ""
+        self._encode_job: str | None = None
+        self._encoded: dict[str, np.ndarray] = {}
+        self._clip_paths: dict[str, Path] = {}
+        self._voices: list[Voice] = []
+        self._lines: list[Line] = []
+        host.clip_encoded.connect(self._on_clip)
+        host.job_finished.connect(self._on_finished)
+        host.job_failed.connect(self._on_failed)
+        session.builder = self._build
+
+    @property
+    def busy(self) -> bool:
+        return self._encode_job is not None or self.session.busy
+
+    def _build(self, job_id: str, lines: Sequence[Line]) -> api.SynthesisRequest:
+        assert self.session.script is not None
+        return build_request(job_id, lines, self.session.script, self.session.project, self.library,
+                             self.codec_fingerprint)
+
+    def render(self, lines: Sequence[Line]) -> None:
+        """Encode what is missing, then render `lines`. UserError for problems the user can fix."""
+        if self.busy or not lines:
+            return
+        self._lines = list(lines)
+        self._voices, missing = [], []
+        for vid in dict.fromkeys(self.session.project.cast.get(ln.speaker, "") for ln in lines):
+            if not vid:
+                continue
+            try:
+                voice = self.library.get(vid)
+            except UserError:
+                raise UserError("A voice in the cast no longer exists; pick another in the cast bar.") from None
+            self._voices.append(voice)
+            try:
+                self.library.codes(voice, _no_encoder, self.codec_fingerprint)
+            except _Missing:
+                missing.append(voice)
+        if not missing:
+            self.session.render(self._lines)
+            return
+        self._clip_paths = {f"{v.id}/{c.id}": self.library.clip_path(v, c) for v in missing for c in v.clips}
+        self._encoded = {}
+        self._encode_job = self.host.new_job_id("encode")
+        self.host.encode(api.EncodeRequest(self._encode_job, tuple(api.ClipToEncode(cid, path)
+                                                                     for cid, path in self._clip_paths.items())))
+        self.encoding.emit(True)
+
+    def cancel(self) -> None:
+        if self._encode_job is not None:
+            self.host.cancel(self._encode_job)
+        self.session.cancel()
+
+    def _on_clip(self, event: api.ClipEncoded) -> None:
+        if event.job_id == self._encode_job:
+            self._encoded[str(self._clip_paths[event.clip_id])] = event.codes
+
+    def _on_finished(self, event: api.JobFinished) -> None:
+        if event.job_id != self._encode_job:
+            return
+        self._encode_job = None
+        self.encoding.emit(False)
+        if event.cancelled:
+            return
+        try:
+            for voice in self._voices:
+                self.library.codes(voice, lambda p: self._encoded[str(p)], self.codec_fingerprint)
+            self.session.render(self._lines)
+        except (UserError, KeyError) as exc:
+            self.failed.emit(str(exc) if isinstance(exc, UserError) else "The engine did not encode every clip.")
+
+    def _on_failed(self, event: api.JobFailed) -> None:
+        if event.job_id == self._encode_job:
+            self._encode_job = None
+            self.encoding.emit(False)
+            self.failed.emit(event.error)

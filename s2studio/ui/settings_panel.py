@@ -1,0 +1,104 @@
+"""Generation settings: seed, temperature, top-p/top-k, max frames, chunking, device, precision."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QComboBox, QDoubleSpinBox, QFormLayout, QHBoxLayout, QSpinBox, QWidget
+
+from s2studio.state.project import GenerationSettings
+
+
+class SettingsPanel(QWidget):
+    settings_changed = Signal(object)
+    """`GenerationSettings` after any edit."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("settingsPanel")
+        self.setAccessibleName("Generation settings")
+        form = QFormLayout(self)
+        form.setContentsMargins(4, 4, 4, 4)
+        self.seed_mode = self._combo([("Random per take", "random"), ("Fixed", "fixed")], "Seed mode")
+        self.seed = QSpinBox()
+        self.seed.setRange(0, 2**31 - 1)
+        self.seed.setAccessibleName("Seed")
+        seed_row = QHBoxLayout()
+        seed_row.addWidget(self.seed_mode, 1)
+        seed_row.addWidget(self.seed, 1)
+        form.addRow("Seed", seed_row)
+        self.temperature = self._double(0.05, 1.95, 0.05, "Temperature")
+        form.addRow("Temperature", self.temperature)
+        self.top_p = self._double(0.05, 1.0, 0.05, "Top-p")
+        form.addRow("Top-p", self.top_p)
+        self.top_k = QSpinBox()
+        self.top_k.setRange(1, 4096)
+        self.top_k.setAccessibleName("Top-k")
+        form.addRow("Top-k", self.top_k)
+        self.max_frames = QSpinBox()
+        self.max_frames.setRange(16, 8192)
+        self.max_frames.setSingleStep(64)
+        self.max_frames.setSuffix(" frames")
+        self.max_frames.setAccessibleName("Maximum frames per line")
+        form.addRow("Max length", self.max_frames)
+        self.batching = self._combo([("One line at a time", "line"), ("Upstream batches", "upstream")], "Chunking")
+        form.addRow("Chunking", self.batching)
+        self.device = self._combo([("Automatic", "auto"), ("CPU", "cpu"), ("CUDA", "cuda"), ("Apple (MPS)", "mps")],
+                                  "Device")
+        form.addRow("Device", self.device)
+        self.precision = self._combo([("Automatic", "auto"), ("fp32 (exact)", "fp32"), ("bf16 (fast)", "bf16")],
+                                     "Precision")
+        form.addRow("Precision", self.precision)
+        self._loading = False
+        self.set_settings(GenerationSettings())
+        for w in (self.seed_mode, self.batching, self.device, self.precision):
+            w.currentIndexChanged.connect(self._changed)
+        for w in (self.seed, self.top_k, self.max_frames):
+            w.valueChanged.connect(self._changed)
+        for w in (self.temperature, self.top_p):
+            w.valueChanged.connect(self._changed)
+
+    @staticmethod
+    def _combo(items: list[tuple[str, str]], name: str) -> QComboBox:
+        box = QComboBox()
+        box.setAccessibleName(name)
+        for label, value in items:
+            box.addItem(label, value)
+        return box
+
+    @staticmethod
+    def _double(lo: float, hi: float, step: float, name: str) -> QDoubleSpinBox:
+        box = QDoubleSpinBox()
+        box.setRange(lo, hi)
+        box.setSingleStep(step)
+        box.setDecimals(2)
+        box.setAccessibleName(name)
+        return box
+
+    def set_settings(self, s: GenerationSettings) -> None:
+        self._loading = True
+        try:
+            for box, value in ((self.seed_mode, s.seed_mode), (self.batching, s.batching), (self.device, s.device),
+                               (self.precision, s.precision)):
+                box.setCurrentIndex(max(0, box.findData(value)))
+            self.seed.setValue(s.seed)
+            self.temperature.setValue(s.temperature)
+            self.top_p.setValue(s.top_p)
+            self.top_k.setValue(s.top_k)
+            self.max_frames.setValue(s.max_frames)
+            self.seed.setEnabled(s.seed_mode == "fixed")
+        finally:
+            self._loading = False
+
+    def settings(self) -> GenerationSettings:
+        return replace(GenerationSettings(), seed_mode=self.seed_mode.currentData(), seed=self.seed.value(),
+                       temperature=round(self.temperature.value(), 2), top_p=round(self.top_p.value(), 2),
+                       top_k=self.top_k.value(), max_frames=self.max_frames.value(),
+                       batching=self.batching.currentData(), device=self.device.currentData(),
+                       precision=self.precision.currentData())
+
+    def _changed(self) -> None:
+        self.seed.setEnabled(self.seed_mode.currentData() == "fixed")
+        if not self._loading:
+            self.settings_changed.emit(self.settings())

@@ -1,0 +1,69 @@
+"""Status bar: model, device, live frames/s, real-time factor and ETA of the running render."""
+
+from __future__ import annotations
+
+import time
+
+from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar
+
+from s2studio.engine import api
+
+FRAME_RATE = 21.533
+"""Codec frames per second of audio (44100 / 2048)."""
+
+
+class StatusPanel:
+    """Fills the window's QStatusBar; `on_progress` is fed every `api.Progress` of a render."""
+
+    def __init__(self, bar: QStatusBar) -> None:
+        self.model = QLabel("No model")
+        self.model.setAccessibleName("Model")
+        self.device = QLabel("")
+        self.device.setAccessibleName("Device")
+        self.speed = QLabel("")
+        self.speed.setAccessibleName("Render speed")
+        self.progress = QProgressBar()
+        self.progress.setAccessibleName("Render progress")
+        self.progress.setMaximumWidth(180)
+        self.progress.setVisible(False)
+        for w in (self.model, self.device):
+            bar.addWidget(w)
+        bar.addPermanentWidget(self.speed)
+        bar.addPermanentWidget(self.progress)
+        self._t0 = 0.0
+        self._frames_done = 0
+        self._line_frames: dict[str, int] = {}
+
+    def set_model(self, info: api.ModelInfo | None, message: str = "") -> None:
+        if info is None:
+            self.model.setText(message or "No model")
+            self.device.setText("")
+            return
+        self.model.setText(f"Model: {info.name}")
+        self.device.setText(f"{info.device} · {info.precision}")
+
+    def start(self, lines: int) -> None:
+        self._t0 = time.monotonic()
+        self._line_frames.clear()
+        self._lines = max(lines, 1)
+        self.progress.setRange(0, 1000)
+        self.progress.setValue(0)
+        self.progress.setVisible(True)
+        self.speed.setText("starting…")
+
+    def on_progress(self, event: api.Progress, done_lines: int) -> None:
+        self._line_frames[event.line_id] = event.frames
+        frames = sum(self._line_frames.values())
+        elapsed = max(time.monotonic() - self._t0, 1e-6)
+        fps = frames / elapsed
+        expected = max(event.expected, event.frames, 1)
+        fraction = (done_lines + event.frames / expected) / self._lines
+        self.progress.setValue(int(1000 * min(fraction, 1.0)))
+        per_line = frames / max(done_lines + event.frames / expected, 1e-6)
+        remaining = max(per_line * self._lines - frames, 0)
+        eta = remaining / fps if fps > 0 else 0
+        self.speed.setText(f"{fps:5.1f} frames/s · RTF {event.rtf:.2f} · ETA {eta:4.0f} s")
+
+    def stop(self, message: str) -> None:
+        self.progress.setVisible(False)
+        self.speed.setText(message)

@@ -1,0 +1,323 @@
+"""The voice library panel: search, new voice (drop, browse or record), clips with transcripts and
+checks, preview, rename, delete with undo, export/import `.s2voice`."""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from pathlib import Path
+
+import soundfile as sf
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QFileDialog, QFormLayout, QHBoxLayout, QInputDialog,
+                               QLabel, QLineEdit, QListWidget, QListWidgetItem, QMessageBox, QPlainTextEdit,
+                               QPushButton, QStyle, QToolButton, QVBoxLayout, QWidget)
+
+from s2studio.errors import UserError
+from s2studio.state.voices import Voice, VoiceLibrary, check_clip
+from s2studio.ui.player import load_sounddevice
+
+logger = logging.getLogger(__name__)
+
+AUDIO_FILTER = "Audio (*.wav *.flac *.ogg *.mp3 *.aiff *.aif);;All files (*)"
+
+
+def play_file(path: Path) -> str:
+    """Play an audio file through the default device; returns a reason when it cannot."""
+    sd, reason = load_sounddevice()
+    if sd is None or reason:
+        return reason
+    try:
+        data, sr = sf.read(str(path), dtype="float32", always_2d=True)
+        sd.play(data.mean(axis=1), sr)
+    except Exception as exc:  # noqa: BLE001 - a bad file or a vanished device
+        return f"Cannot play {path.name}: {exc}"
+    return ""
+
+
+class NewVoiceDialog(QDialog):
+    """Name a new voice and check its clip: transcript, warnings, preview."""
+
+    def __init__(self, clip: Path, transcript: str = "", parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("New voice")
+        self.setObjectName("newVoiceDialog")
+        self.setMinimumWidth(460)
+        self.clip = clip
+        form = QFormLayout(self)
+        self.name = QLineEdit(clip.stem.replace("_", " ").replace("-", " ").strip().title()[:60] or "New voice")
+        self.name.setAccessibleName("Voice name")
+        form.addRow("Name", self.name)
+        row = QHBoxLayout()
+        row.addWidget(QLabel(clip.name))
+        play = QPushButton("▶ Play clip")
+        play.setAccessibleName("Play the clip")
+        play.clicked.connect(lambda: self._show_reason(play_file(clip)))
+        row.addWidget(play)
+        form.addRow("Clip", row)
+        self.transcript = QPlainTextEdit(transcript)
+        self.transcript.setPlaceholderText("Type exactly what is said in the clip.")
+        self.transcript.setAccessibleName("Transcript of the clip")
+        self.transcript.setMaximumHeight(100)
+        form.addRow("Transcript", self.transcript)
+        try:
+            warnings = check_clip(clip)
+        except UserError as exc:
+            warnings = [str(exc)]
+        self.warnings = QLabel("\n".join(f"⚠ {w}" for w in warnings) or "✓ Clip looks good.")
+        self.warnings.setWordWrap(True)
+        self.warnings.setAccessibleName("Clip checks")
+        form.addRow("Checks", self.warnings)
+        self.consent = QLineEdit()
+        self.consent.setPlaceholderText("Whose voice is this, and did they agree? (optional)")
+        self.consent.setAccessibleName("Consent and source note")
+        form.addRow("Source", self.consent)
+        self.reason = QLabel("")
+        self.reason.setWordWrap(True)
+        form.addRow(self.reason)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        buttons.button(QDialogButtonBox.StandardButton.Ok).setText("Create voice")
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        self.buttons = buttons
+        form.addRow(buttons)
+
+    def _show_reason(self, text: str) -> None:
+        self.reason.setText(text)
+
+
+class VoicesPanel(QWidget):
+    voices_changed = Signal()
+    """The library changed (created, renamed, deleted, imported)."""
+    message = Signal(str)
+    """A one-line notice for the status bar."""
+
+    def __init__(self, library: VoiceLibrary, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("voicesPanel")
+        self.setAccessibleName("Voice library")
+        self.setAcceptDrops(True)
+        self.library = library
+        self._undo_file: Path | None = None
+        self._undo_dir = Path(tempfile.mkdtemp(prefix="s2studio-undo-"))
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(8, 8, 4, 8)
+        layout.setSpacing(6)
+        title = QLabel("<b>Voices</b>")
+        layout.addWidget(title)
+        self.search = QLineEdit()
+        self.search.setPlaceholderText("Search voices…")
+        self.search.setAccessibleName("Search voices")
+        self.search.setClearButtonEnabled(True)
+        self.search.textChanged.connect(self.refresh)
+        layout.addWidget(self.search)
+        self.list = QListWidget()
+        self.list.setAccessibleName("Voices")
+        self.list.currentItemChanged.connect(lambda *_: self._show_details())
+        layout.addWidget(self.list, 2)
+        style = self.style()
+        row = QHBoxLayout()
+        self.add_button = self._tool("Add voice from a file", style.standardIcon(QStyle.StandardPixmap.SP_FileIcon),
+                                     self.browse)
+        self.record_button = self._tool("Record a voice", None, lambda: self.record_requested(), "●")
+        self.import_button = self._tool("Import a .s2voice file",
+                                        style.standardIcon(QStyle.StandardPixmap.SP_DialogOpenButton), self.import_file)
+        self.export_button = self._tool("Export the selected voice",
+                                        style.standardIcon(QStyle.StandardPixmap.SP_DialogSaveButton), self.export_file)
+        self.rename_button = self._tool("Rename the selected voice", None, self.rename, "✎")
+        self.delete_button = self._tool("Delete the selected voice",
+                                        style.standardIcon(QStyle.StandardPixmap.SP_TrashIcon), self.delete)
+        for b in (self.add_button, self.record_button, self.import_button, self.export_button, self.rename_button,
+                  self.delete_button):
+            row.addWidget(b)
+        row.addStretch(1)
+        layout.addLayout(row)
+        self.undo_button = QPushButton("Undo delete")
+        self.undo_button.setAccessibleName("Undo deleting the voice")
+        self.undo_button.setVisible(False)
+        self.undo_button.clicked.connect(self.undo_delete)
+        layout.addWidget(self.undo_button)
+        self.details = QLabel("Drop a WAV here, browse for one or record from the microphone to clone a voice.")
+        self.details.setWordWrap(True)
+        self.details.setAlignment(Qt.AlignmentFlag.AlignTop)
+        self.details.setAccessibleName("Voice details")
+        self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        layout.addWidget(self.details, 1)
+        self.play_clip_button = QPushButton("▶ Play first clip")
+        self.play_clip_button.setAccessibleName("Play the voice's first clip")
+        self.play_clip_button.clicked.connect(self.play_clip)
+        layout.addWidget(self.play_clip_button)
+        self.record_requested = lambda: None
+        """Set by the window: opens the record dialog (it owns the dialog's lifetime)."""
+        self.refresh()
+
+    def _tool(self, name: str, icon, slot, text: str = "") -> QToolButton:  # noqa: ANN001
+        b = QToolButton()
+        if icon is not None:
+            b.setIcon(icon)
+        if text:
+            b.setText(text)
+        b.setToolTip(name)
+        b.setAccessibleName(name)
+        b.setAutoRaise(True)
+        b.clicked.connect(lambda: slot())
+        return b
+
+    # -- list ------------------------------------------------------------------------------------
+
+    def voices(self) -> list[Voice]:
+        return self.library.list()
+
+    def refresh(self) -> None:
+        selected = self.selected_id()
+        needle = self.search.text().strip().casefold()
+        self.list.clear()
+        for voice in self.voices():
+            if needle and needle not in voice.name.casefold() and needle not in voice.notes.casefold():
+                continue
+            secs = sum(c.duration_s for c in voice.clips)
+            item = QListWidgetItem(f"{voice.name}\n{len(voice.clips)} clip{'s' * (len(voice.clips) != 1)} · "
+                                   f"{secs:.0f} s")
+            item.setData(Qt.ItemDataRole.UserRole, voice.id)
+            item.setToolTip(voice.notes or voice.name)
+            self.list.addItem(item)
+            if voice.id == selected:
+                self.list.setCurrentItem(item)
+        has = self.list.currentItem() is not None
+        for b in (self.export_button, self.rename_button, self.delete_button, self.play_clip_button):
+            b.setEnabled(has)
+        self._show_details()
+
+    def selected_id(self) -> str | None:
+        item = self.list.currentItem()
+        return item.data(Qt.ItemDataRole.UserRole) if item is not None else None
+
+    def select(self, voice_id: str) -> None:
+        for i in range(self.list.count()):
+            if self.list.item(i).data(Qt.ItemDataRole.UserRole) == voice_id:
+                self.list.setCurrentRow(i)
+
+    def _show_details(self) -> None:
+        vid = self.selected_id()
+        has = vid is not None
+        for b in (self.export_button, self.rename_button, self.delete_button, self.play_clip_button):
+            b.setEnabled(has)
+        if vid is None:
+            return
+        try:
+            voice = self.library.get(vid)
+        except UserError as exc:
+            self.details.setText(str(exc))
+            return
+        parts = [f"<b>{voice.name}</b>"]
+        if voice.consent:
+            parts.append(f"<small>Source: {voice.consent}</small>")
+        for clip in voice.clips:
+            try:
+                warnings = check_clip(self.library.clip_path(voice, clip))
+            except UserError as exc:
+                warnings = [str(exc)]
+            warn = "".join(f"<br><span style='color:#d08a20'>⚠ {w}</span>" for w in warnings)
+            parts.append(f"<p><b>{clip.id}</b> · {clip.duration_s:.1f} s<br><i>“{clip.transcript}”</i>{warn}</p>")
+        self.details.setText("<br>".join(parts))
+
+    # -- commands --------------------------------------------------------------------------------
+
+    def browse(self) -> None:
+        name, _ = QFileDialog.getOpenFileName(self, "Choose a reference clip", "", AUDIO_FILTER)
+        if name:
+            self.new_voice_from(Path(name))
+
+    def new_voice_from(self, clip: Path, transcript: str = "") -> Voice | None:
+        """Ask for name and transcript, then create the voice. Returns it (None when cancelled)."""
+        dialog = NewVoiceDialog(clip, transcript, self)
+        self._dialog = dialog  # tests reach the open dialog through the panel
+        while dialog.exec() == QDialog.DialogCode.Accepted:
+            try:
+                voice = self.library.create(dialog.name.text(), [(clip, dialog.transcript.toPlainText())],
+                                            consent=dialog.consent.text())
+            except UserError as exc:
+                dialog.reason.setText(f"⚠ {exc}")
+                continue
+            self.refresh()
+            self.select(voice.id)
+            self.voices_changed.emit()
+            self.message.emit(f"Voice “{voice.name}” created.")
+            return voice
+        return None
+
+    def rename(self) -> None:
+        vid = self.selected_id()
+        if vid is None:
+            return
+        voice = self.library.get(vid)
+        name, ok = QInputDialog.getText(self, "Rename voice", "New name:", text=voice.name)
+        if ok and name.strip():
+            try:
+                self.library.rename(vid, name)
+            except UserError as exc:
+                QMessageBox.warning(self, "Rename voice", str(exc))
+                return
+            self.refresh()
+            self.voices_changed.emit()
+
+    def delete(self) -> None:
+        """Delete at once (no question), keeping a copy so that Undo brings it back with the same id."""
+        vid = self.selected_id()
+        if vid is None:
+            return
+        voice = self.library.get(vid)
+        self._undo_file = self.library.export(vid, self._undo_dir / f"{vid}.s2voice")
+        self.library.delete(vid)
+        self.undo_button.setText(f"Undo delete of “{voice.name}”")
+        self.undo_button.setVisible(True)
+        self.refresh()
+        self.voices_changed.emit()
+        self.message.emit(f"Voice “{voice.name}” deleted.")
+
+    def undo_delete(self) -> None:
+        if self._undo_file is None:
+            return
+        voice = self.library.import_voice(self._undo_file)
+        self._undo_file.unlink(missing_ok=True)
+        self._undo_file = None
+        self.undo_button.setVisible(False)
+        self.refresh()
+        self.select(voice.id)
+        self.voices_changed.emit()
+        self.message.emit(f"Voice “{voice.name}” restored.")
+
+    def export_file(self) -> None:
+        vid = self.selected_id()
+        if vid is None:
+            return
+        voice = self.library.get(vid)
+        name, _ = QFileDialog.getSaveFileName(self, "Export voice", f"{voice.name}.s2voice", "S2 voice (*.s2voice)")
+        if name:
+            try:
+                path = self.library.export(vid, Path(name))
+            except UserError as exc:
+                QMessageBox.warning(self, "Export voice", str(exc))
+                return
+            self.message.emit(f"Exported to {path}.")
+
+    def import_file(self) -> None:
+        name, _ = QFileDialog.getOpenFileName(self, "Import voice", "", "S2 voice (*.s2voice)")
+        if name:
+            try:
+                voice = self.library.import_voice(Path(name))
+            except UserError as exc:
+                QMessageBox.warning(self, "Import voice", str(exc))
+                return
+            self.refresh()
+            self.select(voice.id)
+            self.voices_changed.emit()
+
+    def play_clip(self) -> None:
+        vid = self.selected_id()
+        if vid is None:
+            return
+        voice = self.library.get(vid)
+        reason = play_file(self.library.clip_path(voice, voice.clips[0]))
+        if reason:
+            self.message.emit(reason)
