@@ -1,0 +1,200 @@
+"""A torch-free engine that speaks in tones, for UI and pipeline tests (design.md §3).
+
+It follows the event contract of the real engine exactly (tests/engine_contract.py checks both):
+
+    every job ends with exactly one JobFinished or JobFailed, its last event;
+    load:     ModelLoading(0.0) … ModelLoading(1.0), ModelReady, JobFinished   | … JobFailed
+    encode:   JobStarted(clip ids), ClipEncoded per clip, JobFinished     | JobFailed
+    generate: JobStarted(line ids), then per line: LineStarted,
+              (AudioChunk, Progress) every `chunk_frames` frames, LineFinished; JobFinished
+              cancel between frames -> JobFinished(cancelled=True); a bad request -> JobFailed
+
+Audio is deterministic: a sine per speaker index whose level follows the line's codes, and codes
+come from a generator seeded by the line's seed and text, so equal seeds give equal takes.
+`frame_latency_s`, `fail_on_load`, `fail_on_line` and `fail_on_encode` inject slowness and failures.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import secrets
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+
+from s2studio.engine.api import (
+    NUM_CODEBOOKS, SAMPLE_RATE, AudioChunk, ClipEncoded, EncodeRequest, Event, JobFailed, JobFinished,
+    JobStarted, LineFinished, LineStarted, LoadRequest, ModelInfo, ModelLoading, ModelReady, Progress,
+    SynthesisRequest,
+)
+from s2studio.engine.plan import line_fingerprint
+
+SAMPLES_PER_FRAME = 2048
+FAKE_INFO = ModelInfo(name="fake", device="cpu", precision="fp32", sample_rate=SAMPLE_RATE,
+                      codec_fingerprint="fake-codec-1", max_context=4096)
+
+
+def _stable_int(*parts: object) -> int:
+    return int.from_bytes(hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()[:8], "little")
+
+
+@dataclass
+class FakeEngine:
+    frame_latency_s: float = 0.0
+    """Sleep per generated frame (and per loading step), to look like a slow model."""
+    chunk_frames: int = 2
+    """Frames per AudioChunk; the real engine's first chunk comes after at most 4 frames."""
+    frames_per_char: float = 0.25
+    min_frames: int = 4
+    require_load: bool = False
+    """If True, generate/encode before a successful load fail like the real engine does."""
+    fail_on_load: bool = False
+    fail_on_line: str | None = None
+    """Line id whose generation fails after `fail_after_frames` frames."""
+    fail_after_frames: int = 2
+    fail_on_encode: bool = False
+    info: ModelInfo = field(default_factory=lambda: FAKE_INFO)
+    loaded: bool = False
+    calls: list[str] = field(default_factory=list)
+    """Names of the methods called, in order (tests count them)."""
+
+    # ------------------------------------------------------------------ load
+
+    def load(self, request: LoadRequest, cancel: threading.Event) -> Iterator[Event]:
+        self.calls.append("load")
+        self.loaded = False
+        for step, message in enumerate(("reading weights", "building model", "warming up")):
+            if cancel.is_set():
+                yield JobFinished(request.job_id, cancelled=True)
+                return
+            yield ModelLoading(request.job_id, step / 3, message)
+            self._sleep()
+            if self.fail_on_load and step == 1:
+                yield JobFailed(request.job_id, f"cannot load the model in {request.model_dir}: fake failure")
+                return
+        self.loaded = True
+        yield ModelLoading(request.job_id, 1.0, "ready")
+        yield ModelReady(request.job_id, self.info)
+        yield JobFinished(request.job_id)
+
+    # ------------------------------------------------------------------ encode
+
+    def encode_path(self, path: Path) -> np.ndarray:
+        """(10, N) codes of one clip, about one frame per 2048 samples at 44.1 kHz."""
+        data, sr = sf.read(str(path), dtype="float32", always_2d=True)
+        frames = max(1, math.ceil(data.shape[0] * SAMPLE_RATE / sr / SAMPLES_PER_FRAME))
+        rng = np.random.default_rng(_stable_int(hashlib.sha256(data.tobytes()).hexdigest()))
+        return self._codes(rng, frames)
+
+    def encode(self, request: EncodeRequest, cancel: threading.Event) -> Iterator[Event]:
+        self.calls.append("encode")
+        if self.require_load and not self.loaded:
+            yield JobFailed(request.job_id, "no model is loaded; load one first")
+            return
+        yield JobStarted(request.job_id, tuple(c.clip_id for c in request.clips))
+        for clip in request.clips:
+            if cancel.is_set():
+                yield JobFinished(request.job_id, cancelled=True)
+                return
+            if self.fail_on_encode:
+                yield JobFailed(request.job_id, f"cannot encode {clip.path.name}: fake failure")
+                return
+            try:
+                codes = self.encode_path(clip.path)
+            except (sf.LibsndfileError, RuntimeError, OSError) as exc:
+                yield JobFailed(request.job_id, f"{clip.path.name} is not audio soundfile can read ({exc})")
+                return
+            self._sleep()
+            yield ClipEncoded(request.job_id, clip.clip_id, codes, self.info.codec_fingerprint)
+        yield JobFinished(request.job_id)
+
+    # ------------------------------------------------------------------ generate
+
+    def _problem(self, request: SynthesisRequest) -> str | None:
+        if self.require_load and not self.loaded:
+            return "no model is loaded; load one first"
+        if not request.lines:
+            return "nothing to synthesize: the request has no lines"
+        if len({ln.line_id for ln in request.lines}) != len(request.lines):
+            return "line ids in a request must be unique"
+        for ref in request.references:
+            if ref.codes.ndim != 2 or ref.codes.shape[0] != NUM_CODEBOOKS or ref.codes.shape[1] == 0:
+                return f"reference codes must be ({NUM_CODEBOOKS}, N), got {ref.codes.shape}; re-encode the voice"
+        if any(ln.speaker < 0 for ln in request.lines):
+            return "speaker indices must be >= 0"
+        return None
+
+    def generate(self, request: SynthesisRequest, cancel: threading.Event) -> Iterator[Event]:
+        self.calls.append("generate")
+        job = request.job_id
+        problem = self._problem(request)
+        if problem is not None:
+            yield JobFailed(job, problem)
+            return
+        yield JobStarted(job, tuple(ln.line_id for ln in request.lines))
+        base_seed = request.sampling.seed
+        for index, line in enumerate(request.lines):
+            if cancel.is_set():
+                yield JobFinished(job, cancelled=True)
+                return
+            yield LineStarted(job, line.line_id)
+            seed = base_seed + index if base_seed is not None else secrets.randbits(31)
+            rng = np.random.default_rng(_stable_int(seed, line.text, line.speaker))
+            frames = max(self.min_frames, math.ceil(len(line.text.encode()) * self.frames_per_char))
+            frames = min(frames, request.sampling.max_new_tokens)
+            codes = self._codes(rng, frames)
+            started = time.perf_counter()
+            pieces: list[np.ndarray] = []
+            sent = 0
+            for f in range(frames):
+                if cancel.is_set():
+                    yield JobFinished(job, cancelled=True)
+                    return
+                self._sleep()
+                pieces.append(self._frame_audio(line.speaker, codes[:, f], f, frames))
+                done = f + 1
+                if self.fail_on_line == line.line_id and done >= self.fail_after_frames:
+                    yield JobFailed(job, f"generation failed on line {line.line_id}: fake failure")
+                    return
+                if done % self.chunk_frames == 0 or done == frames:
+                    chunk = np.concatenate(pieces[sent // SAMPLES_PER_FRAME:])
+                    yield AudioChunk(job, line.line_id, sent, chunk)
+                    sent += len(chunk)
+                    seconds = sent / SAMPLE_RATE
+                    yield Progress(job, line.line_id, done, frames, (time.perf_counter() - started) / seconds)
+            audio = np.concatenate(pieces)
+            yield LineFinished(job, line.line_id, uuid.uuid4().hex, codes, audio, seed,
+                               line_fingerprint(line, request.references, request.sampling, "fake"))
+        yield JobFinished(job)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _sleep(self) -> None:
+        if self.frame_latency_s > 0:
+            time.sleep(self.frame_latency_s)
+
+    @staticmethod
+    def _codes(rng: np.random.Generator, frames: int) -> np.ndarray:
+        codes = rng.integers(0, 1024, size=(NUM_CODEBOOKS, frames), dtype=np.int64)
+        codes[0] = rng.integers(0, 4096, size=frames)
+        return codes
+
+    @staticmethod
+    def _frame_audio(speaker: int, frame_codes: np.ndarray, f: int, frames: int) -> np.ndarray:
+        """One frame of a phase-continuous sine; level from codebook 0, fades at both ends."""
+        freq = 180.0 * 2 ** (speaker / 5)
+        n = np.arange(f * SAMPLES_PER_FRAME, (f + 1) * SAMPLES_PER_FRAME)
+        level = 0.1 + 0.2 * float(frame_codes[0]) / 4096
+        wave = level * np.sin(2 * np.pi * freq * n / SAMPLE_RATE)
+        if f == 0:
+            wave *= np.linspace(0.0, 1.0, SAMPLES_PER_FRAME)
+        if f == frames - 1:
+            wave *= np.linspace(1.0, 0.0, SAMPLES_PER_FRAME)
+        return wave.astype(np.float32)

@@ -1,0 +1,95 @@
+"""Compile a parsed script and its cast into a `SynthesisRequest` (design.md §5, torch-free).
+
+Speaker indices are given per *voice*, in order of the voices' first line in the whole script
+(also when only some lines are rendered, so a re-rendered line is conditioned like the first time):
+two script speakers cast with the same voice share one index (one timbre). Each voice's clips become references with that index, in clip order. A line's text
+goes to the model as written, tags included.
+
+`line_fingerprint` is what marks a take stale: the line's text and speaker index, the references
+it was conditioned on and the sampling settings. Both engines use it so the studio can compare.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from s2studio.engine.api import (
+    NUM_CODEBOOKS, Batching, LineSpec, Reference, SamplingParams, SynthesisRequest,
+)
+from s2studio.errors import UserError
+from s2studio.state.script import Script
+from s2studio.state.voices import Voice
+
+
+def _words(text: str, tags: Sequence[tuple[int, int]], base: int) -> bool:
+    chars = list(text)
+    for start, end in tags:
+        chars[start - base:end - base] = " " * (end - start)
+    return any(ch.isalnum() for ch in chars)
+
+
+def compile_request(
+    script: Script,
+    cast: Mapping[str, Voice],
+    voice_codes: Mapping[str, Sequence[np.ndarray]],
+    job_id: str,
+    sampling: SamplingParams | None = None,
+    batching: Batching = "line",
+    chunk_length: int = 200,
+    line_ids: Sequence[str] | None = None,
+) -> SynthesisRequest:
+    """The request for `script` (or only `line_ids` of it, in script order).
+
+    `cast`: speaker name -> voice; `voice_codes`: voice id -> each clip's (10, N) codes, as
+    `VoiceLibrary.codes` returns them."""
+    lines = list(script.lines)
+    if line_ids is not None:
+        wanted = set(line_ids)
+        lines = [ln for ln in lines if ln.line_id in wanted]
+    if not lines:
+        raise UserError("the script has nothing to speak; write lines like 'Alice: Hello.'")
+    if not any(_words(ln.text, [(t.start, t.end) for t in ln.tags], ln.start) for ln in lines):
+        raise UserError("the script has only tags and no words to speak; add text after the tags")
+    missing = [s for s in dict.fromkeys(ln.speaker for ln in lines) if s not in cast]
+    if missing:
+        names = ", ".join(repr(s) for s in missing)
+        raise UserError(f"no voice for speaker {names}; cast it (e.g. --cast '{missing[0]}=VOICE')"
+                        if len(missing) == 1 else f"no voice for speakers {names}; cast each of them")
+    index: dict[str, int] = {}
+    references: list[Reference] = []
+    for ln in script.lines:  # the whole script, so a subset render conditions like a full one
+        if ln.speaker not in cast:
+            continue
+        voice = cast[ln.speaker]
+        if voice.id in index:
+            continue
+        index[voice.id] = len(index)
+        codes = voice_codes.get(voice.id)
+        if codes is None or len(codes) != len(voice.clips):
+            raise ValueError(f"codes for voice {voice.id} missing or not one per clip")
+        for clip, c in zip(voice.clips, codes, strict=True):
+            c = np.asarray(c)
+            if c.ndim != 2 or c.shape[0] != NUM_CODEBOOKS or c.shape[1] == 0:
+                raise UserError(f"voice {voice.name!r}: cached codes of {clip.file} have shape {c.shape}; "
+                                "delete its codes.safetensors so they are encoded again")
+            references.append(Reference(index[voice.id], clip.transcript, c.astype(np.int64, copy=False)))
+    specs = tuple(LineSpec(ln.line_id, index[cast[ln.speaker].id], ln.text) for ln in lines)
+    return SynthesisRequest(job_id, specs, tuple(references), sampling or SamplingParams(), batching, chunk_length)
+
+
+def line_fingerprint(line: LineSpec, references: Sequence[Reference], sampling: SamplingParams,
+                     extra: str = "") -> str:
+    """Hash of what decides a take: text, speaker, references, sampling (and `extra`, e.g. model)."""
+    h = hashlib.sha256()
+    settings = {"text": line.text, "speaker": line.speaker, "temperature": sampling.temperature,
+                "top_p": sampling.top_p, "top_k": sampling.top_k, "max_new_tokens": sampling.max_new_tokens,
+                "seed": sampling.seed, "extra": extra}
+    h.update(json.dumps(settings, sort_keys=True).encode())
+    for ref in references:
+        h.update(f"|{ref.speaker}|{ref.transcript}|{ref.codes.shape}|".encode())
+        h.update(np.ascontiguousarray(ref.codes, dtype=np.int64).tobytes())
+    return h.hexdigest()[:16]

@@ -1,0 +1,78 @@
+"""Script + cast -> SynthesisRequest: speaker indices, references, refusals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from s2studio.engine.api import LineSpec, Reference, SamplingParams
+from s2studio.engine.plan import compile_request, line_fingerprint
+from s2studio.errors import UserError
+from s2studio.state.script import parse_script
+from s2studio.state.voices import Clip, Voice
+
+
+def voice(vid: str, name: str, clips: int = 1) -> Voice:
+    return Voice(vid, name, "", "", tuple(Clip(f"c{i}", f"clip{i}.flac", f"{name} says {i}.", "0" * 64, 4.0, 44100)
+                                          for i in range(1, clips + 1)), "2026-01-01T00:00:00+00:00")
+
+
+ALICE, BOB = voice("v000000000001", "Alice", clips=2), voice("v000000000002", "Bob")
+CODES = {
+    ALICE.id: [np.full((10, 3), 1, np.int64), np.full((10, 2), 2, np.int64)],
+    BOB.id: [np.full((10, 4), 3, np.int32)],
+}
+SCRIPT = parse_script("# Scene\nBob: [laughing] Hi.\nAlice: Hello.\nNarrator: Later.\nBob: Bye.")
+
+
+def test_compile_orders_speakers_by_first_line_and_shares_indices_per_voice() -> None:
+    cast = {"Alice": ALICE, "Bob": BOB, "Narrator": ALICE}
+    req = compile_request(SCRIPT, cast, CODES, "job-1", SamplingParams(seed=3), batching="upstream", chunk_length=300)
+    assert req.job_id == "job-1" and req.batching == "upstream" and req.chunk_length == 300 and req.sampling.seed == 3
+    assert [(ln.speaker, ln.text) for ln in req.lines] == [(0, "[laughing] Hi."), (1, "Hello."), (1, "Later."), (0, "Bye.")]
+    assert [ln.line_id for ln in req.lines] == [ln.line_id for ln in SCRIPT.lines]
+    assert [(r.speaker, r.transcript, r.codes.shape, r.codes.dtype) for r in req.references] == [
+        (0, "Bob says 1.", (10, 4), np.int64),
+        (1, "Alice says 1.", (10, 3), np.int64), (1, "Alice says 2.", (10, 2), np.int64)]
+
+
+def test_subset_of_lines() -> None:
+    cast = {"Alice": ALICE, "Bob": BOB, "Narrator": ALICE}
+    wanted = [SCRIPT.lines[3].line_id, SCRIPT.lines[1].line_id]
+    req = compile_request(SCRIPT, cast, CODES, "j", line_ids=wanted)
+    assert [(ln.line_id, ln.speaker) for ln in req.lines] == [(SCRIPT.lines[1].line_id, 1), (SCRIPT.lines[3].line_id, 0)]
+    assert [r.speaker for r in req.references] == [0, 1, 1]  # indices of the whole script
+
+
+def test_refusals() -> None:
+    with pytest.raises(UserError, match="no voice for speaker 'Narrator'; cast it"):
+        compile_request(SCRIPT, {"Alice": ALICE, "Bob": BOB}, CODES, "j")
+    with pytest.raises(UserError, match="speakers 'Bob', 'Alice', 'Narrator'"):
+        compile_request(SCRIPT, {}, CODES, "j")
+    with pytest.raises(UserError, match="nothing to speak"):
+        compile_request(parse_script("# only a heading\n\n"), {}, CODES, "j")
+    with pytest.raises(UserError, match="only tags"):
+        compile_request(parse_script("Bob: [sigh]\n[pause] [laughing]"), {"Bob": BOB}, CODES, "j")
+    bad = {BOB.id: [np.zeros((8, 4), np.int64)]}
+    with pytest.raises(UserError, match="shape"):
+        compile_request(parse_script("Bob: Hi."), {"Bob": BOB}, bad, "j")
+
+
+def test_fingerprint_tracks_what_decides_a_take() -> None:
+    line = LineSpec("l", 0, "Hi.")
+    refs = (Reference(0, "ref", np.zeros((10, 2), np.int64)),)
+    base = line_fingerprint(line, refs, SamplingParams(seed=1))
+    assert base == line_fingerprint(LineSpec("other-id", 0, "Hi."), refs, SamplingParams(seed=1))
+    assert len({base,
+                line_fingerprint(LineSpec("l", 0, "Hi!"), refs, SamplingParams(seed=1)),
+                line_fingerprint(LineSpec("l", 1, "Hi."), refs, SamplingParams(seed=1)),
+                line_fingerprint(line, refs, SamplingParams(seed=2)),
+                line_fingerprint(line, refs, SamplingParams(seed=1, temperature=0.7)),
+                line_fingerprint(line, (Reference(0, "ref", np.ones((10, 2), np.int64)),), SamplingParams(seed=1)),
+                line_fingerprint(line, refs, SamplingParams(seed=1), extra="model-b")}) == 7
+
+
+def test_subset_needs_voices_only_for_its_lines() -> None:
+    req = compile_request(SCRIPT, {"Bob": BOB}, CODES, "j", line_ids=[SCRIPT.lines[0].line_id])
+    assert [(ln.speaker, ln.text) for ln in req.lines] == [(0, "[laughing] Hi.")]
+    assert [r.transcript for r in req.references] == ["Bob says 1."]
