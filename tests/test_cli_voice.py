@@ -1,0 +1,73 @@
+"""`s2studio voice …` end to end through the CLI dispatcher, in a temporary data dir."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from s2studio import paths
+from s2studio.cli import main
+from s2studio.state.voices import VoiceLibrary
+
+
+@pytest.fixture
+def data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv(paths.ENV_DATA_DIR, str(tmp_path / "data"))
+    return tmp_path / "data"
+
+
+def wav(path: Path, seconds: float) -> Path:
+    sf.write(str(path), (0.2 * np.sin(np.arange(int(seconds * 22050)) * 0.06)).astype(np.float32), 22050)
+    return path
+
+
+def test_add_list_show_export_import_remove(data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = wav(tmp_path / "a.wav", 4.0), wav(tmp_path / "b.wav", 1.0)
+    assert main(["voice", "add", "--name", "Alice", "--clip", str(a), "--text", "One.", "--clip", str(b),
+                 "--text", "Two.", "--consent", "mine"]) == 0
+    out, err = capsys.readouterr()
+    assert "Alice  (2 clips, 5.0 s)" in out
+    assert err == "warning: b.wav: clip is 1.0 s long; use 3–30 s (10–30 s clones best)\n"
+    voice = VoiceLibrary(data / "voices").find("Alice")
+    assert voice is not None and voice.consent == "mine"
+
+    assert main(["voice", "list"]) == 0
+    assert capsys.readouterr().out == f"{voice.id}  Alice  (2 clips, 5.0 s)\n"
+
+    assert main(["voice", "show", "alice"]) == 0
+    out = capsys.readouterr().out
+    assert 'c1  clip1.flac  4.0 s  22050 Hz  "One."' in out and "consent: mine" in out
+    assert "    warning: clip is 1.0 s long" in out
+
+    dest = tmp_path / "alice.s2voice"
+    assert main(["voice", "export", voice.id, str(dest)]) == 0
+    assert capsys.readouterr().out.strip() == str(dest) and dest.is_file()
+
+    assert main(["voice", "remove", "Alice"]) == 0
+    assert capsys.readouterr().out == f"removed Alice ({voice.id})\n"
+    assert VoiceLibrary(data / "voices").list() == []
+
+    assert main(["voice", "import", str(dest)]) == 0
+    assert capsys.readouterr().out == f"{voice.id}  Alice  (2 clips, 5.0 s)\n"
+
+
+def test_errors_are_one_line_and_exit_2(data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = wav(tmp_path / "a.wav", 4.0)
+    assert main(["voice", "add", "--name", "X", "--clip", str(a), "--clip", str(a), "--text", "t"]) == 2
+    assert capsys.readouterr().err == "s2studio voice: error: got 2 --clip and 1 --text; give one --text per --clip\n"
+    assert main(["voice", "show", "Nobody"]) == 2
+    assert "no voice called 'Nobody'" in capsys.readouterr().err
+    junk = tmp_path / "bad.s2voice"
+    junk.write_bytes(b"nope")
+    assert main(["voice", "import", str(junk)]) == 2
+    assert "is not a .s2voice file" in capsys.readouterr().err
+    assert not (data / "voices").exists() or VoiceLibrary(data / "voices").list() == []
+
+
+def test_list_empty(data: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["voice", "list"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "" and "no voices yet" in captured.err
