@@ -320,3 +320,23 @@ def test_bf16_run_keeps_bf16_activations() -> None:
     logits, hidden = m.forward_slow(prompt(6), torch.arange(6))
     assert logits.dtype == hidden.dtype == torch.bfloat16
     assert m.forward_fast(hidden, 0).dtype == torch.bfloat16
+
+
+def test_prefill_uses_the_default_sdpa_backends_and_decode_only_the_math_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Upstream's split (spec §4.4 step 8): the two paths round differently, so the choice is part of the bits."""
+    import s2studio.model.transformer as transformer
+
+    seen: list[tuple[int, bool, bool]] = []
+    real = F.scaled_dot_product_attention
+
+    def spy(q: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor:
+        seen.append((q.shape[2], torch.backends.cuda.flash_sdp_enabled(), torch.backends.cuda.math_sdp_enabled()))
+        return real(q, *args, **kwargs)
+
+    monkeypatch.setattr(transformer.F, "scaled_dot_product_attention", spy)
+    m = tiny_model()
+    tokens = prompt(8)
+    m.forward_slow(tokens[:, :, :7], torch.arange(7))
+    m.forward_slow(tokens[:, :, 7:], torch.tensor([7]))
+    assert seen == [(7, True, True)] * 2 + [(1, False, True)] * 2
+    assert torch.backends.cuda.flash_sdp_enabled()  # the context did not leak

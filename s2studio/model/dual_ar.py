@@ -12,10 +12,12 @@ exposes the three pieces it needs: `forward_slow`, `fast_embeddings` and `forwar
 from __future__ import annotations
 
 import math
+from contextlib import nullcontext
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from s2studio.model.config import DualARConfig, find_multiple
 from s2studio.model.rope import precompute_freqs_cis
@@ -117,8 +119,10 @@ class DualAR(nn.Module):
         x = self.embed(tokens)
         mask = self.causal_mask(input_pos)
         freqs_cis = self.freqs_cis[input_pos]
-        for layer in self.layers:
-            x = layer(x, freqs_cis, mask, input_pos)
+        # Upstream runs its decode loop under `sdpa_kernel(MATH)` and its prefill under no context at all.
+        with sdpa_kernel(SDPBackend.MATH) if tokens.size(-1) == 1 else nullcontext():
+            for layer in self.layers:
+                x = layer(x, freqs_cis, mask, input_pos)
         if x.size(1) > 1:
             x = x[:, -1:]  # before the final norm, as upstream
         slow_out = self.norm(x)

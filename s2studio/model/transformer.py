@@ -13,7 +13,6 @@ import math
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from s2studio.model.config import TransformerConfig
 from s2studio.model.rope import apply_rotary_emb
@@ -108,12 +107,8 @@ class Attention(nn.Module):
 
         if self.fast:
             y = fast_attention(q, k, v, mask)
-        elif seqlen == 1:
-            # decode: upstream pins the math kernel around its decode loop
-            with sdpa_kernel(SDPBackend.MATH):
-                y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=0.0)
         else:
-            # prefill: whatever backend torch picks by default (the CPU flash kernel on torch 2.14.1)
+            # the backend (default for prefill, math kernel for decode) is chosen by DualAR.forward_slow
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=0.0)
 
         y = y.transpose(1, 2).contiguous().view(bsz, seqlen, q_size)
