@@ -1,0 +1,258 @@
+"""The codec's building blocks, written op for op as upstream runs them (spec s2-codec.md §3).
+
+Bit-identity with upstream on CPU float32 depends on calling the same PyTorch ops in the same order on tensors
+of the same memory layout (§7.3). So: causal convs are `F.pad` + a conv with padding 0, transposed convs are
+cropped on the right, Snake keeps its `+ 1e-9` and `reciprocal`, the transformer keeps upstream's
+`transpose(1, 2)` view without `.contiguous()`, and RoPE uses a bfloat16-rounded cos/sin table. Weight norm is
+not here: `loading.py` folds it into plain `weight` parameters with the very op upstream calls every forward.
+
+Module and attribute names mirror upstream's so that state-dict keys map one to one.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+class CausalConv(nn.Module):
+    """A conv padded on the left only: output frame m sees inputs up to the end of its own hop, nothing later."""
+
+    def __init__(self, cin: int, cout: int, kernel_size: int, stride: int = 1, dilation: int = 1,
+                 groups: int = 1) -> None:
+        super().__init__()
+        self.conv = nn.Conv1d(cin, cout, kernel_size, stride=stride, dilation=dilation, groups=groups)
+        self.stride = stride
+        self.left_pad = (kernel_size - 1) * dilation + 1 - stride
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        right = -x.shape[-1] % self.stride  # zeros up to the next multiple of the stride (spec §3.1)
+        x = F.pad(x, (self.left_pad, right), "constant", 0)
+        return self.conv(x).contiguous()
+
+
+class CausalTransConv(nn.Module):
+    """A transposed conv whose `kernel - stride` trailing samples are cropped, so it never looks ahead."""
+
+    def __init__(self, cin: int, cout: int, kernel_size: int, stride: int) -> None:
+        super().__init__()
+        self.conv = nn.ConvTranspose1d(cin, cout, kernel_size, stride=stride)
+        self.stride = stride
+        self.crop = kernel_size - stride
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x)
+        return y[..., : y.shape[-1] - self.crop].contiguous()
+
+
+def snake(x: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
+    """`x + reciprocal(alpha + 1e-9) · sin(alpha · x)²` in upstream's op order (dropping the 1e-9 or dividing
+    instead changes bits). Without autograd the same ops run in place on one fresh buffer: same numbers, less
+    memory traffic; the caller's `x` is never modified."""
+    shape = x.shape
+    x = x.reshape(shape[0], shape[1], -1)
+    if torch.is_grad_enabled() and (x.requires_grad or alpha.requires_grad):
+        return (x + (alpha + 1e-9).reciprocal() * torch.sin(alpha * x).pow(2)).reshape(shape)
+    t = alpha * x
+    t.sin_().pow_(2).mul_((alpha + 1e-9).reciprocal()).add_(x)
+    return t.reshape(shape)
+
+
+class Snake1d(nn.Module):
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.alpha = nn.Parameter(torch.ones(1, channels, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return snake(x, self.alpha)
+
+
+class ResidualUnit(nn.Module):
+    """Snake → dilated k7 conv → Snake → k1 conv, added to the input."""
+
+    def __init__(self, dim: int, dilation: int) -> None:
+        super().__init__()
+        self.block = nn.Sequential(Snake1d(dim), CausalConv(dim, dim, 7, dilation=dilation),
+                                   Snake1d(dim), CausalConv(dim, dim, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.block(x)
+
+
+class ConvNeXtBlock(nn.Module):
+    """Causal depthwise k7 conv, LayerNorm, 4× MLP with exact GELU, layer scale, residual (spec §3.6)."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dwconv = CausalConv(dim, dim, 7, groups=dim)
+        self.norm = nn.LayerNorm(dim, eps=1e-6)
+        self.pwconv1 = nn.Linear(dim, 4 * dim)
+        self.pwconv2 = nn.Linear(4 * dim, dim)
+        self.gamma = nn.Parameter(torch.ones(dim))
+
+    def pointwise(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Everything after the depthwise conv; shared with the streaming decoder, which supplies `y` itself."""
+        y = y.permute(0, 2, 1)
+        y = self.pwconv2(F.gelu(self.pwconv1(self.norm(y))))
+        return x + (self.gamma * y).permute(0, 2, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.pointwise(x, self.dwconv(x))
+
+
+# -- the windowed causal transformer --------------------------------------------------------------------
+
+_ROPE: dict[tuple[int, float], torch.Tensor] = {}
+
+
+def rope_table(n: int, head_dim: int, base: float) -> torch.Tensor:
+    """cos/sin for positions `0 … ≥ n`, `(rows, head_dim/2, 2)` in bfloat16, as upstream precomputes it (float32
+    `pow`, float32 outer product, `torch.polar`, then rounded to bf16: the fp32 path's one bf16 island, §3.8).
+    Each entry is computed elementwise, so the table's length does not change its values; it is grown on demand
+    and shared between transformers of the same head size."""
+    table = _ROPE.get((head_dim, base))
+    if table is None or table.shape[0] < n:
+        rows = max(4096, 1 << (n - 1).bit_length())
+        inv = 1.0 / (base ** (torch.arange(0, head_dim, 2)[: head_dim // 2].float() / head_dim))
+        angles = torch.outer(torch.arange(rows), inv)
+        cis = torch.polar(torch.ones_like(angles), angles)
+        table = torch.stack([cis.real, cis.imag], dim=-1).to(torch.bfloat16)
+        _ROPE[(head_dim, base)] = table
+    return table
+
+
+def apply_rope(x: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
+    """Rotate adjacent pairs of `x (B, T, H, D)` by `freqs (T, D/2, 2)`; products rounded separately (no FMA)."""
+    xs = x.float().reshape(*x.shape[:-1], -1, 2)
+    f = freqs.view(1, xs.size(1), 1, xs.size(3), 2)
+    out = torch.stack([xs[..., 0] * f[..., 0] - xs[..., 1] * f[..., 1],
+                       xs[..., 1] * f[..., 0] + xs[..., 0] * f[..., 1]], -1)
+    return out.flatten(3).type_as(x)
+
+
+def window_mask(q_start: int, n_q: int, k_start: int, n_k: int, window: int, device: torch.device) -> torch.Tensor:
+    """Boolean `(1, 1, n_q, n_k)`: query at absolute position i sees keys j with `i - window < j ≤ i`.
+    Built directly in bool (upstream goes through a float T×T `tril`: 10 GB for a 10-minute reference)."""
+    i = torch.arange(q_start, q_start + n_q, device=device)[:, None]
+    j = torch.arange(k_start, k_start + n_k, device=device)[None, :]
+    return ((j <= i) & (j > i - window))[None, None]
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x.float()
+        return (h * torch.rsqrt(torch.mean(h * h, dim=-1, keepdim=True) + self.eps)).type_as(x) * self.weight
+
+
+class LayerScale(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.gamma = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.mul_(self.gamma)  # in place, as upstream: same values, same layout
+
+
+class KVCache:
+    """Keys (after RoPE, at absolute positions) and values of the last `window - 1` frames, one per layer."""
+
+    def __init__(self) -> None:
+        self.k: torch.Tensor | None = None
+        self.v: torch.Tensor | None = None
+
+
+class Attention(nn.Module):
+    def __init__(self, dim: int, n_head: int, head_dim: int) -> None:
+        super().__init__()
+        self.n_head, self.head_dim = n_head, head_dim
+        self.wqkv = nn.Linear(dim, 3 * n_head * head_dim, bias=False)
+        self.wo = nn.Linear(n_head * head_dim, dim, bias=False)
+
+    def forward(self, x: torch.Tensor, freqs: torch.Tensor, mask: torch.Tensor,
+                cache: KVCache | None = None, keep: int = 0) -> torch.Tensor:
+        """Full attention over `x`, or (with `cache`) the new frames' queries over the cached keys plus their own;
+        the cache then keeps the last `keep` keys."""
+        bsz, seqlen, _ = x.shape
+        size = self.n_head * self.head_dim
+        q, k, v = self.wqkv(x).split([size, size, size], dim=-1)
+        q = apply_rope(q.view(bsz, seqlen, self.n_head, self.head_dim), freqs)
+        k = apply_rope(k.view(bsz, seqlen, self.n_head, self.head_dim), freqs)
+        v = v.view(bsz, seqlen, self.n_head, self.head_dim)
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+        k, v = k.repeat_interleave(1, dim=1), v.repeat_interleave(1, dim=1)  # upstream's copy (no GQA in S2)
+        if cache is not None:
+            if cache.k is not None:
+                k, v = torch.cat([cache.k, k], dim=2), torch.cat([cache.v, v], dim=2)
+            first = max(0, k.shape[2] - keep)
+            cache.k, cache.v = k[:, :, first:], v[:, :, first:]
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=0.0)
+        return self.wo(y.transpose(1, 2).contiguous().view(bsz, seqlen, size))
+
+
+class FeedForward(nn.Module):
+    def __init__(self, dim: int, hidden: int) -> None:
+        super().__init__()
+        self.w1 = nn.Linear(dim, hidden, bias=False)
+        self.w3 = nn.Linear(dim, hidden, bias=False)
+        self.w2 = nn.Linear(hidden, dim, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class TransformerBlock(nn.Module):
+    def __init__(self, dim: int, n_head: int, head_dim: int, hidden: int, eps: float) -> None:
+        super().__init__()
+        self.attention = Attention(dim, n_head, head_dim)
+        self.feed_forward = FeedForward(dim, hidden)
+        self.attention_norm = RMSNorm(dim, eps)
+        self.ffn_norm = RMSNorm(dim, eps)
+        self.attention_layer_scale = LayerScale(dim)
+        self.ffn_layer_scale = LayerScale(dim)
+
+    def forward(self, x: torch.Tensor, freqs: torch.Tensor, mask: torch.Tensor,
+                cache: KVCache | None = None, keep: int = 0) -> torch.Tensor:
+        h = x + self.attention_layer_scale(self.attention(self.attention_norm(x), freqs, mask, cache, keep))
+        return h + self.ffn_layer_scale(self.feed_forward(self.ffn_norm(h)))
+
+
+class WindowLimitedTransformer(nn.Module):
+    """Channels-first causal transformer where each position attends to itself and the `window - 1` before it.
+
+    `forward` is upstream's (positions restart at 0 every call). `step` continues a sequence: the new frames
+    sit at absolute positions `start …`, so RoPE rounds exactly as in a full pass, and attend to a rolling
+    cache of the previous `window - 1` frames per layer: O(window) work per frame however long the sequence."""
+
+    def __init__(self, dim: int, n_layer: int, n_head: int, head_dim: int, hidden: int, window: int,
+                 rope_base: float, eps: float) -> None:
+        super().__init__()
+        self.window, self.head_dim, self.rope_base = window, head_dim, rope_base
+        self.layers = nn.ModuleList(TransformerBlock(dim, n_head, head_dim, hidden, eps) for _ in range(n_layer))
+        self.norm = RMSNorm(dim, eps)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.transpose(1, 2)  # a view, as upstream: later reductions depend on this layout
+        n = x.shape[1]
+        mask = window_mask(0, n, 0, n, self.window, x.device)
+        freqs = rope_table(n, self.head_dim, self.rope_base)[:n].to(x.device)
+        for layer in self.layers:
+            x = layer(x, freqs, mask)
+        return self.norm(x).transpose(1, 2)
+
+    def step(self, x: torch.Tensor, start: int, caches: list[KVCache]) -> torch.Tensor:
+        """`x (B, D, n)`: the frames at absolute positions `start … start + n - 1`, given `caches` filled by
+        the previous calls (one `KVCache` per layer)."""
+        x = x.transpose(1, 2)
+        n = x.shape[1]
+        cached = 0 if caches[0].k is None else caches[0].k.shape[2]
+        mask = window_mask(start, n, start - cached, cached + n, self.window, x.device)
+        freqs = rope_table(start + n, self.head_dim, self.rope_base)[start:start + n].to(x.device)
+        for layer, cache in zip(self.layers, caches, strict=True):
+            x = layer(x, freqs, mask, cache, self.window - 1)
+        return self.norm(x).transpose(1, 2)

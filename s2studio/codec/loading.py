@@ -1,0 +1,156 @@
+"""Reading `codec.pth` into a `Codec`, strictly, and fingerprinting what was loaded.
+
+Upstream loads with `strict=False`, so a wrong or missing key passes silently; here every key must be accounted
+for: the live weights (in either weight-norm storage), or the six stale S1-era buffers (`freqs_cis`,
+`causal_mask` of the three transformers) that upstream no longer reads (spec s2-codec.md §6). Weight norm is
+folded once with `torch._weight_norm(v, g, 0)` in float32 on the CPU: the same op on the same inputs as
+upstream's per-call recomputation, hence the same weight bits (a hand-written `v·g/‖v‖` is not, §6.2).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+import zipfile
+from pathlib import Path
+
+import torch
+
+from s2studio.codec.codec import Codec
+from s2studio.codec.config import KNOWN, CodecConfig
+from s2studio.codec.layers import WindowLimitedTransformer
+from s2studio.errors import UserError
+
+_G_SUFFIXES = (".parametrizations.weight.original0", ".weight_g")
+_V_SUFFIXES = (".parametrizations.weight.original1", ".weight_v")
+STALE = (".freqs_cis", ".causal_mask")
+"""Buffers an S1-era upstream saved under each transformer; never used (the RoPE table is recomputed)."""
+
+
+def codec_path(path: Path) -> Path:
+    """A model folder or a `codec.pth` → the `codec.pth` file, or a UserError."""
+    path = Path(path)
+    file = path / "codec.pth" if path.is_dir() else path
+    if not file.is_file():
+        raise UserError(f"no codec found at {file}; point to a model folder that contains codec.pth")
+    return file
+
+
+def read_checkpoint(file: Path) -> dict[str, torch.Tensor]:
+    """The file's tensors, unwrapped (`state_dict`) and without the `generator.` prefix, as upstream does."""
+    try:
+        try:
+            obj = torch.load(file, map_location="cpu", weights_only=True, mmap=True)
+        except RuntimeError as exc:  # the legacy (non-zip) format cannot be mapped
+            if "mmap" not in str(exc):
+                raise
+            obj = torch.load(file, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        raise UserError(f"{file} holds more than plain weights and was not loaded (weights_only); "
+                        "use an unmodified codec.pth") from exc
+    except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, OSError) as exc:
+        raise UserError(f"{file} is not a readable PyTorch checkpoint ({type(exc).__name__}); "
+                        "re-download codec.pth") from exc
+    if isinstance(obj, dict) and isinstance(obj.get("state_dict"), dict):
+        obj = obj["state_dict"]
+    if not isinstance(obj, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor)
+                                            for k, v in obj.items()):
+        raise UserError(f"{file} is not a codec state dict (expected names → tensors); use S2 Pro's codec.pth")
+    if any("generator" in k for k in obj):
+        obj = {k.replace("generator.", ""): v for k, v in obj.items() if "generator." in k}
+    return obj
+
+
+def fold_weight_norm(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Replace each (g, v) pair, in either storage, by `weight = torch._weight_norm(v, g, 0)` (float32, CPU)."""
+    out: dict[str, torch.Tensor] = {}
+    pairs: dict[str, dict[str, torch.Tensor]] = {}
+    for key, value in state.items():
+        for part, suffixes in (("g", _G_SUFFIXES), ("v", _V_SUFFIXES)):
+            suffix = next((s for s in suffixes if key.endswith(s)), None)
+            if suffix is not None:
+                pairs.setdefault(key[: -len(suffix)], {})[part] = value
+                break
+        else:
+            out[key] = value
+    for owner, gv in pairs.items():
+        if set(gv) != {"g", "v"}:
+            raise UserError(f"codec.pth has half a weight-norm pair at {owner}; the file is damaged")
+        g, v = gv["g"].to("cpu", torch.float32), gv["v"].to("cpu", torch.float32)
+        out[owner + ".weight"] = torch._weight_norm(v, g, 0)
+    return out
+
+
+def _expected(config: CodecConfig) -> dict[str, tuple[int, ...]]:
+    with torch.device("meta"):
+        model = Codec(config)
+    return {k: tuple(v.shape) for k, v in model.state_dict().items()}
+
+
+def _stale_names(config: CodecConfig) -> set[str]:
+    with torch.device("meta"):
+        model = Codec(config)
+    names = [n for n, m in model.named_modules() if isinstance(m, WindowLimitedTransformer)]
+    return {n + s for n in names for s in STALE}
+
+
+def _mismatch(state: dict[str, torch.Tensor], expected: dict[str, tuple[int, ...]]) -> str | None:
+    """None when `state` fits `expected` exactly; else a short description of the first differences."""
+    missing = sorted(set(expected) - set(state))
+    extra = sorted(set(state) - set(expected))
+    shapes = sorted(k for k in set(state) & set(expected) if tuple(state[k].shape) != expected[k])
+    parts = []
+    if missing:
+        parts.append(f"{len(missing)} missing (e.g. {missing[0]})")
+    if extra:
+        parts.append(f"{len(extra)} unexpected (e.g. {extra[0]})")
+    if shapes:
+        k = shapes[0]
+        parts.append(f"{len(shapes)} with other shapes (e.g. {k}: {tuple(state[k].shape)} vs {expected[k]})")
+    return "; ".join(parts) or None
+
+
+def load_codec(path: Path, device: str | torch.device = "cpu", config: CodecConfig | None = None) -> Codec:
+    """Load `codec.pth` (or the one in a model folder) strictly into a float32 `Codec` on `device`, in eval mode.
+
+    The architecture is recognised from the tensors' shapes (S2's codec, or the tiny test codec) unless
+    `config` is given; any key or shape that does not fit raises a UserError naming the first offender."""
+    file = codec_path(path)
+    raw = read_checkpoint(file)
+    candidates = [config] if config is not None else list(KNOWN.values())
+    problems = []
+    for cand in candidates:
+        stale = _stale_names(cand)
+        state = {k: v for k, v in raw.items() if k not in stale}
+        state = fold_weight_norm(state)
+        problem = _mismatch(state, _expected(cand))
+        if problem is None:
+            break
+        problems.append(problem)
+    else:
+        raise UserError(f"{file} is not S2 Pro's codec: {problems[0]}")
+    with torch.device("meta"):
+        model = Codec(cand)
+    # own copies in float32: the file is memory-mapped, and must not back the weights after this returns
+    state = {k: v.to(torch.float32).clone() for k, v in state.items()}
+    model.load_state_dict(state, strict=True, assign=True)
+    model = model.to(device).eval()
+    model.requires_grad_(False)
+    return model
+
+
+def codec_fingerprint(codec: Codec) -> str:
+    """A hex digest of the architecture and every loaded weight: changes whenever the codes it would produce
+    could change, so cached reference codes keyed by it are re-encoded then. Computed once per codec."""
+    cached = getattr(codec, "_fingerprint", None)
+    if cached is not None:
+        return cached
+    h = hashlib.blake2b(digest_size=16)
+    h.update(codec.config.describe().encode())
+    for name, tensor in sorted(codec.state_dict().items()):
+        t = tensor.detach().to("cpu").contiguous()
+        h.update(f"{name}:{t.dtype}:{tuple(t.shape)}".encode())
+        h.update(memoryview(t.view(torch.uint8).numpy()))
+    digest = h.hexdigest()
+    codec._fingerprint = digest  # type: ignore[attr-defined]
+    return digest
