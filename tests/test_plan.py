@@ -76,3 +76,24 @@ def test_subset_needs_voices_only_for_its_lines() -> None:
     req = compile_request(SCRIPT, {"Bob": BOB}, CODES, "j", line_ids=[SCRIPT.lines[0].line_id])
     assert [(ln.speaker, ln.text) for ln in req.lines] == [(0, "[laughing] Hi.")]
     assert [r.transcript for r in req.references] == ["Bob says 1."]
+
+
+def test_engine_encoder_feeds_the_voice_library(tmp_path) -> None:
+    import soundfile as sf
+
+    from s2studio.engine.fake import FakeEngine
+    from s2studio.engine.plan import engine_encoder
+    from s2studio.state.voices import VoiceLibrary
+
+    clip = tmp_path / "a.wav"
+    sf.write(str(clip), (0.2 * np.sin(np.arange(44100 * 3) * 0.05)).astype(np.float32), 44100)
+    lib = VoiceLibrary(tmp_path / "voices")
+    v = lib.create("Alice", [(clip, "Hello.")])
+    engine = FakeEngine()
+    codes = lib.codes(v, engine_encoder(engine), engine.info.codec_fingerprint)
+    assert codes[0].shape == (10, 65) and engine.calls == ["encode"]
+    np.testing.assert_array_equal(codes[0], engine.encode_path(lib.clip_path(v, v.clips[0])))
+    lib.codes(v, engine_encoder(engine), engine.info.codec_fingerprint)
+    assert engine.calls == ["encode"]
+    with pytest.raises(UserError, match="fake failure"):
+        engine_encoder(FakeEngine(fail_on_encode=True))(clip)

@@ -12,13 +12,17 @@ it was conditioned on and the sampling settings. Both engines use it so the stud
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 
 from s2studio.engine.api import (
-    NUM_CODEBOOKS, Batching, LineSpec, Reference, SamplingParams, SynthesisRequest,
+    NUM_CODEBOOKS, Batching, ClipEncoded, ClipToEncode, EncodeRequest, Engine, JobFailed, LineSpec, Reference,
+    SamplingParams, SynthesisRequest,
 )
 from s2studio.errors import UserError
 from s2studio.state.script import Script
@@ -93,3 +97,25 @@ def line_fingerprint(line: LineSpec, references: Sequence[Reference], sampling: 
         h.update(f"|{ref.speaker}|{ref.transcript}|{ref.codes.shape}|".encode())
         h.update(np.ascontiguousarray(ref.codes, dtype=np.int64).tobytes())
     return h.hexdigest()[:16]
+
+
+_encode_jobs = itertools.count(1)
+
+
+def engine_encoder(engine: Engine, cancel: threading.Event | None = None) -> Callable[[Path], np.ndarray]:
+    """Adapt `engine.encode` to the `encoder(path) -> codes` that `VoiceLibrary.codes` takes.
+
+    Runs on the engine's thread (it calls the engine directly); a `JobFailed` becomes a UserError."""
+    def encode(path: Path) -> np.ndarray:
+        job = f"encode-{next(_encode_jobs)}"
+        codes = None
+        for ev in engine.encode(EncodeRequest(job, (ClipToEncode("clip", Path(path)),)), cancel or threading.Event()):
+            if isinstance(ev, ClipEncoded):
+                codes = ev.codes
+            elif isinstance(ev, JobFailed):
+                raise UserError(ev.error)
+        if codes is None:
+            raise UserError(f"encoding {Path(path).name} was cancelled")
+        return codes
+
+    return encode

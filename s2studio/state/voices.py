@@ -33,19 +33,18 @@ import soundfile as sf
 
 from s2studio.errors import UserError
 from s2studio.state.atomic import write_atomic, write_bytes_atomic, write_text_atomic
+from s2studio.state.clips import check_clip, read_audio
+from s2studio.state.voice_archive import (
+    CLIP_FILE, CODES_FILE, MAX_CLIPS, VOICE_FILE, check_entries, verify_import,
+)
+
+__all__ = ["MAX_CLIPS", "Clip", "Voice", "VoiceLibrary", "check_clip"]
 
 log = logging.getLogger(__name__)
 
 VOICE_VERSION = 1
-MAX_CLIPS = 4
 MAX_NAME_CHARS = 80
-CODES_FILE = "codes.safetensors"
-VOICE_FILE = "voice.json"
-MAX_IMPORT_BYTES = 400_000_000
-"""Uncompressed size limit of a `.s2voice` (four 30 s clips are ~20 MB): stops zip bombs."""
-MAX_IMPORT_ENTRIES = 2 + 2 * MAX_CLIPS
 _ID = re.compile(r"^v[0-9a-f]{12}$")
-_CLIP_FILE = re.compile(r"^clip[1-9]\.flac$")
 
 
 @dataclass(frozen=True)
@@ -80,45 +79,6 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _read_audio(path: Path) -> tuple[np.ndarray, int, str]:
-    """(frames, channels) float32, sample rate, subtype; UserError for anything not audio."""
-    if not path.is_file():
-        raise UserError(f"clip {path} does not exist")
-    try:
-        info = sf.info(str(path))
-        data, sr = sf.read(str(path), dtype="float32", always_2d=True)
-    except (sf.LibsndfileError, RuntimeError, OSError) as exc:
-        raise UserError(f"{path} is not an audio file soundfile can read ({exc}); use WAV, FLAC, OGG or MP3") from None
-    if data.shape[0] == 0:
-        raise UserError(f"clip {path} has no audio in it")
-    return data, int(sr), info.subtype
-
-
-def check_clip(path: Path) -> list[str]:
-    """Warnings about a reference clip (never blocking): length, clipping, silence, sample rate."""
-    data, sr, _ = _read_audio(path)
-    mono = data.mean(axis=1)
-    warnings = []
-    duration = len(mono) / sr
-    if duration < 3.0:
-        warnings.append(f"clip is {duration:.1f} s long; use 3–30 s (10–30 s clones best)")
-    elif duration > 30.0:
-        warnings.append(f"clip is {duration:.1f} s long; use at most 30 s (longer clips hurt cloning)")
-    clipped = float(np.mean(np.abs(data) >= 0.999))
-    if clipped > 0.001:
-        warnings.append(f"clip is clipped ({clipped:.1%} of samples at full scale); record it quieter")
-    hop = max(1, sr // 20)
-    frames = len(mono) // hop
-    if frames:
-        rms = np.sqrt(np.mean(mono[:frames * hop].reshape(frames, hop) ** 2, axis=1))
-        silent = float(np.mean(rms < 10 ** (-45 / 20)))
-        if silent > 0.5:
-            warnings.append(f"clip is mostly silence ({silent:.0%}); trim it to the speech")
-    if sr < 22050:
-        warnings.append(f"sample rate is {sr} Hz; use 22.05 kHz or more (S2 works at 44.1 kHz)")
-    return warnings
-
-
 def _voice_from_json(raw: object, where: str) -> Voice:
     """Validate voice.json strictly: it may come from someone else's zip."""
     def bad(what: str) -> UserError:
@@ -144,7 +104,7 @@ def _voice_from_json(raw: object, where: str) -> Voice:
                         float(c["duration_s"]), int(c["sample_rate"]))
         except (KeyError, TypeError, ValueError):
             raise bad("a clip entry in voice.json is incomplete") from None
-        if not _CLIP_FILE.match(clip.file):
+        if not CLIP_FILE.match(clip.file):
             raise bad(f"clip file name {clip.file!r} is not allowed")
         clips.append(clip)
     if len({c.id for c in clips}) != len(clips) or len({c.file for c in clips}) != len(clips):
@@ -265,7 +225,7 @@ class VoiceLibrary:
         for path, transcript in clips:
             if not transcript.strip():
                 raise UserError(f"clip {path} has no transcript; type exactly what is said in it")
-            audio.append((_read_audio(Path(path)), transcript.strip()))
+            audio.append((read_audio(Path(path)), transcript.strip()))
         tmp = self._new_folder()
         try:
             stored = []
@@ -390,7 +350,7 @@ class VoiceLibrary:
             raise UserError(f"{path} is not a .s2voice file ({exc})") from None
         with z:
             infos = z.infolist()
-            _check_entries(path, infos)
+            check_entries(path, infos)
             try:
                 raw = json.loads(z.read(VOICE_FILE).decode("utf-8"))
             except KeyError:
@@ -406,7 +366,7 @@ class VoiceLibrary:
             try:
                 for info in infos:
                     (tmp / info.filename).write_bytes(z.read(info))
-                _verify_import(path, tmp, voice)
+                verify_import(path, tmp, [(c.file, c.sha256) for c in voice.clips])
                 voice = replace(voice, name=self._unique_name(voice.name),
                                 id=voice.id if _ID.match(voice.id) and not (self.root / voice.id).exists()
                                 else self._fresh_id())
@@ -434,41 +394,3 @@ def _load_codes(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     except Exception as exc:  # noqa: BLE001 - any damage means "re-encode"
         log.warning("ignoring damaged codes cache %s: %s", path, exc)
         return {}, {}
-
-
-def _check_entries(path: Path, infos: list[zipfile.ZipInfo]) -> None:
-    if len(infos) > MAX_IMPORT_ENTRIES:
-        raise UserError(f"{path} has {len(infos)} files; a .s2voice holds at most {MAX_IMPORT_ENTRIES}")
-    total = 0
-    for info in infos:
-        name = info.filename
-        if name != Path(name).name or "\\" in name or ":" in name or name in ("", ".", "..") or info.is_dir():
-            raise UserError(f"{path} holds {name!r}, a path outside the voice folder; refusing to import it")
-        if name not in (VOICE_FILE, CODES_FILE) and not _CLIP_FILE.match(name):
-            raise UserError(f"{path} holds an unexpected file {name!r}; refusing to import it")
-        total += info.file_size
-    if total > MAX_IMPORT_BYTES:
-        raise UserError(f"{path} unpacks to {total / 1e6:.0f} MB; a voice is at most "
-                        f"{MAX_IMPORT_BYTES // 1_000_000} MB, refusing to import it")
-    if len({i.filename for i in infos}) != len(infos):
-        raise UserError(f"{path} holds the same file twice; the voice file is damaged")
-
-
-def _verify_import(path: Path, folder: Path, voice: Voice) -> None:
-    for clip in voice.clips:
-        if _sha256(folder / clip.file) != clip.sha256:
-            raise UserError(f"{path}: {clip.file} does not match its checksum; the voice file is damaged")
-        try:
-            sf.info(str(folder / clip.file))
-        except (sf.LibsndfileError, RuntimeError) as exc:
-            raise UserError(f"{path}: {clip.file} is not audio ({exc}); the voice file is damaged") from None
-    codes = folder / CODES_FILE
-    if codes.is_file():
-        from safetensors import safe_open
-
-        try:
-            with safe_open(str(codes), framework="numpy") as f:
-                for k in f.keys():
-                    f.get_tensor(k)
-        except Exception:  # noqa: BLE001 - report any damage the same way
-            raise UserError(f"{path}: {CODES_FILE} is damaged; the voice file is damaged") from None
