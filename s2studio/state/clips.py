@@ -30,7 +30,7 @@ def read_audio(path: Path) -> tuple[np.ndarray, int, str]:
 
 def check_clip(path: Path) -> list[str]:
     """Warnings about a reference clip (never blocking): length, clipping, silence, sample rate."""
-    data, sr, _ = _read_audio(path)
+    data, sr, _ = read_audio(path)
     mono = data.mean(axis=1)
     warnings = []
     duration = len(mono) / sr
