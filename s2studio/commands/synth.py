@@ -1,0 +1,190 @@
+"""`s2studio synth`: text (and reference codes) in, codec codes out, headless.
+
+This is the command the parity tests and benchmarks drive, so its defaults are upstream's
+command line (`fish_speech/models/text2semantic/inference.py`): seed 42, temperature 1.0, top-p
+0.9, top-k 30, chunk length 300 bytes, no frame limit, upstream batching. With `--device cpu
+--precision fp32 --threads 1` the codes are meant to equal upstream's seeded `generate_long`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from s2studio.errors import UserError
+
+MAX_REFERENCES = 4
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "synth", help="generate speech codes from text",
+        description="Generate S2 codec codes from text, optionally cloning voices from reference codes. "
+                    "Defaults follow upstream's command line (seed 42, temperature 1.0, top-p 0.9, top-k 30, "
+                    "chunk length 300).")
+    p.add_argument("--model", required=True, type=Path, metavar="DIR",
+                   help="model folder in the upstream layout (config.json, weights, tokenizer.json)")
+    text = p.add_mutually_exclusive_group(required=True)
+    text.add_argument("--text", metavar="TEXT", help="text to speak; <|speaker:i|> tags and [inline tags] allowed")
+    text.add_argument("--text-file", type=Path, metavar="FILE", help="read the text from a UTF-8 file")
+    p.add_argument("--reference-codes", action="append", type=Path, default=[], metavar="CODES.npy",
+                   help="reference clip codes, int (10, frames); repeat up to 4 times, each with --reference-text")
+    p.add_argument("--reference-text", action="append", default=[], metavar="TEXT",
+                   help="transcript of the matching --reference-codes (paired in order)")
+    p.add_argument("--seed", type=int, default=42, help="random seed (default 42, as upstream's CLI)")
+    # device, precision and batching are checked by the engine so that a typo gets a one-line error
+    p.add_argument("--device", default="auto", metavar="auto|cpu|cuda|mps",
+                   help="where the model runs (default auto: CUDA if present, else CPU)")
+    p.add_argument("--precision", default="auto", metavar="auto|fp32|bf16",
+                   help="auto: bf16 on CUDA, fp32 elsewhere; fp32 on CPU is the bit-exact mode")
+    p.add_argument("--threads", type=int, default=None, metavar="N", help="CPU threads for torch (bits depend on it)")
+    p.add_argument("--max-new-tokens", type=int, default=0, metavar="N",
+                   help="frames per batch, the dropped last one included (default 0: up to the model's context)")
+    p.add_argument("--chunk-length", type=int, default=300, metavar="BYTES",
+                   help="UTF-8 bytes of turns per batch in upstream batching (default 300)")
+    p.add_argument("--temperature", type=float, default=1.0, metavar="T", help="sampling temperature (default 1.0)")
+    p.add_argument("--top-p", type=float, default=0.9, metavar="P", help="nucleus threshold (default 0.9)")
+    p.add_argument("--top-k", type=int, default=30, metavar="K", help="keep the K most likely tokens (default 30)")
+    p.add_argument("--batching", default="upstream", metavar="upstream|line",
+                   help="upstream: <|speaker:i|> turns grouped by --chunk-length and 5 turns (default); "
+                        "line: every text line is its own batch")
+    p.add_argument("--codes-out", type=Path, metavar="FILE.npy",
+                   help="write all batches' codes, int64 (10, frames), concatenated in time")
+    p.add_argument("--codes-out-dir", type=Path, metavar="DIR",
+                   help="also write each batch's codes as DIR/batch_000.npy, batch_001.npy, ...")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+
+
+def _read_text(args: argparse.Namespace) -> str:
+    if args.text is not None:
+        text = args.text
+    else:
+        try:
+            text = args.text_file.read_text(encoding="utf-8-sig")
+        except FileNotFoundError:
+            raise UserError(f"text file not found: {args.text_file}") from None
+        except UnicodeDecodeError:
+            raise UserError(f"text file {args.text_file} is not UTF-8 text") from None
+        except OSError as exc:
+            raise UserError(f"cannot read text file {args.text_file}: {exc.strerror}") from None
+    if not text.strip():
+        raise UserError("the text is empty; give --text or a --text-file with something to say")
+    return text
+
+
+def _read_codes(path: Path) -> np.ndarray:
+    try:
+        codes = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise UserError(f"reference codes file not found: {path}") from None
+    except (ValueError, OSError, EOFError) as exc:
+        raise UserError(f"cannot read reference codes {path}: not a .npy array ({str(exc).splitlines()[0]})") from None
+    if not isinstance(codes, np.ndarray):
+        raise UserError(f"reference codes {path} hold several arrays; save one (10, frames) array with numpy.save")
+    return codes
+
+
+def _references(args: argparse.Namespace) -> list:
+    from s2studio.text.prompt import Reference, check_codes
+
+    codes_paths, texts = args.reference_codes, args.reference_text
+    if len(codes_paths) != len(texts):
+        raise UserError(f"got {len(codes_paths)} --reference-codes and {len(texts)} --reference-text; "
+                        "give one transcript per reference")
+    if len(codes_paths) > MAX_REFERENCES:
+        raise UserError(f"at most {MAX_REFERENCES} references, got {len(codes_paths)}")
+    return [Reference(text, check_codes(_read_codes(path), f"reference codes {path}"))
+            for path, text in zip(codes_paths, texts)]
+
+
+def _check_output(path: Path | None, what: str, folder: bool = False) -> None:
+    if path is None:
+        return
+    parent = path if folder else path.parent
+    if folder and path.exists() and not path.is_dir():
+        raise UserError(f"{what} {path} exists and is not a folder")
+    if not folder and not parent.is_dir():
+        raise UserError(f"cannot write {what} {path}: folder {parent} does not exist")
+    if not folder and path.suffix != ".npy":
+        raise UserError(f"{what} must end in .npy, got {path.name}")
+
+
+def _save(path: Path, codes: np.ndarray) -> None:
+    """Atomic: a crash never leaves half a file under the final name."""
+    tmp = path.with_name(path.name + ".tmp.npy")
+    np.save(tmp, codes)
+    tmp.replace(path)
+
+
+def run(args: argparse.Namespace) -> int:
+    from s2studio.engine.generate import BatchFinished, BatchStarted, FrameReady, GenerationSettings
+
+    text = _read_text(args)
+    references = _references(args)
+    settings = GenerationSettings(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
+                                  max_new_tokens=args.max_new_tokens)
+    if args.chunk_length < 1:
+        raise UserError(f"--chunk-length must be at least 1 byte, got {args.chunk_length}")
+    if args.batching not in ("upstream", "line"):
+        raise UserError(f"unknown --batching {args.batching!r}; use upstream or line")
+    if args.precision not in ("auto", "fp32", "bf16"):
+        raise UserError(f"unknown --precision {args.precision!r}; use auto, fp32 or bf16")
+    _check_output(args.codes_out, "--codes-out")
+    _check_output(args.codes_out_dir, "--codes-out-dir", folder=True)
+
+    from s2studio.engine.checkpoints import load_dual_ar
+    from s2studio.engine.device import resolve_device, resolve_dtype, set_threads
+    from s2studio.engine.generate import generate_long
+    from s2studio.model.config import load_config
+    from s2studio.text.prompt import Reference, check_codes
+    from s2studio.text.tokenizer import S2Tokenizer
+
+    set_threads(args.threads)
+    device = resolve_device(args.device)
+    dtype = resolve_dtype(args.precision, device)
+    if not args.model.is_dir():
+        raise UserError(f"model folder {args.model} does not exist or is not a folder")
+    config = load_config(args.model)
+    tokenizer = S2Tokenizer.from_file(args.model / "tokenizer.json")
+    # checked before the (slow) weight loading so a bad reference fails at once
+    references = [Reference(r.text, check_codes(r.codes, f"reference codes {path}", config.num_codebooks,
+                                                config.codebook_size))
+                  for r, path in zip(references, args.reference_codes)]
+    t0 = time.perf_counter()
+    model = load_dual_ar(args.model, device=device, dtype=dtype,
+                         semantic_range=(tokenizer.semantic_begin_id, tokenizer.semantic_end_id),
+                         im_end_id=tokenizer.im_end_id)
+    log = (lambda msg: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    log(f"loaded {args.model} on {device} ({str(dtype).removeprefix('torch.')}) in {time.perf_counter() - t0:.1f} s")
+
+    batches: list[np.ndarray] = []
+    t1 = time.perf_counter()
+    for event in generate_long(model, tokenizer, text, references=references, settings=settings, seed=args.seed,
+                               batching=args.batching, chunk_length=args.chunk_length):
+        if isinstance(event, BatchStarted):
+            log(f"batch {event.index + 1}/{event.count}: {event.prompt_length} prompt tokens")
+            t_batch = time.perf_counter()
+        elif isinstance(event, FrameReady):
+            if not args.quiet and (event.frame + 1) % 50 == 0:
+                log(f"  {event.frame + 1} frames")
+        elif isinstance(event, BatchFinished):
+            batches.append(event.codes)
+            n = event.codes.shape[1]
+            dt = time.perf_counter() - t_batch
+            log(f"  {n} frames in {dt:.1f} s ({n / dt if dt > 0 else 0.0:.1f} frames/s)")
+            if args.codes_out_dir is not None:
+                args.codes_out_dir.mkdir(parents=True, exist_ok=True)
+                _save(args.codes_out_dir / f"batch_{event.index:03d}.npy", event.codes)
+
+    codes = np.concatenate(batches, axis=1).astype(np.int64)
+    if args.codes_out is not None:
+        _save(args.codes_out, codes)
+    seconds = codes.shape[1] * 2048 / 44100
+    where = f" -> {args.codes_out}" if args.codes_out is not None else ""
+    print(f"{codes.shape[1]} frames ({seconds:.2f} s of audio) in {len(batches)} batch(es), "
+          f"{time.perf_counter() - t1:.1f} s{where}")
+    return 0
