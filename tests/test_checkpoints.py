@@ -7,6 +7,7 @@ The tiny folders are written here in the published on-disk layout (bf16 tensors 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -106,7 +107,7 @@ def test_all_three_layouts_load_the_same_model(tmp_path: Path) -> None:
     write_folder(tmp_path / "pth", dual_ar, "pth", weights=weights)
     models = [load(tmp_path / name) for name in ("single", "sharded", "pth")]
     assert models[0].config == models[1].config
-    assert models[2].config == models[0].config.__class__(**{**models[0].config.__dict__, "im_end_id": None})
+    assert models[2].config == dataclasses.replace(models[0].config, im_end_id=None)  # dual_ar has no eos key
     for model in models:
         state = model.state_dict()
         assert state.keys() == weights.keys()
@@ -222,8 +223,8 @@ def test_missing_and_unexpected_keys_are_named(tmp_path: Path) -> None:
 def test_many_missing_keys_are_counted(tmp_path: Path) -> None:
     weights = {k: v for k, v in random_weights(CONFIG).items() if not k.startswith("fast_layers.")}
     write_folder(tmp_path, CONFIG, "sharded", weights=weights)
-    with pytest.raises(UserError, match=r"model.safetensors.index.json does not match config.json: 14 missing key\(s\): "
-                                        r"fast_layers.0.attention.wo.weight, .* and 9 more$"):
+    with pytest.raises(UserError, match=r"model.safetensors.index.json does not match config.json: "
+                                        r"14 missing key\(s\): fast_layers.0.attention.wo.weight, .* and 9 more$"):
         load(tmp_path)
 
 
@@ -265,7 +266,7 @@ def test_truncated_and_missing_shards(tmp_path: Path) -> None:
 
     write_folder(tmp_path / "shards", CONFIG, "sharded")
     (tmp_path / "shards" / "model-00002-of-00002.safetensors").unlink()
-    with pytest.raises(UserError, match="names shard file\\(s\\) that are missing .*: model-00002-of-00002.safetensors"):
+    with pytest.raises(UserError, match=r"names shard file\(s\) that are missing .*: model-00002-of-00002"):
         load(tmp_path / "shards")
     (tmp_path / "shards" / "model.safetensors.index.json").write_text("{}", encoding="utf-8")
     with pytest.raises(UserError, match="has no usable 'weight_map'"):

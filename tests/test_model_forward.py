@@ -80,7 +80,8 @@ def test_embedding_is_the_spec_formula_exactly() -> None:
     g = torch.Generator().manual_seed(3)
     with torch.no_grad():
         m.embeddings.weight.copy_(torch.randint(-8, 9, m.embeddings.weight.shape, generator=g).float())
-        m.codebook_embeddings.weight.copy_(torch.randint(-8, 9, m.codebook_embeddings.weight.shape, generator=g).float())
+        table = m.codebook_embeddings.weight
+        table.copy_(torch.randint(-8, 9, table.shape, generator=g).float())
     tokens = prompt(12)
     # the range bounds are inclusive; just outside them are text tokens
     tokens[0, 0, :4] = torch.tensor([SEM_BEGIN - 1, SEM_END + 1, SEM_BEGIN, SEM_END])
@@ -322,7 +323,7 @@ def test_bf16_run_keeps_bf16_activations() -> None:
     assert m.forward_fast(hidden, 0).dtype == torch.bfloat16
 
 
-def test_prefill_uses_the_default_sdpa_backends_and_decode_only_the_math_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_prefill_uses_default_sdpa_backends_and_decode_only_the_math_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
     """Upstream's split (spec §4.4 step 8): the two paths round differently, so the choice is part of the bits."""
     import s2studio.model.transformer as transformer
 

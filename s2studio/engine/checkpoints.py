@@ -200,7 +200,8 @@ def check_weights(model: torch.nn.Module, weights: dict[str, Any], source: str) 
     if wrong:
         shown = ", ".join(f"{k} {tuple(weights[k].shape)} (config says {expected[k]})" for k in wrong[:SHOWN_KEYS])
         more = f" and {len(wrong) - SHOWN_KEYS} more" if len(wrong) > SHOWN_KEYS else ""
-        raise UserError(f"{source} does not match config.json: {len(wrong)} tensor(s) of the wrong shape: {shown}{more}")
+        raise UserError(f"{source} does not match config.json: {len(wrong)} tensor(s) of the wrong shape: "
+                        f"{shown}{more}")
     not_float = sorted(k for k, v in weights.items() if not v.is_floating_point())
     if not_float:
         raise UserError(f"{source}: {len(not_float)} tensor(s) are not floating point ({_names(not_float)})")

@@ -108,7 +108,8 @@ class DualARConfig:
         if not all(isinstance(v, int) and not isinstance(v, bool) for v in (b, e)) or not 0 <= b <= e < self.vocab_size:
             raise ValueError(f"semantic token range {b!r}..{e!r} must satisfy 0 <= begin <= end < vocab_size "
                              f"({self.vocab_size})")
-        if self.im_end_id is not None and not (isinstance(self.im_end_id, int) and 0 <= self.im_end_id < self.vocab_size):
+        im_end = self.im_end_id
+        if im_end is not None and not (isinstance(im_end, int) and 0 <= im_end < self.vocab_size):
             raise ValueError(f"im_end_id {self.im_end_id!r} is outside the vocabulary (size {self.vocab_size})")
         if self.fast.rope_base != self.slow.rope_base or self.fast.norm_eps != self.slow.norm_eps:
             raise ValueError("the fast transformer uses the slow one's rope_base and norm_eps")
@@ -234,7 +235,8 @@ def _parse_dual_ar(d: dict[str, Any]) -> DualARConfig:
         n_head=n_head,
         n_local_heads=_local_heads(_get(d, "n_local_heads", -1), n_head),
         head_dim=head_dim,
-        intermediate_size=d.get("intermediate_size") or (default_intermediate_size(dim) if isinstance(dim, int) else dim),
+        intermediate_size=d.get("intermediate_size") or (default_intermediate_size(dim) if isinstance(dim, int)
+                                                         else dim),
         rope_base=_number(_get(d, "rope_base", 10000)),
         norm_eps=_number(_get(d, "norm_eps", 1e-5)),
         max_seq_len=_get(d, "max_seq_len", 2048),

@@ -98,7 +98,7 @@ class DualAR(nn.Module):
         """(1, 1+K, S) token matrix -> (1, S, dim) input embeddings (spec §4.1, op for op)."""
         c = self.config
         codes = [self.codebook_embeddings(tokens[:, i + 1] + i * c.codebook_size) for i in range(c.num_codebooks)]
-        vq_sum = torch.stack(codes, dim=1).sum(dim=1)
+        vq_sum = torch.stack(codes, dim=1).sum(dim=1)  # (1, K, S, dim) -> (1, S, dim): one reduction, not a loop
         main = tokens[:, 0]
         is_semantic = (main >= c.semantic_begin_id) & (main <= c.semantic_end_id)
         vq_sum = torch.where(is_semantic[..., None], vq_sum, 0)
@@ -116,9 +116,9 @@ class DualAR(nn.Module):
         """
         if self.cache_len == 0:
             raise RuntimeError("no KV cache: call setup_caches() before running the model")
-        x = self.embed(tokens)
-        mask = self.causal_mask(input_pos)
-        freqs_cis = self.freqs_cis[input_pos]
+        x = self.embed(tokens)  # (1, S, dim)
+        mask = self.causal_mask(input_pos)  # (1, 1, S, cache_len)
+        freqs_cis = self.freqs_cis[input_pos]  # (S, head_dim / 2, 2)
         # Upstream runs its decode loop under `sdpa_kernel(MATH)` and its prefill under no context at all.
         with sdpa_kernel(SDPBackend.MATH) if tokens.size(-1) == 1 else nullcontext():
             for layer in self.layers:

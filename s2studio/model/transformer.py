@@ -89,8 +89,8 @@ class Attention(nn.Module):
             raise RuntimeError("no KV cache: call DualAR.setup_caches() before running the model")
         bsz, seqlen, _ = x.shape
         q_size, kv_size = self.n_head * self.head_dim, self.n_local_heads * self.head_dim
-        q, k, v = self.wqkv(x).split([q_size, kv_size, kv_size], dim=-1)
-        q = q.view(bsz, seqlen, self.n_head, self.head_dim)
+        q, k, v = self.wqkv(x).split([q_size, kv_size, kv_size], dim=-1)  # rows of wqkv: q, then k, then v
+        q = q.view(bsz, seqlen, self.n_head, self.head_dim)  # (B, S, H, D)
         k = k.view(bsz, seqlen, self.n_local_heads, self.head_dim)
         v = v.view(bsz, seqlen, self.n_local_heads, self.head_dim)
         if self.qk_norm:
@@ -98,10 +98,10 @@ class Attention(nn.Module):
             k = self.k_norm(k)
         q = apply_rotary_emb(q, freqs_cis)
         k = apply_rotary_emb(k, freqs_cis)
-        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, H, S, D)
 
-        k, v = self.kv_cache.update(input_pos, k, v)
-        group = self.n_head // self.n_local_heads
+        k, v = self.kv_cache.update(input_pos, k, v)  # (B, KV, L, D): the whole cache, L = its full length
+        group = self.n_head // self.n_local_heads  # kv head j serves q heads j*group ... j*group+group-1
         k = k.repeat_interleave(group, dim=1)
         v = v.repeat_interleave(group, dim=1)
 
@@ -111,7 +111,7 @@ class Attention(nn.Module):
             # the backend (default for prefill, math kernel for decode) is chosen by DualAR.forward_slow
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=0.0)
 
-        y = y.transpose(1, 2).contiguous().view(bsz, seqlen, q_size)
+        y = y.transpose(1, 2).contiguous().view(bsz, seqlen, q_size)  # (B, S, H*D)
         return self.wo(y)
 
 
