@@ -1,0 +1,80 @@
+"""Reading and writing audio files with soundfile, torch-free (the UI imports this).
+
+Reading returns float32 in [-1, 1) per channel exactly as upstream's `torchaudio.load(normalize=True)` does
+(16-bit PCM / 32768, 24-bit / 2²³, 32-bit / 2³¹, float as stored), so codes made from our reading equal
+upstream's. Writing PCM16 goes through `soundfile.write` like upstream's: python-soundfile turns libsndfile's
+clipping on, so samples become `(rint(x · 2³¹) clipped) >> 16`, not `round(x · 32767)` (spec s2-codec.md §9.2).
+
+Every problem a user can cause (missing file, not audio, empty, too long, NaNs) is a one-line UserError.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+
+from s2studio.errors import UserError
+
+MAX_SECONDS = 600.0
+"""Longest clip accepted for reading (10 min). A voice reference needs seconds; the encoder's attention is
+quadratic in length, so an hour-long file would take minutes and tens of GB instead of failing clearly."""
+
+
+def read_channels(path: Path, max_seconds: float = MAX_SECONDS) -> tuple[np.ndarray, int]:
+    """`(samples (channels, N) float32, sample_rate)` of any file soundfile reads (WAV of every sample format,
+    FLAC, OGG, MP3 …)."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"audio file not found: {path}")
+    try:
+        info = sf.info(str(path))
+        if info.frames > 0 and info.samplerate > 0 and info.frames / info.samplerate > max_seconds:
+            raise UserError(f"{path.name} is {info.frames / info.samplerate / 60:.1f} min long; "
+                            f"use a clip of at most {max_seconds / 60:.0f} min")
+        data, rate = sf.read(str(path), dtype="float32", always_2d=True)
+    except UserError:
+        raise
+    except (sf.LibsndfileError, RuntimeError, TypeError, ValueError) as exc:
+        raise UserError(f"{path.name} is not an audio file that can be read ({exc}); "
+                        "use WAV, FLAC, OGG or MP3") from exc
+    if data.shape[0] == 0 or data.shape[1] == 0:
+        raise UserError(f"{path.name} contains no audio samples; record or choose a longer clip")
+    if data.shape[0] / rate > max_seconds:
+        raise UserError(f"{path.name} is {data.shape[0] / rate / 60:.1f} min long; "
+                        f"use a clip of at most {max_seconds / 60:.0f} min")
+    if not np.isfinite(data).all():
+        raise UserError(f"{path.name} contains invalid samples (NaN or infinity); re-export it")
+    return np.ascontiguousarray(data.T), int(rate)
+
+
+def read_audio(path: Path, max_seconds: float = MAX_SECONDS) -> tuple[np.ndarray, int]:
+    """`(mono samples (N,) float32, sample_rate)`: channels averaged (for previews and checks; the codec path
+    mixes in torch, as upstream, see `s2studio.codec.resample`)."""
+    channels, rate = read_channels(path, max_seconds)
+    if channels.shape[0] == 1:
+        return channels[0], rate
+    return channels.mean(axis=0, dtype=np.float32), rate
+
+
+def pcm16(samples: np.ndarray) -> np.ndarray:
+    """The int16 samples `soundfile.write(…, subtype="PCM_16")` stores for float `samples` (libsndfile's
+    clipping path): for comparing decodes as written, without a file."""
+    s = np.rint(np.asarray(samples, dtype=np.float32).astype(np.float64) * 2.0**31)
+    return (np.clip(s, -(2.0**31), 2.0**31 - 1).astype(np.int64) >> 16).astype(np.int16)
+
+
+def write_wav(path: Path, samples: np.ndarray, sample_rate: int = 44100) -> None:
+    """Write mono float samples as a PCM16 WAV exactly as upstream does (canonical 44-byte header), atomically
+    (a temporary file renamed into place, so a crash never leaves half a file)."""
+    path = Path(path)
+    audio = np.asarray(samples, dtype=np.float32).reshape(-1)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        sf.write(str(tmp), audio, sample_rate, subtype="PCM_16", format="WAV")
+        tmp.replace(path)
+    except (sf.LibsndfileError, OSError) as exc:
+        tmp.unlink(missing_ok=True)
+        raise UserError(f"could not write {path}: {exc}") from exc
