@@ -1,0 +1,139 @@
+"""Our generation is code-identical to an independent S2 implementation (issue 2's acceptance test).
+
+`tests/golden/lm/*.npz` were written by `tools/make_lm_goldens.py`: it built a seeded demo model folder with
+`s2studio.demo_model`, ran the independent port `mizuoto-fishspeech`'s own `generate_long` on it (CPU, fp32,
+one thread, slow attention over upstream's full static cache) and stored every batch's codes, the prompt
+matrix the port built for it, and the inputs. Here we rebuild the same folder from the same seed, load it
+with our loader and generate with our engine: every code of every batch must be equal.
+
+Float kernels differ between torch builds and CPU instruction sets (spec §11.1), so a golden file is only
+binding on the build and ISA that wrote it; elsewhere the case is skipped, saying why.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from s2studio.demo_model import folder_digest, write_demo_model
+from s2studio.engine.checkpoints import load_dual_ar
+from s2studio.engine.generate import GenerationSettings, generate_codes
+from s2studio.text.prompt import Exchange, Reference, build_prompt, upstream_batches
+from s2studio.text.tokenizer import S2Tokenizer
+
+GOLDEN = Path(__file__).parent / "golden" / "lm"
+FILES = sorted(GOLDEN.glob("*.npz"))
+
+
+def _load(file: Path) -> tuple[dict, dict[str, np.ndarray]]:
+    with np.load(file) as data:
+        arrays = {k: data[k] for k in data.files}
+    return json.loads(str(arrays.pop("meta"))), arrays
+
+
+def _series(arrays: dict[str, np.ndarray], prefix: str) -> list[np.ndarray]:
+    out = []
+    while f"{prefix}_{len(out)}" in arrays:
+        out.append(arrays[f"{prefix}_{len(out)}"].astype(np.int64))
+    return out
+
+
+class Models:
+    """Demo folders and loaded models, one per distinct set of generator arguments (shared by the cases)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.folders: dict[str, Path] = {}
+        self.loaded: dict[str, tuple[object, S2Tokenizer]] = {}
+
+    def folder(self, model_args: dict) -> Path:
+        key = json.dumps(model_args, sort_keys=True)
+        if key not in self.folders:
+            self.folders[key] = write_demo_model(self.root / f"m{len(self.folders)}", codec=False, **model_args)
+        return self.folders[key]
+
+    def load(self, model_args: dict) -> tuple[object, S2Tokenizer]:
+        key = json.dumps(model_args, sort_keys=True)
+        if key not in self.loaded:
+            folder = self.folder(model_args)
+            tok = S2Tokenizer.from_file(folder / "tokenizer.json")
+            model = load_dual_ar(folder, device="cpu", dtype=torch.float32,
+                                 semantic_range=(tok.semantic_begin_id, tok.semantic_end_id), im_end_id=tok.im_end_id)
+            self.loaded[key] = (model, tok)
+        return self.loaded[key]
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> Models:
+    return Models(tmp_path_factory.mktemp("golden-models"))
+
+
+def _skip_if_other_environment(meta: dict) -> None:
+    here = torch.backends.cpu.get_cpu_capability()
+    if here != meta["cpu_capability"]:
+        pytest.skip(f"golden codes were recorded on a {meta['cpu_capability']} CPU, this one is {here}: "
+                    "float kernels differ between instruction sets (spec §11.1)")
+    if torch.__version__.split("+")[0] != meta["torch"].split("+")[0]:
+        pytest.skip(f"golden codes were recorded with torch {meta['torch']}, this is {torch.__version__}")
+
+
+def test_golden_files_present() -> None:
+    names = {f.stem for f in FILES}
+    assert {"no_reference", "one_reference", "two_references_one_tagged", "dialogue_chunk40",
+            "hits_max_new_tokens", "text_before_first_tag"} <= names
+
+
+@pytest.mark.parametrize("file", FILES, ids=[f.stem for f in FILES])
+def test_demo_folder_is_the_one_the_goldens_ran_on(file: Path, models: Models) -> None:
+    meta, _ = _load(file)
+    assert folder_digest(models.folder(meta["model"])) == meta["model_digest"], (
+        "the demo model generator no longer writes the folder these goldens were made on; "
+        "regenerate them with tools/make_lm_goldens.py")
+
+
+@pytest.mark.parametrize("file", FILES, ids=[f.stem for f in FILES])
+def test_prompt_matrices_match_the_port(file: Path, models: Models) -> None:
+    meta, arrays = _load(file)
+    _, tok = models.load(meta["model"])
+    refs = [Reference(t, c) for t, c in zip(meta["reference_texts"], _series(arrays, "reference_codes"), strict=True)]
+    batches = upstream_batches(meta["text"], meta["chunk_length"])
+    assert batches == meta["batches"]
+    codes, prompts = _series(arrays, "codes"), _series(arrays, "prompt")
+    history: list[Exchange] = []
+    for i, text in enumerate(batches):
+        ours = build_prompt(tok, refs, history, text)
+        np.testing.assert_array_equal(ours, prompts[i], err_msg=f"prompt of batch {i}")
+        history.append(Exchange(text, codes[i]))
+
+
+@pytest.mark.parametrize("file", FILES, ids=[f.stem for f in FILES])
+def test_codes_equal_the_port(file: Path, models: Models) -> None:
+    meta, arrays = _load(file)
+    _skip_if_other_environment(meta)
+    model, tok = models.load(meta["model"])
+    refs = [Reference(t, c) for t, c in zip(meta["reference_texts"], _series(arrays, "reference_codes"), strict=True)]
+    settings = GenerationSettings(temperature=meta["temperature"], top_p=meta["top_p"], top_k=meta["top_k"],
+                                  max_new_tokens=meta["max_new_tokens"])
+    ours = generate_codes(model, tok, meta["text"], references=refs, settings=settings, seed=meta["seed"],
+                          batching="upstream", chunk_length=meta["chunk_length"])
+    expected = _series(arrays, "codes")
+    assert [c.shape[1] for c in ours] == [c.shape[1] for c in expected], "frames per batch"
+    for i, (a, b) in enumerate(zip(ours, expected, strict=True)):
+        np.testing.assert_array_equal(a, b, err_msg=f"codes of batch {i}")
+
+
+def test_goldens_cover_stopping_and_the_limit() -> None:
+    """The set must contain batches that ended on <|im_end|> and batches cut by max_new_tokens."""
+    stopped = limited = 0
+    for file in FILES:
+        meta, _ = _load(file)
+        for frames in meta["frames"]:
+            if frames == meta["max_new_tokens"] - 1:
+                limited += 1
+            else:
+                stopped += 1
+    assert stopped >= 3 and limited >= 2
