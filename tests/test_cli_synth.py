@@ -128,3 +128,14 @@ def test_reference_code_beyond_codebook(model_dir: Path, tmp_path: Path, capsys:
     msg = error_of(["--model", str(model_dir), "--device", "cpu", "--text", "hi", "--max-new-tokens", "2",
                     "--reference-codes", str(big), "--reference-text", "t"], capsys)
     assert msg == f"reference codes {big} holds code 4096, beyond the codebook size 4096"
+
+
+def test_warns_about_text_before_the_first_tag(model_dir: Path, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "c.npy"
+    rc = main(["synth", "--model", str(model_dir), "--device", "cpu", "--text", "Lead words. <|speaker:0|>Hello.",
+               "--max-new-tokens", "3", "--codes-out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 0
+    assert "warning: text before the first <|speaker:i|> tag is not spoken, as upstream: 'Lead words.'" in err
+    assert np.load(out).shape == (10, 2)  # 3 frames at most, the last one dropped, no <|im_end|> in between

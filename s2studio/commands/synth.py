@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
     from s2studio.engine.device import resolve_device, resolve_dtype, set_threads
     from s2studio.engine.generate import generate_long
     from s2studio.model.config import load_config
-    from s2studio.text.prompt import Reference, check_codes
+    from s2studio.text.prompt import SPEAKER_TAG, Reference, check_codes
     from s2studio.text.tokenizer import S2Tokenizer
 
     set_threads(args.threads)
@@ -160,6 +160,11 @@ def run(args: argparse.Namespace) -> int:
                          im_end_id=tokenizer.im_end_id)
     log = (lambda msg: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     log(f"loaded {args.model} on {device} ({str(dtype).removeprefix('torch.')}) in {time.perf_counter() - t0:.1f} s")
+
+    if args.batching == "upstream":
+        lead = SPEAKER_TAG.split(text, maxsplit=1)
+        if len(lead) > 1 and lead[0].strip():
+            log(f"warning: text before the first <|speaker:i|> tag is not spoken, as upstream: {lead[0].strip()[:40]!r}")
 
     batches: list[np.ndarray] = []
     t1 = time.perf_counter()
