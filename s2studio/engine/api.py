@@ -81,6 +81,19 @@ class LineSpec:
 
 
 @dataclass(frozen=True)
+class ContextTurn:
+    """An already rendered line that came before the request's first line: its text and codes.
+
+    Line mode conditions each line on the newest earlier lines that fit the context; when only some
+    lines are rendered (a stale line, the line under the cursor), the caller passes their predecessors'
+    kept takes here so the line sounds as it would in a full render."""
+
+    speaker: int
+    text: str
+    codes: npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
 class SynthesisRequest:
     job_id: str
     lines: tuple[LineSpec, ...]
@@ -89,6 +102,8 @@ class SynthesisRequest:
     batching: Batching = "line"
     chunk_length: int = 200
     """UTF-8 bytes per batch in upstream batching (upstream's API default)."""
+    context: tuple[ContextTurn, ...] = ()
+    """Line mode only: earlier lines to condition on, oldest first."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,123 @@
+"""The real engine on a tiny random model: the engine contract, streaming equal to a full decode,
+upstream batching equal to `generate_long`, and a bounded line-mode context."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+import torch
+from engine_contract import check_engine, collect
+
+from s2studio.demo_model import write_demo_model
+from s2studio.engine.api import (
+    AudioChunk, ContextTurn, JobFailed, JobFinished, JobStarted, LineFinished, LineSpec, LoadRequest, Reference,
+    SamplingParams, SynthesisRequest,
+)
+from s2studio.engine.s2 import S2Engine
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_demo_model(tmp_path_factory.mktemp("tiny") / "tiny", seed=3)
+
+
+@pytest.fixture(scope="module")
+def engine(model_dir: Path) -> S2Engine:
+    engine = S2Engine()
+    events = collect(engine.load(LoadRequest("load", model_dir, device="cpu", precision="fp32"), threading.Event()))
+    assert isinstance(events[-1], JobFinished), events[-1]
+    return engine
+
+
+def _codes(frames: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 1024, size=(10, frames)).astype(np.int64)
+
+
+def test_real_engine_passes_the_contract(tmp_path: Path, model_dir: Path) -> None:
+    clip, junk = tmp_path / "clip.wav", tmp_path / "junk.wav"
+    sf.write(str(clip), 0.2 * np.sin(np.arange(24000) * 0.05).astype(np.float32), 24000)
+    junk.write_bytes(b"not audio" * 50)
+    check_engine(S2Engine(), LoadRequest("load-1", model_dir, device="cpu", precision="fp32"), clip, junk)
+
+
+def test_generate_before_load_fails_with_a_reason() -> None:
+    events = collect(S2Engine().generate(SynthesisRequest("j", (LineSpec("a", 0, "Hi."),)), threading.Event()))
+    assert events == [JobFailed("j", "no model is loaded; choose a model folder first")]
+
+
+def test_loading_a_folder_that_is_not_a_model_fails_cleanly(tmp_path: Path) -> None:
+    events = collect(S2Engine().load(LoadRequest("l", tmp_path), threading.Event()))
+    assert isinstance(events[-1], JobFailed)
+    assert "tokenizer.json is missing" in events[-1].error
+
+
+def test_streamed_chunks_equal_a_full_decode_of_the_codes(engine: S2Engine) -> None:
+    request = SynthesisRequest("s", (LineSpec("a", 0, "A somewhat longer line to speak out loud."),),
+                               (Reference(0, "Reference words.", _codes(6)),), SamplingParams(max_new_tokens=20, seed=5))
+    events = collect(engine.generate(request, threading.Event()))
+    chunks = [ev for ev in events if isinstance(ev, AudioChunk)]
+    take = next(ev for ev in events if isinstance(ev, LineFinished))
+    assert len(chunks) >= 3 and len(chunks[0].samples) == 2048  # the first frame goes out on its own
+    streamed = np.concatenate([c.samples for c in chunks])
+    np.testing.assert_array_equal(streamed, take.audio)
+    with torch.inference_mode():
+        full = engine._loaded.codec.decode(torch.from_numpy(take.codes)[None]).reshape(-1).numpy()
+    assert len(full) == len(streamed) == 2048 * take.codes.shape[1]
+    assert np.abs(full - streamed).max() < 1e-5
+
+
+def test_upstream_batching_gives_generate_long_codes(engine: S2Engine) -> None:
+    from s2studio.engine.generate import GenerationSettings, generate_codes
+    from s2studio.text.prompt import Reference as PromptReference
+
+    lines = (LineSpec("a", 0, "First turn here."), LineSpec("b", 1, "[laughing] Second."),
+             LineSpec("c", 0, "Third and last turn."))
+    refs = (Reference(0, "Zero speaks.", _codes(5, 1)), Reference(1, "One speaks.", _codes(4, 2)))
+    sampling = SamplingParams(temperature=0.8, top_p=0.8, max_new_tokens=9, seed=11)
+    request = SynthesisRequest("u", lines, refs, sampling, batching="upstream", chunk_length=40)
+    events = collect(engine.generate(request, threading.Event()))
+    assert isinstance(events[-1], JobFinished) and not events[-1].cancelled
+    started = next(ev for ev in events if isinstance(ev, JobStarted))
+    takes = [ev for ev in events if isinstance(ev, LineFinished)]
+    assert tuple(t.line_id for t in takes) == started.plan and started.plan[0] == "a"
+
+    loaded = engine._loaded
+    text = "\n".join(f"<|speaker:{ln.speaker}|>{ln.text}" for ln in lines)
+    expected = generate_codes(loaded.model, loaded.tokenizer, text,
+                              references=[PromptReference(f"<|speaker:{r.speaker}|>{r.transcript}", r.codes) for r in refs],
+                              settings=GenerationSettings(temperature=0.8, top_p=0.8, max_new_tokens=9),
+                              seed=11, batching="upstream", chunk_length=40)
+    assert len(expected) == len(takes) >= 2
+    for want, take in zip(expected, takes):
+        np.testing.assert_array_equal(take.codes, want)
+
+
+def test_line_mode_keeps_only_the_newest_context_that_fits(engine: S2Engine) -> None:
+    loaded = engine._loaded
+    from s2studio.text.prompt import Exchange
+    from s2studio.text.prompt import Reference as PromptReference
+
+    refs = [PromptReference("<|speaker:0|>Ref.", _codes(4))]
+
+    history = [Exchange(f"<|speaker:0|>line {i}", _codes(700, i)) for i in range(8)]
+    kept = engine._fitting_context(loaded, refs, history, "<|speaker:0|>next")
+    limit = loaded.model.config.slow.max_seq_len - 2048  # 4096 - 2048: room for two 700-frame lines
+    assert [ex.text for ex in kept] == ["<|speaker:0|>line 6", "<|speaker:0|>line 7"]
+    assert 2 * 700 < limit < 3 * 700
+    engine_small = S2Engine(context_lines=1)
+    assert [ex.text for ex in engine_small._fitting_context(loaded, refs, history, "x")] == ["<|speaker:0|>line 7"]
+
+
+def test_context_turns_condition_the_line(engine: S2Engine) -> None:
+    line = (LineSpec("a", 0, "Same words."),)
+    sampling = SamplingParams(max_new_tokens=10, seed=2)
+    plain = collect(engine.generate(SynthesisRequest("p", line, sampling=sampling), threading.Event()))
+    ctx = (ContextTurn(0, "Before.", _codes(30, 9)),)
+    with_ctx = collect(engine.generate(SynthesisRequest("c", line, sampling=sampling, context=ctx), threading.Event()))
+    a = next(ev for ev in plain if isinstance(ev, LineFinished))
+    b = next(ev for ev in with_ctx if isinstance(ev, LineFinished))
+    assert a.codes.shape != b.codes.shape or not np.array_equal(a.codes, b.codes)
