@@ -248,6 +248,10 @@ def test_bad_references_and_text(tok: S2Tokenizer) -> None:
         plan_batches("x", "paragraph", 300)  # type: ignore[arg-type]
     with pytest.raises(UserError, match="temperature"):
         GenerationSettings(temperature=2.0)
+    with pytest.raises(UserError, match="seed must be between"):
+        make_generator(2**64)
+    assert torch.equal(torch.rand(4, generator=make_generator(-3)),
+                       torch.rand(4, generator=torch.Generator().manual_seed(2**64 - 3)))
 
 
 # ----------------------------------------------------------------------------- the real tiny model

@@ -75,6 +75,8 @@ def max_seq_len(model: Any) -> int:
 
 def make_generator(seed: int, device: torch.device | str = "cpu") -> torch.Generator:
     """The request's generator; its CPU stream equals `torch.manual_seed(seed)`'s."""
+    if not -(2**63) <= seed < 2**64:
+        raise UserError(f"seed must be between -2**63 and 2**64 - 1, got {seed}")
     return torch.Generator(device=device).manual_seed(seed)
 
 
