@@ -130,6 +130,26 @@ def test_loaded_model_is_real_and_frozen(tmp_path: Path) -> None:
     assert torch.equal(model.freqs_cis, model.freqs_cis.to(torch.bfloat16).float())
 
 
+def test_load_assigns_the_read_tensors_without_copying(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Meta-device construction + assign: in the checkpoint's own dtype the model holds the very tensors read."""
+    import s2studio.engine.checkpoints as checkpoints
+
+    write_folder(tmp_path, CONFIG)
+    read: dict[str, torch.Tensor] = {}
+    real = checkpoints.read_weights
+
+    def spy(folder: Path) -> tuple[dict[str, torch.Tensor], str]:
+        weights, source = real(folder)
+        read.update(weights)
+        return weights, source
+
+    monkeypatch.setattr(checkpoints, "read_weights", spy)
+    model = load(tmp_path, dtype=torch.bfloat16)
+    params = dict(model.named_parameters())
+    assert params.keys() == read.keys()
+    assert all(params[k].data_ptr() == read[k].data_ptr() for k in read)
+
+
 def test_precision_choices(tmp_path: Path) -> None:
     write_folder(tmp_path, CONFIG)
     assert load(tmp_path, dtype="auto").embeddings.weight.dtype == torch.float32  # auto on CPU

@@ -24,14 +24,26 @@ from s2studio.model.rope import precompute_freqs_cis
 from s2studio.model.transformer import KVCache, RMSNorm, TransformerBlock
 
 
+def embedding(num: int, dim: int) -> nn.Embedding:
+    """An nn.Embedding with torch's N(0, 1) init, skipped on the meta device.
+
+    The loader builds the model on the meta device; there torch's `normal_` first imports its Python reference
+    kernels, which costs seconds, for values that the checkpoint replaces anyway.
+    """
+    weight = torch.empty(num, dim)
+    if not weight.is_meta:
+        nn.init.normal_(weight)
+    return nn.Embedding(num, dim, _weight=weight)
+
+
 class DualAR(nn.Module):
     def __init__(self, config: DualARConfig) -> None:
         super().__init__()
         self.config = c = config
         slow, fast = c.slow, c.fast
-        self.embeddings = nn.Embedding(c.vocab_size, slow.dim)
+        self.embeddings = embedding(c.vocab_size, slow.dim)
         # the slow model's input table for the codes: codebook i owns rows i*codebook_size ... +codebook_size-1
-        self.codebook_embeddings = nn.Embedding(c.codebook_size * c.num_codebooks, slow.dim)
+        self.codebook_embeddings = embedding(c.codebook_size * c.num_codebooks, slow.dim)
         self.layers = nn.ModuleList(TransformerBlock(slow, fast=False) for _ in range(slow.n_layer))
         self.norm = RMSNorm(slow.dim, slow.norm_eps)
         if not c.tie_word_embeddings:
@@ -43,7 +55,7 @@ class DualAR(nn.Module):
         else:
             self.fast_project_in = nn.Identity()
         # one table shared by every codebook: the fast model tells them apart by position only
-        self.fast_embeddings = nn.Embedding(c.codebook_size, fast.dim)
+        self.fast_embeddings = embedding(c.codebook_size, fast.dim)
         self.fast_layers = nn.ModuleList(TransformerBlock(fast, fast=True) for _ in range(fast.n_layer))
         self.fast_norm = RMSNorm(fast.dim, fast.norm_eps)
         self.fast_output = nn.Linear(fast.dim, c.codebook_size, bias=False)
