@@ -341,3 +341,25 @@ def test_prefill_uses_default_sdpa_backends_and_decode_only_the_math_kernel(monk
     m.forward_slow(tokens[:, :, 7:], torch.tensor([7]))
     assert seen == [(7, True, True)] * 2 + [(1, False, True)] * 2
     assert torch.backends.cuda.flash_sdp_enabled()  # the context did not leak
+
+
+def test_s2_pro_shape_on_the_meta_device() -> None:
+    """S2 Pro's real architecture (no memory: meta tensors): 358 tensors, the published shapes, ~4.56 B params."""
+    from test_model_config import S2_CONFIG
+
+    with torch.device("meta"):
+        m = DualAR(parse_config(S2_CONFIG))
+    state = m.state_dict()
+    assert len(state) == 358
+    shapes = {k: tuple(v.shape) for k, v in state.items()}
+    assert shapes["embeddings.weight"] == (155776, 2560)
+    assert shapes["codebook_embeddings.weight"] == (40960, 2560)
+    assert shapes["layers.35.attention.wqkv.weight"] == (6144, 2560)
+    assert shapes["layers.0.attention.wo.weight"] == (2560, 4096)
+    assert shapes["layers.0.attention.q_norm.weight"] == (128,)
+    assert shapes["fast_layers.3.feed_forward.w2.weight"] == (2560, 9728)
+    assert shapes["fast_output.weight"] == (4096, 2560)
+    assert not any(k.startswith("fast_layers.") and "q_norm" in k for k in shapes)
+    assert isinstance(m.fast_project_in, torch.nn.Identity) and "output.weight" not in shapes
+    assert 4.5e9 < sum(v.numel() for v in state.values()) < 4.6e9
+    assert m.freqs_cis.shape == (32768, 64, 2) and not m.freqs_cis.is_meta  # real values, ready to cast
