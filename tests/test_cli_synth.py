@@ -84,7 +84,7 @@ def test_bad_inputs_give_one_line(model_dir: Path, refs: list[Path], tmp_path: P
     bad_utf8 = tmp_path / "latin1.txt"
     bad_utf8.write_bytes("caf\xe9".encode("latin-1"))
     assert "not UTF-8" in error_of([*m, "--text-file", str(bad_utf8)], capsys)
-    assert "one transcript per reference" in error_of([*m, "--text", "hi", "--reference-codes", str(refs[0])], capsys)
+    assert "one transcript per --reference" in error_of([*m, "--text", "hi", "--reference-codes", str(refs[0])], capsys)
     five = [a for _ in range(5) for a in ("--reference-codes", str(refs[0]), "--reference-text", "t")]
     assert "at most 4 references" in error_of([*m, "--text", "hi", *five], capsys)
     nine = tmp_path / "nine.npy"

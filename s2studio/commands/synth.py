@@ -20,6 +20,20 @@ from s2studio.errors import UserError
 MAX_REFERENCES = 4
 
 
+class _ReferenceSource(argparse.Action):
+    """Collects --reference and --reference-codes into one ordered list of (kind, path), so each pairs with
+    the --reference-text at the same position whichever flag it came from."""
+
+    def __init__(self, *args, kind: str, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.kind = kind
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        sources = list(getattr(namespace, self.dest, None) or [])
+        sources.append((self.kind, values))
+        setattr(namespace, self.dest, sources)
+
+
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "synth", help="generate speech codes from text",
@@ -31,10 +45,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     text = p.add_mutually_exclusive_group(required=True)
     text.add_argument("--text", metavar="TEXT", help="text to speak; <|speaker:i|> tags and [inline tags] allowed")
     text.add_argument("--text-file", type=Path, metavar="FILE", help="read the text from a UTF-8 file")
-    p.add_argument("--reference-codes", action="append", type=Path, default=[], metavar="CODES.npy",
+    p.add_argument("--reference-codes", action=_ReferenceSource, dest="reference_sources", kind="codes",
+                   type=Path, metavar="CODES.npy",
                    help="reference clip codes, int (10, frames); repeat up to 4 times, each with --reference-text")
+    p.add_argument("--reference", action=_ReferenceSource, dest="reference_sources", kind="clip", type=Path,
+                   metavar="CLIP", help="reference clip as audio (WAV, FLAC, OGG, MP3, …), encoded with the "
+                   "model's codec; mixes with --reference-codes, in command-line order")
     p.add_argument("--reference-text", action="append", default=[], metavar="TEXT",
-                   help="transcript of the matching --reference-codes (paired in order)")
+                   help="transcript of the matching --reference or --reference-codes (paired in order)")
     p.add_argument("--seed", type=int, default=42, help="random seed (default 42, as upstream's CLI)")
     # device, precision and batching are checked by the engine so that a typo gets a one-line error
     p.add_argument("--device", default="auto", metavar="auto|cpu|cuda|mps",
@@ -56,6 +74,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="write all batches' codes, int64 (10, frames), concatenated in time")
     p.add_argument("--codes-out-dir", type=Path, metavar="DIR",
                    help="also write each batch's codes as DIR/batch_000.npy, batch_001.npy, ...")
+    p.add_argument("--out", type=Path, metavar="FILE",
+                   help="write the speech as audio (.wav is PCM16 as upstream writes it; .flac, .ogg, .opus, .mp3 "
+                        "too); in upstream batching each batch is decoded on its own, as upstream's server does")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
 
 
@@ -88,17 +109,18 @@ def _read_codes(path: Path) -> np.ndarray:
     return codes
 
 
-def _references(args: argparse.Namespace) -> list:
-    from s2studio.text.prompt import Reference, check_codes
-
-    codes_paths, texts = args.reference_codes, args.reference_text
-    if len(codes_paths) != len(texts):
-        raise UserError(f"got {len(codes_paths)} --reference-codes and {len(texts)} --reference-text; "
-                        "give one transcript per reference")
-    if len(codes_paths) > MAX_REFERENCES:
-        raise UserError(f"at most {MAX_REFERENCES} references, got {len(codes_paths)}")
-    return [Reference(text, check_codes(_read_codes(path), f"reference codes {path}"))
-            for path, text in zip(codes_paths, texts)]
+def _reference_sources(args: argparse.Namespace) -> list[tuple[str, Path, str]]:
+    """(kind, path, transcript) per reference, in command-line order; the files are read later."""
+    sources, texts = args.reference_sources or [], args.reference_text
+    if len(sources) != len(texts):
+        raise UserError(f"got {len(sources)} references and {len(texts)} --reference-text; "
+                        "give one transcript per --reference or --reference-codes")
+    if len(sources) > MAX_REFERENCES:
+        raise UserError(f"at most {MAX_REFERENCES} references, got {len(sources)}")
+    for kind, path in sources:
+        if not Path(path).is_file():
+            raise UserError(f"reference {'codes file' if kind == 'codes' else 'clip'} not found: {path}")
+    return [(kind, Path(path), text) for (kind, path), text in zip(sources, texts)]
 
 
 def _check_output(path: Path | None, what: str, folder: bool = False) -> None:
@@ -113,6 +135,38 @@ def _check_output(path: Path | None, what: str, folder: bool = False) -> None:
         raise UserError(f"{what} must end in .npy, got {path.name}")
 
 
+def _check_audio_output(path: Path | None):
+    if path is None:
+        return None
+    from s2studio.audio.export import format_for
+
+    if not path.parent.is_dir():
+        raise UserError(f"cannot write --out {path}: folder {path.parent} does not exist")
+    return format_for(path)
+
+
+def _encode_clip(codec, path: Path) -> np.ndarray:
+    from s2studio.codec.resample import encode_file
+
+    return encode_file(codec, path)
+
+
+def _write_speech(path: Path, fmt, codec, batches: list[np.ndarray]) -> None:
+    """Each batch decoded on its own and the waveforms joined, as upstream's server and studio do."""
+    import torch
+
+    from s2studio.audio.export import write_audio
+    from s2studio.audio.io import write_wav
+
+    with torch.inference_mode():
+        pieces = [codec.decode(torch.from_numpy(b)[None]).reshape(-1).float().cpu().numpy() for b in batches if b.shape[1]]
+    audio = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
+    if path.suffix.lower() == ".wav":
+        write_wav(path, audio, codec.sample_rate)
+    else:
+        write_audio(path, audio, fmt)
+
+
 def _save(path: Path, codes: np.ndarray) -> None:
     """Atomic: a crash never leaves half a file under the final name."""
     tmp = path.with_name(path.name + ".tmp.npy")
@@ -124,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
     from s2studio.engine.generate import BatchFinished, BatchStarted, FrameReady, GenerationSettings
 
     text = _read_text(args)
-    references = _references(args)
+    sources = _reference_sources(args)
     settings = GenerationSettings(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
                                   max_new_tokens=args.max_new_tokens)
     if args.chunk_length < 1:
@@ -135,6 +189,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"unknown --precision {args.precision!r}; use auto, fp32 or bf16")
     _check_output(args.codes_out, "--codes-out")
     _check_output(args.codes_out_dir, "--codes-out-dir", folder=True)
+    out_format = _check_audio_output(args.out)
 
     from s2studio.engine.checkpoints import load_dual_ar
     from s2studio.engine.device import resolve_device, resolve_dtype, set_threads
@@ -150,10 +205,17 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"model folder {args.model} does not exist or is not a folder")
     config = load_config(args.model)
     tokenizer = S2Tokenizer.from_file(args.model / "tokenizer.json")
-    # checked before the (slow) weight loading so a bad reference fails at once
-    references = [Reference(r.text, check_codes(r.codes, f"reference codes {path}", config.num_codebooks,
-                                                config.codebook_size))
-                  for r, path in zip(references, args.reference_codes)]
+    # codes files are checked before the (slow) weight loading so a bad reference fails at once
+    given = {path: check_codes(_read_codes(path), f"reference codes {path}", config.num_codebooks,
+                               config.codebook_size)
+             for kind, path, _ in sources if kind == "codes"}
+    codec = None
+    if args.out is not None or any(kind == "clip" for kind, _, _ in sources):
+        from s2studio.codec.loading import load_codec
+
+        codec = load_codec(args.model, device=device)
+    references = [Reference(ref_text, given[path] if kind == "codes" else _encode_clip(codec, path))
+                  for kind, path, ref_text in sources]
     t0 = time.perf_counter()
     model = load_dual_ar(args.model, device=device, dtype=dtype,
                          semantic_range=(tokenizer.semantic_begin_id, tokenizer.semantic_end_id),
@@ -188,6 +250,8 @@ def run(args: argparse.Namespace) -> int:
     codes = np.concatenate(batches, axis=1).astype(np.int64)
     if args.codes_out is not None:
         _save(args.codes_out, codes)
+    if args.out is not None:
+        _write_speech(args.out, out_format, codec, batches)
     seconds = codes.shape[1] * 2048 / 44100
     where = f" -> {args.codes_out}" if args.codes_out is not None else ""
     print(f"{codes.shape[1]} frames ({seconds:.2f} s of audio) in {len(batches)} batch(es), "
