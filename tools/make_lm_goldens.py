@@ -68,24 +68,28 @@ DIALOGUE = (
 )
 
 CASES: tuple[Case, ...] = (
-    Case("no_reference", "Hello there, how are you today?", seed=1),
-    Case("one_reference", "The quick brown fox jumps over the lazy dog.", seed=2,
+    Case("no_reference", "Hello there, how are you today?", seed=1, max_new_tokens=0),
+    Case("one_reference", "The quick brown fox jumps over the lazy dog.", seed=2, max_new_tokens=96,
          reference_texts=("Good evening, everyone.",), reference_frames=(23,)),
     Case("two_references_one_tagged", "<|speaker:0|>Welcome back.<|speaker:1|>Thank you, it is good to be here.", seed=3,
-         reference_texts=("I am the first voice.", "<|speaker:1|>And I am the second."), reference_frames=(17, 12)),
-    Case("dialogue_chunk40", DIALOGUE, seed=4, chunk_length=40, temperature=1.0, top_p=0.9,
+         max_new_tokens=96, reference_texts=("I am the first voice.", "<|speaker:1|>And I am the second."),
+         reference_frames=(17, 12)),
+    Case("dialogue_chunk40", DIALOGUE, seed=4, chunk_length=40, temperature=1.0, top_p=0.9, max_new_tokens=96,
          reference_texts=("Hello.", "Hi!"), reference_frames=(9, 11)),
     Case("dialogue_chunk60", DIALOGUE, seed=5, chunk_length=60, max_new_tokens=40),
     Case("six_turns_group_of_five", "".join(f"<|speaker:{i % 2}|>Line {i}." for i in range(6)), seed=1,
-         chunk_length=1000, temperature=1.0, top_p=0.9),
-    Case("text_before_first_tag", "This part is dropped by upstream.<|speaker:0|>Only this is spoken.<|speaker:1|>And this.", seed=2,
-         temperature=1.0, top_p=0.9),
+         chunk_length=1000, temperature=1.0, top_p=0.9, max_new_tokens=64),
+    Case("text_before_first_tag", "This part is dropped by upstream.<|speaker:0|>Only this is spoken.<|speaker:1|>And this.",
+         seed=2, temperature=1.0, top_p=0.9, max_new_tokens=96),
     Case("hits_max_new_tokens", "A long sentence that would take many frames to say out loud.", seed=3, max_new_tokens=6),
-    Case("sharded_model", "Sharded weights, same numbers.", seed=4, model={"seed": 7, "shards": 3}),
-    Case("variant_untied_projected_fast_qknorm", "<|speaker:0|>Variants upstream supports.", seed=5,
+    Case("sharded_model", "Sharded weights, same numbers.", seed=4, max_new_tokens=96, model={"seed": 7, "shards": 3}),
+    Case("variant_untied_projected_fast_qknorm", "<|speaker:0|>Variants upstream supports.", seed=5, max_new_tokens=96,
          model={"seed": 11, "tie_word_embeddings": False, "fast_dim": 48, "fast_attention_qk_norm": True}),
-    Case("pth_dual_ar", "A fine-tuned checkpoint in model.pth.", seed=1, temperature=1.0, top_p=0.9,
+    Case("pth_dual_ar", "A fine-tuned checkpoint in model.pth.", seed=1, temperature=1.0, top_p=0.9, max_new_tokens=96,
          model={"seed": 13, "weights_format": "pth"}),
+    Case("context_32768", "<|speaker:0|>S2's own context length: every step attends over 32768 cache slots.", seed=2,
+         max_new_tokens=24, reference_texts=("A reference.",), reference_frames=(15,),
+         model={"seed": 17, "max_seq_len": 32768}),
 )
 
 
