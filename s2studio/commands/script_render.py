@@ -1,0 +1,483 @@
+"""`s2studio synth --script FILE --cast NAME=VOICE …`: a whole script to audio files, headless.
+
+The command-line twin of the studio's render button (issue 4, design.md §5–§8): the script is parsed
+like the editor parses it, the cast maps its speakers to voices of the library, the engine renders
+it (line mode unless `--batching upstream` is asked for) and `audio/export.py` writes the mix, the
+stems and the subtitles exactly as the studio's export does.
+
+Everything a person can get wrong (the script, the cast, the outputs) is checked before the slow
+model load. Nothing is written unless the whole render succeeds: audio and subtitles go through
+`export` (temp file + rename each), files already written by a failing export are removed again,
+and the `--events` log is written to a temp file and renamed last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from s2studio import __version__, paths
+from s2studio.engine.api import (
+    SAMPLE_RATE, AudioChunk, ClipEncoded, Engine, Event, JobFailed, JobFinished, JobStarted, LineFinished,
+    LineStarted, LoadRequest, ModelInfo, ModelLoading, ModelReady, Progress, SamplingParams, SynthesisRequest,
+)
+from s2studio.errors import UserError
+from s2studio.state.script import Script, parse_script, read_script
+from s2studio.state.voices import Voice, VoiceLibrary
+
+FRAME_SAMPLES = 2048
+"""Samples per codec frame at 44.1 kHz (S2's codec hop); turns chunk offsets into frame counts."""
+NORMALIZE = ("none", "peak", "loudness")
+EngineFactory = Callable[[], Engine]
+
+
+def add_script_arguments(parser: argparse.ArgumentParser,
+                         text_group: argparse._MutuallyExclusiveGroup | None = None) -> None:
+    """Add the script-rendering options to `synth`'s parser.
+
+    `text_group`: synth's `--text`/`--text-file` group, so that exactly one of the three is given;
+    without it `--script` is a plain option."""
+    (text_group or parser).add_argument(
+        "--script", type=Path, metavar="FILE",
+        help="render a script ('Name: line' per text line, # headings, [tags]) to audio; needs --cast")
+    g = parser.add_argument_group("script rendering (with --script)")
+    g.add_argument("--cast", action="append", default=[], metavar="NAME=VOICE",
+                   help="give the script's speaker NAME the library voice VOICE (id or name); once per speaker")
+    g.add_argument("--out", type=Path, metavar="FILE",
+                   help="the mixed audio; the format follows the extension: .wav .flac .ogg (Vorbis) .opus .mp3")
+    g.add_argument("--stems", type=Path, metavar="DIR", help="also write one full-length file per line into DIR")
+    g.add_argument("--srt", type=Path, metavar="FILE", help="subtitles, one cue per spoken line (SubRip)")
+    g.add_argument("--vtt", type=Path, metavar="FILE", help="subtitles, one cue per spoken line (WebVTT)")
+    g.add_argument("--events", type=Path, metavar="FILE.jsonl",
+                   help="log every engine event as one JSON line (no sample data)")
+    g.add_argument("--gap", type=float, default=0.4, metavar="SECONDS", help="silence between lines (default 0.4)")
+    g.add_argument("--normalize", default="none", metavar="none|peak|loudness",
+                   help="peak: -1 dBFS peak; loudness: -16 LUFS, peak at most -1 dBFS (default none)")
+    g.add_argument("--title", metavar="TEXT", help="title tag of the audio files (default: the first heading)")
+
+
+# ----------------------------------------------------------------------------- checks before loading
+
+
+@dataclass(frozen=True)
+class _Outputs:
+    out: Path | None
+    stems: Path | None
+    srt: Path | None
+    vtt: Path | None
+    events: Path | None
+    format: str
+
+
+def _check_parent(path: Path, what: str) -> None:
+    if path.is_dir():
+        raise UserError(f"{what} {path} is a folder; give a file name")
+    if not path.parent.is_dir():
+        raise UserError(f"cannot write {what} {path}: folder {path.parent} does not exist")
+
+
+def _check_outputs(args: argparse.Namespace) -> _Outputs:
+    from s2studio.audio.export import format_for
+
+    out, stems, srt, vtt, events = args.out, args.stems, args.srt, args.vtt, args.events
+    if out is None and stems is None and srt is None and vtt is None:
+        raise UserError("nothing to write; give --out FILE (and/or --stems DIR, --srt FILE, --vtt FILE)")
+    fmt = format_for(out) if out is not None else "wav"
+    for path, what in ((out, "--out"), (srt, "--srt"), (vtt, "--vtt"), (events, "--events")):
+        if path is not None:
+            _check_parent(path, what)
+    if stems is not None:
+        if stems.exists() and not stems.is_dir():
+            raise UserError(f"--stems {stems} exists and is not a folder")
+        if not stems.exists() and not stems.parent.is_dir():
+            raise UserError(f"cannot create --stems {stems}: folder {stems.parent} does not exist")
+    if not args.gap >= 0 or args.gap > 60:
+        raise UserError(f"--gap must be between 0 and 60 seconds, got {args.gap}")
+    if args.normalize not in NORMALIZE:
+        raise UserError(f"unknown --normalize {args.normalize!r}; use none, peak or loudness")
+    return _Outputs(out, stems, srt, vtt, events, fmt)
+
+
+def _parse_cast(items: Sequence[str]) -> dict[str, str]:
+    cast: dict[str, str] = {}
+    for item in items:
+        name, sep, voice = item.partition("=")
+        name, voice = " ".join(name.split()), voice.strip()
+        if not sep or not name or not voice:
+            raise UserError(f"--cast {item!r}: write it as NAME=VOICE, e.g. --cast 'Alice=My voice'")
+        if name in cast:
+            raise UserError(f"--cast gives {name!r} twice; give each speaker one voice")
+        cast[name] = voice
+    return cast
+
+
+def _library() -> VoiceLibrary:
+    """The voice library, refusing a data folder that cannot be one (e.g. a path through a file)."""
+    root = paths.voices_dir()
+    for folder in (root, *root.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                raise UserError(f"the data folder {paths.data_dir()} is unusable: {folder} is a file; "
+                                f"set {paths.ENV_DATA_DIR} to a folder")
+            break
+    return VoiceLibrary(root)
+
+
+def _line_number(source: str, offset: int) -> int:
+    return source.count("\n", 0, offset) + 1
+
+
+def _read(args: argparse.Namespace, cast_names: Iterable[str]) -> Script:
+    path: Path = args.script
+    source = read_script(path)
+    if not source.strip():
+        raise UserError(f"script {path} is empty; write lines like 'Alice: Hello.'")
+    script = parse_script(source, known_speakers=set(cast_names))
+    for w in script.warnings:
+        print(f"{path}:{_line_number(source, w.start)}: warning: {w.message}", file=sys.stderr)
+    return script
+
+
+def _sampling(args: argparse.Namespace, max_context: int) -> SamplingParams:
+    """synth's options as the engine's sampler settings; `--max-new-tokens 0` means up to the context."""
+    if args.max_new_tokens < 0:
+        raise UserError(f"--max-new-tokens must be 0 (no limit) or more, got {args.max_new_tokens}")
+    try:
+        return SamplingParams(temperature=args.temperature, top_p=args.top_p, top_k=getattr(args, "top_k", 30),
+                              max_new_tokens=args.max_new_tokens or max_context, seed=args.seed)
+    except ValueError as exc:
+        raise UserError(str(exc).replace("top_p", "--top-p").replace("top_k", "--top-k")) from None
+
+
+# ----------------------------------------------------------------------------- events log and progress
+
+
+def event_record(event: Event, wall_s: float, frames: int | None = None) -> dict[str, Any]:
+    """One `--events` line: what happened, without sample or code data."""
+    rec: dict[str, Any] = {"kind": type(event).__name__, "job_id": event.job_id}
+    if hasattr(event, "line_id"):
+        rec["line_id"] = event.line_id
+    if isinstance(event, AudioChunk):
+        rec.update(frames=frames, start_sample=event.start_sample, samples=int(len(event.samples)))
+    elif isinstance(event, Progress):
+        rec.update(frames=event.frames, expected=event.expected, rtf=round(event.rtf, 4))
+    elif isinstance(event, LineStarted):
+        rec["frames"] = 0
+    elif isinstance(event, LineFinished):
+        rec.update(frames=int(event.codes.shape[1]), samples=int(len(event.audio)), seed=event.seed,
+                   take_id=event.take_id, fingerprint=event.fingerprint)
+    elif isinstance(event, JobStarted):
+        rec["plan"] = list(event.plan)
+    elif isinstance(event, ModelLoading):
+        rec.update(progress=event.progress, message=event.message)
+    elif isinstance(event, ModelReady):
+        i = event.info
+        rec["info"] = {"name": i.name, "device": i.device, "precision": i.precision, "sample_rate": i.sample_rate,
+                       "codec_fingerprint": i.codec_fingerprint, "max_context": i.max_context}
+    elif isinstance(event, ClipEncoded):
+        rec.update(clip_id=event.clip_id, frames=int(event.codes.shape[1]), codec_fingerprint=event.codec_fingerprint)
+    elif isinstance(event, JobFinished):
+        rec["cancelled"] = event.cancelled
+    elif isinstance(event, JobFailed):
+        rec["error"] = event.error
+    rec["wall_s"] = round(wall_s, 6)
+    return rec
+
+
+@dataclass
+class _Log:
+    """The `--events` file (a temp file until `commit`) and the clock every record is timed by."""
+
+    target: Path | None
+    started: float = field(default_factory=time.perf_counter)
+    _file: IO[str] | None = None
+    _tmp: Path | None = None
+
+    def open(self) -> None:
+        if self.target is not None:
+            fd, name = tempfile.mkstemp(prefix=f".{self.target.name}.", suffix=".tmp", dir=self.target.parent)
+            self._tmp = Path(name)
+            self._file = os.fdopen(fd, "w", encoding="utf-8")
+
+    def write(self, event: Event, frames: int | None = None) -> None:
+        if self._file is not None:
+            rec = event_record(event, time.perf_counter() - self.started, frames)
+            self._file.write(json.dumps(rec, ensure_ascii=False) + "\n")
+
+    def relay(self, events: Iterable[Event]) -> Iterator[Event]:
+        for ev in events:
+            self.write(ev)
+            yield ev
+
+    def commit(self) -> None:
+        if self._file is not None and self._tmp is not None and self.target is not None:
+            self._file.close()
+            os.replace(self._tmp, self.target)
+            self._file = self._tmp = None
+
+    def discard(self) -> None:
+        if self._file is not None:
+            self._file.close()
+        if self._tmp is not None:
+            self._tmp.unlink(missing_ok=True)
+        self._file = self._tmp = None
+
+
+class _LoggedEncoder:
+    """The engine seen by `engine_encoder`, with its encode events copied to the events log."""
+
+    def __init__(self, engine: Engine, log: _Log) -> None:
+        self.engine, self.log = engine, log
+
+    def encode(self, request: Any, cancel: threading.Event) -> Iterator[Event]:
+        return self.log.relay(self.engine.encode(request, cancel))
+
+
+class _ProgressBar:
+    """`[#####.....] 3/7 lines  120 frames  RTF 0.42` on stderr, redrawn with `\\r` (TTY only)."""
+
+    WIDTH = 24
+
+    def __init__(self, stream: IO[str], enabled: bool) -> None:
+        self.stream, self.enabled = stream, enabled
+        self.total = self.done = self.frames_done = self.frames_line = self.samples = 0
+        self.started = time.perf_counter()
+        self._last = 0.0
+        self._shown = False
+
+    def rtf(self) -> float:
+        seconds = self.samples / SAMPLE_RATE
+        return (time.perf_counter() - self.started) / seconds if seconds else 0.0
+
+    def update(self, force: bool = False) -> None:
+        now = time.perf_counter()
+        if not self.enabled or (not force and now - self._last < 0.1):
+            return
+        self._last = now
+        filled = round(self.WIDTH * self.done / self.total) if self.total else 0
+        bar = "#" * filled + "." * (self.WIDTH - filled)
+        self.stream.write(f"\r[{bar}] {self.done}/{self.total} lines  {self.frames_done + self.frames_line} frames"
+                          f"  RTF {self.rtf():.2f} ")
+        self.stream.flush()
+        self._shown = True
+
+    def close(self) -> None:
+        if self._shown:
+            self.update(force=True)
+            self.stream.write("\n")
+            self.stream.flush()
+            self._shown = False
+
+
+# ----------------------------------------------------------------------------- the run
+
+
+def _check(events: Iterable[Event]) -> Iterator[Event]:
+    """Pass events on; a failed or cancelled job becomes a UserError."""
+    for ev in events:
+        if isinstance(ev, JobFailed):
+            raise UserError(ev.error)
+        if isinstance(ev, JobFinished) and ev.cancelled:
+            raise UserError("the render was cancelled; nothing was written")
+        yield ev
+
+
+def _load(engine: Engine, args: argparse.Namespace, log: _Log) -> ModelInfo:
+    request = LoadRequest("load", Path(args.model), device=args.device, precision=args.precision,
+                          threads=getattr(args, "threads", None))
+    info = None
+    for ev in _check(log.relay(engine.load(request, threading.Event()))):
+        if isinstance(ev, ModelReady):
+            info = ev.info
+    if info is None:
+        raise UserError(f"the model in {args.model} did not load; run with -v for details")
+    return info
+
+
+def _voice_codes(engine: Engine, library: VoiceLibrary, voices: Iterable[Voice], info: ModelInfo,
+                 log: _Log) -> dict[str, list[np.ndarray]]:
+    from s2studio.engine.plan import engine_encoder
+
+    encoder = engine_encoder(_LoggedEncoder(engine, log))  # type: ignore[arg-type]
+    out: dict[str, list[np.ndarray]] = {}
+    for voice in voices:
+        if voice.id in out:
+            continue
+        try:
+            out[voice.id] = library.codes(voice, encoder, info.codec_fingerprint)
+        except UserError as exc:
+            raise UserError(f"voice {voice.name!r}: {exc}") from None
+        except OSError as exc:
+            raise UserError(f"voice {voice.name!r}: cannot read its clips ({exc.strerror or exc}); "
+                            "re-add the voice") from None
+    return out
+
+
+def _generate(engine: Engine, request: SynthesisRequest, log: _Log, bar: _ProgressBar) -> list[LineFinished]:
+    takes: list[LineFinished] = []
+    bar.started = time.perf_counter()
+    for ev in engine.generate(request, threading.Event()):
+        frames = None
+        if isinstance(ev, AudioChunk):
+            frames = (ev.start_sample + len(ev.samples)) // FRAME_SAMPLES
+        log.write(ev, frames)
+        if isinstance(ev, JobFailed):
+            bar.close()
+            raise UserError(ev.error)
+        if isinstance(ev, JobFinished) and ev.cancelled:
+            bar.close()
+            raise UserError("the render was cancelled; nothing was written")
+        if isinstance(ev, JobStarted):
+            bar.total = len(ev.plan)
+        elif isinstance(ev, AudioChunk):
+            bar.samples += len(ev.samples)
+        elif isinstance(ev, Progress):
+            bar.frames_line = ev.frames
+        elif isinstance(ev, LineFinished):
+            takes.append(ev)
+            bar.done += 1
+            bar.frames_done += int(ev.codes.shape[1])
+            bar.frames_line = 0
+            bar.update(force=True)
+            continue
+        bar.update()
+    bar.close()
+    return takes
+
+
+def _rendered_lines(script: Script, request: SynthesisRequest, takes: Sequence[LineFinished]) -> list:
+    """One `RenderedLine` per take, in script order. In upstream batching a take holds several lines
+    (from its own id up to the next take's): their speakers and texts are joined."""
+    from s2studio.audio.export import RenderedLine
+
+    by_id = {ln.line_id: ln for ln in script.lines}
+    order = [ln.line_id for ln in request.lines]
+    starts = sorted(order.index(t.line_id) for t in takes)
+    out = []
+    for take in sorted(takes, key=lambda t: order.index(t.line_id)):
+        first = order.index(take.line_id)
+        later = [s for s in starts if s > first]
+        group = [by_id[i] for i in order[first:later[0] if later else len(order)]]
+        speakers = ", ".join(dict.fromkeys(ln.speaker for ln in group))
+        out.append(RenderedLine(take.line_id, speakers, " ".join(ln.text for ln in group), take.audio))
+    return out
+
+
+def _export(lines: list, outputs: _Outputs, settings: Any) -> Any:
+    """`export`, removing again whatever it wrote if a later file fails (each file is atomic on its own)."""
+    from s2studio.audio.export import export, stem_name
+
+    targets = [p for p in (outputs.out, outputs.srt, outputs.vtt) if p is not None]
+    made_stems_dir = outputs.stems is not None and not outputs.stems.exists()
+    if outputs.stems is not None:
+        targets += [outputs.stems / stem_name(i, ln, settings.format) for i, ln in enumerate(lines)]
+    existed = {p for p in targets if p.exists()}
+    try:
+        return export(lines, settings, out=outputs.out, stems_dir=outputs.stems, srt=outputs.srt, vtt=outputs.vtt)
+    except BaseException:
+        for p in targets:
+            if p not in existed:
+                p.unlink(missing_ok=True)
+        if made_stems_dir and outputs.stems is not None:
+            try:
+                outputs.stems.rmdir()
+            except OSError:
+                pass
+        raise
+
+
+_jobs = itertools.count(1)
+
+
+def _default_engine() -> Engine:
+    from s2studio.engine.s2 import S2Engine
+
+    return S2Engine()
+
+
+def run_script(args: argparse.Namespace, engine_factory: EngineFactory | None = None) -> int:
+    """Render `args.script` with `args.cast` to the files asked for; returns 0 (errors raise UserError).
+
+    Reads synth's options from `args`: model, device, precision, threads, seed, temperature, top_p,
+    top_k, max_new_tokens, batching (None -> line), chunk_length, quiet. `engine_factory` makes the
+    engine (default: `S2Engine`); tests pass a `FakeEngine`."""
+    from s2studio.audio.export import ExportSettings, Metadata
+    from s2studio.engine.plan import compile_request
+
+    outputs = _check_outputs(args)
+    cast_ids = _parse_cast(args.cast)
+    script = _read(args, cast_ids)
+    if not script.lines:
+        raise UserError(f"script {args.script} has nothing to speak; write lines like 'Alice: Hello.'")
+    library = _library()
+    cast: dict[str, Voice] = {}
+    for name, voice in cast_ids.items():
+        try:
+            cast[name] = library.resolve(voice)
+        except UserError as exc:
+            raise UserError(f"--cast {name}={voice}: {exc}") from None
+    unused = [n for n in cast if n not in script.speakers]
+    if unused:
+        print(f"warning: --cast {', '.join(unused)}: no such speaker in {args.script}", file=sys.stderr)
+    batching = getattr(args, "batching", None) or "line"
+    if batching not in ("line", "upstream"):
+        raise UserError(f"unknown --batching {batching!r}; use line or upstream")
+    if args.chunk_length < 1:
+        raise UserError(f"--chunk-length must be at least 1 byte, got {args.chunk_length}")
+    _sampling(args, 1)  # bad sampler options fail before the slow load
+    # the cheap checks of the compiled request (only tags, a speaker without a voice) also come first
+    compile_request(script, cast, {v.id: [np.zeros((10, 1), np.int64)] * len(v.clips) for v in cast.values()},
+                    "check", batching=batching, chunk_length=args.chunk_length)
+
+    quiet = bool(getattr(args, "quiet", False))
+    bar = _ProgressBar(sys.stderr, enabled=not quiet and sys.stderr.isatty())
+    log = _Log(outputs.events)
+    log.open()
+    try:
+        engine = (engine_factory or _default_engine)()
+        t0 = time.perf_counter()
+        info = _load(engine, args, log)
+        if bar.enabled:
+            print(f"loaded {info.name} on {info.device} ({info.precision}) in {time.perf_counter() - t0:.1f} s",
+                  file=sys.stderr)
+        codes = _voice_codes(engine, library, cast.values(), info, log)
+        request = compile_request(script, cast, codes, f"render-{os.getpid()}-{next(_jobs)}",
+                                  _sampling(args, info.max_context), batching, args.chunk_length)
+        t1 = time.perf_counter()
+        takes = _generate(engine, request, log, bar)
+        render_s = time.perf_counter() - t1
+        lines = _rendered_lines(script, request, takes)
+        voices = tuple(dict.fromkeys(cast[ln.speaker].name for ln in script.lines))
+        title = args.title if args.title is not None else (script.headings[0].text if script.headings
+                                                           else Path(args.script).stem)
+        settings = ExportSettings(format=outputs.format, gap_s=args.gap, normalize=args.normalize,  # type: ignore[arg-type]
+                                  metadata=Metadata(title=title, model=info.name, voices=voices,
+                                                    software=f"S2 Studio {__version__}"))
+        result = _export(lines, outputs, settings)
+        log.commit()
+    except BaseException:
+        bar.close()
+        log.discard()
+        raise
+    seconds = len(result.mix) / SAMPLE_RATE
+    audio_s = sum(len(t.audio) for t in takes) / SAMPLE_RATE
+    frames = sum(int(t.codes.shape[1]) for t in takes)
+    rtf = render_s / audio_s if audio_s else 0.0
+    written = [str(p) for p in (outputs.out, outputs.srt, outputs.vtt, outputs.events) if p is not None]
+    if outputs.stems is not None:
+        written.append(f"{len(lines)} stems in {outputs.stems}")
+    print(f"rendered {len(takes)} line(s), {frames} frames, {seconds:.2f} s in {render_s:.1f} s (RTF {rtf:.2f})"
+          f" -> {', '.join(written)}", file=sys.stderr)
+    return 0

@@ -1,0 +1,375 @@
+"""`synth --script`: a three-speaker script rendered by the real engine on the tiny demo model to every
+export format, read back; stems, subtitles and the events log checked against the takes; bad input
+gives one clear error and leaves nothing on disk (the FakeEngine stands in where the model adds nothing)."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import re
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from s2studio import __version__, paths
+from s2studio.commands.script_render import add_script_arguments, run_script
+from s2studio.demo_model import write_demo_model
+from s2studio.engine.api import SAMPLE_RATE, AudioChunk, Event, LineFinished
+from s2studio.engine.fake import FakeEngine
+from s2studio.errors import UserError
+from s2studio.state.voices import VoiceLibrary
+
+SR = SAMPLE_RATE
+GAP = 0.25
+SCRIPT = """# Scene one
+Alice: Hello there, [whispering] how are you?
+Bob: [laughing] I am fine, thanks.
+Carol: Good to hear.
+Alice: See you soon.
+"""
+SPOKEN = [("Alice", "Hello there, [whispering] how are you?"), ("Bob", "[laughing] I am fine, thanks."),
+          ("Carol", "Good to hear."), ("Alice", "See you soon.")]
+
+
+def parser() -> argparse.ArgumentParser:
+    """synth's options that `run_script` reads, plus the script options (until synth is wired)."""
+    p = argparse.ArgumentParser(prog="s2studio synth")
+    p.add_argument("--model", type=Path, default=Path("no-model"))
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--precision", default="fp32")
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--max-new-tokens", type=int, default=0)
+    p.add_argument("--chunk-length", type=int, default=300)
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--top-p", type=float, default=0.9)
+    p.add_argument("--top-k", type=int, default=30)
+    p.add_argument("--batching", default=None)
+    p.add_argument("-q", "--quiet", action="store_true")
+    add_script_arguments(p)
+    return p
+
+
+class Recorder:
+    """An engine wrapper that keeps every generate event (with samples) for the checks."""
+
+    def __init__(self, engine) -> None:
+        self.engine, self.events = engine, []
+
+    def load(self, request, cancel):
+        return self.engine.load(request, cancel)
+
+    def encode(self, request, cancel):
+        return self.engine.encode(request, cancel)
+
+    def generate(self, request, cancel) -> Iterator[Event]:
+        for ev in self.engine.generate(request, cancel):
+            self.events.append(ev)
+            yield ev
+
+
+def clip(path: Path, seconds: float, rate: int, freq: float, noise: float = 0.0) -> Path:
+    n = round(seconds * rate)
+    rng = np.random.default_rng(int(freq))
+    x = 0.3 * np.sin(2 * np.pi * freq * np.arange(n) / rate) + noise * rng.standard_normal(n)
+    sf.write(str(path), x.astype(np.float32), rate)
+    return path
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_demo_model(tmp_path_factory.mktemp("tiny") / "tiny", seed=3)
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    root = tmp_path_factory.mktemp("render-data")
+    lib = VoiceLibrary(root / "data" / "voices")
+    lib.create("Ann", [(clip(root / "a.wav", 1.5, 22050, 220.0), "A short first clip.")])
+    lib.create("Ben", [(clip(root / "b.wav", 1.0, 44100, 150.0, noise=0.05), "Second one.")])
+    lib.create("Cleo", [(clip(root / "c.wav", 2.0, 44100, 330.0), "Third voice here."),
+                        (clip(root / "c2.wav", 1.0, 22050, 300.0, noise=0.02), "And more.")])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(paths.ENV_DATA_DIR, str(root / "data"))
+        yield root / "data"
+
+
+@pytest.fixture(scope="module")
+def engine():
+    from s2studio.engine.s2 import S2Engine
+
+    return S2Engine()
+
+
+@pytest.fixture
+def script(tmp_path: Path) -> Path:
+    path = tmp_path / "scene.txt"
+    path.write_text(SCRIPT, encoding="utf-8")
+    return path
+
+
+CAST = ["--cast", "Alice=Ann", "--cast", "Bob=Ben", "--cast", "Carol=Cleo"]
+
+
+def render(argv: list[str], engine_factory=None) -> int:
+    return run_script(parser().parse_args(argv), engine_factory=engine_factory)
+
+
+def events_of(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text("utf-8").splitlines()]
+
+
+def real_render(tmp_path: Path, script: Path, model_dir: Path, engine, out: str, *extra: str) -> tuple[Recorder, Path]:
+    rec = Recorder(engine)
+    argv = ["--script", str(script), *CAST, "--model", str(model_dir), "--max-new-tokens", "8", "--seed", "7",
+            "--gap", str(GAP), "--out", str(tmp_path / out), "--events", str(tmp_path / "ev.jsonl"), *extra]
+    assert render(argv, lambda: rec) == 0
+    return rec, tmp_path / "ev.jsonl"
+
+
+def takes(rec: Recorder) -> list[LineFinished]:
+    return [ev for ev in rec.events if isinstance(ev, LineFinished)]
+
+
+def starts_of(lengths: list[int]) -> list[int]:
+    gap, pos, out = round(GAP * SR), 0, []
+    for n in lengths:
+        out.append(pos)
+        pos += n + gap
+    return out
+
+
+def ms(s: int) -> str:
+    t = round(s * 1000 / SR)
+    return f"{t // 3_600_000:02d}:{t // 60_000 % 60:02d}:{t // 1000 % 60:02d},{t % 1000:03d}"
+
+
+# ----------------------------------------------------------------------------- the real engine
+
+
+def test_wav_stems_subtitles_and_events_match_the_takes(tmp_path: Path, script: Path, model_dir: Path,
+                                                        data_dir: Path, engine, capsys) -> None:
+    rec, events = real_render(tmp_path, script, model_dir, engine, "mix.wav", "--stems", str(tmp_path / "stems"),
+                              "--srt", str(tmp_path / "mix.srt"), "--vtt", str(tmp_path / "mix.vtt"))
+    err = capsys.readouterr().err
+    assert re.fullmatch(r"rendered 4 line\(s\), \d+ frames, [\d.]+ s in [\d.]+ s \(RTF [\d.]+\) -> .*\n", err), err
+    got = takes(rec)
+    assert len(got) == 4
+    lengths = [len(t.audio) for t in got]
+    assert all(n == 2048 * t.codes.shape[1] and 0 < t.codes.shape[1] <= 7 for n, t in zip(lengths, got))
+    starts = starts_of(lengths)
+    total = starts[-1] + lengths[-1]
+
+    mix, sr = sf.read(str(tmp_path / "mix.wav"), dtype="float32")
+    assert sr == SR and len(mix) == total
+    for start, take in zip(starts, got):  # each take sits where the cue says, between silent gaps
+        np.testing.assert_allclose(mix[start:start + len(take.audio)], np.clip(take.audio, -1, 1), atol=1 / 32768)
+    for start, n in zip(starts[1:], lengths):
+        assert not mix[start - round(GAP * SR):start].any()
+    with sf.SoundFile(str(tmp_path / "mix.wav")) as f:
+        meta = f.copy_metadata()
+    assert meta["title"] == "Scene one" and meta["artist"] == "Ann, Ben, Cleo"
+    assert meta["software"].startswith(f"S2 Studio {__version__} (tiny)")  # libsndfile appends its own name
+    assert meta["comment"] == "AI-generated speech; model: tiny"
+
+    stems = sorted((tmp_path / "stems").iterdir())
+    assert [p.name for p in stems] == ["0001_Alice.wav", "0002_Bob.wav", "0003_Carol.wav", "0004_Alice.wav"]
+    summed = sum(sf.read(str(p), dtype="float32")[0].astype(np.float64) for p in stems)
+    assert len(summed) == total
+    np.testing.assert_allclose(summed, mix, atol=4 / 32768)
+
+    srt = (tmp_path / "mix.srt").read_text("utf-8")
+    assert srt == "\n".join(f"{i + 1}\n{ms(s)} --> {ms(s + n)}\n{who}: {text}\n"
+                            for i, ((who, text), s, n) in enumerate(zip(SPOKEN, starts, lengths)))
+    vtt = (tmp_path / "mix.vtt").read_text("utf-8")
+    cues = re.findall(r"(\d\d:\d\d:\d\d\.\d\d\d) --> (\d\d:\d\d:\d\d\.\d\d\d)\n<v (\w+)>(.*)\n", vtt)
+    assert cues == [(ms(s).replace(",", "."), ms(s + n).replace(",", "."), who, text)
+                    for (who, text), s, n in zip(SPOKEN, starts, lengths)]
+
+    log = events_of(events)
+    kinds = [e["kind"] for e in log]
+    assert kinds[0] == "ModelLoading" and "ModelReady" in kinds and "ClipEncoded" in kinds
+    assert kinds[-1] == "JobFinished" and all("samples" not in e or isinstance(e["samples"], int) for e in log)
+    walls = [e["wall_s"] for e in log]
+    assert walls == sorted(walls)
+    for take in got:
+        chunks = [e for e in log if e["kind"] == "AudioChunk" and e["line_id"] == take.line_id]
+        finished = [e for e in log if e["kind"] == "LineFinished" and e["line_id"] == take.line_id]
+        assert chunks[0]["start_sample"] == 0 and chunks[0]["samples"] <= 4 * 2048 and chunks[0]["frames"] <= 4
+        assert [c["start_sample"] for c in chunks] == list(np.cumsum([0] + [c["samples"] for c in chunks[:-1]]))
+        assert sum(c["samples"] for c in chunks) == finished[0]["samples"] == len(take.audio)
+        assert finished[0]["frames"] == take.codes.shape[1] and finished[0]["seed"] == take.seed
+        assert finished[0]["take_id"] == take.take_id and finished[0]["fingerprint"] == take.fingerprint
+        streamed = [ev.samples for ev in rec.events if isinstance(ev, AudioChunk) and ev.line_id == take.line_id]
+        np.testing.assert_allclose(np.concatenate(streamed), take.audio, atol=1e-6)
+
+
+@pytest.mark.parametrize("fmt", ["flac", "ogg", "opus", "mp3"])
+def test_every_format_reads_back_at_the_right_length(tmp_path: Path, script: Path, model_dir: Path,
+                                                     data_dir: Path, engine, fmt: str) -> None:
+    rec, _ = real_render(tmp_path, script, model_dir, engine, f"mix.{fmt}", "--normalize", "peak")
+    lengths = [len(t.audio) for t in takes(rec)]
+    total = starts_of(lengths)[-1] + lengths[-1]
+    data, sr = sf.read(str(tmp_path / f"mix.{fmt}"), dtype="float32")
+    rate = 48000 if fmt == "opus" else SR
+    assert sr == rate and len(data) == round(total * rate / SR)
+    with sf.SoundFile(str(tmp_path / f"mix.{fmt}")) as f:
+        assert f.format == {"flac": "FLAC", "ogg": "OGG", "opus": "OGG", "mp3": "MP3"}[fmt]
+        assert f.subtype == {"flac": "PCM_24", "ogg": "VORBIS", "opus": "OPUS", "mp3": "MPEG_LAYER_III"}[fmt]
+    if fmt == "flac":  # peak-normalised to -1 dBFS
+        assert abs(20 * np.log10(np.abs(data).max()) + 1.0) < 1e-3
+
+
+def test_a_clip_that_is_not_audio_fails_before_rendering(tmp_path: Path, script: Path, model_dir: Path,
+                                                         data_dir: Path, engine, monkeypatch) -> None:
+    data = tmp_path / "data"
+    shutil.copytree(data_dir, data)
+    monkeypatch.setenv(paths.ENV_DATA_DIR, str(data))
+    ben = VoiceLibrary(data / "voices").find("Ben")
+    (data / "voices" / ben.id / "clip1.flac").write_bytes(b"this is not audio at all" * 40)
+    with pytest.raises(UserError, match=r"^voice 'Ben': .*clip1\.flac"):
+        render(["--script", str(script), *CAST, "--model", str(model_dir), "--max-new-tokens", "4",
+                "--out", str(tmp_path / "mix.wav"), "--events", str(tmp_path / "ev.jsonl")], lambda: engine)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "scene.txt"]
+
+
+# ----------------------------------------------------------------------------- the fake engine
+
+
+def test_upstream_batching_groups_lines_into_takes(tmp_path: Path, script: Path, data_dir: Path) -> None:
+    fake = Recorder(FakeEngine())
+    assert render(["--script", str(script), *CAST, "--batching", "upstream", "--gap", "0",
+                   "--srt", str(tmp_path / "a.srt"), "--out", str(tmp_path / "a.wav")], lambda: fake) == 0
+    # the FakeEngine renders per line, so every line is its own take here: one cue each
+    assert (tmp_path / "a.srt").read_text().count(" --> ") == 4
+
+
+def test_progress_bar_on_a_terminal(tmp_path: Path, script: Path, data_dir: Path, monkeypatch) -> None:
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    err = Tty()
+    monkeypatch.setattr("sys.stderr", err)
+    assert render(["--script", str(script), *CAST, "--out", str(tmp_path / "a.wav")], FakeEngine) == 0
+    text = err.getvalue()
+    assert text.startswith("loaded fake on cpu (fp32) in ")
+    assert "\r[" + "#" * 24 + "] 4/4 lines  " in text and "  RTF " in text
+    assert text.splitlines()[-1].startswith("rendered 4 line(s), ")
+    err.truncate(0)
+    err.seek(0)
+    assert render(["--script", str(script), *CAST, "--out", str(tmp_path / "a.wav"), "-q"], FakeEngine) == 0
+    assert err.getvalue().startswith("rendered 4 line(s), ")  # quiet: only the summary
+
+
+def test_parser_warnings_point_at_the_line(tmp_path: Path, data_dir: Path, capsys) -> None:
+    path = tmp_path / "w.txt"
+    path.write_text("Alice: Hi [unclosed.\n\nBob: Fine.\n", encoding="utf-8")
+    assert render(["--script", str(path), "--cast", "Alice=Ann", "--cast", "Bob=Ben", "--cast", "Dan=Ben",
+                   "--out", str(tmp_path / "a.wav")], FakeEngine) == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith(f"{path}:1: warning: ")
+    assert lines[1] == f"warning: --cast Dan: no such speaker in {path}"
+
+
+def test_a_failing_line_leaves_nothing_behind(tmp_path: Path, script: Path, data_dir: Path) -> None:
+    from s2studio.state.script import parse_script
+
+    bob = parse_script(SCRIPT).lines[1].line_id
+    outs = ["--out", str(tmp_path / "a.wav"), "--stems", str(tmp_path / "stems"), "--srt", str(tmp_path / "a.srt"),
+            "--vtt", str(tmp_path / "a.vtt"), "--events", str(tmp_path / "a.jsonl")]
+    with pytest.raises(UserError, match=f"^generation failed on line {bob}: fake failure$"):
+        render(["--script", str(script), *CAST, *outs], lambda: FakeEngine(fail_on_line=bob))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scene.txt"]
+
+
+def test_an_export_failure_removes_what_was_already_written(tmp_path: Path, script: Path, data_dir: Path) -> None:
+    (tmp_path / "stems" / "0003_Carol.wav").mkdir(parents=True)  # a folder where a stem must go
+    with pytest.raises(UserError, match="^cannot write .*0003_Carol.wav: "):
+        render(["--script", str(script), *CAST, "--out", str(tmp_path / "a.wav"), "--stems", str(tmp_path / "stems"),
+                "--events", str(tmp_path / "a.jsonl")], FakeEngine)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scene.txt", "stems"]
+    assert [p.name for p in (tmp_path / "stems").iterdir()] == ["0003_Carol.wav"]
+
+
+def bad(tmp_path: Path, source: str | bytes | None, argv: list[str]) -> str:
+    path = tmp_path / "s.txt"
+    if isinstance(source, str):
+        path.write_text(source, encoding="utf-8")
+    elif isinstance(source, bytes):
+        path.write_bytes(source)
+    outs = ["--out", str(tmp_path / "o.wav"), "--srt", str(tmp_path / "o.srt"), "--events", str(tmp_path / "o.jsonl")]
+    before = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(UserError) as exc:
+        render(["--script", str(path), *argv, *outs], FakeEngine)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    message = str(exc.value)
+    assert "\n" not in message
+    return message.replace(str(tmp_path), "T")
+
+
+def test_bad_input_is_one_clear_line_and_writes_nothing(tmp_path: Path, data_dir: Path) -> None:
+    ok = "Alice: Hello.\n"
+    assert bad(tmp_path, ok, ["--cast", "Alice=Nobody"]) == (
+        "--cast Alice=Nobody: no voice called 'Nobody'; `s2studio voice list` shows the voices")
+    assert bad(tmp_path, " \n\n", ["--cast", "Alice=Ann"]) == (
+        "script T/s.txt is empty; write lines like 'Alice: Hello.'")
+    assert bad(tmp_path, "# Only a heading\n", ["--cast", "Alice=Ann"]) == (
+        "script T/s.txt has nothing to speak; write lines like 'Alice: Hello.'")
+    assert bad(tmp_path, "Alice: [laughing]\n[sighing] [pause]\n", ["--cast", "Alice=Ann"]) == (
+        "the script has only tags and no words to speak; add text after the tags")
+    assert bad(tmp_path, "Alice: Hi.\n" * 1_000_000, ["--cast", "Alice=Ann"]) == (
+        "script T/s.txt is 11.0 MB; split it into files under 2 MB")
+    assert bad(tmp_path, b"Alice: caf\xe9\n", ["--cast", "Alice=Ann"]) == (
+        "script T/s.txt is not UTF-8 text (byte 10); save it as UTF-8")
+    assert bad(tmp_path, "Alice: Hi.\nCarol: Yes.\n", ["--cast", "Alice=Ann"]) == (
+        "no voice for speaker 'Carol'; cast it (e.g. --cast 'Carol=VOICE')")
+    assert bad(tmp_path, ok, ["--cast", "Alice"]) == "--cast 'Alice': write it as NAME=VOICE, e.g. --cast 'Alice=My voice'"
+    assert bad(tmp_path, ok, ["--cast", "Alice=Ann", "--gap", "-1"]) == "--gap must be between 0 and 60 seconds, got -1.0"
+    assert bad(tmp_path, ok, ["--cast", "Alice=Ann", "--normalize", "loud"]) == (
+        "unknown --normalize 'loud'; use none, peak or loudness")
+    assert bad(tmp_path, ok, ["--cast", "Alice=Ann", "--temperature", "3"]) == "temperature must be in (0, 2), got 3.0"
+
+
+def test_missing_files_and_folders(tmp_path: Path, data_dir: Path) -> None:
+    script = tmp_path / "s.txt"
+    script.write_text("Alice: Hello.\n", encoding="utf-8")
+    cases = {
+        "cannot write --out T/no/o.wav: folder T/no does not exist": ["--out", str(tmp_path / "no" / "o.wav")],
+        "cannot tell the format of o.aac; end it in .wav, .flac, .ogg, .opus or .mp3": ["--out", str(tmp_path / "o.aac")],
+        "nothing to write; give --out FILE (and/or --stems DIR, --srt FILE, --vtt FILE)": [],
+        "--stems T/s.txt exists and is not a folder": ["--stems", str(script)],
+    }
+    for message, outs in cases.items():
+        with pytest.raises(UserError) as exc:
+            render(["--script", str(script), "--cast", "Alice=Ann", *outs], FakeEngine)
+        assert str(exc.value).replace(str(tmp_path), "T") == message
+    with pytest.raises(UserError, match=r"^cannot read script .*missing\.txt: No such file or directory$"):
+        render(["--script", str(tmp_path / "missing.txt"), "--cast", "Alice=Ann", "--out", str(tmp_path / "o.wav")],
+               FakeEngine)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.txt"]
+
+
+def test_an_unusable_data_dir_is_named(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "file").write_text("x")
+    monkeypatch.setenv(paths.ENV_DATA_DIR, str(tmp_path / "file" / "data"))
+    script = tmp_path / "s.txt"
+    script.write_text("Alice: Hello.\n", encoding="utf-8")
+    with pytest.raises(UserError) as exc:
+        render(["--script", str(script), "--cast", "Alice=Ann", "--out", str(tmp_path / "o.wav")], FakeEngine)
+    assert str(exc.value) == (f"the data folder {tmp_path}/file/data is unusable: {tmp_path}/file is a file; "
+                              f"set {paths.ENV_DATA_DIR} to a folder")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "s.txt"]
+
+
+def test_load_failure_is_the_engines_message(tmp_path: Path, script: Path, data_dir: Path) -> None:
+    with pytest.raises(UserError, match="^cannot load the model in no-model: fake failure$"):
+        render(["--script", str(script), *CAST, "--out", str(tmp_path / "a.wav"), "--events", str(tmp_path / "e.jsonl")],
+               lambda: FakeEngine(fail_on_load=True))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scene.txt"]
