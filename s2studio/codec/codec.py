@@ -6,6 +6,9 @@ upstream's so that checkpoint keys map one to one (spec s2-codec.md §2, §4).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -14,6 +17,23 @@ from s2studio.codec.config import S2, CodecConfig
 from s2studio.codec.layers import CausalConv, CausalTransConv, ResidualUnit, Snake1d, WindowLimitedTransformer
 from s2studio.codec.quantize import DownsampleRVQ
 from s2studio.errors import UserError
+
+
+@contextlib.contextmanager
+def strict_fp32(device: torch.device) -> Iterator[None]:
+    """True float32 for encoding: no autocast, and on CUDA no TF32 in convs or matmuls (PyTorch enables TF32
+    convs by default, which rounds inputs to 10 mantissa bits and changes codes)."""
+    with torch.autocast(device.type, enabled=False):
+        if device.type != "cuda":
+            yield
+            return
+        matmul = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = False
+        try:
+            with torch.backends.cudnn.flags(enabled=True, benchmark=False, deterministic=False, allow_tf32=False):
+                yield
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = matmul
 
 
 class EncoderBlock(nn.Module):
@@ -104,8 +124,9 @@ class Codec(nn.Module):
         if audio.ndim != 3 or audio.shape[1] != 1:
             raise ValueError(f"expected audio (B, 1, N), got {tuple(audio.shape)}")
         n = audio.shape[-1]
-        audio = F.pad(audio, (0, -n % self.frame_length))
-        return self.quantizer.encode(self.encoder(audio))
+        audio = F.pad(audio.float(), (0, -n % self.frame_length))
+        with strict_fp32(audio.device):
+            return self.quantizer.encode(self.encoder(audio))
 
     @torch.inference_mode()
     def decode(self, codes: torch.Tensor) -> torch.Tensor:

@@ -46,6 +46,8 @@ def read_checkpoint(file: Path) -> dict[str, torch.Tensor]:
                 raise
             obj = torch.load(file, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
+        if not zipfile.is_zipfile(file):
+            raise UserError(f"{file} is not a readable PyTorch checkpoint; re-download codec.pth") from exc
         raise UserError(f"{file} holds more than plain weights and was not loaded (weights_only); "
                         "use an unmodified codec.pth") from exc
     except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, OSError) as exc:
