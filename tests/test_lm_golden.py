@@ -127,10 +127,12 @@ def test_codes_equal_the_port(file: Path, models: Models) -> None:
 
 
 def test_goldens_cover_stopping_and_the_limit() -> None:
-    """The set must contain batches that ended on <|im_end|> and batches cut by max_new_tokens."""
+    """The set must contain batches that ended on <|im_end|> and batches cut by max_new_tokens, and the demo
+    model's residual codebooks stay below S2's 1024 codes (as a trained head's do)."""
     stopped = limited = 0
     for file in FILES:
-        meta, _ = _load(file)
+        meta, arrays = _load(file)
+        assert all(int(c[1:].max(initial=0)) < 1024 for c in _series(arrays, "codes")), file.stem
         for frames in meta["frames"]:
             if frames == meta["max_new_tokens"] - 1:
                 limited += 1

@@ -109,8 +109,8 @@ def write_demo_model(
     config = dual_ar_config(arch, ids) if weights_format == "pth" else omni_config(arch, ids)
     _write_json(path / "config.json", config)
     weights = write_weights(
-        path, tensor_specs(arch, ids.vocab_size), seed=seed, im_end_id=ids.eos, im_end_scale=arch.im_end_scale,
-        shards=shards, weights_format=weights_format,
+        path, arch, tensor_specs(arch, ids.vocab_size), seed=seed, im_end_id=ids.eos, shards=shards,
+        weights_format=weights_format,
     )
     wrote_codec = False
     if codec:

@@ -52,6 +52,9 @@ class DemoSize:
     norm_eps: float = 1e-6
     im_end_scale: float = 2.0
     """How much larger the `<|im_end|>` embedding row is than the others (makes random runs stop)."""
+    residual_codes: int = 1024
+    """S2's codec has 1024 codes in codebooks 1..9, yet the fast head scores 4096: a trained head never picks
+    the upper ones. Shrinking those rows of `fast_output` keeps them out of the top-30, as in S2."""
 
 
 SIZES: dict[str, DemoSize] = {
@@ -260,7 +263,8 @@ def _generator(seed: int, name: str) -> torch.Generator:
     return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little") & (2**63 - 1))
 
 
-def make_tensor(spec: TensorSpec, seed: int, im_end_id: int | None = None, im_end_scale: float = 1.0) -> torch.Tensor:
+def make_tensor(spec: TensorSpec, seed: int, im_end_id: int | None = None, im_end_scale: float = 1.0,
+                residual_codes: int | None = None) -> torch.Tensor:
     """The bf16 values of one tensor; the same (seed, name, shape) always gives the same bits."""
     g = _generator(seed, spec.name)
     if spec.init == "norm":
@@ -271,6 +275,8 @@ def make_tensor(spec: TensorSpec, seed: int, im_end_id: int | None = None, im_en
         values = spec.std * torch.randn(spec.shape, generator=g)
     if im_end_id is not None and spec.module_name in ("embeddings.weight", "output.weight"):
         values[im_end_id] *= im_end_scale
+    if residual_codes is not None and spec.module_name == "fast_output.weight":
+        values[residual_codes:] *= 0.05
     return values.to(torch.bfloat16)
 
 
@@ -299,11 +305,14 @@ def shard_name(i: int, n: int) -> str:
     return f"model-{i + 1:05d}-of-{n:05d}.safetensors"
 
 
-def write_weights(folder: Path, specs: list[TensorSpec], *, seed: int, im_end_id: int, im_end_scale: float,
+def write_weights(folder: Path, size: DemoSize, specs: list[TensorSpec], *, seed: int, im_end_id: int,
                   shards: int, weights_format: WeightsFormat) -> list[str]:
     """Write the weight files; returns their names. Shards are generated one at a time."""
+    def make(spec: TensorSpec) -> torch.Tensor:
+        return make_tensor(spec, seed, im_end_id, size.im_end_scale, size.residual_codes)
+
     if weights_format == "pth":
-        state = {s.module_name: make_tensor(s, seed, im_end_id, im_end_scale) for s in specs}
+        state = {s.module_name: make(s) for s in specs}
         torch.save(state, folder / "model.pth")
         return ["model.pth"]
     from safetensors.torch import save_file
@@ -312,7 +321,7 @@ def write_weights(folder: Path, specs: list[TensorSpec], *, seed: int, im_end_id
     names = ["model.safetensors"] if shards == 1 else [shard_name(i, shards) for i in range(shards)]
     weight_map: dict[str, str] = {}
     for name, group in zip(names, groups, strict=True):
-        tensors = {s.name: make_tensor(s, seed, im_end_id, im_end_scale) for s in group}
+        tensors = {s.name: make(s) for s in group}
         save_file(tensors, str(folder / name), metadata={"format": "pt"})
         weight_map.update((s.name, name) for s in group)
         del tensors
@@ -329,7 +338,7 @@ def write_weights(folder: Path, specs: list[TensorSpec], *, seed: int, im_end_id
 def iter_tensors(size: DemoSize, vocab_size: int, seed: int, im_end_id: int) -> Iterator[tuple[TensorSpec, torch.Tensor]]:
     """Every (spec, tensor) of a demo model, generated one by one (for callers that stream them)."""
     for spec in tensor_specs(size, vocab_size):
-        yield spec, make_tensor(spec, seed, im_end_id, size.im_end_scale)
+        yield spec, make_tensor(spec, seed, im_end_id, size.im_end_scale, size.residual_codes)
 
 
 def with_variant(size: DemoSize, *, tie_word_embeddings: bool | None = None, fast_dim: int | None = None,
