@@ -9,7 +9,6 @@ import io
 import json
 import re
 import shutil
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -242,12 +241,19 @@ def test_a_clip_that_is_not_audio_fails_before_rendering(tmp_path: Path, script:
 # ----------------------------------------------------------------------------- the fake engine
 
 
-def test_upstream_batching_groups_lines_into_takes(tmp_path: Path, script: Path, data_dir: Path) -> None:
-    fake = Recorder(FakeEngine())
-    assert render(["--script", str(script), *CAST, "--batching", "upstream", "--gap", "0",
-                   "--srt", str(tmp_path / "a.srt"), "--out", str(tmp_path / "a.wav")], lambda: fake) == 0
-    # the FakeEngine renders per line, so every line is its own take here: one cue each
-    assert (tmp_path / "a.srt").read_text().count(" --> ") == 4
+def test_upstream_batching_gives_one_cue_per_batch(tmp_path: Path, script: Path, model_dir: Path,
+                                                  data_dir: Path, engine) -> None:
+    rec, events = real_render(tmp_path, script, model_dir, engine, "mix.wav", "--batching", "upstream",
+                              "--chunk-length", "60", "--srt", str(tmp_path / "mix.srt"))
+    got = takes(rec)
+    plan = [e["plan"] for e in events_of(events) if e["kind"] == "JobStarted" and e["job_id"].startswith("render")]
+    assert [t.line_id for t in got] == plan[0] and len(got) == 3  # 60-byte batches: the last two lines share one
+    srt = (tmp_path / "mix.srt").read_text("utf-8")
+    cues = re.findall(r"\d\n[\d:,]+ --> [\d:,]+\n(.*)\n", srt)
+    assert cues == [f"{SPOKEN[0][0]}: {SPOKEN[0][1]}", f"{SPOKEN[1][0]}: {SPOKEN[1][1]}",
+                    f"Carol, Alice: {SPOKEN[2][1]} {SPOKEN[3][1]}"]
+    lengths = [len(t.audio) for t in got]
+    assert len(sf.read(str(tmp_path / "mix.wav"))[0]) == starts_of(lengths)[-1] + lengths[-1]
 
 
 def test_progress_bar_on_a_terminal(tmp_path: Path, script: Path, data_dir: Path, monkeypatch) -> None:
@@ -373,3 +379,20 @@ def test_load_failure_is_the_engines_message(tmp_path: Path, script: Path, data_
         render(["--script", str(script), *CAST, "--out", str(tmp_path / "a.wav"), "--events", str(tmp_path / "e.jsonl")],
                lambda: FakeEngine(fail_on_load=True))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scene.txt"]
+
+
+def test_synths_own_parser_takes_the_script_options(tmp_path: Path, script: Path, data_dir: Path) -> None:
+    """The options must not clash with synth's (it has its own --out), and `run_script` must find every
+    synth option it reads under synth's names."""
+    from s2studio.commands import synth
+
+    sub = argparse.ArgumentParser().add_subparsers()
+    synth.add_parser(sub)
+    p = sub.choices["synth"]
+    add_script_arguments(p)
+    args = p.parse_args(["--model", "m", "--text", "unused", "--script", str(script), *CAST, "--batching", "line",
+                         "--out", str(tmp_path / "a.flac"), "--srt", str(tmp_path / "a.srt"), "--gap", "0.1"])
+    assert run_script(args, engine_factory=FakeEngine) == 0
+    data, sr = sf.read(str(tmp_path / "a.flac"))
+    assert sr == SR and len(data) > 0
+    assert (tmp_path / "a.srt").read_text().count(" --> ") == 4

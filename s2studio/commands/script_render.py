@@ -15,23 +15,22 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import os
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 
 from s2studio import __version__, paths
+from s2studio.commands.render_log import EventLog, LoggedEncoder, ProgressBar
 from s2studio.engine.api import (
-    SAMPLE_RATE, AudioChunk, ClipEncoded, Engine, Event, JobFailed, JobFinished, JobStarted, LineFinished,
-    LineStarted, LoadRequest, ModelInfo, ModelLoading, ModelReady, Progress, SamplingParams, SynthesisRequest,
+    SAMPLE_RATE, AudioChunk, Engine, Event, JobFailed, JobFinished, JobStarted, LineFinished, LoadRequest,
+    ModelInfo, ModelReady, Progress, SamplingParams, SynthesisRequest,
 )
 from s2studio.errors import UserError
 from s2studio.state.script import Script, parse_script, read_script
@@ -53,19 +52,23 @@ def add_script_arguments(parser: argparse.ArgumentParser,
         "--script", type=Path, metavar="FILE",
         help="render a script ('Name: line' per text line, # headings, [tags]) to audio; needs --cast")
     g = parser.add_argument_group("script rendering (with --script)")
-    g.add_argument("--cast", action="append", default=[], metavar="NAME=VOICE",
-                   help="give the script's speaker NAME the library voice VOICE (id or name); once per speaker")
-    g.add_argument("--out", type=Path, metavar="FILE",
-                   help="the mixed audio; the format follows the extension: .wav .flac .ogg (Vorbis) .opus .mp3")
-    g.add_argument("--stems", type=Path, metavar="DIR", help="also write one full-length file per line into DIR")
-    g.add_argument("--srt", type=Path, metavar="FILE", help="subtitles, one cue per spoken line (SubRip)")
-    g.add_argument("--vtt", type=Path, metavar="FILE", help="subtitles, one cue per spoken line (WebVTT)")
-    g.add_argument("--events", type=Path, metavar="FILE.jsonl",
-                   help="log every engine event as one JSON line (no sample data)")
-    g.add_argument("--gap", type=float, default=0.4, metavar="SECONDS", help="silence between lines (default 0.4)")
-    g.add_argument("--normalize", default="none", metavar="none|peak|loudness",
-                   help="peak: -1 dBFS peak; loudness: -16 LUFS, peak at most -1 dBFS (default none)")
-    g.add_argument("--title", metavar="TEXT", help="title tag of the audio files (default: the first heading)")
+
+    def add(*flags: str, **kwargs: Any) -> None:
+        if not any(f in parser._option_string_actions for f in flags):  # e.g. synth's own --out
+            g.add_argument(*flags, **kwargs)
+
+    add("--cast", action="append", default=[], metavar="NAME=VOICE",
+        help="give the script's speaker NAME the library voice VOICE (id or name); once per speaker")
+    add("--out", type=Path, metavar="FILE",
+        help="the mixed audio; the format follows the extension: .wav .flac .ogg (Vorbis) .opus .mp3")
+    add("--stems", type=Path, metavar="DIR", help="also write one full-length file per line into DIR")
+    add("--srt", type=Path, metavar="FILE", help="subtitles, one cue per spoken line (SubRip)")
+    add("--vtt", type=Path, metavar="FILE", help="subtitles, one cue per spoken line (WebVTT)")
+    add("--events", type=Path, metavar="FILE.jsonl", help="log every engine event as one JSON line (no sample data)")
+    add("--gap", type=float, default=0.4, metavar="SECONDS", help="silence between lines (default 0.4)")
+    add("--normalize", default="none", metavar="none|peak|loudness",
+        help="peak: -1 dBFS peak; loudness: -16 LUFS, peak at most -1 dBFS (default none)")
+    add("--title", metavar="TEXT", help="title tag of the audio files (default: the first heading)")
 
 
 # ----------------------------------------------------------------------------- checks before loading
@@ -161,126 +164,6 @@ def _sampling(args: argparse.Namespace, max_context: int) -> SamplingParams:
         raise UserError(str(exc).replace("top_p", "--top-p").replace("top_k", "--top-k")) from None
 
 
-# ----------------------------------------------------------------------------- events log and progress
-
-
-def event_record(event: Event, wall_s: float, frames: int | None = None) -> dict[str, Any]:
-    """One `--events` line: what happened, without sample or code data."""
-    rec: dict[str, Any] = {"kind": type(event).__name__, "job_id": event.job_id}
-    if hasattr(event, "line_id"):
-        rec["line_id"] = event.line_id
-    if isinstance(event, AudioChunk):
-        rec.update(frames=frames, start_sample=event.start_sample, samples=int(len(event.samples)))
-    elif isinstance(event, Progress):
-        rec.update(frames=event.frames, expected=event.expected, rtf=round(event.rtf, 4))
-    elif isinstance(event, LineStarted):
-        rec["frames"] = 0
-    elif isinstance(event, LineFinished):
-        rec.update(frames=int(event.codes.shape[1]), samples=int(len(event.audio)), seed=event.seed,
-                   take_id=event.take_id, fingerprint=event.fingerprint)
-    elif isinstance(event, JobStarted):
-        rec["plan"] = list(event.plan)
-    elif isinstance(event, ModelLoading):
-        rec.update(progress=event.progress, message=event.message)
-    elif isinstance(event, ModelReady):
-        i = event.info
-        rec["info"] = {"name": i.name, "device": i.device, "precision": i.precision, "sample_rate": i.sample_rate,
-                       "codec_fingerprint": i.codec_fingerprint, "max_context": i.max_context}
-    elif isinstance(event, ClipEncoded):
-        rec.update(clip_id=event.clip_id, frames=int(event.codes.shape[1]), codec_fingerprint=event.codec_fingerprint)
-    elif isinstance(event, JobFinished):
-        rec["cancelled"] = event.cancelled
-    elif isinstance(event, JobFailed):
-        rec["error"] = event.error
-    rec["wall_s"] = round(wall_s, 6)
-    return rec
-
-
-@dataclass
-class _Log:
-    """The `--events` file (a temp file until `commit`) and the clock every record is timed by."""
-
-    target: Path | None
-    started: float = field(default_factory=time.perf_counter)
-    _file: IO[str] | None = None
-    _tmp: Path | None = None
-
-    def open(self) -> None:
-        if self.target is not None:
-            fd, name = tempfile.mkstemp(prefix=f".{self.target.name}.", suffix=".tmp", dir=self.target.parent)
-            self._tmp = Path(name)
-            self._file = os.fdopen(fd, "w", encoding="utf-8")
-
-    def write(self, event: Event, frames: int | None = None) -> None:
-        if self._file is not None:
-            rec = event_record(event, time.perf_counter() - self.started, frames)
-            self._file.write(json.dumps(rec, ensure_ascii=False) + "\n")
-
-    def relay(self, events: Iterable[Event]) -> Iterator[Event]:
-        for ev in events:
-            self.write(ev)
-            yield ev
-
-    def commit(self) -> None:
-        if self._file is not None and self._tmp is not None and self.target is not None:
-            self._file.close()
-            os.replace(self._tmp, self.target)
-            self._file = self._tmp = None
-
-    def discard(self) -> None:
-        if self._file is not None:
-            self._file.close()
-        if self._tmp is not None:
-            self._tmp.unlink(missing_ok=True)
-        self._file = self._tmp = None
-
-
-class _LoggedEncoder:
-    """The engine seen by `engine_encoder`, with its encode events copied to the events log."""
-
-    def __init__(self, engine: Engine, log: _Log) -> None:
-        self.engine, self.log = engine, log
-
-    def encode(self, request: Any, cancel: threading.Event) -> Iterator[Event]:
-        return self.log.relay(self.engine.encode(request, cancel))
-
-
-class _ProgressBar:
-    """`[#####.....] 3/7 lines  120 frames  RTF 0.42` on stderr, redrawn with `\\r` (TTY only)."""
-
-    WIDTH = 24
-
-    def __init__(self, stream: IO[str], enabled: bool) -> None:
-        self.stream, self.enabled = stream, enabled
-        self.total = self.done = self.frames_done = self.frames_line = self.samples = 0
-        self.started = time.perf_counter()
-        self._last = 0.0
-        self._shown = False
-
-    def rtf(self) -> float:
-        seconds = self.samples / SAMPLE_RATE
-        return (time.perf_counter() - self.started) / seconds if seconds else 0.0
-
-    def update(self, force: bool = False) -> None:
-        now = time.perf_counter()
-        if not self.enabled or (not force and now - self._last < 0.1):
-            return
-        self._last = now
-        filled = round(self.WIDTH * self.done / self.total) if self.total else 0
-        bar = "#" * filled + "." * (self.WIDTH - filled)
-        self.stream.write(f"\r[{bar}] {self.done}/{self.total} lines  {self.frames_done + self.frames_line} frames"
-                          f"  RTF {self.rtf():.2f} ")
-        self.stream.flush()
-        self._shown = True
-
-    def close(self) -> None:
-        if self._shown:
-            self.update(force=True)
-            self.stream.write("\n")
-            self.stream.flush()
-            self._shown = False
-
-
 # ----------------------------------------------------------------------------- the run
 
 
@@ -294,7 +177,7 @@ def _check(events: Iterable[Event]) -> Iterator[Event]:
         yield ev
 
 
-def _load(engine: Engine, args: argparse.Namespace, log: _Log) -> ModelInfo:
+def _load(engine: Engine, args: argparse.Namespace, log: EventLog) -> ModelInfo:
     request = LoadRequest("load", Path(args.model), device=args.device, precision=args.precision,
                           threads=getattr(args, "threads", None))
     info = None
@@ -307,10 +190,10 @@ def _load(engine: Engine, args: argparse.Namespace, log: _Log) -> ModelInfo:
 
 
 def _voice_codes(engine: Engine, library: VoiceLibrary, voices: Iterable[Voice], info: ModelInfo,
-                 log: _Log) -> dict[str, list[np.ndarray]]:
+                 log: EventLog) -> dict[str, list[np.ndarray]]:
     from s2studio.engine.plan import engine_encoder
 
-    encoder = engine_encoder(_LoggedEncoder(engine, log))  # type: ignore[arg-type]
+    encoder = engine_encoder(LoggedEncoder(engine, log))  # type: ignore[arg-type]
     out: dict[str, list[np.ndarray]] = {}
     for voice in voices:
         if voice.id in out:
@@ -325,7 +208,7 @@ def _voice_codes(engine: Engine, library: VoiceLibrary, voices: Iterable[Voice],
     return out
 
 
-def _generate(engine: Engine, request: SynthesisRequest, log: _Log, bar: _ProgressBar) -> list[LineFinished]:
+def _generate(engine: Engine, request: SynthesisRequest, log: EventLog, bar: ProgressBar) -> list[LineFinished]:
     takes: list[LineFinished] = []
     bar.started = time.perf_counter()
     for ev in engine.generate(request, threading.Event()):
@@ -442,8 +325,8 @@ def run_script(args: argparse.Namespace, engine_factory: EngineFactory | None = 
                     "check", batching=batching, chunk_length=args.chunk_length)
 
     quiet = bool(getattr(args, "quiet", False))
-    bar = _ProgressBar(sys.stderr, enabled=not quiet and sys.stderr.isatty())
-    log = _Log(outputs.events)
+    bar = ProgressBar(sys.stderr, enabled=not quiet and sys.stderr.isatty())
+    log = EventLog(outputs.events)
     log.open()
     try:
         engine = (engine_factory or _default_engine)()
