@@ -1,0 +1,115 @@
+"""`s2studio codec encode|decode`: the codec alone, for checking voices, caching reference codes and parity tests.
+
+    s2studio codec encode --model DIR IN_AUDIO --codes-out CODES.npy
+    s2studio codec decode --model DIR CODES.npy --out OUT.wav [--stream-chunk N]
+
+Codes are `(10, T)` int64 `.npy` files, the layout upstream's `dac/inference.py` saves. Decoding writes a
+PCM16 WAV as upstream does; `--stream-chunk N` decodes through the incremental decoder N frames at a time
+(the same path the studio uses while it generates), which should sound identical.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from s2studio.errors import UserError
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("codec", help="encode audio to S2 codes or decode codes to audio",
+                              description=__doc__.splitlines()[0] if __doc__ else None)
+    sub = p.add_subparsers(dest="codec_command", metavar="ACTION", required=True)
+    enc = sub.add_parser("encode", help="audio file -> codes (.npy, (10, T) int64)")
+    enc.add_argument("audio", type=Path, metavar="IN_AUDIO", help="any audio file (WAV, FLAC, OGG, MP3)")
+    enc.add_argument("--codes-out", type=Path, required=True, metavar="CODES.npy", help="where to write the codes")
+    dec = sub.add_parser("decode", help="codes (.npy) -> 44.1 kHz PCM16 WAV")
+    dec.add_argument("codes", type=Path, metavar="CODES.npy", help="(10, T) integer codes")
+    dec.add_argument("--out", type=Path, required=True, metavar="OUT.wav", help="WAV file to write")
+    dec.add_argument("--stream-chunk", type=int, default=0, metavar="N",
+                     help="decode incrementally, N frames at a time (default 0: all at once)")
+    for q in (enc, dec):
+        q.add_argument("--model", type=Path, required=True, metavar="DIR",
+                       help="model folder with codec.pth (or the codec.pth itself)")
+        q.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N, mps or auto")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.codec_command == "encode":
+        return _encode(args)
+    return _decode(args)
+
+
+def _load(args: argparse.Namespace):
+    from s2studio.codec.loading import load_codec
+    from s2studio.engine.device import resolve_device
+
+    return load_codec(args.model, device=resolve_device(args.device))
+
+
+def _encode(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from s2studio.codec.resample import encode_file
+
+    codec = _load(args)
+    codes = encode_file(codec, args.audio)
+    _save_npy(args.codes_out, codes.astype(np.int64))
+    seconds = codes.shape[1] * codec.frame_length / codec.sample_rate
+    print(f"{args.audio.name}: {codes.shape[1]} frames ({seconds:.2f} s) -> {args.codes_out}", file=sys.stderr)
+    return 0
+
+
+def _decode(args: argparse.Namespace) -> int:
+    import torch
+
+    from s2studio.audio.io import write_wav
+    from s2studio.codec.streaming import decode_in_chunks
+
+    if args.stream_chunk < 0:
+        raise UserError("--stream-chunk must be 0 (all at once) or a positive number of frames")
+    if args.out.suffix.lower() != ".wav":
+        raise UserError(f"--out must be a .wav file, got {args.out.name}")
+    codes = _load_codes(args.codes)
+    codec = _load(args)
+    codes_t = codec.check_codes(torch.from_numpy(codes))  # a clear error before any work
+    if args.stream_chunk:
+        audio = decode_in_chunks(codec, codes_t[0], args.stream_chunk)
+    else:
+        audio = codec.decode(codes_t).reshape(-1).float().cpu().numpy()
+    write_wav(args.out, audio, codec.sample_rate)
+    print(f"{codes.shape[-1]} frames -> {audio.shape[0] / codec.sample_rate:.2f} s -> {args.out}", file=sys.stderr)
+    return 0
+
+
+def _load_codes(path: Path):
+    import numpy as np
+
+    try:
+        codes = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise UserError(f"codes file not found: {path}") from None
+    except (ValueError, OSError) as exc:
+        raise UserError(f"{path.name} is not a .npy array of codes ({exc})") from exc
+    if codes.ndim == 3 and codes.shape[0] == 1:
+        codes = codes[0]
+    if codes.ndim != 2 or codes.shape[0] != 10:
+        raise UserError(f"{path.name} has shape {codes.shape}; codes are (10, frames)")
+    if not np.issubdtype(codes.dtype, np.integer):
+        raise UserError(f"{path.name} holds {codes.dtype} values; codes are integers")
+    return codes.astype(np.int64)
+
+
+def _save_npy(path: Path, array) -> None:
+    import numpy as np
+
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.npy")
+    try:
+        np.save(tmp, array)
+        tmp.replace(path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise UserError(f"could not write {path}: {exc}") from exc
