@@ -49,6 +49,9 @@ class GenerationSettings:
     top_k: int = TOP_K
     max_new_tokens: int = 0
     """Frames per batch including the dropped last one; 0 = as many as the context leaves."""
+    fast: bool = False
+    """The fast path (`engine/fast.py`): attention over the filled cache only, prefix reuse, top-k sampling.
+    Its codes equal the exact path's for almost every seed but not all; the exact path is the default."""
 
     def __post_init__(self) -> None:
         if not 0.0 < self.temperature < 2.0:
@@ -206,11 +209,24 @@ def check_references(model: Any, references: Sequence[Reference]) -> list[Refere
 def generate_batches(model: Any, tokenizer: TokenizerLike, batches: Sequence[str], *,
                      references: Sequence[Reference] = (), settings: GenerationSettings = GenerationSettings(),
                      generator: torch.Generator, context: ContextPolicy | None = None,
-                     cancel: threading.Event | None = None) -> Iterator[BatchEvent]:
-    """`generate_long` (one sample) over prepared batch texts, yielding progress as it goes."""
+                     cancel: threading.Event | None = None, decoder: Any = None) -> Iterator[BatchEvent]:
+    """`generate_long` (one sample) over prepared batch texts, yielding progress as it goes.
+
+    `decoder`: a `fast.FastDecoder` to run the fast path on (it keeps its cached prefix between calls);
+    with `settings.fast` and no decoder, one is made for this call.
+    """
     references = check_references(model, references)
     seq_len = max_seq_len(model)
     sampler = make_sampler(model, settings, generator, getattr(tokenizer, "im_end_id", None))
+    if decoder is None and settings.fast:
+        from s2studio.engine.fast import FastDecoder
+
+        decoder = FastDecoder(model, sampler.im_end_id)
+    if decoder is not None:
+        from s2studio.engine.fast import FastSampler
+
+        sampler = FastSampler(decoder, temperature=settings.temperature, top_p=settings.top_p,
+                              top_k=settings.top_k, generator=generator)
     history: list[Exchange] = []
     for index, text in enumerate(batches):
         kept = history if context is None else list(context(tuple(history), text))
@@ -220,9 +236,16 @@ def generate_batches(model: Any, tokenizer: TokenizerLike, batches: Sequence[str
             raise UserError(f"prompt is too long: {length} tokens > {seq_len - PROMPT_RESERVE} "
                             f"(batch {index + 1}); use shorter text or fewer/shorter references")
         yield BatchStarted(index, len(batches), text, length,
-                           max(frame_budget(length, settings.max_new_tokens, seq_len) - 1, 0))
+                           max(frame_budget(length, settings.max_new_tokens,
+                                            seq_len if decoder is None else decoder.length) - 1, 0))
         frames: list[Tensor] = []
-        for frame in generate_frames(model, prompt, sampler, settings.max_new_tokens, cancel):
+        if decoder is None:
+            frames_of = generate_frames(model, prompt, sampler, settings.max_new_tokens, cancel)
+        else:
+            from s2studio.engine.fast import generate_frames_fast
+
+            frames_of = generate_frames_fast(decoder, prompt, sampler, settings.max_new_tokens, cancel)
+        for frame in frames_of:
             yield FrameReady(index, len(frames), frame)
             frames.append(frame)
         if cancel is not None and cancel.is_set():

@@ -1,0 +1,220 @@
+"""The fast generation path: the exact loop's rules with cheaper kernels and prefix reuse.
+
+`generate_frames_fast` keeps every rule of `generate.generate_frames` (prompt frame never checked for
+`<|im_end|>`, last frame dropped, the same 2 + 9 draws per frame from the same generator, RAS) so that its
+codes equal the exact path's for almost every seed; only the float bits of the logits differ (see
+`model/fast_forward.py`). What it changes:
+
+- `FastDecoder` owns static KV caches sized to the context it serves and remembers which token columns they
+  hold. A new prompt that starts with those columns (system prompt, references, earlier lines and even the
+  previous line's generated frames) is prefilled from the first differing column only.
+- `FastSampler` draws with top-k first (`torch.topk` over the 4097 allowed rows instead of sorting 155776
+  logits twice per frame), never writes a Python scalar into a device tensor, and keeps the RAS window as a
+  ring buffer. It still draws a full vocabulary-sized (and codebook-sized) uniform vector per draw and reads
+  it at the kept tokens, so the random stream is the exact path's.
+- one host read per frame: the `<|im_end|>` check.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from s2studio.engine.sampling import RAS_TEMPERATURE, RAS_TOP_P, RAS_WINDOW
+from s2studio.errors import UserError
+from s2studio.model.dual_ar import DualAR
+from s2studio.model.fast_forward import FastCaches, forward_fast, forward_slow
+
+
+class RowsHead(nn.Module):
+    """The slow head restricted to the tokens the sampler can pick (the semantic range and `<|im_end|>`)."""
+
+    def __init__(self, weight: Tensor) -> None:
+        super().__init__()
+        self.register_buffer("weight", weight, persistent=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.linear(x, self.weight)
+
+
+def allowed_ids(model: DualAR, im_end_id: int) -> Tensor:
+    """Ascending vocabulary ids the slow sampler may draw; every other id has a -inf bias (spec §6.3)."""
+    c = model.config
+    ids = torch.arange(c.semantic_begin_id, c.semantic_end_id + 1)
+    return torch.unique(torch.cat([ids, torch.tensor([im_end_id])]))
+
+
+def head_weight(model: DualAR, ids: Tensor) -> Tensor:
+    table = model.embeddings.weight if model.config.tie_word_embeddings else model.output.weight
+    return table[ids.to(table.device)].clone()
+
+
+class FastDecoder:
+    """Static caches plus the record of what they hold; one per loaded model, reused across requests.
+
+    `tokens[:, :filled]` are the columns whose keys/values sit at positions 0..filled-1 of every slow layer.
+    `prefilled` counts the columns the slow model has been asked to prefill (tests and benchmarks read it).
+    """
+
+    def __init__(self, model: DualAR, im_end_id: int, length: int | None = None,
+                 head: nn.Module | None = None) -> None:
+        c = model.config
+        p = model.embeddings.weight
+        self.model = model
+        self.device, self.dtype = p.device, p.dtype
+        self.length = min(length or c.slow.max_seq_len, c.slow.max_seq_len)
+        self.caches = FastCaches.allocate(model, self.length, self.dtype, self.device)
+        self.ids = allowed_ids(model, im_end_id).to(self.device)
+        self.head = head if head is not None else RowsHead(head_weight(model, self.ids))
+        self.im_end_id = im_end_id
+        self.tokens = torch.zeros((c.num_codebooks + 1, self.length), dtype=torch.long, device=self.device)
+        self.filled = 0
+        self.prefilled = 0
+
+    def reusable(self, prompt: Tensor) -> int:
+        """Leading columns of `prompt` already in the cache; at least its last column is always recomputed."""
+        n = min(self.filled, prompt.shape[1] - 1)
+        if n <= 0:
+            return 0
+        same = (self.tokens[:, :n] == prompt[:, :n]).all(dim=0)
+        return int(same.to(torch.int32).cumprod(dim=0).sum())
+
+    def forget(self) -> None:
+        self.filled = 0
+
+    def prefill(self, prompt: Tensor, reuse: bool = True) -> tuple[Tensor, Tensor]:
+        """Run the slow model over `prompt` (1 + K, T) from the first column not already cached."""
+        start = self.reusable(prompt) if reuse else 0
+        length = prompt.shape[1]
+        self.filled = start  # until the forward succeeds, only the kept prefix is valid
+        logits, hidden = forward_slow(self.model, self.caches, prompt[:, start:], start, self.head)
+        self.tokens[:, start:length] = prompt[:, start:]
+        self.filled = length
+        self.prefilled += length - start
+        return logits, hidden
+
+    def step(self, column: Tensor) -> tuple[Tensor, Tensor]:
+        """One slow step on a generated frame (1 + K, 1) at the next free position."""
+        pos = self.filled
+        logits, hidden = forward_slow(self.model, self.caches, column, pos, self.head)
+        self.tokens[:, pos:pos + 1] = column
+        self.filled = pos + 1
+        return logits, hidden
+
+
+class FastSampler:
+    """`FrameSampler` with top-k first; the same draws in the same order from the same generator."""
+
+    def __init__(self, decoder: FastDecoder, *, temperature: float, top_p: float, top_k: int,
+                 generator: torch.Generator) -> None:
+        c = decoder.model.config
+        device, dtype = decoder.device, decoder.dtype
+        self.decoder = decoder
+        self.generator = generator
+        self.vocab_size = c.vocab_size
+        self.codebook_size = c.codebook_size
+        self.num_codebooks = c.num_codebooks
+        self.semantic_begin_id = c.semantic_begin_id
+        self.semantic_end_id = c.semantic_end_id
+        self.im_end_id = decoder.im_end_id
+        self.top_k = top_k
+        self.dtype = dtype
+        self.temperature = torch.tensor(temperature, device=device, dtype=dtype)
+        self.top_p = torch.tensor(top_p, device=device, dtype=dtype)
+        self.ras_temperature = torch.tensor(RAS_TEMPERATURE, device=device, dtype=dtype)
+        self.ras_top_p = torch.tensor(RAS_TOP_P, device=device, dtype=dtype)
+        self.window = torch.zeros(RAS_WINDOW, dtype=torch.int32, device=device)
+        self.made = 0
+
+    def reset_window(self) -> None:
+        self.window.zero_()
+        self.made = 0
+
+    def probs(self, logits: Tensor, temperature: Tensor, top_p: Tensor) -> tuple[Tensor, Tensor]:
+        """(probabilities, row indices) of the top-k rows of 1-D `logits` after top-p and temperature.
+
+        Equal in math to `sampling.logits_to_probs`: the cumulative probability uses the softmax over ALL rows
+        (via logsumexp), the row that first crosses top-p is removed, the best row is always kept.
+        """
+        k = min(self.top_k, logits.shape[-1])
+        values, rows = torch.topk(logits, k)
+        cum = torch.cumsum(torch.exp(values - torch.logsumexp(logits, dim=-1)), dim=-1)
+        remove = cum > top_p
+        remove = torch.cat([remove[:1] & False, remove[1:]])
+        values = torch.where(remove, float("-inf"), values) / torch.clip(temperature, min=1e-5)
+        return torch.softmax(values, dim=-1), rows
+
+    def draw(self, probs: Tensor, ids: Tensor, size: int) -> Tensor:
+        """Consume `size` uniforms as the exact draw does and race only the kept ids; (1,) int32 id."""
+        u = torch.empty(size, dtype=self.dtype, device=probs.device).uniform_(generator=self.generator)
+        best = torch.argmax(probs / -torch.log(u[ids]), dim=-1, keepdim=True)
+        return ids[best].to(torch.int32)
+
+    def main_token(self, logits: Tensor) -> Tensor:
+        row_logits = logits.reshape(-1)
+        probs, rows = self.probs(row_logits, self.temperature, self.top_p)
+        main = self.draw(probs, self.decoder.ids[rows], self.vocab_size)
+        probs, rows = self.probs(row_logits, self.ras_temperature, self.ras_top_p)
+        fallback = self.draw(probs, self.decoder.ids[rows], self.vocab_size)
+        if self.made:  # the prompt's frame is never checked (and never enters the window)
+            repeated = (self.window == main).any()
+            semantic = (main >= self.semantic_begin_id) & (main <= self.semantic_end_id)
+            main = torch.where(repeated & semantic, fallback, main)
+        return main
+
+    def frame(self, logits: Tensor, hidden: Tensor) -> Tensor:
+        """One frame (1 + K, 1) int32 after a slow step, as `FrameSampler.frame`."""
+        model, caches = self.decoder.model, self.decoder.caches
+        main = self.main_token(logits)
+        code = torch.clamp(main - self.semantic_begin_id, min=0, max=self.codebook_size - 1)
+        codes = [main, code]
+        # positions 0 (the slow state) and 1 (code 0) in one step
+        x = torch.cat([hidden.view(1, 1, -1), model.fast_embeddings(code).view(1, 1, -1)], dim=1)
+        start = 0
+        for k in range(1, self.num_codebooks):
+            fast_logits = forward_fast(model, caches, x, start).reshape(-1)
+            probs, rows = self.probs(fast_logits, self.temperature, self.top_p)
+            code = self.draw(probs, rows, self.codebook_size)
+            codes.append(code)
+            start += x.shape[1]
+            x = model.fast_embeddings(code).view(1, 1, -1)
+        if self.num_codebooks == 1:
+            forward_fast(model, caches, x[:, :1], 0)  # keep the exact path's single fast pass
+        frame = torch.stack(codes, dim=1).T
+        if self.made:
+            self.window[(self.made - 1) % RAS_WINDOW] = main[0]
+        self.made += 1
+        return frame
+
+
+def generate_frames_fast(decoder: FastDecoder, prompt: np.ndarray | Tensor, sampler: FastSampler,
+                         max_new_tokens: int = 0, cancel: threading.Event | None = None,
+                         reuse: bool = True) -> Iterator[Tensor]:
+    """`generate.generate_frames` on the fast path: the same frames kept and dropped, the same stop rule."""
+    rows = decoder.model.config.num_codebooks + 1
+    prompt_t = torch.as_tensor(prompt, dtype=torch.long).to(decoder.device).view(rows, -1)
+    length = prompt_t.shape[1]
+    if length >= decoder.length:
+        raise UserError(f"prompt of {length} tokens does not fit the fast path's context of {decoder.length}")
+    room = decoder.length - length
+    budget = min(max_new_tokens, room) if max_new_tokens else room
+    if cancel is not None and cancel.is_set():
+        return
+    sampler.reset_window()
+    with torch.inference_mode():
+        logits, hidden = decoder.prefill(prompt_t, reuse)
+        frame = sampler.frame(logits, hidden)
+    for _ in range(1, budget):
+        yield frame[1:, 0].to(torch.long)
+        if cancel is not None and cancel.is_set():
+            return
+        with torch.inference_mode():
+            logits, hidden = decoder.step(frame.to(torch.long))
+            frame = sampler.frame(logits, hidden)
+        if int(frame[0, 0]) == sampler.im_end_id:
+            return

@@ -1,0 +1,142 @@
+"""The fast (non-exact) forward of DualAR: the same weights and the same math, cheaper kernels.
+
+The exact forward in `dual_ar.py`/`transformer.py` reproduces upstream's bits, and so reads the whole
+preallocated slow KV cache (32768 keys for S2) under a boolean mask on every step. Here:
+
+- attention reads only the filled part of a static cache (`k[:, :, :end]`, a view: nothing grows or is copied),
+  through `scaled_dot_product_attention(enable_gqa=True)`, so the key/value heads are never repeated;
+- positions are Python ints and every cache write is a slice, so no step needs a host-device round trip;
+- a prefill may start at any position (`start > 0`): the keys before it are a prefix kept from an earlier call;
+- the slow head computes only the rows the sampler may pick (semantic tokens and `<|im_end|>`), 4097 of S2's
+  155776: about 10 % of the weight bytes of a frame;
+- the fast transformer takes its positions 0 and 1 as one 2-token step (the input of position 1 is known as soon
+  as the main token is drawn), which saves one of its ten weight passes per frame.
+
+Mathematically this is the exact forward; in floating point the logits differ in the last bits (spec §10, ~1e-5
+on the tiny model), so the codes equal the exact path's for almost every seed, not all.
+
+Caches are owned by the caller (`FastCaches`), not by the modules, so the exact path and this one never overwrite
+each other and a model can serve both.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+from torch.nn import functional as F
+
+from s2studio.model.dual_ar import DualAR
+from s2studio.model.rope import apply_rotary_emb
+from s2studio.model.transformer import Attention, TransformerBlock
+
+
+@dataclass
+class LayerCache:
+    k: Tensor
+    """(1, kv_heads, length, head_dim)"""
+    v: Tensor
+
+
+@dataclass
+class FastCaches:
+    """Static KV caches for the slow and the fast transformer, allocated once and written in place."""
+
+    slow: list[LayerCache]
+    fast: list[LayerCache]
+    length: int
+    """Positions the slow cache holds: the longest prompt plus frames it can serve."""
+
+    @classmethod
+    def allocate(cls, model: DualAR, length: int, dtype: torch.dtype, device: torch.device) -> FastCaches:
+        c = model.config
+
+        def zeros(heads: int, n: int, head_dim: int) -> LayerCache:
+            shape = (1, heads, n, head_dim)
+            return LayerCache(torch.zeros(shape, dtype=dtype, device=device),
+                              torch.zeros(shape, dtype=dtype, device=device))
+
+        return cls(slow=[zeros(c.slow.n_local_heads, length, c.slow.head_dim) for _ in range(c.slow.n_layer)],
+                   fast=[zeros(c.fast.n_local_heads, c.num_codebooks, c.fast.head_dim) for _ in range(c.fast.n_layer)],
+                   length=length)
+
+
+def causal_mask(start: int, end: int, device: torch.device) -> Tensor | None:
+    """Bool (S, end) mask for queries start..end-1 over keys 0..end-1; None when SDPA needs none or has a flag."""
+    if end - start == 1:
+        return None  # one query sees every filled key
+    keys = torch.arange(end, device=device)
+    return keys[None, :] <= keys[start:, None]
+
+
+def attention(attn: Attention, x: Tensor, freqs_cis: Tensor, cache: LayerCache, start: int) -> Tensor:
+    """`Attention.forward` over the filled cache only: writes positions start..start+S-1, reads 0..start+S-1."""
+    bsz, seqlen, _ = x.shape
+    q_size, kv_size = attn.n_head * attn.head_dim, attn.n_local_heads * attn.head_dim
+    q, k, v = attn.wqkv(x).split([q_size, kv_size, kv_size], dim=-1)
+    q = q.view(bsz, seqlen, attn.n_head, attn.head_dim)
+    k = k.view(bsz, seqlen, attn.n_local_heads, attn.head_dim)
+    v = v.view(bsz, seqlen, attn.n_local_heads, attn.head_dim)
+    if attn.qk_norm:
+        q = attn.q_norm(q)
+        k = attn.k_norm(k)
+    q = apply_rotary_emb(q, freqs_cis).transpose(1, 2)  # (B, H, S, D)
+    k = apply_rotary_emb(k, freqs_cis).transpose(1, 2)
+    end = start + seqlen
+    cache.k[:, :, start:end] = k
+    cache.v[:, :, start:end] = v.transpose(1, 2)  # a strided copy into the static cache, no new tensor kept
+    keys, values = cache.k[:, :, :end], cache.v[:, :, :end]
+    if start == 0 and seqlen > 1:
+        y = F.scaled_dot_product_attention(q, keys, values, is_causal=True, enable_gqa=True)
+    else:
+        y = F.scaled_dot_product_attention(q, keys, values, attn_mask=causal_mask(start, end, x.device),
+                                           enable_gqa=True)
+    return attn.wo(y.transpose(1, 2).reshape(bsz, seqlen, q_size))
+
+
+def block(layer: TransformerBlock, x: Tensor, freqs_cis: Tensor, cache: LayerCache, start: int) -> Tensor:
+    h = x + attention(layer.attention, layer.attention_norm(x), freqs_cis, cache, start)
+    return h + layer.feed_forward(layer.ffn_norm(h))
+
+
+def embed(model: DualAR, tokens: Tensor) -> Tensor:
+    """(1 + K, S) token matrix -> (1, S, dim): `DualAR.embed` with one gather for all codebooks."""
+    c = model.config
+    offsets = torch.arange(c.num_codebooks, device=tokens.device)[:, None] * c.codebook_size
+    vq_sum = model.codebook_embeddings(tokens[1:] + offsets).sum(dim=0)  # (K, S, dim) -> (S, dim)
+    main = tokens[0]
+    is_semantic = ((main >= c.semantic_begin_id) & (main <= c.semantic_end_id))[:, None]
+    x = model.embeddings(main) + torch.where(is_semantic, vq_sum, 0)
+    if c.scale_codebook_embeddings:
+        x = torch.where(is_semantic, x / math.sqrt(c.num_codebooks + 1), x)
+    return x[None]
+
+
+def forward_slow(model: DualAR, caches: FastCaches, tokens: Tensor, start: int, head: torch.nn.Module
+                 ) -> tuple[Tensor, Tensor]:
+    """Slow model on the (1 + K, S) columns at positions start..start+S-1.
+
+    Returns the last position's logits through `head` (a Linear over the sampler's allowed rows, see
+    `FastDecoder`) as (1, 1, rows), and the fast model's input (1, 1, fast_dim).
+    """
+    seqlen = tokens.shape[-1]
+    if start + seqlen > caches.length:
+        raise ValueError(f"positions up to {start + seqlen} do not fit the {caches.length}-position cache")
+    x = embed(model, tokens)
+    freqs_cis = model.freqs_cis[start:start + seqlen]
+    for layer, cache in zip(model.layers, caches.slow):
+        x = block(layer, x, freqs_cis, cache, start)
+    slow_out = model.norm(x[:, -1:])
+    hidden = slow_out if model.config.norm_fastlayer_input else x[:, -1:]
+    return head(slow_out), model.fast_project_in(hidden)
+
+
+def forward_fast(model: DualAR, caches: FastCaches, x: Tensor, start: int) -> Tensor:
+    """Fast model on `x` (1, S, fast_dim) at codebook positions start..start+S-1 -> last logits (1, 1, codebook)."""
+    seqlen = x.shape[1]
+    freqs_cis = model.fast_freqs_cis[start:start + seqlen]
+    for layer, cache in zip(model.fast_layers, caches.fast):
+        x = block(layer, x, freqs_cis, cache, start)
+    return model.fast_output(model.fast_norm(x[:, -1:]))
