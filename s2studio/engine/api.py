@@ -24,6 +24,7 @@ NUM_CODEBOOKS = 10
 Batching = Literal["line", "upstream"]
 Device = Literal["auto", "cpu", "cuda", "mps"]
 Precision = Literal["auto", "fp32", "bf16"]
+Quantize = Literal["none", "int8"]
 
 
 # ----------------------------------------------------------------------------- requests
@@ -60,6 +61,10 @@ class LoadRequest:
     device: Device = "auto"
     precision: Precision = "auto"
     threads: int | None = None
+    fast: bool = False
+    """The fast generation path with prefix reuse (engine/fast.py); False keeps the bit-exact one."""
+    quantize: Quantize = "none"
+    """Weight-only int8 for the transformers' linear layers (engine/quantize.py); implies nothing about `fast`."""
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,8 @@ log = logging.getLogger(__name__)
 
 SPEAKER_TAG = re.compile(r"<\|speaker:\d+\|>")
 TAG = re.compile(r"\[[^\]]*\]")
+FAST_CONTEXT = 8192
+"""Positions of the fast path's KV cache: S2 Pro's 32768 would cost 9.7 GB in float32 (1.2 GB at 8192 in bf16)."""
 FRAMES_PER_CHAR = 1.1
 """Rough speech rate for the progress estimate: ~21.5 frames/s over ~18 characters/s."""
 
@@ -56,6 +58,8 @@ class _Loaded:
     tokenizer: object
     codec: torch.nn.Module
     info: ModelInfo
+    decoder: object | None = None
+    """The fast path's `FastDecoder` (LoadRequest.fast): its KV cache keeps the last prompt's prefix."""
 
 
 def _guard(job_id: str, events: Iterator[Event]) -> Iterator[Event]:
@@ -128,11 +132,17 @@ class S2Engine:
         yield ModelLoading(job, 0.7, "loading the codec")
         codec = load_codec(folder, device=device)  # the codec always runs in float32 (spec s2-codec.md §7.4)
         yield ModelLoading(job, 0.9, "allocating the caches")
-        ensure_caches(model)
+        decoder = None
+        if request.fast:
+            from s2studio.engine.fast import FastDecoder
+
+            decoder = FastDecoder(model, tokenizer.im_end_id, length=FAST_CONTEXT)
+        else:
+            ensure_caches(model)
         info = ModelInfo(name=folder.name, device=str(device), precision=str(dtype).removeprefix("torch."),
                          sample_rate=codec.sample_rate, codec_fingerprint=codec_fingerprint(codec),
                          max_context=int(model.config.slow.max_seq_len))
-        self._loaded = _Loaded(model, tokenizer, codec, info)
+        self._loaded = _Loaded(model, tokenizer, codec, info, decoder)
         log.info("model ready: %s", info)
         yield ModelLoading(job, 1.0, "ready")
         yield ModelReady(job, info)
@@ -216,7 +226,8 @@ class S2Engine:
             kept = self._fitting_context(loaded, references, history, text)
             batches = generate_batches(loaded.model, loaded.tokenizer, [text], references=references,
                                        settings=self._settings(request), generator=make_generator(seed, device),
-                                       context=lambda _history, _text, kept=kept: kept, cancel=cancel)
+                                       context=lambda _history, _text, kept=kept: kept, cancel=cancel,
+                                       decoder=loaded.decoder)
             finished = yield from self._stream(loaded, request, line, seed, batches)
             if finished is None:
                 yield JobFinished(job, cancelled=True)
@@ -230,6 +241,8 @@ class S2Engine:
         from s2studio.text.prompt import build_prompt
 
         limit = int(loaded.model.config.slow.max_seq_len) - PROMPT_RESERVE
+        if loaded.decoder is not None:  # the fast path's cache may be shorter; keep room for a line there too
+            limit = min(limit, loaded.decoder.length - PROMPT_RESERVE // 4)
         kept: list = []
         for exchange in reversed(history[-self.context_lines:] if self.context_lines else []):
             candidate = [exchange, *kept]
@@ -259,7 +272,7 @@ class S2Engine:
         device = next(loaded.model.parameters()).device
         events = generate_batches(loaded.model, loaded.tokenizer, batches, references=references,
                                   settings=self._settings(request), generator=make_generator(base_seed, device),
-                                  cancel=cancel)
+                                  cancel=cancel, decoder=loaded.decoder)
         for owner in owners:
             finished = yield from self._stream(loaded, request, owner, base_seed, events)
             if finished is None:
