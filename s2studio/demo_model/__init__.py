@@ -137,31 +137,28 @@ def _write_json(file: Path, data: dict) -> None:
 def folder_digest(path: Path) -> dict[str, str]:
     """sha256 of the language-model files that decide generation (config, tokenizer, weight tensors).
 
-    Weight files are digested by tensor (name, dtype, shape, bytes), not by file bytes, so that the digest
-    survives a change of safetensors' header layout; golden files store it to detect a changed generator.
+    Weight files are digested by tensor (name, dtype, shape, raw bits), not by file bytes, so that the digest
+    is the same for any sharding and survives a change of safetensors' header layout; golden files store it
+    to detect a changed generator.
     """
+    import torch
+
     path = Path(path)
     out = {name: hashlib.sha256((path / name).read_bytes()).hexdigest() for name in ("config.json", "tokenizer.json")}
     h = hashlib.sha256()
-    for name, tensor in sorted(_load_tensors(path).items()):
-        raw = tensor.contiguous().view(-1).view(dtype=_u16(tensor)).numpy().tobytes()
+    for name, tensor in sorted(_read_tensors(path).items()):
+        bits = tensor.contiguous().view(-1).view(torch.uint8)  # bf16 has no numpy dtype: hash its raw bytes
         h.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}|".encode())
-        h.update(raw)
+        h.update(bits.numpy().tobytes())
     out["weights"] = h.hexdigest()
     return out
 
 
-def _u16(tensor):  # bf16 has no numpy dtype: digest its raw 16-bit words
-    import torch
-
-    return torch.int16 if tensor.element_size() == 2 else torch.int32
-
-
-def _load_tensors(path: Path) -> dict:
+def _read_tensors(path: Path) -> dict:
     import torch
     from safetensors.torch import load_file
 
-    if (path / "model.pth").is_file() and not (path / "model.safetensors").is_file():
+    if (path / "model.pth").is_file() and not list(path.glob("model*.safetensors")):
         return torch.load(path / "model.pth", map_location="cpu", weights_only=True)
     tensors: dict = {}
     for file in sorted(path.glob("model*.safetensors")):
