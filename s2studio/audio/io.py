@@ -18,9 +18,10 @@ import soundfile as sf
 
 from s2studio.errors import UserError
 
-MAX_SECONDS = 600.0
-"""Longest clip accepted for reading (10 min). A voice reference needs seconds; the encoder's attention is
-quadratic in length, so an hour-long file would take minutes and tens of GB instead of failing clearly."""
+MAX_SECONDS = 300.0
+"""Longest clip accepted for reading (5 min). A voice reference needs seconds; the encoder's exact attention
+builds a T×T mask at 86 Hz (upstream's too: 2.7 GB as float at 5 min, 11 GB at 10 min), so longer files
+would exhaust memory instead of failing clearly."""
 
 
 def read_channels(path: Path, max_seconds: float = MAX_SECONDS) -> tuple[np.ndarray, int]:
@@ -32,8 +33,7 @@ def read_channels(path: Path, max_seconds: float = MAX_SECONDS) -> tuple[np.ndar
     try:
         info = sf.info(str(path))
         if info.frames > 0 and info.samplerate > 0 and info.frames / info.samplerate > max_seconds:
-            raise UserError(f"{path.name} is {info.frames / info.samplerate / 60:.1f} min long; "
-                            f"use a clip of at most {max_seconds / 60:.0f} min")
+            raise UserError(_too_long(path, info.frames / info.samplerate, max_seconds))
         data, rate = sf.read(str(path), dtype="float32", always_2d=True)
     except UserError:
         raise
@@ -43,11 +43,14 @@ def read_channels(path: Path, max_seconds: float = MAX_SECONDS) -> tuple[np.ndar
     if data.shape[0] == 0 or data.shape[1] == 0:
         raise UserError(f"{path.name} contains no audio samples; record or choose a longer clip")
     if data.shape[0] / rate > max_seconds:
-        raise UserError(f"{path.name} is {data.shape[0] / rate / 60:.1f} min long; "
-                        f"use a clip of at most {max_seconds / 60:.0f} min")
+        raise UserError(_too_long(path, data.shape[0] / rate, max_seconds))
     if not np.isfinite(data).all():
         raise UserError(f"{path.name} contains invalid samples (NaN or infinity); re-export it")
     return np.ascontiguousarray(data.T), int(rate)
+
+
+def _too_long(path: Path, seconds: float, max_seconds: float) -> str:
+    return f"{path.name} is {seconds:.0f} s long; use a clip of at most {max_seconds:.0f} s (cut it shorter)"
 
 
 def read_audio(path: Path, max_seconds: float = MAX_SECONDS) -> tuple[np.ndarray, int]:
