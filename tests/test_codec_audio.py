@@ -83,7 +83,7 @@ def test_six_channels_are_averaged(codec, tmp_path: Path) -> None:
     assert read_audio(path)[0].shape == (data.shape[0],)
 
 
-@pytest.mark.parametrize("fmt", ["FLAC", "OGG"])
+@pytest.mark.parametrize("fmt", ["FLAC", "OGG", "MP3"])
 def test_compressed_formats(codec, tmp_path: Path, fmt: str) -> None:
     name, rate, channels, seconds, _ = next(c for c in CASES if c[0] == "s22k")
     path = tmp_path / f"clip.{fmt.lower()}"
