@@ -90,6 +90,12 @@ CASES: tuple[Case, ...] = (
     Case("context_32768", "<|speaker:0|>S2's own context length: every step attends over 32768 cache slots.", seed=2,
          max_new_tokens=24, reference_texts=("A reference.",), reference_frames=(15,),
          model={"seed": 17, "max_seq_len": 32768}),
+    # chunk_length counts UTF-8 bytes of the raw text; the tokenizer NFC-normalises (e + combining acute)
+    Case("unicode_bytes_nfc", "<|speaker:0|>Cafe\u0301 ist schön.<|speaker:1|>こんにちは、元気ですか。<|speaker:0|>Très bien.",
+         seed=4, chunk_length=30, max_new_tokens=64, temperature=0.7, top_p=0.7),
+    # no tag: the whole text is one batch, whitespace and newlines untouched
+    Case("untagged_whitespace", "  Hello.\nSecond line, no tags.  ", seed=5, max_new_tokens=64,
+         reference_texts=("A transcript\nwith a newline ",), reference_frames=(8,)),
 )
 
 
