@@ -389,10 +389,35 @@ def test_synths_own_parser_takes_the_script_options(tmp_path: Path, script: Path
     sub = argparse.ArgumentParser().add_subparsers()
     synth.add_parser(sub)
     p = sub.choices["synth"]
+    text = [] if "--script" in p._option_string_actions else ["--text", "unused"]  # wired: --script excludes --text
     add_script_arguments(p)
-    args = p.parse_args(["--model", "m", "--text", "unused", "--script", str(script), *CAST, "--batching", "line",
+    add_script_arguments(p)  # options it has already are left alone
+    args = p.parse_args(["--model", "m", *text, "--script", str(script), *CAST, "--batching", "line",
                          "--out", str(tmp_path / "a.flac"), "--srt", str(tmp_path / "a.srt"), "--gap", "0.1"])
     assert run_script(args, engine_factory=FakeEngine) == 0
     data, sr = sf.read(str(tmp_path / "a.flac"))
     assert sr == SR and len(data) > 0
     assert (tmp_path / "a.srt").read_text().count(" --> ") == 4
+
+
+def _synth_has_script() -> bool:
+    from s2studio.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return "--script" in sub.choices["synth"]._option_string_actions
+
+
+@pytest.mark.skipif(not _synth_has_script(), reason="synth --script is not wired into the CLI yet")
+def test_through_the_command_line(tmp_path: Path, script: Path, model_dir: Path, data_dir: Path, capsys) -> None:
+    from s2studio.cli import main
+
+    base = ["synth", "--model", str(model_dir), "--device", "cpu", "--precision", "fp32", "--script", str(script),
+            "--max-new-tokens", "4", "--batching", "line"]
+    assert main([*base, *CAST, "--out", str(tmp_path / "a.ogg"), "--vtt", str(tmp_path / "a.vtt")]) == 0
+    assert capsys.readouterr().err.startswith("rendered 4 line(s), ")
+    assert sf.info(str(tmp_path / "a.ogg")).subtype == "VORBIS"
+    assert (tmp_path / "a.vtt").read_text().count(" --> ") == 4
+    assert main([*base, "--cast", "Alice=Nobody", "--out", str(tmp_path / "b.wav")]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "s2studio synth: error: --cast Alice=Nobody: no voice called 'Nobody'; `s2studio voice list` shows the voices")
+    assert not (tmp_path / "b.wav").exists()

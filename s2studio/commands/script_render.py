@@ -44,19 +44,19 @@ EngineFactory = Callable[[], Engine]
 
 def add_script_arguments(parser: argparse.ArgumentParser,
                          text_group: argparse._MutuallyExclusiveGroup | None = None) -> None:
-    """Add the script-rendering options to `synth`'s parser.
+    """Add the script-rendering options to `synth`'s parser; options it has already (its own `--out`,
+    or all of them on a second call) are kept as they are.
 
     `text_group`: synth's `--text`/`--text-file` group, so that exactly one of the three is given;
     without it `--script` is a plain option."""
-    (text_group or parser).add_argument(
-        "--script", type=Path, metavar="FILE",
-        help="render a script ('Name: line' per text line, # headings, [tags]) to audio; needs --cast")
     g = parser.add_argument_group("script rendering (with --script)")
 
-    def add(*flags: str, **kwargs: Any) -> None:
-        if not any(f in parser._option_string_actions for f in flags):  # e.g. synth's own --out
-            g.add_argument(*flags, **kwargs)
+    def add(*flags: str, to: Any = g, **kwargs: Any) -> None:
+        if not any(f in parser._option_string_actions for f in flags):
+            to.add_argument(*flags, **kwargs)
 
+    add("--script", to=text_group or g, type=Path, metavar="FILE",
+        help="render a script ('Name: line' per text line, # headings, [tags]) to audio; needs --cast")
     add("--cast", action="append", default=[], metavar="NAME=VOICE",
         help="give the script's speaker NAME the library voice VOICE (id or name); once per speaker")
     add("--out", type=Path, metavar="FILE",
