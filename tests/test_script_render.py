@@ -277,7 +277,8 @@ def test_progress_bar_on_a_terminal(tmp_path: Path, script: Path, data_dir: Path
 def test_parser_warnings_point_at_the_line(tmp_path: Path, data_dir: Path, capsys) -> None:
     path = tmp_path / "w.txt"
     path.write_text("Alice: Hi [unclosed.\n\nBob: Fine.\n", encoding="utf-8")
-    assert render(["--script", str(path), "--cast", "Alice=Ann", "--cast", "Bob=Ben", "--cast", "Dan=Ben",
+    ben = VoiceLibrary(data_dir / "voices").find("Ben")
+    assert render(["--script", str(path), "--cast", "Alice=ann", "--cast", f"Bob={ben.id}", "--cast", "Dan=Ben",
                    "--out", str(tmp_path / "a.wav")], FakeEngine) == 0
     lines = capsys.readouterr().err.splitlines()
     assert lines[0].startswith(f"{path}:1: warning: ")
