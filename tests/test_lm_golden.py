@@ -139,3 +139,25 @@ def test_goldens_cover_stopping_and_the_limit() -> None:
             else:
                 stopped += 1
     assert stopped >= 3 and limited >= 2
+
+
+@pytest.mark.parametrize("case", ["dialogue_chunk40", "untagged_whitespace"])
+def test_synth_command_writes_the_golden_codes(case: str, models: Models, tmp_path: Path) -> None:
+    """`s2studio synth --batching upstream --codes-out` end to end: the batches' codes concatenated in time."""
+    from s2studio.cli import main as cli_main
+
+    meta, arrays = _load(GOLDEN / f"{case}.npz")
+    _skip_if_other_environment(meta)
+    folder = models.folder(meta["model"])
+    args = ["synth", "--model", str(folder), "--text", meta["text"], "--seed", str(meta["seed"]),
+            "--device", "cpu", "--precision", "fp32", "--threads", "1", "--batching", "upstream",
+            "--chunk-length", str(meta["chunk_length"]), "--max-new-tokens", str(meta["max_new_tokens"]),
+            "--temperature", str(meta["temperature"]), "--top-p", str(meta["top_p"]), "-q",
+            "--codes-out", str(tmp_path / "codes.npy")]
+    for i, (text, codes) in enumerate(zip(meta["reference_texts"], _series(arrays, "reference_codes"), strict=True)):
+        np.save(tmp_path / f"ref{i}.npy", codes)
+        args += ["--reference-codes", str(tmp_path / f"ref{i}.npy"), "--reference-text", text]
+    assert cli_main(args) == 0
+    written = np.load(tmp_path / "codes.npy")
+    assert written.dtype == np.int64
+    np.testing.assert_array_equal(written, np.concatenate(_series(arrays, "codes"), axis=1))
