@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from s2studio.commands.script_render import add_script_arguments, run_script
 from s2studio.errors import UserError
 
 MAX_REFERENCES = 4
@@ -60,6 +61,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--precision", default="auto", metavar="auto|fp32|bf16",
                    help="auto: bf16 on CUDA, fp32 elsewhere; fp32 on CPU is the bit-exact mode")
     p.add_argument("--threads", type=int, default=None, metavar="N", help="CPU threads for torch (bits depend on it)")
+    p.add_argument("--fast", action="store_true",
+                   help="fast path: attention over the filled cache, prefix reuse between batches; codes equal "
+                        "the exact path's for almost every seed, not all")
+    p.add_argument("--quantize", default="none", metavar="none|int8",
+                   help="int8: weight-only int8 linear layers (about half of bf16's memory and time per frame)")
     p.add_argument("--max-new-tokens", type=int, default=0, metavar="N",
                    help="frames per batch, the dropped last one included (default 0: up to the model's context)")
     p.add_argument("--chunk-length", type=int, default=300, metavar="BYTES",
@@ -67,9 +73,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--temperature", type=float, default=1.0, metavar="T", help="sampling temperature (default 1.0)")
     p.add_argument("--top-p", type=float, default=0.9, metavar="P", help="nucleus threshold (default 0.9)")
     p.add_argument("--top-k", type=int, default=30, metavar="K", help="keep the K most likely tokens (default 30)")
-    p.add_argument("--batching", default="upstream", metavar="upstream|line",
-                   help="upstream: <|speaker:i|> turns grouped by --chunk-length and 5 turns (default); "
-                        "line: every text line is its own batch")
+    p.add_argument("--batching", default=None, metavar="upstream|line",
+                   help="upstream: <|speaker:i|> turns grouped by --chunk-length and 5 turns (default for --text); "
+                        "line: every line is its own batch (default for --script)")
     p.add_argument("--codes-out", type=Path, metavar="FILE.npy",
                    help="write all batches' codes, int64 (10, frames), concatenated in time")
     p.add_argument("--codes-out-dir", type=Path, metavar="DIR",
@@ -78,6 +84,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="write the speech as audio (.wav is PCM16 as upstream writes it; .flac, .ogg, .opus, .mp3 "
                         "too); in upstream batching each batch is decoded on its own, as upstream's server does")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    add_script_arguments(p, text_group=text)
 
 
 def _read_text(args: argparse.Namespace) -> str:
@@ -175,24 +182,31 @@ def _save(path: Path, codes: np.ndarray) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "script", None):
+        return run_script(args)
+    if args.batching is None:
+        args.batching = "upstream"
     from s2studio.engine.generate import BatchFinished, BatchStarted, FrameReady, GenerationSettings
 
     text = _read_text(args)
     sources = _reference_sources(args)
     settings = GenerationSettings(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
-                                  max_new_tokens=args.max_new_tokens)
+                                  max_new_tokens=args.max_new_tokens, fast=args.fast)
     if args.chunk_length < 1:
         raise UserError(f"--chunk-length must be at least 1 byte, got {args.chunk_length}")
     if args.batching not in ("upstream", "line"):
         raise UserError(f"unknown --batching {args.batching!r}; use upstream or line")
     if args.precision not in ("auto", "fp32", "bf16"):
         raise UserError(f"unknown --precision {args.precision!r}; use auto, fp32 or bf16")
+    if args.quantize not in ("none", "int8"):
+        raise UserError(f"unknown --quantize {args.quantize!r}; use none or int8")
     _check_output(args.codes_out, "--codes-out")
     _check_output(args.codes_out_dir, "--codes-out-dir", folder=True)
     out_format = _check_audio_output(args.out)
 
-    from s2studio.engine.checkpoints import load_dual_ar
-    from s2studio.engine.device import resolve_device, resolve_dtype, set_threads
+    from s2studio.engine.device import PRECISIONS, resolve_device, resolve_dtype, set_threads
+    from s2studio.engine.memory import check_fits, codec_bytes_of
+    from s2studio.engine.quantize import load_quantized
     from s2studio.engine.generate import generate_long
     from s2studio.model.config import load_config
     from s2studio.text.prompt import SPEAKER_TAG, Reference, check_codes
@@ -217,9 +231,12 @@ def run(args: argparse.Namespace) -> int:
     references = [Reference(ref_text, given[path] if kind == "codes" else _encode_clip(codec, path))
                   for kind, path, ref_text in sources]
     t0 = time.perf_counter()
-    model = load_dual_ar(args.model, device=device, dtype=dtype,
-                         semantic_range=(tokenizer.semantic_begin_id, tokenizer.semantic_end_id),
-                         im_end_id=tokenizer.im_end_id)
+    precision = next(name for name, value in PRECISIONS.items() if value == dtype)
+    check_fits(config, str(device), precision=precision, quantize=args.quantize,
+               codec_bytes=codec_bytes_of(args.model) if codec is not None else 0)
+    model = load_quantized(args.model, device=device, dtype=dtype, mode=args.quantize,
+                           semantic_range=(tokenizer.semantic_begin_id, tokenizer.semantic_end_id),
+                           im_end_id=tokenizer.im_end_id)
     log = (lambda msg: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     log(f"loaded {args.model} on {device} ({str(dtype).removeprefix('torch.')}) in {time.perf_counter() - t0:.1f} s")
 

@@ -70,7 +70,12 @@ class FastDecoder:
         self.length = min(length or c.slow.max_seq_len, c.slow.max_seq_len)
         self.caches = FastCaches.allocate(model, self.length, self.dtype, self.device)
         self.ids = allowed_ids(model, im_end_id).to(self.device)
-        self.head = head if head is not None else RowsHead(head_weight(model, self.ids))
+        if head is None:
+            from s2studio.engine.quantize import Int8Linear, quantization_of
+
+            rows = head_weight(model, self.ids)
+            head = Int8Linear.from_weight(rows) if quantization_of(model) == "int8" else RowsHead(rows)
+        self.head = head
         self.im_end_id = im_end_id
         self.tokens = torch.zeros((c.num_codebooks + 1, self.length), dtype=torch.long, device=self.device)
         self.filled = 0

@@ -105,9 +105,11 @@ class S2Engine:
 
     def _load(self, request: LoadRequest, cancel: threading.Event) -> Iterator[Event]:
         from s2studio.codec.loading import codec_fingerprint, load_codec
-        from s2studio.engine.checkpoints import load_dual_ar
-        from s2studio.engine.device import resolve_device, resolve_dtype, set_threads
+        from s2studio.engine.device import PRECISIONS, resolve_device, resolve_dtype, set_threads
         from s2studio.engine.generate import ensure_caches
+        from s2studio.engine.memory import check_fits, codec_bytes_of
+        from s2studio.engine.quantize import load_quantized
+        from s2studio.model.config import load_config
         from s2studio.text.tokenizer import S2Tokenizer
 
         job, folder = request.job_id, Path(request.model_dir)
@@ -123,9 +125,13 @@ class S2Engine:
             yield JobFinished(job, cancelled=True)
             return
         yield ModelLoading(job, 0.1, "loading the language model")
-        model = load_dual_ar(folder, device=device, dtype=dtype,
-                             semantic_range=(tokenizer.semantic_begin_id, tokenizer.semantic_end_id),
-                             im_end_id=tokenizer.im_end_id)
+        # refuse before reading gigabytes that cannot fit, naming a setting that does
+        precision = next(name for name, value in PRECISIONS.items() if value == dtype)
+        check_fits(load_config(folder), str(device), precision=precision, quantize=request.quantize,
+                   context=FAST_CONTEXT if request.fast else None, codec_bytes=codec_bytes_of(folder))
+        model = load_quantized(folder, device=device, dtype=dtype, mode=request.quantize,
+                               semantic_range=(tokenizer.semantic_begin_id, tokenizer.semantic_end_id),
+                               im_end_id=tokenizer.im_end_id)
         if cancel.is_set():
             yield JobFinished(job, cancelled=True)
             return
@@ -139,7 +145,8 @@ class S2Engine:
             decoder = FastDecoder(model, tokenizer.im_end_id, length=FAST_CONTEXT)
         else:
             ensure_caches(model)
-        info = ModelInfo(name=folder.name, device=str(device), precision=str(dtype).removeprefix("torch."),
+        info = ModelInfo(name=folder.name, device=str(device), precision=str(dtype).removeprefix("torch.")
+                         + ("" if request.quantize == "none" else f"+{request.quantize}"),
                          sample_rate=codec.sample_rate, codec_fingerprint=codec_fingerprint(codec),
                          max_context=int(model.config.slow.max_seq_len))
         self._loaded = _Loaded(model, tokenizer, codec, info, decoder)

@@ -1,0 +1,189 @@
+"""The memory planner: will this model fit here, and if not, what would?
+
+Loading S2 Pro and running out of memory half-way costs minutes and can take the desktop down with it, so the
+engine predicts the footprint from `config.json` alone (no weights read) and compares it with the memory that
+is free right now, before it loads anything. The prediction counts:
+
+- weights: every parameter at the run dtype, except that int8 stores the transformers' linear layers as one
+  byte per weight plus one scale per output row (the embedding tables stay float);
+- the KV cache: keys and values of every slow layer for every position the cache holds (the exact path holds
+  the model's whole context; the fast path its own, shorter one), plus the fast model's 10 positions;
+- the codec, which always runs in float32 (its size is read from its file when there is one);
+- working buffers: activations of a prefill, the RoPE table, the sampler's vocabulary-sized vectors, and the
+  allocator's slack — a fixed allowance plus a share of the weights.
+
+Torch is imported only to ask a GPU for its free memory.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from s2studio.errors import UserError
+from s2studio.model.config import DualARConfig, TransformerConfig, find_multiple
+
+GB = 1e9
+DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+CODEC_BYTES_DEFAULT = int(0.75 * GB)
+"""S2's codec in float32 when its file is not there to measure (about 187 M parameters)."""
+BUFFER_BYTES = int(0.5 * GB)
+BUFFER_SHARE = 0.05
+"""Working memory: a fixed allowance plus this share of the weights (allocator slack, prefill activations)."""
+
+
+def layer_linear_params(c: TransformerConfig) -> int:
+    """Weights in one block's linear layers (wqkv, wo, w1, w2, w3), biases excluded."""
+    return c.dim * (c.q_size + 2 * c.kv_size) + c.q_size * c.dim + 3 * c.dim * c.intermediate_size
+
+
+def layer_other_params(c: TransformerConfig) -> int:
+    """Norm weights and biases of one block: the parts int8 leaves in float."""
+    n = 2 * c.dim + (c.q_size + 2 * c.kv_size if c.qkv_bias else 0) + (c.dim if c.o_bias else 0)
+    return n + (2 * c.head_dim if c.qk_norm else 0)
+
+
+@dataclass(frozen=True)
+class ParamCounts:
+    linear: int
+    """Weights int8 replaces: the blocks' linear layers and the fast head (and an untied slow head)."""
+    linear_rows: int
+    """Output rows of those layers: one scale each."""
+    other: int
+    """Everything that stays float: embedding tables, norms, biases, the fast input projection."""
+
+    @property
+    def total(self) -> int:
+        return self.linear + self.other
+
+
+def param_counts(config: DualARConfig) -> ParamCounts:
+    s, f = config.slow, config.fast
+    linear = s.n_layer * layer_linear_params(s) + f.n_layer * layer_linear_params(f)
+    rows = (s.n_layer * (s.q_size + 2 * s.kv_size + s.dim + 2 * s.intermediate_size)
+            + f.n_layer * (f.q_size + 2 * f.kv_size + f.dim + 2 * f.intermediate_size))
+    linear += config.codebook_size * f.dim  # fast_output
+    rows += config.codebook_size
+    other = config.vocab_size * s.dim + config.codebook_size * config.num_codebooks * s.dim  # embeddings
+    other += config.codebook_size * f.dim  # fast_embeddings
+    other += s.n_layer * layer_other_params(s) + f.n_layer * layer_other_params(f) + s.dim + f.dim
+    if not config.tie_word_embeddings:
+        linear += config.vocab_size * s.dim
+        rows += config.vocab_size
+    if config.fast_has_projection:
+        other += s.dim * f.dim + f.dim
+    return ParamCounts(linear, rows, other)
+
+
+@dataclass(frozen=True)
+class Footprint:
+    weights: int
+    kv_cache: int
+    codec: int
+    buffers: int
+    precision: str
+    quantize: str
+    context: int
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.kv_cache + self.codec + self.buffers
+
+    def describe(self) -> str:
+        what = self.precision if self.quantize == "none" else f"{self.quantize} weights, {self.precision} compute"
+        return (f"{self.total / GB:.1f} GB ({what}: weights {self.weights / GB:.1f} GB, KV cache "
+                f"{self.kv_cache / GB:.1f} GB for {self.context} positions, codec {self.codec / GB:.1f} GB, "
+                f"buffers {self.buffers / GB:.1f} GB)")
+
+
+def kv_cache_bytes(config: DualARConfig, positions: int, dtype_bytes: int) -> int:
+    s, f = config.slow, config.fast
+    slow = s.n_layer * 2 * s.n_local_heads * s.head_dim * find_multiple(positions, 8)
+    fast = f.n_layer * 2 * f.n_local_heads * f.head_dim * config.num_codebooks
+    return (slow + fast) * dtype_bytes
+
+
+def footprint(config: DualARConfig, *, precision: str, quantize: str = "none", context: int | None = None,
+              codec_bytes: int = CODEC_BYTES_DEFAULT) -> Footprint:
+    """Predicted bytes to load and run `config` at `precision` ("fp32" | "bf16" | "fp16") with `quantize`
+    ("none" | "int8") and a KV cache of `context` positions (None: the model's whole context, as the exact
+    path allocates)."""
+    if precision not in DTYPE_BYTES:
+        raise UserError(f"unknown precision {precision!r}; choose one of {', '.join(DTYPE_BYTES)}")
+    if quantize not in ("none", "int8"):
+        raise UserError(f"unknown quantization {quantize!r}; choose none or int8")
+    size = DTYPE_BYTES[precision]
+    counts = param_counts(config)
+    if quantize == "int8":
+        weights = counts.linear + counts.linear_rows * size + counts.other * size
+        weights += (config.codebook_size + 1) * config.slow.dim  # the fast path's int8 copy of the allowed head rows
+    else:
+        weights = counts.total * size
+    positions = min(context or config.slow.max_seq_len, config.slow.max_seq_len)
+    buffers = BUFFER_BYTES + int(BUFFER_SHARE * weights) + config.slow.max_seq_len * config.slow.head_dim * size
+    return Footprint(weights, kv_cache_bytes(config, positions, size), codec_bytes, buffers, precision, quantize,
+                     positions)
+
+
+def codec_bytes_of(model_dir: Path) -> int:
+    """The codec's memory in float32: its file size, doubled when the file holds half-precision tensors is not
+    knowable without reading it, so the file size is taken as is (S2's codec.pth is stored in float32)."""
+    path = Path(model_dir) / "codec.pth"
+    return path.stat().st_size if path.is_file() else CODEC_BYTES_DEFAULT
+
+
+def free_memory(device: str) -> int | None:
+    """Bytes free for a new model on `device` ("cpu", "cuda", "cuda:N", "mps"); None when it cannot be told."""
+    if device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            return None
+        free, _total = torch.cuda.mem_get_info(torch.device(device))
+        return int(free)
+    if device == "cpu" or device == "mps":  # Apple's GPU shares the system memory
+        return available_ram()
+    return None
+
+
+def available_ram(meminfo: Path = Path("/proc/meminfo")) -> int | None:
+    """MemAvailable from /proc/meminfo (Linux), else free pages from sysconf; None if neither exists."""
+    try:
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_fits(config: DualARConfig, device: str, *, precision: str, quantize: str = "none",
+               context: int | None = None, codec_bytes: int = CODEC_BYTES_DEFAULT, free: int | None = None) -> Footprint:
+    """The footprint, or a UserError naming what does fit when the free memory (read now unless given) is short.
+
+    Suggestions, in order of preference: int8 weights at the same precision, bf16, bf16 with int8 weights; each
+    with the largest of the requested, 8192- and 4096-position contexts that fits (a shorter context needs the
+    fast path, whose cache is sized to it).
+    """
+    need = footprint(config, precision=precision, quantize=quantize, context=context, codec_bytes=codec_bytes)
+    free = free_memory(device) if free is None else free
+    if free is None or need.total <= free:
+        return need
+    hint = "nothing fits: close other programs or use a machine with more memory"
+    candidates = [(precision, quantize), (precision, "int8"), ("bf16", "none"), ("bf16", "int8")]
+    contexts = sorted({need.context, min(8192, need.context), min(4096, need.context)}, reverse=True)
+    for p, q in dict.fromkeys(candidates):
+        fits = [c for c in contexts if (p, q, c) != (precision, quantize, need.context)
+                and footprint(config, precision=p, quantize=q, context=c, codec_bytes=codec_bytes).total <= free]
+        if fits:
+            alt = footprint(config, precision=p, quantize=q, context=fits[0], codec_bytes=codec_bytes)
+            setting = f"precision {p}" + (" with int8 weights" if q == "int8" else "")
+            if fits[0] < need.context:
+                setting += f" and the fast path's {fits[0]}-position context"
+            hint = f"{setting} needs {alt.total / GB:.1f} GB and fits"
+            break
+    raise UserError(f"the model needs {need.describe()} but only {free / GB:.1f} GB is free on {device}; {hint}")

@@ -1,0 +1,115 @@
+"""Weight-only int8 for the transformers' linear layers.
+
+At batch 1 every frame streams all of S2's ~8 B weights through memory once (perf.md §1): the time per frame is
+bytes / bandwidth. Storing the linear weights as int8 with one float scale per output row halves the bytes of
+bf16 (a quarter of fp32), and the error stays small because each row is scaled to its own largest magnitude
+(symmetric, no zero point): |w - q·s| <= s/2 = max|row| / 254.
+
+Activations stay in the model's float dtype ("weight-only"): on the CPU the product runs in
+`torch._weight_int8pack_mm` (int8 weights read directly, no float copy); elsewhere the row is widened on the fly
+(`F.linear(x, q.to(dtype)) * s`), which still saves the memory, if not all of the time.
+
+The embedding tables stay in float: a lookup reads only a few rows of them per step.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from s2studio.errors import UserError
+
+MODES = ("none", "int8")
+
+
+def quantize_rows(weight: Tensor) -> tuple[Tensor, Tensor]:
+    """(out, in) float -> int8 (out, in) and float32 scales (out,), symmetric per output row."""
+    w = weight.detach().float()
+    scale = w.abs().amax(dim=1).clamp(min=1e-12) / 127.0
+    q = torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8)
+    return q, scale
+
+
+class Int8Linear(nn.Module):
+    """A Linear whose weight is int8 rows times per-row scales; called like the nn.Linear it replaces."""
+
+    def __init__(self, weight_q: Tensor, scale: Tensor, bias: Tensor | None) -> None:
+        super().__init__()
+        self.in_features, self.out_features = weight_q.shape[1], weight_q.shape[0]
+        self.register_buffer("weight_q", weight_q)
+        self.register_buffer("scale", scale)
+        self.register_buffer("bias", bias)
+
+    @classmethod
+    def from_weight(cls, weight: Tensor, bias: Tensor | None = None) -> Int8Linear:
+        q, scale = quantize_rows(weight)
+        dtype = weight.dtype
+        return cls(q, scale.to(dtype), None if bias is None else bias.detach().clone())
+
+    @classmethod
+    def from_linear(cls, linear: nn.Linear) -> Int8Linear:
+        return cls.from_weight(linear.weight, linear.bias)
+
+    def dequantized(self) -> Tensor:
+        return self.weight_q.to(self.scale.dtype) * self.scale[:, None]
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.device.type == "cpu" and x.dtype in (torch.float32, torch.bfloat16):
+            flat = x.reshape(-1, self.in_features)
+            y = torch._weight_int8pack_mm(flat, self.weight_q, self.scale.to(x.dtype))
+            y = y.view(*x.shape[:-1], self.out_features)
+        else:
+            y = F.linear(x, self.weight_q.to(x.dtype)) * self.scale.to(x.dtype)
+        return y if self.bias is None else y + self.bias
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, int8 per-row"
+
+
+def quantized_linears(model: nn.Module) -> list[tuple[nn.Module, str]]:
+    """(parent, attribute) of every linear layer that int8 replaces: attention and FFN of both stacks, and the
+    fast head. The slow head is the tied embedding table and stays float (the fast path quantizes its
+    4097-row copy)."""
+    found: list[tuple[nn.Module, str]] = []
+    for layer in [*model.layers, *model.fast_layers]:
+        found += [(layer.attention, "wqkv"), (layer.attention, "wo")]
+        found += [(layer.feed_forward, name) for name in ("w1", "w2", "w3")]
+    found.append((model, "fast_output"))
+    if not model.config.tie_word_embeddings:
+        found.append((model, "output"))
+    return found
+
+
+def quantize_model(model: nn.Module, mode: str) -> nn.Module:
+    """Replace the linear layers in place, one at a time, so the float copy of each is freed as it goes."""
+    if mode not in MODES:
+        raise UserError(f"unknown quantization {mode!r}; choose one of {', '.join(MODES)}")
+    if mode == "none":
+        return model
+    for parent, name in quantized_linears(model):
+        linear = getattr(parent, name)
+        if isinstance(linear, nn.Linear):
+            setattr(parent, name, Int8Linear.from_linear(linear))
+    model.quantization = mode
+    return model
+
+
+def quantization_of(model: nn.Module) -> str:
+    return getattr(model, "quantization", "none")
+
+
+def load_quantized(model_dir, *, device: torch.device, dtype: torch.dtype, mode: str, **kwargs) -> nn.Module:
+    """`load_dual_ar` with int8 linear layers, never holding more than the checkpoint's own bf16 copy.
+
+    The weights are read in bfloat16 (S2's stored dtype) on the CPU, each linear layer is replaced by its int8 form
+    in turn, and only then is the model moved to `device` and cast to the compute `dtype`, so an 8 GB GPU never
+    sees the 9 GB bf16 model.
+    """
+    from s2studio.engine.checkpoints import load_dual_ar
+
+    if mode == "none":
+        return load_dual_ar(model_dir, device=device, dtype=dtype, **kwargs)
+    model = load_dual_ar(model_dir, device="cpu", dtype=torch.bfloat16, **kwargs)
+    quantize_model(model, mode)
+    return model.to(device=device, dtype=dtype)
