@@ -9,7 +9,6 @@ import pytest
 import soundfile as sf
 
 from codec_clips import CASES, CODEC_SEED, write_clip
-from s2studio.audio.io import pcm16
 from s2studio.cli import main
 from s2studio.demo_model.codec_weights import write_codec_checkpoint
 
