@@ -3,7 +3,9 @@
 Run with the reference venv, which has the `mizuoto-fishspeech` port (shown bit-identical to upstream on CPU
 float32, spec s2-codec.md §14.2):
 
-    .venv-ref/bin/python tools/make_codec_goldens.py
+    .venv-ref/bin/python tools/make_codec_goldens.py            # tiny codec: tests/golden/codec/
+    .venv-ref/bin/python tools/make_codec_goldens.py --full     # S2's full size (1.9 GB codec.pth in a temp
+                                                                 # dir): tests/golden/codec/full/, slow tests
 
 It writes our seeded tiny random `codec.pth` (the input data, in upstream's layout), loads it into the port,
 and for each clip of `tests/codec_clips.py`: reads it with the port's WAV reader (numpy channel mean), resamples
@@ -49,6 +51,11 @@ DECODES = {  # name -> codes source
     "dec_random": lambda codes: random_codes(5, 45, over=40),  # values above the codebooks: clamped
     "dec_clip": lambda codes: codes["s22k"],
 }
+FULL_CASES = ("s22k", "m48k_long")
+FULL_DECODES = {
+    "dec_random": lambda codes: random_codes(5, 30, semantic=4096, residual=1024, over=100),
+    "dec_clip": lambda codes: codes["s22k"],
+}
 
 
 def pcm16_as_written(audio: np.ndarray) -> np.ndarray:
@@ -60,19 +67,23 @@ def pcm16_as_written(audio: np.ndarray) -> np.ndarray:
 
 
 def main() -> None:
+    full = "--full" in sys.argv[1:]
+    folder = OUT / "full" if full else OUT
     torch.set_num_threads(1)
-    OUT.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp_name, torch.inference_mode():
         tmp = Path(tmp_name)
         ckpt = tmp / "codec.pth"
-        write_codec_checkpoint(ckpt, seed=CODEC_SEED, size="tiny")
-        codec = FishCodec(TINY, ops.default)
+        write_codec_checkpoint(ckpt, seed=CODEC_SEED, size="full" if full else "tiny")
+        codec = FishCodec(CodecConfig() if full else TINY, ops.default)
         load_into(codec, codec_state(unwrap(load_state_dict(ckpt), "state_dict")), ignore=IGNORED, what="codec")
         codec.eval()
 
         codes: dict[str, np.ndarray] = {}
         lengths: dict[str, int] = {}
         for name, rate, channels, seconds, subtype in CASES:
+            if full and name not in FULL_CASES:
+                continue
             path = write_clip(tmp, name, rate, channels, seconds, subtype)
             if subtype == "FLOAT":  # the port's WAV reader has no float support; soundfile's scaling is identity
                 data, rate = sf.read(str(path), dtype="float32", always_2d=True)
@@ -88,24 +99,25 @@ def main() -> None:
             print(f"{name}: {wav.shape[-1]} samples at 44.1 kHz -> codes {tuple(codes[name].shape)}")
 
         decodes: dict[str, np.ndarray] = {}
-        for name, source in DECODES.items():
+        for name, source in (FULL_DECODES if full else DECODES).items():
             c = np.asarray(source(codes), dtype=np.int64)
             decodes[name + "_codes"] = c
             audio = codec.from_indices(torch.from_numpy(c)[None].clone())[0, 0].numpy()
             decodes[name + "_pcm16"] = pcm16_as_written(audio)
             print(f"{name}: codes {c.shape} -> {audio.shape[0]} samples")
 
-        np.savez_compressed(OUT / "encode.npz", **{k: v.astype(np.int16) for k, v in codes.items()})
-        np.savez_compressed(OUT / "decode.npz", **{k: v.astype(np.int16) for k, v in decodes.items()})
+        np.savez_compressed(folder / "encode.npz", **{k: v.astype(np.int16) for k, v in codes.items()})
+        np.savez_compressed(folder / "decode.npz", **{k: v.astype(np.int16) for k, v in decodes.items()})
         manifest = {
             "made_by": "tools/make_codec_goldens.py with mizuoto-fishspeech (independent port), CPU fp32, 1 thread",
             "codec_seed": CODEC_SEED,
+            "codec_size": "full" if full else "tiny",
             "codec_sha256": hashlib.sha256(ckpt.read_bytes()).hexdigest(),
             "resampled_lengths": lengths,
             "torch": torch.__version__,
             "numpy": np.__version__,
         }
-        (OUT / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        (folder / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":
