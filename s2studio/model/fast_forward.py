@@ -29,7 +29,6 @@ from torch import Tensor
 from torch.nn import functional as F
 
 from s2studio.model.dual_ar import DualAR
-from s2studio.model.rope import apply_rotary_emb
 from s2studio.model.transformer import Attention, TransformerBlock
 
 
@@ -48,6 +47,9 @@ class FastCaches:
     fast: list[LayerCache]
     length: int
     """Positions the slow cache holds: the longest prompt plus frames it can serve."""
+    rope: Tensor
+    """The slow RoPE table as complex64 (positions, head_dim / 2): the bf16-rounded values of `freqs_cis`."""
+    fast_rope: Tensor
 
     @classmethod
     def allocate(cls, model: DualAR, length: int, dtype: torch.dtype, device: torch.device) -> FastCaches:
@@ -60,7 +62,23 @@ class FastCaches:
 
         return cls(slow=[zeros(c.slow.n_local_heads, length, c.slow.head_dim) for _ in range(c.slow.n_layer)],
                    fast=[zeros(c.fast.n_local_heads, c.num_codebooks, c.fast.head_dim) for _ in range(c.fast.n_layer)],
-                   length=length)
+                   length=length, rope=complex_table(model.freqs_cis[:length], device),
+                   fast_rope=complex_table(model.fast_freqs_cis, device))
+
+
+def complex_table(freqs_cis: Tensor, device: torch.device) -> Tensor:
+    return torch.view_as_complex(freqs_cis.to(device=device, dtype=torch.float32).contiguous())
+
+
+def rotate(x: Tensor, rope: Tensor) -> Tensor:
+    """RoPE on adjacent pairs (B, S, H, D) as one complex product: `rope.apply_rotary_emb` in 3 ops, not 12."""
+    pairs = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+    return torch.view_as_real(pairs * rope[None, :, None]).flatten(3).type_as(x)
+
+
+def rms_norm(norm: torch.nn.Module, x: Tensor) -> Tensor:
+    """The block norms as torch's one fused call (upstream's form normalises in float32 and casts back)."""
+    return F.rms_norm(x.float(), (x.shape[-1],), None, norm.eps).type_as(x) * norm.weight
 
 
 def causal_mask(start: int, end: int, device: torch.device) -> Tensor | None:
@@ -71,19 +89,19 @@ def causal_mask(start: int, end: int, device: torch.device) -> Tensor | None:
     return keys[None, :] <= keys[start:, None]
 
 
-def attention(attn: Attention, x: Tensor, freqs_cis: Tensor, cache: LayerCache, start: int) -> Tensor:
+def attention(attn: Attention, x: Tensor, rope: Tensor, cache: LayerCache, start: int) -> Tensor:
     """`Attention.forward` over the filled cache only: writes positions start..start+S-1, reads 0..start+S-1."""
     bsz, seqlen, _ = x.shape
     q_size, kv_size = attn.n_head * attn.head_dim, attn.n_local_heads * attn.head_dim
-    q, k, v = attn.wqkv(x).split([q_size, kv_size, kv_size], dim=-1)
+    q, k, v = attn.wqkv.forward(x).split([q_size, kv_size, kv_size], dim=-1)
     q = q.view(bsz, seqlen, attn.n_head, attn.head_dim)
     k = k.view(bsz, seqlen, attn.n_local_heads, attn.head_dim)
     v = v.view(bsz, seqlen, attn.n_local_heads, attn.head_dim)
     if attn.qk_norm:
         q = attn.q_norm(q)
         k = attn.k_norm(k)
-    q = apply_rotary_emb(q, freqs_cis).transpose(1, 2)  # (B, H, S, D)
-    k = apply_rotary_emb(k, freqs_cis).transpose(1, 2)
+    q = rotate(q, rope).transpose(1, 2)  # (B, H, S, D)
+    k = rotate(k, rope).transpose(1, 2)
     end = start + seqlen
     cache.k[:, :, start:end] = k
     cache.v[:, :, start:end] = v.transpose(1, 2)  # a strided copy into the static cache, no new tensor kept
@@ -93,12 +111,14 @@ def attention(attn: Attention, x: Tensor, freqs_cis: Tensor, cache: LayerCache, 
     else:
         y = F.scaled_dot_product_attention(q, keys, values, attn_mask=causal_mask(start, end, x.device),
                                            enable_gqa=True)
-    return attn.wo(y.transpose(1, 2).reshape(bsz, seqlen, q_size))
+    return attn.wo.forward(y.transpose(1, 2).reshape(bsz, seqlen, q_size))
 
 
-def block(layer: TransformerBlock, x: Tensor, freqs_cis: Tensor, cache: LayerCache, start: int) -> Tensor:
-    h = x + attention(layer.attention, layer.attention_norm(x), freqs_cis, cache, start)
-    return h + layer.feed_forward(layer.ffn_norm(h))
+def block(layer: TransformerBlock, x: Tensor, rope: Tensor, cache: LayerCache, start: int) -> Tensor:
+    # `.forward` instead of calling the module: the same computation without torch's hook dispatch per call
+    h = x + attention(layer.attention, rms_norm(layer.attention_norm, x), rope, cache, start)
+    ffn, normed = layer.feed_forward, rms_norm(layer.ffn_norm, h)
+    return h + ffn.w2.forward(F.silu(ffn.w1.forward(normed)) * ffn.w3.forward(normed))
 
 
 def embed(model: DualAR, tokens: Tensor) -> Tensor:
@@ -125,10 +145,10 @@ def forward_slow(model: DualAR, caches: FastCaches, tokens: Tensor, start: int, 
     if start + seqlen > caches.length:
         raise ValueError(f"positions up to {start + seqlen} do not fit the {caches.length}-position cache")
     x = embed(model, tokens)
-    freqs_cis = model.freqs_cis[start:start + seqlen]
+    rope = caches.rope[start:start + seqlen]
     for layer, cache in zip(model.layers, caches.slow):
-        x = block(layer, x, freqs_cis, cache, start)
-    slow_out = model.norm(x[:, -1:])
+        x = block(layer, x, rope, cache, start)
+    slow_out = rms_norm(model.norm, x[:, -1:])
     hidden = slow_out if model.config.norm_fastlayer_input else x[:, -1:]
     return head(slow_out), model.fast_project_in(hidden)
 
@@ -136,7 +156,7 @@ def forward_slow(model: DualAR, caches: FastCaches, tokens: Tensor, start: int, 
 def forward_fast(model: DualAR, caches: FastCaches, x: Tensor, start: int) -> Tensor:
     """Fast model on `x` (1, S, fast_dim) at codebook positions start..start+S-1 -> last logits (1, 1, codebook)."""
     seqlen = x.shape[1]
-    freqs_cis = model.fast_freqs_cis[start:start + seqlen]
+    rope = caches.fast_rope[start:start + seqlen]
     for layer, cache in zip(model.fast_layers, caches.fast):
-        x = block(layer, x, freqs_cis, cache, start)
-    return model.fast_output(model.fast_norm(x[:, -1:]))
+        x = block(layer, x, rope, cache, start)
+    return model.fast_output.forward(rms_norm(model.fast_norm, x[:, -1:]))
