@@ -134,25 +134,32 @@ class FastSampler:
         self.ras_temperature = torch.tensor(RAS_TEMPERATURE, device=device, dtype=dtype)
         self.ras_top_p = torch.tensor(RAS_TOP_P, device=device, dtype=dtype)
         self.window = torch.zeros(RAS_WINDOW, dtype=torch.int32, device=device)
+        self.not_first = torch.arange(top_k, device=device) > 0
         self.made = 0
 
     def reset_window(self) -> None:
         self.window.zero_()
         self.made = 0
 
-    def probs(self, logits: Tensor, temperature: Tensor, top_p: Tensor) -> tuple[Tensor, Tensor]:
-        """(probabilities, row indices) of the top-k rows of 1-D `logits` after top-p and temperature.
+    def top(self, logits: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """The top-k (values, row indices, cumulative probabilities) of 1-D `logits`.
 
-        Equal in math to `sampling.logits_to_probs`: the cumulative probability uses the softmax over ALL rows
-        (via logsumexp), the row that first crosses top-p is removed, the best row is always kept.
+        The cumulative probability uses the softmax over ALL rows (via logsumexp) of the un-tempered logits, as
+        `sampling.logits_to_probs` does, so it serves every temperature and top-p drawn from the same logits.
         """
-        k = min(self.top_k, logits.shape[-1])
-        values, rows = torch.topk(logits, k)
-        cum = torch.cumsum(torch.exp(values - torch.logsumexp(logits, dim=-1)), dim=-1)
-        remove = cum > top_p
-        remove = torch.cat([remove[:1] & False, remove[1:]])
+        values, rows = torch.topk(logits, min(self.top_k, logits.shape[-1]))
+        return values, rows, torch.cumsum(torch.exp(values - torch.logsumexp(logits, dim=-1)), dim=-1)
+
+    def kept(self, values: Tensor, cum: Tensor, temperature: Tensor, top_p: Tensor) -> Tensor:
+        """Probabilities over the top-k rows: the row that first crosses top-p is removed, the best always kept."""
+        remove = (cum > top_p) & self.not_first[:values.shape[-1]]
         values = torch.where(remove, float("-inf"), values) / torch.clip(temperature, min=1e-5)
-        return torch.softmax(values, dim=-1), rows
+        return torch.softmax(values, dim=-1)
+
+    def probs(self, logits: Tensor, temperature: Tensor, top_p: Tensor) -> tuple[Tensor, Tensor]:
+        """(probabilities, row indices) of the top-k rows of 1-D `logits`: `sampling.logits_to_probs` in math."""
+        values, rows, cum = self.top(logits)
+        return self.kept(values, cum, temperature, top_p), rows
 
     def draw(self, probs: Tensor, ids: Tensor, size: int) -> Tensor:
         """Consume `size` uniforms as the exact draw does and race only the kept ids; (1,) int32 id."""
@@ -161,11 +168,10 @@ class FastSampler:
         return ids[best].to(torch.int32)
 
     def main_token(self, logits: Tensor) -> Tensor:
-        row_logits = logits.reshape(-1)
-        probs, rows = self.probs(row_logits, self.temperature, self.top_p)
-        main = self.draw(probs, self.decoder.ids[rows], self.vocab_size)
-        probs, rows = self.probs(row_logits, self.ras_temperature, self.ras_top_p)
-        fallback = self.draw(probs, self.decoder.ids[rows], self.vocab_size)
+        values, rows, cum = self.top(logits.reshape(-1))
+        ids = self.decoder.ids[rows]
+        main = self.draw(self.kept(values, cum, self.temperature, self.top_p), ids, self.vocab_size)
+        fallback = self.draw(self.kept(values, cum, self.ras_temperature, self.ras_top_p), ids, self.vocab_size)
         if self.made:  # the prompt's frame is never checked (and never enters the window)
             repeated = (self.window == main).any()
             semantic = (main >= self.semantic_begin_id) & (main <= self.semantic_end_id)
@@ -179,7 +185,8 @@ class FastSampler:
         code = torch.clamp(main - self.semantic_begin_id, min=0, max=self.codebook_size - 1)
         codes = [main, code]
         # positions 0 (the slow state) and 1 (code 0) in one step
-        x = torch.cat([hidden.view(1, 1, -1), model.fast_embeddings(code).view(1, 1, -1)], dim=1)
+        table = model.fast_embeddings.weight
+        x = torch.cat([hidden.view(1, 1, -1), F.embedding(code, table).view(1, 1, -1)], dim=1)
         start = 0
         for k in range(1, self.num_codebooks):
             fast_logits = forward_fast(model, caches, x, start).reshape(-1)
@@ -187,7 +194,7 @@ class FastSampler:
             code = self.draw(probs, rows, self.codebook_size)
             codes.append(code)
             start += x.shape[1]
-            x = model.fast_embeddings(code).view(1, 1, -1)
+            x = F.embedding(code, table).view(1, 1, -1)
         if self.num_codebooks == 1:
             forward_fast(model, caches, x[:, :1], 0)  # keep the exact path's single fast pass
         frame = torch.stack(codes, dim=1).T

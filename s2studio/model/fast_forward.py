@@ -93,15 +93,13 @@ def attention(attn: Attention, x: Tensor, rope: Tensor, cache: LayerCache, start
     """`Attention.forward` over the filled cache only: writes positions start..start+S-1, reads 0..start+S-1."""
     bsz, seqlen, _ = x.shape
     q_size, kv_size = attn.n_head * attn.head_dim, attn.n_local_heads * attn.head_dim
-    q, k, v = attn.wqkv.forward(x).split([q_size, kv_size, kv_size], dim=-1)
-    q = q.view(bsz, seqlen, attn.n_head, attn.head_dim)
-    k = k.view(bsz, seqlen, attn.n_local_heads, attn.head_dim)
+    qk, v = attn.wqkv.forward(x).split([q_size + kv_size, kv_size], dim=-1)
+    qk = qk.view(bsz, seqlen, attn.n_head + attn.n_local_heads, attn.head_dim)
     v = v.view(bsz, seqlen, attn.n_local_heads, attn.head_dim)
-    if attn.qk_norm:
-        q = attn.q_norm(q)
-        k = attn.k_norm(k)
-    q = rotate(q, rope).transpose(1, 2)  # (B, H, S, D)
-    k = rotate(k, rope).transpose(1, 2)
+    if attn.qk_norm:  # each with its own weights, then rotated together
+        q, k = qk.split([attn.n_head, attn.n_local_heads], dim=2)
+        qk = torch.cat([attn.q_norm(q), attn.k_norm(k)], dim=2)
+    q, k = rotate(qk, rope).transpose(1, 2).split([attn.n_head, attn.n_local_heads], dim=1)  # (B, H, S, D)
     end = start + seqlen
     cache.k[:, :, start:end] = k
     cache.v[:, :, start:end] = v.transpose(1, 2)  # a strided copy into the static cache, no new tensor kept
