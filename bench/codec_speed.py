@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -77,10 +78,13 @@ def bench(size: str, frames: int, device: torch.device) -> None:
         t = timed(run, device)
         print(f"{size}: incremental, {chunk} frame(s) per push:  {audio_s / t:7.2f} s audio/s")
     dec = IncrementalDecoder(codec)
-    at = {}
+    at, flops = {}, {}
     for target in (10, 100, 1000):
         while dec.frames < target - 3:  # catch up in chunks (untimed)
             dec.push(c[:, dec.frames:min(target - 3, dec.frames + 64)])
+        with FlopCounterMode(display=False) as counter:  # machine-independent: the work itself
+            dec.push(c[:, dec.frames:dec.frames + 1])
+        flops[target] = counter.get_total_flops()
         times = []
         for _ in range(5):
             i = dec.frames
@@ -88,7 +92,8 @@ def bench(size: str, frames: int, device: torch.device) -> None:
         at[target] = statistics.median(times)
     print(f"{size}: one-frame push at frame 10 / 100 / 1000: "
           + " / ".join(f"{at[k] * 1000:.1f} ms" for k in (10, 100, 1000))
-          + f"  (real time needs < {seconds_per_frame * 1000:.1f} ms)")
+          + f"  (real time needs < {seconds_per_frame * 1000:.1f} ms); GFLOP per push "
+          + " / ".join(f"{flops[k] / 1e9:.3f}" for k in (10, 100, 1000)))
 
 
 def main() -> None:
