@@ -111,3 +111,9 @@ def test_empty_push_and_caller_codes_untouched(codec) -> None:
     out = decoder.push(codes)
     np.testing.assert_array_equal(codes, before)
     assert out.shape == (4 * 2048,)
+
+
+def test_decode_and_encode_edge_shapes(codec) -> None:
+    assert codec.decode(torch.zeros(1, 10, 0, dtype=torch.long)).shape == (1, 1, 0)
+    assert codec.encode(torch.zeros(2, 1, 0)).shape == (2, 10, 0)
+    assert codec.encode(torch.zeros(2, 1, 2049)).shape == (2, 10, 2)

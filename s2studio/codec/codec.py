@@ -113,6 +113,10 @@ class Codec(nn.Module):
     def frame_length(self) -> int:
         return self.config.frame_length
 
+    @property
+    def device(self) -> torch.device:
+        return self.decoder.model[0].conv.weight.device
+
     @torch.inference_mode()
     def encode(self, audio: torch.Tensor) -> torch.Tensor:
         """`audio (B, 1, N)` float32 at 44.1 kHz → codes `(B, 10, ceil(N / 2048))` int64.
@@ -124,7 +128,9 @@ class Codec(nn.Module):
         if audio.ndim != 3 or audio.shape[1] != 1:
             raise ValueError(f"expected audio (B, 1, N), got {tuple(audio.shape)}")
         n = audio.shape[-1]
-        audio = F.pad(audio.float(), (0, -n % self.frame_length))
+        if n == 0:
+            return torch.zeros(audio.shape[0], self.config.n_codes, 0, dtype=torch.long, device=self.device)
+        audio = F.pad(audio.to(self.device, torch.float32), (0, -n % self.frame_length))
         with strict_fp32(audio.device):
             return self.quantizer.encode(self.encoder(audio))
 
@@ -135,6 +141,8 @@ class Codec(nn.Module):
         Codes above a codebook's size are clamped as upstream does, but on a copy: the caller's tensor is
         left as it was (upstream modifies it in place)."""
         codes = self.check_codes(codes)
+        if codes.shape[-1] == 0:
+            return torch.zeros(codes.shape[0], 1, 0, device=self.device)
         return self.decoder(self.quantizer.decode(self.quantizer.clamp(codes)))
 
     def check_codes(self, codes: torch.Tensor) -> torch.Tensor:
@@ -147,4 +155,4 @@ class Codec(nn.Module):
             raise UserError(f"codes must be integers, got {codes.dtype}")
         if codes.numel() and int(codes.min()) < 0:
             raise UserError("codes contain negative values; they are not codes this codec produced")
-        return codes.to(device=self.decoder.model[0].conv.weight.device, dtype=torch.long)
+        return codes.to(device=self.device, dtype=torch.long)

@@ -44,5 +44,4 @@ def load_reference(path: Path, max_seconds: float = MAX_SECONDS) -> torch.Tensor
 def encode_file(codec: Codec, path: Path, max_seconds: float = MAX_SECONDS) -> np.ndarray:
     """Codes `(10, T)` int64 of an audio file, as upstream's `encode_reference` computes them (float32)."""
     audio = load_reference(path, max_seconds)
-    device = codec.decoder.model[0].conv.weight.device
-    return codec.encode(audio[None, None].to(device)).squeeze(0).cpu().numpy()
+    return codec.encode(audio[None, None]).squeeze(0).cpu().numpy()
