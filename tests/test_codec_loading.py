@@ -170,3 +170,15 @@ def test_writer_produces_upstream_layout(state) -> None:
     assert stale["encoder.block.4.block.5.causal_mask"].dtype == torch.bool
     assert len(state) - 6 == 535 - (4 - 1) * 9 - 2 * (8 - 2) * 9
     assert all(v.dtype == torch.float32 for k, v in state.items() if k not in stale)
+
+
+def test_other_architectures_are_inferred_from_shapes(tmp_path: Path) -> None:
+    """A codec neither S2's nor the tiny one (other widths, layer counts, codebooks) loads with the
+    architecture its shapes imply; the window keeps S2's 128."""
+    from dataclasses import replace
+
+    other = replace(TINY, encoder_dim=4, encoder_transformer_layers=(0, 0, 0, 2), decoder_dim=64, n_codebooks=5,
+                    codebook_size=16, semantic_codebook_size=48, quantizer_layers=3, quantizer_heads=1,
+                    quantizer_intermediate=200, quantizer_window=128)
+    codec = load_codec(save(tmp_path, codec_state(other, 1)))
+    assert codec.config == other

@@ -112,19 +112,64 @@ def _mismatch(state: dict[str, torch.Tensor], expected: dict[str, tuple[int, ...
     return "; ".join(parts) or None
 
 
+def _count(state: dict[str, torch.Tensor], prefix: str) -> int:
+    """How many `prefix{i}.` indices exist, counting from 0 (layers, blocks, codebooks)."""
+    i = 0
+    while any(k.startswith(f"{prefix}{i}.") for k in state):
+        i += 1
+    return i
+
+
+def infer_config(state: dict[str, torch.Tensor]) -> CodecConfig | None:
+    """The architecture a (folded) state dict implies, for codecs other than S2's and our tiny one. Shapes
+    give every width, rate and layer count; they cannot give the quantizer transformers' window or head size,
+    which keep S2's (128 frames; 64-wide heads, as upstream hard-codes for the encoder's)."""
+    try:
+        n_enc = _count(state, "encoder.block.") - 3  # conv, blocks…, Snake, conv
+        n_dec = _count(state, "decoder.model.") - 3  # conv, blocks…, Snake, conv (tanh has no weights)
+        enc_rates = tuple(state[f"encoder.block.{i}.block.4.conv.weight"].shape[-1] // 2 for i in range(1, n_enc + 1))
+        dec_rates = tuple(state[f"decoder.model.{i}.block.1.conv.weight"].shape[-1] // 2 for i in range(1, n_dec + 1))
+        down = tuple(state[f"quantizer.downsample.{i}.0.conv.weight"].shape[-1]
+                     for i in range(_count(state, "quantizer.downsample.")))
+        residual = state["quantizer.quantizer.quantizers.0.codebook.weight"]
+        dim = state["quantizer.pre_module.norm.weight"].shape[0]
+        return CodecConfig(
+            encoder_dim=state["encoder.block.0.conv.weight"].shape[0],
+            encoder_rates=enc_rates,
+            encoder_transformer_layers=tuple(_count(state, f"encoder.block.{i}.block.5.layers.")
+                                             for i in range(1, n_enc + 1)),
+            decoder_dim=state["decoder.model.0.conv.weight"].shape[0],
+            decoder_rates=dec_rates,
+            n_codebooks=_count(state, "quantizer.quantizer.quantizers."),
+            codebook_size=residual.shape[0],
+            codebook_dim=residual.shape[1],
+            semantic_codebook_size=state["quantizer.semantic_quantizer.quantizers.0.codebook.weight"].shape[0],
+            downsample_factor=down,
+            quantizer_layers=_count(state, "quantizer.pre_module.layers."),
+            quantizer_heads=max(1, dim // 64),
+            quantizer_head_dim=64,
+            quantizer_intermediate=state["quantizer.pre_module.layers.0.feed_forward.w1.weight"].shape[0],
+        )
+    except (KeyError, IndexError, ValueError, ZeroDivisionError):
+        return None
+
+
 def load_codec(path: Path, device: str | torch.device = "cpu", config: CodecConfig | None = None) -> Codec:
     """Load `codec.pth` (or the one in a model folder) strictly into a float32 `Codec` on `device`, in eval mode.
 
-    The architecture is recognised from the tensors' shapes (S2's codec, or the tiny test codec) unless
-    `config` is given; any key or shape that does not fit raises a UserError naming the first offender."""
+    The architecture is recognised from the tensors' shapes (S2's codec, the tiny test codec, or else what
+    `infer_config` reads from them) unless `config` is given; any key or shape that does not fit raises a
+    UserError naming the first offender (measured against S2's codec)."""
     file = codec_path(path)
     raw = read_checkpoint(file)
+    folded = fold_weight_norm(raw)  # stale buffers pass through untouched
     candidates = [config] if config is not None else list(KNOWN.values())
+    if config is None and (inferred := infer_config(folded)) is not None and inferred not in candidates:
+        candidates.append(inferred)
     problems = []
     for cand in candidates:
         stale = _stale_names(cand)
-        state = {k: v for k, v in raw.items() if k not in stale}
-        state = fold_weight_norm(state)
+        state = {k: v for k, v in folded.items() if k not in stale}
         problem = _mismatch(state, _expected(cand))
         if problem is None:
             break
