@@ -62,24 +62,31 @@ class FastDecoder:
     """
 
     def __init__(self, model: DualAR, im_end_id: int, length: int | None = None,
-                 head: nn.Module | None = None) -> None:
+                 allowed: Tensor | None = None) -> None:
         c = model.config
         p = model.embeddings.weight
         self.model = model
         self.device, self.dtype = p.device, p.dtype
         self.length = min(length or c.slow.max_seq_len, c.slow.max_seq_len)
         self.caches = FastCaches.allocate(model, self.length, self.dtype, self.device)
-        self.ids = allowed_ids(model, im_end_id).to(self.device)
-        if head is None:
-            from s2studio.engine.quantize import Int8Linear, quantization_of
-
-            rows = head_weight(model, self.ids)
-            head = Int8Linear.from_weight(rows) if quantization_of(model) == "int8" else RowsHead(rows)
-        self.head = head
+        # `allowed`: a subset of the sampler's ids (benchmarks leave out <|im_end|> so that runs never stop)
+        self.ids = (allowed_ids(model, im_end_id) if allowed is None else allowed).to(self.device)
+        self.head = self.make_head(model)
         self.im_end_id = im_end_id
         self.tokens = torch.zeros((c.num_codebooks + 1, self.length), dtype=torch.long, device=self.device)
         self.filled = 0
         self.prefilled = 0
+
+    def make_head(self, model: DualAR) -> nn.Module:
+        from s2studio.engine.quantize import Int8Linear, quantization_of
+
+        rows = head_weight(model, self.ids)
+        if quantization_of(model) != "int8":
+            return RowsHead(rows)
+        head = Int8Linear.from_weight(rows)
+        if self.device.type == "cpu" and any(getattr(m, "packed", None) is not None for m in model.modules()):
+            head.pack_for_cpu()  # the same kernel as the model's layers
+        return head
 
     def reusable(self, prompt: Tensor) -> int:
         """Leading columns of `prompt` already in the cache; at least its last column is always recomputed."""

@@ -1,0 +1,361 @@
+"""Frames/s of the exact and the fast generation paths, side by side: `python bench/frame_speed.py`.
+
+A benchmark, not a test: it prints figures and asserts nothing. Four parts, all in one run so that the numbers
+share the machine's load:
+
+1. memory bandwidth: `torch.sum` over 1 GiB of float32, median of 5 (the bound for batch-1 decoding);
+2. tiny and mid random demo models: decode frames/s and time to the first frame of the exact path, the fast
+   path, the fast path with int8 weights, and the independent reference port `mizuoto-fishspeech` (run from
+   `.venv-ref` in a subprocess by `tools/port_frame_speed.py`, on the same folder, prompt and seed);
+3. S2 Pro's full shape: random bf16 weights for a SUBSET of the slow layers (default 4 of 36; full depth in
+   float32 would need ~18 GB) and all 4 fast layers; the slow step is timed at 4 and 2 layers and scaled to 36
+   (layers cost the same), the fast part (9 weight passes and 11 draws) is timed as it is. Printed beside the
+   bandwidth bound: the frame's weight bytes / the measured bandwidth;
+4. time to first audio in the engine's line mode (mid model, codec included): line 1 with a 10 s reference,
+   then lines 2 and 3, on the exact path, the fast path without prefix reuse, and with it.
+
+`<|im_end|>` is masked out of the sampler in parts 2 and 3 so that every run makes exactly `--frames` frames.
+Decode frames/s = frames after the first / time after the first. S2 speaks 21.53 frames per second of audio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from s2studio.demo_model import write_demo_model  # noqa: E402
+from s2studio.engine.checkpoints import load_dual_ar  # noqa: E402
+from s2studio.engine.fast import FastDecoder, FastSampler, generate_frames_fast  # noqa: E402
+from s2studio.engine.generate import (  # noqa: E402
+    GenerationSettings, ensure_caches, generate_frames, make_generator, make_sampler,
+)
+from s2studio.engine.quantize import pack_for_cpu, quantize_model  # noqa: E402
+from s2studio.model.config import DualARConfig, TransformerConfig  # noqa: E402
+from s2studio.model.dual_ar import DualAR  # noqa: E402
+from s2studio.text.prompt import Reference, build_prompt  # noqa: E402
+from s2studio.text.tokenizer import S2Tokenizer  # noqa: E402
+
+FPS_AUDIO = 44100 / 2048
+TEXT = "<|speaker:0|>The quick brown fox jumps over the lazy dog, and then it runs far away."
+REF_TEXT = "<|speaker:0|>A reference clip of a voice, read aloud."
+
+
+def load() -> str:
+    return "load %.1f" % os.getloadavg()[0]
+
+
+# ----------------------------------------------------------------------------- 1. bandwidth
+
+
+def bandwidth() -> tuple[float, float, float]:
+    """GB/s (1e9) reading 1 GiB of float32, best of 7: torch.sum (current threads), numpy's sum, torch copy_ (read +
+    write counted). The bound uses the best of the three: a machine shared with other jobs only ever lowers it."""
+    a = torch.ones(2**28)
+    b = torch.empty_like(a)
+    n = a.numpy()
+
+    def rate(read, factor: int = 1) -> float:
+        read()
+        best = min(_timed(read) for _ in range(7))
+        return factor * a.numel() * 4 / best / 1e9
+
+    return rate(a.sum), rate(n.sum), rate(lambda: b.copy_(a), 2)
+
+
+def _timed(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+# ----------------------------------------------------------------------------- 2. demo models
+
+
+def no_stop(sampler, im_end_id: int) -> None:
+    if hasattr(sampler, "bias"):
+        sampler.bias[0, 0, im_end_id] = float("-inf")
+
+
+def timed(frames_of) -> tuple[float, float, int]:
+    """(seconds to the first yielded frame, total seconds, frames made) of one frame iterator."""
+    t0 = time.perf_counter()
+    first, kept = None, 0
+    for _ in frames_of:
+        if first is None:
+            first = time.perf_counter()
+        kept += 1
+    end = time.perf_counter()
+    return (first or end) - t0, end - t0, kept + 1  # the last frame made is dropped
+
+
+def summarize(runs: list[tuple[float, float, int]]) -> tuple[float, float]:
+    decode = statistics.median((n - 1) / (total - first) for first, total, n in runs)
+    return decode, statistics.median(first for first, _, _ in runs)
+
+
+def exact_runs(model, tok, prompt, frames: int, runs: int) -> tuple[float, float]:
+    ensure_caches(model)
+
+    def one(seed: int):
+        sampler = make_sampler(model, GenerationSettings(), make_generator(seed), tok.im_end_id)
+        no_stop(sampler, tok.im_end_id)
+        return timed(generate_frames(model, prompt, sampler, max_new_tokens=frames))
+
+    one(0)
+    return summarize([one(i + 1) for i in range(runs)])
+
+
+def fast_decoder(model, tok, length: int) -> FastDecoder:
+    """A FastDecoder whose head leaves out `<|im_end|>`, so that runs never stop early."""
+    c = model.config
+    return FastDecoder(model, tok.im_end_id, length=length,
+                       allowed=torch.arange(c.semantic_begin_id, c.semantic_end_id + 1))
+
+
+def fast_runs(model, tok, prompt, frames: int, runs: int, reuse: bool = False) -> tuple[float, float]:
+    decoder = fast_decoder(model, tok, prompt.shape[1] + frames + 8)
+
+    def one(seed: int):
+        sampler = FastSampler(decoder, temperature=1.0, top_p=0.9, top_k=30, generator=make_generator(seed))
+        return timed(generate_frames_fast(decoder, prompt, sampler, max_new_tokens=frames, reuse=reuse))
+
+    one(0)
+    return summarize([one(i + 1) for i in range(runs)])
+
+
+def port_runs(folder: Path, prompt: np.ndarray, frames: int, runs: int, threads: int) -> tuple[float, float] | None:
+    python = ROOT / ".venv-ref" / "bin" / "python"
+    if not python.exists():
+        return None
+    with tempfile.NamedTemporaryFile(suffix=".npy", delete=False) as f:
+        np.save(f, prompt)
+    try:
+        out = subprocess.run([str(python), str(ROOT / "tools" / "port_frame_speed.py"), str(folder), f.name,
+                              "--frames", str(frames), "--runs", str(runs), "--threads", str(threads)],
+                             capture_output=True, text=True, timeout=1800)
+    finally:
+        os.unlink(f.name)
+    if out.returncode:
+        print(f"  (reference port failed: {out.stderr.strip().splitlines()[-1:]})")
+        return None
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    return result["decode_fps"], result["first_frame_s"]
+
+
+def demo_models(args: argparse.Namespace, tmp: Path) -> None:
+    print(f"\n== 2. random demo models: decode frames/s (first frame ms), {args.frames} frames, "
+          f"prompt = 10 s reference + a sentence, fp32, seed 1..{args.runs}")
+    for size in args.sizes:
+        folder = write_demo_model(tmp / size, seed=1, size=size, codec=False)
+        tok = S2Tokenizer.from_file(folder / "tokenizer.json")
+        model = load_dual_ar(folder, device="cpu", dtype=torch.float32,
+                             semantic_range=(tok.semantic_begin_id, tok.semantic_end_id), im_end_id=tok.im_end_id)
+        codes = np.random.default_rng(0).integers(0, 1024, size=(10, 215)).astype(np.int64)
+        prompt = build_prompt(tok, [Reference(REF_TEXT, codes)], [], TEXT, 10)
+        rows = {}
+        rows["port (mizuoto-fishspeech)"] = port_runs(folder, prompt, args.frames, args.runs, args.threads)
+        rows["exact"] = exact_runs(model, tok, prompt, args.frames, args.runs)
+        rows["fast"] = fast_runs(model, tok, prompt, args.frames, args.runs)
+        quantize_model(model, "int8")
+        pack_for_cpu(model)
+        rows["fast + int8"] = fast_runs(model, tok, prompt, args.frames, args.runs)
+        port = rows["port (mizuoto-fishspeech)"]
+        print(f"{size} ({sum(p.numel() for p in model.parameters()) / 1e6:.1f} M float params after int8, "
+              f"prompt {prompt.shape[1]} tokens, {load()}):")
+        for name, r in rows.items():
+            if r is None:
+                print(f"  {name:28s} (not run: .venv-ref missing)")
+                continue
+            vs = f"  {r[0] / port[0]:.2f}x the port" if port else ""
+            print(f"  {name:28s} {r[0]:7.1f} frames/s  ({r[1] * 1000:6.1f} ms to the first frame){vs}")
+        del model
+        gc.collect()
+
+
+# ----------------------------------------------------------------------------- 3. S2 Pro's shape
+
+
+def s2_config(slow_layers: int) -> DualARConfig:
+    def stack(layers: int, qk_norm: bool) -> TransformerConfig:
+        return TransformerConfig(dim=2560, n_layer=layers, n_head=32, n_local_heads=8, head_dim=128,
+                                 intermediate_size=9728, rope_base=1e6, norm_eps=1e-6, max_seq_len=32768,
+                                 qk_norm=qk_norm, qkv_bias=False, o_bias=False)
+
+    return DualARConfig(slow=stack(slow_layers, True), fast=stack(4, False), vocab_size=155776, codebook_size=4096,
+                        num_codebooks=10, tie_word_embeddings=True, scale_codebook_embeddings=True,
+                        norm_fastlayer_input=True, semantic_begin_id=151678, semantic_end_id=155773,
+                        im_end_id=151645)
+
+
+def random_s2(slow_layers: int) -> DualAR:
+    """S2's shape with `slow_layers` slow layers and random bf16 weights (norms 1), built without a float32 copy."""
+    with torch.device("meta"):
+        model = DualAR(s2_config(slow_layers))
+    g = torch.Generator().manual_seed(0)
+    state = {}
+    for name, p in model.named_parameters():
+        state[name] = (torch.ones(p.shape, dtype=torch.bfloat16) if p.dim() == 1
+                       else torch.randn(p.shape, dtype=torch.bfloat16, generator=g) * 0.02)
+    model.load_state_dict(state, strict=True, assign=True)
+    del state
+    return model.to(torch.bfloat16).requires_grad_(False).eval()
+
+
+class _Tok:
+    im_end_id = 151645
+
+
+def s2_frame_time(model: DualAR, reps: int) -> tuple[float, float, float]:
+    """(slow step with all model layers, slow step with half of them, fast part) in seconds, medians."""
+    decoder = fast_decoder(model, _Tok, 512)
+    sampler = FastSampler(decoder, temperature=1.0, top_p=0.9, top_k=30, generator=make_generator(1))
+    prompt = torch.zeros(11, 64, dtype=torch.long)
+    prompt[0] = torch.arange(64) + 1000
+    column = torch.zeros(11, 1, dtype=torch.long)
+    column[0, 0] = 151678 + 7
+    layers, caches = model.layers, decoder.caches.slow
+    with torch.inference_mode():
+        logits, hidden = decoder.prefill(prompt)
+
+        def slow() -> float:
+            t = time.perf_counter()
+            decoder.step(column)
+            return time.perf_counter() - t
+
+        def fast() -> float:
+            t = time.perf_counter()
+            sampler.frame(logits, hidden)
+            return time.perf_counter() - t
+
+        slow(), fast()
+        full = statistics.median(slow() for _ in range(reps))
+        half = len(layers) // 2
+        model.layers, decoder.caches.slow = layers[:half], caches[:half]
+        try:
+            part = statistics.median(slow() for _ in range(reps))
+        finally:
+            model.layers, decoder.caches.slow = layers, caches
+        frame_fast = statistics.median(fast() for _ in range(reps))
+    return full, part, frame_fast
+
+
+def s2_shape(args: argparse.Namespace, bw: float) -> None:
+    n = args.s2_layers
+    print(f"\n== 3. S2 Pro's shape (dim 2560, 4 fast layers, vocab 155776), random weights, {n} of 36 slow layers "
+          f"built and timed, scaled to 36; fast path; bound = weight bytes per frame / {bw:.1f} GB/s")
+    layer = 2560 * (4096 + 2 * 1024) + 4096 * 2560 + 3 * 2560 * 9728
+    params_frame = 36 * layer + 4097 * 2560 + 9 * (4 * layer + 4096 * 2560)
+    print(f"  weights read per frame: {params_frame / 1e9:.2f} G params (36 slow layers + 4097-row head + "
+          "9 fast passes; fast positions 0 and 1 share one)")
+    model = random_s2(n)
+    runs = [("bf16", None), ("fp32", torch.float32), ("int8 weight-only, bf16 act.", "int8"),
+            ("int8 fbgemm (packed)", "pack")]
+    for name, change in runs:
+        if isinstance(change, torch.dtype):
+            model.to(change)
+        elif change == "int8":
+            quantize_model(model, "int8")
+        elif change == "pack":
+            pack_for_cpu(model)
+        gc.collect()
+        full, part, fast = s2_frame_time(model, args.s2_reps)
+        per_layer = (full - part) / (n - n // 2)
+        frame = full + (36 - n) * per_layer + fast
+        per_param = {"bf16": 2, "fp32": 4}.get(name, 1)
+        bound = params_frame * per_param / (bw * 1e9)
+        print(f"  {name:28s} slow layer {per_layer * 1000:6.1f} ms, slow step(36) {(frame - fast) * 1000:7.0f} ms, "
+              f"fast part {fast * 1000:6.0f} ms, frame {frame:6.2f} s = RTF {frame * FPS_AUDIO:5.1f};  "
+              f"bound {bound:5.2f} s (RTF {bound * FPS_AUDIO:4.1f}), {frame / bound:.2f}x the bound  ({load()})")
+    del model
+    gc.collect()
+
+
+# ----------------------------------------------------------------------------- 4. time to first audio
+
+
+def first_audio(args: argparse.Namespace, tmp: Path) -> None:
+    from s2studio.engine.api import (
+        AudioChunk, LineSpec, LineStarted, LoadRequest, Reference as EngineReference, SamplingParams,
+        SynthesisRequest,
+    )
+    from s2studio.engine.s2 import S2Engine
+
+    size = args.ttfa_size
+    folder = write_demo_model(tmp / f"{size}-codec", seed=1, size=size)
+    print(f"\n== 4. time to first audio, engine line mode, {size} model + codec, fp32; line 1 has a 10 s reference; "
+          "ms from each line's start to its first audio chunk")
+    codes = np.random.default_rng(0).integers(0, 1024, size=(10, 215)).astype(np.int64)
+    lines = tuple(LineSpec(f"l{i}", 0, t) for i, t in enumerate(
+        ["The first line of the scene, spoken at an even pace.", "Then a second line follows it.",
+         "And a third line closes the scene."]))
+    request = SynthesisRequest("b", lines, (EngineReference(0, "A reference clip of a voice, read aloud.", codes),),
+                               SamplingParams(max_new_tokens=args.ttfa_frames, seed=3))
+    for name, fast, reuse in (("exact", False, True), ("fast, no reuse", True, False), ("fast + prefix reuse", True, True)):
+        engine = S2Engine()
+        for _ in engine.load(LoadRequest("l", folder, device="cpu", precision="fp32", fast=fast), threading.Event()):
+            pass
+        decoder = engine._loaded.decoder
+        if decoder is not None and not reuse:
+            decoder.reusable = lambda prompt: 0
+        marks: list[str] = []
+        start = None
+        before = decoder.prefilled if decoder is not None else 0
+        for event in engine.generate(request, threading.Event()):
+            if isinstance(event, LineStarted):
+                start, got = time.perf_counter(), False
+            elif isinstance(event, AudioChunk) and not got:
+                got = True
+                text = f"{(time.perf_counter() - start) * 1000:6.0f} ms"
+                if decoder is not None:
+                    text += f" (prefilled {decoder.prefilled - before} columns)"
+                    before = decoder.prefilled
+                marks.append(text)
+        print(f"  {name:22s} " + " | ".join(f"line {i + 1}: {m}" for i, m in enumerate(marks)) + f"  ({load()})")
+        engine.unload()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--sizes", nargs="*", default=["tiny", "mid"])
+    p.add_argument("--frames", type=int, default=64)
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--s2-layers", type=int, default=4, help="slow layers built at S2's size (0: skip part 3)")
+    p.add_argument("--s2-reps", type=int, default=5)
+    p.add_argument("--ttfa-size", default="mid")
+    p.add_argument("--ttfa-frames", type=int, default=24)
+    p.add_argument("--skip-ttfa", action="store_true")
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    print(f"torch {torch.__version__}, {torch.backends.cpu.get_cpu_capability()}, {args.threads} thread(s), "
+          f"{os.cpu_count()} CPUs, {load()}")
+    rates = bandwidth()
+    bw = max(rates)
+    print(f"\n== 1. memory bandwidth over 1 GiB of float32, best of 7: torch.sum {rates[0]:.1f}, numpy sum "
+          f"{rates[1]:.1f}, torch copy_ {rates[2]:.1f} GB/s; the bound below uses {bw:.1f} GB/s")
+    with tempfile.TemporaryDirectory(prefix="frame-speed-") as tmp:
+        demo_models(args, Path(tmp))
+        if args.s2_layers:
+            s2_shape(args, bw)
+        if not args.skip_ttfa:
+            first_audio(args, Path(tmp))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
