@@ -10,9 +10,11 @@ Decode is causal at the frame level: the 2048 samples of frame t depend on codes
 - every transposed conv with kernel 2·stride: its previous input frame (output n needs inputs ⌊n/s⌋−1, ⌊n/s⌋);
 - VQ lookups, Snake, the ConvNeXt MLPs and tanh are pointwise in time and need nothing.
 
-The work per frame is therefore bounded by the window, whatever the length already decoded. The samples equal
-a full decode up to float rounding (different kernel shapes round differently; max |Δ| ~1e-6), not bitwise:
-upstream's own full decode is not bit-stable in the sequence length either (§10.4).
+The work per frame is therefore bounded by the window, whatever the length already decoded (6.8 GFLOP per
+one-frame push at full size, the same at frame 10, 100 and 1000). The samples equal a full decode up to float
+rounding, not bitwise: kernels of other shapes round differently, and upstream's own full decode is not
+bit-stable in the sequence length either (§10.4). Measured on random full-size weights: max |Δ| 7e-7, and
+1 LSB on ~0.4 % of PCM16 samples, for chunks of 1 and 5 frames.
 """
 
 from __future__ import annotations
