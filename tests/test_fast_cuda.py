@@ -92,3 +92,26 @@ def test_one_host_wait_per_frame(folder_and_tok) -> None:
     waits = [w for w in caught if "synchroniz" in str(w.message).lower()]
     assert made == 19
     assert len(waits) == made + 1, [str(w.message) for w in waits[:3]]  # one <|im_end|> read per frame made
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_graphed_frame_tail_gives_the_eager_fast_codes(folder_and_tok, seed: int) -> None:
+    from s2studio.engine.fast import FastDecoder, FastSampler, generate_frames_fast
+    from s2studio.text.prompt import build_prompt
+
+    folder, tok = folder_and_tok
+    model = _load(folder, tok, "cuda", torch.float32)
+    prompts = [build_prompt(tok, [], [], TEXT), build_prompt(tok, [], [], "<|speaker:1|>A second batch.")]
+    out = {}
+    for graphs in (False, True):
+        decoder = FastDecoder(model, tok.im_end_id, length=512)
+        sampler = FastSampler(decoder, temperature=0.8, top_p=0.8, top_k=30, graphs=graphs,
+                              generator=torch.Generator(device="cuda").manual_seed(seed))
+        # two batches on one sampler: the window is reset between them, the graph is captured once
+        out[graphs] = [torch.stack(list(generate_frames_fast(decoder, p, sampler, max_new_tokens=30)), dim=1).cpu()
+                       for p in prompts]
+        if graphs:
+            assert sampler.tail is not None and sampler.tail.graph is not None
+    for eager, graphed in zip(out[False], out[True], strict=True):
+        assert eager.shape == graphed.shape
+        assert torch.equal(eager, graphed)

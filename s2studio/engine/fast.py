@@ -123,7 +123,7 @@ class FastSampler:
     """`FrameSampler` with top-k first; the same draws in the same order from the same generator."""
 
     def __init__(self, decoder: FastDecoder, *, temperature: float, top_p: float, top_k: int,
-                 generator: torch.Generator) -> None:
+                 generator: torch.Generator, graphs: bool = False) -> None:
         c = decoder.model.config
         device, dtype = decoder.device, decoder.dtype
         self.decoder = decoder
@@ -143,10 +143,18 @@ class FastSampler:
         self.window = torch.zeros(RAS_WINDOW, dtype=torch.int32, device=device)
         self.not_first = torch.arange(top_k, device=device) > 0
         self.made = 0
+        self.tail = None
+        """With `graphs` (CUDA only): the frame after the slow step replayed as one CUDA graph (engine/graphs.py)."""
+        if graphs:
+            from s2studio.engine.graphs import FrameTailGraph
+
+            self.tail = FrameTailGraph(self)
 
     def reset_window(self) -> None:
         self.window.zero_()
         self.made = 0
+        if self.tail is not None:
+            self.tail.slot.zero_()
 
     def top(self, logits: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """The top-k (values, row indices, cumulative probabilities) of 1-D `logits`.
@@ -174,21 +182,35 @@ class FastSampler:
         best = torch.argmax(probs / -torch.log(u[ids]), dim=-1, keepdim=True)
         return ids[best].to(torch.int32)
 
-    def main_token(self, logits: Tensor) -> Tensor:
+    def main_token(self, logits: Tensor, check: bool | Tensor) -> Tensor:
+        """Draw 1 and 2 and the repetition check; `check` is False for the prompt's frame (a 0-d bool tensor in
+        a CUDA graph, where Python cannot branch on it)."""
         values, rows, cum = self.top(logits.reshape(-1))
         ids = self.decoder.ids[rows]
         main = self.draw(self.kept(values, cum, self.temperature, self.top_p), ids, self.vocab_size)
         fallback = self.draw(self.kept(values, cum, self.ras_temperature, self.ras_top_p), ids, self.vocab_size)
-        if self.made:  # the prompt's frame is never checked (and never enters the window)
-            repeated = (self.window == main).any()
+        if check is not False:
+            repeated = (self.window == main).any() & check
             semantic = (main >= self.semantic_begin_id) & (main <= self.semantic_end_id)
             main = torch.where(repeated & semantic, fallback, main)
         return main
 
     def frame(self, logits: Tensor, hidden: Tensor) -> Tensor:
         """One frame (1 + K, 1) int32 after a slow step, as `FrameSampler.frame`."""
+        if self.tail is not None:
+            frame = self.tail.run(logits, hidden, self.made > 0)
+            self.made += 1
+            return frame
+        main = self.main_token(logits, self.made > 0)  # the prompt's frame is never checked
+        frame = self.codes(main, hidden)
+        if self.made:  # ... and never enters the window
+            self.window[(self.made - 1) % RAS_WINDOW] = main[0]
+        self.made += 1
+        return frame
+
+    def codes(self, main: Tensor, hidden: Tensor) -> Tensor:
+        """The frame (1 + K, 1) int32 from the main token: code 0 from it, codes 1..K-1 from the fast model."""
         model, caches = self.decoder.model, self.decoder.caches
-        main = self.main_token(logits)
         code = torch.clamp(main - self.semantic_begin_id, min=0, max=self.codebook_size - 1)
         codes = [main, code]
         # positions 0 (the slow state) and 1 (code 0) in one step
@@ -204,11 +226,7 @@ class FastSampler:
             x = F.embedding(code, table).view(1, 1, -1)
         if self.num_codebooks == 1:
             forward_fast(model, caches, x[:, :1], 0)  # keep the exact path's single fast pass
-        frame = torch.stack(codes, dim=1).T
-        if self.made:
-            self.window[(self.made - 1) % RAS_WINDOW] = main[0]
-        self.made += 1
-        return frame
+        return torch.stack(codes, dim=1).T
 
 
 def generate_frames_fast(decoder: FastDecoder, prompt: np.ndarray | Tensor, sampler: FastSampler,
