@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSizePolicy, QWidget
 
@@ -32,6 +34,10 @@ class CastBar(QWidget):
         self._voices: list[tuple[str, str]] = []
         self._speakers: tuple[str, ...] = ()
         self._cast: dict[str, str] = {}
+
+    @property
+    def has_voices(self) -> bool:
+        return bool(self._voices)
 
     def set_voices(self, voices: list[tuple[str, str]]) -> None:
         """(voice id, display name) of every voice in the library."""
@@ -66,14 +72,14 @@ class CastBar(QWidget):
             current = self._cast.get(speaker, NO_VOICE)
             idx = combo.findData(current)
             combo.setCurrentIndex(max(idx, 0))
-            combo.currentIndexChanged.connect(lambda _=0, s=speaker, c=combo: self._picked(s, c))
+            combo.currentIndexChanged.connect(partial(self._picked, speaker))
             label.setBuddy(combo)
             self._layout.insertWidget(1 + 2 * i, label)
             self._layout.insertWidget(2 + 2 * i, combo)
             self._labels[speaker] = label
             self.combos[speaker] = combo
 
-    def _picked(self, speaker: str, combo: QComboBox) -> None:
-        vid = combo.currentData() or NO_VOICE
+    def _picked(self, speaker: str, _index: int = 0) -> None:
+        vid = self.combos[speaker].currentData() or NO_VOICE
         self._cast[speaker] = vid
         self.cast_changed.emit(speaker, vid)

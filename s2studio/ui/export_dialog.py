@@ -175,6 +175,12 @@ class ExportDialog(QDialog):
         self._thread = threading.Thread(target=run, name="export", daemon=True)
         self._thread.start()
 
+    def done(self, code: int) -> None:  # noqa: D102 - closing waits for a running export (seconds at most)
+        thread = getattr(self, "_thread", None)
+        if thread is not None and thread.is_alive():
+            thread.join()
+        super().done(code)
+
     def _done(self, result: ExportResult | None, error: str) -> None:
         self.progress.setVisible(False)
         self.export_button.setEnabled(True)

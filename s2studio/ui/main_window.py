@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (QFileDialog, QMainWindow, QMessageBox, QSplitter,
 from s2studio.engine import api
 from s2studio.errors import UserError
 from s2studio.state.project import GenerationSettings, Project
-from s2studio.state.script import Line, Script, parse_script
+from s2studio.state.script import NARRATOR, Line, Script, parse_script
 from s2studio.state.voices import VoiceLibrary
 from s2studio.ui.actions import SPECS, ShortcutsDialog, build_actions
 from s2studio.ui.cast_bar import CastBar
@@ -47,6 +47,8 @@ class MainWindow(QMainWindow):
         self.setAcceptDrops(True)
         self.resize(1280, 800)
         self.model_info: api.ModelInfo | None = None
+        self.ask_on_close = True
+        """Ask to save unsaved changes on close (tests and the screenshot tool turn it off)."""
         self.project = Project(settings=self._remembered_settings())
         self.script: Script = parse_script("")
         self.library = VoiceLibrary(ctx.voices_dir)
@@ -211,9 +213,12 @@ class MainWindow(QMainWindow):
         from s2studio.ui.model_page import ModelPage  # noqa: PLC0415 - rarely opened
 
         page = ModelPage(self.ctx.data_dir / "models", self)
-        if page.exec() and page.chosen is not None:
-            self.ctx.settings.setValue("model/dir", str(page.chosen))
-            self.load_model(page.chosen)
+        accepted = page.exec()
+        chosen = page.chosen
+        page.deleteLater()
+        if accepted and chosen is not None:
+            self.ctx.settings.setValue("model/dir", str(chosen))
+            self.load_model(chosen)
 
     # -- script and cast -------------------------------------------------------------------------
 
@@ -222,8 +227,9 @@ class MainWindow(QMainWindow):
         if text != self.project.script:
             self.project.script = text
             self.store.changed(self.project)
-        voiced = {s for s, v in self.project.cast.items() if v}
-        self.script = parse_script(text, known_speakers=voiced | {"Narrator"} if voiced else None)
+        # With no voices yet every name would be "unknown": warn only once there is something to pick.
+        voiced = {s for s, v in self.project.cast.items() if v} | {NARRATOR}
+        self.script = parse_script(text, known_speakers=voiced if self.cast_bar.has_voices else None)
         self.editor.set_warnings([InlineWarning(w.start, w.end, w.message) for w in self.script.warnings])
         self.cast_bar.set_speakers(self.script.speakers, self.project.cast)
         self.session.set_script(self.script)
@@ -237,6 +243,7 @@ class MainWindow(QMainWindow):
 
     def _voices_changed(self) -> None:
         self.cast_bar.set_voices([(v.id, v.name) for v in self.voices.voices()])
+        self.reparse()
 
     def _settings_changed(self, settings: GenerationSettings) -> None:
         self.project.settings = settings
@@ -359,9 +366,11 @@ class MainWindow(QMainWindow):
         from s2studio.ui.record_dialog import RecordDialog  # noqa: PLC0415
 
         dialog = RecordDialog(self)
-        self.record_dialog = dialog
-        if dialog.exec() and dialog.path is not None:
-            self.voices.new_voice_from(dialog.path, dialog.transcript.toPlainText().strip())
+        accepted = dialog.exec()
+        path, transcript = dialog.path, dialog.transcript.toPlainText().strip()
+        dialog.deleteLater()  # modal dialogs are deleted explicitly: a parented, unreferenced one crashed PySide at exit
+        if accepted and path is not None:
+            self.voices.new_voice_from(path, transcript)
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 - Qt override
         if self._dropped_paths(event.mimeData()):
@@ -471,12 +480,15 @@ class MainWindow(QMainWindow):
     def open_export(self) -> None:
         from s2studio.ui.export_dialog import ExportDialog  # noqa: PLC0415
 
-        self.export_dialog = ExportDialog(self.project, self.script, self.model_info, self)
-        self.export_dialog.exec()
+        dialog = ExportDialog(self.project, self.script, self.model_info, self)
+        dialog.exec()
+        dialog.deleteLater()
 
     def show_shortcuts(self) -> None:
-        self.shortcuts_dialog = ShortcutsDialog(self)
+        if getattr(self, "shortcuts_dialog", None) is None:
+            self.shortcuts_dialog = ShortcutsDialog(self)
         self.shortcuts_dialog.show()
+        self.shortcuts_dialog.raise_()
 
     def _update_enabled(self) -> None:
         a = self.actions_by_name
@@ -491,7 +503,7 @@ class MainWindow(QMainWindow):
         a["play_from_cursor"].setEnabled(self.player.available)
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
-        if self.store.dirty and (self.project.script.strip() or self.project.lines):
+        if self.ask_on_close and self.store.dirty and (self.project.script.strip() or self.project.lines):
             answer = QMessageBox.question(
                 self, "Save changes?", "Save the project before closing?",
                 QMessageBox.StandardButton.Save | QMessageBox.StandardButton.Discard

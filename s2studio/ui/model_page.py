@@ -282,6 +282,8 @@ class ModelPage(QDialog):
             self.folder.setText(str(result))
         self._update()
 
-    def reject(self) -> None:
+    def done(self, code: int) -> None:  # noqa: D102 - a running task is cancelled and waited for
         self.task.cancel.set()
-        super().reject()
+        if self.task.thread is not None and self.task.thread.is_alive():
+            self.task.thread.join(timeout=30)
+        super().done(code)

@@ -231,20 +231,22 @@ class VoicesPanel(QWidget):
     def new_voice_from(self, clip: Path, transcript: str = "") -> Voice | None:
         """Ask for name and transcript, then create the voice. Returns it (None when cancelled)."""
         dialog = NewVoiceDialog(clip, transcript, self)
-        self._dialog = dialog  # tests reach the open dialog through the panel
-        while dialog.exec() == QDialog.DialogCode.Accepted:
-            try:
-                voice = self.library.create(dialog.name.text(), [(clip, dialog.transcript.toPlainText())],
-                                            consent=dialog.consent.text())
-            except UserError as exc:
-                dialog.reason.setText(f"⚠ {exc}")
-                continue
-            self.refresh()
-            self.select(voice.id)
-            self.voices_changed.emit()
-            self.message.emit(f"Voice “{voice.name}” created.")
-            return voice
-        return None
+        try:
+            while dialog.exec() == QDialog.DialogCode.Accepted:
+                try:
+                    voice = self.library.create(dialog.name.text(), [(clip, dialog.transcript.toPlainText())],
+                                                consent=dialog.consent.text())
+                except UserError as exc:
+                    dialog.reason.setText(f"⚠ {exc}")
+                    continue
+                self.refresh()
+                self.select(voice.id)
+                self.voices_changed.emit()
+                self.message.emit(f"Voice “{voice.name}” created.")
+                return voice
+            return None
+        finally:
+            dialog.deleteLater()
 
     def rename(self) -> None:
         vid = self.selected_id()

@@ -120,7 +120,6 @@ class EngineHost(QObject):
         self._thread.setObjectName("engine")
         self.worker = EngineWorker(factory)
         self.worker.moveToThread(self._thread)
-        self._thread.finished.connect(self.worker.deleteLater)
         self._submit.connect(self.worker.run_job)
         for name in _SIGNAL_OF.values():
             getattr(self.worker, name).connect(getattr(self, name))

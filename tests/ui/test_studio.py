@@ -1,0 +1,215 @@
+"""The studio window driven offscreen with clicks and key presses: voices from a dropped WAV and
+from the (file-backed) microphone, a two-speaker script with tags, a live render, seek, takes,
+export read back, and a project saved and reopened."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
+from PySide6.QtGui import QDragEnterEvent, QDropEvent
+from PySide6.QtWidgets import QApplication, QDialogButtonBox, QToolBar, QToolButton
+
+from s2studio import app
+from s2studio.engine.api import SAMPLE_RATE
+from s2studio.ui.export_dialog import ExportDialog
+from s2studio.ui.record_dialog import RecordDialog
+from s2studio.ui.session import GAP
+from s2studio.ui.voices_panel import NewVoiceDialog
+from tests.ui.helpers import CHUNK, ToneEngine, on_modal, playback_raw, write_wav
+
+FRAMES = 12
+LINE = CHUNK * FRAMES
+
+
+@pytest.fixture
+def window(qtbot, tmp_path, monkeypatch):
+    import faulthandler, sys; faulthandler.dump_traceback_later(25, exit=True, file=sys.__stderr__)
+    monkeypatch.setenv("S2STUDIO_DATA_DIR", str(tmp_path / "data"))
+    app.make_application()
+    w = app.build_window("fake", factory=lambda: ToneEngine(FRAMES, 0.02))
+    w.ctx.settings.clear()
+    w.ask_on_close = False
+    qtbot.addWidget(w)
+    w.show()
+    w.activateWindow()
+    qtbot.waitUntil(w.isActiveWindow, timeout=3000)  # shortcuts only reach the active window
+    w.store.begin_session()
+    app.start_engine(w)
+    qtbot.waitUntil(lambda: w.model_info is not None, timeout=5000)
+    yield w
+    w.player.close()
+    w.close()
+    w.ctx.host.shutdown()
+
+
+def toolbar_button(w, name: str) -> QToolButton:
+    bar = w.findChild(QToolBar, "mainToolbar")
+    return bar.widgetForAction(w.actions_by_name[name])
+
+
+def drop_files(w, paths: list[Path]) -> None:
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(p)) for p in paths])
+    # Qt routes a drop to the target of the drag-enter before it, so enter first, as a real drag does
+    enter = QDragEnterEvent(QPoint(100, 100), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
+                            Qt.KeyboardModifier.NoModifier)
+    QApplication.sendEvent(w, enter)
+    assert enter.isAccepted()
+    event = QDropEvent(QPointF(100, 100), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
+                       Qt.KeyboardModifier.NoModifier)
+    QApplication.sendEvent(w, event)
+
+
+def press(qtbot, w, key, modifiers) -> None:
+    """A key press on the active window (after a modal dialog the offscreen platform leaves none active)."""
+    w.activateWindow()
+    qtbot.waitUntil(w.isActiveWindow, timeout=3000)
+    qtbot.keyClick(w, key, modifiers)
+
+
+def type_script(qtbot, editor, lines: list[str]) -> None:
+    editor.setFocus()
+    for i, line in enumerate(lines):
+        qtbot.keyClicks(editor, line)
+        if editor.completer.popup().isVisible():
+            qtbot.keyClick(editor.completer.popup(), Qt.Key.Key_Escape)
+        if i < len(lines) - 1:
+            qtbot.keyClick(editor, Qt.Key.Key_Return)
+
+
+def make_voices(qtbot, w, tmp_path) -> tuple[str, str]:
+    """One voice from a dropped WAV, one recorded from the fake microphone. Returns their ids."""
+    wav = write_wav(tmp_path / "alice_clip.wav")
+
+    def fill_new_voice(name: str, transcript: str | None):
+        def handler(d: NewVoiceDialog) -> None:
+            d.name.setText(name)
+            if transcript is not None:
+                d.transcript.setPlainText(transcript)
+            qtbot.mouseClick(d.buttons.button(QDialogButtonBox.StandardButton.Ok), Qt.MouseButton.LeftButton)
+        return handler
+
+    on_modal(qtbot, NewVoiceDialog, fill_new_voice("Alice voice", "Hello, this is Alice speaking."))
+    drop_files(w, [wav])
+    qtbot.waitUntil(lambda: len(w.library.list()) == 1, timeout=5000)
+
+    def record(d: RecordDialog) -> None:
+        qtbot.mouseClick(d.record_button, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: d.seconds >= 3.5, timeout=10000)
+        qtbot.mouseClick(d.stop_button, Qt.MouseButton.LeftButton)
+        on_modal(qtbot, NewVoiceDialog, fill_new_voice("Bob voice", None))
+        qtbot.mouseClick(d.buttons.button(QDialogButtonBox.StandardButton.Ok), Qt.MouseButton.LeftButton)
+
+    on_modal(qtbot, RecordDialog, record)
+    press(qtbot, w, Qt.Key.Key_E, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    qtbot.waitUntil(lambda: len(w.library.list()) == 2, timeout=10000)
+    voices = {v.name: v for v in w.library.list()}
+    recorded = w.library.clip_path(voices["Bob voice"], voices["Bob voice"].clips[0])
+    data, rate = sf.read(recorded)
+    # the microphone played a 440 Hz tone: the recording holds it
+    spectrum = np.abs(np.fft.rfft(data[rate: 3 * rate]))
+    assert abs(np.argmax(spectrum) / 2 - 440) < 10
+    assert voices["Bob voice"].clips[0].transcript.startswith("The quick brown fox")
+    return voices["Alice voice"].id, voices["Bob voice"].id
+
+
+def test_gui_never_imports_torch():
+    code = "import sys, s2studio.ui.main_window, s2studio.app; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_studio_end_to_end(qtbot, window, tmp_path):
+    w = window
+    alice, bob = make_voices(qtbot, w, tmp_path)
+
+    type_script(qtbot, w.editor, ["# Scene", "Alice: Did you hear that? [whispering] Someone is here.",
+                                  "Bob: [laughing] It's only the cat."])
+    qtbot.waitUntil(lambda: w.script.speakers == ("Alice", "Bob"), timeout=3000)
+    assert [ln.text for ln in w.script.lines] == ["Did you hear that? [whispering] Someone is here.",
+                                                  "[laughing] It's only the cat."]
+    # both speakers lack a voice: the parser's warnings are underlined in the editor
+    assert sorted(x.message.split("'")[1] for x in w.editor.warnings) == ["Alice", "Bob"]
+    w.cast_bar.combos["Alice"].setCurrentIndex(w.cast_bar.combos["Alice"].findData(alice))
+    w.cast_bar.combos["Bob"].setCurrentIndex(w.cast_bar.combos["Bob"].findData(bob))
+    qtbot.waitUntil(lambda: w.editor.warnings == [], timeout=3000)
+    assert w.project.cast == {"Alice": alice, "Bob": bob}
+
+    # render: playback must start while the engine is still rendering
+    order: list[str] = []
+    w.player.started_audio.connect(lambda: order.append("playing"))
+    w.session.finished.connect(lambda cancelled: order.append("finished"))
+    before = playback_raw().stat().st_size if playback_raw().exists() else 0
+    qtbot.mouseClick(toolbar_button(w, "render_all"), Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: "finished" in order, timeout=15000)
+    assert order[0] == "playing"
+    assert w.buffer.length == 2 * LINE + GAP
+    assert [(s, e) for _, s, e in w.session.boundaries] == [(0, LINE), (LINE + GAP, 2 * LINE + GAP)]
+    qtbot.waitUntil(lambda: not w.player.playing, timeout=10000)
+    assert playback_raw().stat().st_size > before  # the 'speaker' received audio
+
+    # seek by clicking the waveform (paused: the playhead stays where the click put it)
+    wave = w.waveform
+    x = wave.width() // 3
+    qtbot.mouseClick(wave, Qt.MouseButton.LeftButton, pos=QPoint(x, wave.height() // 2))
+    assert w.player.position == min(wave.sample_at(x), w.buffer.length)
+    assert w.player.position > 0
+
+    # a second take of the first line (cursor on it, Ctrl+Return), then pick take 1 again
+    cursor = w.editor.textCursor()
+    cursor.setPosition(w.script.lines[0].start + 3)
+    w.editor.setTextCursor(cursor)
+    first = w.script.lines[0].line_id
+    take1 = w.project.current(first).audio.copy()
+    qtbot.keyClick(w.editor, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(lambda: len(w.project.lines[first].takes) == 2 and not w.session.busy, timeout=10000)
+    assert w.project.lines[first].picked == 1
+    assert not np.array_equal(w.buffer.view()[:LINE], take1)
+    w.inspector.setCurrentWidget(w.takes)
+    item = w.takes.list.item(0)
+    qtbot.mouseClick(w.takes.list.viewport(), Qt.MouseButton.LeftButton,
+                     pos=w.takes.list.visualItemRect(item).center())
+    assert w.project.lines[first].picked == 0
+    assert np.array_equal(w.buffer.view()[:LINE], take1)
+
+    # export WAV + SRT through the dialog, read them back
+    out = tmp_path / "out" / "scene.wav"
+
+    def do_export(d: ExportDialog) -> None:
+        d.out.setText(str(out))
+        d.srt.setChecked(True)
+        qtbot.mouseClick(d.export_button, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: d.result is not None or d.status.text().startswith("✗"), timeout=10000)
+        d.accept()
+
+    on_modal(qtbot, ExportDialog, do_export)
+    press(qtbot, w, Qt.Key.Key_E, Qt.KeyboardModifier.ControlModifier)
+    audio, rate = sf.read(out, dtype="float32")
+    assert rate == SAMPLE_RATE
+    assert len(audio) == 2 * LINE + round(0.4 * SAMPLE_RATE)
+    assert np.allclose(audio[:LINE], take1, atol=1 / 32767)
+    srt = out.with_suffix(".srt").read_text(encoding="utf-8")
+    assert len(re.findall(r"^\d+$", srt, flags=re.M)) == 2
+    assert "00:00:00,000 --> 00:00:00,557" in srt
+    assert "It's only the cat." in srt
+
+    # save, start a new project, reopen: script, cast, takes and the pick come back
+    saved = tmp_path / "scene.s2proj"
+    w.save_project_as(saved)
+    script_text = w.editor.toPlainText()
+    w.new_project()
+    assert w.editor.toPlainText() == "" and w.project.lines == {}
+    w.open_project(saved)
+    assert w.editor.toPlainText() == script_text
+    assert w.project.cast == {"Alice": alice, "Bob": bob}
+    assert len(w.project.lines[first].takes) == 2 and w.project.lines[first].picked == 0
+    assert np.allclose(w.project.current(first).audio, take1, atol=1e-6)
+    assert w.buffer.length == 2 * LINE + GAP
+    assert not w.session.stale_lines()
