@@ -179,14 +179,14 @@ class FastSampler:
     def draw(self, probs: Tensor, ids: Tensor, size: int) -> Tensor:
         """Consume `size` uniforms as the exact draw does and race only the kept ids; (1,) int32 id."""
         u = torch.empty(size, dtype=self.dtype, device=probs.device).uniform_(generator=self.generator)
-        best = torch.argmax(probs / -torch.log(u[ids]), dim=-1, keepdim=True)
-        return ids[best].to(torch.int32)
+        best = torch.argmax(probs / -torch.log(u.index_select(0, ids)), dim=-1, keepdim=True)
+        return ids.index_select(0, best).to(torch.int32)
 
     def main_token(self, logits: Tensor, check: bool | Tensor) -> Tensor:
         """Draw 1 and 2 and the repetition check; `check` is False for the prompt's frame (a 0-d bool tensor in
         a CUDA graph, where Python cannot branch on it)."""
         values, rows, cum = self.top(logits.reshape(-1))
-        ids = self.decoder.ids[rows]
+        ids = self.decoder.ids.index_select(0, rows)
         main = self.draw(self.kept(values, cum, self.temperature, self.top_p), ids, self.vocab_size)
         fallback = self.draw(self.kept(values, cum, self.ras_temperature, self.ras_top_p), ids, self.vocab_size)
         if check is not False:

@@ -78,6 +78,8 @@ def rotate(x: Tensor, rope: Tensor) -> Tensor:
 
 def rms_norm(norm: torch.nn.Module, x: Tensor) -> Tensor:
     """The block norms as torch's one fused call (upstream's form normalises in float32 and casts back)."""
+    if x.dtype == torch.float32:
+        return F.rms_norm(x, (x.shape[-1],), norm.weight, norm.eps)
     return F.rms_norm(x.float(), (x.shape[-1],), None, norm.eps).type_as(x) * norm.weight
 
 
@@ -101,9 +103,10 @@ def attention(attn: Attention, x: Tensor, rope: Tensor, cache: LayerCache, start
         qk = torch.cat([attn.q_norm(q), attn.k_norm(k)], dim=2)
     q, k = rotate(qk, rope).transpose(1, 2).split([attn.n_head, attn.n_local_heads], dim=1)  # (B, H, S, D)
     end = start + seqlen
-    cache.k[:, :, start:end] = k
-    cache.v[:, :, start:end] = v.transpose(1, 2)  # a strided copy into the static cache, no new tensor kept
-    keys, values = cache.k[:, :, :end], cache.v[:, :, :end]
+    # narrow() rather than slicing syntax: the same views, without Python's index parsing on every layer-step
+    cache.k.narrow(2, start, seqlen).copy_(k)
+    cache.v.narrow(2, start, seqlen).copy_(v.transpose(1, 2))
+    keys, values = cache.k.narrow(2, 0, end), cache.v.narrow(2, 0, end)
     if start == 0 and seqlen > 1:
         y = F.scaled_dot_product_attention(q, keys, values, is_causal=True, enable_gqa=True)
     else:
@@ -143,7 +146,7 @@ def forward_slow(model: DualAR, caches: FastCaches, tokens: Tensor, start: int, 
     if start + seqlen > caches.length:
         raise ValueError(f"positions up to {start + seqlen} do not fit the {caches.length}-position cache")
     x = embed(model, tokens)
-    rope = caches.rope[start:start + seqlen]
+    rope = caches.rope.narrow(0, start, seqlen)
     for layer, cache in zip(model.layers, caches.slow):
         x = block(layer, x, rope, cache, start)
     slow_out = rms_norm(model.norm, x[:, -1:])
@@ -154,7 +157,7 @@ def forward_slow(model: DualAR, caches: FastCaches, tokens: Tensor, start: int, 
 def forward_fast(model: DualAR, caches: FastCaches, x: Tensor, start: int) -> Tensor:
     """Fast model on `x` (1, S, fast_dim) at codebook positions start..start+S-1 -> last logits (1, 1, codebook)."""
     seqlen = x.shape[1]
-    rope = caches.fast_rope[start:start + seqlen]
+    rope = caches.fast_rope.narrow(0, start, seqlen)
     for layer, cache in zip(model.fast_layers, caches.fast):
         x = block(layer, x, rope, cache, start)
     return model.fast_output.forward(rms_norm(model.fast_norm, x[:, -1:]))
