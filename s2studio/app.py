@@ -31,7 +31,7 @@ ENV_ENGINE = "S2STUDIO_ENGINE"
 def fake_engine_factory() -> Any:
     from s2studio.engine.fake import FakeEngine  # noqa: PLC0415 - engine thread
 
-    return FakeEngine()
+    return FakeEngine(frame_latency_s=float(os.environ.get("S2STUDIO_FAKE_LATENCY", "0.01")))
 
 
 def real_engine_factory() -> Any:

@@ -12,6 +12,7 @@ import numpy as np
 from PySide6.QtCore import QObject, Signal
 
 from s2studio.engine import api
+from s2studio.engine.plan import compile_request
 from s2studio.errors import UserError
 from s2studio.state.project import Project
 from s2studio.state.script import Line, Script
@@ -32,24 +33,28 @@ def _no_encoder(path: Path) -> np.ndarray:
 
 def build_request(job_id: str, lines: Sequence[Line], script: Script, project: Project, library: VoiceLibrary,
                   fingerprint: str) -> api.SynthesisRequest:
-    """Speakers are numbered in order of first appearance; each voiced speaker's clips become references."""
-    index = {name: i for i, name in enumerate(script.speakers)}
-    references: list[api.Reference] = []
-    for speaker, i in index.items():
+    """The engine request for `lines` via `engine.plan.compile_request` (the same compiler as the CLI)."""
+    missing = [s for s in dict.fromkeys(ln.speaker for ln in lines) if not project.cast.get(s)]
+    if missing:
+        raise UserError(f"No voice for {', '.join(missing)}: pick one in the cast bar above the script.")
+    cast: dict[str, Voice] = {}
+    codes: dict[str, list[np.ndarray]] = {}
+    for speaker in script.speakers:
         vid = project.cast.get(speaker, "")
         if not vid:
             continue
         voice = library.get(vid)
-        try:
-            codes = library.codes(voice, _no_encoder, fingerprint)
-        except _Missing:
-            raise UserError(f"Voice “{voice.name}” is not encoded yet; render again.") from None
-        references += [api.Reference(i, clip.transcript, c) for clip, c in zip(voice.clips, codes)]
+        cast[speaker] = voice
+        if voice.id not in codes:
+            try:
+                codes[voice.id] = library.codes(voice, _no_encoder, fingerprint)
+            except _Missing:
+                raise UserError(f"Voice “{voice.name}” is not encoded yet; render again.") from None
     s = project.settings
     sampling = api.SamplingParams(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k,
                                   max_new_tokens=s.max_frames, seed=s.seed if s.seed_mode == "fixed" else None)
-    specs = tuple(api.LineSpec(ln.line_id, index[ln.speaker], ln.text) for ln in lines)
-    return api.SynthesisRequest(job_id, specs, tuple(references), sampling, batching=s.batching)
+    return compile_request(script, cast, codes, job_id, sampling, batching=s.batching,
+                           line_ids=[ln.line_id for ln in lines])
 
 
 class RenderFlow(QObject):
@@ -85,6 +90,9 @@ class RenderFlow(QObject):
         """Encode what is missing, then render `lines`. UserError for problems the user can fix."""
         if self.busy or not lines:
             return
+        unvoiced = [s for s in dict.fromkeys(ln.speaker for ln in lines) if not self.session.project.cast.get(s)]
+        if unvoiced:
+            raise UserError(f"No voice for {', '.join(unvoiced)}: pick one in the cast bar above the script.")
         self._lines = list(lines)
         self._voices, missing = [], []
         for vid in dict.fromkeys(self.session.project.cast.get(ln.speaker, "") for ln in lines):
