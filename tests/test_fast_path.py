@@ -206,3 +206,39 @@ def test_engine_line_mode_on_the_fast_path_reuses_the_prefix(tmp_path: Path) -> 
     assert len(takes[True]) == 3
     for exact, fast in zip(takes[False], takes[True], strict=True):
         np.testing.assert_array_equal(exact, fast)
+
+
+def test_reuse_survives_a_sliding_context_window(tiny) -> None:
+    """Line mode keeps only the newest earlier line here: line 3 drops line 1, so only the system prompt and the
+    references stay cached; the codes still equal a fresh prefill's."""
+    model, tok = tiny
+    texts = ["<|speaker:0|>One.", "<|speaker:0|>Two follows.", "<|speaker:1|>Three slides the window."]
+    settings = GenerationSettings(temperature=0.8, top_p=0.8, max_new_tokens=8)
+
+    def run(decoder_for) -> tuple[list[np.ndarray], list[int], list[np.ndarray]]:
+        history: list[Exchange] = []
+        codes, prefilled, prompts = [], [], []
+        for i, text in enumerate(texts):
+            decoder, kept = decoder_for(), history[-1:]
+            before = decoder.prefilled
+            events = list(generate_batches(model, tok, [text], references=_refs(), settings=settings,
+                                           generator=make_generator(11 + i), context=lambda _h, _t, k=kept: k,
+                                           decoder=decoder))
+            codes.append(events[-1].codes)
+            prefilled.append(decoder.prefilled - before)
+            prompts.append(build_prompt(tok, _refs(), kept, text))
+            history.append(Exchange(text, events[-1].codes))
+        return codes, prefilled, prompts
+
+    shared = FastDecoder(model, tok.im_end_id, length=1024)
+    reused, prefilled, prompts = run(lambda: shared)
+    fresh, _, _ = run(lambda: FastDecoder(model, tok.im_end_id, length=1024))
+    for a, b in zip(reused, fresh, strict=True):
+        np.testing.assert_array_equal(a, b)
+    system = build_prompt(tok, _refs(), [], "")
+    shared_prefix = int((system[:, :prompts[2].shape[1]] == prompts[2][:, :system.shape[1]]).all(axis=0).cumprod().sum())
+    assert shared_prefix > 20  # the system prompt and the reference codes
+    assert prefilled[2] <= prompts[2].shape[1] - shared_prefix
+    # beyond the system prompt only the few tokens that open a user turn can match; line 2's exchange is new here
+    assert prefilled[2] >= prompts[2].shape[1] - shared_prefix - 8
+    assert prefilled[1] < prompts[1].shape[1] - shared_prefix  # line 2 also reused line 1 (text and frames)
