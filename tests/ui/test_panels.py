@@ -1,0 +1,193 @@
+"""The studio's smaller promises: the real FakeEngine renders, crash restore, no PortAudio, the model
+page, shortcuts and accessible names, tag completion, voice delete with undo."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QKeySequence
+from PySide6.QtWidgets import QAbstractButton, QComboBox, QLineEdit, QToolButton
+
+from s2studio import app
+from s2studio.errors import UserError
+from s2studio.ui import player as player_module
+from s2studio.ui.actions import SPECS, ShortcutsDialog
+from s2studio.ui.model_page import ModelPage, validate_model_dir
+from tests.ui.helpers import ToneEngine, write_wav
+
+
+def _window(qtbot, factory):
+    app.make_application()
+    w = app.build_window("fake", factory=factory)
+    w.ctx.settings.clear()
+    w.ask_on_close = False
+    qtbot.addWidget(w)
+    w.show()
+    w.store.begin_session()
+    app.start_engine(w)
+    qtbot.waitUntil(lambda: w.model_info is not None, timeout=5000)
+    return w
+
+
+def _close(w, clean: bool = True) -> None:
+    w.player.close()
+    if clean:
+        w.close()
+    w.ctx.host.shutdown()
+
+
+@pytest.fixture
+def data_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("S2STUDIO_DATA_DIR", str(tmp_path / "data"))
+    return tmp_path / "data"
+
+
+def _cast_two_voices(w, tmp_path) -> None:
+    a = w.library.create("A", [(write_wav(tmp_path / "a.wav"), "hello there")])
+    b = w.library.create("B", [(write_wav(tmp_path / "b.wav", hz=330), "hi again")])
+    w.voices.refresh()
+    w._voices_changed()
+    w.editor.setPlainText("Alice: One [sigh] two.\nBob: Three.")
+    w.reparse()
+    w.cast_bar.combos["Alice"].setCurrentIndex(w.cast_bar.combos["Alice"].findData(a.id))
+    w.cast_bar.combos["Bob"].setCurrentIndex(w.cast_bar.combos["Bob"].findData(b.id))
+
+
+def test_renders_with_the_fake_engine(qtbot, data_dir, tmp_path):
+    from s2studio.engine.fake import FakeEngine
+
+    w = _window(qtbot, lambda: FakeEngine(frame_latency_s=0.002))
+    _cast_two_voices(w, tmp_path)
+    w.actions_by_name["render_all"].trigger()
+    qtbot.waitUntil(lambda: len(w.project.lines) == 2 and not w.session.busy, timeout=15000)
+    takes = [w.project.current(ln.line_id) for ln in w.script.lines]
+    assert all(len(t.audio) > 0 for t in takes)
+    # the reference clips were encoded once and cached for the fake codec
+    voice = w.library.list()[0]
+    assert len(w.library.codes(voice, lambda p: pytest.fail("re-encoded"), "fake-codec-1")) == 1
+    assert w.buffer.length == sum(len(t.audio) for t in takes) + round(0.4 * 44100)
+    assert w.session.stale_lines() == []
+    w.editor.setPlainText("Alice: One [sigh] two, edited.\nBob: Three.")
+    w.reparse()
+    assert [ln.text for ln in w.session.stale_lines()] == ["One [sigh] two, edited."]
+    _close(w)
+
+
+def test_missing_voice_is_a_clear_message(qtbot, data_dir, monkeypatch):
+    w = _window(qtbot, ToneEngine)
+    shown: list[str] = []
+    monkeypatch.setattr(w, "_render_failed", shown.append)
+    w.editor.setPlainText("Alice: hi")
+    w.reparse()
+    w.actions_by_name["render_all"].trigger()
+    assert shown == ["No voice for Alice: pick one in the cast bar above the script."]
+    assert not w.session.busy
+    _close(w)
+
+
+def test_restart_after_a_crash_offers_the_autosave(qtbot, data_dir, tmp_path):
+    w = _window(qtbot, ToneEngine)
+    _cast_two_voices(w, tmp_path)
+    w.actions_by_name["render_all"].trigger()
+    qtbot.waitUntil(lambda: len(w.project.lines) == 2 and not w.session.busy, timeout=15000)
+    w.store.autosave_now()
+    script, cast = w.editor.toPlainText(), dict(w.project.cast)
+    audio = {k: v.current.audio.copy() for k, v in w.project.lines.items()}
+    _close(w, clean=False)  # killed: no closeEvent, the session lock stays
+
+    w2 = _window(qtbot, ToneEngine)
+    assert w2.store.crashed_before()
+    assert w2.restore_autosave()
+    assert w2.editor.toPlainText() == script and w2.project.cast == cast
+    assert {k: v.current.audio for k, v in w2.project.lines.items()}.keys() == audio.keys()
+    for k, a in audio.items():
+        assert np.allclose(w2.project.lines[k].current.audio, a, atol=1e-6)
+    w2.close()  # a clean exit clears the lock: no offer next time
+    assert not w2.store.crashed_before()
+    _close(w2, clean=False)
+
+
+def test_without_portaudio_the_studio_starts_and_says_why(qtbot, data_dir, monkeypatch):
+    reason = "Audio is off: PortAudio is not installed (test). Install libportaudio2 to play and record."
+    monkeypatch.setattr(player_module, "load_sounddevice", lambda: (None, reason))
+    w = _window(qtbot, ToneEngine)
+    assert not w.actions_by_name["play_pause"].isEnabled()
+    assert w.player_bar.notice.isVisibleTo(w) and w.player_bar.notice.text() == reason
+    assert not w.player.play()
+    _close(w)
+
+
+def test_model_folder_validation(tmp_path):
+    with pytest.raises(UserError, match="is not a folder"):
+        validate_model_dir(tmp_path / "nope")
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(UserError) as exc:
+        validate_model_dir(tmp_path)
+    assert str(exc.value) == (f"Not an S2 model folder: tokenizer.json, model weights (model.safetensors or "
+                              f"model.pth), codec.pth missing in {tmp_path}.")
+    for name in ("tokenizer.json", "model.safetensors", "codec.pth"):
+        (tmp_path / name).write_text("x")
+    assert validate_model_dir(tmp_path) == "S2 model"
+    (tmp_path / "README.md").write_text("# Demo model (random weights)\n")
+    assert validate_model_dir(tmp_path) == "demo model (random weights: produces noise)"
+
+
+def test_model_page_needs_the_licence_before_downloading(qtbot, tmp_path):
+    page = ModelPage(tmp_path)
+    qtbot.addWidget(page)
+    assert not page.download_button.isEnabled()
+    qtbot.mouseClick(page.accept_license, Qt.MouseButton.LeftButton)
+    assert page.download_button.isEnabled() == page.has_hub
+    assert not page.ok_button.isEnabled()
+    qtbot.keyClicks(page.folder, str(tmp_path))
+    assert page.verdict.text().startswith("✗ Not an S2 model folder: config.json")
+    page.done(0)
+
+
+def test_every_action_has_a_unique_shortcut_and_a_name(qtbot, data_dir):
+    w = _window(qtbot, ToneEngine)
+    seqs = [QKeySequence(s.shortcut).toString() for s in SPECS]
+    assert all(seqs) and len(set(seqs)) == len(seqs)
+    for spec in SPECS:
+        act = w.actions_by_name[spec.name]
+        assert act.shortcut().toString() == QKeySequence(spec.shortcut).toString()
+    dialog = ShortcutsDialog(w)
+    assert dialog.table.rowCount() == len(SPECS)
+    unnamed = [type(c).__name__ + ":" + c.text() for c in w.findChildren(QAbstractButton) + w.findChildren(QComboBox)
+               + w.findChildren(QLineEdit)
+               if c.isVisibleTo(w) and not c.accessibleName() and not (isinstance(c, QToolButton) and c.defaultAction())]
+    assert unnamed == []
+    dialog.deleteLater()
+    _close(w)
+
+
+def test_tag_completion_after_bracket(qtbot, data_dir):
+    w = _window(qtbot, ToneEngine)
+    w.activateWindow()
+    w.editor.setFocus()
+    qtbot.keyClicks(w.editor, "Alice: Well [whisp")
+    popup = w.editor.completer.popup()
+    assert popup.isVisible()
+    assert w.editor.completer.currentCompletion() == "whisper"
+    qtbot.keyClick(popup, Qt.Key.Key_Return)
+    assert w.editor.toPlainText() == "Alice: Well [whisper]"
+    w.palette.tag_chosen.emit("sigh")
+    assert w.editor.toPlainText() == "Alice: Well [whisper] [sigh] "
+    _close(w)
+
+
+def test_delete_voice_then_undo(qtbot, data_dir, tmp_path):
+    w = _window(qtbot, ToneEngine)
+    v = w.library.create("Narrator voice", [(write_wav(tmp_path / "n.wav"), "a clip")])
+    w.voices.refresh()
+    w.voices.select(v.id)
+    qtbot.mouseClick(w.voices.delete_button, Qt.MouseButton.LeftButton)
+    assert w.library.list() == []
+    assert w.voices.undo_button.isVisibleTo(w)
+    qtbot.mouseClick(w.voices.undo_button, Qt.MouseButton.LeftButton)
+    assert [x.id for x in w.library.list()] == [v.id]
+    assert w.voices.selected_id() == v.id
+    _close(w)
