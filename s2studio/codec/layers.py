@@ -175,9 +175,10 @@ class Attention(nn.Module):
         self.wo = nn.Linear(n_head * head_dim, dim, bias=False)
 
     def forward(self, x: torch.Tensor, freqs: torch.Tensor, mask: torch.Tensor,
-                cache: KVCache | None = None, keep: int = 0) -> torch.Tensor:
+                cache: KVCache | None = None, keep: int = 0, new: int | None = None) -> torch.Tensor:
         """Full attention over `x`, or (with `cache`) the new frames' queries over the cached keys plus their own;
-        the cache then keeps the last `keep` keys."""
+        the cache then keeps the last `keep` keys of the first `new` frames of `x` (default: all of them; the
+        rest is padding that later frames must not see)."""
         bsz, seqlen, _ = x.shape
         size = self.n_head * self.head_dim
         q, k, v = self.wqkv(x).split([size, size, size], dim=-1)
@@ -189,8 +190,9 @@ class Attention(nn.Module):
         if cache is not None:
             if cache.k is not None:
                 k, v = torch.cat([cache.k, k], dim=2), torch.cat([cache.v, v], dim=2)
-            first = max(0, k.shape[2] - keep)
-            cache.k, cache.v = k[:, :, first:], v[:, :, first:]
+            end = k.shape[2] - seqlen + (seqlen if new is None else new)
+            first = max(0, end - keep)
+            cache.k, cache.v = k[:, :, first:end], v[:, :, first:end]
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=0.0)
         return self.wo(y.transpose(1, 2).contiguous().view(bsz, seqlen, size))
 
@@ -217,8 +219,8 @@ class TransformerBlock(nn.Module):
         self.ffn_layer_scale = LayerScale(dim)
 
     def forward(self, x: torch.Tensor, freqs: torch.Tensor, mask: torch.Tensor,
-                cache: KVCache | None = None, keep: int = 0) -> torch.Tensor:
-        h = x + self.attention_layer_scale(self.attention(self.attention_norm(x), freqs, mask, cache, keep))
+                cache: KVCache | None = None, keep: int = 0, new: int | None = None) -> torch.Tensor:
+        h = x + self.attention_layer_scale(self.attention(self.attention_norm(x), freqs, mask, cache, keep, new))
         return h + self.ffn_layer_scale(self.feed_forward(self.ffn_norm(h)))
 
 
@@ -245,14 +247,16 @@ class WindowLimitedTransformer(nn.Module):
             x = layer(x, freqs, mask)
         return self.norm(x).transpose(1, 2)
 
-    def step(self, x: torch.Tensor, start: int, caches: list[KVCache]) -> torch.Tensor:
+    def step(self, x: torch.Tensor, start: int, caches: list[KVCache], new: int | None = None) -> torch.Tensor:
         """`x (B, D, n)`: the frames at absolute positions `start … start + n - 1`, given `caches` filled by
-        the previous calls (one `KVCache` per layer)."""
+        the previous calls (one `KVCache` per layer). With `new`, only the first `new` frames are real and
+        enter the caches; the others are padding (causal: no real frame sees them), which the streaming
+        decoder adds so that every matrix product has enough rows to take the same kernel as a long pass."""
         x = x.transpose(1, 2)
         n = x.shape[1]
         cached = 0 if caches[0].k is None else caches[0].k.shape[2]
         mask = window_mask(start, n, start - cached, cached + n, self.window, x.device)
         freqs = rope_table(start + n, self.head_dim, self.rope_base)[start:start + n].to(x.device)
         for layer, cache in zip(self.layers, caches, strict=True):
-            x = layer(x, freqs, mask, cache, self.window - 1)
+            x = layer(x, freqs, mask, cache, self.window - 1, new)
         return self.norm(x).transpose(1, 2)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from s2studio.codec.codec import Codec, DecoderBlock
 from s2studio.codec.layers import CausalConv, CausalTransConv, ConvNeXtBlock, KVCache, ResidualUnit, Snake1d
@@ -52,8 +53,9 @@ class IncrementalDecoder:
         if n == 0:
             return np.zeros(0, dtype=np.float32)
         q = self.codec.quantizer
-        z = q.lookup(q.clamp(codes_t))
-        z = q.post_module.step(z, self.frames, self._kv)
+        cached = min(self.frames, q.post_module.window - 1)
+        z = q.lookup(_pad_time(q.clamp(codes_t), _transformer_rows(n, cached)))  # padded with code-0 frames
+        z = q.post_module.step(z, self.frames, self._kv, new=n)[..., :n]
         z = self._run(q.upsample, z)
         audio = self._run(self.codec.decoder.model, z)
         self.frames += n
@@ -70,7 +72,9 @@ class IncrementalDecoder:
         if isinstance(module, DecoderBlock):
             return self._run(module.block, x)
         if isinstance(module, ConvNeXtBlock):
-            return module.pointwise(x, self._run(module.dwconv, x))
+            n = x.shape[-1]
+            y = self._run(module.dwconv, x)
+            return module.pointwise(_pad_time(x, ROW_BLOCK), _pad_time(y, ROW_BLOCK))[..., :n]
         if isinstance(module, CausalConv):
             return self._conv(module, x)
         if isinstance(module, CausalTransConv):
@@ -82,27 +86,68 @@ class IncrementalDecoder:
     def _conv(self, m: CausalConv, x: torch.Tensor) -> torch.Tensor:
         if m.stride != 1:
             raise TypeError("strided causal convs are not on the decode path")
-        if m.left_pad == 0:
-            return m.conv(x).contiguous()
-        past = self._state.get(id(m))
-        if past is None:  # a full decode's zero padding
-            past = x.new_zeros(x.shape[0], x.shape[1], m.left_pad)
-        xx = torch.cat([past, x], dim=-1)
-        self._state[id(m)] = xx[..., -m.left_pad:].clone()  # not a view: xx may be large
-        return m.conv(xx).contiguous()
+        n = x.shape[-1]
+        if m.left_pad:
+            past = self._state.get(id(m))
+            if past is None:  # a full decode's zero padding
+                past = x.new_zeros(x.shape[0], x.shape[1], m.left_pad)
+            x = torch.cat([past, x], dim=-1)
+            self._state[id(m)] = x[..., -m.left_pad:].clone()  # not a view: x may be large
+        return m.conv(_wide(x))[..., :n].contiguous()
 
     def _trans_conv(self, m: CausalTransConv, x: torch.Tensor) -> torch.Tensor:
+        n, s = x.shape[-1], m.stride
         if m.crop == 0:  # kernel == stride: every output frame depends on one input frame
-            return m(x)
+            return m.conv(_wide(x))[..., :n * s].contiguous()
         if m.crop != m.stride:
             raise TypeError("transposed convs with kernel other than stride or 2·stride are not streamable here")
         past = self._state.get(id(m))
         if past is None:
             past = x.new_zeros(x.shape[0], x.shape[1], 1)
         self._state[id(m)] = x[..., -1:].clone()
-        y = m.conv(torch.cat([past, x], dim=-1))
-        s = m.stride
-        return y[..., s: s + x.shape[-1] * s].contiguous()
+        y = m.conv(_wide(torch.cat([past, x], dim=-1)))
+        return y[..., s: s + n * s].contiguous()
+
+
+ROW_BLOCK = 32
+"""The streaming path runs every row-wise op on a multiple of 32 frames (at least 32), padding short pushes with
+zero frames after the real ones and dropping the extra outputs. Two CPU kernels round a row differently when
+the matrix is short: a GEMM with few rows (a 1-row `F.linear` is a GEMV; with S2's widths rows agree with a
+long pass's from 16 rows on), and the mean of RMSNorm over the transposed layout, which is vectorised across
+rows in groups of 32 with a different leftover path. Causality makes the padding invisible to the real
+frames; a GEMM reads its weights once whatever the rows, so this costs little time."""
+
+KEY_BLOCK = 16
+"""SDPA's CPU kernel sums `exp` over the keys in vectors of 16 floats and the leftover keys one by one with a
+scalar `exp` that rounds differently. A long decode has all but its final `T mod 16` keys in vectors, so the
+streaming decoder pads enough frames that no real key is among the leftovers. (The final frames of a full
+decode stay the ones it computes differently: which frames are final is unknown while streaming.)"""
+
+NATIVE_CONV_LIMIT = 20480
+"""PyTorch's CPU conv picks its kernel by size (`ConvParams::use_mkldnn`): for a batch-1 1-D conv of at most
+20,480 input elements it takes the native im2col+GEMM kernel (a GEMV at width 1), above it oneDNN, and the two
+round differently. A full decode of more than a few frames is above it in every layer, so every streaming conv
+input is zero-padded on the right past it; oneDNN's output columns do not depend on the width, and the padding
+only reaches outputs that are cut off (the convs are causal)."""
+
+
+def _transformer_rows(n: int, cached: int) -> int:
+    """Frames to run the transformer on for `n` new ones after `cached` cached keys: a multiple of ROW_BLOCK,
+    with every real key before the `(cached + rows) mod KEY_BLOCK` leftover keys."""
+    rows = -(-n // ROW_BLOCK) * ROW_BLOCK
+    if (cached + rows) // KEY_BLOCK * KEY_BLOCK < cached + n:
+        rows += ROW_BLOCK
+    return rows
+
+
+def _pad_time(x: torch.Tensor, width: int) -> torch.Tensor:
+    """`x (B, C, T)` with zero frames appended up to `width` frames (unchanged if already that long)."""
+    return F.pad(x, (0, width - x.shape[-1])) if x.shape[-1] < width else x
+
+
+def _wide(x: torch.Tensor) -> torch.Tensor:
+    """A conv input padded past `NATIVE_CONV_LIMIT` elements, so the conv runs the kernel a full decode runs."""
+    return _pad_time(x, NATIVE_CONV_LIMIT // (x.shape[0] * x.shape[1]) + 1)
 
 
 def decode_in_chunks(codec: Codec, codes: np.ndarray | torch.Tensor, chunk: int) -> np.ndarray:
