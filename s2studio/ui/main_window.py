@@ -21,7 +21,7 @@ from s2studio.state.voices import VoiceLibrary
 from s2studio.ui.actions import SPECS, ShortcutsDialog, build_actions
 from s2studio.ui.cast_bar import CastBar
 from s2studio.ui.context import StudioContext
-from s2studio.ui.editor import InlineWarning, ScriptEditor
+from s2studio.ui.editor import InlineWarning, ScriptEditor, is_dark, speaker_color
 from s2studio.ui.player import PlaybackBuffer, Player
 from s2studio.ui.player_bar import PlayerBar
 from s2studio.ui.projects import ProjectStore
@@ -73,7 +73,7 @@ class MainWindow(QMainWindow):
             "new_project": self.new_project, "open_project": self.open_project, "save_project": self.save_project,
             "save_project_as": self.save_project_as, "export": self.open_export, "choose_model": self.open_model_page,
             "quit": self.close, "undo": lambda: self.editor.undo(), "redo": lambda: self.editor.redo(),
-            "insert_tag": lambda: (self.inspector.setCurrentWidget(self.palette), self.palette.filter.setFocus()),
+            "insert_tag": lambda: (self.inspector.setCurrentWidget(self.tag_palette), self.tag_palette.filter.setFocus()),
             "find_voice": lambda: self.voices.search.setFocus(),
             "render_all": lambda: self.render(list(self.script.lines)),
             "render_stale": lambda: self.render(self.session.stale_lines()),
@@ -104,8 +104,8 @@ class MainWindow(QMainWindow):
         self.voices.record_requested = self.record_voice
         self.cast_bar = CastBar()
         self.editor = ScriptEditor()
-        self.palette = TagPalette()
-        self.editor.set_tag_names(self.palette.names())
+        self.tag_palette = TagPalette()
+        self.editor.set_tag_names(self.tag_palette.names())
         centre = QWidget()
         cl = QVBoxLayout(centre)
         cl.setContentsMargins(0, 0, 0, 0)
@@ -118,7 +118,7 @@ class MainWindow(QMainWindow):
         self.inspector = QTabWidget()
         self.inspector.setObjectName("inspector")
         self.inspector.setAccessibleName("Inspector")
-        self.inspector.addTab(self.palette, "Tags")
+        self.inspector.addTab(self.tag_palette, "Tags")
         self.inspector.addTab(self.takes, "Takes")
         self.inspector.addTab(self.settings_panel, "Settings")
         top = QSplitter(Qt.Orientation.Horizontal)
@@ -167,7 +167,7 @@ class MainWindow(QMainWindow):
         h.job_failed.connect(self._on_job_failed)
         self.editor.textChanged.connect(lambda: self._parse_timer.start())
         self.editor.cursor_line_changed.connect(lambda _: self._show_takes())
-        self.palette.tag_chosen.connect(self.editor.insert_tag)
+        self.tag_palette.tag_chosen.connect(self.editor.insert_tag)
         self.cast_bar.cast_changed.connect(self._cast_changed)
         self.voices.voices_changed.connect(self._voices_changed)
         self.voices.message.connect(lambda m: self.statusBar().showMessage(m, 5000))
@@ -299,6 +299,7 @@ class MainWindow(QMainWindow):
 
     def _audio_grew(self, start: int) -> None:
         self.waveform.refresh(start)
+        self._update_time()
         line_id = getattr(self, "_autoplay_from", None)
         if line_id is not None and self.session.busy:
             self._autoplay_from = None
@@ -307,8 +308,11 @@ class MainWindow(QMainWindow):
                 self.player.play()
 
     def _timeline_changed(self) -> None:
+        dark = is_dark(self.palette())
+        self.waveform.set_labels({ln.line_id: (ln.speaker, speaker_color(ln.speaker, dark)) for ln in self.script.lines})
         self.waveform.set_boundaries(self.session.boundaries)
         self.waveform.refresh(0)
+        self._update_time()
 
     def _take_added(self, line_id: str) -> None:
         self.store.changed(self.project, soon=True)
@@ -346,8 +350,12 @@ class MainWindow(QMainWindow):
         if line is not None:
             self.play_line(line.line_id)
 
+    def _update_time(self) -> None:
+        self.player_bar.set_time(self.player.position / api.SAMPLE_RATE, self.buffer.length / api.SAMPLE_RATE)
+
     def _position(self, sample: int) -> None:
         self.waveform.set_playhead(sample)
+        self._update_time()
         line_id = self.session.line_at(sample) if self.player.playing else None
         self.waveform.set_current_line(line_id)
         line = self.script.line(line_id) if line_id else None

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from PySide6.QtGui import QAction
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QAction, QFontDatabase
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
 from s2studio.ui.player import PlaybackBuffer
 from s2studio.ui.waveform import WaveformView
+
+
+def _clock(seconds: float) -> str:
+    return f"{int(seconds // 60)}:{seconds % 60:04.1f}"
 
 
 def tool_button(action: QAction) -> QToolButton:
@@ -34,6 +39,13 @@ class PlayerBar(QWidget):
             buttons.addWidget(b)
         buttons.addStretch(1)
         outer.addLayout(buttons)
+        self.time_label = QLabel("0:00.0\n0:00.0")
+        self.time_label.setAccessibleName("Playback time")
+        self.time_label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignTop)
+        mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
+        self.time_label.setFont(mono)
+        self.time_label.setMinimumWidth(70)
+        buttons.insertWidget(2, self.time_label)
         self.waveform = WaveformView(buffer)
         outer.addWidget(self.waveform, 1)
         self.notice = QLabel("")
@@ -42,6 +54,9 @@ class PlayerBar(QWidget):
         self.notice.setVisible(False)
         self.notice.setAccessibleName("Audio status")
         outer.addWidget(self.notice)
+
+    def set_time(self, position_s: float, length_s: float) -> None:
+        self.time_label.setText(f"{_clock(position_s)}\n{_clock(length_s)}")
 
     def set_notice(self, text: str) -> None:
         self.notice.setText(text)

@@ -8,13 +8,15 @@ import tempfile
 from pathlib import Path
 
 import soundfile as sf
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtGui import QColor, QFont, QIcon, QPainter, QPixmap
 from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QFileDialog, QFormLayout, QHBoxLayout, QInputDialog,
                                QLabel, QLineEdit, QListWidget, QListWidgetItem, QMessageBox, QPlainTextEdit,
                                QPushButton, QStyle, QToolButton, QVBoxLayout, QWidget)
 
 from s2studio.errors import UserError
 from s2studio.state.voices import Voice, VoiceLibrary, check_clip
+from s2studio.ui.editor import is_dark, speaker_color
 from s2studio.ui.player import load_sounddevice
 
 logger = logging.getLogger(__name__)
@@ -33,6 +35,27 @@ def play_file(path: Path) -> str:
     except Exception as exc:  # noqa: BLE001 - a bad file or a vanished device
         return f"Cannot play {path.name}: {exc}"
     return ""
+
+
+def avatar(name: str, dark: bool, size: int = 60) -> QIcon:
+    """A round badge with the voice's initials, in a colour that stays the same for the name."""
+    pix = QPixmap(size, size)
+    pix.fill(Qt.GlobalColor.transparent)
+    p = QPainter(pix)
+    p.setRenderHint(QPainter.RenderHint.Antialiasing)
+    color = speaker_color(name, dark)
+    p.setBrush(color)
+    p.setPen(Qt.PenStyle.NoPen)
+    p.drawEllipse(0, 0, size, size)
+    font = QFont()
+    font.setPixelSize(int(size * 0.42))
+    font.setBold(True)
+    p.setFont(font)
+    p.setPen(QColor("#ffffff") if color.lightness() < 150 else QColor("#1b1b1b"))
+    initials = "".join(w[0] for w in name.split()[:2] if w[:1].isalnum()).upper() or "?"
+    p.drawText(pix.rect(), Qt.AlignmentFlag.AlignCenter, initials)
+    p.end()
+    return QIcon(pix)
 
 
 class NewVoiceDialog(QDialog):
@@ -113,6 +136,8 @@ class VoicesPanel(QWidget):
         layout.addWidget(self.search)
         self.list = QListWidget()
         self.list.setAccessibleName("Voices")
+        self.list.setIconSize(QSize(30, 30))
+        self.list.setSpacing(3)
         self.list.currentItemChanged.connect(lambda *_: self._show_details())
         layout.addWidget(self.list, 2)
         style = self.style()
@@ -179,6 +204,7 @@ class VoicesPanel(QWidget):
             item = QListWidgetItem(f"{voice.name}\n{len(voice.clips)} clip{'s' * (len(voice.clips) != 1)} · "
                                    f"{secs:.0f} s")
             item.setData(Qt.ItemDataRole.UserRole, voice.id)
+            item.setIcon(avatar(voice.name, is_dark(self.palette())))
             item.setToolTip(voice.notes or voice.name)
             self.list.addItem(item)
             if voice.id == selected:
@@ -218,7 +244,8 @@ class VoicesPanel(QWidget):
             except UserError as exc:
                 warnings = [str(exc)]
             warn = "".join(f"<br><span style='color:#d08a20'>⚠ {w}</span>" for w in warnings)
-            parts.append(f"<p><b>{clip.id}</b> · {clip.duration_s:.1f} s<br><i>“{clip.transcript}”</i>{warn}</p>")
+            number = clip.id.lstrip("c")
+            parts.append(f"<p><b>Clip {number}</b> · {clip.duration_s:.1f} s<br><i>“{clip.transcript}”</i>{warn}</p>")
         self.details.setText("<br>".join(parts))
 
     # -- commands --------------------------------------------------------------------------------

@@ -53,7 +53,9 @@ class WaveformView(QWidget):
             blocks = np.pad(np.abs(tail), (0, pad)).reshape(-1, BIN)
             peaks[keep:] = blocks.max(axis=1)
         self._peaks = peaks
-        self._span = max(MIN_SPAN, self._buffer.length)
+        n = self._buffer.length
+        # while rendering leave room to grow; once done, the whole timeline fits the width
+        self._span = max(MIN_SPAN, int(n * 1.25)) if self._buffer.growing or n == 0 else int(n * 1.01) + 1
         self.update()
 
     def set_boundaries(self, boundaries: list[tuple[str, int, int]]) -> None:
@@ -85,53 +87,98 @@ class WaveformView(QWidget):
         if event.button() == Qt.MouseButton.LeftButton:
             self.seek_requested.emit(min(self.sample_at(event.position().x()), self._buffer.length))
 
+    def set_labels(self, labels: dict[str, tuple[str, QColor]]) -> None:
+        """line_id -> (speaker name, colour) for drawing each line in its speaker's colour."""
+        self._labels = dict(labels)
+        self.update()
+
     def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 - Qt override
         p = QPainter(self)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
         pal = self.palette()
         w, h = self.width(), self.height()
+        ruler = 16
+        top, bottom = 18, h - ruler
+        mid = (top + bottom) / 2
+        half = (bottom - top) / 2 - 2
         p.fillRect(self.rect(), pal.color(QPalette.ColorRole.Base))
-        mid = h / 2
         rendered_x = self._x(self._buffer.length)
         accent = pal.color(QPalette.ColorRole.Highlight)
-        # highlighted current line
+        text_color = pal.color(QPalette.ColorRole.Text)
+        labels = getattr(self, "_labels", {})
+        # the line being heard
         for line_id, start, end in self._boundaries:
             if line_id == self._current:
                 c = QColor(accent)
-                c.setAlpha(40)
-                p.fillRect(QRectF(self._x(start), 0, self._x(end) - self._x(start), h), c)
-        # not yet rendered region
-        dim = pal.color(QPalette.ColorRole.AlternateBase)
-        p.fillRect(QRectF(rendered_x, 0, w - rendered_x, h), dim)
-        # peaks: one vertical line per pixel column
+                c.setAlpha(45)
+                p.fillRect(QRectF(self._x(start), top, self._x(end) - self._x(start), bottom - top), c)
+        # not yet rendered: hatched-looking dim band
+        if self._buffer.growing:
+            dim = QColor(text_color)
+            dim.setAlpha(12)
+            p.fillRect(QRectF(rendered_x, top, w - rendered_x, bottom - top), dim)
+        # centre line
+        base_line = QColor(text_color)
+        base_line.setAlpha(40)
+        p.setPen(QPen(base_line, 1))
+        p.drawLine(QPointF(0, mid), QPointF(rendered_x, mid))
+        # peaks: one vertical line per pixel column, in the colour of the line's speaker
         if len(self._peaks):
-            wave = QColor(pal.color(QPalette.ColorRole.Text))
-            wave.setAlpha(170)
-            p.setPen(QPen(wave, 1))
             cols = int(rendered_x) + 1
             edges = (np.arange(cols + 1) / max(1, w - 1) * self._span / BIN).astype(np.int64)
+            default = QColor(text_color)
+            default.setAlpha(150)
+            spans = [(self._x(s0), self._x(e0), labels.get(lid, ("", default))[1]) for lid, s0, e0 in self._boundaries]
+            span_i = 0
+            pen_color = default
             for x in range(cols):
+                while span_i < len(spans) and spans[span_i][1] < x:
+                    span_i += 1
+                color = spans[span_i][2] if span_i < len(spans) and spans[span_i][0] <= x else default
+                if color is not pen_color:
+                    pen_color = color
+                    p.setPen(QPen(color, 1))
                 a, b = edges[x], max(edges[x] + 1, edges[x + 1])
                 seg = self._peaks[a:b]
                 if len(seg) == 0:
                     break
-                amp = float(seg.max()) * (h / 2 - 4)
+                amp = min(float(seg.max()), 1.0) * half
                 p.drawLine(QPointF(x, mid - amp), QPointF(x, mid + amp))
-        # line boundaries
-        grid = QColor(pal.color(QPalette.ColorRole.Mid))
-        p.setPen(QPen(grid, 1, Qt.PenStyle.DashLine))
-        for _, start, _end in self._boundaries:
+        # line boundaries and speaker names
+        grid = QColor(text_color)
+        grid.setAlpha(60)
+        small = self.font()
+        small.setPointSizeF(max(small.pointSizeF() * 0.85, 7.0))
+        p.setFont(small)
+        for line_id, start, _end in self._boundaries:
             x = self._x(start)
-            p.drawLine(QPointF(x, 0), QPointF(x, h))
+            p.setPen(QPen(grid, 1, Qt.PenStyle.DotLine))
+            p.drawLine(QPointF(x, top - 14), QPointF(x, bottom))
+            name, color = labels.get(line_id, ("", text_color))
+            if name:
+                p.setPen(color)
+                p.drawText(QRectF(x + 4, 2, 160, 14), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, name)
+        # time ruler
+        p.setPen(QPen(grid, 1))
+        p.drawLine(QPointF(0, bottom), QPointF(w, bottom))
+        seconds = self._span / SAMPLE_RATE
+        step = next(s for s in (1, 2, 5, 10, 15, 30, 60, 120, 300, 600) if seconds / s <= max(w / 70, 1))
+        muted = pal.color(QPalette.ColorRole.PlaceholderText)
+        t = 0
+        while t <= seconds:
+            x = self._x(t * SAMPLE_RATE)
+            p.setPen(QPen(grid, 1))
+            p.drawLine(QPointF(x, bottom), QPointF(x, bottom + 4))
+            p.setPen(muted)
+            p.drawText(QRectF(x + 3, bottom + 1, 60, ruler - 1), Qt.AlignmentFlag.AlignLeft,
+                       f"{int(t // 60)}:{int(t % 60):02d}")
+            t += step
         # rendered-up-to marker
         if self._buffer.growing:
             p.setPen(QPen(QColor("#e0a030"), 2))
-            p.drawLine(QPointF(rendered_x, 0), QPointF(rendered_x, h))
+            p.drawLine(QPointF(rendered_x, top), QPointF(rendered_x, bottom))
         # playhead
         p.setPen(QPen(accent, 2))
         x = self._x(self._playhead)
-        p.drawLine(QPointF(x, 0), QPointF(x, h))
-        # time label
-        p.setPen(pal.color(QPalette.ColorRole.PlaceholderText))
-        p.drawText(QRectF(6, 4, 200, 16), Qt.AlignmentFlag.AlignLeft,
-                   f"{self._playhead / SAMPLE_RATE:5.1f} s / {self._buffer.length / SAMPLE_RATE:.1f} s")
+        p.drawLine(QPointF(x, 0), QPointF(x, bottom))
         p.end()

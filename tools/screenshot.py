@@ -1,0 +1,167 @@
+"""Screenshots of the studio for the README and for looking at it as a user would.
+
+Starts the real window (under Xvfb when run through `xvfb-run`, else Qt's offscreen platform) on the
+tiny demo model (or `--engine fake`), creates two voices, renders a short script, and saves PNGs of the
+main window, the model page, the record dialog and the export dialog.
+
+    xvfb-run -a -s "-screen 0 1400x900x24" .venv/bin/python tools/screenshot.py --out docs/screenshots
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+
+SCRIPT = """# Chapter one: the visitor
+Alice: Did you hear that? [whispering] Someone is at the door.
+Bob: [laughing] It's only the cat. It always scratches at night.
+Alice: [sigh] Then why is the cat standing right behind you?
+Bob: [shocked] Oh.
+"""
+
+
+def _wait(app, predicate, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        app.processEvents()
+        time.sleep(0.01)
+    return True
+
+
+def _voice_clip(path: Path, f0: float) -> Path:
+    """A voiced-sounding test clip: a buzzy tone with a slow vibrato and syllable-like gaps."""
+    rate = 44100
+    t = np.arange(int(6 * rate)) / rate
+    pitch = f0 * (1 + 0.03 * np.sin(2 * np.pi * 5 * t))
+    phase = 2 * np.pi * np.cumsum(pitch) / rate
+    wave = sum(np.sin(k * phase) / k for k in range(1, 8))
+    envelope = 0.5 + 0.5 * np.sin(2 * np.pi * 3 * t) ** 2
+    sf.write(path, (0.25 * wave * envelope).astype(np.float32), rate)
+    return path
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("docs/screenshots"))
+    parser.add_argument("--engine", choices=("s2", "fake"), default="s2")
+    parser.add_argument("--dark", action="store_true", help="use a dark palette (Fusion)")
+    args = parser.parse_args()
+    home = Path(tempfile.mkdtemp(prefix="s2studio-shot-"))
+    os.environ["S2STUDIO_DATA_DIR"] = str(home / "data")
+    os.environ["XDG_CONFIG_HOME"] = str(home / "config")
+    if not os.environ.get("DISPLAY"):
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    # a file-backed ALSA microphone (a tone), so the record dialog shows a level (research/env.md §5.2)
+    raw = home / "mic.raw"
+    (0.3 * 32767 * np.sin(2 * np.pi * 220 * np.arange(16000 * 40) / 16000)).astype("<i2").tofile(raw)
+    (home / "asound.conf").write_text(
+        "<confdir:alsa.conf>\npcm.!default { type asym\n"
+        f' playback.pcm {{ type plug slave {{ pcm {{ type file slave.pcm "null" file "{home}/out.raw" format "raw" }}'
+        " format S16_LE rate 16000 channels 1 } }\n"
+        f' capture.pcm {{ type plug slave {{ pcm {{ type file slave.pcm "null" file "/dev/null" infile "{raw}"'
+        ' format "raw" } format S16_LE rate 16000 channels 1 } } }\n')
+    os.environ["ALSA_CONFIG_PATH"] = str(home / "asound.conf")
+    model_dir = home / "data" / "models" / "demo-tiny"
+    if args.engine == "s2":
+        subprocess.run([sys.executable, "-m", "s2studio", "demo-model", str(model_dir)], check=True,
+                       stdout=subprocess.DEVNULL)
+
+    from PySide6.QtWidgets import QApplication, QStyleFactory
+
+    from s2studio import app as studio
+    from s2studio.ui.export_dialog import ExportDialog
+    from s2studio.ui.model_page import ModelPage
+    from s2studio.ui.record_dialog import RecordDialog
+
+    qapp = studio.make_application([sys.argv[0]])
+    if args.dark:
+        from PySide6.QtGui import QColor, QPalette
+
+        qapp.setStyle(QStyleFactory.create("Fusion"))
+        pal = QPalette()
+        for role, color in ((QPalette.ColorRole.Window, "#2b2d31"), (QPalette.ColorRole.Base, "#1e1f22"),
+                            (QPalette.ColorRole.AlternateBase, "#26272b"), (QPalette.ColorRole.Text, "#e6e6e6"),
+                            (QPalette.ColorRole.WindowText, "#e6e6e6"), (QPalette.ColorRole.Button, "#34363c"),
+                            (QPalette.ColorRole.ButtonText, "#e6e6e6"), (QPalette.ColorRole.Highlight, "#4a7fd6"),
+                            (QPalette.ColorRole.Mid, "#55585f"), (QPalette.ColorRole.PlaceholderText, "#8a8d93")):
+            pal.setColor(role, QColor(color))
+        qapp.setPalette(pal)
+    window = studio.build_window(args.engine)
+    window.ask_on_close = False
+    window.resize(1360, 860)
+    window.show()
+    window.load_model(model_dir if args.engine == "s2" else Path("fake-model"))
+    if not _wait(qapp, lambda: window.model_info is not None, 180):
+        print("the model did not load", file=sys.stderr)
+        return 1
+    voices = [window.library.create("Alice (warm)", [(_voice_clip(home / "alice.wav", 210), "Hello, I am Alice.")]),
+              window.library.create("Bob (deep)", [(_voice_clip(home / "bob.wav", 110), "And I am Bob.")]),
+              window.library.create("Narrator", [(_voice_clip(home / "narr.wav", 150), "Once upon a time.")])]
+    window.voices.refresh()
+    window._voices_changed()
+    window.settings_panel.max_frames.setValue(64)
+    window.editor.setPlainText(SCRIPT)
+    window.reparse()
+    for speaker, voice in (("Alice", voices[0]), ("Bob", voices[1])):
+        combo = window.cast_bar.combos[speaker]
+        combo.setCurrentIndex(combo.findData(voice.id))
+    window.player.play = lambda: False  # screenshots are silent; the playhead is placed by hand below
+    window.actions_by_name["render_all"].trigger()
+    if not _wait(qapp, lambda: len(window.project.lines) >= 2, 300):
+        print("the render did not progress", file=sys.stderr)
+        return 1
+    _wait(qapp, lambda: not window.session.busy, 300)
+    window.voices.select(voices[0].id)
+    cursor = window.editor.textCursor()
+    cursor.setPosition(window.script.lines[1].start + 5)
+    window.editor.setTextCursor(cursor)
+    window.player.seek(window.session.start_of(window.script.lines[1].line_id) or 0)
+    window.editor.set_playing_block(window.script.lines[1].source_line - 1)
+    window.waveform.set_current_line(window.script.lines[1].line_id)
+    _wait(qapp, lambda: False, 0.5)
+    args.out.mkdir(parents=True, exist_ok=True)
+    window.grab().save(str(args.out / "main-window.png"))
+
+    page = ModelPage(home / "data" / "models", window)
+    page.folder.setText(str(model_dir))
+    page.show()
+    _wait(qapp, lambda: False, 0.3)
+    page.grab().save(str(args.out / "model-page.png"))
+    page.done(0)
+
+    rec = RecordDialog(window)
+    rec.show()
+    rec.start()
+    _wait(qapp, lambda: rec.seconds > 12 or not rec.recording, 5)
+    rec._poll()
+    _wait(qapp, lambda: False, 0.2)
+    rec.grab().save(str(args.out / "record-dialog.png"))
+    rec.stop()
+    rec.done(0)
+
+    export = ExportDialog(window.project, window.script, window.model_info, window)
+    export.out.setText(str(Path.home() / "Audio" / "chapter-one.wav"))
+    export.show()
+    _wait(qapp, lambda: False, 0.3)
+    export.grab().save(str(args.out / "export-dialog.png"))
+    export.done(0)
+
+    window.player.close()
+    window.close()
+    window.ctx.host.shutdown()
+    print("\n".join(str(p) for p in sorted(args.out.glob("*.png"))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
