@@ -120,6 +120,10 @@ def main(argv: list[str] | None = None) -> int:
     window.offer_restore()
     window.store.begin_session()
     start_engine(window)
+    quit_after = os.environ.get("S2STUDIO_QUIT_AFTER_MS")
+    if quit_after:  # smoke tests of a build: start, then leave cleanly
+        window.ask_on_close = False
+        QTimer.singleShot(int(quit_after), window.close)
     try:
         return app.exec()
     finally:
