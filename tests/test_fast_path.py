@@ -242,3 +242,22 @@ def test_reuse_survives_a_sliding_context_window(tiny) -> None:
     # beyond the system prompt only the few tokens that open a user turn can match; line 2's exchange is new here
     assert prefilled[2] >= prompts[2].shape[1] - shared_prefix - 8
     assert prefilled[1] < prompts[1].shape[1] - shared_prefix  # line 2 also reused line 1 (text and frames)
+
+
+def test_engine_picks_the_fast_path_unless_float32_on_the_cpu(tmp_path: Path) -> None:
+    import threading
+
+    from engine_contract import collect
+
+    from s2studio.demo_model import write_demo_model
+    from s2studio.engine.api import JobFinished, LoadRequest
+    from s2studio.engine.s2 import S2Engine
+
+    folder = write_demo_model(tmp_path / "tiny", seed=3)
+    for precision, fast, expect in (("fp32", None, False), ("bf16", None, True), ("bf16", False, False),
+                                    ("fp32", True, True)):
+        engine = S2Engine()
+        events = collect(engine.load(LoadRequest("l", folder, device="cpu", precision=precision, fast=fast),
+                                     threading.Event()))
+        assert isinstance(events[-1], JobFinished), events[-1]
+        assert (engine._loaded.decoder is not None) == expect, (precision, fast)

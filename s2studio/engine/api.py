@@ -61,8 +61,9 @@ class LoadRequest:
     device: Device = "auto"
     precision: Precision = "auto"
     threads: int | None = None
-    fast: bool = False
-    """The fast generation path with prefix reuse (engine/fast.py); False keeps the bit-exact one."""
+    fast: bool | None = None
+    """The fast generation path with prefix reuse (engine/fast.py). None: fast everywhere except float32 on the
+    CPU, the one mode whose codes are checked bit for bit against upstream (there the exact path stays)."""
     quantize: Quantize = "none"
     """Weight-only int8 for the transformers' linear layers (engine/quantize.py); implies nothing about `fast`."""
 

@@ -127,8 +127,9 @@ class S2Engine:
         yield ModelLoading(job, 0.1, "loading the language model")
         # refuse before reading gigabytes that cannot fit, naming a setting that does
         precision = next(name for name, value in PRECISIONS.items() if value == dtype)
+        fast = request.fast if request.fast is not None else not (device.type == "cpu" and dtype == torch.float32)
         check_fits(load_config(folder), str(device), precision=precision, quantize=request.quantize,
-                   context=FAST_CONTEXT if request.fast else None, codec_bytes=codec_bytes_of(folder))
+                   context=FAST_CONTEXT if fast else None, codec_bytes=codec_bytes_of(folder))
         model = load_quantized(folder, device=device, dtype=dtype, mode=request.quantize,
                                semantic_range=(tokenizer.semantic_begin_id, tokenizer.semantic_end_id),
                                im_end_id=tokenizer.im_end_id)
@@ -139,7 +140,7 @@ class S2Engine:
         codec = load_codec(folder, device=device)  # the codec always runs in float32 (spec s2-codec.md §7.4)
         yield ModelLoading(job, 0.9, "allocating the caches")
         decoder = None
-        if request.fast:
+        if fast:
             from s2studio.engine.fast import FastDecoder
 
             decoder = FastDecoder(model, tokenizer.im_end_id, length=FAST_CONTEXT)
