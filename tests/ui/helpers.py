@@ -49,6 +49,9 @@ class ToneEngine:
             audio *= np.float32(1.0 - 0.05 * (self._takes % 5))  # takes differ
             for k in range(self.frames):
                 time.sleep(self.delay_s)
+                if cancel.is_set():  # between frames, as the real engine does
+                    yield api.JobFinished(request.job_id, cancelled=True)
+                    return
                 yield api.AudioChunk(request.job_id, line.line_id, k * CHUNK, audio[k * CHUNK:(k + 1) * CHUNK].copy())
                 yield api.Progress(request.job_id, line.line_id, k + 1, self.frames, 0.5)
             yield api.LineFinished(request.job_id, line.line_id, f"take{self._takes}", np.zeros((10, self.frames),

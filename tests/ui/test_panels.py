@@ -174,7 +174,7 @@ def test_tag_completion_after_bracket(qtbot, data_dir):
     assert w.editor.completer.currentCompletion() == "whisper"
     qtbot.keyClick(popup, Qt.Key.Key_Return)
     assert w.editor.toPlainText() == "Alice: Well [whisper]"
-    w.palette.tag_chosen.emit("sigh")
+    w.tag_palette.tag_chosen.emit("sigh")
     assert w.editor.toPlainText() == "Alice: Well [whisper] [sigh] "
     _close(w)
 
@@ -190,4 +190,41 @@ def test_delete_voice_then_undo(qtbot, data_dir, tmp_path):
     qtbot.mouseClick(w.voices.undo_button, Qt.MouseButton.LeftButton)
     assert [x.id for x in w.library.list()] == [v.id]
     assert w.voices.selected_id() == v.id
+    _close(w)
+
+
+def test_settings_are_remembered_between_sessions(qtbot, data_dir):
+    w = _window(qtbot, ToneEngine)
+    w.settings_panel.temperature.setValue(0.55)
+    w.settings_panel.seed_mode.setCurrentIndex(w.settings_panel.seed_mode.findData("fixed"))
+    w.settings_panel.seed.setValue(99)
+    assert w.project.settings.temperature == 0.55 and w.project.settings.seed == 99
+    _close(w)
+    app.make_application()
+    w2 = app.build_window("fake", factory=ToneEngine)  # no settings.clear(): the remembered values load
+    qtbot.addWidget(w2)
+    w2.ask_on_close = False
+    s = w2.project.settings
+    assert (s.temperature, s.seed_mode, s.seed) == (0.55, "fixed", 99)
+    assert w2.settings_panel.temperature.value() == 0.55 and w2.settings_panel.seed.isEnabled()
+    _close(w2)
+
+
+def test_stop_cancels_the_render_and_the_studio_stays_usable(qtbot, data_dir, tmp_path):
+    w = _window(qtbot, lambda: ToneEngine(frames=40, delay_s=0.05))
+    _cast_two_voices(w, tmp_path)
+    ended: list[bool] = []
+    w.session.finished.connect(ended.append)
+    w.actions_by_name["render_all"].trigger()
+    qtbot.waitUntil(lambda: w.buffer.length > 0, timeout=10000)
+    assert w.actions_by_name["stop_render"].isEnabled()
+    assert "frames/s" in w.status.speed.text() and "ETA" in w.status.speed.text()
+    w.actions_by_name["stop_render"].trigger()
+    qtbot.waitUntil(lambda: ended == [True], timeout=10000)
+    assert w.project.lines == {} and not w.buffer.growing
+    assert w.status.speed.text() == "Render cancelled."
+    assert w.actions_by_name["render_all"].isEnabled()
+    w.actions_by_name["render_all"].trigger()
+    qtbot.waitUntil(lambda: len(ended) == 2, timeout=20000)
+    assert ended == [True, False] and len(w.project.lines) == 2
     _close(w)

@@ -146,14 +146,18 @@ def test_studio_end_to_end(qtbot, window, tmp_path):
     order: list[str] = []
     w.player.started_audio.connect(lambda: order.append("playing"))
     w.session.finished.connect(lambda cancelled: order.append("finished"))
-    before = playback_raw().stat().st_size if playback_raw().exists() else 0
     qtbot.mouseClick(toolbar_button(w, "render_all"), Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: "finished" in order, timeout=15000)
     assert order[0] == "playing"
     assert w.buffer.length == 2 * LINE + GAP
     assert [(s, e) for _, s, e in w.session.boundaries] == [(0, LINE), (LINE + GAP, 2 * LINE + GAP)]
     qtbot.waitUntil(lambda: not w.player.playing, timeout=10000)
-    assert playback_raw().stat().st_size > before  # the 'speaker' received audio
+    # the 'speaker' (a file, 16 kHz) received the rendered tones: 200 Hz (Alice) and 300 Hz (Bob)
+    played = np.fromfile(playback_raw(), dtype="<i2").astype(np.float32) / 32767
+    start = int(np.argmax(np.abs(played) > 0.01))
+    first_line = played[start:start + 8000]  # 0.5 s of the first line at the device's 16 kHz
+    assert len(first_line) == 8000 and np.abs(first_line).max() > 0.25
+    assert abs(np.argmax(np.abs(np.fft.rfft(first_line))) * 2 - 200) < 10
 
     # seek by clicking the waveform (paused: the playhead stays where the click put it)
     wave = w.waveform
