@@ -38,6 +38,14 @@ class GenerationSettings:
     batching: Literal["line", "upstream"] = "line"
     device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
     precision: Literal["auto", "fp32", "bf16"] = "auto"
+    speed: Literal["exact", "fast"] = "exact"
+    """exact: bit-identical to upstream on CPU fp32; fast: prefix reuse and the fast decode path."""
+    quantize: Literal["none", "int8"] = "none"
+
+    @property
+    def load_key(self) -> tuple[str, str, str, str]:
+        """The settings that need the model loaded again when they change."""
+        return (self.device, self.precision, self.speed, self.quantize)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> GenerationSettings:

@@ -162,7 +162,7 @@ class MainWindow(QMainWindow):
 
     def _wire(self) -> None:
         h = self.ctx.host
-        h.model_loading.connect(lambda e: self.status.set_model(None, f"Loading model… {e.progress:.0%}"))
+        h.model_loading.connect(self._on_model_loading)
         h.model_ready.connect(self._on_model_ready)
         h.job_failed.connect(self._on_job_failed)
         self.editor.textChanged.connect(lambda: self._parse_timer.start())
@@ -194,9 +194,18 @@ class MainWindow(QMainWindow):
         s = self.project.settings
         self.ctx.model_dir = model_dir
         self.status.set_model(None, "Loading model…")
-        self.ctx.host.load(api.LoadRequest(self.ctx.host.new_job_id("load"), model_dir, s.device, s.precision))
+        self.status.progress.setRange(0, 100)
+        self.status.progress.setValue(0)
+        self.status.progress.setVisible(True)
+        self.ctx.host.load(api.LoadRequest(self.ctx.host.new_job_id("load"), model_dir, s.device, s.precision,
+                                           fast=s.speed == "fast", quantize=s.quantize))
+
+    def _on_model_loading(self, event: api.ModelLoading) -> None:
+        self.status.set_model(None, f"Loading model… {event.message}".rstrip())
+        self.status.progress.setValue(int(event.progress * 100))
 
     def _on_model_ready(self, event: api.ModelReady) -> None:
+        self.status.progress.setVisible(False)
         self.model_info = event.info
         self.flow.codec_fingerprint = event.info.codec_fingerprint
         self.status.set_model(event.info)
@@ -204,6 +213,7 @@ class MainWindow(QMainWindow):
 
     def _on_job_failed(self, event: api.JobFailed) -> None:
         if event.job_id.startswith("load"):
+            self.status.progress.setVisible(False)
             self.model_info = None
             self.status.set_model(None, "No model")
             self.statusBar().showMessage(event.error, 10000)
@@ -246,7 +256,10 @@ class MainWindow(QMainWindow):
         self.reparse()
 
     def _settings_changed(self, settings: GenerationSettings) -> None:
+        reload = settings.load_key != self.project.settings.load_key
         self.project.settings = settings
+        if reload and self.ctx.model_dir is not None and not self.flow.busy:
+            self.load_model(self.ctx.model_dir)
         self.ctx.settings.setValue("generation", json.dumps(asdict(settings)))
         self.store.changed(self.project)
         self._show_takes()
@@ -481,6 +494,10 @@ class MainWindow(QMainWindow):
         self.set_project(project)
         self.store.path = origin
         self.store.changed(project)
+        stale = len(self.session.stale_lines())
+        self.statusBar().showMessage(
+            "Restored the autosaved project." + (f" {stale} line{'s' * (stale != 1)} still to render: "
+                                                 "Render ▸ Render Stale Lines (Ctrl+Shift+R)." if stale else ""), 15000)
         return True
 
     # -- dialogs ---------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QComboBox, QDoubleSpinBox, QFormLayout, QHBoxLayout, QSpinBox, QWidget
+from PySide6.QtWidgets import QComboBox, QDoubleSpinBox, QFormLayout, QHBoxLayout, QLabel, QSpinBox, QWidget
 
 from s2studio.state.project import GenerationSettings
 
@@ -50,9 +50,17 @@ class SettingsPanel(QWidget):
         self.precision = self._combo([("Automatic", "auto"), ("fp32 (exact)", "fp32"), ("bf16 (fast)", "bf16")],
                                      "Precision")
         form.addRow("Precision", self.precision)
+        self.speed = self._combo([("Exact (matches upstream)", "exact"), ("Fast", "fast")], "Speed")
+        form.addRow("Speed", self.speed)
+        self.quantize = self._combo([("Off", "none"), ("int8 weights (less memory)", "int8")], "Quantization")
+        form.addRow("Quantization", self.quantize)
+        note = QLabel("Device, precision, speed and quantization reload the model.")
+        note.setWordWrap(True)
+        note.setEnabled(False)
+        form.addRow(note)
         self._loading = False
         self.set_settings(GenerationSettings())
-        for w in (self.seed_mode, self.batching, self.device, self.precision):
+        for w in (self.seed_mode, self.batching, self.device, self.precision, self.speed, self.quantize):
             w.currentIndexChanged.connect(self._changed)
         for w in (self.seed, self.top_k, self.max_frames):
             w.valueChanged.connect(self._changed)
@@ -80,7 +88,7 @@ class SettingsPanel(QWidget):
         self._loading = True
         try:
             for box, value in ((self.seed_mode, s.seed_mode), (self.batching, s.batching), (self.device, s.device),
-                               (self.precision, s.precision)):
+                               (self.precision, s.precision), (self.speed, s.speed), (self.quantize, s.quantize)):
                 box.setCurrentIndex(max(0, box.findData(value)))
             self.seed.setValue(s.seed)
             self.temperature.setValue(s.temperature)
@@ -96,7 +104,8 @@ class SettingsPanel(QWidget):
                        temperature=round(self.temperature.value(), 2), top_p=round(self.top_p.value(), 2),
                        top_k=self.top_k.value(), max_frames=self.max_frames.value(),
                        batching=self.batching.currentData(), device=self.device.currentData(),
-                       precision=self.precision.currentData())
+                       precision=self.precision.currentData(), speed=self.speed.currentData(),
+                       quantize=self.quantize.currentData())
 
     def _changed(self) -> None:
         self.seed.setEnabled(self.seed_mode.currentData() == "fixed")
