@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 import uuid
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -54,11 +54,18 @@ class GenerationSettings:
         kwargs: dict[str, Any] = {}
         for f in fields(cls):
             value = data.get(f.name, getattr(default, f.name))
-            kwargs[f.name] = type(getattr(default, f.name))(value)
+            try:
+                kwargs[f.name] = type(getattr(default, f.name))(value)
+            except (TypeError, ValueError):
+                kwargs[f.name] = getattr(default, f.name)
         try:
-            return cls(**kwargs)
+            settings = cls(**kwargs)
         except (TypeError, ValueError):
             return default
+        # values the sampler refuses (a hand-edited file) are clamped to what the settings panel offers
+        return replace(settings, temperature=min(max(settings.temperature, 0.05), 1.95),
+                       top_p=min(max(settings.top_p, 0.05), 1.0), top_k=max(settings.top_k, 1),
+                       max_frames=max(settings.max_frames, 16))
 
 
 @dataclass
