@@ -209,6 +209,10 @@ class MainWindow(QMainWindow):
         self.model_info = event.info
         self.flow.codec_fingerprint = event.info.codec_fingerprint
         self.status.set_model(event.info)
+        from s2studio.ui.model_page import is_demo  # noqa: PLC0415
+
+        if self.ctx.model_dir is not None and is_demo(self.ctx.model_dir):
+            self.status.model.setText(f"Model: {event.info.name} (demo: random weights, produces noise)")
         self._update_enabled()
 
     def _on_job_failed(self, event: api.JobFailed) -> None:
@@ -290,7 +294,7 @@ class MainWindow(QMainWindow):
             return
         try:
             self.flow.render(lines)
-        except UserError as exc:
+        except (UserError, ValueError) as exc:  # ValueError: sampling settings the engine refuses
             self._render_failed(str(exc))
             return
         self.status.start(len(lines))
