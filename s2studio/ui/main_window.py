@@ -10,7 +10,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QMimeData, Qt, QTimer
 from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
-from PySide6.QtWidgets import (QFileDialog, QMainWindow, QMessageBox, QSplitter, QTabWidget, QToolBar, QVBoxLayout,
+from PySide6.QtWidgets import (QMainWindow, QMessageBox, QSplitter, QTabWidget, QToolBar, QVBoxLayout,
                                QWidget)
 
 from s2studio.engine import api
@@ -21,7 +21,7 @@ from s2studio.state.voices import VoiceLibrary
 from s2studio.ui.actions import SPECS, ShortcutsDialog, build_actions
 from s2studio.ui.cast_bar import CastBar
 from s2studio.ui.context import StudioContext
-from s2studio.ui.editor import InlineWarning, ScriptEditor, is_dark, speaker_color
+from s2studio.ui.editor import InlineWarning, ScriptEditor
 from s2studio.ui.player import PlaybackBuffer, Player
 from s2studio.ui.player_bar import PlayerBar
 from s2studio.ui.projects import ProjectStore
@@ -32,13 +32,15 @@ from s2studio.ui.status import StatusPanel
 from s2studio.ui.tag_palette import TagPalette
 from s2studio.ui.takes_panel import TakesPanel
 from s2studio.ui.voices_panel import VoicesPanel
+from s2studio.ui.window_playback import PlaybackMixin
+from s2studio.ui.window_projects import ProjectsMixin
 
 logger = logging.getLogger(__name__)
 
 AUDIO_SUFFIXES = {".wav", ".flac", ".ogg", ".mp3", ".aiff", ".aif"}
 
 
-class MainWindow(QMainWindow):
+class MainWindow(PlaybackMixin, ProjectsMixin, QMainWindow):
     def __init__(self, ctx: StudioContext) -> None:
         super().__init__()
         self.ctx = ctx
@@ -314,23 +316,6 @@ class MainWindow(QMainWindow):
         self.status.stop("Render failed.")
         QMessageBox.warning(self, "Render failed", message)
 
-    def _audio_grew(self, start: int) -> None:
-        self.waveform.refresh(start)
-        self._update_time()
-        line_id = getattr(self, "_autoplay_from", None)
-        if line_id is not None and self.session.busy:
-            self._autoplay_from = None
-            if not self.player.playing:
-                self.player.seek(self.session.start_of(line_id) or 0)
-                self.player.play()
-
-    def _timeline_changed(self) -> None:
-        dark = is_dark(self.palette())
-        self.waveform.set_labels({ln.line_id: (ln.speaker, speaker_color(ln.speaker, dark)) for ln in self.script.lines})
-        self.waveform.set_boundaries(self.session.boundaries)
-        self.waveform.refresh(0)
-        self._update_time()
-
     def _take_added(self, line_id: str) -> None:
         self.store.changed(self.project, soon=True)
         self._show_takes()
@@ -347,43 +332,6 @@ class MainWindow(QMainWindow):
             return
         label = f"{line.speaker}: {line.text[:60]}"
         self.takes.show_line(line.line_id, label, self.project.lines.get(line.line_id), self.session.is_stale(line))
-
-    # -- playback --------------------------------------------------------------------------------
-
-    def play_pause(self) -> None:
-        if self.player.playing:
-            self.player.pause()
-        elif not self.player.play() and self.player.unavailable_reason:
-            self.player_bar.set_notice(self.player.unavailable_reason)
-
-    def play_line(self, line_id: str) -> None:
-        start = self.session.start_of(line_id)
-        if start is not None:
-            self.player.seek(start)
-            self.player.play()
-
-    def play_from_cursor(self) -> None:
-        line = self.cursor_line()
-        if line is not None:
-            self.play_line(line.line_id)
-
-    def _update_time(self) -> None:
-        self.player_bar.set_time(self.player.position / api.SAMPLE_RATE, self.buffer.length / api.SAMPLE_RATE)
-
-    def _position(self, sample: int) -> None:
-        self.waveform.set_playhead(sample)
-        self._update_time()
-        line_id = self.session.line_at(sample) if self.player.playing else None
-        self.waveform.set_current_line(line_id)
-        line = self.script.line(line_id) if line_id else None
-        self.editor.set_playing_block(line.source_line - 1 if line else -1)
-
-    def _play_state(self, playing: bool) -> None:
-        self.actions_by_name["play_pause"].setIcon(self.style().standardIcon(
-            self.style().StandardPixmap.SP_MediaPause if playing else self.style().StandardPixmap.SP_MediaPlay))
-        if not playing:
-            self.editor.set_playing_block(-1)
-            self.waveform.set_current_line(None)
 
     # -- voices ----------------------------------------------------------------------------------
 
@@ -425,84 +373,6 @@ class MainWindow(QMainWindow):
                     self.open_project(path)
             except UserError as exc:
                 QMessageBox.warning(self, "Cannot open", str(exc))
-
-    # -- projects --------------------------------------------------------------------------------
-
-    def set_project(self, project: Project) -> None:
-        self.flow.cancel()
-        self.player.pause()
-        self.project = project
-        self.session.set_project(project)
-        self.settings_panel.set_settings(project.settings)
-        self.editor.setPlainText(project.script)
-        self.reparse()
-        self._timeline_changed()
-        self.player.seek(0)
-
-    def new_project(self) -> None:
-        self.set_project(Project(settings=self.project.settings))
-        self.store.new()
-
-    def open_project(self, path: Path | None = None) -> None:
-        if path is None:
-            name = QFileDialog.getExistingDirectory(self, "Open project (.s2proj folder)")
-            if not name:
-                return
-            path = Path(name)
-        try:
-            self.set_project(self.store.open(path))
-        except UserError as exc:
-            QMessageBox.warning(self, "Open project", str(exc))
-            return
-        self.setWindowTitle(f"{path.name} — S2 Studio")
-
-    def save_project(self) -> None:
-        if self.store.path is None:
-            self.save_project_as()
-        else:
-            self._save_to(self.store.path)
-
-    def save_project_as(self, path: Path | None = None) -> None:
-        if path is None:
-            name, _ = QFileDialog.getSaveFileName(self, "Save project", "Untitled.s2proj", "S2 project (*.s2proj)")
-            if not name:
-                return
-            path = Path(name)
-        self._save_to(path)
-
-    def _save_to(self, path: Path) -> None:
-        try:
-            saved = self.store.save(self.project, path)
-        except UserError as exc:
-            QMessageBox.warning(self, "Save project", str(exc))
-            return
-        self.setWindowTitle(f"{saved.name} — S2 Studio")
-        self.statusBar().showMessage(f"Saved {saved}.", 4000)
-
-    def offer_restore(self) -> bool:
-        """After a crash: ask to restore the autosaved project. Returns True when restored."""
-        if not self.store.crashed_before():
-            return False
-        answer = QMessageBox.question(self, "Restore?", "S2 Studio did not close cleanly last time. "
-                                      "Restore the autosaved project?")
-        if answer != QMessageBox.StandardButton.Yes:
-            return False
-        return self.restore_autosave()
-
-    def restore_autosave(self) -> bool:
-        try:
-            project, origin = self.store.restore()
-        except UserError as exc:
-            logger.warning("cannot restore the autosave: %s", exc)
-            return False
-        self.set_project(project)
-        self.store.path = origin
-        self.store.changed(project)
-        stale = len(self.session.stale_lines())
-        self.statusBar().showMessage(
-            "Restored the autosaved project." + (f" {stale} line{'s' * (stale != 1)} still to render: "
-                                                 "Render ▸ Render Stale Lines (Ctrl+Shift+R)." if stale else ""), 15000)
-        return True
 
     # -- dialogs ---------------------------------------------------------------------------------
 
