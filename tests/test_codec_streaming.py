@@ -14,11 +14,12 @@ from codec_clips import random_codes
 from s2studio.audio.io import pcm16
 from s2studio.codec.config import TINY
 from s2studio.codec.loading import load_codec
-from s2studio.codec.streaming import IncrementalDecoder, decode_in_chunks
+from s2studio.codec.streaming import KEY_BLOCK, ROW_BLOCK, IncrementalDecoder, _transformer_rows, decode_in_chunks
 from s2studio.demo_model.codec_weights import write_codec_checkpoint
 
-FRAMES = 150  # > 128, the real codec's window, and far more than the tiny codec's 4
-
+FRAMES = 160
+"""> 128, the real codec's window, and far more than the tiny codec's 4. A multiple of 32: a full decode then
+computes every frame with the kernels the streaming decoder uses (see `test_ragged_length` for the rest)."""
 
 @pytest.fixture(scope="module")
 def codec_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -42,15 +43,22 @@ def full(codec, codes) -> np.ndarray:
     return codec.decode(torch.from_numpy(codes)[None]).reshape(-1).numpy()
 
 
-def assert_close(streamed: np.ndarray, full: np.ndarray) -> None:
-    """Float rounding only: kernels of other shapes round differently (~1 ulp per layer, amplified through
-    26 layers: max |Δ| measured 3e-7 on this codec); as PCM16, 1 LSB on ~0.14 % of samples here. A lost or
-    misplaced context would show as |Δ| ≥ 1e-3."""
+def lsb_fraction(streamed: np.ndarray, full: np.ndarray) -> float:
+    """Share of PCM16 samples that differ, after checking none differs by more than 1 LSB."""
     assert streamed.shape == full.shape
-    assert np.abs(streamed - full).max() <= 1e-6
     lsb = np.abs(pcm16(streamed).astype(np.int32) - pcm16(full).astype(np.int32))
     assert lsb.max() <= 1
-    assert np.count_nonzero(lsb) <= 0.005 * lsb.size
+    return np.count_nonzero(lsb) / lsb.size
+
+
+def assert_close(streamed: np.ndarray, full: np.ndarray) -> None:
+    """The issue's tolerance, tightened to what is measured: float rounding only, 1 LSB on at most 0.03 % of the
+    samples (spec s2-codec.md §10.4's figure; the issue allows 0.1 %). The streaming decoder runs every kernel
+    at a shape that rounds like a long full decode, so fixed chunks give the very same samples here and random
+    chunkings 0-0.004 % (a transposed conv's oneDNN kernel still rounds by width). Before that, 1 LSB on
+    0.12-0.15 %; a lost or misplaced context would show as |Δ| ≥ 1e-3."""
+    assert np.abs(streamed - full).max() <= 5e-7
+    assert lsb_fraction(streamed, full) <= 0.0003
 
 
 @pytest.mark.parametrize("chunk", [1, 2, 3, 5, 8])
@@ -72,6 +80,33 @@ def test_random_chunks_equal_full_decode(codec, codes, full, seed: int) -> None:
         start += n
     assert decoder.frames == FRAMES
     assert_close(np.concatenate(parts), full)
+
+
+@pytest.mark.parametrize("chunk", [1, 5])
+def test_ragged_length(codec, chunk: int) -> None:
+    """150 frames, not a multiple of 32: a full decode computes its last `150 mod 32` frames with other kernels
+    (RMSNorm's and SDPA's leftover paths), which a streaming decoder cannot know are the last. Measured 1 LSB on
+    0.02 % of the samples, all but a third of them in those frames."""
+    codes = random_codes(11, 150)
+    full = codec.decode(torch.from_numpy(codes)[None]).reshape(-1).numpy()
+    streamed = decode_in_chunks(codec, codes, chunk)
+    assert np.abs(streamed - full).max() <= 5e-7
+    assert lsb_fraction(streamed, full) <= 0.001
+    head = (150 - 22) * 2048
+    assert lsb_fraction(streamed[:head], full[:head]) <= 0.0003
+
+
+def test_transformer_padding_rows() -> None:
+    """Pushes run the transformer on whole blocks of 32 frames, and no real key among SDPA's leftover keys."""
+    for cached in (0, 1, 3, 100, 127):
+        for n in (1, 2, 15, 16, 17, 31, 32, 33, 64, 100):
+            rows = _transformer_rows(n, cached)
+            assert rows % ROW_BLOCK == 0 and rows >= n
+            assert (cached + rows) // KEY_BLOCK * KEY_BLOCK >= cached + n
+            assert rows - ROW_BLOCK < n or (cached + rows - ROW_BLOCK) // KEY_BLOCK * KEY_BLOCK < cached + n
+    assert _transformer_rows(1, 127) == 32
+    assert _transformer_rows(20, 127) == 64  # 127 + 32 keys: the last 15 leftovers, new frames 18-20 among them
+    assert _transformer_rows(1, 3) == 32
 
 
 def test_window_of_128_frames(codec_dir: Path, codes) -> None:
