@@ -8,6 +8,7 @@ leaves a half-written project. Pure Python + numpy + soundfile: no Qt, no torch.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import uuid
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -120,6 +121,20 @@ def new_take_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
+def _reuse(old: Path, new: Path, take_id: str) -> bool:
+    """Takes never change once made, so a save links the files of the previous save instead of
+    encoding them again: autosave after every rendered line stays proportional to the new audio."""
+    names = (f"{take_id}.flac", f"{take_id}.npy")
+    if not all((old / n).is_file() for n in names):
+        return False
+    for n in names:
+        try:
+            os.link(old / n, new / n)
+        except OSError:
+            shutil.copy2(old / n, new / n)
+    return True
+
+
 def save_project(project: Project, path: Path) -> Path:
     """Write `project` to the folder `path` (suffix `.s2proj` added when missing), atomically."""
     path = Path(path)
@@ -133,8 +148,9 @@ def save_project(project: Project, path: Path) -> Path:
         for line_id, entry in project.lines.items():
             rows = []
             for take in entry.takes:
-                sf.write(tmp / "takes" / f"{take.take_id}.flac", take.audio, SAMPLE_RATE, subtype="PCM_24")
-                np.save(tmp / "takes" / f"{take.take_id}.npy", np.asarray(take.codes, np.int64))
+                if not _reuse(path / "takes", tmp / "takes", take.take_id):
+                    sf.write(tmp / "takes" / f"{take.take_id}.flac", take.audio, SAMPLE_RATE, subtype="PCM_24")
+                    np.save(tmp / "takes" / f"{take.take_id}.npy", np.asarray(take.codes, np.int64))
                 rows.append({"take_id": take.take_id, "text": take.text, "seed": take.seed,
                              "fingerprint": take.fingerprint})
             index[line_id] = {"picked": entry.picked, "takes": rows}

@@ -50,6 +50,9 @@ class MainWindow(PlaybackMixin, ProjectsMixin, QMainWindow):
         self.resize(1280, 800)
         self.model_info: api.ModelInfo | None = None
         self.ask_on_close = True
+        self.autoplay = True
+        """Play while rendering (the live player)."""
+        self._last_rtf = 0.0
         """Ask to save unsaved changes on close (tests and the screenshot tool turn it off)."""
         self.project = Project(settings=self._remembered_settings())
         self.script: Script = parse_script("")
@@ -180,9 +183,9 @@ class MainWindow(PlaybackMixin, ProjectsMixin, QMainWindow):
         self.session.audio_grew.connect(self._audio_grew)
         self.session.takes_changed.connect(self._take_added)
         self.session.busy_changed.connect(self._busy_changed)
-        self.session.stats.connect(lambda e: self.status.on_progress(e, self.session.done_lines))
+        self.session.stats.connect(self._on_progress)
         self.session.failed.connect(self._render_failed)
-        self.session.finished.connect(lambda c: self.status.stop("Render cancelled." if c else "Render finished."))
+        self.session.finished.connect(self._render_finished)
         self.flow.failed.connect(self._render_failed)
         self.flow.encoding.connect(lambda on: self.status.stop("Encoding reference clips…" if on else ""))
         self.player.position_changed.connect(self._position)
@@ -301,6 +304,11 @@ class MainWindow(PlaybackMixin, ProjectsMixin, QMainWindow):
             return
         self.status.start(len(lines))
         self._autoplay_from = lines[0].line_id
+        self._last_rtf = 0.0
+
+    def _on_progress(self, event: api.Progress) -> None:
+        self._last_rtf = event.rtf
+        self.status.on_progress(event, self.session.done_lines)
 
     def render_cursor_line(self) -> None:
         line = self.cursor_line()
@@ -312,7 +320,14 @@ class MainWindow(PlaybackMixin, ProjectsMixin, QMainWindow):
         if not busy:
             self.store.changed(self.project, soon=True)
 
+    def _render_finished(self, cancelled: bool) -> None:
+        self.status.stop("Render cancelled." if cancelled else "Render finished.")
+        line_id, self._autoplay_from = getattr(self, "_autoplay_from", None), None
+        if line_id is not None and not cancelled and self.autoplay and not self.player.playing:
+            self.play_line(line_id)  # the render ended before enough audio was ahead to start earlier
+
     def _render_failed(self, message: str) -> None:
+        self._autoplay_from = None
         self.status.stop("Render failed.")
         QMessageBox.warning(self, "Render failed", message)
 

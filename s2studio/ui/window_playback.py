@@ -7,18 +7,33 @@ from s2studio.engine import api
 from s2studio.ui.editor import is_dark, speaker_color
 
 
+AUTOPLAY_LEAD_S = 2.0
+"""Audio buffered before live playback starts when the engine is slower than real time."""
+
+
 class PlaybackMixin:
     """Mixed into MainWindow; uses its player, buffer, session, script, editor, waveform and player bar."""
 
     def _audio_grew(self, start: int) -> None:
+        """Follow the render; start playing once enough audio is ahead that playback will not stall.
+
+        Faster than real time (RTF < 0.9), the first chunk is enough. Slower, playback waits for
+        AUTOPLAY_LEAD_S of audio so that short stalls are absorbed (it never skips: an underrun only
+        pauses the playhead at the rendered end)."""
         self.waveform.refresh(start)
         self._update_time()
         line_id = getattr(self, "_autoplay_from", None)
-        if line_id is not None and self.session.busy:
-            self._autoplay_from = None
-            if not self.player.playing:
-                self.player.seek(self.session.start_of(line_id) or 0)
-                self.player.play()
+        if line_id is None or not self.session.busy or not getattr(self, "autoplay", True):
+            return
+        origin = self.session.start_of(line_id) or 0
+        ahead = (self.buffer.length - origin) / api.SAMPLE_RATE
+        rtf = getattr(self, "_last_rtf", 0.0)
+        if rtf >= 0.9 and ahead < AUTOPLAY_LEAD_S:
+            return
+        self._autoplay_from = None
+        if not self.player.playing:
+            self.player.seek(origin)
+            self.player.play()
 
     def _timeline_changed(self) -> None:
         dark = is_dark(self.palette())

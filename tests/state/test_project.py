@@ -60,3 +60,14 @@ def test_settings_from_dict_tolerates_junk():
     assert GenerationSettings.from_dict({"temperature": 5.0, "bogus": 1}).temperature == 1.95
     assert GenerationSettings.from_dict({"seed": "12", "top_k": "x"}) == GenerationSettings(seed=12)
     assert GenerationSettings.from_dict({}) == GenerationSettings()
+
+
+def test_saving_again_reuses_take_files(tmp_path):
+    project = Project(script="x")
+    project.add_take(_take("t1", "l1", 500, 1))
+    path = save_project(project, tmp_path / "p.s2proj")
+    inode = (path / "takes" / "t1.flac").stat().st_ino
+    project.add_take(_take("t2", "l1", 600, 2))
+    save_project(project, path)
+    assert (path / "takes" / "t1.flac").stat().st_ino == inode  # linked, not written again
+    assert [t.take_id for t in load_project(path).lines["l1"].takes] == ["t1", "t2"]

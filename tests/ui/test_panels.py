@@ -24,6 +24,7 @@ def _window(qtbot, factory):
     w = app.build_window("fake", factory=factory)
     w.ctx.settings.clear()
     w.ask_on_close = False
+    w.autoplay = False  # the end-to-end test covers live playback; here the fake speaker stays quiet
     qtbot.addWidget(w)
     w.show()
     w.store.begin_session()
