@@ -53,6 +53,7 @@ class MainWindow(PlaybackMixin, ProjectsMixin, QMainWindow):
         self.autoplay = True
         """Play while rendering (the live player)."""
         self._last_rtf = 0.0
+        self._load_job: str | None = None
         """Ask to save unsaved changes on close (tests and the screenshot tool turn it off)."""
         self.project = Project(settings=self._remembered_settings())
         self.script: Script = parse_script("")
@@ -82,7 +83,7 @@ class MainWindow(PlaybackMixin, ProjectsMixin, QMainWindow):
             "find_voice": lambda: self.voices.search.setFocus(),
             "render_all": lambda: self.render(list(self.script.lines)),
             "render_stale": lambda: self.render(self.session.stale_lines()),
-            "render_line": self.render_cursor_line, "stop_render": self.flow.cancel,
+            "render_line": self.render_cursor_line, "stop_render": self.stop,
             "play_pause": self.play_pause, "play_from_cursor": self.play_from_cursor,
             "next_take": lambda: self.takes.step(1), "previous_take": lambda: self.takes.step(-1),
             "ab_take": lambda: self.takes.toggle_ab(),
@@ -170,6 +171,7 @@ class MainWindow(PlaybackMixin, ProjectsMixin, QMainWindow):
         h.model_loading.connect(self._on_model_loading)
         h.model_ready.connect(self._on_model_ready)
         h.job_failed.connect(self._on_job_failed)
+        h.job_finished.connect(self._on_job_finished)
         self.editor.textChanged.connect(lambda: self._parse_timer.start())
         self.editor.cursor_line_changed.connect(lambda _: self._show_takes())
         self.tag_palette.tag_chosen.connect(self.editor.insert_tag)
@@ -202,14 +204,23 @@ class MainWindow(PlaybackMixin, ProjectsMixin, QMainWindow):
         self.status.progress.setRange(0, 100)
         self.status.progress.setValue(0)
         self.status.progress.setVisible(True)
-        self.ctx.host.load(api.LoadRequest(self.ctx.host.new_job_id("load"), model_dir, s.device, s.precision,
+        self._load_job = self.ctx.host.new_job_id("load")
+        self.ctx.host.load(api.LoadRequest(self._load_job, model_dir, s.device, s.precision,
                                            fast=s.speed == "fast", quantize=s.quantize))
+        self._update_enabled()
+
+    def stop(self) -> None:
+        """Stop whatever runs: a render, the encoding before it, or a model load."""
+        self.flow.cancel()
+        if self._load_job is not None:
+            self.ctx.host.cancel(self._load_job)
 
     def _on_model_loading(self, event: api.ModelLoading) -> None:
         self.status.set_model(None, f"Loading model… {event.message}".rstrip())
         self.status.progress.setValue(int(event.progress * 100))
 
     def _on_model_ready(self, event: api.ModelReady) -> None:
+        self._load_job = None
         self.status.progress.setVisible(False)
         self.model_info = event.info
         self.flow.codec_fingerprint = event.info.codec_fingerprint
@@ -220,8 +231,17 @@ class MainWindow(PlaybackMixin, ProjectsMixin, QMainWindow):
             self.status.model.setText(f"Model: {event.info.name} (demo: random weights, produces noise)")
         self._update_enabled()
 
+    def _on_job_finished(self, event: api.JobFinished) -> None:
+        if event.job_id == self._load_job:  # ended without ModelReady: cancelled
+            self._load_job = None
+            self.status.progress.setVisible(False)
+            if self.model_info is None:
+                self.status.set_model(None, "No model (loading cancelled)")
+            self._update_enabled()
+
     def _on_job_failed(self, event: api.JobFailed) -> None:
         if event.job_id.startswith("load"):
+            self._load_job = None
             self.status.progress.setVisible(False)
             self.model_info = None
             self.status.set_model(None, "No model")
@@ -411,7 +431,7 @@ class MainWindow(PlaybackMixin, ProjectsMixin, QMainWindow):
         has_lines = bool(self.script.lines)
         for name in ("render_all", "render_stale", "render_line"):
             a[name].setEnabled(ready and has_lines and not busy)
-        a["stop_render"].setEnabled(busy)
+        a["stop_render"].setEnabled(busy or self._load_job is not None)
         a["export"].setEnabled(bool(self.project.lines))
         a["play_pause"].setEnabled(self.player.available)
         a["play_from_cursor"].setEnabled(self.player.available)

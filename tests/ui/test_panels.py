@@ -229,3 +229,23 @@ def test_stop_cancels_the_render_and_the_studio_stays_usable(qtbot, data_dir, tm
     qtbot.waitUntil(lambda: len(ended) == 2, timeout=20000)
     assert ended == [True, False] and len(w.project.lines) == 2
     _close(w)
+
+
+def test_a_model_load_can_be_cancelled_and_loaded_again(qtbot, data_dir):
+    from s2studio.engine.fake import FakeEngine
+
+    app.make_application()
+    w = app.build_window("fake", factory=lambda: FakeEngine(frame_latency_s=0.3))
+    w.ctx.settings.clear()
+    w.ask_on_close = False
+    qtbot.addWidget(w)
+    w.load_model(Path("fake-model"))
+    assert w.actions_by_name["stop_render"].isEnabled()
+    qtbot.waitUntil(lambda: w.status.model.text().startswith("Loading model"), timeout=5000)
+    w.actions_by_name["stop_render"].trigger()
+    qtbot.waitUntil(lambda: w.status.model.text() == "No model (loading cancelled)", timeout=5000)
+    assert w.model_info is None and not w.actions_by_name["stop_render"].isEnabled()
+    w.load_model(Path("fake-model"))
+    qtbot.waitUntil(lambda: w.model_info is not None, timeout=10000)
+    assert w.status.model.text() == "Model: fake"
+    _close(w)
