@@ -264,7 +264,7 @@ def s2_shape(args: argparse.Namespace, bw: float, ceiling: float) -> None:
           "9 fast passes; fast positions 0 and 1 share one)")
     model = random_s2(n)
     runs = [("bf16", None), ("fp32", torch.float32), ("int8 weight-only, bf16 act.", "int8"),
-            ("int8 fbgemm (packed)", "pack")]
+            ("int8 fbgemm (packed)", "pack"), ("int4 groups of 128, bf16 act.", "int4")]
     for name, change in runs:
         if isinstance(change, torch.dtype):
             model.to(change)
@@ -272,11 +272,15 @@ def s2_shape(args: argparse.Namespace, bw: float, ceiling: float) -> None:
             quantize_model(model, "int8")
         elif change == "pack":
             pack_for_cpu(model)
+        elif change == "int4":
+            del model
+            gc.collect()
+            model = quantize_model(random_s2(n), "int4")
         gc.collect()
         full, part, fast = s2_frame_time(model, args.s2_reps)
         per_layer = (full - part) / (n - n // 2)
         frame = full + (36 - n) * per_layer + fast
-        per_param = {"bf16": 2, "fp32": 4}.get(name, 1)
+        per_param = {"bf16": 2, "fp32": 4}.get(name, 0.5 + 4 / 128 if change == "int4" else 1)
         bound, floor = (params_frame * per_param / (rate * 1e9) for rate in (bw, ceiling))
         print(f"  {name:28s} slow layer {per_layer * 1000:5.1f} ms, slow step(36) {(frame - fast) * 1000:5.0f} ms, "
               f"fast part {fast * 1000:5.0f} ms, frame {frame:5.2f} s = RTF {frame * FPS_AUDIO:5.1f}; bound "

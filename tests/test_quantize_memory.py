@@ -164,5 +164,49 @@ def test_synth_fast_and_int8_flags(tmp_path: Path, capsys: pytest.CaptureFixture
     np.testing.assert_array_equal(fast, exact)
     assert np.load(tmp_path / "int8.npy").shape[0] == 10
     capsys.readouterr()
-    assert main([*base, "--quantize", "int4"]) == 2
-    assert "unknown --quantize 'int4'; use none or int8" in capsys.readouterr().err
+    assert main([*base, "--quantize", "int3"]) == 2
+    assert "unknown --quantize 'int3'; use none, int8 or int4" in capsys.readouterr().err
+
+
+def test_int4_groups_round_to_within_half_a_step_and_the_kernel_computes_them() -> None:
+    from s2studio.engine.quantize_int4 import Int4Linear, quantize_groups
+
+    g = torch.Generator().manual_seed(2)
+    w = torch.randn(96, 256, generator=g) * 0.05 + 0.01
+    q, sz = quantize_groups(w, 128)
+    assert q.dtype == torch.uint8 and int(q.max()) <= 15 and sz.shape == (2, 96, 2)
+    linear = torch.nn.Linear(256, 96, bias=False)
+    linear.weight.data.copy_(w)
+    layer = Int4Linear.from_linear(linear)
+    assert layer.nibbles.shape == (96, 128)  # two codes per byte
+    deq = layer.dequantized()
+    step = sz[:, :, 0].T.repeat_interleave(128, dim=1)  # (96, 256) scale of each weight
+    assert bool(((deq - w).abs() <= step / 2 + 1e-6).all())
+    x = torch.randn(4, 256, generator=g)
+    ours = layer(x)
+    assert layer.packed is not None and layer.nibbles is None  # repacked for the CPU kernel on first use
+    assert (ours - x @ deq.T).norm() / (x @ deq.T).norm() < 1e-2  # bf16 activations
+    # 16 levels over a group's range: the rounding error is ~10 % of a Gaussian weight's size
+    assert 0.05 < (ours - x @ w.T).norm() / (x @ w.T).norm() < 0.15
+    assert Int4Linear.from_linear(torch.nn.Linear(100, 8)) is None  # not groupable: int8 is used instead
+
+
+def test_int4_tiny_model_and_footprint() -> None:
+    from test_lm_golden import Models
+
+    from s2studio.engine.fast import FastDecoder
+    from s2studio.engine.quantize_int4 import Int4Linear
+    from s2studio.text.prompt import build_prompt
+
+    models = Models(Path(tempfile.mkdtemp(prefix="int4-")))
+    model, tok = models.load({"seed": 0})
+    q = load_quantized(models.folder({"seed": 0}), device=torch.device("cpu"), dtype=torch.float32, mode="int4",
+                       semantic_range=(tok.semantic_begin_id, tok.semantic_end_id), im_end_id=tok.im_end_id)
+    assert isinstance(q.layers[1].feed_forward.w2, Int4Linear) and q.layers[1].feed_forward.w2.group == 64
+    prompt = torch.as_tensor(build_prompt(tok, [], [], "<|speaker:0|>Four bits a weight."))
+    with torch.inference_mode():
+        ref, _ = FastDecoder(model, tok.im_end_id, length=256).prefill(prompt)
+        ours, _ = FastDecoder(q, tok.im_end_id, length=256).prefill(prompt)
+    assert 0 < float((ours - ref).norm() / ref.norm()) < 0.3
+    int4 = footprint(S2, precision="bf16", quantize="int4", context=8192, codec_bytes=0)
+    assert 2.9 * GB < int4.weights < 3.3 * GB  # 2.0 GB of codes + 0.13 GB of group ranges + 1.0 GB of embeddings

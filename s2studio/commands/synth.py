@@ -64,8 +64,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--fast", action="store_true",
                    help="fast path: attention over the filled cache, prefix reuse between batches; codes equal "
                         "the exact path's for almost every seed, not all")
-    p.add_argument("--quantize", default="none", metavar="none|int8",
-                   help="int8: weight-only int8 linear layers (about half of bf16's memory and time per frame)")
+    p.add_argument("--quantize", default="none", metavar="none|int8|int4",
+                   help="int8: int8 linear layers (about half of bf16's memory and time per frame); "
+                        "int4: int4 groups (a quarter of bf16's memory)")
     p.add_argument("--max-new-tokens", type=int, default=0, metavar="N",
                    help="frames per batch, the dropped last one included (default 0: up to the model's context)")
     p.add_argument("--chunk-length", type=int, default=300, metavar="BYTES",
@@ -198,8 +199,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"unknown --batching {args.batching!r}; use upstream or line")
     if args.precision not in ("auto", "fp32", "bf16"):
         raise UserError(f"unknown --precision {args.precision!r}; use auto, fp32 or bf16")
-    if args.quantize not in ("none", "int8"):
-        raise UserError(f"unknown --quantize {args.quantize!r}; use none or int8")
+    if args.quantize not in ("none", "int8", "int4"):
+        raise UserError(f"unknown --quantize {args.quantize!r}; use none, int8 or int4")
     _check_output(args.codes_out, "--codes-out")
     _check_output(args.codes_out_dir, "--codes-out-dir", folder=True)
     out_format = _check_audio_output(args.out)

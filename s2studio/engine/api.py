@@ -24,7 +24,7 @@ NUM_CODEBOOKS = 10
 Batching = Literal["line", "upstream"]
 Device = Literal["auto", "cpu", "cuda", "mps"]
 Precision = Literal["auto", "fp32", "bf16"]
-Quantize = Literal["none", "int8"]
+Quantize = Literal["none", "int8", "int4"]
 
 
 # ----------------------------------------------------------------------------- requests
@@ -65,7 +65,7 @@ class LoadRequest:
     """The fast generation path with prefix reuse (engine/fast.py). None: fast everywhere except float32 on the
     CPU, the one mode whose codes are checked bit for bit against upstream (there the exact path stays)."""
     quantize: Quantize = "none"
-    """Weight-only int8 for the transformers' linear layers (engine/quantize.py); implies nothing about `fast`."""
+    """Weight-only int8 or int4 for the transformers' linear layers (engine/quantize.py); independent of `fast`."""
 
 
 @dataclass(frozen=True)

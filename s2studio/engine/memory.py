@@ -5,7 +5,8 @@ engine predicts the footprint from `config.json` alone (no weights read) and com
 is free right now, before it loads anything. The prediction counts:
 
 - weights: every parameter at the run dtype, except that int8 stores the transformers' linear layers as one
-  byte per weight plus one scale per output row (the embedding tables stay float);
+  byte per weight plus one scale per output row, and int4 as half a byte plus a scale and an offset per group
+  of 128 inputs (the embedding tables stay float);
 - the KV cache: keys and values of every slow layer for every position the cache holds (the exact path holds
   the model's whole context; the fast path its own, shorter one), plus the fast model's 10 positions;
 - the codec, which always runs in float32 (its size is read from its file when there is one);
@@ -29,6 +30,7 @@ DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 CODEC_BYTES_DEFAULT = int(0.75 * GB)
 """S2's codec in float32 when its file is not there to measure (about 187 M parameters)."""
 BUFFER_BYTES = int(0.5 * GB)
+INT4_GROUP = 128
 BUFFER_SHARE = 0.05
 """Working memory: a fixed allowance plus this share of the weights (allocator slack, prefill activations)."""
 
@@ -107,19 +109,22 @@ def kv_cache_bytes(config: DualARConfig, positions: int, dtype_bytes: int) -> in
 def footprint(config: DualARConfig, *, precision: str, quantize: str = "none", context: int | None = None,
               codec_bytes: int = CODEC_BYTES_DEFAULT) -> Footprint:
     """Predicted bytes to load and run `config` at `precision` ("fp32" | "bf16" | "fp16") with `quantize`
-    ("none" | "int8") and a KV cache of `context` positions (None: the model's whole context, as the exact
+    ("none" | "int8" | "int4") and a KV cache of `context` positions (None: the model's whole context, as the exact
     path allocates)."""
     if precision not in DTYPE_BYTES:
         raise UserError(f"unknown precision {precision!r}; choose one of {', '.join(DTYPE_BYTES)}")
-    if quantize not in ("none", "int8"):
-        raise UserError(f"unknown quantization {quantize!r}; choose none or int8")
+    if quantize not in ("none", "int8", "int4"):
+        raise UserError(f"unknown quantization {quantize!r}; choose none, int8 or int4")
     size = DTYPE_BYTES[precision]
     counts = param_counts(config)
     if quantize == "int8":
         weights = counts.linear + counts.linear_rows * size + counts.other * size
-        weights += (config.codebook_size + 1) * config.slow.dim  # the fast path's int8 copy of the allowed head rows
+    elif quantize == "int4":
+        weights = counts.linear // 2 + 2 * (counts.linear // INT4_GROUP) * size + counts.other * size
     else:
         weights = counts.total * size
+    if quantize != "none":
+        weights += (config.codebook_size + 1) * config.slow.dim  # the fast path's int8 copy of the allowed head rows
     positions = min(context or config.slow.max_seq_len, config.slow.max_seq_len)
     buffers = BUFFER_BYTES + int(BUFFER_SHARE * weights) + config.slow.max_seq_len * config.slow.head_dim * size
     return Footprint(weights, kv_cache_bytes(config, positions, size), codec_bytes, buffers, precision, quantize,
@@ -127,8 +132,8 @@ def footprint(config: DualARConfig, *, precision: str, quantize: str = "none", c
 
 
 def codec_bytes_of(model_dir: Path) -> int:
-    """The codec's memory in float32: its file size, doubled when the file holds half-precision tensors is not
-    knowable without reading it, so the file size is taken as is (S2's codec.pth is stored in float32)."""
+    """The codec's memory: its file's size (the file's dtype is not known without reading it; the codec runs in
+    float32, so a half-precision file underestimates it by half)."""
     path = Path(model_dir) / "codec.pth"
     return path.stat().st_size if path.is_file() else CODEC_BYTES_DEFAULT
 
@@ -165,7 +170,8 @@ def check_fits(config: DualARConfig, device: str, *, precision: str, quantize: s
                context: int | None = None, codec_bytes: int = CODEC_BYTES_DEFAULT, free: int | None = None) -> Footprint:
     """The footprint, or a UserError naming what does fit when the free memory (read now unless given) is short.
 
-    Suggestions, in order of preference: int8 weights at the same precision, bf16, bf16 with int8 weights; each
+    Suggestions, in order of preference: int8 weights at the same precision, bf16, bf16 with int8, bf16 with int4;
+    each
     with the largest of the requested, 8192- and 4096-position contexts that fits (a shorter context needs the
     fast path, whose cache is sized to it).
     """
@@ -174,14 +180,14 @@ def check_fits(config: DualARConfig, device: str, *, precision: str, quantize: s
     if free is None or need.total <= free:
         return need
     hint = "nothing fits: close other programs or use a machine with more memory"
-    candidates = [(precision, quantize), (precision, "int8"), ("bf16", "none"), ("bf16", "int8")]
+    candidates = [(precision, quantize), (precision, "int8"), ("bf16", "none"), ("bf16", "int8"), ("bf16", "int4")]
     contexts = sorted({need.context, min(8192, need.context), min(4096, need.context)}, reverse=True)
     for p, q in dict.fromkeys(candidates):
         fits = [c for c in contexts if (p, q, c) != (precision, quantize, need.context)
                 and footprint(config, precision=p, quantize=q, context=c, codec_bytes=codec_bytes).total <= free]
         if fits:
             alt = footprint(config, precision=p, quantize=q, context=fits[0], codec_bytes=codec_bytes)
-            setting = f"precision {p}" + (" with int8 weights" if q == "int8" else "")
+            setting = f"precision {p}" + (f" with {q} weights" if q != "none" else "")
             if fits[0] < need.context:
                 setting += f" and the fast path's {fits[0]}-position context"
             hint = f"{setting} needs {alt.total / GB:.1f} GB and fits"

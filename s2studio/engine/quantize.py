@@ -28,7 +28,7 @@ from torch.nn import functional as F
 
 from s2studio.errors import UserError
 
-MODES = ("none", "int8")
+MODES = ("none", "int8", "int4")
 
 
 def quantize_rows(weight: Tensor) -> tuple[Tensor, Tensor]:
@@ -114,15 +114,22 @@ def quantized_linears(model: nn.Module) -> list[tuple[nn.Module, str]]:
 
 
 def quantize_model(model: nn.Module, mode: str) -> nn.Module:
-    """Replace the linear layers in place, one at a time, so the float copy of each is freed as it goes."""
+    """Replace the linear layers in place, one at a time, so the float copy of each is freed as it goes.
+
+    "int4" (engine/quantize_int4.py) keeps int8 for a layer it cannot group (a bias, or a width not a multiple
+    of 32); S2's layers all group.
+    """
     if mode not in MODES:
         raise UserError(f"unknown quantization {mode!r}; choose one of {', '.join(MODES)}")
     if mode == "none":
         return model
+    from s2studio.engine.quantize_int4 import Int4Linear
+
     for parent, name in quantized_linears(model):
         linear = getattr(parent, name)
         if isinstance(linear, nn.Linear):
-            setattr(parent, name, Int8Linear.from_linear(linear))
+            small = Int4Linear.from_linear(linear) if mode == "int4" else None
+            setattr(parent, name, small if small is not None else Int8Linear.from_linear(linear))
     model.quantization = mode
     return model
 
@@ -132,9 +139,9 @@ def quantization_of(model: nn.Module) -> str:
 
 
 def load_quantized(model_dir, *, device: torch.device, dtype: torch.dtype, mode: str, **kwargs) -> nn.Module:
-    """`load_dual_ar` with int8 linear layers, never holding more than the checkpoint's own bf16 copy.
+    """`load_dual_ar` with int8/int4 linear layers, never holding more than the checkpoint's own bf16 copy.
 
-    The weights are read in bfloat16 (S2's stored dtype) on the CPU, each linear layer is replaced by its int8 form
+    The weights are read in bfloat16 (S2's stored dtype) on the CPU, each linear layer is replaced by its int form
     in turn, and only then is the model moved to `device` and cast to the compute `dtype`, so an 8 GB GPU never
     sees the 9 GB bf16 model.
     """
