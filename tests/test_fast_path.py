@@ -203,6 +203,13 @@ def test_engine_line_mode_on_the_fast_path_reuses_the_prefix(tmp_path: Path) -> 
             assert decoder is not None and decoder.filled > 0
             # everything but line 3's new columns came from the cache: far fewer than 3 full prompts
             assert decoder.prefilled < 2 * decoder.filled
+            # the decoder outlives the request: the same request again starts from the cached system prompt
+            first = decoder.prefilled
+            again = [e.codes for e in collect(engine.generate(request, threading.Event()))
+                     if isinstance(e, LineFinished)]
+            assert decoder.prefilled - first < first - 40
+            for a, b in zip(again, takes[fast], strict=True):
+                np.testing.assert_array_equal(a, b)
     assert len(takes[True]) == 3
     for exact, fast in zip(takes[False], takes[True], strict=True):
         np.testing.assert_array_equal(exact, fast)
