@@ -196,7 +196,8 @@ class ScriptEditor(QPlainTextEdit):
         for w in self._warnings:
             sel = QTextEdit.ExtraSelection()
             sel.format.setUnderlineStyle(QTextCharFormat.UnderlineStyle.WaveUnderline)
-            sel.format.setUnderlineColor(QColor("#e0a030"))
+            sel.format.setUnderlineColor(QColor("#e8590c"))
+            sel.format.setBackground(QColor(232, 89, 12, 30))
             sel.format.setToolTip(w.message)
             cursor = QTextCursor(self.document())
             start = min(w.start, length)

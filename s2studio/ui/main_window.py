@@ -10,7 +10,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QMimeData, Qt, QTimer
 from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
-from PySide6.QtWidgets import (QMainWindow, QMessageBox, QSplitter, QTabWidget, QToolBar, QVBoxLayout,
+from PySide6.QtWidgets import (QLabel, QMainWindow, QMessageBox, QSplitter, QTabWidget, QToolBar, QVBoxLayout,
                                QWidget)
 
 from s2studio.engine import api
@@ -118,6 +118,14 @@ class MainWindow(PlaybackMixin, ProjectsMixin, QMainWindow):
         cl.setSpacing(0)
         cl.addWidget(self.cast_bar)
         cl.addWidget(self.editor, 1)
+        self.warning_bar = QLabel("")
+        self.warning_bar.setObjectName("warningBar")
+        self.warning_bar.setAccessibleName("Script warnings")
+        self.warning_bar.setWordWrap(True)
+        self.warning_bar.setContentsMargins(10, 4, 10, 4)
+        self.warning_bar.setStyleSheet("#warningBar { color: #c2410c; }")
+        self.warning_bar.setVisible(False)
+        cl.addWidget(self.warning_bar)
         self.takes = TakesPanel()
         self.settings_panel = SettingsPanel()
         self.settings_panel.set_settings(self.project.settings)
@@ -270,10 +278,22 @@ class MainWindow(PlaybackMixin, ProjectsMixin, QMainWindow):
         voiced = {s for s, v in self.project.cast.items() if v} | {NARRATOR}
         self.script = parse_script(text, known_speakers=voiced if self.cast_bar.has_voices else None)
         self.editor.set_warnings([InlineWarning(w.start, w.end, w.message) for w in self.script.warnings])
+        self._show_warning_summary()
         self.cast_bar.set_speakers(self.script.speakers, self.project.cast)
         self.session.set_script(self.script)
         self._show_takes()
         self._update_enabled()
+
+    def _show_warning_summary(self) -> None:
+        warnings = self.script.warnings
+        if not warnings:
+            self.warning_bar.setVisible(False)
+            return
+        first = min(warnings, key=lambda w: w.start)
+        line = self.script.source.count("\n", 0, first.start) + 1
+        more = f"  (+{len(warnings) - 1} more: hover the underlines)" if len(warnings) > 1 else ""
+        self.warning_bar.setText(f"⚠ Line {line}: {first.message}{more}")
+        self.warning_bar.setVisible(True)
 
     def _cast_changed(self, speaker: str, voice_id: str) -> None:
         self.project.cast[speaker] = voice_id
