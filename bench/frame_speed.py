@@ -310,7 +310,8 @@ def first_audio(args: argparse.Namespace, tmp: Path) -> None:
          "And a third line closes the scene."]))
     request = SynthesisRequest("b", lines, (EngineReference(0, "A reference clip of a voice, read aloud.", codes),),
                                SamplingParams(max_new_tokens=args.ttfa_frames, seed=3))
-    for name, fast, reuse in (("exact", False, True), ("fast, no reuse", True, False), ("fast + prefix reuse", True, True)):
+    variants = (("exact", False, True), ("fast, no reuse", True, False), ("fast + prefix reuse", True, True))
+    for name, fast, reuse in variants:
         engine = S2Engine()
         for _ in engine.load(LoadRequest("l", folder, device="cpu", precision="fp32", fast=fast), threading.Event()):
             pass

@@ -243,7 +243,8 @@ def test_reuse_survives_a_sliding_context_window(tiny) -> None:
     for a, b in zip(reused, fresh, strict=True):
         np.testing.assert_array_equal(a, b)
     system = build_prompt(tok, _refs(), [], "")
-    shared_prefix = int((system[:, :prompts[2].shape[1]] == prompts[2][:, :system.shape[1]]).all(axis=0).cumprod().sum())
+    n = min(system.shape[1], prompts[2].shape[1])
+    shared_prefix = int((system[:, :n] == prompts[2][:, :n]).all(axis=0).cumprod().sum())
     assert shared_prefix > 20  # the system prompt and the reference codes
     assert prefilled[2] <= prompts[2].shape[1] - shared_prefix
     # beyond the system prompt only the few tokens that open a user turn can match; line 2's exchange is new here

@@ -127,7 +127,9 @@ def test_engine_loads_int8_and_refuses_what_cannot_fit(tmp_path: Path, monkeypat
 
     from s2studio.demo_model import write_demo_model
     from s2studio.engine import memory
-    from s2studio.engine.api import JobFailed, JobFinished, LineFinished, LineSpec, LoadRequest, SamplingParams, SynthesisRequest
+    from s2studio.engine.api import (
+        JobFailed, JobFinished, LineFinished, LineSpec, LoadRequest, SamplingParams, SynthesisRequest,
+    )
     from s2studio.engine.s2 import S2Engine
 
     folder = write_demo_model(tmp_path / "tiny", seed=3)
@@ -146,7 +148,8 @@ def test_engine_loads_int8_and_refuses_what_cannot_fit(tmp_path: Path, monkeypat
     monkeypatch.setattr(memory, "available_ram", lambda: 1000)
     events = collect(S2Engine().load(LoadRequest("l2", folder, device="cpu", precision="fp32"), threading.Event()))
     assert isinstance(events[-1], JobFailed)
-    assert events[-1].error.startswith("the model needs ") and "only 0.0 GB is free on cpu; nothing fits" in events[-1].error
+    assert events[-1].error.startswith("the model needs ")
+    assert "only 0.0 GB is free on cpu; nothing fits" in events[-1].error
 
 
 def test_synth_fast_and_int8_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

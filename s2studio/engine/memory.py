@@ -167,7 +167,8 @@ def available_ram(meminfo: Path = Path("/proc/meminfo")) -> int | None:
 
 
 def check_fits(config: DualARConfig, device: str, *, precision: str, quantize: str = "none",
-               context: int | None = None, codec_bytes: int = CODEC_BYTES_DEFAULT, free: int | None = None) -> Footprint:
+               context: int | None = None, codec_bytes: int = CODEC_BYTES_DEFAULT,
+               free: int | None = None) -> Footprint:
     """The footprint, or a UserError naming what does fit when the free memory (read now unless given) is short.
 
     Suggestions, in order of preference: int8 weights at the same precision, bf16, bf16 with int8, bf16 with int4;
