@@ -8,8 +8,8 @@ render do not fill the whole width).
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtCore import QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QColor, QMouseEvent, QPainter, QPaintEvent, QPalette, QPen
+from PySide6.QtCore import QLineF, QPointF, QRectF, Qt, Signal
+from PySide6.QtGui import QColor, QMouseEvent, QPainter, QPaintEvent, QPalette, QPen, QPixmap
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from s2studio.engine.api import SAMPLE_RATE
@@ -17,6 +17,7 @@ from s2studio.ui.player import PlaybackBuffer
 
 BIN = 512
 MIN_SPAN = SAMPLE_RATE * 8
+RULER = 16
 
 
 class WaveformView(QWidget):
@@ -36,6 +37,9 @@ class WaveformView(QWidget):
         self._playhead = 0
         self._current: str | None = None
         self._span = MIN_SPAN
+        self._labels: dict[str, tuple[str, QColor]] = {}
+        self._cache: QPixmap | None = None
+        """Everything but the playhead; redrawn only when the audio, lines or size change."""
 
     # -- model ----------------------------------------------------------------------------------
 
@@ -56,20 +60,33 @@ class WaveformView(QWidget):
         n = self._buffer.length
         # while rendering leave room to grow; once done, the whole timeline fits the width
         self._span = max(MIN_SPAN, int(n * 1.25)) if self._buffer.growing or n == 0 else int(n * 1.01) + 1
-        self.update()
+        self._invalidate()
 
     def set_boundaries(self, boundaries: list[tuple[str, int, int]]) -> None:
         """(line_id, start, end) of every line on the timeline."""
         self._boundaries = list(boundaries)
-        self.update()
+        self._invalidate()
 
     def set_playhead(self, sample: int) -> None:
         self._playhead = sample
         self.update()
 
     def set_current_line(self, line_id: str | None) -> None:
-        self._current = line_id
+        if line_id != self._current:
+            self._current = line_id
+            self._invalidate()
+
+    def _invalidate(self) -> None:
+        self._cache = None
         self.update()
+
+    def resizeEvent(self, event) -> None:  # noqa: ANN001, N802 - Qt override
+        self._cache = None
+        super().resizeEvent(event)
+
+    def changeEvent(self, event) -> None:  # noqa: ANN001, N802 - Qt override: palette switches
+        self._cache = None
+        super().changeEvent(event)
 
     @property
     def span(self) -> int:
@@ -90,60 +107,71 @@ class WaveformView(QWidget):
     def set_labels(self, labels: dict[str, tuple[str, QColor]]) -> None:
         """line_id -> (speaker name, colour) for drawing each line in its speaker's colour."""
         self._labels = dict(labels)
-        self.update()
+        self._invalidate()
 
     def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 - Qt override
+        if self._cache is None or self._cache.size() != self.size() * self.devicePixelRatioF():
+            self._cache = self._draw_background()
         p = QPainter(self)
-        p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
+        p.drawPixmap(0, 0, self._cache)
+        p.setPen(QPen(self.palette().color(QPalette.ColorRole.Highlight), 2))
+        x = self._x(self._playhead)
+        p.drawLine(QPointF(x, 0), QPointF(x, self.height() - RULER))
+        p.end()
+
+    def _columns(self, cols: int) -> np.ndarray:
+        """Peak amplitude (0..1) of each pixel column up to `cols`, vectorised."""
+        if cols <= 0 or not len(self._peaks):
+            return np.zeros(0, np.float32)
+        edges = (np.arange(cols + 1) / max(1, self.width() - 1) * self._span / BIN).astype(np.int64)
+        starts = edges[:-1][edges[:-1] < len(self._peaks)]
+        if not len(starts):
+            return np.zeros(0, np.float32)
+        return np.minimum(np.maximum.reduceat(self._peaks, starts), 1.0)
+
+    def _draw_background(self) -> QPixmap:
+        ratio = self.devicePixelRatioF()
+        pix = QPixmap(self.size() * ratio)
+        pix.setDevicePixelRatio(ratio)
         pal = self.palette()
+        pix.fill(pal.color(QPalette.ColorRole.Base))
+        p = QPainter(pix)
         w, h = self.width(), self.height()
-        ruler = 16
-        top, bottom = 18, h - ruler
+        top, bottom = 18, h - RULER
         mid = (top + bottom) / 2
         half = (bottom - top) / 2 - 2
-        p.fillRect(self.rect(), pal.color(QPalette.ColorRole.Base))
         rendered_x = self._x(self._buffer.length)
         accent = pal.color(QPalette.ColorRole.Highlight)
         text_color = pal.color(QPalette.ColorRole.Text)
-        labels = getattr(self, "_labels", {})
-        # the line being heard
-        for line_id, start, end in self._boundaries:
+        for line_id, start, end in self._boundaries:  # the line being heard
             if line_id == self._current:
                 c = QColor(accent)
                 c.setAlpha(45)
                 p.fillRect(QRectF(self._x(start), top, self._x(end) - self._x(start), bottom - top), c)
-        # not yet rendered: hatched-looking dim band
-        if self._buffer.growing:
+        if self._buffer.growing:  # not rendered yet
             dim = QColor(text_color)
             dim.setAlpha(12)
             p.fillRect(QRectF(rendered_x, top, w - rendered_x, bottom - top), dim)
-        # centre line
-        base_line = QColor(text_color)
-        base_line.setAlpha(40)
-        p.setPen(QPen(base_line, 1))
+        faint = QColor(text_color)
+        faint.setAlpha(40)
+        p.setPen(QPen(faint, 1))
         p.drawLine(QPointF(0, mid), QPointF(rendered_x, mid))
         # peaks: one vertical line per pixel column, in the colour of the line's speaker
-        if len(self._peaks):
-            cols = int(rendered_x) + 1
-            edges = (np.arange(cols + 1) / max(1, w - 1) * self._span / BIN).astype(np.int64)
-            default = QColor(text_color)
-            default.setAlpha(150)
-            spans = [(self._x(s0), self._x(e0), labels.get(lid, ("", default))[1]) for lid, s0, e0 in self._boundaries]
-            span_i = 0
-            pen_color = default
-            for x in range(cols):
-                while span_i < len(spans) and spans[span_i][1] < x:
-                    span_i += 1
-                color = spans[span_i][2] if span_i < len(spans) and spans[span_i][0] <= x else default
-                if color is not pen_color:
-                    pen_color = color
-                    p.setPen(QPen(color, 1))
-                a, b = edges[x], max(edges[x] + 1, edges[x + 1])
-                seg = self._peaks[a:b]
-                if len(seg) == 0:
-                    break
-                amp = min(float(seg.max()), 1.0) * half
-                p.drawLine(QPointF(x, mid - amp), QPointF(x, mid + amp))
+        amps = self._columns(int(rendered_x) + 1) * half
+        default = QColor(text_color)
+        default.setAlpha(150)
+        color_of = np.zeros(len(amps), np.int64)  # 0 = default, i + 1 = colours[i]
+        colours: list[QColor] = []
+        for line_id, start, end in self._boundaries:
+            _, colour = self._labels.get(line_id, ("", default))
+            colours.append(colour)
+            a, b = int(self._x(start)), int(self._x(end)) + 1
+            color_of[max(a, 0):min(b, len(amps))] = len(colours)
+        for index, colour in enumerate([default] + colours):
+            xs = np.nonzero((color_of == index) & (amps > 0.25))[0]
+            if len(xs):
+                p.setPen(QPen(colour, 1))
+                p.drawLines([QLineF(float(x), mid - float(amps[x]), float(x), mid + float(amps[x])) for x in xs])
         # line boundaries and speaker names
         grid = QColor(text_color)
         grid.setAlpha(60)
@@ -154,15 +182,15 @@ class WaveformView(QWidget):
             x = self._x(start)
             p.setPen(QPen(grid, 1, Qt.PenStyle.DotLine))
             p.drawLine(QPointF(x, top - 14), QPointF(x, bottom))
-            name, color = labels.get(line_id, ("", text_color))
+            name, colour = self._labels.get(line_id, ("", text_color))
             if name:
-                p.setPen(color)
+                p.setPen(colour)
                 p.drawText(QRectF(x + 4, 2, 160, 14), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, name)
         # time ruler
         p.setPen(QPen(grid, 1))
         p.drawLine(QPointF(0, bottom), QPointF(w, bottom))
         seconds = self._span / SAMPLE_RATE
-        step = next(s for s in (1, 2, 5, 10, 15, 30, 60, 120, 300, 600) if seconds / s <= max(w / 70, 1))
+        step = next((s for s in (1, 2, 5, 10, 15, 30, 60, 120, 300, 600) if seconds / s <= max(w / 70, 1)), 1200)
         muted = pal.color(QPalette.ColorRole.PlaceholderText)
         t = 0
         while t <= seconds:
@@ -170,15 +198,11 @@ class WaveformView(QWidget):
             p.setPen(QPen(grid, 1))
             p.drawLine(QPointF(x, bottom), QPointF(x, bottom + 4))
             p.setPen(muted)
-            p.drawText(QRectF(x + 3, bottom + 1, 60, ruler - 1), Qt.AlignmentFlag.AlignLeft,
+            p.drawText(QRectF(x + 3, bottom + 1, 60, RULER - 1), Qt.AlignmentFlag.AlignLeft,
                        f"{int(t // 60)}:{int(t % 60):02d}")
             t += step
-        # rendered-up-to marker
-        if self._buffer.growing:
+        if self._buffer.growing:  # rendered-up-to marker
             p.setPen(QPen(QColor("#e0a030"), 2))
             p.drawLine(QPointF(rendered_x, top), QPointF(rendered_x, bottom))
-        # playhead
-        p.setPen(QPen(accent, 2))
-        x = self._x(self._playhead)
-        p.drawLine(QPointF(x, 0), QPointF(x, bottom))
         p.end()
+        return pix
