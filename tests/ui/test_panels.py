@@ -74,6 +74,18 @@ def test_renders_with_the_fake_engine(qtbot, data_dir, tmp_path):
     w.editor.setPlainText("Alice: One [sigh] two, edited.\nBob: Three.")
     w.reparse()
     assert [ln.text for ln in w.session.stale_lines()] == ["One [sigh] two, edited."]
+    bob = w.script.lines[1].line_id
+    w.actions_by_name["render_stale"].trigger()
+    qtbot.waitUntil(lambda: not w.session.stale_lines() and not w.session.busy, timeout=15000)
+    assert len(w.project.lines[bob].takes) == 1  # only the edited line rendered again
+    # play from the cursor's line: the playhead starts where Bob's line starts on the timeline
+    started_at: list[int] = []
+    w.player.play = lambda: started_at.append(w.player.position) or True
+    cursor = w.editor.textCursor()
+    cursor.setPosition(w.script.lines[1].start + 1)
+    w.editor.setTextCursor(cursor)
+    w.actions_by_name["play_from_cursor"].trigger()
+    assert started_at == [w.session.start_of(bob)] and started_at[0] > 0
     _close(w)
 
 
