@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from s2studio.demo_model import write_demo_model  # noqa: E402
 from s2studio.engine.checkpoints import load_dual_ar  # noqa: E402
+from s2studio.engine.device import PRECISIONS  # noqa: E402
 from s2studio.engine.fast import FastDecoder, FastSampler, generate_frames_fast  # noqa: E402
 from s2studio.engine.generate import (  # noqa: E402
     GenerationSettings, ensure_caches, generate_frames, make_generator, make_sampler,
@@ -55,6 +56,15 @@ TEXT = "<|speaker:0|>The quick brown fox jumps over the lazy dog, and then it ru
 REF_TEXT = "<|speaker:0|>A reference clip of a voice, read aloud."
 
 
+DEVICE = torch.device("cpu")
+"""Set by --device; with CUDA every timing waits for the GPU."""
+
+
+def sync() -> None:
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize(DEVICE)
+
+
 def load() -> str:
     return "load %.1f" % os.getloadavg()[0]
 
@@ -65,21 +75,23 @@ def load() -> str:
 def bandwidth() -> tuple[float, float, float]:
     """GB/s (1e9) reading 1 GiB of float32, best of 7: torch.sum (current threads), numpy's sum, torch copy_ (read +
     write counted). The bound uses the best of the three: a machine shared with other jobs only ever lowers it."""
-    a = torch.ones(2**28)
+    a = torch.ones(2**28, device=DEVICE)
     b = torch.empty_like(a)
-    n = a.numpy()
+    n = a.numpy() if DEVICE.type == "cpu" else None
 
     def rate(read, factor: int = 1) -> float:
         read()
         best = min(_timed(read) for _ in range(7))
         return factor * a.numel() * 4 / best / 1e9
 
-    return rate(a.sum), rate(n.sum), rate(lambda: b.copy_(a), 2)
+    return rate(a.sum), rate(n.sum) if n is not None else 0.0, rate(lambda: b.copy_(a), 2)
 
 
 def _timed(fn) -> float:
+    sync()
     t = time.perf_counter()
     fn()
+    sync()
     return time.perf_counter() - t
 
 
@@ -112,7 +124,7 @@ def exact_runs(model, tok, prompt, frames: int, runs: int) -> tuple[float, float
     ensure_caches(model)
 
     def one(seed: int):
-        sampler = make_sampler(model, GenerationSettings(), make_generator(seed), tok.im_end_id)
+        sampler = make_sampler(model, GenerationSettings(), make_generator(seed, DEVICE), tok.im_end_id)
         no_stop(sampler, tok.im_end_id)
         return timed(generate_frames(model, prompt, sampler, max_new_tokens=frames))
 
@@ -127,11 +139,13 @@ def fast_decoder(model, tok, length: int) -> FastDecoder:
                        allowed=torch.arange(c.semantic_begin_id, c.semantic_end_id + 1))
 
 
-def fast_runs(model, tok, prompt, frames: int, runs: int, reuse: bool = False) -> tuple[float, float]:
+def fast_runs(model, tok, prompt, frames: int, runs: int, reuse: bool = False,
+              graphs: bool = False) -> tuple[float, float]:
     decoder = fast_decoder(model, tok, prompt.shape[1] + frames + 8)
 
     def one(seed: int):
-        sampler = FastSampler(decoder, temperature=1.0, top_p=0.9, top_k=30, generator=make_generator(seed))
+        sampler = FastSampler(decoder, temperature=1.0, top_p=0.9, top_k=30, generator=make_generator(seed, DEVICE),
+                              graphs=graphs)
         return timed(generate_frames_fast(decoder, prompt, sampler, max_new_tokens=frames, reuse=reuse))
 
     one(0)
@@ -159,18 +173,22 @@ def port_runs(folder: Path, prompt: np.ndarray, frames: int, runs: int, threads:
 
 def demo_models(args: argparse.Namespace, tmp: Path) -> None:
     print(f"\n== 2. random demo models: decode frames/s (first frame ms), {args.frames} frames, "
-          f"prompt = 10 s reference + a sentence, fp32, seed 1..{args.runs}")
+          f"prompt = 10 s reference + a sentence, {args.precision} on {DEVICE}, seed 1..{args.runs}")
     for size in args.sizes:
         folder = write_demo_model(tmp / size, seed=1, size=size, codec=False)
         tok = S2Tokenizer.from_file(folder / "tokenizer.json")
-        model = load_dual_ar(folder, device="cpu", dtype=torch.float32,
+        model = load_dual_ar(folder, device=DEVICE, dtype=PRECISIONS[args.precision],
                              semantic_range=(tok.semantic_begin_id, tok.semantic_end_id), im_end_id=tok.im_end_id)
         codes = np.random.default_rng(0).integers(0, 1024, size=(10, 215)).astype(np.int64)
         prompt = build_prompt(tok, [Reference(REF_TEXT, codes)], [], TEXT, 10)
         rows = {}
-        rows["port (mizuoto-fishspeech)"] = port_runs(folder, prompt, args.frames, args.runs, args.threads)
+        on_cpu = DEVICE.type == "cpu" and args.precision == "fp32"
+        rows["port (mizuoto-fishspeech)"] = (port_runs(folder, prompt, args.frames, args.runs, args.threads)
+                                             if on_cpu else None)
         rows["exact"] = exact_runs(model, tok, prompt, args.frames, args.runs)
         rows["fast"] = fast_runs(model, tok, prompt, args.frames, args.runs)
+        if DEVICE.type == "cuda":
+            rows["fast + CUDA graph tail"] = fast_runs(model, tok, prompt, args.frames, args.runs, graphs=True)
         quantize_model(model, "int8")
         pack_for_cpu(model)
         rows["fast + int8"] = fast_runs(model, tok, prompt, args.frames, args.runs)
@@ -179,7 +197,7 @@ def demo_models(args: argparse.Namespace, tmp: Path) -> None:
               f"prompt {prompt.shape[1]} tokens, {load()}):")
         for name, r in rows.items():
             if r is None:
-                print(f"  {name:28s} (not run: .venv-ref missing)")
+                print(f"  {name:28s} (not run: .venv-ref missing, or not fp32 on the CPU)")
                 continue
             vs = f"  {r[0] / port[0]:.2f}x the port" if port else ""
             print(f"  {name:28s} {r[0]:7.1f} frames/s  ({r[1] * 1000:6.1f} ms to the first frame){vs}")
@@ -213,7 +231,7 @@ def random_s2(slow_layers: int) -> DualAR:
                        else torch.randn(p.shape, dtype=torch.bfloat16, generator=g) * 0.02)
     model.load_state_dict(state, strict=True, assign=True)
     del state
-    return model.to(torch.bfloat16).requires_grad_(False).eval()
+    return model.to(DEVICE, torch.bfloat16).requires_grad_(False).eval()
 
 
 class _Tok:
@@ -223,24 +241,20 @@ class _Tok:
 def s2_frame_time(model: DualAR, reps: int) -> tuple[float, float, float]:
     """(slow step with all model layers, slow step with half of them, fast part) in seconds, medians."""
     decoder = fast_decoder(model, _Tok, 512)
-    sampler = FastSampler(decoder, temperature=1.0, top_p=0.9, top_k=30, generator=make_generator(1))
-    prompt = torch.zeros(11, 64, dtype=torch.long)
+    sampler = FastSampler(decoder, temperature=1.0, top_p=0.9, top_k=30, generator=make_generator(1, DEVICE))
+    prompt = torch.zeros(11, 64, dtype=torch.long, device=DEVICE)
     prompt[0] = torch.arange(64) + 1000
-    column = torch.zeros(11, 1, dtype=torch.long)
+    column = torch.zeros(11, 1, dtype=torch.long, device=DEVICE)
     column[0, 0] = 151678 + 7
     layers, caches = model.layers, decoder.caches.slow
     with torch.inference_mode():
         logits, hidden = decoder.prefill(prompt)
 
         def slow() -> float:
-            t = time.perf_counter()
-            decoder.step(column)
-            return time.perf_counter() - t
+            return _timed(lambda: decoder.step(column))
 
         def fast() -> float:
-            t = time.perf_counter()
-            sampler.frame(logits, hidden)
-            return time.perf_counter() - t
+            return _timed(lambda: sampler.frame(logits, hidden))
 
         slow(), fast()
         full = statistics.median(slow() for _ in range(reps))
@@ -265,6 +279,8 @@ def s2_shape(args: argparse.Namespace, bw: float, ceiling: float) -> None:
     model = random_s2(n)
     runs = [("bf16", None), ("fp32", torch.float32), ("int8 weight-only, bf16 act.", "int8"),
             ("int8 fbgemm (packed)", "pack"), ("int4 groups of 128, bf16 act.", "int4")]
+    if DEVICE.type == "cuda":  # int8/int4 widen their rows on the fly there: memory, not speed
+        runs = [("bf16", None), ("int8 (widened per call)", "int8"), ("int4 (widened per call)", "int4")]
     for name, change in runs:
         if isinstance(change, torch.dtype):
             model.to(change)
@@ -275,7 +291,7 @@ def s2_shape(args: argparse.Namespace, bw: float, ceiling: float) -> None:
         elif change == "int4":
             del model
             gc.collect()
-            model = quantize_model(random_s2(n), "int4")
+            model = quantize_model(random_s2(n).cpu(), "int4").to(DEVICE)
         gc.collect()
         full, part, fast = s2_frame_time(model, args.s2_reps)
         per_layer = (full - part) / (n - n // 2)
@@ -302,7 +318,8 @@ def first_audio(args: argparse.Namespace, tmp: Path) -> None:
 
     size = args.ttfa_size
     folder = write_demo_model(tmp / f"{size}-codec", seed=1, size=size)
-    print(f"\n== 4. time to first audio, engine line mode, {size} model + codec, fp32; line 1 has a 10 s reference; "
+    print(f"\n== 4. time to first audio, engine line mode, {size} model + codec, {args.precision} on {DEVICE}; "
+          "line 1 has a 10 s reference; "
           "ms from each line's start to its first audio chunk")
     codes = np.random.default_rng(0).integers(0, 1024, size=(10, 215)).astype(np.int64)
     lines = tuple(LineSpec(f"l{i}", 0, t) for i, t in enumerate(
@@ -313,7 +330,8 @@ def first_audio(args: argparse.Namespace, tmp: Path) -> None:
     variants = (("exact", False, True), ("fast, no reuse", True, False), ("fast + prefix reuse", True, True))
     for name, fast, reuse in variants:
         engine = S2Engine()
-        for _ in engine.load(LoadRequest("l", folder, device="cpu", precision="fp32", fast=fast), threading.Event()):
+        loading = LoadRequest("l", folder, device=str(DEVICE), precision=args.precision, fast=fast)
+        for _ in engine.load(loading, threading.Event()):
             pass
         decoder = engine._loaded.decoder
         if decoder is not None and not reuse:
@@ -338,6 +356,8 @@ def first_audio(args: argparse.Namespace, tmp: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--device", default="cpu", help="cpu or cuda (the reference port runs only for fp32 on the CPU)")
+    p.add_argument("--precision", default=None, choices=sorted(PRECISIONS), help="default: fp32 on CPU, bf16 on CUDA")
     p.add_argument("--sizes", nargs="*", default=["tiny", "mid"])
     p.add_argument("--frames", type=int, default=64)
     p.add_argument("--runs", type=int, default=3)
@@ -347,6 +367,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ttfa-frames", type=int, default=24)
     p.add_argument("--skip-ttfa", action="store_true")
     args = p.parse_args(argv)
+    global DEVICE
+    DEVICE = torch.device(args.device)
+    args.precision = args.precision or ("bf16" if DEVICE.type == "cuda" else "fp32")
     torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {torch.backends.cpu.get_cpu_capability()}, {args.threads} thread(s), "
           f"{os.cpu_count()} CPUs, {load()}")
