@@ -253,13 +253,13 @@ class ModelPage(QDialog):
         if not self.accept_license.isChecked():
             return
         dest = self.models_dir / "s2-pro"
-        self._begin(f"Downloading {REPO_ID} to {dest}…")
         self.task.start(lambda task: _download(task, dest))
+        self._begin(f"Downloading {REPO_ID} to {dest}…")
 
     def make_demo(self) -> None:
         dest = self.models_dir / "demo-tiny"
-        self._begin("Writing the demo model…")
         self.task.start(lambda task: _write_demo(task, dest))
+        self._begin("Writing the demo model…")
 
     def _begin(self, message: str) -> None:
         self.progress.setValue(0)

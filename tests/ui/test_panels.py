@@ -261,3 +261,50 @@ def test_a_model_load_can_be_cancelled_and_loaded_again(qtbot, data_dir):
     qtbot.waitUntil(lambda: w.model_info is not None, timeout=10000)
     assert w.status.model.text() == "Model: fake"
     _close(w)
+
+
+def test_download_shows_progress_and_cancels(qtbot, tmp_path, monkeypatch):
+    hub = pytest.importorskip("huggingface_hub")
+    import time as _time
+
+    def fake_snapshot_download(repo_id, local_dir, tqdm_class):
+        bar = tqdm_class(total=200, desc="model.safetensors", disable=False)
+        for _ in range(200):
+            _time.sleep(0.01)
+            bar.update(1)
+        bar.close()
+        return str(local_dir)
+
+    monkeypatch.setattr(hub, "snapshot_download", fake_snapshot_download)
+    page = ModelPage(tmp_path)
+    qtbot.addWidget(page)
+    qtbot.mouseClick(page.accept_license, Qt.MouseButton.LeftButton)
+    qtbot.mouseClick(page.download_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: page.progress.value() > 0, timeout=5000)
+    assert page.cancel_button.isEnabled() and not page.download_button.isEnabled()
+    qtbot.mouseClick(page.cancel_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: page.status.text() == "✗ Cancelled.", timeout=5000)
+    assert page.download_button.isEnabled() and not page.progress.isVisible()
+    page.done(0)
+
+
+def test_rename_voice(qtbot, data_dir, tmp_path):
+    from PySide6.QtWidgets import QDialogButtonBox, QInputDialog
+
+    from tests.ui.helpers import on_modal
+
+    w = _window(qtbot, ToneEngine)
+    v = w.library.create("Old name", [(write_wav(tmp_path / "n.wav"), "a clip")])
+    w.voices.refresh()
+    w.voices.select(v.id)
+
+    def rename(d: QInputDialog) -> None:
+        d.setTextValue("New name")
+        qtbot.mouseClick(d.findChild(QDialogButtonBox).button(QDialogButtonBox.StandardButton.Ok),
+                         Qt.MouseButton.LeftButton)
+
+    on_modal(qtbot, QInputDialog, rename)
+    qtbot.mouseClick(w.voices.rename_button, Qt.MouseButton.LeftButton)
+    assert [x.name for x in w.library.list()] == ["New name"]
+    assert w.voices.list.currentItem().text().startswith("New name")
+    _close(w)
