@@ -2,14 +2,32 @@
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 
+from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar
 
 from s2studio.engine import api
 
 FRAME_RATE = 21.533
 """Codec frames per second of audio (44100 / 2048)."""
+
+
+def resident_bytes() -> int:
+    """Memory the process holds now (model weights included), 0 where it cannot be read."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        try:
+            import resource  # noqa: PLC0415 - POSIX only
+
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            return peak if sys.platform == "darwin" else peak * 1024
+        except (ImportError, OSError):
+            return 0
 
 
 class StatusPanel:
@@ -22,17 +40,29 @@ class StatusPanel:
         self.device.setAccessibleName("Device")
         self.speed = QLabel("")
         self.speed.setAccessibleName("Render speed")
+        self.memory = QLabel("")
+        self.memory.setAccessibleName("Memory used by the studio")
         self.progress = QProgressBar()
         self.progress.setAccessibleName("Render progress")
         self.progress.setMaximumWidth(180)
         self.progress.setVisible(False)
         for w in (self.model, self.device):
             bar.addWidget(w)
+        bar.addPermanentWidget(self.memory)
         bar.addPermanentWidget(self.speed)
+        self._memory_timer = QTimer(bar)
+        self._memory_timer.setInterval(2000)
+        self._memory_timer.timeout.connect(self.update_memory)
+        self._memory_timer.start()
+        self.update_memory()
         bar.addPermanentWidget(self.progress)
         self._t0 = 0.0
         self._frames_done = 0
         self._line_frames: dict[str, int] = {}
+
+    def update_memory(self) -> None:
+        rss = resident_bytes()
+        self.memory.setText(f"RAM {rss / 2**30:.1f} GB" if rss else "")
 
     def set_model(self, info: api.ModelInfo | None, message: str = "") -> None:
         if info is None:

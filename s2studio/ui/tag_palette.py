@@ -23,6 +23,7 @@ class TagPalette(QWidget):
         self.filter.setAccessibleName("Filter tags")
         self.filter.setClearButtonEnabled(True)
         self.filter.textChanged.connect(self._filter)
+        self.filter.returnPressed.connect(self._insert_first)
         self.tree = QTreeWidget()
         self.tree.setHeaderHidden(True)
         self.tree.setAccessibleName("Tags by category; press Enter to insert at the cursor")
@@ -53,6 +54,17 @@ class TagPalette(QWidget):
         tag = item.data(0, Qt.ItemDataRole.UserRole)
         if tag:
             self.tag_chosen.emit(tag)
+
+    def _insert_first(self) -> None:
+        """Enter in the filter inserts the first matching tag (Ctrl+T, type, Enter: no mouse needed)."""
+        for i in range(self.tree.topLevelItemCount()):
+            top = self.tree.topLevelItem(i)
+            for j in range(top.childCount()):
+                child = top.child(j)
+                if not child.isHidden() and not top.isHidden():
+                    self.tag_chosen.emit(child.data(0, Qt.ItemDataRole.UserRole))
+                    self.filter.clear()
+                    return
 
     def _filter(self, text: str) -> None:
         needle = text.strip().lower()

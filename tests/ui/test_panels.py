@@ -189,6 +189,14 @@ def test_tag_completion_after_bracket(qtbot, data_dir):
     assert w.editor.toPlainText() == "Alice: Well [whisper]"
     w.tag_palette.tag_chosen.emit("sigh")
     assert w.editor.toPlainText() == "Alice: Well [whisper] [sigh] "
+    # keyboard only: Ctrl+T, type a filter, Enter inserts the first match at the cursor
+    qtbot.keyClick(w, Qt.Key.Key_T, Qt.KeyboardModifier.ControlModifier)
+    assert w.tag_palette.filter.hasFocus()
+    qtbot.keyClicks(w.tag_palette.filter, "laugh")
+    qtbot.keyClick(w.tag_palette.filter, Qt.Key.Key_Return)
+    assert w.editor.toPlainText() == "Alice: Well [whisper] [sigh] [laughing tone] "
+    assert w.editor.hasFocus()
+    assert w.status.memory.text().startswith("RAM ")
     _close(w)
 
 
