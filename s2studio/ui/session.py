@@ -109,8 +109,12 @@ class RenderSession(QObject):
     # -- commands --------------------------------------------------------------------------------
 
     def set_script(self, script: Script) -> None:
+        """Called after every edit (debounced): the timeline is laid out again only when the list of
+        line ids changes (a line's text, speaker or order), not for headings, blank lines or
+        warnings, so typing in a long project does not copy its audio on every keystroke."""
+        before = tuple(ln.line_id for ln in self.script.lines) if self.script else None
         self.script = script
-        if not self.busy:
+        if not self.busy and tuple(ln.line_id for ln in script.lines) != before:
             self.rebuild()
 
     def set_project(self, project: Project) -> None:
