@@ -16,7 +16,7 @@ from s2studio.errors import UserError
 from s2studio.ui import player as player_module
 from s2studio.ui.actions import SPECS, ShortcutsDialog
 from s2studio.ui.model_page import ModelPage, validate_model_dir
-from tests.ui.helpers import ToneEngine, write_wav
+from ui_helpers import ToneEngine, write_wav
 
 
 def _window(qtbot, factory):
@@ -299,7 +299,7 @@ def test_download_shows_progress_and_cancels(qtbot, tmp_path, monkeypatch):
 def test_rename_voice(qtbot, data_dir, tmp_path):
     from PySide6.QtWidgets import QDialogButtonBox, QInputDialog
 
-    from tests.ui.helpers import on_modal
+    from ui_helpers import on_modal
 
     w = _window(qtbot, ToneEngine)
     v = w.library.create("Old name", [(write_wav(tmp_path / "n.wav"), "a clip")])

@@ -10,7 +10,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 from s2studio import app
-from tests.ui.helpers import write_wav
+from ui_helpers import write_wav
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ from s2studio.ui.export_dialog import ExportDialog
 from s2studio.ui.record_dialog import RecordDialog
 from s2studio.ui.session import GAP
 from s2studio.ui.voices_panel import NewVoiceDialog
-from tests.ui.helpers import CHUNK, ToneEngine, on_modal, playback_raw, write_wav
+from ui_helpers import CHUNK, ToneEngine, on_modal, playback_raw, write_wav
 
 FRAMES = 12
 LINE = CHUNK * FRAMES
