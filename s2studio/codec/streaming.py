@@ -36,6 +36,7 @@ class IncrementalDecoder:
         self.frames = 0
         self._state: dict[int, torch.Tensor] = {}
         self._kv = [KVCache() for _ in codec.quantizer.post_module.layers]
+        self._pushed = 0  # code frames in the push being decoded
 
     def reset(self) -> None:
         """Forget everything: the next push starts a new sequence at frame 0."""
@@ -56,6 +57,7 @@ class IncrementalDecoder:
         cached = min(self.frames, q.post_module.window - 1)
         z = q.lookup(_pad_time(q.clamp(codes_t), _transformer_rows(n, cached)))  # padded with code-0 frames
         z = q.post_module.step(z, self.frames, self._kv, new=n)[..., :n]
+        self._pushed = n
         z = self._run(q.upsample, z)
         audio = self._run(self.codec.decoder.model, z)
         self.frames += n
@@ -105,8 +107,13 @@ class IncrementalDecoder:
         if past is None:
             past = x.new_zeros(x.shape[0], x.shape[1], 1)
         self._state[id(m)] = x[..., -1:].clone()
-        y = m.conv(_wide(torch.cat([past, x], dim=-1)))
-        return y[..., s: s + n * s].contiguous()
+        # One code frame per batch row: its `per` inputs after the one before. oneDNN's transposed conv rounds
+        # by the width it is given (its blocking follows the width), and one code frame's width gives the
+        # rounding most long full decodes get, whatever the chunk size (measured on every decoder shape).
+        per = n // self._pushed
+        windows = torch.cat([past, x], dim=-1)[0].unfold(-1, per + 1, per).transpose(0, 1).contiguous()
+        y = m.conv(_wide(windows))[..., s: s + per * s]  # (frames, out channels, per·s)
+        return y.transpose(0, 1).reshape(1, -1, n * s)
 
 
 ROW_BLOCK = 32
@@ -147,7 +154,7 @@ def _pad_time(x: torch.Tensor, width: int) -> torch.Tensor:
 
 def _wide(x: torch.Tensor) -> torch.Tensor:
     """A conv input padded past `NATIVE_CONV_LIMIT` elements, so the conv runs the kernel a full decode runs."""
-    return _pad_time(x, NATIVE_CONV_LIMIT // (x.shape[0] * x.shape[1]) + 1)
+    return _pad_time(x, NATIVE_CONV_LIMIT // x.shape[1] + 1)  # per batch row: the width is what counts
 
 
 def decode_in_chunks(codec: Codec, codes: np.ndarray | torch.Tensor, chunk: int) -> np.ndarray:
