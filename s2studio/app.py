@@ -1,6 +1,9 @@
 """Composition root: QApplication, folders, logging, the engine thread and the main window.
 
 `S2STUDIO_ENGINE=fake` runs the studio on the torch-free `FakeEngine` (tones, no model needed).
+Two start-up hooks drive the real app from outside (the kill-during-render test, demo scripts):
+`S2STUDIO_OPEN=<project.s2proj>` opens a project once the window is up, and `S2STUDIO_AUTORENDER=1`
+triggers Render All as soon as the model is ready.
 Otherwise the real engine is imported by name *inside the engine thread* the first time a job runs,
 so the GUI thread never imports torch.
 """
@@ -26,6 +29,8 @@ logger = logging.getLogger(__name__)
 
 APP_ID = "io.github.s2studio.S2Studio"
 ENV_ENGINE = "S2STUDIO_ENGINE"
+ENV_OPEN = "S2STUDIO_OPEN"
+ENV_AUTORENDER = "S2STUDIO_AUTORENDER"
 
 
 def fake_engine_factory() -> Any:
@@ -113,12 +118,29 @@ def start_engine(window) -> None:  # noqa: ANN001
     QTimer.singleShot(0, window.open_model_page)
 
 
+def apply_start_hooks(window, restored: bool) -> None:  # noqa: ANN001
+    """`S2STUDIO_OPEN` and `S2STUDIO_AUTORENDER` (module docstring); a restored autosave wins over OPEN."""
+    path = os.environ.get(ENV_OPEN)
+    if path and not restored:
+        window.open_project(Path(path))
+    if os.environ.get(ENV_AUTORENDER) == "1":
+        pending = [True]
+
+        def render_once(_event: object) -> None:  # after the window's own model_ready slot (connected first)
+            if pending:
+                pending.clear()
+                window.actions_by_name["render_all"].trigger()
+
+        window.ctx.host.model_ready.connect(render_once)
+
+
 def main(argv: list[str] | None = None) -> int:
     app = make_application(argv)
     window = build_window()
     window.show()
-    window.offer_restore()
+    restored = window.offer_restore()
     window.store.begin_session()
+    apply_start_hooks(window, restored)
     start_engine(window)
     quit_after = os.environ.get("S2STUDIO_QUIT_AFTER_MS")
     if quit_after:  # smoke tests of a build: start, then leave cleanly
