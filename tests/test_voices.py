@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import zipfile
@@ -241,5 +242,61 @@ def test_writes_are_atomic(lib: VoiceLibrary, tmp_path: Path, monkeypatch: pytes
     monkeypatch.setattr(os, "replace", fail)
     with pytest.raises(UserError, match="No space left"):
         lib.rename(v.id, "Alicia")
+    assert snapshot(lib.root) == before
+    assert not [p for p in lib.root.rglob(".*")]
+
+
+def test_add_and_remove_clips_encode_only_the_new_clip(lib: VoiceLibrary, tmp_path: Path) -> None:
+    v = lib.create("Alice", [(tone(tmp_path / "a.wav"), "one")])
+    enc = CountingEncoder()
+    first = lib.codes(v, enc, "codec-A")
+    v = lib.add_clip(v.id, tone(tmp_path / "b.wav", 3.0, sr=44100, freq=330), "  two ")
+    assert [(c.id, c.file, c.transcript) for c in v.clips] == [("c1", "clip1.flac", "one"), ("c2", "clip2.flac", "two")]
+    assert lib.get(v.id) == v and v.clips[1].duration_s == 3.0
+    assert v.clips[1].sha256 == hashlib.sha256((lib.folder(v.id) / "clip2.flac").read_bytes()).hexdigest()
+    assert [c.id for c in lib.uncached_clips(v, "codec-A")] == ["c2"]
+    assert [c.id for c in lib.uncached_clips(v, "codec-B")] == ["c1", "c2"]
+    codes = lib.codes(v, enc, "codec-A")
+    assert enc.calls == ["clip1.flac", "clip2.flac"]  # clip 1 came from the cache
+    assert lib.uncached_clips(v, "codec-A") == []
+    np.testing.assert_array_equal(codes[0], first[0])
+    v = lib.add_clip(v.id, tone(tmp_path / "c.wav", freq=440), "three")
+    v = lib.remove_clip(v.id, "c2")
+    assert [c.id for c in v.clips] == ["c1", "c3"] and lib.get(v.id) == v
+    assert sorted(p.name for p in lib.folder(v.id).glob("clip*")) == ["clip1.flac", "clip3.flac"]
+    v = lib.add_clip(v.id, tone(tmp_path / "d.wav", freq=550), "four")  # the free number is reused
+    assert [c.file for c in v.clips] == ["clip1.flac", "clip3.flac", "clip2.flac"]
+    lib.codes(v, enc, "codec-A")
+    assert enc.calls[2:] == ["clip3.flac", "clip2.flac"]  # the new bytes under the old id are re-encoded
+    v = lib.add_clip(v.id, tone(tmp_path / "e.wav"), "five")
+    assert len(v.clips) == 4
+    before = snapshot(lib.root)
+    with pytest.raises(UserError, match="has 4 clips already; remove one"):
+        lib.add_clip(v.id, tone(tmp_path / "f.wav"), "six")
+    with pytest.raises(UserError, match="has no transcript"):
+        lib.add_clip(lib.create("Bob", [(tone(tmp_path / "g.wav"), "x")]).id, tone(tmp_path / "h.wav"), " ")
+    with pytest.raises(UserError, match="has no clip 'c9'"):
+        lib.remove_clip(v.id, "c9")
+    bob = lib.find("Bob")
+    with pytest.raises(UserError, match="only clip of voice 'Bob'"):
+        lib.remove_clip(bob.id, "c1")
+    assert {k: b for k, b in snapshot(lib.root).items() if bob.id not in k} == before
+
+
+def test_add_clip_is_atomic(lib: VoiceLibrary, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full disk while adding a clip leaves the voice as it was, with no stray or temp files."""
+    v = lib.create("Alice", [(tone(tmp_path / "a.wav"), "one")])
+    clip = tone(tmp_path / "b.wav", freq=330)
+    before = snapshot(lib.root)
+    real_replace = os.replace
+
+    def fail_on_json(src: object, dst: object) -> None:
+        if str(dst).endswith("voice.json"):
+            raise OSError(28, "No space left on device")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", fail_on_json)
+    with pytest.raises(UserError, match="No space left"):
+        lib.add_clip(v.id, clip, "two")
     assert snapshot(lib.root) == before
     assert not [p for p in lib.root.rglob(".*")]

@@ -2,7 +2,7 @@
 
 Starts the real window (under Xvfb when run through `xvfb-run`, else Qt's offscreen platform) on the
 tiny demo model (or `--engine fake`), creates two voices, renders a short script, and saves PNGs of the
-main window, the model page, the record dialog and the export dialog.
+main window, the model page, the record dialog, the new-voice dialog (two clips) and the export dialog.
 
     xvfb-run -a -s "-screen 0 1400x900x24" .venv/bin/python tools/screenshot.py --out docs/screenshots
 """
@@ -82,6 +82,7 @@ def main() -> int:
     from s2studio.ui.export_dialog import ExportDialog
     from s2studio.ui.model_page import ModelPage
     from s2studio.ui.record_dialog import RecordDialog
+    from s2studio.ui.voices_panel import NewVoiceDialog
 
     qapp = studio.make_application([sys.argv[0]])
     if args.dark:
@@ -148,6 +149,15 @@ def main() -> int:
     rec.grab().save(str(args.out / "record-dialog.png"))
     rec.stop()
     rec.done(0)
+
+    clips = [home / "alice.wav", _voice_clip(home / "alice-2.wav", 230)]
+    new_voice = NewVoiceDialog(clips, "Hello, I am Alice.", window)
+    new_voice.name.setText("Alice (warm)")
+    new_voice.transcripts[1].setPlainText("The second clip: a calmer sentence.")
+    new_voice.show()
+    _wait(qapp, lambda: False, 0.3)
+    new_voice.grab().save(str(args.out / "new-voice-dialog.png"))
+    new_voice.done(0)
 
     export = ExportDialog(window.project, window.script, window.model_info, window)
     export.out.setText(str(Path.home() / "Audio" / "chapter-one.wav"))

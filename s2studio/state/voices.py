@@ -228,13 +228,7 @@ class VoiceLibrary:
             audio.append((read_audio(Path(path)), transcript.strip()))
         tmp = self._new_folder()
         try:
-            stored = []
-            for i, ((data, sr, subtype), transcript) in enumerate(audio, start=1):
-                file = f"clip{i}.flac"
-                flac_subtype = "PCM_16" if subtype in ("PCM_16", "PCM_S8", "PCM_U8") else "PCM_24"
-                sf.write(str(tmp / file), data, sr, format="FLAC", subtype=flac_subtype)
-                stored.append(Clip(f"c{i}", file, transcript, _sha256(tmp / file),
-                                   round(data.shape[0] / sr, 3), sr))
+            stored = [_write_clip(tmp, i, a, transcript) for i, (a, transcript) in enumerate(audio, start=1)]
             voice = Voice(self._fresh_id(), name, notes, consent, tuple(stored),
                           datetime.now(timezone.utc).isoformat(timespec="seconds"))
             write_text_atomic(tmp / VOICE_FILE, _voice_json(voice))
@@ -245,6 +239,41 @@ class VoiceLibrary:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         self._commit_folder(tmp, voice.id)
+        return voice
+
+    def add_clip(self, voice_id: str, path: Path, transcript: str) -> Voice:
+        """Another reference clip for an existing voice (at most MAX_CLIPS). The other clips' cached
+        codes stay valid (the cache is keyed by clip id and bytes), so only the new clip gets encoded."""
+        voice = self.get(voice_id)
+        if len(voice.clips) >= MAX_CLIPS:
+            raise UserError(f"voice {voice.name!r} has {MAX_CLIPS} clips already; remove one before adding another")
+        if not transcript.strip():
+            raise UserError(f"clip {path} has no transcript; type exactly what is said in it")
+        audio = read_audio(Path(path))
+        folder = self.folder(voice_id)
+        used = {c.file for c in voice.clips}
+        number = next(n for n in range(1, 10) if f"clip{n}.flac" not in used)
+        try:
+            clip = _write_clip(folder, number, audio, transcript.strip(), atomic=True)
+        except OSError as exc:
+            raise UserError(f"cannot write to the voice library {self.root}: {exc.strerror or exc}") from None
+        try:
+            return self._save(replace(voice, clips=voice.clips + (clip,)))
+        except UserError:
+            (folder / clip.file).unlink(missing_ok=True)
+            raise
+
+    def remove_clip(self, voice_id: str, clip_id: str) -> Voice:
+        """Drop one clip (a voice keeps at least one); voice.json first, so a crash leaves a stray file,
+        never a voice that lists a missing clip."""
+        voice = self.get(voice_id)
+        clip = next((c for c in voice.clips if c.id == clip_id), None)
+        if clip is None:
+            raise UserError(f"voice {voice.name!r} has no clip {clip_id!r}")
+        if len(voice.clips) == 1:
+            raise UserError(f"{clip_id} is the only clip of voice {voice.name!r}; a voice needs at least one")
+        voice = self._save(replace(voice, clips=tuple(c for c in voice.clips if c.id != clip_id)))
+        (self.folder(voice_id) / clip.file).unlink(missing_ok=True)
         return voice
 
     def _save(self, voice: Voice) -> Voice:
@@ -315,6 +344,13 @@ class VoiceLibrary:
                 log.warning("cannot cache codes of voice %s: %s", voice.id, exc)
         return [out[c.id] for c in voice.clips]
 
+    def uncached_clips(self, voice: Voice, fingerprint: str) -> list[Clip]:
+        """The clips `codes` would have to encode for this codec (read-only: what an encode job does)."""
+        folder = self.folder(voice.id)
+        cached, meta = _load_codes(folder / CODES_FILE)
+        return [c for c in voice.clips
+                if c.id not in cached or meta.get(c.id) != f"{_sha256(folder / c.file)}:{fingerprint}"]
+
     # ------------------------------------------------------------------ exchange
 
     def export(self, voice_id: str, dest: Path) -> Path:
@@ -379,6 +415,23 @@ class VoiceLibrary:
                 raise
         self._commit_folder(tmp, voice.id)
         return voice
+
+
+def _write_clip(folder: Path, number: int, audio: tuple[np.ndarray, int, str], transcript: str,
+                atomic: bool = False) -> Clip:
+    """Store one clip as `clip<number>.flac` (16-bit sources stay 16-bit, the rest 24-bit)."""
+    data, sr, subtype = audio
+    file = f"clip{number}.flac"
+    flac_subtype = "PCM_16" if subtype in ("PCM_16", "PCM_S8", "PCM_U8") else "PCM_24"
+
+    def write(target: Path) -> None:
+        sf.write(str(target), data, sr, format="FLAC", subtype=flac_subtype)
+
+    if atomic:
+        write_atomic(folder / file, write)
+    else:
+        write(folder / file)
+    return Clip(f"c{number}", file, transcript, _sha256(folder / file), round(data.shape[0] / sr, 3), sr)
 
 
 def _load_codes(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:

@@ -414,12 +414,14 @@ class MainWindow(PlaybackMixin, ProjectsMixin, QMainWindow):
         return [Path(u.toLocalFile()) for u in mime.urls() if u.isLocalFile()]
 
     def open_paths(self, paths: list[Path]) -> None:
-        """What a drop does: audio makes a voice, .s2voice imports, .s2proj opens."""
+        """What a drop does: the audio files together make one voice (1–4 clips), .s2voice imports,
+        .s2proj opens."""
+        audio = [p for p in paths if p.suffix.lower() in AUDIO_SUFFIXES]
+        if audio:
+            self.voices.new_voice_from(audio)
         for path in paths:
             try:
-                if path.suffix.lower() in AUDIO_SUFFIXES:
-                    self.voices.new_voice_from(path)
-                elif path.suffix == ".s2voice":
+                if path.suffix == ".s2voice":
                     voice = self.library.import_voice(path)
                     self.voices.refresh()
                     self.voices.select(voice.id)

@@ -103,14 +103,12 @@ class RenderFlow(QObject):
             except UserError:
                 raise UserError("A voice in the cast no longer exists; pick another in the cast bar.") from None
             self._voices.append(voice)
-            try:
-                self.library.codes(voice, _no_encoder, self.codec_fingerprint)
-            except _Missing:
-                missing.append(voice)
+            # only clips without cached codes go to the engine (a clip added to a voice: just that one)
+            missing += [(voice, c) for c in self.library.uncached_clips(voice, self.codec_fingerprint)]
         if not missing:
             self.session.render(self._lines)
             return
-        self._clip_paths = {f"{v.id}/{c.id}": self.library.clip_path(v, c) for v in missing for c in v.clips}
+        self._clip_paths = {f"{v.id}/{c.id}": self.library.clip_path(v, c) for v, c in missing}
         self._encoded = {}
         self._encode_job = self.host.new_job_id("encode")
         self.host.encode(api.EncodeRequest(self._encode_job, tuple(api.ClipToEncode(cid, path)

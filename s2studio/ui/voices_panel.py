@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import soundfile as sf
@@ -15,7 +16,7 @@ from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QFileDialog, QFormLayo
                                QPushButton, QStyle, QToolButton, QVBoxLayout, QWidget)
 
 from s2studio.errors import UserError
-from s2studio.state.voices import Voice, VoiceLibrary, check_clip
+from s2studio.state.voices import MAX_CLIPS, Voice, VoiceLibrary, check_clip
 from s2studio.ui.editor import is_dark, speaker_color
 from s2studio.ui.player import load_sounddevice
 
@@ -59,51 +60,70 @@ def avatar(name: str, dark: bool, size: int = 60) -> QIcon:
 
 
 class NewVoiceDialog(QDialog):
-    """Name a new voice and check its clip: transcript, warnings, preview."""
+    """Name a new voice made of 1–4 clips, or add one clip to an existing voice (`add_to`): each clip
+    has its own transcript, checks and preview."""
 
-    def __init__(self, clip: Path, transcript: str = "", parent: QWidget | None = None) -> None:
+    def __init__(self, clips: Path | Sequence[Path], transcript: str = "", parent: QWidget | None = None,
+                 add_to: str | None = None) -> None:
         super().__init__(parent)
-        self.setWindowTitle("New voice")
+        self.clips = [clips] if isinstance(clips, Path) else list(clips)
+        self.clip = self.clips[0]
+        self.setWindowTitle(f"Add a clip to “{add_to}”" if add_to else "New voice")
         self.setObjectName("newVoiceDialog")
         self.setMinimumWidth(460)
-        self.clip = clip
         form = QFormLayout(self)
-        self.name = QLineEdit(clip.stem.replace("_", " ").replace("-", " ").strip().title()[:60] or "New voice")
+        stem = self.clip.stem.replace("_", " ").replace("-", " ").strip().title()[:60]
+        self.name = QLineEdit(stem or "New voice")
         self.name.setAccessibleName("Voice name")
-        form.addRow("Name", self.name)
-        row = QHBoxLayout()
-        row.addWidget(QLabel(clip.name))
-        play = QPushButton("▶ Play clip")
-        play.setAccessibleName("Play the clip")
-        play.clicked.connect(lambda: self._show_reason(play_file(clip)))
-        row.addWidget(play)
-        form.addRow("Clip", row)
-        self.transcript = QPlainTextEdit(transcript)
-        self.transcript.setPlaceholderText("Type exactly what is said in the clip.")
-        self.transcript.setAccessibleName("Transcript of the clip")
-        self.transcript.setMaximumHeight(100)
-        form.addRow("Transcript", self.transcript)
-        try:
-            warnings = check_clip(clip)
-        except UserError as exc:
-            warnings = [str(exc)]
-        self.warnings = QLabel("\n".join(f"⚠ {w}" for w in warnings) or "✓ Clip looks good.")
-        self.warnings.setWordWrap(True)
-        self.warnings.setAccessibleName("Clip checks")
-        form.addRow("Checks", self.warnings)
+        if add_to is None:
+            form.addRow("Name", self.name)
+        self.transcripts: list[QPlainTextEdit] = []
+        self.checks: list[QLabel] = []
+        several = len(self.clips) > 1
+        for n, clip in enumerate(self.clips, start=1):
+            label = f"Clip {n}" if several else "Clip"
+            row = QHBoxLayout()
+            row.addWidget(QLabel(clip.name), 1)
+            play = QPushButton("▶ Play")
+            play.setAccessibleName(f"Play clip {n}" if several else "Play the clip")
+            play.clicked.connect(lambda _=False, c=clip: self._show_reason(play_file(c)))
+            row.addWidget(play)
+            form.addRow(label, row)
+            edit = QPlainTextEdit(transcript if n == 1 else "")
+            edit.setPlaceholderText(f"Type exactly what is said in {clip.name}.")
+            edit.setAccessibleName(f"Transcript of clip {n}" if several else "Transcript of the clip")
+            edit.setMaximumHeight(70 if several else 100)
+            form.addRow("Transcript", edit)
+            self.transcripts.append(edit)
+            try:
+                warnings = check_clip(clip)
+            except UserError as exc:
+                warnings = [str(exc)]
+            checks = QLabel("\n".join(f"⚠ {w}" for w in warnings) or "✓ Clip looks good.")
+            checks.setWordWrap(True)
+            checks.setAccessibleName(f"Checks of clip {n}" if several else "Clip checks")
+            form.addRow("Checks", checks)
+            self.checks.append(checks)
+        self.transcript = self.transcripts[0]
+        self.warnings = self.checks[0]
         self.consent = QLineEdit()
         self.consent.setPlaceholderText("Whose voice is this, and did they agree? (optional)")
         self.consent.setAccessibleName("Consent and source note")
-        form.addRow("Source", self.consent)
+        if add_to is None:
+            form.addRow("Source", self.consent)
         self.reason = QLabel("")
         self.reason.setWordWrap(True)
         form.addRow(self.reason)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
-        buttons.button(QDialogButtonBox.StandardButton.Ok).setText("Create voice")
+        buttons.button(QDialogButtonBox.StandardButton.Ok).setText("Add clip" if add_to else "Create voice")
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
         self.buttons = buttons
         form.addRow(buttons)
+
+    def pairs(self) -> list[tuple[Path, str]]:
+        """(clip, transcript) as typed, for `VoiceLibrary.create`."""
+        return [(c, t.toPlainText()) for c, t in zip(self.clips, self.transcripts, strict=True)]
 
     def _show_reason(self, text: str) -> None:
         self.reason.setText(text)
@@ -149,11 +169,12 @@ class VoicesPanel(QWidget):
                                         style.standardIcon(QStyle.StandardPixmap.SP_DialogOpenButton), self.import_file)
         self.export_button = self._tool("Export the selected voice",
                                         style.standardIcon(QStyle.StandardPixmap.SP_DialogSaveButton), self.export_file)
+        self.add_clip_button = self._tool("Add a clip to the selected voice", None, self.add_clip, "+")
         self.rename_button = self._tool("Rename the selected voice", None, self.rename, "✎")
         self.delete_button = self._tool("Delete the selected voice",
                                         style.standardIcon(QStyle.StandardPixmap.SP_TrashIcon), self.delete)
-        for b in (self.add_button, self.record_button, self.import_button, self.export_button, self.rename_button,
-                  self.delete_button):
+        for b in (self.add_button, self.record_button, self.import_button, self.export_button, self.add_clip_button,
+                  self.rename_button, self.delete_button):
             row.addWidget(b)
         row.addStretch(1)
         layout.addLayout(row)
@@ -210,9 +231,13 @@ class VoicesPanel(QWidget):
             if voice.id == selected:
                 self.list.setCurrentItem(item)
         has = self.list.currentItem() is not None
-        for b in (self.export_button, self.rename_button, self.delete_button, self.play_clip_button):
+        for b in self._selection_buttons():
             b.setEnabled(has)
         self._show_details()
+
+    def _selection_buttons(self) -> tuple[QWidget, ...]:
+        return (self.export_button, self.add_clip_button, self.rename_button, self.delete_button,
+                self.play_clip_button)
 
     def selected_id(self) -> str | None:
         item = self.list.currentItem()
@@ -226,7 +251,7 @@ class VoicesPanel(QWidget):
     def _show_details(self) -> None:
         vid = self.selected_id()
         has = vid is not None
-        for b in (self.export_button, self.rename_button, self.delete_button, self.play_clip_button):
+        for b in self._selection_buttons():
             b.setEnabled(has)
         if vid is None:
             return
@@ -251,29 +276,65 @@ class VoicesPanel(QWidget):
     # -- commands --------------------------------------------------------------------------------
 
     def browse(self) -> None:
-        name, _ = QFileDialog.getOpenFileName(self, "Choose a reference clip", "", AUDIO_FILTER)
-        if name:
-            self.new_voice_from(Path(name))
+        names, _ = QFileDialog.getOpenFileNames(self, f"Choose 1–{MAX_CLIPS} reference clips of one voice", "",
+                                                AUDIO_FILTER)
+        if names:
+            self.new_voice_from([Path(n) for n in names])
 
-    def new_voice_from(self, clip: Path, transcript: str = "") -> Voice | None:
-        """Ask for name and transcript, then create the voice. Returns it (None when cancelled)."""
-        dialog = NewVoiceDialog(clip, transcript, self)
+    def new_voice_from(self, clips: Path | Sequence[Path], transcript: str = "") -> Voice | None:
+        """Ask for the name and each clip's transcript, then create one voice of those clips (the first
+        MAX_CLIPS of them). Returns it (None when cancelled)."""
+        clips = [clips] if isinstance(clips, Path) else list(clips)
+        dialog = NewVoiceDialog(clips[:MAX_CLIPS], transcript, self)
+        if len(clips) > MAX_CLIPS:
+            dialog.reason.setText(f"⚠ A voice takes 1–{MAX_CLIPS} clips: only the first {MAX_CLIPS} of the "
+                                  f"{len(clips)} files are used.")
         try:
             while dialog.exec() == QDialog.DialogCode.Accepted:
                 try:
-                    voice = self.library.create(dialog.name.text(), [(clip, dialog.transcript.toPlainText())],
-                                                consent=dialog.consent.text())
+                    voice = self.library.create(dialog.name.text(), dialog.pairs(), consent=dialog.consent.text())
                 except UserError as exc:
                     dialog.reason.setText(f"⚠ {exc}")
                     continue
-                self.refresh()
-                self.select(voice.id)
-                self.voices_changed.emit()
-                self.message.emit(f"Voice “{voice.name}” created.")
+                self._changed(voice, f"Voice “{voice.name}” created.")
                 return voice
             return None
         finally:
             dialog.deleteLater()
+
+    def add_clip(self, clip: Path | None = None, transcript: str = "") -> Voice | None:
+        """One more reference clip for the selected voice (chosen with a file dialog when not given)."""
+        vid = self.selected_id()
+        if vid is None:
+            return None
+        voice = self.library.get(vid)
+        if len(voice.clips) >= MAX_CLIPS:
+            self.message.emit(f"“{voice.name}” has {MAX_CLIPS} clips already; a voice takes at most {MAX_CLIPS}.")
+            return None
+        if clip is None:
+            name, _ = QFileDialog.getOpenFileName(self, f"Add a clip to “{voice.name}”", "", AUDIO_FILTER)
+            if not name:
+                return None
+            clip = Path(name)
+        dialog = NewVoiceDialog(clip, transcript, self, add_to=voice.name)
+        try:
+            while dialog.exec() == QDialog.DialogCode.Accepted:
+                try:
+                    voice = self.library.add_clip(vid, clip, dialog.transcript.toPlainText())
+                except UserError as exc:
+                    dialog.reason.setText(f"⚠ {exc}")
+                    continue
+                self._changed(voice, f"Clip added to “{voice.name}”.")
+                return voice
+            return None
+        finally:
+            dialog.deleteLater()
+
+    def _changed(self, voice: Voice, message: str) -> None:
+        self.refresh()
+        self.select(voice.id)
+        self.voices_changed.emit()
+        self.message.emit(message)
 
     def rename(self) -> None:
         vid = self.selected_id()

@@ -12,9 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
-from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
-from PySide6.QtGui import QDragEnterEvent, QDropEvent
-from PySide6.QtWidgets import QApplication, QDialogButtonBox, QToolBar, QToolButton
+from PySide6.QtCore import QPoint, Qt
+from PySide6.QtWidgets import QDialogButtonBox, QToolBar, QToolButton
 
 from s2studio import app
 from s2studio.engine.api import SAMPLE_RATE
@@ -22,7 +21,7 @@ from s2studio.ui.export_dialog import ExportDialog
 from s2studio.ui.record_dialog import RecordDialog
 from s2studio.ui.session import GAP
 from s2studio.ui.voices_panel import NewVoiceDialog
-from ui_helpers import CHUNK, ToneEngine, on_modal, playback_raw, write_wav
+from ui_helpers import CHUNK, ToneEngine, drop_files, on_modal, playback_raw, write_wav
 
 FRAMES = 12
 LINE = CHUNK * FRAMES
@@ -52,19 +51,6 @@ def window(qtbot, tmp_path, monkeypatch):
 def toolbar_button(w, name: str) -> QToolButton:
     bar = w.findChild(QToolBar, "mainToolbar")
     return bar.widgetForAction(w.actions_by_name[name])
-
-
-def drop_files(w, paths: list[Path]) -> None:
-    mime = QMimeData()
-    mime.setUrls([QUrl.fromLocalFile(str(p)) for p in paths])
-    # Qt routes a drop to the target of the drag-enter before it, so enter first, as a real drag does
-    enter = QDragEnterEvent(QPoint(100, 100), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
-                            Qt.KeyboardModifier.NoModifier)
-    QApplication.sendEvent(w, enter)
-    assert enter.isAccepted()
-    event = QDropEvent(QPointF(100, 100), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
-                       Qt.KeyboardModifier.NoModifier)
-    QApplication.sendEvent(w, event)
 
 
 def press(qtbot, w, key, modifiers) -> None:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import soundfile as sf
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QTimer, QUrl
+from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication, QWidget
 
 from s2studio.engine import api
@@ -82,3 +83,17 @@ def on_modal(qtbot, kind: type, handler: Callable[[QWidget], None], timeout_ms: 
             QTimer.singleShot(20, poll)
 
     QTimer.singleShot(20, poll)
+
+
+def drop_files(w: QWidget, paths: list[Path]) -> None:
+    """Drop `paths` onto `w` as a file manager would."""
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(p)) for p in paths])
+    # Qt routes a drop to the target of the drag-enter before it, so enter first, as a real drag does
+    enter = QDragEnterEvent(QPoint(100, 100), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
+                            Qt.KeyboardModifier.NoModifier)
+    QApplication.sendEvent(w, enter)
+    assert enter.isAccepted()
+    event = QDropEvent(QPointF(100, 100), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
+                       Qt.KeyboardModifier.NoModifier)
+    QApplication.sendEvent(w, event)

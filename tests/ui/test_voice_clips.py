@@ -1,0 +1,112 @@
+"""Voices of several clips in the studio: dropping or choosing several audio files makes one voice
+with a transcript per clip, a selected voice gets another clip, and a render encodes only clips whose
+codes are not cached yet (the new one)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QDialogButtonBox
+
+from s2studio import app
+from s2studio.engine.fake import FakeEngine
+from s2studio.ui import voices_panel
+from s2studio.ui.voices_panel import NewVoiceDialog
+from ui_helpers import drop_files, on_modal, write_wav
+
+ENCODED: list[str] = []
+
+
+class CountingFake(FakeEngine):
+    """The fake engine, noting which clips it was asked to encode."""
+
+    def encode(self, request, cancel):  # noqa: ANN001, ANN201
+        ENCODED.extend(c.clip_id for c in request.clips)
+        yield from super().encode(request, cancel)
+
+
+def fill(qtbot, name: str | None, transcripts: list[str], seen: list[NewVoiceDialog]):
+    def handler(d: NewVoiceDialog) -> None:
+        seen.append(d)
+        assert len(d.transcripts) == len(transcripts)
+        if name is not None:
+            d.name.setText(name)
+        for edit, text in zip(d.transcripts, transcripts, strict=True):
+            qtbot.mouseClick(edit.viewport(), Qt.MouseButton.LeftButton)
+            qtbot.keyClicks(edit, text)
+        seen.append(d.reason.text())
+        qtbot.mouseClick(d.buttons.button(QDialogButtonBox.StandardButton.Ok), Qt.MouseButton.LeftButton)
+    return handler
+
+
+def render(qtbot, w) -> None:
+    done: list[bool] = []
+    w.session.finished.connect(lambda cancelled: done.append(cancelled))
+    w.actions_by_name["render_all"].trigger()
+    qtbot.waitUntil(lambda: done == [False], timeout=15000)
+
+
+def test_voices_of_several_clips(qtbot, tmp_path, monkeypatch):
+    monkeypatch.setenv("S2STUDIO_DATA_DIR", str(tmp_path / "data"))
+    ENCODED.clear()
+    app.make_application()
+    w = app.build_window("fake", factory=lambda: CountingFake(frame_latency_s=0.001))
+    w.ctx.settings.clear()
+    w.ask_on_close = False
+    w.autoplay = False
+    qtbot.addWidget(w)
+    w.show()
+    app.start_engine(w)
+    qtbot.waitUntil(lambda: w.model_info is not None, timeout=5000)
+    try:
+        # two files dropped at once: one voice, a transcript typed for each clip
+        wavs = [write_wav(tmp_path / f"take_{i}.wav", seconds=3.0 + i, hz=200 + 50 * i) for i in range(6)]
+        seen: list = []
+        on_modal(qtbot, NewVoiceDialog, fill(qtbot, "Alice", ["First clip words.", "Second clip words."], seen))
+        drop_files(w, wavs[:2])
+        qtbot.waitUntil(lambda: len(w.library.list()) == 1, timeout=5000)
+        (voice,) = w.library.list()
+        assert [(c.id, c.transcript, c.duration_s) for c in voice.clips] == [
+            ("c1", "First clip words.", 3.0), ("c2", "Second clip words.", 4.0)]
+        assert seen[0].windowTitle() == "New voice" and seen[1] == ""
+        assert "2 clips · 7 s" in w.voices.list.currentItem().text()
+
+        w.editor.setPlainText("Alice: Hello there, this is a test.")
+        w.reparse()
+        w.cast_bar.combos["Alice"].setCurrentIndex(w.cast_bar.combos["Alice"].findData(voice.id))
+        render(qtbot, w)
+        assert ENCODED == [f"{voice.id}/c1", f"{voice.id}/c2"]
+
+        # the selected voice gets a third clip through its "+" button
+        monkeypatch.setattr(voices_panel.QFileDialog, "getOpenFileName", lambda *a, **k: (str(wavs[2]), ""))
+        seen.clear()
+        on_modal(qtbot, NewVoiceDialog, fill(qtbot, None, ["Third clip words."], seen))
+        qtbot.mouseClick(w.voices.add_clip_button, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: len(w.library.get(voice.id).clips) == 3, timeout=5000)
+        assert seen[0].windowTitle() == "Add a clip to “Alice”"
+        assert w.library.get(voice.id).clips[2].transcript == "Third clip words."
+        assert "Third clip words." in w.voices.details.text()
+        render(qtbot, w)
+        assert ENCODED[2:] == [f"{voice.id}/c3"]  # only the new clip was encoded
+        assert len(w.project.lines[w.script.lines[0].line_id].takes) == 2
+
+        # choosing five files: the first four make the voice, and the dialog says so
+        monkeypatch.setattr(voices_panel.QFileDialog, "getOpenFileNames",
+                            lambda *a, **k: ([str(p) for p in wavs[1:]], ""))
+        seen.clear()
+        on_modal(qtbot, NewVoiceDialog, fill(qtbot, "Bob", ["one", "two", "three", "four"], seen))
+        qtbot.mouseClick(w.voices.add_button, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: len(w.library.list()) == 2, timeout=5000)
+        bob = w.library.find("Bob")
+        assert [c.transcript for c in bob.clips] == ["one", "two", "three", "four"]
+        assert seen[1] == "⚠ A voice takes 1–4 clips: only the first 4 of the 5 files are used."
+        # a voice with four clips refuses a fifth without opening a dialog
+        messages: list[str] = []
+        w.voices.message.connect(messages.append)
+        qtbot.mouseClick(w.voices.add_clip_button, Qt.MouseButton.LeftButton)
+        assert messages == ["“Bob” has 4 clips already; a voice takes at most 4."]
+    finally:
+        w.player.close()
+        w.close()
+        w.ctx.host.shutdown()
