@@ -3,9 +3,10 @@
     .venv/bin/python bench/codec_speed.py [--device cpu|cuda] [--sizes tiny,full] [--frames N] [--threads T]
 
 Prints, per size: seconds of audio decoded per second of wall time for a full decode and for the incremental
-decoder at 1 and 8 frames per push; then the time one single-frame push takes at frame 10, 100 and 1000 of a
-sequence. The incremental decoder keeps a bounded state, so those three figures should be about equal (flat);
-if they grow with the frame index, something re-decodes the past. A script, not a test: figures vary by machine.
+decoder at 1 and 8 frames per push (and how far its samples are from the full decode's); then the time one
+single-frame push takes at frame 10, 100 and 1000 of a sequence. The incremental decoder keeps a bounded
+state, so those three figures should be about equal (flat); if they grow with the frame index, something
+re-decodes the past. A script, not a test: figures vary by machine.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from s2studio.audio.io import pcm16  # noqa: E402
 from s2studio.codec.codec import Codec  # noqa: E402
 from s2studio.codec.config import S2, TINY, CodecConfig  # noqa: E402
 from s2studio.codec.streaming import IncrementalDecoder  # noqa: E402
@@ -66,17 +69,23 @@ def bench(size: str, frames: int, device: torch.device) -> None:
     c = codes(config, max(frames, 1010), device)
     audio_s = frames * seconds_per_frame
     codec.decode(c[:, :4][None])  # warm-up: kernels, RoPE table
-    full = timed(lambda: codec.decode(c[:, :frames][None]), device)
+    out: list = []
+    full = timed(lambda: out.append(codec.decode(c[:, :frames][None]).reshape(-1).cpu().numpy()), device)
     print(f"{size}: full decode of {frames} frames ({audio_s:.1f} s): {audio_s / full:7.2f} s audio/s")
     for chunk in (1, 8):
         dec = IncrementalDecoder(codec)
+        parts: list = []
 
         def run() -> None:
             for i in range(0, frames, chunk):
-                dec.push(c[:, i:i + chunk])
+                parts.append(dec.push(c[:, i:min(i + chunk, frames)]))
 
         t = timed(run, device)
-        print(f"{size}: incremental, {chunk} frame(s) per push:  {audio_s / t:7.2f} s audio/s")
+        streamed = np.concatenate(parts)
+        lsb = np.abs(pcm16(streamed).astype(np.int32) - pcm16(out[0]).astype(np.int32))
+        print(f"{size}: incremental, {chunk} frame(s) per push:  {audio_s / t:7.2f} s audio/s;  vs full decode: "
+              f"max |Δ| {np.abs(streamed - out[0]).max():.1e}, PCM16 1 LSB on {np.count_nonzero(lsb) / lsb.size:.3%}"
+              f" (max {lsb.max()} LSB)")
     dec = IncrementalDecoder(codec)
     at, flops = {}, {}
     for target in (10, 100, 1000):

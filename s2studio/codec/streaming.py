@@ -10,11 +10,22 @@ Decode is causal at the frame level: the 2048 samples of frame t depend on codes
 - every transposed conv with kernel 2·stride: its previous input frame (output n needs inputs ⌊n/s⌋−1, ⌊n/s⌋);
 - VQ lookups, Snake, the ConvNeXt MLPs and tanh are pointwise in time and need nothing.
 
-The work per frame is therefore bounded by the window, whatever the length already decoded (6.8 GFLOP per
-one-frame push at full size, the same at frame 10, 100 and 1000). The samples equal a full decode up to float
-rounding, not bitwise: kernels of other shapes round differently, and upstream's own full decode is not
-bit-stable in the sequence length either (§10.4). Measured on random full-size weights: max |Δ| 7e-7, and
-1 LSB on ~0.4 % of PCM16 samples, for chunks of 1 and 5 frames.
+The work per frame is therefore bounded by the window, whatever the length already decoded (the same FLOPs per
+one-frame push at frame 10, 100 and 1000).
+
+The samples equal a full decode's, bit for bit wherever the full decode itself is consistent. PyTorch's CPU
+kernels round by shape (spec §10.4): a 1-row GEMM is a GEMV, a conv under 20,480 input elements takes the
+native kernel instead of oneDNN, RMSNorm's mean and SDPA's `exp` sum take scalar paths on leftover rows and
+keys, oneDNN's transposed conv blocks by width. So every streaming op runs at a shape that rounds like a long
+decode (see ROW_BLOCK, KEY_BLOCK, NATIVE_CONV_LIMIT and `_trans_conv`); the extra rows and columns are zeros
+after the real ones, which causality keeps out of the real outputs. What still differs is what no streaming
+decoder can know in advance, because the full decode depends on its own length T: its last `T mod 32` frames
+(leftover paths), SDPA's key blocks once T > 384 (the `window - 1` frames after each block boundary), and
+the transposed conv for the widths where oneDNN rounds unlike most (~half of the T for S2's last one).
+Measured (1 thread): tiny codec, 160 frames, chunks 1/2/3/5/8 and random: identical; 150 frames: 1 LSB on
+0.02 % of samples; random full-size weights, 160 frames, chunks 1 and 5: identical; 144 frames, chunks
+1/3/8/random: 1 LSB on 0.007 %, all in the last 16 frames. Before these measures: 0.12-0.15 % (tiny), ~0.4 %
+(full size).
 """
 
 from __future__ import annotations
@@ -36,7 +47,7 @@ class IncrementalDecoder:
         self.frames = 0
         self._state: dict[int, torch.Tensor] = {}
         self._kv = [KVCache() for _ in codec.quantizer.post_module.layers]
-        self._pushed = 0  # code frames in the push being decoded
+        self._push_frames = 0  # code frames of the push under way (`_trans_conv` windows by them)
 
     def reset(self) -> None:
         """Forget everything: the next push starts a new sequence at frame 0."""
@@ -57,7 +68,7 @@ class IncrementalDecoder:
         cached = min(self.frames, q.post_module.window - 1)
         z = q.lookup(_pad_time(q.clamp(codes_t), _transformer_rows(n, cached)))  # padded with code-0 frames
         z = q.post_module.step(z, self.frames, self._kv, new=n)[..., :n]
-        self._pushed = n
+        self._push_frames = n
         z = self._run(q.upsample, z)
         audio = self._run(self.codec.decoder.model, z)
         self.frames += n
@@ -110,7 +121,7 @@ class IncrementalDecoder:
         # One code frame per batch row: its `per` inputs after the one before. oneDNN's transposed conv rounds
         # by the width it is given (its blocking follows the width), and one code frame's width gives the
         # rounding most long full decodes get, whatever the chunk size (measured on every decoder shape).
-        per = n // self._pushed
+        per = n // self._push_frames
         windows = torch.cat([past, x], dim=-1)[0].unfold(-1, per + 1, per).transpose(0, 1).contiguous()
         y = m.conv(_wide(windows))[..., s: s + per * s]  # (frames, out channels, per·s)
         return y.transpose(0, 1).reshape(1, -1, n * s)
