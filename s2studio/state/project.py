@@ -99,6 +99,8 @@ class Project:
     lines: dict[str, LineTakes] = field(default_factory=dict)
     """line_id -> its takes."""
     title: str = ""
+    gap_s: float = 0.4
+    """Silence between lines, the same for the player's timeline and for export."""
 
     def add_take(self, take: Take) -> None:
         """Keep the take and make it the one heard."""
@@ -155,7 +157,7 @@ def save_project(project: Project, path: Path) -> Path:
                              "fingerprint": take.fingerprint})
             index[line_id] = {"picked": entry.picked, "takes": rows}
         doc = {"format": FORMAT_VERSION, "title": project.title, "script": project.script, "cast": project.cast,
-               "settings": asdict(project.settings), "lines": index}
+               "settings": asdict(project.settings), "gap_s": project.gap_s, "lines": index}
         (tmp / "project.json").write_text(json.dumps(doc, indent=1, ensure_ascii=False), encoding="utf-8")
         old = path.with_name(path.name + ".old")
         shutil.rmtree(old, ignore_errors=True)
@@ -167,6 +169,14 @@ def save_project(project: Project, path: Path) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
         raise UserError(f"Cannot save the project to {path}: {exc.strerror or exc}. Choose another folder.") from exc
     return path
+
+
+def _gap(value: Any) -> float:
+    """A gap from project.json, clamped to what the export dialog offers (0–5 s); junk means the default."""
+    try:
+        return min(max(float(value), 0.0), 5.0)
+    except (TypeError, ValueError):
+        return 0.4
 
 
 def load_project(path: Path) -> Project:
@@ -182,7 +192,8 @@ def load_project(path: Path) -> Project:
     if doc.get("format", 0) > FORMAT_VERSION:
         raise UserError(f"{path} was saved by a newer S2 Studio; update the studio to open it.")
     project = Project(script=str(doc.get("script", "")), cast=dict(doc.get("cast", {})),
-                      settings=GenerationSettings.from_dict(doc.get("settings", {})), title=str(doc.get("title", "")))
+                      settings=GenerationSettings.from_dict(doc.get("settings", {})), title=str(doc.get("title", "")),
+                      gap_s=_gap(doc.get("gap_s", 0.4)))
     for line_id, entry in doc.get("lines", {}).items():
         takes = []
         for row in entry.get("takes", []):

@@ -40,6 +40,9 @@ class _Relay(QObject):
 
 
 class ExportDialog(QDialog):
+    gap_changed = Signal(float)
+    """The user changed the gap between lines: it is the project's gap, so the player's timeline follows."""
+
     def __init__(self, project: Project, script: Script, info: api.ModelInfo | None,
                  parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -86,9 +89,12 @@ class ExportDialog(QDialog):
         self.gap = QDoubleSpinBox()
         self.gap.setRange(0.0, 5.0)
         self.gap.setSingleStep(0.1)
-        self.gap.setValue(0.4)
+        self.gap.setValue(project.gap_s)
         self.gap.setSuffix(" s")
         self.gap.setAccessibleName("Gap between lines")
+        self.gap.setToolTip("Silence between lines, in the export and in the player's timeline.")
+        self.gap.valueChanged.connect(self._gap_changed)
+        self._project = project
         form.addRow("Gap between lines", self.gap)
         self.normalize = QComboBox()
         self.normalize.setAccessibleName("Normalisation")
@@ -130,6 +136,10 @@ class ExportDialog(QDialog):
         row.addWidget(b)
         return w
 
+    def _gap_changed(self, value: float) -> None:
+        self._project.gap_s = round(value, 3)
+        self.gap_changed.emit(self._project.gap_s)
+
     def _format_changed(self) -> None:
         fmt = self.format.currentData()
         path = Path(self.out.text())
@@ -148,7 +158,7 @@ class ExportDialog(QDialog):
 
     def settings(self) -> ExportSettings:
         meta = Metadata(title=self.title.text().strip(), model=self.model_name, voices=self.voices)
-        return ExportSettings(format=self.format.currentData(), gap_s=round(self.gap.value(), 3),
+        return ExportSettings(format=self.format.currentData(), gap_s=self._project.gap_s,
                               normalize=self.normalize.currentData(), metadata=meta)
 
     def start(self) -> None:

@@ -437,8 +437,14 @@ class MainWindow(PlaybackMixin, ProjectsMixin, QMainWindow):
         from s2studio.ui.export_dialog import ExportDialog  # noqa: PLC0415
 
         dialog = ExportDialog(self.project, self.script, self.model_info, self)
+        dialog.gap_changed.connect(self._gap_changed)
         dialog.exec()
         dialog.deleteLater()
+
+    def _gap_changed(self, _gap_s: float) -> None:
+        """The project's gap changed (export dialog): lay the player's timeline out again with it."""
+        self.session.rebuild()
+        self.store.changed(self.project)
 
     def show_shortcuts(self) -> None:
         if getattr(self, "shortcuts_dialog", None) is None:

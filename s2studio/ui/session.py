@@ -26,8 +26,8 @@ from s2studio.worker import EngineHost
 logger = logging.getLogger(__name__)
 
 GAP_SECONDS = 0.4
-"""Silence between lines; the same default as `audio.timeline.Timeline` and export."""
-GAP = int(GAP_SECONDS * api.SAMPLE_RATE)
+"""Default silence between lines (`Project.gap_s` holds the project's own, which export uses too)."""
+GAP = round(GAP_SECONDS * api.SAMPLE_RATE)
 
 RequestBuilder = Callable[[str, Sequence[Line]], api.SynthesisRequest]
 """(job_id, lines to render) -> the request; raises UserError when the cast is incomplete."""
@@ -87,6 +87,12 @@ class RenderSession(QObject):
     def busy(self) -> bool:
         return self.job_id is not None
 
+    @property
+    def gap(self) -> int:
+        """Samples of silence between lines: the project's gap, rounded as `audio.timeline` rounds it, so
+        the player's timeline and an export place every line at the same sample."""
+        return round(self.project.gap_s * api.SAMPLE_RATE)
+
     def voice_of(self, line: Line) -> str:
         return self.project.cast.get(line.speaker, "")
 
@@ -99,7 +105,7 @@ class RenderSession(QObject):
 
     def line_at(self, sample: int) -> str | None:
         for line_id, start, end in self.boundaries:
-            if start <= sample < end + GAP:
+            if start <= sample < end + self.gap:
                 return line_id
         return None
 
@@ -151,7 +157,7 @@ class RenderSession(QObject):
 
     def rebuild(self) -> None:
         """Lay out the timeline from the picked takes (up to the first unfinished line of a job)."""
-        pos = 0
+        pos, gap = 0, self.gap
         bounds: list[tuple[str, int, int]] = []
         self.buffer.length = 0
         pending = set(self._pending)
@@ -159,7 +165,7 @@ class RenderSession(QObject):
             if line.line_id in pending:
                 if line.line_id == self._live:
                     if pos:
-                        pos += GAP
+                        pos += gap
                         self.buffer.set_length(pos)
                     self._live_offset = pos
                     end = pos
@@ -172,8 +178,8 @@ class RenderSession(QObject):
             if take is None or len(take.audio) == 0:
                 continue
             if pos:
-                self.buffer.set_length(pos + GAP)
-                pos += GAP
+                self.buffer.set_length(pos + gap)
+                pos += gap
             self.buffer.write(pos, take.audio)
             bounds.append((line.line_id, pos, pos + len(take.audio)))
             pos += len(take.audio)

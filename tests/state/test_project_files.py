@@ -18,7 +18,7 @@ def _take(take_id: str, line_id: str, n: int, seed: int) -> Take:
 def test_round_trip(tmp_path):
     project = Project(script="Alice: Hello [sigh] there.\n", cast={"Alice": "v0123456789ab"},
                       settings=GenerationSettings(seed_mode="fixed", seed=5, temperature=0.6, speed="fast"),
-                      title="Scene")
+                      title="Scene", gap_s=0.75)
     project.add_take(_take("t1", "l1", 1000, 1))
     project.add_take(_take("t2", "l1", 1200, 2))
     project.pick("l1", 0)
@@ -27,6 +27,7 @@ def test_round_trip(tmp_path):
     back = load_project(path)
     assert (back.script, back.cast, back.settings, back.title) == (project.script, project.cast, project.settings,
                                                                    "Scene")
+    assert back.gap_s == 0.75
     assert back.lines["l1"].picked == 0
     assert [t.take_id for t in back.lines["l1"].takes] == ["t1", "t2"]
     for a, b in zip(project.lines["l1"].takes, back.lines["l1"].takes):

@@ -1,0 +1,87 @@
+"""One gap between lines: the gap set in the export dialog is the project's, the player's timeline is
+laid out with it, and the exported file places every line (audio and subtitle cues) exactly where the
+player does."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import soundfile as sf
+from PySide6.QtCore import Qt
+
+from s2studio import app
+from s2studio.engine.api import SAMPLE_RATE
+from s2studio.engine.fake import FakeEngine
+from s2studio.state.project import load_project
+from s2studio.ui.export_dialog import ExportDialog
+from ui_helpers import on_modal, write_wav
+
+
+def _cue_starts_ms(srt: str) -> list[int]:
+    times = re.findall(r"^(\d\d):(\d\d):(\d\d),(\d\d\d) -->", srt, flags=re.M)
+    return [((int(h) * 60 + int(m)) * 60 + int(s)) * 1000 + int(ms) for h, m, s, ms in times]
+
+
+def test_export_and_playback_use_the_same_gap(qtbot, tmp_path, monkeypatch):
+    monkeypatch.setenv("S2STUDIO_DATA_DIR", str(tmp_path / "data"))
+    app.make_application()
+    w = app.build_window("fake", factory=lambda: FakeEngine(frame_latency_s=0.001))
+    w.ctx.settings.clear()
+    w.ask_on_close = False
+    w.autoplay = False
+    qtbot.addWidget(w)
+    w.show()
+    app.start_engine(w)
+    qtbot.waitUntil(lambda: w.model_info is not None, timeout=5000)
+    try:
+        a = w.library.create("A", [(write_wav(tmp_path / "a.wav"), "hello there")])
+        b = w.library.create("B", [(write_wav(tmp_path / "b.wav", hz=330), "hi again")])
+        w.voices.refresh()
+        w._voices_changed()
+        w.editor.setPlainText("Alice: One two three.\nBob: Four five.\nAlice: Six seven eight nine.")
+        w.reparse()
+        w.cast_bar.combos["Alice"].setCurrentIndex(w.cast_bar.combos["Alice"].findData(a.id))
+        w.cast_bar.combos["Bob"].setCurrentIndex(w.cast_bar.combos["Bob"].findData(b.id))
+        w.actions_by_name["render_all"].trigger()
+        qtbot.waitUntil(lambda: len(w.project.lines) == 3 and not w.session.busy, timeout=15000)
+        lengths = [len(w.project.current(ln.line_id).audio) for ln in w.script.lines]
+        assert [s for _, s, _ in w.session.boundaries] == [0, lengths[0] + 17640, sum(lengths[:2]) + 2 * 17640]
+
+        out = tmp_path / "out" / "scene.wav"
+
+        def do_export(d: ExportDialog) -> None:
+            assert d.gap.value() == 0.4
+            d.gap.lineEdit().selectAll()
+            qtbot.keyClicks(d.gap.lineEdit(), "1.23")
+            d.out.setText(str(out))
+            d.vtt.setChecked(True)
+            qtbot.mouseClick(d.export_button, Qt.MouseButton.LeftButton)
+            qtbot.waitUntil(lambda: d.result is not None or d.status.text().startswith("✗"), timeout=10000)
+            d.accept()
+
+        on_modal(qtbot, ExportDialog, do_export)
+        w.actions_by_name["export"].trigger()
+        gap = round(1.23 * SAMPLE_RATE)
+        assert w.project.gap_s == 1.23 and w.session.gap == gap
+        starts = [s for _, s, _ in w.session.boundaries]
+        assert starts == [0, lengths[0] + gap, sum(lengths[:2]) + 2 * gap]
+        audio, rate = sf.read(out, dtype="float32")
+        assert rate == SAMPLE_RATE and len(audio) == w.buffer.length == sum(lengths) + 2 * gap
+        assert np.allclose(audio, w.buffer.view(), atol=1.01 / 32767)  # the file is what the player plays
+        srt = out.with_suffix(".srt").read_text(encoding="utf-8")
+        assert _cue_starts_ms(srt) == [round(s * 1000 / SAMPLE_RATE) for s in starts]
+        vtt = out.with_suffix(".vtt").read_text(encoding="utf-8")
+        assert len(re.findall(r"-->", vtt)) == 3
+        # the gap is part of the project: saved, and back after reopening
+        saved = tmp_path / "scene.s2proj"
+        w.save_project_as(saved)
+        assert load_project(saved).gap_s == 1.23
+        w.new_project()
+        assert w.session.gap == 17640
+        w.open_project(saved)
+        assert [s for _, s, _ in w.session.boundaries] == starts
+    finally:
+        w.player.close()
+        w.close()
+        w.ctx.host.shutdown()
