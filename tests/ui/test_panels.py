@@ -16,7 +16,7 @@ from s2studio.errors import UserError
 from s2studio.ui import player as player_module
 from s2studio.ui.actions import SPECS, ShortcutsDialog
 from s2studio.ui.model_page import ModelPage, validate_model_dir
-from ui_helpers import ToneEngine, write_wav
+from ui_helpers import fake_engine, write_wav
 
 
 def _window(qtbot, factory):
@@ -90,7 +90,7 @@ def test_renders_with_the_fake_engine(qtbot, data_dir, tmp_path):
 
 
 def test_missing_voice_is_a_clear_message(qtbot, data_dir, monkeypatch):
-    w = _window(qtbot, ToneEngine)
+    w = _window(qtbot, fake_engine)
     shown: list[str] = []
     monkeypatch.setattr(w, "_render_failed", shown.append)
     w.editor.setPlainText("Alice: hi")
@@ -102,7 +102,7 @@ def test_missing_voice_is_a_clear_message(qtbot, data_dir, monkeypatch):
 
 
 def test_restart_after_a_crash_offers_the_autosave(qtbot, data_dir, tmp_path):
-    w = _window(qtbot, ToneEngine)
+    w = _window(qtbot, fake_engine)
     _cast_two_voices(w, tmp_path)
     w.actions_by_name["render_all"].trigger()
     qtbot.waitUntil(lambda: len(w.project.lines) == 2 and not w.session.busy, timeout=15000)
@@ -111,7 +111,7 @@ def test_restart_after_a_crash_offers_the_autosave(qtbot, data_dir, tmp_path):
     audio = {k: v.current.audio.copy() for k, v in w.project.lines.items()}
     _close(w, clean=False)  # killed: no closeEvent, the session lock stays
 
-    w2 = _window(qtbot, ToneEngine)
+    w2 = _window(qtbot, fake_engine)
     assert w2.store.crashed_before()
     assert w2.restore_autosave()
     assert w2.editor.toPlainText() == script and w2.project.cast == cast
@@ -126,7 +126,7 @@ def test_restart_after_a_crash_offers_the_autosave(qtbot, data_dir, tmp_path):
 def test_without_portaudio_the_studio_starts_and_says_why(qtbot, data_dir, monkeypatch):
     reason = "Audio is off: PortAudio is not installed (test). Install libportaudio2 to play and record."
     monkeypatch.setattr(player_module, "load_sounddevice", lambda: (None, reason))
-    w = _window(qtbot, ToneEngine)
+    w = _window(qtbot, fake_engine)
     assert not w.actions_by_name["play_pause"].isEnabled()
     assert w.player_bar.notice.isVisibleTo(w) and w.player_bar.notice.text() == reason
     assert not w.player.play()
@@ -161,7 +161,7 @@ def test_model_page_needs_the_licence_before_downloading(qtbot, tmp_path):
 
 
 def test_every_action_has_a_unique_shortcut_and_a_name(qtbot, data_dir):
-    w = _window(qtbot, ToneEngine)
+    w = _window(qtbot, fake_engine)
     seqs = [QKeySequence(s.shortcut).toString() for s in SPECS]
     assert all(seqs) and len(set(seqs)) == len(seqs)
     for spec in SPECS:
@@ -178,7 +178,7 @@ def test_every_action_has_a_unique_shortcut_and_a_name(qtbot, data_dir):
 
 
 def test_tag_completion_after_bracket(qtbot, data_dir):
-    w = _window(qtbot, ToneEngine)
+    w = _window(qtbot, fake_engine)
     w.activateWindow()
     w.editor.setFocus()
     qtbot.keyClicks(w.editor, "Alice: Well [whisp")
@@ -201,7 +201,7 @@ def test_tag_completion_after_bracket(qtbot, data_dir):
 
 
 def test_delete_voice_then_undo(qtbot, data_dir, tmp_path):
-    w = _window(qtbot, ToneEngine)
+    w = _window(qtbot, fake_engine)
     v = w.library.create("Narrator voice", [(write_wav(tmp_path / "n.wav"), "a clip")])
     w.voices.refresh()
     w.voices.select(v.id)
@@ -215,14 +215,14 @@ def test_delete_voice_then_undo(qtbot, data_dir, tmp_path):
 
 
 def test_settings_are_remembered_between_sessions(qtbot, data_dir):
-    w = _window(qtbot, ToneEngine)
+    w = _window(qtbot, fake_engine)
     w.settings_panel.temperature.setValue(0.55)
     w.settings_panel.seed_mode.setCurrentIndex(w.settings_panel.seed_mode.findData("fixed"))
     w.settings_panel.seed.setValue(99)
     assert w.project.settings.temperature == 0.55 and w.project.settings.seed == 99
     _close(w)
     app.make_application()
-    w2 = app.build_window("fake", factory=ToneEngine)  # no settings.clear(): the remembered values load
+    w2 = app.build_window("fake", factory=fake_engine)  # no settings.clear(): the remembered values load
     qtbot.addWidget(w2)
     w2.ask_on_close = False
     s = w2.project.settings
@@ -232,7 +232,7 @@ def test_settings_are_remembered_between_sessions(qtbot, data_dir):
 
 
 def test_stop_cancels_the_render_and_the_studio_stays_usable(qtbot, data_dir, tmp_path):
-    w = _window(qtbot, lambda: ToneEngine(frames=40, delay_s=0.05))
+    w = _window(qtbot, lambda: fake_engine(frames=40, latency_s=0.05))
     _cast_two_voices(w, tmp_path)
     ended: list[bool] = []
     w.session.finished.connect(ended.append)
@@ -301,7 +301,7 @@ def test_rename_voice(qtbot, data_dir, tmp_path):
 
     from ui_helpers import on_modal
 
-    w = _window(qtbot, ToneEngine)
+    w = _window(qtbot, fake_engine)
     v = w.library.create("Old name", [(write_wav(tmp_path / "n.wav"), "a clip")])
     w.voices.refresh()
     w.voices.select(v.id)

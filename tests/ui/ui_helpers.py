@@ -1,4 +1,5 @@
-"""Shared helpers of the UI tests: an engine for the window, a test WAV, and modal-dialog drivers."""
+"""Shared helpers of the UI tests: the fake engine set up for the window, a test WAV, drops and
+modal-dialog drivers."""
 
 from __future__ import annotations
 
@@ -13,51 +14,16 @@ from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QTimer, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication, QWidget
 
-from s2studio.engine import api
+from s2studio.engine.fake import SAMPLES_PER_FRAME, FakeEngine
 
-CHUNK = 2048
+CHUNK = SAMPLES_PER_FRAME
 
 
-class ToneEngine:
-    """Deterministic tones with latency, used until/unless `engine.fake.FakeEngine` is importable.
-
-    Each line is `frames` chunks of CHUNK samples at 200 Hz + 100 Hz per speaker index."""
-
-    def __init__(self, frames: int = 12, delay_s: float = 0.02) -> None:
-        self.frames, self.delay_s = frames, delay_s
-        self._takes = 0
-
-    def load(self, request, cancel):
-        yield api.ModelLoading(request.job_id, 0.5, "loading")
-        yield api.ModelReady(request.job_id, api.ModelInfo("tones", "cpu", "fp32", api.SAMPLE_RATE, "tone-1", 4096))
-        yield api.JobFinished(request.job_id)
-
-    def encode(self, request, cancel):
-        for clip in request.clips:
-            yield api.ClipEncoded(request.job_id, clip.clip_id, np.ones((10, 4), np.int64), "tone-1")
-        yield api.JobFinished(request.job_id)
-
-    def generate(self, request, cancel):
-        yield api.JobStarted(request.job_id, tuple(line.line_id for line in request.lines))
-        for line in request.lines:
-            if cancel.is_set():
-                yield api.JobFinished(request.job_id, cancelled=True)
-                return
-            yield api.LineStarted(request.job_id, line.line_id)
-            t = np.arange(CHUNK * self.frames) / api.SAMPLE_RATE
-            audio = (0.3 * np.sin(2 * np.pi * (200 + 100 * line.speaker) * t)).astype(np.float32)
-            self._takes += 1
-            audio *= np.float32(1.0 - 0.05 * (self._takes % 5))  # takes differ
-            for k in range(self.frames):
-                time.sleep(self.delay_s)
-                if cancel.is_set():  # between frames, as the real engine does
-                    yield api.JobFinished(request.job_id, cancelled=True)
-                    return
-                yield api.AudioChunk(request.job_id, line.line_id, k * CHUNK, audio[k * CHUNK:(k + 1) * CHUNK].copy())
-                yield api.Progress(request.job_id, line.line_id, k + 1, self.frames, 0.5)
-            yield api.LineFinished(request.job_id, line.line_id, f"take{self._takes}", np.zeros((10, self.frames),
-                                   np.int64), audio, 7, "fp")
-        yield api.JobFinished(request.job_id)
+def fake_engine(frames: int = 12, latency_s: float = 0.02) -> FakeEngine:
+    """The studio's FakeEngine made predictable for the UI tests: every line is exactly `frames` frames
+    (CHUNK samples each, a sine of 180 Hz × 2^(speaker/5)), streamed one frame per AudioChunk with
+    `latency_s` per frame (faster than real time, so the player can follow the render)."""
+    return FakeEngine(frame_latency_s=latency_s, min_frames=frames, frames_per_char=0.0, chunk_frames=1)
 
 
 def write_wav(path: Path, seconds: float = 4.0, hz: float = 220.0, rate: int = 44100) -> Path:
