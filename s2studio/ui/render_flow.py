@@ -16,6 +16,7 @@ from s2studio.engine.plan import compile_request
 from s2studio.errors import UserError
 from s2studio.state.project import Project
 from s2studio.state.script import Line, Script
+from s2studio.state.voice_archive import VOICE_FILE
 from s2studio.state.voices import Voice, VoiceLibrary
 from s2studio.ui.session import RenderSession
 from s2studio.worker import EngineHost
@@ -75,7 +76,9 @@ class RenderFlow(QObject):
         host.clip_encoded.connect(self._on_clip)
         host.job_finished.connect(self._on_finished)
         host.job_failed.connect(self._on_failed)
+        self._voice_keys: dict[str, tuple[int, str]] = {}
         session.builder = self._build
+        session.voice_key = self._voice_key
 
     @property
     def busy(self) -> bool:
@@ -85,6 +88,21 @@ class RenderFlow(QObject):
         assert self.session.script is not None
         return build_request(job_id, lines, self.session.script, self.session.project, self.library,
                              self.codec_fingerprint)
+
+    def _voice_key(self, voice_id: str) -> str:
+        """The voice id and its clips' checksums, so that adding, removing or changing a clip makes the
+        voice's lines stale. Cached per voice.json mtime: staleness is asked for every line on each edit."""
+        try:
+            mtime = (self.library.folder(voice_id) / VOICE_FILE).stat().st_mtime_ns
+            cached = self._voice_keys.get(voice_id)
+            if cached is not None and cached[0] == mtime:
+                return cached[1]
+            voice = self.library.get(voice_id)
+        except (UserError, OSError):
+            return voice_id
+        key = voice_id + ":" + ",".join(c.sha256[:12] for c in voice.clips)
+        self._voice_keys[voice_id] = (mtime, key)
+        return key
 
     def render(self, lines: Sequence[Line]) -> None:
         """Encode what is missing, then render `lines`. UserError for problems the user can fix."""

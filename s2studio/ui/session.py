@@ -73,6 +73,8 @@ class RenderSession(QObject):
         self._live_chunks: list[tuple[int, np.ndarray]] = []
         self.plan: tuple[str, ...] = ()
         self.done_lines = 0
+        self.voice_key: Callable[[str], str] = lambda voice_id: voice_id
+        """What a cast voice id stands for in a take's fingerprint; RenderFlow adds the voice's clips."""
         host.job_started.connect(self._on_job_started)
         host.line_started.connect(self._on_line_started)
         host.audio_chunk.connect(self._on_chunk)
@@ -94,7 +96,7 @@ class RenderSession(QObject):
         return round(self.project.gap_s * api.SAMPLE_RATE)
 
     def voice_of(self, line: Line) -> str:
-        return self.project.cast.get(line.speaker, "")
+        return self.voice_key(self.project.cast.get(line.speaker, ""))
 
     def is_stale(self, line: Line) -> bool:
         take = self.project.current(line.line_id)

@@ -129,7 +129,7 @@ def test_studio_end_to_end(qtbot, window, tmp_path):
 
     # render: playback must start while the engine is still rendering
     order: list[str] = []
-    w.player.started_audio.connect(lambda: order.append("playing"))
+    w.player.started_audio.connect(lambda: order.append("playing" if w.session.busy else "played after"))
     w.session.finished.connect(lambda cancelled: order.append("finished"))
     qtbot.mouseClick(toolbar_button(w, "render_all"), Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: "finished" in order, timeout=15000)

@@ -87,7 +87,12 @@ def test_voices_of_several_clips(qtbot, tmp_path, monkeypatch):
         assert seen[0].windowTitle() == "Add a clip to “Alice”"
         assert w.library.get(voice.id).clips[2].transcript == "Third clip words."
         assert "Third clip words." in w.voices.details.text()
-        render(qtbot, w)
+        assert w.session.stale_lines() == list(w.script.lines)  # the voice changed: its line is stale
+        done: list[bool] = []
+        w.session.finished.connect(done.append)
+        w.actions_by_name["render_stale"].trigger()
+        qtbot.waitUntil(lambda: done == [False], timeout=15000)
+        assert w.session.stale_lines() == []
         assert ENCODED[2:] == [f"{voice.id}/c3"]  # only the new clip was encoded
         assert len(w.project.lines[w.script.lines[0].line_id].takes) == 2
 
