@@ -13,7 +13,7 @@ app = QApplication([])
 app_icon().pixmap(256, 256).save("packaging/io.github.s2studio.S2Studio.png")
 PYEOF
 "$PY" -m PyInstaller --noconfirm --clean --distpath dist --workpath build/pyinstaller packaging/s2studio.spec
-cp packaging/io.github.s2studio.S2Studio.desktop packaging/io.github.s2studio.S2Studio.metainfo.xml \
+cp resources/io.github.s2studio.S2Studio.desktop resources/io.github.s2studio.S2Studio.metainfo.xml \
    packaging/io.github.s2studio.S2Studio.png dist/s2studio/
 # smoke test: the command line, then the window for two seconds (offscreen, fake engine, throwaway data)
 tmp=$(mktemp -d)
