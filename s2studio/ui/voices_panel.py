@@ -170,11 +170,12 @@ class VoicesPanel(QWidget):
         self.export_button = self._tool("Export the selected voice",
                                         style.standardIcon(QStyle.StandardPixmap.SP_DialogSaveButton), self.export_file)
         self.add_clip_button = self._tool("Add a clip to the selected voice", None, self.add_clip, "+")
+        self.remove_clip_button = self._tool("Remove a clip from the selected voice", None, self.remove_clip, "−")
         self.rename_button = self._tool("Rename the selected voice", None, self.rename, "✎")
         self.delete_button = self._tool("Delete the selected voice",
                                         style.standardIcon(QStyle.StandardPixmap.SP_TrashIcon), self.delete)
         for b in (self.add_button, self.record_button, self.import_button, self.export_button, self.add_clip_button,
-                  self.rename_button, self.delete_button):
+                  self.remove_clip_button, self.rename_button, self.delete_button):
             row.addWidget(b)
         row.addStretch(1)
         layout.addLayout(row)
@@ -236,8 +237,8 @@ class VoicesPanel(QWidget):
         self._show_details()
 
     def _selection_buttons(self) -> tuple[QWidget, ...]:
-        return (self.export_button, self.add_clip_button, self.rename_button, self.delete_button,
-                self.play_clip_button)
+        return (self.export_button, self.add_clip_button, self.remove_clip_button, self.rename_button,
+                self.delete_button, self.play_clip_button)
 
     def selected_id(self) -> str | None:
         item = self.list.currentItem()
@@ -260,6 +261,7 @@ class VoicesPanel(QWidget):
         except UserError as exc:
             self.details.setText(str(exc))
             return
+        self.remove_clip_button.setEnabled(len(voice.clips) > 1)  # a voice keeps at least one clip
         parts = [f"<b>{voice.name}</b>"]
         if voice.consent:
             parts.append(f"<small>Source: {voice.consent}</small>")
@@ -329,6 +331,26 @@ class VoicesPanel(QWidget):
             return None
         finally:
             dialog.deleteLater()
+
+    def remove_clip(self) -> Voice | None:
+        """Pick one of the selected voice's clips and remove it (the voice keeps at least one)."""
+        vid = self.selected_id()
+        if vid is None:
+            return None
+        voice = self.library.get(vid)
+        labels = [f"Clip {c.id.lstrip('c')} · {c.duration_s:.1f} s · “{c.transcript[:50]}”" for c in voice.clips]
+        label, ok = QInputDialog.getItem(self, "Remove clip", f"Remove which clip of “{voice.name}”?", labels,
+                                         0, False)
+        if not ok:
+            return None
+        clip = voice.clips[labels.index(label)]
+        try:
+            voice = self.library.remove_clip(vid, clip.id)
+        except UserError as exc:
+            QMessageBox.warning(self, "Remove clip", str(exc))
+            return None
+        self._changed(voice, f"Clip removed from “{voice.name}”.")
+        return voice
 
     def _changed(self, voice: Voice, message: str) -> None:
         self.refresh()

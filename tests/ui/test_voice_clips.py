@@ -1,13 +1,13 @@
 """Voices of several clips in the studio: dropping or choosing several audio files makes one voice
-with a transcript per clip, a selected voice gets another clip, and a render encodes only clips whose
-codes are not cached yet (the new one)."""
+with a transcript per clip, a selected voice gets another clip or loses one, and a render encodes only
+clips whose codes are not cached yet (the new one)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QDialogButtonBox
+from PySide6.QtWidgets import QComboBox, QDialogButtonBox, QInputDialog
 
 from s2studio import app
 from s2studio.engine.fake import FakeEngine
@@ -96,6 +96,24 @@ def test_voices_of_several_clips(qtbot, tmp_path, monkeypatch):
         assert ENCODED[2:] == [f"{voice.id}/c3"]  # only the new clip was encoded
         assert len(w.project.lines[w.script.lines[0].line_id].takes) == 2
 
+        # "−" removes a clip chosen from a list
+        offered: list[list[str]] = []
+
+        def choose_second(d: QInputDialog) -> None:
+            combo = d.findChild(QComboBox)
+            offered.append([combo.itemText(i) for i in range(combo.count())])
+            combo.setCurrentIndex(1)
+            box = d.findChild(QDialogButtonBox)
+            qtbot.mouseClick(box.button(QDialogButtonBox.StandardButton.Ok), Qt.MouseButton.LeftButton)
+
+        on_modal(qtbot, QInputDialog, choose_second)
+        qtbot.mouseClick(w.voices.remove_clip_button, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: len(w.library.get(voice.id).clips) == 2, timeout=5000)
+        assert offered == [["Clip 1 · 3.0 s · “First clip words.”", "Clip 2 · 4.0 s · “Second clip words.”",
+                            "Clip 3 · 5.0 s · “Third clip words.”"]]
+        assert [c.id for c in w.library.get(voice.id).clips] == ["c1", "c3"]
+        assert w.session.stale_lines() == list(w.script.lines)
+
         # choosing five files: the first four make the voice, and the dialog says so
         monkeypatch.setattr(voices_panel.QFileDialog, "getOpenFileNames",
                             lambda *a, **k: ([str(p) for p in wavs[1:]], ""))
@@ -111,6 +129,11 @@ def test_voices_of_several_clips(qtbot, tmp_path, monkeypatch):
         w.voices.message.connect(messages.append)
         qtbot.mouseClick(w.voices.add_clip_button, Qt.MouseButton.LeftButton)
         assert messages == ["“Bob” has 4 clips already; a voice takes at most 4."]
+        w.voices.select(voice.id)
+        assert w.voices.remove_clip_button.isEnabled()
+        w.library.remove_clip(voice.id, "c1")
+        w.voices.refresh()
+        assert not w.voices.remove_clip_button.isEnabled()  # the last clip stays
     finally:
         w.player.close()
         w.close()
