@@ -14,7 +14,7 @@ from codec_clips import random_codes
 from s2studio.audio.io import pcm16
 from s2studio.codec.config import TINY
 from s2studio.codec.loading import load_codec
-from s2studio.codec.streaming import KEY_BLOCK, ROW_BLOCK, IncrementalDecoder, _transformer_rows, decode_in_chunks
+from s2studio.codec.streaming import IncrementalDecoder, decode_in_chunks
 from s2studio.demo_model.codec_weights import write_codec_checkpoint
 
 FRAMES = 160
@@ -96,22 +96,11 @@ def test_ragged_length(codec, chunk: int) -> None:
     assert lsb_fraction(streamed[:head], full[:head]) <= 0.0003
 
 
-def test_transformer_padding_rows() -> None:
-    """Pushes run the transformer on whole blocks of 32 frames, and no real key among SDPA's leftover keys."""
-    for cached in (0, 1, 3, 100, 127):
-        for n in (1, 2, 15, 16, 17, 31, 32, 33, 64, 100):
-            rows = _transformer_rows(n, cached)
-            assert rows % ROW_BLOCK == 0 and rows >= n
-            assert (cached + rows) // KEY_BLOCK * KEY_BLOCK >= cached + n
-            assert rows - ROW_BLOCK < n or (cached + rows - ROW_BLOCK) // KEY_BLOCK * KEY_BLOCK < cached + n
-    assert _transformer_rows(1, 127) == 32
-    assert _transformer_rows(20, 127) == 64  # 127 + 32 keys: the last 15 leftovers, new frames 18-20 among them
-    assert _transformer_rows(1, 3) == 32
-
-
-def test_window_of_128_frames(codec_dir: Path, codes) -> None:
-    """The real window size (128) on the tiny weights: streaming crosses it after 128 frames."""
+def test_window_of_128_frames(codec_dir: Path) -> None:
+    """The real window size (128) on the tiny weights, over 544 frames: streaming crosses the window after 128
+    frames, and SDPA's key blocks at 256 and 512 (`layers.KEY_SPLIT`), as a long decode of S2 does."""
     codec = load_codec(codec_dir, config=replace(TINY, quantizer_window=128))
+    codes = random_codes(12, 544)
     full = codec.decode(torch.from_numpy(codes)[None]).reshape(-1).numpy()
     assert_close(decode_in_chunks(codec, codes, 7), full)
 

@@ -175,10 +175,12 @@ class Attention(nn.Module):
         self.wo = nn.Linear(n_head * head_dim, dim, bias=False)
 
     def forward(self, x: torch.Tensor, freqs: torch.Tensor, mask: torch.Tensor,
-                cache: KVCache | None = None, keep: int = 0, new: int | None = None) -> torch.Tensor:
+                cache: KVCache | None = None, keep: int = 0, new: int | None = None,
+                layout: tuple[int, int] | None = None) -> torch.Tensor:
         """Full attention over `x`, or (with `cache`) the new frames' queries over the cached keys plus their own;
         the cache then keeps the last `keep` keys of the first `new` frames of `x` (default: all of them; the
-        rest is padding that later frames must not see)."""
+        rest is padding that later frames must not see). `layout = (lead, total)` places those keys after
+        `lead` zero keys in a zero-filled row of `total` (see `WindowLimitedTransformer.step`)."""
         bsz, seqlen, _ = x.shape
         size = self.n_head * self.head_dim
         q, k, v = self.wqkv(x).split([size, size, size], dim=-1)
@@ -193,6 +195,10 @@ class Attention(nn.Module):
             end = k.shape[2] - seqlen + (seqlen if new is None else new)
             first = max(0, end - keep)
             cache.k, cache.v = k[:, :, first:end], v[:, :, first:end]
+            if layout is not None:
+                lead, total = layout
+                k = F.pad(k, (0, 0, lead, total - lead - k.shape[2]))
+                v = F.pad(v, (0, 0, lead, total - lead - v.shape[2]))
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=0.0)
         return self.wo(y.transpose(1, 2).contiguous().view(bsz, seqlen, size))
 
@@ -219,9 +225,20 @@ class TransformerBlock(nn.Module):
         self.ffn_layer_scale = LayerScale(dim)
 
     def forward(self, x: torch.Tensor, freqs: torch.Tensor, mask: torch.Tensor,
-                cache: KVCache | None = None, keep: int = 0, new: int | None = None) -> torch.Tensor:
-        h = x + self.attention_layer_scale(self.attention(self.attention_norm(x), freqs, mask, cache, keep, new))
+                cache: KVCache | None = None, keep: int = 0, new: int | None = None,
+                layout: tuple[int, int] | None = None) -> torch.Tensor:
+        attention = self.attention(self.attention_norm(x), freqs, mask, cache, keep, new, layout)
+        h = x + self.attention_layer_scale(attention)
         return h + self.ffn_layer_scale(self.feed_forward(self.ffn_norm(h)))
+
+
+KEY_SPLIT = 256
+"""SDPA's CPU kernel splits the keys into blocks and merges them with an online softmax, which rounds unlike one
+block: a full decode of T frames has one block up to T = 384, two halves up to 511, and from 512 on blocks
+of 256 counted from frame 0 (rounding alike only from a multiple of 512 on). So `step` lays its keys out as
+such a decode does: from the multiple of 512 before the oldest cached key, in at least 512 zero-filled, masked
+slots, a multiple of 256; a multiple of 16 also keeps every key out of the kernel's scalar leftover loop.
+Long decodes then match exactly; one of 257-511 frames differs on the `window - 1` frames after a boundary."""
 
 
 class WindowLimitedTransformer(nn.Module):
@@ -255,8 +272,11 @@ class WindowLimitedTransformer(nn.Module):
         x = x.transpose(1, 2)
         n = x.shape[1]
         cached = 0 if caches[0].k is None else caches[0].k.shape[2]
-        mask = window_mask(start, n, start - cached, cached + n, self.window, x.device)
+        first = start - cached  # position of the oldest cached key
+        base = first // (2 * KEY_SPLIT) * (2 * KEY_SPLIT)
+        total = max(2 * KEY_SPLIT, -(-(start + n - base) // KEY_SPLIT) * KEY_SPLIT)
+        mask = window_mask(start, n, base, total, self.window, x.device)
         freqs = rope_table(start + n, self.head_dim, self.rope_base)[start:start + n].to(x.device)
         for layer, cache in zip(self.layers, caches, strict=True):
-            x = layer(x, freqs, mask, cache, self.window - 1, new)
+            x = layer(x, freqs, mask, cache, self.window - 1, new, (first - base, total))
         return self.norm(x).transpose(1, 2)

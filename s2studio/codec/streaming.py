@@ -15,17 +15,17 @@ one-frame push at frame 10, 100 and 1000).
 
 The samples equal a full decode's, bit for bit wherever the full decode itself is consistent. PyTorch's CPU
 kernels round by shape (spec §10.4): a 1-row GEMM is a GEMV, a conv under 20,480 input elements takes the
-native kernel instead of oneDNN, RMSNorm's mean and SDPA's `exp` sum take scalar paths on leftover rows and
-keys, oneDNN's transposed conv blocks by width. So every streaming op runs at a shape that rounds like a long
-decode (see ROW_BLOCK, KEY_BLOCK, NATIVE_CONV_LIMIT and `_trans_conv`); the extra rows and columns are zeros
-after the real ones, which causality keeps out of the real outputs. What still differs is what no streaming
-decoder can know in advance, because the full decode depends on its own length T: its last `T mod 32` frames
-(leftover paths), SDPA's key blocks once T > 384 (the `window - 1` frames after each block boundary), and
-the transposed conv for the widths where oneDNN rounds unlike most (~half of the T for S2's last one).
-Measured (1 thread): tiny codec, 160 frames, chunks 1/2/3/5/8 and random: identical; 150 frames: 1 LSB on
-0.02 % of samples; random full-size weights, 160 frames, chunks 1 and 5: identical; 144 frames, chunks
-1/3/8/random: 1 LSB on 0.007 %, all in the last 16 frames. Before these measures: 0.12-0.15 % (tiny), ~0.4 %
-(full size).
+native kernel instead of oneDNN, RMSNorm's mean takes a scalar path on leftover rows, SDPA blocks its keys by
+their count, oneDNN's transposed conv blocks by width. So every streaming op runs at a shape that rounds like
+a long decode (ROW_BLOCK, NATIVE_CONV_LIMIT, `layers.KEY_SPLIT`, `_trans_conv`); the extra rows and columns
+are zeros after the real ones, which causality keeps out of the real outputs. What still differs is what no
+streaming decoder can know in advance, because the full decode depends on its own length T: its last
+`T mod 32` frames (leftover paths), the `window - 1` frames after SDPA's block boundaries when 257 ≤ T ≤ 511,
+and the transposed convs for the widths where oneDNN rounds unlike most (~half of the T for S2's last one).
+Measured (1 thread), max |Δ| ≤ 3e-7 throughout: tiny codec, 160 frames, chunks 1/2/3/5/8 and random:
+identical; 150 frames: 1 LSB on 0.02 % of samples; with window 128, 544 frames: identical. Random full-size
+weights, 160 frames, chunks 1 and 5: identical; 144 frames, chunks 1/3/8/random: 1 LSB on 0.007 %, all in
+the last 16 frames. Before these measures: 0.12-0.15 % (tiny), ~0.4 % (full size).
 """
 
 from __future__ import annotations
@@ -65,8 +65,8 @@ class IncrementalDecoder:
         if n == 0:
             return np.zeros(0, dtype=np.float32)
         q = self.codec.quantizer
-        cached = min(self.frames, q.post_module.window - 1)
-        z = q.lookup(_pad_time(q.clamp(codes_t), _transformer_rows(n, cached)))  # padded with code-0 frames
+        rows = -(-n // ROW_BLOCK) * ROW_BLOCK
+        z = q.lookup(_pad_time(q.clamp(codes_t), rows))  # padded with code-0 frames
         z = q.post_module.step(z, self.frames, self._kv, new=n)[..., :n]
         self._push_frames = n
         z = self._run(q.upsample, z)
@@ -135,27 +135,12 @@ long pass's from 16 rows on), and the mean of RMSNorm over the transposed layout
 rows in groups of 32 with a different leftover path. Causality makes the padding invisible to the real
 frames; a GEMM reads its weights once whatever the rows, so this costs little time."""
 
-KEY_BLOCK = 16
-"""SDPA's CPU kernel sums `exp` over the keys in vectors of 16 floats and the leftover keys one by one with a
-scalar `exp` that rounds differently. A long decode has all but its final `T mod 16` keys in vectors, so the
-streaming decoder pads enough frames that no real key is among the leftovers. (The final frames of a full
-decode stay the ones it computes differently: which frames are final is unknown while streaming.)"""
-
 NATIVE_CONV_LIMIT = 20480
 """PyTorch's CPU conv picks its kernel by size (`ConvParams::use_mkldnn`): for a batch-1 1-D conv of at most
 20,480 input elements it takes the native im2col+GEMM kernel (a GEMV at width 1), above it oneDNN, and the two
 round differently. A full decode of more than a few frames is above it in every layer, so every streaming conv
 input is zero-padded on the right past it; oneDNN's output columns do not depend on the width, and the padding
 only reaches outputs that are cut off (the convs are causal)."""
-
-
-def _transformer_rows(n: int, cached: int) -> int:
-    """Frames to run the transformer on for `n` new ones after `cached` cached keys: a multiple of ROW_BLOCK,
-    with every real key before the `(cached + rows) mod KEY_BLOCK` leftover keys."""
-    rows = -(-n // ROW_BLOCK) * ROW_BLOCK
-    if (cached + rows) // KEY_BLOCK * KEY_BLOCK < cached + n:
-        rows += ROW_BLOCK
-    return rows
 
 
 def _pad_time(x: torch.Tensor, width: int) -> torch.Tensor:
