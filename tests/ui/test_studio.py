@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
-from PySide6.QtCore import QPoint, Qt
+from PySide6.QtCore import QPoint, QSettings, Qt
 from PySide6.QtWidgets import QDialogButtonBox, QToolBar, QToolButton
 
 from s2studio import app
@@ -31,8 +31,8 @@ LINE = CHUNK * FRAMES
 def window(qtbot, tmp_path, monkeypatch):
     monkeypatch.setenv("S2STUDIO_DATA_DIR", str(tmp_path / "data"))
     app.make_application()
-    w = app.build_window("fake", factory=lambda: fake_engine(FRAMES, 0.02))
-    w.ctx.settings.clear()
+    QSettings().clear()  # before the window reads them: another test may have left a fixed seed remembered
+    w = app.build_window("fake", factory=lambda: fake_engine(FRAMES, 0.03))
     w.ask_on_close = False
     qtbot.addWidget(w)
     w.show()
