@@ -8,23 +8,22 @@ Layout (design.md §7), one folder per voice under `paths.voices_dir()`:
                                    metadata[clip id] = "<clip sha256>:<codec fingerprint>"
 
 Codes are computed lazily (`VoiceLibrary.codes`) by whatever encoder the engine provides, and
-recomputed only when a clip's bytes or the codec change. Every write is atomic: a new voice is built
+recomputed only when a clip's bytes or the codec change. `Clip`, `Voice` and voice.json live in
+`voice_format.py`. Every write is atomic: a new voice is built
 in a hidden temp folder and renamed into place, files are replaced by rename, so a crash or a
 refused import leaves the library as it was. A `.s2voice` file is a zip of one voice folder.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-import re
 import secrets
 import shutil
 import tempfile
 import zipfile
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -34,98 +33,14 @@ import soundfile as sf
 from s2studio.errors import UserError
 from s2studio.state.atomic import write_atomic, write_bytes_atomic, write_text_atomic
 from s2studio.state.clips import check_clip, read_audio
-from s2studio.state.voice_archive import (
-    CLIP_FILE, CODES_FILE, MAX_CLIPS, VOICE_FILE, check_entries, verify_import,
-)
+from s2studio.state.voice_archive import CODES_FILE, MAX_CLIPS, VOICE_FILE, check_entries, verify_import
+from s2studio.state.voice_format import VOICE_ID, Clip, Voice, clean_name, sha256_of, voice_from_json, voice_json
 
 __all__ = ["MAX_CLIPS", "Clip", "Voice", "VoiceLibrary", "check_clip"]
 
 log = logging.getLogger(__name__)
 
-VOICE_VERSION = 1
-MAX_NAME_CHARS = 80
-_ID = re.compile(r"^v[0-9a-f]{12}$")
-
-
-@dataclass(frozen=True)
-class Clip:
-    id: str
-    file: str
-    """File name inside the voice folder."""
-    transcript: str
-    sha256: str
-    """Of the stored FLAC bytes."""
-    duration_s: float
-    sample_rate: int
-
-
-@dataclass(frozen=True)
-class Voice:
-    id: str
-    name: str
-    notes: str
-    consent: str
-    """Where the voice comes from and who agreed to its cloning."""
-    clips: tuple[Clip, ...]
-    created: str
-    """ISO 8601, UTC."""
-    version: int = VOICE_VERSION
-
-
 Encoder = Callable[[Path], np.ndarray]
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _voice_from_json(raw: object, where: str) -> Voice:
-    """Validate voice.json strictly: it may come from someone else's zip."""
-    def bad(what: str) -> UserError:
-        return UserError(f"{where}: {what}; the voice file is damaged")
-
-    if not isinstance(raw, dict):
-        raise bad("voice.json is not an object")
-    version = raw.get("version")
-    if not isinstance(version, int):
-        raise bad("voice.json has no version")
-    if version > VOICE_VERSION:
-        raise UserError(f"{where} was made by a newer S2 Studio (voice format {version}); update S2 Studio")
-    strings = {k: raw.get(k) for k in ("id", "name", "notes", "consent", "created")}
-    if not all(isinstance(v, str) for v in strings.values()) or not strings["name"]:
-        raise bad("voice.json lacks id, name, notes, consent or created")
-    clips_raw = raw.get("clips")
-    if not isinstance(clips_raw, list) or not 1 <= len(clips_raw) <= MAX_CLIPS:
-        raise bad(f"voice.json must list 1–{MAX_CLIPS} clips")
-    clips = []
-    for c in clips_raw:
-        try:
-            clip = Clip(str(c["id"]), str(c["file"]), str(c["transcript"]), str(c["sha256"]),
-                        float(c["duration_s"]), int(c["sample_rate"]))
-        except (KeyError, TypeError, ValueError):
-            raise bad("a clip entry in voice.json is incomplete") from None
-        if not CLIP_FILE.match(clip.file):
-            raise bad(f"clip file name {clip.file!r} is not allowed")
-        clips.append(clip)
-    if len({c.id for c in clips}) != len(clips) or len({c.file for c in clips}) != len(clips):
-        raise bad("voice.json lists the same clip twice")
-    return Voice(strings["id"], strings["name"], strings["notes"], strings["consent"], tuple(clips),
-                 strings["created"], version)
-
-
-def _voice_json(voice: Voice) -> str:
-    d = asdict(voice)
-    d = {"version": d.pop("version"), **d}
-    return json.dumps(d, indent=2, ensure_ascii=False) + "\n"
-
-
-def _clean_name(name: str) -> str:
-    name = " ".join(name.split())
-    if not name:
-        raise UserError("a voice needs a name")
-    if len(name) > MAX_NAME_CHARS:
-        raise UserError(f"voice name is {len(name)} characters; keep it under {MAX_NAME_CHARS}")
-    return name
 
 
 class VoiceLibrary:
@@ -137,7 +52,7 @@ class VoiceLibrary:
     # ------------------------------------------------------------------ reading
 
     def folder(self, voice_id: str) -> Path:
-        if not _ID.match(voice_id):
+        if not VOICE_ID.match(voice_id):
             raise UserError(f"no voice with id {voice_id!r}; `s2studio voice list` shows the ids")
         return self.root / voice_id
 
@@ -150,7 +65,7 @@ class VoiceLibrary:
         if not self.root.is_dir():
             return voices
         for entry in sorted(self.root.iterdir()):
-            if not _ID.match(entry.name) or not (entry / VOICE_FILE).is_file():
+            if not VOICE_ID.match(entry.name) or not (entry / VOICE_FILE).is_file():
                 continue
             try:
                 voices.append(self._load(entry))
@@ -171,7 +86,7 @@ class VoiceLibrary:
 
     def resolve(self, id_or_name: str) -> Voice:
         """A voice by id or by name, for the command line and the cast."""
-        if _ID.match(id_or_name) and (self.root / id_or_name / VOICE_FILE).is_file():
+        if VOICE_ID.match(id_or_name) and (self.root / id_or_name / VOICE_FILE).is_file():
             return self.get(id_or_name)
         voice = self.find(id_or_name)
         if voice is None:
@@ -183,7 +98,7 @@ class VoiceLibrary:
             raw = json.loads((folder / VOICE_FILE).read_text("utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise UserError(f"cannot read {folder / VOICE_FILE}: {exc}") from None
-        return _voice_from_json(raw, str(folder))
+        return voice_from_json(raw, str(folder))
 
     # ------------------------------------------------------------------ writing
 
@@ -216,7 +131,7 @@ class VoiceLibrary:
 
     def create(self, name: str, clips: Sequence[tuple[Path, str]], notes: str = "", consent: str = "") -> Voice:
         """A new voice from 1–4 (audio file, transcript) pairs; clips are stored as FLAC."""
-        name = _clean_name(name)
+        name = clean_name(name)
         if self.find(name) is not None:
             raise UserError(f"a voice called {name!r} exists; pick another name or remove that voice")
         if not 1 <= len(clips) <= MAX_CLIPS:
@@ -231,7 +146,7 @@ class VoiceLibrary:
             stored = [_write_clip(tmp, i, a, transcript) for i, (a, transcript) in enumerate(audio, start=1)]
             voice = Voice(self._fresh_id(), name, notes, consent, tuple(stored),
                           datetime.now(timezone.utc).isoformat(timespec="seconds"))
-            write_text_atomic(tmp / VOICE_FILE, _voice_json(voice))
+            write_text_atomic(tmp / VOICE_FILE, voice_json(voice))
         except OSError as exc:
             shutil.rmtree(tmp, ignore_errors=True)
             raise UserError(f"cannot write to the voice library {self.root}: {exc.strerror or exc}") from None
@@ -278,14 +193,14 @@ class VoiceLibrary:
 
     def _save(self, voice: Voice) -> Voice:
         try:
-            write_text_atomic(self.folder(voice.id) / VOICE_FILE, _voice_json(voice))
+            write_text_atomic(self.folder(voice.id) / VOICE_FILE, voice_json(voice))
         except OSError as exc:
             raise UserError(f"cannot save voice {voice.name!r}: {exc.strerror or exc}") from None
         return voice
 
     def rename(self, voice_id: str, name: str) -> Voice:
         voice = self.get(voice_id)
-        name = _clean_name(name)
+        name = clean_name(name)
         other = self.find(name)
         if other is not None and other.id != voice_id:
             raise UserError(f"a voice called {name!r} exists; pick another name")
@@ -321,7 +236,7 @@ class VoiceLibrary:
         changed = False
         for clip in voice.clips:
             path = folder / clip.file
-            sha = _sha256(path)
+            sha = sha256_of(path)
             key = f"{sha}:{fingerprint}"
             if clip.id in cached and meta.get(clip.id) == key:
                 out[clip.id] = cached[clip.id]
@@ -349,7 +264,7 @@ class VoiceLibrary:
         folder = self.folder(voice.id)
         cached, meta = _load_codes(folder / CODES_FILE)
         return [c for c in voice.clips
-                if c.id not in cached or meta.get(c.id) != f"{_sha256(folder / c.file)}:{fingerprint}"]
+                if c.id not in cached or meta.get(c.id) != f"{sha256_of(folder / c.file)}:{fingerprint}"]
 
     # ------------------------------------------------------------------ exchange
 
@@ -393,7 +308,7 @@ class VoiceLibrary:
                 raise UserError(f"{path} has no voice.json; it is not a .s2voice file") from None
             except (UnicodeDecodeError, json.JSONDecodeError, zipfile.BadZipFile, OSError) as exc:
                 raise UserError(f"{path}: voice.json is damaged ({exc})") from None
-            voice = _voice_from_json(raw, str(path))
+            voice = voice_from_json(raw, str(path))
             present = {i.filename for i in infos}
             for clip in voice.clips:
                 if clip.file not in present:
@@ -404,9 +319,9 @@ class VoiceLibrary:
                     (tmp / info.filename).write_bytes(z.read(info))
                 verify_import(path, tmp, [(c.file, c.sha256) for c in voice.clips])
                 voice = replace(voice, name=self._unique_name(voice.name),
-                                id=voice.id if _ID.match(voice.id) and not (self.root / voice.id).exists()
+                                id=voice.id if VOICE_ID.match(voice.id) and not (self.root / voice.id).exists()
                                 else self._fresh_id())
-                write_text_atomic(tmp / VOICE_FILE, _voice_json(voice))
+                write_text_atomic(tmp / VOICE_FILE, voice_json(voice))
             except (zipfile.BadZipFile, OSError, EOFError) as exc:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise UserError(f"cannot import {path}: {exc}") from None
@@ -431,7 +346,7 @@ def _write_clip(folder: Path, number: int, audio: tuple[np.ndarray, int, str], t
         write_atomic(folder / file, write)
     else:
         write(folder / file)
-    return Clip(f"c{number}", file, transcript, _sha256(folder / file), round(data.shape[0] / sr, 3), sr)
+    return Clip(f"c{number}", file, transcript, sha256_of(folder / file), round(data.shape[0] / sr, 3), sr)
 
 
 def _load_codes(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:

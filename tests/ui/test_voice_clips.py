@@ -4,8 +4,6 @@ clips whose codes are not cached yet (the new one)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QDialogButtonBox, QInputDialog
 

@@ -1,0 +1,95 @@
+"""The voice folder's metadata format: `Clip`, `Voice`, and voice.json read (strictly, since it may come
+from someone else's `.s2voice`) and written. Split from `voices.py`, which does the library's file work."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from s2studio.errors import UserError
+from s2studio.state.voice_archive import CLIP_FILE, MAX_CLIPS
+
+VOICE_VERSION = 1
+MAX_NAME_CHARS = 80
+VOICE_ID = re.compile(r"^v[0-9a-f]{12}$")
+
+
+@dataclass(frozen=True)
+class Clip:
+    id: str
+    file: str
+    """File name inside the voice folder."""
+    transcript: str
+    sha256: str
+    """Of the stored FLAC bytes."""
+    duration_s: float
+    sample_rate: int
+
+
+@dataclass(frozen=True)
+class Voice:
+    id: str
+    name: str
+    notes: str
+    consent: str
+    """Where the voice comes from and who agreed to its cloning."""
+    clips: tuple[Clip, ...]
+    created: str
+    """ISO 8601, UTC."""
+    version: int = VOICE_VERSION
+
+
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def voice_from_json(raw: object, where: str) -> Voice:
+    """Validate voice.json strictly: it may come from someone else's zip."""
+    def bad(what: str) -> UserError:
+        return UserError(f"{where}: {what}; the voice file is damaged")
+
+    if not isinstance(raw, dict):
+        raise bad("voice.json is not an object")
+    version = raw.get("version")
+    if not isinstance(version, int):
+        raise bad("voice.json has no version")
+    if version > VOICE_VERSION:
+        raise UserError(f"{where} was made by a newer S2 Studio (voice format {version}); update S2 Studio")
+    strings = {k: raw.get(k) for k in ("id", "name", "notes", "consent", "created")}
+    if not all(isinstance(v, str) for v in strings.values()) or not strings["name"]:
+        raise bad("voice.json lacks id, name, notes, consent or created")
+    clips_raw = raw.get("clips")
+    if not isinstance(clips_raw, list) or not 1 <= len(clips_raw) <= MAX_CLIPS:
+        raise bad(f"voice.json must list 1–{MAX_CLIPS} clips")
+    clips = []
+    for c in clips_raw:
+        try:
+            clip = Clip(str(c["id"]), str(c["file"]), str(c["transcript"]), str(c["sha256"]),
+                        float(c["duration_s"]), int(c["sample_rate"]))
+        except (KeyError, TypeError, ValueError):
+            raise bad("a clip entry in voice.json is incomplete") from None
+        if not CLIP_FILE.match(clip.file):
+            raise bad(f"clip file name {clip.file!r} is not allowed")
+        clips.append(clip)
+    if len({c.id for c in clips}) != len(clips) or len({c.file for c in clips}) != len(clips):
+        raise bad("voice.json lists the same clip twice")
+    return Voice(strings["id"], strings["name"], strings["notes"], strings["consent"], tuple(clips),
+                 strings["created"], version)
+
+
+def voice_json(voice: Voice) -> str:
+    d = asdict(voice)
+    d = {"version": d.pop("version"), **d}
+    return json.dumps(d, indent=2, ensure_ascii=False) + "\n"
+
+
+def clean_name(name: str) -> str:
+    name = " ".join(name.split())
+    if not name:
+        raise UserError("a voice needs a name")
+    if len(name) > MAX_NAME_CHARS:
+        raise UserError(f"voice name is {len(name)} characters; keep it under {MAX_NAME_CHARS}")
+    return name
