@@ -52,18 +52,18 @@ def test_killed_during_a_render_restores_everything(qtbot, tmp_path, monkeypatch
     env = dict(os.environ, S2STUDIO_DATA_DIR=str(data), S2STUDIO_ENGINE="fake", S2STUDIO_FAKE_LATENCY="0.15",
                S2STUDIO_OPEN=str(saved), S2STUDIO_AUTORENDER="1", QT_QPA_PLATFORM="offscreen")
     autosave = data / "autosave" / "current.s2proj"
-    proc = subprocess.Popen([sys.executable, "-m", "s2studio"], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    stderr = tmp_path / "stderr.txt"  # a file, not a pipe: a full pipe would block the app
+    with stderr.open("wb") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "s2studio"], env=env, stdout=subprocess.DEVNULL, stderr=err)
     try:
         deadline = time.monotonic() + 90
         while not _autosaved_takes(autosave) and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert proc.poll() is None, proc.stderr.read().decode(errors="replace")[-2000:]
+        assert proc.poll() is None, stderr.read_text(errors="replace")[-2000:]
         assert _autosaved_takes(autosave), "no take was autosaved"
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
-        proc.stderr.close()
     on_disk = _autosaved_takes(autosave)
     assert 1 <= len(on_disk) < 4  # killed mid-render: some lines done, not all
     assert (data / "autosave" / "session.lock").is_file()
