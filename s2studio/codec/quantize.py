@@ -23,7 +23,12 @@ class VectorQuantize(nn.Module):
         super().__init__()
         self.in_proj = nn.Conv1d(dim, codebook_dim, 1)
         self.out_proj = nn.Conv1d(codebook_dim, dim, 1)
-        self.codebook = nn.Embedding(codebook_size, codebook_dim)
+        # The loader builds the codec on the meta device, where torch's default normal_ init would import
+        # torch._dynamo (~4 s) for values the checkpoint replaces anyway: skip the init there.
+        weight = torch.empty(codebook_size, codebook_dim)
+        if not weight.is_meta:
+            nn.init.normal_(weight)
+        self.codebook = nn.Embedding(codebook_size, codebook_dim, _weight=weight)
 
     def encode(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """`(out_proj(quantized), indices (B, T))`, with the three-term distance evaluated left to right and the
