@@ -24,8 +24,9 @@ streaming decoder can know in advance, because the full decode depends on its ow
 and the transposed convs for the widths where oneDNN rounds unlike most (~half of the T for S2's last one).
 Measured (1 thread), max |Δ| ≤ 3e-7 throughout: tiny codec, 160 frames, chunks 1/2/3/5/8 and random:
 identical; 150 frames: 1 LSB on 0.02 % of samples; with window 128, 544 frames: identical. Random full-size
-weights, 160 frames, chunks 1 and 5: identical; 144 frames, chunks 1/3/8/random: 1 LSB on 0.007 %, all in
-the last 16 frames. Before these measures: 0.12-0.15 % (tiny), ~0.4 % (full size).
+weights, 160 frames, chunks 1 and 5, and 544 frames, chunks of 8: identical; 144 frames, chunks 1/3/8/random:
+1 LSB on 0.007 %, all in the last 16 frames; 600 frames, chunks of 8: 0.06 % (600 is one of the lengths at
+which the full decode's last transposed conv rounds unlike most). Before: 0.12-0.15 % (tiny), ~0.4 % (full).
 """
 
 from __future__ import annotations
