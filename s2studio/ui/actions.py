@@ -49,6 +49,8 @@ SPECS: tuple[ActionSpec, ...] = (
     ActionSpec("record_voice", "&Record Voice…", "Ctrl+Shift+E", "Voices"),
     ActionSpec("import_voice", "&Import Voice…", "Ctrl+Shift+I", "Voices"),
     ActionSpec("export_voice", "E&xport Voice…", "Ctrl+Shift+X", "Voices"),
+    ActionSpec("play_voice_clip", "&Play Voice Clip", "Ctrl+Shift+P", "Voices", SP.SP_MediaPlay,
+               "Play the clip selected in the voice details"),
     ActionSpec("settings", "Generation &Settings", "Ctrl+,", "View"),
     ActionSpec("shortcuts", "&Keyboard Shortcuts", "F1", "Help"),
 )

@@ -89,6 +89,7 @@ class MainWindow(PlaybackMixin, ProjectsMixin, QMainWindow):
             "ab_take": lambda: self.takes.toggle_ab(),
             "new_voice": lambda: self.voices.browse(), "record_voice": self.record_voice,
             "import_voice": lambda: self.voices.import_file(), "export_voice": lambda: self.voices.export_file(),
+            "play_voice_clip": lambda: self.voices.play_clip(),
             "settings": lambda: self.inspector.setCurrentWidget(self.settings_panel),
             "shortcuts": self.show_shortcuts,
         }

@@ -8,7 +8,6 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-import soundfile as sf
 from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QIcon, QPainter, QPixmap
 from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QFileDialog, QFormLayout, QHBoxLayout, QInputDialog,
@@ -16,26 +15,13 @@ from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QFileDialog, QFormLayo
                                QPushButton, QStyle, QToolButton, QVBoxLayout, QWidget)
 
 from s2studio.errors import UserError
-from s2studio.state.voices import MAX_CLIPS, Voice, VoiceLibrary, check_clip
+from s2studio.state.voices import MAX_CLIPS, Voice, VoiceLibrary
 from s2studio.ui.editor import is_dark, speaker_color
-from s2studio.ui.player import load_sounddevice
+from s2studio.ui.voice_details import VoiceDetails, clip_warnings, play_file
 
 logger = logging.getLogger(__name__)
 
 AUDIO_FILTER = "Audio (*.wav *.flac *.ogg *.mp3 *.aiff *.aif);;All files (*)"
-
-
-def play_file(path: Path) -> str:
-    """Play an audio file through the default device; returns a reason when it cannot."""
-    sd, reason = load_sounddevice()
-    if sd is None or reason:
-        return reason
-    try:
-        data, sr = sf.read(str(path), dtype="float32", always_2d=True)
-        sd.play(data.mean(axis=1), sr)
-    except Exception as exc:  # noqa: BLE001 - a bad file or a vanished device
-        return f"Cannot play {path.name}: {exc}"
-    return ""
 
 
 def avatar(name: str, dark: bool, size: int = 60) -> QIcon:
@@ -95,10 +81,7 @@ class NewVoiceDialog(QDialog):
             edit.setMaximumHeight(70 if several else 100)
             form.addRow("Transcript", edit)
             self.transcripts.append(edit)
-            try:
-                warnings = check_clip(clip)
-            except UserError as exc:
-                warnings = [str(exc)]
+            warnings = clip_warnings(clip)
             checks = QLabel("\n".join(f"⚠ {w}" for w in warnings) or "✓ Clip looks good.")
             checks.setWordWrap(True)
             checks.setAccessibleName(f"Checks of clip {n}" if several else "Clip checks")
@@ -184,16 +167,9 @@ class VoicesPanel(QWidget):
         self.undo_button.setVisible(False)
         self.undo_button.clicked.connect(self.undo_delete)
         layout.addWidget(self.undo_button)
-        self.details = QLabel("Drop a WAV here, browse for one or record from the microphone to clone a voice.")
-        self.details.setWordWrap(True)
-        self.details.setAlignment(Qt.AlignmentFlag.AlignTop)
-        self.details.setAccessibleName("Voice details")
-        self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        layout.addWidget(self.details, 1)
-        self.play_clip_button = QPushButton("▶ Play first clip")
-        self.play_clip_button.setAccessibleName("Play the voice's first clip")
-        self.play_clip_button.clicked.connect(self.play_clip)
-        layout.addWidget(self.play_clip_button)
+        self.details = VoiceDetails(library)
+        self.details.message.connect(self.message)
+        layout.addWidget(self.details, 3)
         self.record_requested = lambda: None
         """Set by the window: opens the record dialog (it owns the dialog's lifetime)."""
         self.refresh()
@@ -238,7 +214,7 @@ class VoicesPanel(QWidget):
 
     def _selection_buttons(self) -> tuple[QWidget, ...]:
         return (self.export_button, self.add_clip_button, self.remove_clip_button, self.rename_button,
-                self.delete_button, self.play_clip_button)
+                self.delete_button)
 
     def selected_id(self) -> str | None:
         item = self.list.currentItem()
@@ -251,29 +227,18 @@ class VoicesPanel(QWidget):
 
     def _show_details(self) -> None:
         vid = self.selected_id()
-        has = vid is not None
         for b in self._selection_buttons():
-            b.setEnabled(has)
+            b.setEnabled(vid is not None)
         if vid is None:
+            self.details.show_voice(None)
             return
         try:
             voice = self.library.get(vid)
         except UserError as exc:
-            self.details.setText(str(exc))
+            self.details.show_voice(None, str(exc))
             return
         self.remove_clip_button.setEnabled(len(voice.clips) > 1)  # a voice keeps at least one clip
-        parts = [f"<b>{voice.name}</b>"]
-        if voice.consent:
-            parts.append(f"<small>Source: {voice.consent}</small>")
-        for clip in voice.clips:
-            try:
-                warnings = check_clip(self.library.clip_path(voice, clip))
-            except UserError as exc:
-                warnings = [str(exc)]
-            warn = "".join(f"<br><span style='color:#d08a20'>⚠ {w}</span>" for w in warnings)
-            number = clip.id.lstrip("c")
-            parts.append(f"<p><b>Clip {number}</b> · {clip.duration_s:.1f} s<br><i>“{clip.transcript}”</i>{warn}</p>")
-        self.details.setText("<br>".join(parts))
+        self.details.show_voice(voice)
 
     # -- commands --------------------------------------------------------------------------------
 
@@ -426,10 +391,5 @@ class VoicesPanel(QWidget):
             self.voices_changed.emit()
 
     def play_clip(self) -> None:
-        vid = self.selected_id()
-        if vid is None:
-            return
-        voice = self.library.get(vid)
-        reason = play_file(self.library.clip_path(voice, voice.clips[0]))
-        if reason:
-            self.message.emit(reason)
+        """Play the clip selected in the details (the first one until another is chosen)."""
+        self.details.play()

@@ -84,7 +84,7 @@ def test_voices_of_several_clips(qtbot, tmp_path, monkeypatch):
         qtbot.waitUntil(lambda: len(w.library.get(voice.id).clips) == 3, timeout=5000)
         assert seen[0].windowTitle() == "Add a clip to “Alice”"
         assert w.library.get(voice.id).clips[2].transcript == "Third clip words."
-        assert "Third clip words." in w.voices.details.text()
+        assert "Third clip words." in w.voices.details.clips.item(2).text()
         assert w.session.stale_lines() == list(w.script.lines)  # the voice changed: its line is stale
         done: list[bool] = []
         w.session.finished.connect(done.append)

@@ -1,0 +1,133 @@
+"""The selected voice's details under the voice list: its name and source note, and every reference
+clip as a row (number, duration, transcript, the warnings of `check_clip`) that plays when activated.
+
+Playing goes through `play_file` (sounddevice's one-shot `sd.play`), the same path as the preview
+buttons of the new-voice dialog; it reports a reason instead of raising, so a missing PortAudio or a
+vanished device becomes a status-bar message.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import soundfile as sf
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QKeyEvent
+from PySide6.QtWidgets import (QAbstractItemView, QLabel, QListWidget, QListWidgetItem, QPushButton, QStyle,
+                               QVBoxLayout, QWidget)
+
+from s2studio.errors import UserError
+from s2studio.state.voices import Clip, Voice, VoiceLibrary, check_clip
+from s2studio.ui.player import load_sounddevice
+
+EMPTY_HINT = "Drop a WAV here, browse for one or record from the microphone to clone a voice."
+
+
+def play_file(path: Path) -> str:
+    """Play an audio file through the default device; returns a reason when it cannot."""
+    sd, reason = load_sounddevice()
+    if sd is None or reason:
+        return reason
+    try:
+        data, sr = sf.read(str(path), dtype="float32", always_2d=True)
+        sd.play(data.mean(axis=1), sr)
+    except Exception as exc:  # noqa: BLE001 - a bad file or a vanished device
+        return f"Cannot play {path.name}: {exc}"
+    return ""
+
+
+def clip_warnings(path: Path) -> list[str]:
+    """`check_clip`, with an unreadable file shown as one more warning rather than an error dialog."""
+    try:
+        return check_clip(path)
+    except UserError as exc:
+        return [str(exc)]
+
+
+class ClipList(QListWidget):
+    """The clip rows. Enter (Qt's item activation) and double-click play a row; so does Space, which
+    a list would otherwise spend on toggling the selection that is already there."""
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 - Qt override
+        item = self.currentItem()
+        if event.key() == Qt.Key.Key_Space and event.modifiers() == Qt.KeyboardModifier.NoModifier and item:
+            self.itemActivated.emit(item)
+            return
+        super().keyPressEvent(event)
+
+
+class VoiceDetails(QWidget):
+    message = Signal(str)
+    """A one-line notice for the status bar (why a clip could not be played)."""
+
+    def __init__(self, library: VoiceLibrary, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("voiceDetails")
+        self.library = library
+        self.voice: Voice | None = None
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(4)
+        self.header = QLabel(EMPTY_HINT)
+        self.header.setWordWrap(True)
+        self.header.setAccessibleName("Voice details")
+        self.header.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        layout.addWidget(self.header)
+        self.clips = ClipList()
+        self.clips.setAccessibleName("Clips of the selected voice")
+        self.clips.setToolTip("Enter, Space or double-click plays a clip")
+        self.clips.setWordWrap(True)
+        self.clips.setTextElideMode(Qt.TextElideMode.ElideNone)
+        self.clips.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.clips.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.clips.setSpacing(2)
+        self.clips.itemActivated.connect(lambda item: self.play(self.clips.row(item)))
+        self.clips.currentRowChanged.connect(lambda row: self.play_button.setEnabled(row >= 0))
+        layout.addWidget(self.clips, 1)
+        self.play_button = QPushButton(self.style().standardIcon(QStyle.StandardPixmap.SP_MediaPlay), "Play clip")
+        self.play_button.setAccessibleName("Play the selected clip")
+        self.play_button.clicked.connect(lambda: self.play(self.clips.currentRow()))
+        layout.addWidget(self.play_button)
+        self.show_voice(None)
+
+    def show_voice(self, voice: Voice | None, error: str = "") -> None:
+        """Show `voice` (None: nothing selected, with `error` when the selection could not be read)."""
+        keep = self.clips.currentRow() if voice is not None and self.voice is not None and voice.id == self.voice.id \
+            else 0
+        self.voice = voice
+        self.clips.clear()
+        if voice is None:
+            self.header.setText(error or EMPTY_HINT)
+            self.clips.setVisible(False)
+            self.play_button.setVisible(False)
+            return
+        source = f"<br><small>Source: {voice.consent}</small>" if voice.consent else ""
+        self.header.setText(f"<b>{voice.name}</b>{source}")
+        icon = self.style().standardIcon(QStyle.StandardPixmap.SP_MediaPlay)
+        for clip in voice.clips:
+            self.clips.addItem(self._row(voice, clip, icon))
+        self.clips.setVisible(True)
+        self.play_button.setVisible(True)
+        self.clips.setCurrentRow(min(max(keep, 0), self.clips.count() - 1))
+
+    def _row(self, voice: Voice, clip: Clip, icon) -> QListWidgetItem:  # noqa: ANN001
+        number = clip.id.lstrip("c")
+        warnings = clip_warnings(self.library.clip_path(voice, clip))
+        lines = [f"Clip {number} · {clip.duration_s:.1f} s", f"“{clip.transcript}”"]
+        lines += [f"⚠ {w}" for w in warnings]
+        item = QListWidgetItem(icon, "\n".join(lines))
+        item.setData(Qt.ItemDataRole.UserRole, clip.id)
+        item.setData(Qt.ItemDataRole.AccessibleTextRole,
+                     f"Clip {number}, {clip.duration_s:.1f} seconds: {clip.transcript}"
+                     + "".join(f". Warning: {w}" for w in warnings))
+        item.setToolTip("\n".join(["Enter, Space or double-click plays it."] + [f"⚠ {w}" for w in warnings]))
+        return item
+
+    def play(self, row: int | None = None) -> None:
+        """Play clip `row` of the shown voice (the selected row when None)."""
+        row = self.clips.currentRow() if row is None else row
+        if self.voice is None or not 0 <= row < len(self.voice.clips):
+            return
+        reason = play_file(self.library.clip_path(self.voice, self.voice.clips[row]))
+        if reason:
+            self.message.emit(reason)
