@@ -11,10 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import soundfile as sf
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QKeyEvent
-from PySide6.QtWidgets import (QAbstractItemView, QLabel, QListWidget, QListWidgetItem, QPushButton, QStyle,
-                               QVBoxLayout, QWidget)
+from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtGui import QKeyEvent, QResizeEvent
+from PySide6.QtWidgets import (QAbstractItemView, QLabel, QListWidget, QListWidgetItem,
+                               QPushButton, QSizePolicy, QStyle, QVBoxLayout, QWidget)
 
 from s2studio.errors import UserError
 from s2studio.state.voices import Clip, Voice, VoiceLibrary, check_clip
@@ -55,6 +55,21 @@ class ClipList(QListWidget):
             return
         super().keyPressEvent(event)
 
+    def sizeHint(self) -> QSize:  # noqa: N802 - Qt override
+        """Tall enough for every row as wrapped at the current width (a voice has at most 4 clips), so
+        the list does not scroll while the voice list above takes the panel's spare height."""
+        hint = super().sizeHint()
+        if self.count() == 0:
+            return hint
+        self.doItemsLayout()
+        bottom = self.visualItemRect(self.item(self.count() - 1)).bottom() + self.verticalOffset()
+        return QSize(hint.width(), bottom + self.spacing() + 2 * self.frameWidth() + 2)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        if event.size().width() != event.oldSize().width():
+            self.updateGeometry()  # rows wrap differently: the height they need changed
+
 
 class VoiceDetails(QWidget):
     message = Signal(str)
@@ -81,9 +96,11 @@ class VoiceDetails(QWidget):
         self.clips.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.clips.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.clips.setSpacing(2)
+        self.clips.setIconSize(QSize(16, 16))
+        self.clips.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
         self.clips.itemActivated.connect(lambda item: self.play(self.clips.row(item)))
         self.clips.currentRowChanged.connect(lambda row: self.play_button.setEnabled(row >= 0))
-        layout.addWidget(self.clips, 1)
+        layout.addWidget(self.clips)
         self.play_button = QPushButton(self.style().standardIcon(QStyle.StandardPixmap.SP_MediaPlay), "Play clip")
         self.play_button.setAccessibleName("Play the selected clip")
         self.play_button.clicked.connect(lambda: self.play(self.clips.currentRow()))
@@ -109,6 +126,7 @@ class VoiceDetails(QWidget):
         self.clips.setVisible(True)
         self.play_button.setVisible(True)
         self.clips.setCurrentRow(min(max(keep, 0), self.clips.count() - 1))
+        self.clips.updateGeometry()
 
     def _row(self, voice: Voice, clip: Clip, icon) -> QListWidgetItem:  # noqa: ANN001
         number = clip.id.lstrip("c")

@@ -142,7 +142,7 @@ class VoicesPanel(QWidget):
         self.list.setIconSize(QSize(30, 30))
         self.list.setSpacing(3)
         self.list.currentItemChanged.connect(lambda *_: self._show_details())
-        layout.addWidget(self.list, 2)
+        layout.addWidget(self.list, 1)
         style = self.style()
         row = QHBoxLayout()
         self.add_button = self._tool("Add voice from a file", style.standardIcon(QStyle.StandardPixmap.SP_FileIcon),
@@ -169,7 +169,7 @@ class VoicesPanel(QWidget):
         layout.addWidget(self.undo_button)
         self.details = VoiceDetails(library)
         self.details.message.connect(self.message)
-        layout.addWidget(self.details, 3)
+        layout.addWidget(self.details)
         self.record_requested = lambda: None
         """Set by the window: opens the record dialog (it owns the dialog's lifetime)."""
         self.refresh()
