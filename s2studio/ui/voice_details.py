@@ -65,6 +65,11 @@ class ClipList(QListWidget):
         bottom = self.visualItemRect(self.item(self.count() - 1)).bottom() + self.verticalOffset()
         return QSize(hint.width(), bottom + self.spacing() + 2 * self.frameWidth() + 2)
 
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt override
+        """A scroll area's usual minimum would leave blank space under a single clip."""
+        least = super().minimumSizeHint()
+        return QSize(least.width(), min(least.height(), self.sizeHint().height()))
+
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
         super().resizeEvent(event)
         if event.size().width() != event.oldSize().width():
