@@ -276,8 +276,9 @@ def test_download_shows_progress_and_cancels(qtbot, tmp_path, monkeypatch):
     import time as _time
 
     def fake_snapshot_download(repo_id, local_dir, tqdm_class):
-        bar = tqdm_class(total=200, desc="model.safetensors", disable=False)
-        for _ in range(200):
+        # long enough that the cancel click always lands first, even on a loaded machine: cancel ends it early
+        bar = tqdm_class(total=3000, desc="model.safetensors", disable=False)
+        for _ in range(3000):
             _time.sleep(0.01)
             bar.update(1)
         bar.close()
