@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -54,8 +55,33 @@ def build_request(job_id: str, lines: Sequence[Line], script: Script, project: P
     s = project.settings
     sampling = api.SamplingParams(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k,
                                   max_new_tokens=s.max_frames, seed=s.seed if s.seed_mode == "fixed" else None)
-    return compile_request(script, cast, codes, job_id, sampling, batching=s.batching,
-                           line_ids=[ln.line_id for ln in lines])
+    request = compile_request(script, cast, codes, job_id, sampling, batching=s.batching,
+                              line_ids=[ln.line_id for ln in lines])
+    return replace(request, context=_context_before(lines, script, project, cast, codes))
+
+
+CONTEXT_LINES = 6
+"""Earlier takes handed to the engine when only some lines are rendered (it keeps those that fit)."""
+
+
+def _context_before(lines: Sequence[Line], script: Script, project: Project, cast: dict[str, Voice],
+                    codes: dict[str, list[np.ndarray]]) -> tuple[api.ContextTurn, ...]:
+    """The kept takes of the lines just before the first line rendered, oldest first, so that re-rendering
+    one line conditions it on what precedes it, as a full render in line mode does."""
+    first = min(ln.index for ln in lines)
+    earlier = [ln for ln in script.lines if ln.index < first and ln.speaker in cast and project.current(ln.line_id)]
+    if not earlier:
+        return ()
+    # speaker indices exactly as the compiler numbers voices for the whole script
+    try:
+        specs = compile_request(script, cast, codes, "context", line_ids=[ln.line_id for ln in earlier]).lines
+    except UserError:  # e.g. only tag lines before: nothing worth conditioning on
+        return ()
+    turns = []
+    for ln, spec in zip(earlier, specs, strict=True):
+        take = project.current(ln.line_id)
+        turns.append(api.ContextTurn(spec.speaker, take.text, take.codes))
+    return tuple(turns[-CONTEXT_LINES:])
 
 
 class RenderFlow(QObject):
