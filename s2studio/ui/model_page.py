@@ -64,9 +64,17 @@ class Background(QObject):
         super().__init__(parent)
         self.cancel = threading.Event()
         self.thread: threading.Thread | None = None
+        self._active = False
+        # connected first, so it runs before any slot connected later: those see `running` already False
+        # (the thread is still alive when its queued `done` arrives, so is_alive() cannot tell)
+        self.done.connect(self._on_done)
+
+    def _on_done(self, _result: object, _error: str) -> None:
+        self._active = False
 
     def start(self, fn) -> None:  # noqa: ANN001
         self.cancel.clear()
+        self._active = True
 
         def run() -> None:
             try:
@@ -86,7 +94,7 @@ class Background(QObject):
 
     @property
     def running(self) -> bool:
-        return self.thread is not None and self.thread.is_alive()
+        return self._active
 
 
 def _download(task: Background, dest: Path) -> Path:
