@@ -10,12 +10,11 @@ import numpy as np
 import soundfile as sf
 from PySide6.QtCore import Qt
 
-from s2studio import app
 from s2studio.engine.api import SAMPLE_RATE
 from s2studio.engine.fake import FakeEngine
 from s2studio.state.project import load_project
 from s2studio.ui.export_dialog import ExportDialog
-from ui_helpers import on_modal, write_wav
+from ui_helpers import cast_two_voices, close_studio, on_modal, open_studio
 
 
 def _cue_starts_ms(srt: str) -> list[int]:
@@ -25,24 +24,9 @@ def _cue_starts_ms(srt: str) -> list[int]:
 
 def test_export_and_playback_use_the_same_gap(qtbot, tmp_path, monkeypatch):
     monkeypatch.setenv("S2STUDIO_DATA_DIR", str(tmp_path / "data"))
-    app.make_application()
-    w = app.build_window("fake", factory=lambda: FakeEngine(frame_latency_s=0.001))
-    w.ctx.settings.clear()
-    w.ask_on_close = False
-    w.autoplay = False
-    qtbot.addWidget(w)
-    w.show()
-    app.start_engine(w)
-    qtbot.waitUntil(lambda: w.model_info is not None, timeout=5000)
+    w = open_studio(qtbot, lambda: FakeEngine(frame_latency_s=0.001), begin_session=False)
     try:
-        a = w.library.create("A", [(write_wav(tmp_path / "a.wav"), "hello there")])
-        b = w.library.create("B", [(write_wav(tmp_path / "b.wav", hz=330), "hi again")])
-        w.voices.refresh()
-        w._voices_changed()
-        w.editor.setPlainText("Alice: One two three.\nBob: Four five.\nAlice: Six seven eight nine.")
-        w.reparse()
-        w.cast_bar.combos["Alice"].setCurrentIndex(w.cast_bar.combos["Alice"].findData(a.id))
-        w.cast_bar.combos["Bob"].setCurrentIndex(w.cast_bar.combos["Bob"].findData(b.id))
+        cast_two_voices(w, tmp_path, "Alice: One two three.\nBob: Four five.\nAlice: Six seven eight nine.")
         w.actions_by_name["render_all"].trigger()
         qtbot.waitUntil(lambda: len(w.project.lines) == 3 and not w.session.busy, timeout=15000)
         lengths = [len(w.project.current(ln.line_id).audio) for ln in w.script.lines]
@@ -82,6 +66,4 @@ def test_export_and_playback_use_the_same_gap(qtbot, tmp_path, monkeypatch):
         w.open_project(saved)
         assert [s for _, s, _ in w.session.boundaries] == starts
     finally:
-        w.player.close()
-        w.close()
-        w.ctx.host.shutdown()
+        close_studio(w)

@@ -16,28 +16,7 @@ from s2studio.errors import UserError
 from s2studio.ui import player as player_module
 from s2studio.ui.actions import SPECS, ShortcutsDialog
 from s2studio.ui.model_page import ModelPage, validate_model_dir
-from ui_helpers import fake_engine, write_wav
-
-
-def _window(qtbot, factory):
-    app.make_application()
-    w = app.build_window("fake", factory=factory)
-    w.ctx.settings.clear()
-    w.ask_on_close = False
-    w.autoplay = False  # the end-to-end test covers live playback; here the fake speaker stays quiet
-    qtbot.addWidget(w)
-    w.show()
-    w.store.begin_session()
-    app.start_engine(w)
-    qtbot.waitUntil(lambda: w.model_info is not None, timeout=5000)
-    return w
-
-
-def _close(w, clean: bool = True) -> None:
-    w.player.close()
-    if clean:
-        w.close()
-    w.ctx.host.shutdown()
+from ui_helpers import cast_two_voices, close_studio, fake_engine, open_studio, write_wav
 
 
 @pytest.fixture
@@ -46,22 +25,11 @@ def data_dir(tmp_path, monkeypatch):
     return tmp_path / "data"
 
 
-def _cast_two_voices(w, tmp_path) -> None:
-    a = w.library.create("A", [(write_wav(tmp_path / "a.wav"), "hello there")])
-    b = w.library.create("B", [(write_wav(tmp_path / "b.wav", hz=330), "hi again")])
-    w.voices.refresh()
-    w._voices_changed()
-    w.editor.setPlainText("Alice: One [sigh] two.\nBob: Three.")
-    w.reparse()
-    w.cast_bar.combos["Alice"].setCurrentIndex(w.cast_bar.combos["Alice"].findData(a.id))
-    w.cast_bar.combos["Bob"].setCurrentIndex(w.cast_bar.combos["Bob"].findData(b.id))
-
-
 def test_renders_with_the_fake_engine(qtbot, data_dir, tmp_path):
     from s2studio.engine.fake import FakeEngine
 
-    w = _window(qtbot, lambda: FakeEngine(frame_latency_s=0.002))
-    _cast_two_voices(w, tmp_path)
+    w = open_studio(qtbot, lambda: FakeEngine(frame_latency_s=0.002))
+    cast_two_voices(w, tmp_path)
     w.actions_by_name["render_all"].trigger()
     qtbot.waitUntil(lambda: len(w.project.lines) == 2 and not w.session.busy, timeout=15000)
     takes = [w.project.current(ln.line_id) for ln in w.script.lines]
@@ -86,11 +54,11 @@ def test_renders_with_the_fake_engine(qtbot, data_dir, tmp_path):
     w.editor.setTextCursor(cursor)
     w.actions_by_name["play_from_cursor"].trigger()
     assert started_at == [w.session.start_of(bob)] and started_at[0] > 0
-    _close(w)
+    close_studio(w)
 
 
 def test_missing_voice_is_a_clear_message(qtbot, data_dir, monkeypatch):
-    w = _window(qtbot, fake_engine)
+    w = open_studio(qtbot, fake_engine)
     shown: list[str] = []
     monkeypatch.setattr(w, "_render_failed", shown.append)
     w.editor.setPlainText("Alice: hi")
@@ -98,20 +66,20 @@ def test_missing_voice_is_a_clear_message(qtbot, data_dir, monkeypatch):
     w.actions_by_name["render_all"].trigger()
     assert shown == ["No voice for Alice: pick one in the cast bar above the script."]
     assert not w.session.busy
-    _close(w)
+    close_studio(w)
 
 
 def test_restart_after_a_crash_offers_the_autosave(qtbot, data_dir, tmp_path):
-    w = _window(qtbot, fake_engine)
-    _cast_two_voices(w, tmp_path)
+    w = open_studio(qtbot, fake_engine)
+    cast_two_voices(w, tmp_path)
     w.actions_by_name["render_all"].trigger()
     qtbot.waitUntil(lambda: len(w.project.lines) == 2 and not w.session.busy, timeout=15000)
     w.store.autosave_now()
     script, cast = w.editor.toPlainText(), dict(w.project.cast)
     audio = {k: v.current.audio.copy() for k, v in w.project.lines.items()}
-    _close(w, clean=False)  # killed: no closeEvent, the session lock stays
+    close_studio(w, clean=False)  # killed: no closeEvent, the session lock stays
 
-    w2 = _window(qtbot, fake_engine)
+    w2 = open_studio(qtbot, fake_engine)
     assert w2.store.crashed_before()
     assert w2.restore_autosave()
     assert w2.editor.toPlainText() == script and w2.project.cast == cast
@@ -120,17 +88,17 @@ def test_restart_after_a_crash_offers_the_autosave(qtbot, data_dir, tmp_path):
         assert np.allclose(w2.project.lines[k].current.audio, a, atol=1e-6)
     w2.close()  # a clean exit clears the lock: no offer next time
     assert not w2.store.crashed_before()
-    _close(w2, clean=False)
+    close_studio(w2, clean=False)
 
 
 def test_without_portaudio_the_studio_starts_and_says_why(qtbot, data_dir, monkeypatch):
     reason = "Audio is off: PortAudio is not installed (test). Install libportaudio2 to play and record."
     monkeypatch.setattr(player_module, "load_sounddevice", lambda: (None, reason))
-    w = _window(qtbot, fake_engine)
+    w = open_studio(qtbot, fake_engine)
     assert not w.actions_by_name["play_pause"].isEnabled()
     assert w.player_bar.notice.isVisibleTo(w) and w.player_bar.notice.text() == reason
     assert not w.player.play()
-    _close(w)
+    close_studio(w)
 
 
 def test_model_folder_validation(tmp_path):
@@ -161,7 +129,7 @@ def test_model_page_needs_the_licence_before_downloading(qtbot, tmp_path):
 
 
 def test_every_action_has_a_unique_shortcut_and_a_name(qtbot, data_dir):
-    w = _window(qtbot, fake_engine)
+    w = open_studio(qtbot, fake_engine)
     seqs = [QKeySequence(s.shortcut).toString() for s in SPECS]
     assert all(seqs) and len(set(seqs)) == len(seqs)
     for spec in SPECS:
@@ -174,11 +142,11 @@ def test_every_action_has_a_unique_shortcut_and_a_name(qtbot, data_dir):
                if c.isVisibleTo(w) and not c.accessibleName() and not (isinstance(c, QToolButton) and c.defaultAction())]
     assert unnamed == []
     dialog.deleteLater()
-    _close(w)
+    close_studio(w)
 
 
 def test_tag_completion_after_bracket(qtbot, data_dir):
-    w = _window(qtbot, fake_engine)
+    w = open_studio(qtbot, fake_engine)
     w.activateWindow()
     w.editor.setFocus()
     qtbot.keyClicks(w.editor, "Alice: Well [whisp")
@@ -197,11 +165,11 @@ def test_tag_completion_after_bracket(qtbot, data_dir):
     assert w.editor.toPlainText() == "Alice: Well [whisper] [sigh] [laughing tone] "
     assert w.editor.hasFocus()
     assert w.status.memory.text().startswith("RAM ")
-    _close(w)
+    close_studio(w)
 
 
 def test_delete_voice_then_undo(qtbot, data_dir, tmp_path):
-    w = _window(qtbot, fake_engine)
+    w = open_studio(qtbot, fake_engine)
     v = w.library.create("Narrator voice", [(write_wav(tmp_path / "n.wav"), "a clip")])
     w.voices.refresh()
     w.voices.select(v.id)
@@ -211,16 +179,16 @@ def test_delete_voice_then_undo(qtbot, data_dir, tmp_path):
     qtbot.mouseClick(w.voices.undo_button, Qt.MouseButton.LeftButton)
     assert [x.id for x in w.library.list()] == [v.id]
     assert w.voices.selected_id() == v.id
-    _close(w)
+    close_studio(w)
 
 
 def test_settings_are_remembered_between_sessions(qtbot, data_dir):
-    w = _window(qtbot, fake_engine)
+    w = open_studio(qtbot, fake_engine)
     w.settings_panel.temperature.setValue(0.55)
     w.settings_panel.seed_mode.setCurrentIndex(w.settings_panel.seed_mode.findData("fixed"))
     w.settings_panel.seed.setValue(99)
     assert w.project.settings.temperature == 0.55 and w.project.settings.seed == 99
-    _close(w)
+    close_studio(w)
     app.make_application()
     w2 = app.build_window("fake", factory=fake_engine)  # no settings.clear(): the remembered values load
     qtbot.addWidget(w2)
@@ -228,12 +196,12 @@ def test_settings_are_remembered_between_sessions(qtbot, data_dir):
     s = w2.project.settings
     assert (s.temperature, s.seed_mode, s.seed) == (0.55, "fixed", 99)
     assert w2.settings_panel.temperature.value() == 0.55 and w2.settings_panel.seed.isEnabled()
-    _close(w2)
+    close_studio(w2)
 
 
 def test_stop_cancels_the_render_and_the_studio_stays_usable(qtbot, data_dir, tmp_path):
-    w = _window(qtbot, lambda: fake_engine(frames=40, latency_s=0.05))
-    _cast_two_voices(w, tmp_path)
+    w = open_studio(qtbot, lambda: fake_engine(frames=40, latency_s=0.05))
+    cast_two_voices(w, tmp_path)
     ended: list[bool] = []
     w.session.finished.connect(ended.append)
     w.actions_by_name["render_all"].trigger()
@@ -248,7 +216,7 @@ def test_stop_cancels_the_render_and_the_studio_stays_usable(qtbot, data_dir, tm
     w.actions_by_name["render_all"].trigger()
     qtbot.waitUntil(lambda: len(ended) == 2, timeout=20000)
     assert ended == [True, False] and len(w.project.lines) == 2
-    _close(w)
+    close_studio(w)
 
 
 def test_a_model_load_can_be_cancelled_and_loaded_again(qtbot, data_dir):
@@ -268,7 +236,7 @@ def test_a_model_load_can_be_cancelled_and_loaded_again(qtbot, data_dir):
     w.load_model(Path("fake-model"))
     qtbot.waitUntil(lambda: w.model_info is not None, timeout=10000)
     assert w.status.model.text() == "Model: fake"
-    _close(w)
+    close_studio(w)
 
 
 def test_download_shows_progress_and_cancels(qtbot, tmp_path, monkeypatch):
@@ -302,7 +270,7 @@ def test_rename_voice(qtbot, data_dir, tmp_path):
 
     from ui_helpers import on_modal
 
-    w = _window(qtbot, fake_engine)
+    w = open_studio(qtbot, fake_engine)
     v = w.library.create("Old name", [(write_wav(tmp_path / "n.wav"), "a clip")])
     w.voices.refresh()
     w.voices.select(v.id)
@@ -316,4 +284,4 @@ def test_rename_voice(qtbot, data_dir, tmp_path):
     qtbot.mouseClick(w.voices.rename_button, Qt.MouseButton.LeftButton)
     assert [x.name for x in w.library.list()] == ["New name"]
     assert w.voices.list.currentItem().text().startswith("New name")
-    _close(w)
+    close_studio(w)

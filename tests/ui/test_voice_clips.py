@@ -7,11 +7,10 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QDialogButtonBox, QInputDialog
 
-from s2studio import app
 from s2studio.engine.fake import FakeEngine
 from s2studio.ui import voices_panel
 from s2studio.ui.voices_panel import NewVoiceDialog
-from ui_helpers import drop_files, on_modal, write_wav
+from ui_helpers import close_studio, drop_files, on_modal, open_studio, write_wav
 
 ENCODED: list[str] = []
 
@@ -48,15 +47,7 @@ def render(qtbot, w) -> None:
 def test_voices_of_several_clips(qtbot, tmp_path, monkeypatch):
     monkeypatch.setenv("S2STUDIO_DATA_DIR", str(tmp_path / "data"))
     ENCODED.clear()
-    app.make_application()
-    w = app.build_window("fake", factory=lambda: CountingFake(frame_latency_s=0.001))
-    w.ctx.settings.clear()
-    w.ask_on_close = False
-    w.autoplay = False
-    qtbot.addWidget(w)
-    w.show()
-    app.start_engine(w)
-    qtbot.waitUntil(lambda: w.model_info is not None, timeout=5000)
+    w = open_studio(qtbot, lambda: CountingFake(frame_latency_s=0.001), begin_session=False)
     try:
         # two files dropped at once: one voice, a transcript typed for each clip
         wavs = [write_wav(tmp_path / f"take_{i}.wav", seconds=3.0 + i, hz=200 + 50 * i) for i in range(6)]
@@ -133,6 +124,4 @@ def test_voices_of_several_clips(qtbot, tmp_path, monkeypatch):
         w.voices.refresh()
         assert not w.voices.remove_clip_button.isEnabled()  # the last clip stays
     finally:
-        w.player.close()
-        w.close()
-        w.ctx.host.shutdown()
+        close_studio(w)

@@ -63,3 +63,42 @@ def drop_files(w: QWidget, paths: list[Path]) -> None:
     event = QDropEvent(QPointF(100, 100), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
                        Qt.KeyboardModifier.NoModifier)
     QApplication.sendEvent(w, event)
+
+
+def open_studio(qtbot, factory: Callable[[], object], begin_session: bool = True):
+    """The real main window on `factory`'s engine, model loaded, settings cleared, no autoplay (the
+    end-to-end test covers live playback; elsewhere the fake speaker stays quiet)."""
+    from s2studio import app
+
+    app.make_application()
+    w = app.build_window("fake", factory=factory)
+    w.ctx.settings.clear()
+    w.ask_on_close = False
+    w.autoplay = False
+    qtbot.addWidget(w)
+    w.show()
+    if begin_session:
+        w.store.begin_session()
+    app.start_engine(w)
+    qtbot.waitUntil(lambda: w.model_info is not None, timeout=5000)
+    return w
+
+
+def close_studio(w, clean: bool = True) -> None:
+    """Stop playback and the engine thread; `clean=False` leaves the session as a crash would."""
+    w.player.close()
+    if clean:
+        w.close()
+    w.ctx.host.shutdown()
+
+
+def cast_two_voices(w, tmp_path: Path, script: str = "Alice: One [sigh] two.\nBob: Three.") -> None:
+    """Voices A and B in the library, `script` in the editor, Alice cast as A and Bob as B."""
+    a = w.library.create("A", [(write_wav(tmp_path / "a.wav"), "hello there")])
+    b = w.library.create("B", [(write_wav(tmp_path / "b.wav", hz=330), "hi again")])
+    w.voices.refresh()
+    w._voices_changed()
+    w.editor.setPlainText(script)
+    w.reparse()
+    w.cast_bar.combos["Alice"].setCurrentIndex(w.cast_bar.combos["Alice"].findData(a.id))
+    w.cast_bar.combos["Bob"].setCurrentIndex(w.cast_bar.combos["Bob"].findData(b.id))
