@@ -33,8 +33,10 @@ RequestBuilder = Callable[[str, Sequence[Line]], api.SynthesisRequest]
 """(job_id, lines to render) -> the request; raises UserError when the cast is incomplete."""
 
 
-def line_fingerprint(line: Line, voice_id: str, project: Project) -> str:
-    """What makes a take stale: the line's text and speaker, its voice and the sampling settings."""
+def staleness_key(line: Line, voice_id: str, project: Project) -> str:
+    """What makes a take stale: the line's text and speaker, its voice (with its clips' checksums) and the
+    sampling settings. Not the engine's `plan.line_fingerprint`: the editor must judge staleness on every
+    keystroke, before any reference codes exist, so this key is computed from what the studio knows."""
     settings = asdict(project.settings)
     if project.settings.seed_mode == "random":
         settings.pop("seed")
@@ -100,7 +102,7 @@ class RenderSession(QObject):
 
     def is_stale(self, line: Line) -> bool:
         take = self.project.current(line.line_id)
-        return take is None or take.fingerprint != line_fingerprint(line, self.voice_of(line), self.project)
+        return take is None or take.fingerprint != staleness_key(line, self.voice_of(line), self.project)
 
     def stale_lines(self) -> list[Line]:
         return [ln for ln in (self.script.lines if self.script else ()) if self.is_stale(ln)]
@@ -222,7 +224,7 @@ class RenderSession(QObject):
         line = self.script.line(event.line_id)
         if line is None:  # the text changed while it rendered: keep nothing that no line owns
             return
-        fp = line_fingerprint(line, self.voice_of(line), self.project)
+        fp = staleness_key(line, self.voice_of(line), self.project)
         self.project.add_take(Take(event.take_id, event.line_id, line.text, event.audio, event.codes,
                                    event.seed, fp))
         self.done_lines += 1
