@@ -1,0 +1,241 @@
+"""The CPU kernels (engine/cpu_gemv.*) and the layers that use them (Bf16Linear, Int8Linear).
+
+The kernels are built by the first test that needs them (a few seconds, into this session's temporary cache).
+What must hold: the float32 product of the stored weights (to float32 rounding, for every width and both the
+matrix-vector and the widened-GEMM path), the same bits for any number of threads, the input's shape and dtype
+kept, clear errors, and a model that still runs when the kernels cannot be built.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from s2studio.engine import cpu_gemv
+from s2studio.engine.bf16_linear import Bf16Linear, keep_bf16_weights, prepare_cpu_fast_path
+from s2studio.engine.quantize import Int8Linear
+
+ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.skipif(shutil.which("c++") is None, reason="no C++ compiler to build the CPU kernels with")
+
+@pytest.fixture(autouse=True)
+def kernels() -> None:
+    """Build (once per session) and load them: with a compiler here, a failed build is a failed test."""
+    assert cpu_gemv.available(), "the CPU kernels did not build: see the log for the compiler's message"
+
+
+SHAPES = [(1, 7, 37), (1, 300, 129), (2, 96, 64), (8, 1536, 512), (9, 300, 129), (40, 257, 520)]
+"""(rows of x, out, in): widths that are and are not multiples of the vector length; 8 rows and fewer take the
+matrix-vector kernel, more the widened GEMM."""
+
+
+def _data(m: int, n: int, k: int, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(m, k, generator=g)
+    w = torch.randn(n, k, generator=g).to(torch.bfloat16)
+    q = torch.randint(-127, 128, (n, k), generator=g, dtype=torch.int8)
+    scale = torch.rand(n, generator=g) + 0.1
+    return x, w, q, scale
+
+
+@pytest.mark.parametrize("inference", [False, True])
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_products_equal_the_float64_product_to_float32_rounding(m: int, n: int, k: int, inference: bool) -> None:
+    """Also under inference mode, as the engine calls them (the worker threads of the GEMM path are not in it)."""
+    x, w, q, scale = _data(m, n, k)
+    ref = x.double() @ w.double().T
+    ref8 = (x.double() @ q.double().T) * scale.double()
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)  # with one thread the blocks run on the calling thread, inside its mode
+    try:
+        with torch.inference_mode(inference):
+            y, y8 = cpu_gemv.linear_bf16(x, w), cpu_gemv.linear_int8(x, q, scale)
+    finally:
+        torch.set_num_threads(before)
+    bound = 1e-6 * np.sqrt(k)  # relative to the largest output: float32 sums of k terms
+    assert float((y.double() - ref).abs().max() / ref.abs().max()) < bound
+    assert float((y8.double() - ref8).abs().max() / ref8.abs().max()) < bound
+
+
+def test_shape_and_dtype_of_the_input_are_kept_and_bits_are_accepted() -> None:
+    x, w, q, scale = _data(6, 40, 48)
+    xb = x.to(torch.bfloat16).view(2, 3, 48)
+    y = cpu_gemv.linear_bf16(xb, w.view(torch.int16))  # Bf16Linear keeps its weight as int16 bits
+    assert y.shape == (2, 3, 40) and y.dtype == torch.bfloat16
+    torch.testing.assert_close(y.float(), xb.float() @ w.float().T, rtol=1e-2, atol=1e-2)
+    assert cpu_gemv.linear_int8(x.view(1, 6, 48), q, scale.to(torch.bfloat16)).shape == (1, 6, 40)
+    strided = torch.randn(48, 6).T  # not contiguous
+    torch.testing.assert_close(cpu_gemv.linear_bf16(strided, w), strided @ w.float().T, rtol=1e-5, atol=1e-5)
+
+
+def test_the_result_does_not_depend_on_the_thread_count() -> None:
+    x, w, q, scale = _data(3, 4096, 512, seed=4)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = cpu_gemv.linear_bf16(x, w), cpu_gemv.linear_int8(x, q, scale)
+        torch.set_num_threads(2)
+        two = cpu_gemv.linear_bf16(x, w), cpu_gemv.linear_int8(x, q, scale)
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(one[0], two[0]) and torch.equal(one[1], two[1])
+
+
+def test_mismatched_widths_are_refused_with_the_sizes() -> None:
+    x, w, q, scale = _data(1, 8, 32)
+    with pytest.raises(RuntimeError, match="x has 31 columns but w has 32"):
+        cpu_gemv.linear_bf16(x[:, :31], w)
+    with pytest.raises(RuntimeError, match="one value per row"):
+        cpu_gemv.linear_int8(x, q, scale[:7])
+    with pytest.raises(RuntimeError, match="w must be int8"):
+        cpu_gemv.linear_int8(x, w, scale)
+
+
+def test_bf16_linear_is_the_float_linear_at_half_the_bytes() -> None:
+    g = torch.Generator().manual_seed(2)
+    linear = nn.Linear(512, 1024, bias=True)
+    with torch.no_grad():
+        linear.weight.copy_(linear.weight.to(torch.bfloat16).float())  # S2's weights are bfloat16 values
+    layer = Bf16Linear(linear.weight, linear.bias)
+    assert layer.bits.dtype == torch.int16 and layer.bits.numel() * 2 == linear.weight.numel() * 2
+    layer.to(torch.float32)  # what model.to(dtype) does: the weight stays 16-bit
+    assert layer.bits.dtype == torch.int16 and torch.equal(layer.weight.float(), linear.weight)
+    for rows in (1, 2, 33):
+        x = torch.randn(1, rows, 512, generator=g)
+        torch.testing.assert_close(layer(x), linear(x), rtol=1e-5, atol=1e-5)
+
+
+def test_int8_linear_on_the_cpu_is_weight_only() -> None:
+    """fbgemm's kernel rounds activations to 8 bits; ours does not: a tiny activation beside a huge one survives."""
+    g = torch.Generator().manual_seed(3)
+    layer = Int8Linear.from_weight(torch.randn(64, 256, generator=g))
+    x = torch.randn(1, 256, generator=g) * 1e-3
+    x[0, 0] = 100.0  # an outlier sets an 8-bit activation scale that erases everything else
+    deq = x.double() @ layer.dequantized().double().T
+    ours = layer(x).double()
+    assert float((ours - deq).abs().max() / deq.abs().max()) < 1e-6
+    layer.pack_for_cpu()
+    packed = layer(x).double()
+    assert float((packed - deq).abs().max() / deq.abs().max()) > 1e-4  # why the engine does not use it
+
+
+def test_keep_bf16_weights_replaces_only_large_lossless_layers(tiny_model) -> None:
+    from s2studio.engine import bf16_linear
+    from s2studio.engine.quantize import quantized_linears
+
+    model = tiny_model
+    assert keep_bf16_weights(model) == 1  # only the 4096-row fast head reaches SMALL on the tiny model
+    assert isinstance(model.fast_output, Bf16Linear) and isinstance(model.layers[0].attention.wqkv, nn.Linear)
+    candidates = len(quantized_linears(model))
+    with torch.no_grad():  # one slow layer gets a weight bfloat16 cannot hold
+        model.layers[0].feed_forward.w1.weight[0, 0] = 1 / 3
+
+    small, bf16_linear.SMALL = bf16_linear.SMALL, 0  # the tiny model's layers are all below the size that gains
+    try:
+        replaced = keep_bf16_weights(model)
+    finally:
+        bf16_linear.SMALL = small
+    assert isinstance(model.layers[0].feed_forward.w1, nn.Linear)
+    assert isinstance(model.layers[0].feed_forward.w2, Bf16Linear)
+    assert replaced == candidates - 2  # all but the lossy one and the head replaced before
+    assert model.bf16_weights
+
+
+def test_fast_path_with_bf16_weights_makes_the_same_codes(models_and_tok) -> None:
+    from s2studio.engine.fast import FastDecoder, FastSampler, generate_frames_fast
+    from s2studio.engine.generate import make_generator
+    from s2studio.text.prompt import build_prompt
+
+    load, tok = models_and_tok
+
+    def codes(model, seed: int) -> list[list[int]]:
+        decoder = FastDecoder(model, tok.im_end_id, length=512)
+        sampler = FastSampler(decoder, temperature=0.8, top_p=0.9, top_k=30, generator=make_generator(seed))
+        prompt = build_prompt(tok, [], [], "<|speaker:0|>Half the bytes, the same voice.")
+        return [f.tolist() for f in generate_frames_fast(decoder, prompt, sampler, max_new_tokens=40)]
+
+    plain, narrow = load(), load()
+    from s2studio.engine import bf16_linear
+
+    small, bf16_linear.SMALL = bf16_linear.SMALL, 0
+    try:
+        assert prepare_cpu_fast_path(narrow) > 0
+    finally:
+        bf16_linear.SMALL = small
+    assert isinstance(FastDecoder(narrow, tok.im_end_id, length=8).head, Bf16Linear)
+    same = sum(codes(plain, seed) == codes(narrow, seed) for seed in range(1, 6))
+    assert same >= 4, same  # float32 sums in another order: equal codes for almost every seed
+
+
+def test_without_the_kernels_the_fast_path_keeps_torchs(tmp_path: Path) -> None:
+    """A machine without a compiler (here: CXX=false) loads and runs; the switch turns the kernels off too."""
+    script = (
+        "import logging, torch; logging.basicConfig(level=logging.INFO)\n"
+        "from s2studio.engine import cpu_gemv\n"
+        "from s2studio.engine.bf16_linear import Bf16Linear\n"
+        "from s2studio.engine.quantize import Int8Linear\n"
+        "print('available', cpu_gemv.available())\n"
+        "w = torch.randn(300, 1024).bfloat16().float(); x = torch.randn(1, 1024)\n"
+        "torch.testing.assert_close(Bf16Linear(w)(x), x @ w.T, rtol=1e-5, atol=1e-5)\n"
+        "q = Int8Linear.from_weight(w); print('int8', float(((q(x) - x @ q.dequantized().T).norm() / (x @ w.T).norm())))\n"
+    )
+    for extra in ({"CXX": "false"}, {"S2STUDIO_CPU_KERNELS": "0"}):
+        env = {**os.environ, "XDG_CACHE_HOME": tempfile.mkdtemp(dir=tmp_path), **extra}
+        done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert "available False" in done.stdout
+        assert float(done.stdout.split("int8 ")[1]) < 1e-2  # torch's int8 kernel (bf16 activations)
+        expected = "the compiler failed" if "CXX" in extra else "CPU kernels off (S2STUDIO_CPU_KERNELS=0)"
+        assert expected in done.stderr
+
+
+def test_the_build_lands_in_the_user_cache_keyed_by_source_and_torch(monkeypatch) -> None:
+    assert cpu_gemv.available()
+    path = cpu_gemv.library_path()
+    assert path.is_file() and path.parent == cpu_gemv.cache_dir()
+    assert path.parent.is_relative_to(Path(os.environ["XDG_CACHE_HOME"]))
+    assert not list(path.parent.glob("tmp*"))  # the partial build was renamed into place, nothing left over
+    monkeypatch.setattr(torch, "__version__", "0.0.1")  # another torch: another build, never a stale library
+    assert cpu_gemv.library_path() != path
+
+
+@pytest.fixture()
+def tiny_model():
+    return _loader()[0]()
+
+
+@pytest.fixture()
+def models_and_tok():
+    return _loader()
+
+
+def _loader():
+    from s2studio.demo_model import write_demo_model
+    from s2studio.engine.checkpoints import load_dual_ar
+    from s2studio.text.tokenizer import S2Tokenizer
+
+    folder = _folder()
+    if not (folder / "config.json").is_file():
+        write_demo_model(folder, seed=0, size="tiny", codec=False)
+    tok = S2Tokenizer.from_file(folder / "tokenizer.json")
+
+    def load():
+        return load_dual_ar(folder, device="cpu", dtype=torch.float32,
+                            semantic_range=(tok.semantic_begin_id, tok.semantic_end_id), im_end_id=tok.im_end_id)
+
+    return load, tok
+
+
+def _folder() -> Path:
+    return Path(os.environ["XDG_CACHE_HOME"]) / "cpu-kernel-tests" / "tiny"
