@@ -3,14 +3,18 @@
 A benchmark, not a test: it prints figures and asserts nothing. Four parts, all in one run so that the numbers
 share the machine's load:
 
-1. memory bandwidth: `torch.sum` over 1 GiB of float32, median of 5 (the bound for batch-1 decoding);
+1. memory bandwidth: `torch.sum` over 1 GiB of float32, best of 7 (the bound for batch-1 decoding). Run
+   nothing else meanwhile: a second busy process lowers every figure and the bound with it;
 2. tiny and mid random demo models: decode frames/s and time to the first frame of the exact path, the fast
-   path, the fast path with int8 weights, and the independent reference port `mizuoto-fishspeech` (run from
-   `.venv-ref` in a subprocess by `tools/port_frame_speed.py`, on the same folder, prompt and seed);
+   path (float32 weights; then with the bf16-stored weights the engine's CPU fast path loads), the fast path
+   with int8 weights (weight-only, and fbgemm's kernel that also rounds activations, for comparison), and the
+   independent reference port `mizuoto-fishspeech` (run from `.venv-ref` in a subprocess by
+   `tools/port_frame_speed.py`, on the same folder, prompt and seed);
 3. S2 Pro's full shape: random bf16 weights for a SUBSET of the slow layers (default 4 of 36; full depth in
    float32 would need ~18 GB) and all 4 fast layers; the slow step is timed at 4 and 2 layers and scaled to 36
    (layers cost the same), the fast part (9 weight passes and 11 draws) is timed as it is. Printed beside the
-   bandwidth bound: the frame's weight bytes / the measured bandwidth;
+   bandwidth bound: the frame's weight bytes / the measured bandwidth. "(kernel)" rows use the project's CPU
+   kernels (engine/cpu_gemv.cpp), "(torch)" rows torch's own;
 4. time to first audio in the engine's line mode (mid model, codec included): line 1 with a 10 s reference,
    then lines 2 and 3, on the exact path, the fast path without prefix reuse, and with it.
 
@@ -39,7 +43,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from s2studio.demo_model import write_demo_model  # noqa: E402
+from s2studio.engine.bf16_linear import keep_bf16_weights  # noqa: E402
 from s2studio.engine.checkpoints import load_dual_ar  # noqa: E402
+from s2studio.engine.cpu_gemv import available as cpu_kernels_available  # noqa: E402
 from s2studio.engine.device import PRECISIONS  # noqa: E402
 from s2studio.engine.fast import FastDecoder, FastSampler, generate_frames_fast  # noqa: E402
 from s2studio.engine.generate import (  # noqa: E402
@@ -177,8 +183,12 @@ def demo_models(args: argparse.Namespace, tmp: Path) -> None:
     for size in args.sizes:
         folder = write_demo_model(tmp / size, seed=1, size=size, codec=False)
         tok = S2Tokenizer.from_file(folder / "tokenizer.json")
-        model = load_dual_ar(folder, device=DEVICE, dtype=PRECISIONS[args.precision],
-                             semantic_range=(tok.semantic_begin_id, tok.semantic_end_id), im_end_id=tok.im_end_id)
+
+        def reload() -> DualAR:
+            return load_dual_ar(folder, device=DEVICE, dtype=PRECISIONS[args.precision],
+                                semantic_range=(tok.semantic_begin_id, tok.semantic_end_id), im_end_id=tok.im_end_id)
+
+        model = reload()
         codes = np.random.default_rng(0).integers(0, 1024, size=(10, 215)).astype(np.int64)
         prompt = build_prompt(tok, [Reference(REF_TEXT, codes)], [], TEXT, 10)
         rows = {}
@@ -189,18 +199,23 @@ def demo_models(args: argparse.Namespace, tmp: Path) -> None:
         rows["fast"] = fast_runs(model, tok, prompt, args.frames, args.runs)
         if DEVICE.type == "cuda":
             rows["fast + CUDA graph tail"] = fast_runs(model, tok, prompt, args.frames, args.runs, graphs=True)
+        if DEVICE.type == "cpu" and keep_bf16_weights(model):  # what the engine's CPU fast path loads
+            rows["fast, bf16 weights (kernel)"] = fast_runs(model, tok, prompt, args.frames, args.runs)
+        model = reload()
         quantize_model(model, "int8")
-        pack_for_cpu(model)
-        rows["fast + int8"] = fast_runs(model, tok, prompt, args.frames, args.runs)
+        rows["fast + int8 weight-only"] = fast_runs(model, tok, prompt, args.frames, args.runs)
+        if DEVICE.type == "cpu":
+            pack_for_cpu(model)
+            rows["fast + int8 fbgemm (8-bit act.)"] = fast_runs(model, tok, prompt, args.frames, args.runs)
         port = rows["port (mizuoto-fishspeech)"]
         print(f"{size} ({sum(p.numel() for p in model.parameters()) / 1e6:.1f} M float params after int8, "
               f"prompt {prompt.shape[1]} tokens, {load()}):")
         for name, r in rows.items():
             if r is None:
-                print(f"  {name:28s} (not run: .venv-ref missing, or not fp32 on the CPU)")
+                print(f"  {name:32s} (not run: .venv-ref missing, or not fp32 on the CPU)")
                 continue
             vs = f"  {r[0] / port[0]:.2f}x the port" if port else ""
-            print(f"  {name:28s} {r[0]:7.1f} frames/s  ({r[1] * 1000:6.1f} ms to the first frame){vs}")
+            print(f"  {name:32s} {r[0]:7.1f} frames/s  ({r[1] * 1000:6.1f} ms to the first frame){vs}")
         del model
         gc.collect()
 
@@ -277,15 +292,21 @@ def s2_shape(args: argparse.Namespace, bw: float, ceiling: float) -> None:
     print(f"  weights read per frame: {params_frame / 1e9:.2f} G params (36 slow layers + 4097-row head + "
           "9 fast passes; fast positions 0 and 1 share one)")
     model = random_s2(n)
-    runs = [("bf16", None), ("fp32", torch.float32), ("int8 weight-only, bf16 act.", "int8"),
-            ("int8 fbgemm (packed)", "pack"), ("int4 groups of 128, bf16 act.", "int4")]
+    # (name, bytes per weight read, change before timing); each change applies to the model the last one left
+    runs = [("bf16 (torch)", 2, None), ("fp32 (torch)", 4, torch.float32),
+            ("fp32 act., bf16 weights (kernel)", 2, "bf16 weights"), ("int8 weight-only", 1, "int8"),
+            ("int8 fbgemm (8-bit act.)", 1, "pack"), ("int4 groups of 128, bf16 act.", 0.5 + 4 / 128, "int4")]
     if DEVICE.type == "cuda":  # int8/int4 widen their rows on the fly there: memory, not speed
-        runs = [("bf16", None), ("int8 (widened per call)", "int8"), ("int4 (widened per call)", "int4")]
-    for name, change in runs:
+        runs = [("bf16", 2, None), ("int8 (widened per call)", 1, "int8"), ("int4 (widened per call)", 0.5 + 4 / 128, "int4")]
+    for name, per_param, change in runs:
         if isinstance(change, torch.dtype):
             model.to(change)
+        elif change == "bf16 weights":
+            keep_bf16_weights(model)
         elif change == "int8":
-            quantize_model(model, "int8")
+            del model
+            gc.collect()
+            model = quantize_model(random_s2(n).cpu(), "int8").to(DEVICE)
         elif change == "pack":
             pack_for_cpu(model)
         elif change == "int4":
@@ -299,9 +320,8 @@ def s2_shape(args: argparse.Namespace, bw: float, ceiling: float) -> None:
             per_layer = full / n
             name += " (noisy)"
         frame = full + (36 - n) * per_layer + fast
-        per_param = {"bf16": 2, "fp32": 4}.get(name, 0.5 + 4 / 128 if change == "int4" else 1)
         bound, floor = (params_frame * per_param / (rate * 1e9) for rate in (bw, ceiling))
-        print(f"  {name:28s} slow layer {per_layer * 1000:5.1f} ms, slow step(36) {(frame - fast) * 1000:5.0f} ms, "
+        print(f"  {name:32s} slow layer {per_layer * 1000:5.1f} ms, slow step(36) {(frame - fast) * 1000:5.0f} ms, "
               f"fast part {fast * 1000:5.0f} ms, frame {frame:5.2f} s = RTF {frame * FPS_AUDIO:5.1f}; bound "
               f"{bound:4.2f} s (RTF {bound * FPS_AUDIO:4.1f}, {frame / bound:.2f}x), all-core bound {floor:4.2f} s "
               f"(RTF {floor * FPS_AUDIO:4.1f}, {frame / floor:.2f}x)  ({load()})")
@@ -376,6 +396,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {torch.backends.cpu.get_cpu_capability()}, {args.threads} thread(s), "
           f"{os.cpu_count()} CPUs, {load()}")
+    if DEVICE.type == "cpu" and not cpu_kernels_available():
+        print("  (the project's CPU kernels did not build: the kernel rows use torch's fallbacks; see the log)")
     rates = bandwidth()
     torch.set_num_threads(os.cpu_count() or 1)
     ceiling = max(bandwidth()[::2])  # every core reading: the DRAM ceiling

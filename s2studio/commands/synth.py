@@ -238,6 +238,10 @@ def run(args: argparse.Namespace) -> int:
     model = load_quantized(args.model, device=device, dtype=dtype, mode=args.quantize,
                            semantic_range=(tokenizer.semantic_begin_id, tokenizer.semantic_end_id),
                            im_end_id=tokenizer.im_end_id)
+    if args.fast:
+        from s2studio.engine.bf16_linear import prepare_cpu_fast_path
+
+        prepare_cpu_fast_path(model)
     log = (lambda msg: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     log(f"loaded {args.model} on {device} ({str(dtype).removeprefix('torch.')}) in {time.perf_counter() - t0:.1f} s")
 

@@ -78,15 +78,15 @@ class FastDecoder:
         self.prefilled = 0
 
     def make_head(self, model: DualAR) -> nn.Module:
+        from s2studio.engine.bf16_linear import Bf16Linear, worth_bf16
         from s2studio.engine.quantize import Int8Linear, quantization_of
 
         rows = head_weight(model, self.ids)
-        if quantization_of(model) == "none":
-            return RowsHead(rows)
-        head = Int8Linear.from_weight(rows)  # int8 for int4 models too: 10 M weights, and the ids stay exact
-        if self.device.type == "cpu":
-            head.pack_for_cpu()
-        return head
+        if quantization_of(model) != "none":  # int8 for int4 models too: 10 M weights, and the ids stay exact
+            return Int8Linear.from_weight(rows)
+        if getattr(model, "bf16_weights", False) and worth_bf16(rows):
+            return Bf16Linear(rows)
+        return RowsHead(rows)
 
     def reusable(self, prompt: Tensor) -> int:
         """Leading columns of `prompt` already in the cache; at least its last column is always recomputed."""

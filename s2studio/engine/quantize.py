@@ -5,13 +5,16 @@ bytes / bandwidth. Storing the linear weights as int8 with one float scale per o
 bf16 (a quarter of fp32), and the error stays small because each row is scaled to its own largest magnitude
 (symmetric, no zero point): |w - q·s| <= s/2 = max|row| / 254.
 
-The kernels, chosen for speed as measured on a 2-core Zen 4 (bench/frame_speed.py):
+The kernels, chosen for speed as measured on a 2-core AVX512 Xeon (bench/frame_speed.py):
 
-- CPU, packed (`pack_for_cpu`, what `load_quantized` does on the CPU): fbgemm's int8 GEMM
-  (`quantized.linear_dynamic`), which also rounds the activations to 8 bits per call (one scale per tensor).
-  It streams ~14 GB/s on one core against ~8-11 GB/s for the weight-only kernel below, and its error on the
-  product is about the same (relative 1e-2 on random data; see the tests);
-- CPU, unpacked: `torch._weight_int8pack_mm` with bfloat16 activations (its float32 variant is ~6x slower);
+- CPU: the project's own kernels (`cpu_gemv.cpp`), which widen each int8 weight to float32 in registers and
+  multiply it by the float32 activation: weight-only, at ~0.9x the speed of streaming float32 through
+  `torch.sum` in a decode step; a prefill widens a block of rows at a time for torch's GEMM;
+- CPU without those kernels (no compiler): `torch._weight_int8pack_mm` with bfloat16 activations (its float32
+  variant is ~6x slower; it is compute-bound at about half the bandwidth at batch 1);
+- CPU, packed (`pack_for_cpu`, kept for comparison in the benchmarks, not used by the engine): fbgemm's int8
+  GEMM, fast, but it also rounds the activations to 8 bits per call (one scale per tensor), which large
+  language models' outlier activations do not tolerate well;
 - elsewhere the rows are widened on the fly (`F.linear(x, q.to(dtype)) * s`): the memory is saved, if not all
   of the time.
 
@@ -26,6 +29,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from s2studio.engine import cpu_gemv
 from s2studio.errors import UserError
 
 MODES = ("none", "int8", "int4")
@@ -87,7 +91,9 @@ class Int8Linear(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         if self.packed is not None:  # the bias is inside the packed weights
             return torch.ops.quantized.linear_dynamic(x.float(), self.packed, False).to(x.dtype)
-        if x.device.type == "cpu":
+        if x.is_cpu and cpu_gemv.available():
+            y = cpu_gemv.linear_int8(x, self.weight_q, self.scale)
+        elif x.device.type == "cpu":
             flat = x.reshape(-1, self.in_features).to(torch.bfloat16)
             y = torch._weight_int8pack_mm(flat, self.weight_q, self.scale.to(torch.bfloat16))
             y = y.view(*x.shape[:-1], self.out_features).to(x.dtype)
@@ -151,14 +157,11 @@ def load_quantized(model_dir, *, device: torch.device, dtype: torch.dtype, mode:
         return load_dual_ar(model_dir, device=device, dtype=dtype, **kwargs)
     model = load_dual_ar(model_dir, device="cpu", dtype=torch.bfloat16, **kwargs)
     quantize_model(model, mode)
-    model.to(device=device, dtype=dtype)
-    if torch.device(device).type == "cpu":
-        pack_for_cpu(model)
-    return model
+    return model.to(device=device, dtype=dtype)
 
 
 def pack_for_cpu(model: nn.Module) -> None:
-    """Switch every Int8Linear of a CPU model to fbgemm's packed kernel (see the module docstring)."""
+    """Switch every Int8Linear of a CPU model to fbgemm's packed kernel (see the module docstring; benchmarks)."""
     for module in model.modules():
         if isinstance(module, Int8Linear):
             module.pack_for_cpu()

@@ -146,8 +146,12 @@ class S2Engine:
         yield ModelLoading(job, 0.9, "allocating the caches")
         decoder = None
         if fast:
+            from s2studio.engine.bf16_linear import prepare_cpu_fast_path
             from s2studio.engine.fast import FastDecoder
 
+            if device.type == "cpu":
+                yield ModelLoading(job, 0.92, "preparing the CPU kernels (built once, a few seconds)")
+                prepare_cpu_fast_path(model)
             decoder = FastDecoder(model, tokenizer.im_end_id, length=FAST_CONTEXT)
         else:
             ensure_caches(model)
