@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from s2studio.engine import cpu_gemv
-from s2studio.engine.bf16_linear import Bf16Linear, keep_bf16_weights, prepare_cpu_fast_path
+from s2studio.engine.bf16_linear import Bf16Linear, keep_bf16_weights
 from s2studio.engine.quantize import Int8Linear
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -129,7 +129,7 @@ def test_int8_linear_on_the_cpu_is_weight_only() -> None:
     assert float((packed - deq).abs().max() / deq.abs().max()) > 1e-4  # why the engine does not use it
 
 
-def test_keep_bf16_weights_replaces_only_large_lossless_layers(tiny_model) -> None:
+def test_keep_bf16_weights_replaces_only_large_lossless_layers(tiny_model, monkeypatch) -> None:
     from s2studio.engine import bf16_linear
     from s2studio.engine.quantize import quantized_linears
 
@@ -140,18 +140,16 @@ def test_keep_bf16_weights_replaces_only_large_lossless_layers(tiny_model) -> No
     with torch.no_grad():  # one slow layer gets a weight bfloat16 cannot hold
         model.layers[0].feed_forward.w1.weight[0, 0] = 1 / 3
 
-    small, bf16_linear.SMALL = bf16_linear.SMALL, 0  # the tiny model's layers are all below the size that gains
-    try:
-        replaced = keep_bf16_weights(model)
-    finally:
-        bf16_linear.SMALL = small
+    monkeypatch.setattr(bf16_linear, "SMALL", 0)
+    replaced = keep_bf16_weights(model)
     assert isinstance(model.layers[0].feed_forward.w1, nn.Linear)
     assert isinstance(model.layers[0].feed_forward.w2, Bf16Linear)
     assert replaced == candidates - 2  # all but the lossy one and the head replaced before
     assert model.bf16_weights
 
 
-def test_fast_path_with_bf16_weights_makes_the_same_codes(models_and_tok) -> None:
+def test_fast_path_with_bf16_weights_makes_the_same_codes(models_and_tok, monkeypatch) -> None:
+    from s2studio.engine import bf16_linear
     from s2studio.engine.fast import FastDecoder, FastSampler, generate_frames_fast
     from s2studio.engine.generate import make_generator
     from s2studio.text.prompt import build_prompt
@@ -164,15 +162,18 @@ def test_fast_path_with_bf16_weights_makes_the_same_codes(models_and_tok) -> Non
         prompt = build_prompt(tok, [], [], "<|speaker:0|>Half the bytes, the same voice.")
         return [f.tolist() for f in generate_frames_fast(decoder, prompt, sampler, max_new_tokens=40)]
 
-    plain, narrow = load(), load()
-    from s2studio.engine import bf16_linear
-
-    small, bf16_linear.SMALL = bf16_linear.SMALL, 0
-    try:
-        assert prepare_cpu_fast_path(narrow) > 0
-    finally:
-        bf16_linear.SMALL = small
+    plain = load()
+    monkeypatch.setattr(bf16_linear, "SMALL", 0)  # the tiny model's layers are below the size that gains
+    narrow = load(keep_bf16_linears=True)
+    assert isinstance(narrow.layers[0].attention.wqkv, Bf16Linear)
     assert isinstance(FastDecoder(narrow, tok.im_end_id, length=8).head, Bf16Linear)
+    # the load kept the stored values: every tensor equals the float32 load's, the RoPE tables included
+    ours = {**dict(narrow.named_parameters()), **dict(narrow.named_buffers())}
+    theirs = {**dict(plain.named_parameters()), **dict(plain.named_buffers())}
+    for name, tensor in theirs.items():
+        mine = ours.get(name) if name in ours else ours[name.removesuffix("weight") + "bits"].view(torch.bfloat16)
+        assert torch.equal(mine.to(tensor.dtype), tensor), name
+        assert mine.dtype == (torch.bfloat16 if name not in ours else tensor.dtype), name
     same = sum(codes(plain, seed) == codes(narrow, seed) for seed in range(1, 6))
     assert same >= 4, same  # float32 sums in another order: equal codes for almost every seed
 
@@ -230,9 +231,10 @@ def _loader():
         write_demo_model(folder, seed=0, size="tiny", codec=False)
     tok = S2Tokenizer.from_file(folder / "tokenizer.json")
 
-    def load():
+    def load(**options):
         return load_dual_ar(folder, device="cpu", dtype=torch.float32,
-                            semantic_range=(tok.semantic_begin_id, tok.semantic_end_id), im_end_id=tok.im_end_id)
+                            semantic_range=(tok.semantic_begin_id, tok.semantic_end_id), im_end_id=tok.im_end_id,
+                            **options)
 
     return load, tok
 

@@ -258,7 +258,8 @@ def test_engine_picks_the_fast_path_unless_float32_on_the_cpu(tmp_path: Path) ->
     from engine_contract import collect
 
     from s2studio.demo_model import write_demo_model
-    from s2studio.engine.api import JobFinished, LoadRequest
+    from s2studio.engine.api import JobFinished, LoadRequest, ModelLoading
+    from s2studio.engine.bf16_linear import Bf16Linear
     from s2studio.engine.s2 import S2Engine
 
     folder = write_demo_model(tmp_path / "tiny", seed=3)
@@ -269,3 +270,8 @@ def test_engine_picks_the_fast_path_unless_float32_on_the_cpu(tmp_path: Path) ->
                                      threading.Event()))
         assert isinstance(events[-1], JobFinished), events[-1]
         assert (engine._loaded.decoder is not None) == expect, (precision, fast)
+        # the CPU fast path keeps bf16 weights for its kernels (the tiny model: only the 4096-row fast head
+        # is large enough to gain); the exact path keeps torch's float Linear
+        assert isinstance(engine._loaded.model.fast_output, Bf16Linear) == expect, (precision, fast)
+        steps = [e.message for e in events if isinstance(e, ModelLoading)]
+        assert ("preparing the CPU kernels (built once, a few seconds)" in steps) == expect, steps

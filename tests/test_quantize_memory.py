@@ -103,6 +103,22 @@ def test_s2_pro_footprints() -> None:
     assert int8.total < 8 * GB  # S2 Pro on an 8 GB GPU
 
 
+def test_the_cpu_fast_path_counts_linear_weights_at_two_bytes() -> None:
+    """S2 Pro in float32 on the CPU fast path: the bf16 linear weights are never widened (bf16_linear.py)."""
+    counts = param_counts(S2)
+    fp32 = footprint(S2, precision="fp32", context=8192, codec_bytes=0)
+    kept = footprint(S2, precision="fp32", context=8192, codec_bytes=0, bf16_linears=True)
+    bf16 = footprint(S2, precision="bf16", context=8192, codec_bytes=0)
+    assert fp32.weights - kept.weights == 2 * counts.linear
+    assert kept.weights - bf16.weights == 2 * counts.other
+    assert round(kept.weights / GB, 1) == 10.2 and round(fp32.weights / GB, 1) == 18.2
+    assert footprint(S2, precision="bf16", context=8192, codec_bytes=0, bf16_linears=True).weights == bf16.weights
+    # so float32 activations fit in 15 GB free (a 16 GB machine running little else); a float32 copy does not
+    check_fits(S2, "cpu", precision="fp32", context=8192, free=int(15 * GB), bf16_linears=True)
+    with pytest.raises(UserError, match="only 15.0 GB is free"):
+        check_fits(S2, "cpu", precision="fp32", context=8192, free=int(15 * GB))
+
+
 def test_refusal_names_what_fits() -> None:
     with pytest.raises(UserError) as err:
         check_fits(S2, "cuda", precision="bf16", context=8192, free=int(8 * GB))

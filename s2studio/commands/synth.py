@@ -206,6 +206,7 @@ def run(args: argparse.Namespace) -> int:
     out_format = _check_audio_output(args.out)
 
     from s2studio.engine.device import PRECISIONS, resolve_device, resolve_dtype, set_threads
+    from s2studio.engine.bf16_linear import cpu_fast_path_keeps_bf16
     from s2studio.engine.memory import check_fits, codec_bytes_of
     from s2studio.engine.quantize import load_quantized
     from s2studio.engine.generate import generate_long
@@ -233,15 +234,12 @@ def run(args: argparse.Namespace) -> int:
                   for kind, path, ref_text in sources]
     t0 = time.perf_counter()
     precision = next(name for name, value in PRECISIONS.items() if value == dtype)
+    keep_bf16 = args.fast and cpu_fast_path_keeps_bf16(device, args.quantize)
     check_fits(config, str(device), precision=precision, quantize=args.quantize,
-               codec_bytes=codec_bytes_of(args.model) if codec is not None else 0)
+               codec_bytes=codec_bytes_of(args.model) if codec is not None else 0, bf16_linears=keep_bf16)
     model = load_quantized(args.model, device=device, dtype=dtype, mode=args.quantize,
                            semantic_range=(tokenizer.semantic_begin_id, tokenizer.semantic_end_id),
-                           im_end_id=tokenizer.im_end_id)
-    if args.fast:
-        from s2studio.engine.bf16_linear import prepare_cpu_fast_path
-
-        prepare_cpu_fast_path(model)
+                           im_end_id=tokenizer.im_end_id, keep_bf16_linears=keep_bf16)
     log = (lambda msg: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     log(f"loaded {args.model} on {device} ({str(dtype).removeprefix('torch.')}) in {time.perf_counter() - t0:.1f} s")
 

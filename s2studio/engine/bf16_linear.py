@@ -75,15 +75,8 @@ def keep_bf16_weights(model: nn.Module) -> int:
     return replaced
 
 
-def prepare_cpu_fast_path(model: nn.Module) -> int:
-    """What a fast-path load does on the CPU: bfloat16 weights through the CPU kernels, when they built.
-
-    Int8 and int4 models already have narrow weights (Int8Linear uses the kernels itself); on other devices
-    torch's own bf16 GEMM is fast. Returns the layers replaced (0: nothing changed).
-    """
-    from s2studio.engine.quantize import quantization_of
-
-    device = next(model.parameters()).device
-    if device.type != "cpu" or quantization_of(model) != "none" or not cpu_gemv.available():
-        return 0
-    return keep_bf16_weights(model)
+def cpu_fast_path_keeps_bf16(device: torch.device | str, quantize: str) -> bool:
+    """Whether a fast-path load on `device` keeps the bf16 linear weights (`load_dual_ar(keep_bf16_linears=)`):
+    on the CPU, without int8/int4 (which have narrow weights of their own), when the CPU kernels built (building
+    them now if needed: a few seconds, once). Elsewhere torch's own bf16 GEMM is fast."""
+    return torch.device(device).type == "cpu" and quantize == "none" and cpu_gemv.available()

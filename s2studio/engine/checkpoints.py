@@ -41,6 +41,7 @@ def load_dual_ar(
     semantic_range: tuple[int, int] | None,
     im_end_id: int | None,
     max_seq_len: int | None = None,
+    keep_bf16_linears: bool = False,
 ) -> DualAR:
     """The model of `model_dir` on `device` in `dtype`, in eval mode with gradients off.
 
@@ -48,6 +49,9 @@ def load_dual_ar(
     override the config's values, as upstream does (spec §2.3); None keeps the config's. `max_seq_len`
     overrides the config's (RoPE table and largest KV cache). `device`/`dtype` may be the strings the CLI takes
     ("auto", "cpu", "cuda", ... / "auto", "fp32", "bf16"). Every problem with the folder is a UserError.
+
+    `keep_bf16_linears` (the CPU fast path): linear layers whose stored weights are bfloat16 values become
+    `Bf16Linear`s before anything is cast, so a float32 model never holds a float32 copy of them.
     """
     model_dir = Path(model_dir)
     if not model_dir.is_dir():
@@ -62,6 +66,10 @@ def load_dual_ar(
     check_weights(model, weights, source)
     model.load_state_dict(weights, strict=True, assign=True)
     del weights  # the model now holds the only reference, so `.to` frees each source tensor as it casts
+    if keep_bf16_linears:
+        from s2studio.engine.bf16_linear import keep_bf16_weights
+
+        keep_bf16_weights(model)
     # Buffers (RoPE tables) were built in bfloat16 on the CPU; they are cast with the weights (spec §1.6).
     model.to(device=run_device, dtype=run_dtype)
     model.requires_grad_(False)

@@ -5,8 +5,8 @@ engine predicts the footprint from `config.json` alone (no weights read) and com
 is free right now, before it loads anything. The prediction counts:
 
 - weights: every parameter at the run dtype, except that int8 stores the transformers' linear layers as one
-  byte per weight plus one scale per output row, and int4 as half a byte plus a scale and an offset per group
-  of 128 inputs (the embedding tables stay float);
+  byte per weight plus one scale per output row, int4 as half a byte plus a scale and an offset per group
+  of 128 inputs (the embedding tables stay float), and the CPU fast path keeps them in bfloat16;
 - the KV cache: keys and values of every slow layer for every position the cache holds (the exact path holds
   the model's whole context; the fast path its own, shorter one), plus the fast model's 10 positions;
 - the codec, which always runs in float32 (its size is read from its file when there is one);
@@ -107,10 +107,11 @@ def kv_cache_bytes(config: DualARConfig, positions: int, dtype_bytes: int) -> in
 
 
 def footprint(config: DualARConfig, *, precision: str, quantize: str = "none", context: int | None = None,
-              codec_bytes: int = CODEC_BYTES_DEFAULT) -> Footprint:
+              codec_bytes: int = CODEC_BYTES_DEFAULT, bf16_linears: bool = False) -> Footprint:
     """Predicted bytes to load and run `config` at `precision` ("fp32" | "bf16" | "fp16") with `quantize`
     ("none" | "int8" | "int4") and a KV cache of `context` positions (None: the model's whole context, as the exact
-    path allocates)."""
+    path allocates). `bf16_linears`: the linear weights stay in bfloat16 whatever the precision (the CPU fast
+    path, `bf16_linear.py`; S2's checkpoint is bfloat16, so the load never widens them either)."""
     if precision not in DTYPE_BYTES:
         raise UserError(f"unknown precision {precision!r}; choose one of {', '.join(DTYPE_BYTES)}")
     if quantize not in ("none", "int8", "int4"):
@@ -122,7 +123,7 @@ def footprint(config: DualARConfig, *, precision: str, quantize: str = "none", c
     elif quantize == "int4":
         weights = counts.linear // 2 + 2 * (counts.linear // INT4_GROUP) * size + counts.other * size
     else:
-        weights = counts.total * size
+        weights = counts.linear * (min(2, size) if bf16_linears else size) + counts.other * size
     if quantize != "none":
         weights += (config.codebook_size + 1) * config.slow.dim  # the fast path's int8 copy of the allowed head rows
     positions = min(context or config.slow.max_seq_len, config.slow.max_seq_len)
@@ -168,7 +169,7 @@ def available_ram(meminfo: Path = Path("/proc/meminfo")) -> int | None:
 
 def check_fits(config: DualARConfig, device: str, *, precision: str, quantize: str = "none",
                context: int | None = None, codec_bytes: int = CODEC_BYTES_DEFAULT,
-               free: int | None = None) -> Footprint:
+               free: int | None = None, bf16_linears: bool = False) -> Footprint:
     """The footprint, or a UserError naming what does fit when the free memory (read now unless given) is short.
 
     Suggestions, in order of preference: int8 weights at the same precision, bf16, bf16 with int8, bf16 with int4;
@@ -176,7 +177,8 @@ def check_fits(config: DualARConfig, device: str, *, precision: str, quantize: s
     with the largest of the requested, 8192- and 4096-position contexts that fits (a shorter context needs the
     fast path, whose cache is sized to it).
     """
-    need = footprint(config, precision=precision, quantize=quantize, context=context, codec_bytes=codec_bytes)
+    need = footprint(config, precision=precision, quantize=quantize, context=context, codec_bytes=codec_bytes,
+                     bf16_linears=bf16_linears)
     free = free_memory(device) if free is None else free
     if free is None or need.total <= free:
         return need
@@ -185,9 +187,11 @@ def check_fits(config: DualARConfig, device: str, *, precision: str, quantize: s
     contexts = sorted({need.context, min(8192, need.context), min(4096, need.context)}, reverse=True)
     for p, q in dict.fromkeys(candidates):
         fits = [c for c in contexts if (p, q, c) != (precision, quantize, need.context)
-                and footprint(config, precision=p, quantize=q, context=c, codec_bytes=codec_bytes).total <= free]
+                and footprint(config, precision=p, quantize=q, context=c, codec_bytes=codec_bytes,
+                              bf16_linears=bf16_linears).total <= free]
         if fits:
-            alt = footprint(config, precision=p, quantize=q, context=fits[0], codec_bytes=codec_bytes)
+            alt = footprint(config, precision=p, quantize=q, context=fits[0], codec_bytes=codec_bytes,
+                            bf16_linears=bf16_linears)
             setting = f"precision {p}" + (f" with {q} weights" if q != "none" else "")
             if fits[0] < need.context:
                 setting += f" and the fast path's {fits[0]}-position context"

@@ -110,6 +110,8 @@ class S2Engine:
 
     def _load(self, request: LoadRequest, cancel: threading.Event) -> Iterator[Event]:
         from s2studio.codec.loading import codec_fingerprint, load_codec
+        from s2studio.engine import cpu_gemv
+        from s2studio.engine.bf16_linear import cpu_fast_path_keeps_bf16
         from s2studio.engine.device import PRECISIONS, resolve_device, resolve_dtype, set_threads
         from s2studio.engine.generate import ensure_caches
         from s2studio.engine.memory import check_fits, codec_bytes_of
@@ -129,15 +131,20 @@ class S2Engine:
         if cancel.is_set():
             yield JobFinished(job, cancelled=True)
             return
-        yield ModelLoading(job, 0.1, "loading the language model")
-        # refuse before reading gigabytes that cannot fit, naming a setting that does
         precision = next(name for name, value in PRECISIONS.items() if value == dtype)
         fast = request.fast if request.fast is not None else not (device.type == "cpu" and dtype == torch.float32)
+        if device.type == "cpu" and (fast or request.quantize != "none"):
+            yield ModelLoading(job, 0.05, "preparing the CPU kernels (built once, a few seconds)")
+            cpu_gemv.available()
+        keep_bf16 = fast and cpu_fast_path_keeps_bf16(device, request.quantize)
+        yield ModelLoading(job, 0.1, "loading the language model")
+        # refuse before reading gigabytes that cannot fit, naming a setting that does
         check_fits(load_config(folder), str(device), precision=precision, quantize=request.quantize,
-                   context=FAST_CONTEXT if fast else None, codec_bytes=codec_bytes_of(folder))
+                   context=FAST_CONTEXT if fast else None, codec_bytes=codec_bytes_of(folder),
+                   bf16_linears=keep_bf16)
         model = load_quantized(folder, device=device, dtype=dtype, mode=request.quantize,
                                semantic_range=(tokenizer.semantic_begin_id, tokenizer.semantic_end_id),
-                               im_end_id=tokenizer.im_end_id)
+                               im_end_id=tokenizer.im_end_id, keep_bf16_linears=keep_bf16)
         if cancel.is_set():
             yield JobFinished(job, cancelled=True)
             return
@@ -146,12 +153,8 @@ class S2Engine:
         yield ModelLoading(job, 0.9, "allocating the caches")
         decoder = None
         if fast:
-            from s2studio.engine.bf16_linear import prepare_cpu_fast_path
             from s2studio.engine.fast import FastDecoder
 
-            if device.type == "cpu":
-                yield ModelLoading(job, 0.92, "preparing the CPU kernels (built once, a few seconds)")
-                prepare_cpu_fast_path(model)
             decoder = FastDecoder(model, tokenizer.im_end_id, length=FAST_CONTEXT)
         else:
             ensure_caches(model)
