@@ -273,5 +273,7 @@ def test_engine_picks_the_fast_path_unless_float32_on_the_cpu(tmp_path: Path) ->
         # the CPU fast path keeps bf16 weights for its kernels (the tiny model: only the 4096-row fast head
         # is large enough to gain); the exact path keeps torch's float Linear
         assert isinstance(engine._loaded.model.fast_output, Bf16Linear) == expect, (precision, fast)
+        assert engine.info.precision == {"fp32": "float32", "bf16": "bfloat16"}[precision] + (
+            ", bf16 weights" if expect and precision == "fp32" else "")
         steps = [e.message for e in events if isinstance(e, ModelLoading)]
         assert ("preparing the CPU kernels (built once, a few seconds)" in steps) == expect, steps

@@ -159,7 +159,8 @@ class S2Engine:
         else:
             ensure_caches(model)
         info = ModelInfo(name=folder.name, device=str(device), precision=str(dtype).removeprefix("torch.")
-                         + ("" if request.quantize == "none" else f"+{request.quantize}"),
+                         + ("" if request.quantize == "none" else f"+{request.quantize}")
+                         + (", bf16 weights" if keep_bf16 and dtype != torch.bfloat16 else ""),
                          sample_rate=codec.sample_rate, codec_fingerprint=codec_fingerprint(codec),
                          max_context=int(model.config.slow.max_seq_len))
         self._loaded = _Loaded(model, tokenizer, codec, info, decoder)
