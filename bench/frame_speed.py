@@ -13,7 +13,7 @@ share the machine's load:
 3. S2 Pro's full shape: random bf16 weights for a SUBSET of the slow layers (default 4 of 36; full depth in
    float32 would need ~18 GB) and all 4 fast layers; the slow step is timed at 4 and 2 layers and scaled to 36
    (layers cost the same), the fast part (9 weight passes and 11 draws) is timed as it is. Printed beside the
-   bandwidth bound: the frame's weight bytes / the measured bandwidth. "(kernel)" rows use the project's CPU
+   bandwidth bound: the frame's weight bytes / the bandwidth measured again just before that row. "(kernel)" rows use the project's CPU
    kernels (engine/cpu_gemv.cpp), "(torch)" rows torch's own;
 4. time to first audio in the engine's line mode (mid model, codec included): line 1 with a 10 s reference,
    then lines 2 and 3, on the exact path, the fast path without prefix reuse, and with it.
@@ -254,7 +254,9 @@ class _Tok:
 
 
 def s2_frame_time(model: DualAR, reps: int) -> tuple[float, float, float]:
-    """(slow step with all model layers, slow step with half of them, fast part) in seconds, medians."""
+    """(slow step with all model layers, slow step with half of them, fast part) in seconds, each the best of
+    `reps`: the same statistic as the bandwidth it is compared with (best of 7), so that another process's
+    burst of memory traffic on a shared machine inflates neither."""
     decoder = fast_decoder(model, _Tok, 512)
     sampler = FastSampler(decoder, temperature=1.0, top_p=0.9, top_k=30, generator=make_generator(1, DEVICE))
     prompt = torch.zeros(11, 64, dtype=torch.long, device=DEVICE)
@@ -272,14 +274,14 @@ def s2_frame_time(model: DualAR, reps: int) -> tuple[float, float, float]:
             return _timed(lambda: sampler.frame(logits, hidden))
 
         slow(), fast()
-        full = statistics.median(slow() for _ in range(reps))
+        full = min(slow() for _ in range(reps))
         half = len(layers) // 2
         model.layers, decoder.caches.slow = layers[:half], caches[:half]
         try:
-            part = statistics.median(slow() for _ in range(reps))
+            part = min(slow() for _ in range(reps))
         finally:
             model.layers, decoder.caches.slow = layers, caches
-        frame_fast = statistics.median(fast() for _ in range(reps))
+        frame_fast = min(fast() for _ in range(reps))
     return full, part, frame_fast
 
 
@@ -294,10 +296,11 @@ def s2_shape(args: argparse.Namespace, bw: float, ceiling: float) -> None:
     model = random_s2(n)
     # (name, bytes per weight read, change before timing); each change applies to the model the last one left
     runs = [("bf16 (torch)", 2, None), ("fp32 (torch)", 4, torch.float32),
-            ("fp32 act., bf16 weights (kernel)", 2, "bf16 weights"), ("int8 weight-only", 1, "int8"),
-            ("int8 fbgemm (8-bit act.)", 1, "pack"), ("int4 groups of 128, bf16 act.", 0.5 + 4 / 128, "int4")]
+            ("fp32 act., bf16 weights (kernel)", 2, "bf16 weights"),
+            ("int8 weight-only, fp32 act. (kernel)", 1, "int8"), ("int8 fbgemm (8-bit act.)", 1, "pack"), ("int4 groups of 128, bf16 act.", 0.5 + 4 / 128, "int4")]
     if DEVICE.type == "cuda":  # int8/int4 widen their rows on the fly there: memory, not speed
-        runs = [("bf16", 2, None), ("int8 (widened per call)", 1, "int8"), ("int4 (widened per call)", 0.5 + 4 / 128, "int4")]
+        runs = [("bf16", 2, None), ("int8 (widened per call)", 1, "int8"),
+                ("int4 (widened per call)", 0.5 + 4 / 128, "int4")]
     for name, per_param, change in runs:
         if isinstance(change, torch.dtype):
             model.to(change)
@@ -306,7 +309,9 @@ def s2_shape(args: argparse.Namespace, bw: float, ceiling: float) -> None:
         elif change == "int8":
             del model
             gc.collect()
-            model = quantize_model(random_s2(n).cpu(), "int8").to(DEVICE)
+            # float32 activations on the CPU, as the engine's default precision there runs them
+            model = quantize_model(random_s2(n).cpu(), "int8").to(DEVICE, torch.float32 if DEVICE.type == "cpu"
+                                                                    else torch.bfloat16)
         elif change == "pack":
             pack_for_cpu(model)
         elif change == "int4":
@@ -314,17 +319,18 @@ def s2_shape(args: argparse.Namespace, bw: float, ceiling: float) -> None:
             gc.collect()
             model = quantize_model(random_s2(n).cpu(), "int4").to(DEVICE)
         gc.collect()
+        bw = max(bandwidth())  # again for each row: on a shared machine the bandwidth drifts over minutes
         full, part, fast = s2_frame_time(model, args.s2_reps)
         per_layer = (full - part) / (n - n // 2)
         if per_layer <= 0:  # the machine's load swamped the difference: fall back to the (head-inclusive) mean
             per_layer = full / n
             name += " (noisy)"
         frame = full + (36 - n) * per_layer + fast
-        bound, floor = (params_frame * per_param / (rate * 1e9) for rate in (bw, ceiling))
-        print(f"  {name:32s} slow layer {per_layer * 1000:5.1f} ms, slow step(36) {(frame - fast) * 1000:5.0f} ms, "
+        bound, floor = (params_frame * per_param / (rate * 1e9) for rate in (bw, max(bw, ceiling)))
+        print(f"  {name:36s} slow layer {per_layer * 1000:5.1f} ms, slow step(36) {(frame - fast) * 1000:5.0f} ms, "
               f"fast part {fast * 1000:5.0f} ms, frame {frame:5.2f} s = RTF {frame * FPS_AUDIO:5.1f}; bound "
               f"{bound:4.2f} s (RTF {bound * FPS_AUDIO:4.1f}, {frame / bound:.2f}x), all-core bound {floor:4.2f} s "
-              f"(RTF {floor * FPS_AUDIO:4.1f}, {frame / floor:.2f}x)  ({load()})")
+              f"(RTF {floor * FPS_AUDIO:4.1f}, {frame / floor:.2f}x); {bw:.1f} GB/s  ({load()})")
     del model
     gc.collect()
 

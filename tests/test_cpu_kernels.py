@@ -188,7 +188,8 @@ def test_without_the_kernels_the_fast_path_keeps_torchs(tmp_path: Path) -> None:
         "print('available', cpu_gemv.available())\n"
         "w = torch.randn(300, 1024).bfloat16().float(); x = torch.randn(1, 1024)\n"
         "torch.testing.assert_close(Bf16Linear(w)(x), x @ w.T, rtol=1e-5, atol=1e-5)\n"
-        "q = Int8Linear.from_weight(w); print('int8', float(((q(x) - x @ q.dequantized().T).norm() / (x @ w.T).norm())))\n"
+        "q = Int8Linear.from_weight(w)\n"
+        "print('int8', float(((q(x) - x @ q.dequantized().T).norm() / (x @ w.T).norm())))\n"
     )
     for extra in ({"CXX": "false"}, {"S2STUDIO_CPU_KERNELS": "0"}):
         env = {**os.environ, "XDG_CACHE_HOME": tempfile.mkdtemp(dir=tmp_path), **extra}
