@@ -13,8 +13,8 @@ share the machine's load:
 3. S2 Pro's full shape: random bf16 weights for a SUBSET of the slow layers (default 4 of 36; full depth in
    float32 would need ~18 GB) and all 4 fast layers; the slow step is timed at 4 and 2 layers and scaled to 36
    (layers cost the same), the fast part (9 weight passes and 11 draws) is timed as it is. Printed beside the
-   bandwidth bound: the frame's weight bytes / the bandwidth measured again just before that row. "(kernel)" rows use the project's CPU
-   kernels (engine/cpu_gemv.cpp), "(torch)" rows torch's own;
+   bandwidth bound: the frame's weight bytes / the bandwidth measured again just before that row. "(kernel)"
+   rows use the project's CPU kernels (engine/cpu_gemv.cpp), "(torch)" rows torch's own;
 4. time to first audio in the engine's line mode (mid model, codec included): line 1 with a 10 s reference,
    then lines 2 and 3, on the exact path, the fast path without prefix reuse, and with it.
 
@@ -285,7 +285,8 @@ def s2_frame_time(model: DualAR, reps: int) -> tuple[float, float, float]:
     return full, part, frame_fast
 
 
-def s2_shape(args: argparse.Namespace, bw: float, ceiling: float) -> None:
+def s2_shape(args: argparse.Namespace, ceiling: float) -> None:
+    """Part 3; `ceiling`: the all-core bandwidth measured at the start (each row also measures its own)."""
     n = args.s2_layers
     print(f"\n== 3. S2 Pro's shape (dim 2560, 4 fast layers, vocab 155776), random weights, {n} of 36 slow layers "
           f"built and timed, scaled to 36; fast path, {args.threads} thread(s)")
@@ -297,7 +298,8 @@ def s2_shape(args: argparse.Namespace, bw: float, ceiling: float) -> None:
     # (name, bytes per weight read, change before timing); each change applies to the model the last one left
     runs = [("bf16 (torch)", 2, None), ("fp32 (torch)", 4, torch.float32),
             ("fp32 act., bf16 weights (kernel)", 2, "bf16 weights"),
-            ("int8 weight-only, fp32 act. (kernel)", 1, "int8"), ("int8 fbgemm (8-bit act.)", 1, "pack"), ("int4 groups of 128, bf16 act.", 0.5 + 4 / 128, "int4")]
+            ("int8 weight-only, fp32 act. (kernel)", 1, "int8"), ("int8 fbgemm (8-bit act.)", 1, "pack"),
+            ("int4 groups of 128, bf16 act.", 0.5 + 4 / 128, "int4")]
     if DEVICE.type == "cuda":  # int8/int4 widen their rows on the fly there: memory, not speed
         runs = [("bf16", 2, None), ("int8 (widened per call)", 1, "int8"),
                 ("int4 (widened per call)", 0.5 + 4 / 128, "int4")]
@@ -416,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="frame-speed-") as tmp:
         demo_models(args, Path(tmp))
         if args.s2_layers:
-            s2_shape(args, bw, max(bw, ceiling))
+            s2_shape(args, max(bw, ceiling))
         if not args.skip_ttfa:
             first_audio(args, Path(tmp))
     return 0
