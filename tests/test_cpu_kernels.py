@@ -209,7 +209,13 @@ def test_the_build_lands_in_the_user_cache_keyed_by_source_and_torch(monkeypatch
     assert path.parent.is_relative_to(Path(os.environ["XDG_CACHE_HOME"]))
     assert not list(path.parent.glob("tmp*"))  # the partial build was renamed into place, nothing left over
     monkeypatch.setattr(torch, "__version__", "0.0.1")  # another torch: another build, never a stale library
-    assert cpu_gemv.library_path() != path
+    other = cpu_gemv.library_path()
+    assert other != path
+    cpu_gemv.build(other)  # ... and a new build removes the old one
+    assert other.is_file() and not path.exists()
+    monkeypatch.undo()
+    cpu_gemv.build(path)
+    assert path.is_file() and not other.exists()
 
 
 @pytest.fixture()

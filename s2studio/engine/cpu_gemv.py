@@ -74,6 +74,9 @@ def build(output: Path) -> None:
         if done.returncode:
             raise RuntimeError(f"the compiler failed: {done.stderr.strip()[-2000:]}")
         os.replace(partial, output)
+    for stale in output.parent.glob("cpu_gemv-*.so"):  # builds for an older source or torch (~120 KB each)
+        if stale != output:
+            stale.unlink(missing_ok=True)
 
 
 def available() -> bool:
