@@ -209,13 +209,28 @@ def test_the_build_lands_in_the_user_cache_keyed_by_source_and_torch(monkeypatch
     assert path.parent.is_relative_to(Path(os.environ["XDG_CACHE_HOME"]))
     assert not list(path.parent.glob("tmp*"))  # the partial build was renamed into place, nothing left over
     monkeypatch.setattr(torch, "__version__", "0.0.1")  # another torch: another build, never a stale library
-    other = cpu_gemv.library_path()
-    assert other != path
-    cpu_gemv.build(other)  # ... and a new build removes the old one
-    assert other.is_file() and not path.exists()
-    monkeypatch.undo()
-    cpu_gemv.build(path)
-    assert path.is_file() and not other.exists()
+    assert cpu_gemv.library_path() != path
+
+
+def test_a_prebuilt_library_is_used_and_a_new_build_clears_old_ones(tmp_path: Path) -> None:
+    """A bundle ships the kernels prebuilt (no compiler needed); a cache build removes older builds."""
+    prebuilt = tmp_path / "prebuilt"
+    assert cpu_gemv.main([str(prebuilt), "--widths", torch.backends.cpu.get_cpu_capability()]) == 0
+    (built,) = prebuilt.glob("cpu_gemv-*.so")
+    cache = tmp_path / "cache"
+    old = cache / "s2studio" / "kernels" / "cpu_gemv-0123456789abcdef.so"
+    old.parent.mkdir(parents=True)
+    old.write_bytes(b"an older build")
+    script = ("import sys, torch; from pathlib import Path; from s2studio.engine import cpu_gemv\n"
+              "cpu_gemv.PREBUILT = Path(sys.argv[1])\n"
+              "print('available', cpu_gemv.available())\n")
+    for prebuilt_dir, compiler, cleared in ((prebuilt, "false", False), (tmp_path / "none", "c++", True)):
+        env = {**os.environ, "XDG_CACHE_HOME": str(cache), "CXX": compiler}
+        done = subprocess.run([sys.executable, "-c", script, str(prebuilt_dir)], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0 and "available True" in done.stdout, done.stderr
+        assert old.exists() != cleared  # the prebuilt library needed no build; the cache build removed the old one
+    assert built.name == cpu_gemv.library_name()
 
 
 @pytest.fixture()
