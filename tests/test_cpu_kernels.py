@@ -107,7 +107,7 @@ def test_bf16_linear_is_the_float_linear_at_half_the_bytes() -> None:
     with torch.no_grad():
         linear.weight.copy_(linear.weight.to(torch.bfloat16).float())  # S2's weights are bfloat16 values
     layer = Bf16Linear(linear.weight, linear.bias)
-    assert layer.bits.dtype == torch.int16 and layer.bits.numel() * 2 == linear.weight.numel() * 2
+    assert layer.bits.dtype == torch.int16 and 2 * layer.bits.nbytes == linear.weight.nbytes
     layer.to(torch.float32)  # what model.to(dtype) does: the weight stays 16-bit
     assert layer.bits.dtype == torch.int16 and torch.equal(layer.weight.float(), linear.weight)
     for rows in (1, 2, 33):
