@@ -1,4 +1,4 @@
-"""Linear layers that keep bfloat16 weights and compute in the activations' dtype: the CPU fast path's float32.
+"""Linear layers that keep bfloat16 weights and multiply in float32: the CPU fast path at half the bytes.
 
 S2's checkpoint stores every weight in bfloat16, so loading it in float32 widens each weight without changing
 its value, and then a decode step reads twice the bytes it needs: on the CPU, the time of a step is those
