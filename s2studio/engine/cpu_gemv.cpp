@@ -1,4 +1,5 @@
-// Matrix-vector products with narrow weights and float32 arithmetic: the fast path's decode steps on the CPU.
+// Linear layers with narrow (bf16 or int8) weights and float32 arithmetic on the CPU, for the fast path: decode
+// steps stream the weights once at memory speed; prefills go through torch's GEMM a block of rows at a time.
 //
 // At batch 1 a decode step reads every weight once and does two flops with it, so its time is the weight
 // bytes over the memory bandwidth. Torch has no kernel that reads bfloat16 or int8 weights at that speed
