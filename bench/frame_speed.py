@@ -256,14 +256,15 @@ class _Tok:
     im_end_id = 151645
 
 
-def s2_frame_time(model: DualAR, reps: int) -> tuple[float, float, float]:
+def s2_frame_time(model: DualAR, reps: int, context: int = 64) -> tuple[float, float, float]:
     """(slow step with all model layers, slow step with half of them, fast part) in seconds, each the best of
     `reps`: the same statistic as the bandwidth it is compared with (best of 7), so that another process's
-    burst of memory traffic on a shared machine inflates neither."""
-    decoder = fast_decoder(model, _Tok, 512)
+    burst of memory traffic on a shared machine inflates neither. `context`: positions already in the cache
+    (every slow layer reads their keys and values at each step)."""
+    decoder = fast_decoder(model, _Tok, context + 64)
     sampler = FastSampler(decoder, temperature=1.0, top_p=0.9, top_k=30, generator=make_generator(1, DEVICE))
-    prompt = torch.zeros(11, 64, dtype=torch.long, device=DEVICE)
-    prompt[0] = torch.arange(64) + 1000
+    prompt = torch.zeros(11, context, dtype=torch.long, device=DEVICE)
+    prompt[0] = torch.arange(context, device=DEVICE) % 4000 + 1000
     column = torch.zeros(11, 1, dtype=torch.long, device=DEVICE)
     column[0, 0] = 151678 + 7
     layers, caches = model.layers, decoder.caches.slow
@@ -292,7 +293,7 @@ def s2_shape(args: argparse.Namespace, ceiling: float) -> None:
     """Part 3; `ceiling`: the all-core bandwidth measured at the start (each row also measures its own)."""
     n = args.s2_layers
     print(f"\n== 3. S2 Pro's shape (dim 2560, 4 fast layers, vocab 155776), random weights, {n} of 36 slow layers "
-          f"built and timed, scaled to 36; fast path, {args.threads} thread(s)")
+          f"built and timed, scaled to 36; fast path, {args.threads} thread(s), {args.s2_context} cached positions")
     layer = 2560 * (4096 + 2 * 1024) + 4096 * 2560 + 3 * 2560 * 9728
     params_frame = 36 * layer + 4097 * 2560 + 9 * (4 * layer + 4096 * 2560)
     print(f"  weights read per frame: {params_frame / 1e9:.2f} G params (36 slow layers + 4097-row head + "
@@ -325,13 +326,15 @@ def s2_shape(args: argparse.Namespace, ceiling: float) -> None:
             model = quantize_model(random_s2(n).cpu(), "int4").to(DEVICE)
         gc.collect()
         bw = max(bandwidth())  # again for each row: on a shared machine the bandwidth drifts over minutes
-        full, part, fast = s2_frame_time(model, args.s2_reps)
+        full, part, fast = s2_frame_time(model, args.s2_reps, args.s2_context)
         per_layer = (full - part) / (n - n // 2)
         if per_layer <= 0:  # the machine's load swamped the difference: fall back to the (head-inclusive) mean
             per_layer = full / n
             name += " (noisy)"
         frame = full + (36 - n) * per_layer + fast
-        bound, floor = (params_frame * per_param / (rate * 1e9) for rate in (bw, max(bw, ceiling)))
+        # plus the keys and values every slow layer reads (36 layers, 8 heads of 128, at the cache's dtype)
+        cached = 36 * 2 * 8 * 128 * args.s2_context * model.embeddings.weight.element_size()
+        bound, floor = ((params_frame * per_param + cached) / (rate * 1e9) for rate in (bw, max(bw, ceiling)))
         print(f"  {name:36s} slow layer {per_layer * 1000:5.1f} ms, slow step(36) {(frame - fast) * 1000:5.0f} ms, "
               f"fast part {fast * 1000:5.0f} ms, frame {frame:5.2f} s = RTF {frame * FPS_AUDIO:5.1f}; bound "
               f"{bound:4.2f} s (RTF {bound * FPS_AUDIO:4.1f}, {frame / bound:.2f}x), all-core bound {floor:4.2f} s "
@@ -397,6 +400,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--s2-layers", type=int, default=4, help="slow layers built at S2's size (0: skip part 3)")
     p.add_argument("--s2-reps", type=int, default=5)
+    p.add_argument("--s2-context", type=int, default=64,
+                   help="positions in the cache for part 3 (a script's line with a 10 s reference: ~1000)")
     p.add_argument("--ttfa-size", default="mid")
     p.add_argument("--ttfa-frames", type=int, default=24)
     p.add_argument("--skip-ttfa", action="store_true")

@@ -277,3 +277,23 @@ def test_engine_picks_the_fast_path_unless_float32_on_the_cpu(tmp_path: Path) ->
             ", bf16 weights" if expect and precision == "fp32" else "")
         steps = [e.message for e in events if isinstance(e, ModelLoading)]
         assert ("preparing the CPU kernels (built once, a few seconds)" in steps) == expect, steps
+
+
+@pytest.mark.parametrize("filled", [1, 7, 600])
+def test_decode_attention_is_sdpas_grouped_attention(filled: int) -> None:
+    """The CPU decode step's two batched products equal SDPA with grouped heads, on a narrowed cache view."""
+    from torch.nn import functional as F
+
+    from s2studio.model.fast_forward import decode_attention
+
+    g = torch.Generator().manual_seed(filled)
+    cache_k, cache_v = torch.randn(1, 2, 1024, 16, generator=g), torch.randn(1, 2, 1024, 16, generator=g)
+    keys, values = cache_k.narrow(2, 0, filled), cache_v.narrow(2, 0, filled)
+    q = torch.randn(1, 8, 1, 16, generator=g)
+    ours = decode_attention(q, keys, values)
+    assert ours.shape == (1, 8, 1, 16)
+    torch.testing.assert_close(ours, F.scaled_dot_product_attention(q, keys, values, enable_gqa=True),
+                               rtol=1e-5, atol=1e-6)
+    # head 5 reads key/value head 5 // 4 = 1, not 5 % 2
+    alone = F.scaled_dot_product_attention(q[:, 5:6], keys[:, 1:2], values[:, 1:2])
+    torch.testing.assert_close(ours[:, 5:6], alone, rtol=1e-5, atol=1e-6)
