@@ -2,7 +2,7 @@
 
 Starts the real window (under Xvfb when run through `xvfb-run`, else Qt's offscreen platform) on the
 tiny demo model (or `--engine fake`), creates two voices, renders a short script, and saves PNGs of the
-main window, the model page, the record dialog, the new-voice dialog (two clips) and the export dialog.
+main window, the Settings tab after a switch to the fast path, the model page, the record dialog, the new-voice dialog (two clips) and the export dialog.
 
     xvfb-run -a -s "-screen 0 1400x900x24" .venv/bin/python tools/screenshot.py --out docs/screenshots
 """
@@ -132,6 +132,17 @@ def main() -> int:
     _wait(qapp, lambda: False, 0.5)
     args.out.mkdir(parents=True, exist_ok=True)
     window.grab().save(str(args.out / "main-window.png"))
+
+    # the Settings tab after switching to the fast path: a real reload (on the CPU: the kernels' load step)
+    window.inspector.setCurrentWidget(window.settings_panel)
+    speed = window.settings_panel.speed
+    window.model_info = None
+    speed.setCurrentIndex(speed.findData("fast"))
+    if not _wait(qapp, lambda: window.model_info is not None, 180):
+        print("the model did not reload on the fast path", file=sys.stderr)
+        return 1
+    _wait(qapp, lambda: False, 0.3)
+    window.grab().save(str(args.out / "settings-fast.png"))
 
     page = ModelPage(home / "data" / "models", window)
     page.folder.setText(str(model_dir))
