@@ -38,8 +38,10 @@ _SIGNAL_OF: dict[type, str] = {
 }
 
 
-class EngineWorker(QObject):
-    """Adapts an `Engine` to signals. Every signal carries the event dataclass itself."""
+class EngineSignals(QObject):
+    """The engine's events as Qt signals, one per event type (`_SIGNAL_OF`); each carries the event dataclass.
+
+    Declared once for both sides: the worker emits them on the engine thread, the host re-emits them queued."""
 
     model_loading = Signal(object)
     """`api.ModelLoading`: progress of a load, 0..1."""
@@ -56,6 +58,10 @@ class EngineWorker(QObject):
     """`api.JobFinished`: the job ended (possibly cancelled); always the last event of a job that did not fail."""
     job_failed = Signal(object)
     """`api.JobFailed`: one line for the user; the traceback went to the log."""
+
+
+class EngineWorker(EngineSignals):
+    """Adapts an `Engine` to signals."""
 
     def __init__(self, factory: EngineFactory) -> None:
         super().__init__()
@@ -97,19 +103,8 @@ class EngineWorker(QObject):
         getattr(self, _SIGNAL_OF[type(event)]).emit(event)
 
 
-class EngineHost(QObject):
+class EngineHost(EngineSignals):
     """Owns the engine thread. Re-emits the worker's signals (queued, so slots run on the GUI thread)."""
-
-    model_loading = Signal(object)
-    model_ready = Signal(object)
-    job_started = Signal(object)
-    line_started = Signal(object)
-    progress = Signal(object)
-    audio_chunk = Signal(object)
-    line_finished = Signal(object)
-    clip_encoded = Signal(object)
-    job_finished = Signal(object)
-    job_failed = Signal(object)
 
     _submit = Signal(str, object, object)
     """Private: hands a job to the worker on the engine thread."""
