@@ -300,3 +300,21 @@ def test_add_clip_is_atomic(lib: VoiceLibrary, tmp_path: Path, monkeypatch: pyte
         lib.add_clip(v.id, clip, "two")
     assert snapshot(lib.root) == before
     assert not [p for p in lib.root.rglob(".*")]
+
+
+def test_a_create_that_fails_half_way_leaves_no_folder(lib: VoiceLibrary, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The clip is written, then voice.json fails: the half-built voice folder is removed, the error says why."""
+    from s2studio.state import voices
+
+    lib.create("Alice", [(tone(tmp_path / "a.wav"), "one")])
+    before = snapshot(lib.root)
+
+    def full(*_a: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(voices, "write_text_atomic", full)
+    with pytest.raises(UserError, match="cannot write to the voice library .*: No space left on device"):
+        lib.create("Bob", [(tone(tmp_path / "b.wav"), "two")])
+    assert snapshot(lib.root) == before
+    assert not [p for p in lib.root.iterdir() if p.name.startswith(".new-")]

@@ -22,7 +22,8 @@ import secrets
 import shutil
 import tempfile
 import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -109,6 +110,21 @@ class VoiceLibrary:
         except OSError as exc:
             raise UserError(f"cannot write to the voice library {self.root}: {exc.strerror or exc}") from None
 
+    @contextmanager
+    def _staged(self, failure: Callable[[BaseException], str],
+                errors: tuple[type[BaseException], ...] = (OSError,)) -> Iterator[Path]:
+        """A new hidden folder to build a voice in: any failure removes it, and `errors` become a UserError
+        saying `failure(exc)`, so a half-written voice never stays in the library."""
+        tmp = self._new_folder()
+        try:
+            yield tmp
+        except errors as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise UserError(failure(exc)) from None
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
     def _commit_folder(self, tmp: Path, voice_id: str) -> None:
         try:
             tmp.rename(self.root / voice_id)
@@ -141,18 +157,12 @@ class VoiceLibrary:
             if not transcript.strip():
                 raise UserError(f"clip {path} has no transcript; type exactly what is said in it")
             audio.append((read_audio(Path(path)), transcript.strip()))
-        tmp = self._new_folder()
-        try:
+        with self._staged(lambda exc: f"cannot write to the voice library {self.root}: "
+                          f"{getattr(exc, 'strerror', None) or exc}") as tmp:
             stored = [_write_clip(tmp, i, a, transcript) for i, (a, transcript) in enumerate(audio, start=1)]
             voice = Voice(self._fresh_id(), name, notes, consent, tuple(stored),
                           datetime.now(timezone.utc).isoformat(timespec="seconds"))
             write_text_atomic(tmp / VOICE_FILE, voice_json(voice))
-        except OSError as exc:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise UserError(f"cannot write to the voice library {self.root}: {exc.strerror or exc}") from None
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
         self._commit_folder(tmp, voice.id)
         return voice
 
@@ -313,8 +323,8 @@ class VoiceLibrary:
             for clip in voice.clips:
                 if clip.file not in present:
                     raise UserError(f"{path} lacks {clip.file}; the voice file is damaged")
-            tmp = self._new_folder()
-            try:
+            with self._staged(lambda exc: f"cannot import {path}: {exc}",
+                              (zipfile.BadZipFile, OSError, EOFError)) as tmp:
                 for info in infos:
                     (tmp / info.filename).write_bytes(z.read(info))
                 verify_import(path, tmp, [(c.file, c.sha256) for c in voice.clips])
@@ -322,12 +332,6 @@ class VoiceLibrary:
                                 id=voice.id if VOICE_ID.match(voice.id) and not (self.root / voice.id).exists()
                                 else self._fresh_id())
                 write_text_atomic(tmp / VOICE_FILE, voice_json(voice))
-            except (zipfile.BadZipFile, OSError, EOFError) as exc:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise UserError(f"cannot import {path}: {exc}") from None
-            except BaseException:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise
         self._commit_folder(tmp, voice.id)
         return voice
 
