@@ -43,15 +43,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from s2studio.demo_model import write_demo_model  # noqa: E402
-from s2studio.engine.bf16_linear import keep_bf16_weights  # noqa: E402
-from s2studio.engine.checkpoints import load_dual_ar  # noqa: E402
-from s2studio.engine.cpu_gemv import available as cpu_kernels_available  # noqa: E402
-from s2studio.engine.device import PRECISIONS  # noqa: E402
-from s2studio.engine.fast import FastDecoder, FastSampler, generate_frames_fast  # noqa: E402
-from s2studio.engine.generate import (  # noqa: E402
+from s2studio.engine.weights.bf16 import keep_bf16_weights  # noqa: E402
+from s2studio.engine.weights.checkpoints import load_dual_ar  # noqa: E402
+from s2studio.engine.weights.cpu_gemv import available as cpu_kernels_available  # noqa: E402
+from s2studio.engine.s2.device import PRECISIONS  # noqa: E402
+from s2studio.engine.s2.fast import FastDecoder, FastSampler, generate_frames_fast  # noqa: E402
+from s2studio.engine.s2.generate import (  # noqa: E402
     GenerationSettings, ensure_caches, generate_frames, make_generator, make_sampler,
 )
-from s2studio.engine.quantize import pack_for_cpu, quantize_model  # noqa: E402
+from s2studio.engine.weights.int8 import pack_for_cpu, quantize_model  # noqa: E402
 from s2studio.model.config import DualARConfig, TransformerConfig  # noqa: E402
 from s2studio.model.dual_ar import DualAR  # noqa: E402
 from s2studio.text.prompt import Reference, build_prompt  # noqa: E402

@@ -27,9 +27,9 @@ import numpy as np
 import torch
 
 from s2studio.demo_model import SIZES, write_demo_model
-from s2studio.engine.checkpoints import load_dual_ar
-from s2studio.engine.device import resolve_device, resolve_dtype, set_threads
-from s2studio.engine.generate import GenerationSettings, ensure_caches, generate_frames, make_generator, make_sampler
+from s2studio.engine.weights.checkpoints import load_dual_ar
+from s2studio.engine.s2.device import resolve_device, resolve_dtype, set_threads
+from s2studio.engine.s2.generate import GenerationSettings, ensure_caches, generate_frames, make_generator, make_sampler
 from s2studio.text.prompt import Reference, build_prompt
 from s2studio.text.tokenizer import S2Tokenizer
 

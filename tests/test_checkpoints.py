@@ -16,8 +16,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from s2studio.engine.checkpoints import load_dual_ar
-from s2studio.engine.device import resolve_device, resolve_dtype, set_threads
+from s2studio.engine.s2.device import resolve_device, resolve_dtype, set_threads
+from s2studio.engine.weights.checkpoints import load_dual_ar
 from s2studio.errors import UserError
 from s2studio.model.config import parse_config
 from s2studio.model.dual_ar import DualAR
@@ -132,7 +132,7 @@ def test_loaded_model_is_real_and_frozen(tmp_path: Path) -> None:
 
 def test_load_assigns_the_read_tensors_without_copying(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Meta-device construction + assign: in the checkpoint's own dtype the model holds the very tensors read."""
-    import s2studio.engine.checkpoints as checkpoints
+    import s2studio.engine.weights.checkpoints as checkpoints
 
     write_folder(tmp_path, CONFIG)
     read: dict[str, torch.Tensor] = {}
@@ -152,7 +152,7 @@ def test_load_assigns_the_read_tensors_without_copying(tmp_path: Path, monkeypat
 
 def test_precision_choices(tmp_path: Path) -> None:
     write_folder(tmp_path, CONFIG)
-    assert load(tmp_path, dtype="auto").embeddings.weight.dtype == torch.float32  # auto on CPU
+    assert load(tmp_path, dtype=resolve_dtype("auto", torch.device("cpu"))).embeddings.weight.dtype == torch.float32
     bf16 = load(tmp_path, dtype=torch.bfloat16)
     assert {t.dtype for t in bf16.state_dict().values()} == {torch.bfloat16}
     assert bf16.freqs_cis.dtype == torch.bfloat16

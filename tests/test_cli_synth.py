@@ -110,7 +110,7 @@ def test_bad_model_folders(model_dir: Path, tmp_path: Path, capsys: pytest.Captu
     no_tok = tmp_path / "no_tok"
     no_tok.mkdir()
     (no_tok / "config.json").write_text((model_dir / "config.json").read_text())
-    assert "tokenizer file not found" in error_of(["--model", str(no_tok), "--device", "cpu", "--text", "hi"], capsys)
+    assert "tokenizer.json is missing" in error_of(["--model", str(no_tok), "--device", "cpu", "--text", "hi"], capsys)
     assert "config.json" in error_of(["--model", str(tmp_path), "--device", "cpu", "--text", "hi"], capsys)
 
     no_sem = tmp_path / "no_sem"

@@ -34,7 +34,8 @@ def engine(model_dir: Path) -> S2Engine:
 
 
 def _codes(frames: int, seed: int = 0) -> np.ndarray:
-    return np.random.default_rng(seed).integers(0, 1024, size=(10, frames)).astype(np.int64)
+    """Codes the tiny codec could make (its codebooks hold 64 and 32 codes): the engine refuses any other."""
+    return np.random.default_rng(seed).integers(0, 32, size=(10, frames)).astype(np.int64)
 
 
 def test_real_engine_passes_the_contract(tmp_path: Path, model_dir: Path) -> None:
@@ -57,7 +58,7 @@ def test_loading_a_folder_that_is_not_a_model_fails_cleanly(tmp_path: Path) -> N
 
 def test_streamed_chunks_equal_a_full_decode_of_the_codes(engine: S2Engine) -> None:
     request = SynthesisRequest("s", (LineSpec("a", 0, "A somewhat longer line to speak out loud."),),
-                               (Reference(0, "Reference words.", _codes(6)),), SamplingParams(max_new_tokens=20, seed=5))
+                               (Reference(0, "Reference words.", _codes(6)),), SamplingParams(max_new_tokens=20, seed=6))
     events = collect(engine.generate(request, threading.Event()))
     chunks = [ev for ev in events if isinstance(ev, AudioChunk)]
     take = next(ev for ev in events if isinstance(ev, LineFinished))
@@ -71,7 +72,7 @@ def test_streamed_chunks_equal_a_full_decode_of_the_codes(engine: S2Engine) -> N
 
 
 def test_upstream_batching_gives_generate_long_codes(engine: S2Engine) -> None:
-    from s2studio.engine.generate import GenerationSettings, generate_codes
+    from s2studio.engine.s2.generate import generate_codes
     from s2studio.text.prompt import Reference as PromptReference
 
     lines = (LineSpec("a", 0, "First turn here."), LineSpec("b", 1, "[laughing] Second."),
@@ -87,10 +88,9 @@ def test_upstream_batching_gives_generate_long_codes(engine: S2Engine) -> None:
 
     loaded = engine._loaded
     text = "\n".join(f"<|speaker:{ln.speaker}|>{ln.text}" for ln in lines)
-    expected = generate_codes(loaded.model, loaded.tokenizer, text,
+    expected = generate_codes(loaded.decoder, loaded.tokenizer, text,
                               references=[PromptReference(f"<|speaker:{r.speaker}|>{r.transcript}", r.codes) for r in refs],
-                              settings=GenerationSettings(temperature=0.8, top_p=0.8, max_new_tokens=9),
-                              seed=11, batching="upstream", chunk_length=40)
+                              sampling=sampling, batching="upstream", chunk_length=40)
     assert len(expected) == len(takes) >= 2
     for want, take in zip(expected, takes):
         np.testing.assert_array_equal(take.codes, want)

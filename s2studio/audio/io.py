@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
+from s2studio.audio import SAMPLE_RATE
 from s2studio.errors import UserError
 
 MAX_SECONDS = 300.0
@@ -69,7 +70,7 @@ def pcm16(samples: np.ndarray) -> np.ndarray:
     return (np.clip(s, -(2.0**31), 2.0**31 - 1).astype(np.int64) >> 16).astype(np.int16)
 
 
-def write_wav(path: Path, samples: np.ndarray, sample_rate: int = 44100) -> None:
+def write_wav(path: Path, samples: np.ndarray, sample_rate: int = SAMPLE_RATE) -> None:
     """Write mono float samples as a PCM16 WAV exactly as upstream does (canonical 44-byte header), atomically
     (a temporary file renamed into place, so a crash never leaves half a file)."""
     path = Path(path)

@@ -19,10 +19,10 @@ import numpy as np
 import numpy.typing as npt
 import soundfile as sf
 
+from s2studio.audio import SAMPLE_RATE
 from s2studio.errors import UserError
 
 FORMAT_VERSION = 1
-SAMPLE_RATE = 44100
 SUFFIX = ".s2proj"
 
 
@@ -41,7 +41,7 @@ class GenerationSettings:
     precision: Literal["auto", "fp32", "bf16"] = "auto"
     speed: Literal["exact", "fast"] = "exact"
     """exact: bit-identical to upstream on CPU fp32; fast: prefix reuse and the fast decode path."""
-    quantize: Literal["none", "int8"] = "none"
+    quantize: Literal["none", "int8", "int4"] = "none"
 
     @property
     def load_key(self) -> tuple[str, str, str, str]:

@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (QLabel, QMainWindow, QMessageBox, QSplitter, QTab
                                QWidget)
 
 from s2studio.engine import api
+from s2studio.engine.plan import load_request
 from s2studio.errors import UserError
 from s2studio.state.project import GenerationSettings, Project
 from s2studio.state.script import NARRATOR, Line, Script, parse_script
@@ -214,8 +215,7 @@ class MainWindow(PlaybackMixin, ProjectsMixin, QMainWindow):
         self.status.progress.setValue(0)
         self.status.progress.setVisible(True)
         self._load_job = self.ctx.host.new_job_id("load")
-        self.ctx.host.load(api.LoadRequest(self._load_job, model_dir, s.device, s.precision,
-                                           fast=s.speed == "fast", quantize=s.quantize))
+        self.ctx.host.load(load_request(self._load_job, model_dir, s))
         self._update_enabled()
 
     def stop(self) -> None:

@@ -18,11 +18,11 @@ from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QHBoxLayout, QLabel, QPlainTextEdit, QProgressBar,
                                QPushButton, QVBoxLayout, QWidget)
 
+from s2studio.engine.api import SAMPLE_RATE as RATE
 from s2studio.ui.player import load_sounddevice
 
 logger = logging.getLogger(__name__)
 
-RATE = 44100
 MAX_SECONDS = 30.0
 READ_ALOUD = ("The quick brown fox jumps over the lazy dog. I read this passage in my normal voice, at an easy "
               "pace, so that the studio can learn how I sound when I speak naturally.")

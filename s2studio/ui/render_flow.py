@@ -13,7 +13,7 @@ import numpy as np
 from PySide6.QtCore import QObject, Signal
 
 from s2studio.engine import api
-from s2studio.engine.plan import compile_request
+from s2studio.engine.plan import compile_request, sampling_params
 from s2studio.errors import UserError
 from s2studio.state.project import Project
 from s2studio.state.script import Line, Script
@@ -53,9 +53,7 @@ def build_request(job_id: str, lines: Sequence[Line], script: Script, project: P
             except _Missing:
                 raise UserError(f"Voice “{voice.name}” is not encoded yet; render again.") from None
     s = project.settings
-    sampling = api.SamplingParams(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k,
-                                  max_new_tokens=s.max_frames, seed=s.seed if s.seed_mode == "fixed" else None)
-    request = compile_request(script, cast, codes, job_id, sampling, batching=s.batching,
+    request = compile_request(script, cast, codes, job_id, sampling_params(s), batching=s.batching,
                               line_ids=[ln.line_id for ln in lines])
     return replace(request, context=_context_before(lines, script, project, cast, codes))
 

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
-from s2studio.engine.sampling import RAS_WINDOW
+from s2studio.engine.s2.sampling import RAS_WINDOW
 
 if TYPE_CHECKING:
-    from s2studio.engine.fast import FastSampler
+    from s2studio.engine.s2.fast import FastSampler
 
 WARMUP_RUNS = 2
 """Eager runs on a side stream before capture, as torch's CUDA-graph notes ask (lazy init, allocator)."""
