@@ -165,12 +165,9 @@ def sampling_from_args(args: argparse.Namespace) -> SamplingParams:
         if max_new:
             raise UserError("give --frames or --max-new-tokens, not both")
         max_new = frames + 1
-    try:
-        return SamplingParams(temperature=args.temperature, top_p=args.top_p, top_k=getattr(args, "top_k", 30),
-                              max_new_tokens=max_new, seed=args.seed,
-                              ignore_eos=frames is not None or getattr(args, "ignore_eos", False))
-    except UserError as exc:
-        raise UserError(f"--{exc}") from None
+    return SamplingParams(temperature=args.temperature, top_p=args.top_p, top_k=getattr(args, "top_k", 30),
+                          max_new_tokens=max_new, seed=args.seed,
+                          ignore_eos=frames is not None or getattr(args, "ignore_eos", False))
 
 
 # ----------------------------------------------------------------------------- the run

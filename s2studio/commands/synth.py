@@ -182,6 +182,10 @@ def _save(path: Path, codes: np.ndarray) -> None:
     tmp.replace(path)
 
 
+def _or(names: tuple[str, ...]) -> str:
+    return ", ".join(names[:-1]) + f" or {names[-1]}"
+
+
 def _refuse_script_options(args: argparse.Namespace) -> None:
     """The script-rendering options do nothing without --script: refuse them rather than ignore them."""
     given = [flag for flag, dest, default in SCRIPT_ONLY if getattr(args, dest, default) != default]
@@ -210,9 +214,9 @@ def run(args: argparse.Namespace) -> int:
     if args.batching not in ("upstream", "line"):
         raise UserError(f"unknown --batching {args.batching!r}; use upstream or line")
     if args.precision not in PRECISIONS:
-        raise UserError(f"unknown --precision {args.precision!r}; use {', '.join(PRECISIONS)}")
+        raise UserError(f"unknown --precision {args.precision!r}; use {_or(PRECISIONS)}")
     if args.quantize not in QUANTIZE_MODES:
-        raise UserError(f"unknown --quantize {args.quantize!r}; use {', '.join(QUANTIZE_MODES)}")
+        raise UserError(f"unknown --quantize {args.quantize!r}; use {_or(QUANTIZE_MODES)}")
     _check_output(args.codes_out, "--codes-out")
     _check_output(args.codes_out_dir, "--codes-out-dir", folder=True)
     out_format = _check_audio_output(args.out)
