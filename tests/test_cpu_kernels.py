@@ -263,3 +263,104 @@ def _loader():
 
 def _folder() -> Path:
     return Path(os.environ["XDG_CACHE_HOME"]) / "cpu-kernel-tests" / "tiny"
+
+
+# ----------------------------------------------------------------------------- a cache that is not trusted
+
+
+def _entry(folder: Path, data: bytes = b"\x7fELF a library") -> Path:
+    import hashlib
+
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = folder / "cpu_gemv-0123456789abcdef.so"
+    path.write_bytes(data)
+    path.chmod(0o700)
+    record = path.with_name(path.name + cpu_gemv.DIGEST_SUFFIX)
+    record.write_text(hashlib.sha256(data).hexdigest() + "\n", encoding="ascii")
+    record.chmod(0o600)
+    return path
+
+
+def test_a_cache_entry_is_trusted_only_when_it_is_the_users_alone_and_hashes_right(tmp_path: Path,
+                                                                                   monkeypatch) -> None:
+    path = _entry(tmp_path / "kernels")
+    assert cpu_gemv.entry_problem(path) is None
+    path.chmod(0o720)
+    assert cpu_gemv.entry_problem(path) == f"{path.name} is writable by its group"
+    path.chmod(0o702)
+    assert cpu_gemv.entry_problem(path) == f"{path.name} is writable by others"
+    path.chmod(0o700)
+    path.write_bytes(b"\x7fELF another library")
+    assert cpu_gemv.entry_problem(path) == f"{path.name} does not hash to the value recorded when it was built"
+    path = _entry(tmp_path / "kernels")
+    path.with_name(path.name + ".sha256").unlink()
+    assert cpu_gemv.entry_problem(path) == f"{path.name}.sha256 is missing"
+    path = _entry(tmp_path / "kernels")
+    real = tmp_path / "real.so"
+    path.rename(real)
+    path.symlink_to(real)
+    assert cpu_gemv.entry_problem(path) == f"{path.name} is not a plain file"
+    path.unlink()
+    path = _entry(tmp_path / "kernels")
+    monkeypatch.setattr(cpu_gemv, "_uid", lambda: os.getuid() + 1)
+    assert cpu_gemv.entry_problem(path) == f"{path.name} belongs to another user (uid {os.getuid()})"
+
+
+def test_a_loose_cache_folder_is_made_private_and_a_foreign_one_refused(tmp_path: Path, monkeypatch) -> None:
+    folder = tmp_path / "kernels"
+    folder.mkdir(mode=0o700)
+    folder.chmod(0o777)  # e.g. made under umask 000
+    assert cpu_gemv.folder_problem(folder) is None
+    assert folder.stat().st_mode & 0o777 == 0o700
+    link = tmp_path / "link"
+    link.symlink_to(folder)
+    assert cpu_gemv.folder_problem(link) == f"{link} is not a plain folder"
+    monkeypatch.setattr(cpu_gemv, "_uid", lambda: os.getuid() + 1)
+    folder.chmod(0o755)
+    assert cpu_gemv.folder_problem(folder) == f"{folder} belongs to another user (uid {os.getuid()})"
+    assert folder.stat().st_mode & 0o777 == 0o755  # not the user's: left alone
+
+
+def test_a_library_is_loaded_only_if_it_hashes_to_what_was_built_or_shipped(tmp_path: Path) -> None:
+    import hashlib
+
+    built = cpu_gemv.library_path()
+    copy = tmp_path / built.name
+    copy.write_bytes(built.read_bytes() + b"\0")  # one byte more: another file
+    with pytest.raises(RuntimeError, match=f"{copy.name} hashes to .*, not the expected"):
+        cpu_gemv.load_verified(copy, hashlib.sha256(built.read_bytes()).hexdigest())
+    (tmp_path / cpu_gemv.MANIFEST).write_text(f"{'ab' * 32}  {copy.name}\n{'cd' * 32}  other.so\n", encoding="ascii")
+    assert cpu_gemv.shipped_digest(tmp_path, copy.name) == "ab" * 32
+    assert cpu_gemv.shipped_digest(tmp_path, "missing.so") is None
+    assert cpu_gemv.shipped_digest(tmp_path / "none", copy.name) is None
+
+
+def _run_available(cache: Path, script_extra: str = "", **env: str) -> subprocess.CompletedProcess:
+    script = ("import logging, sys; logging.basicConfig(level=logging.INFO)\n"
+              "from s2studio.engine.weights import cpu_gemv\n" + script_extra +
+              "print('available', cpu_gemv.available())\n")
+    return subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "XDG_CACHE_HOME": str(cache), **env})
+
+
+def test_a_tampered_cache_entry_is_rebuilt_and_a_foreign_cache_is_not_used(tmp_path: Path) -> None:
+    import hashlib
+
+    built = cpu_gemv.library_path()
+    cache = tmp_path / "cache"
+    kernels = cache / "s2studio" / "kernels"
+    entry = _entry(kernels, built.read_bytes())
+    entry.rename(kernels / built.name)
+    entry.with_name(entry.name + ".sha256").rename(kernels / (built.name + ".sha256"))
+    entry = kernels / built.name
+    entry.write_bytes(entry.read_bytes() + b"\0")  # changed after it was built and its hash recorded
+
+    done = _run_available(cache)
+    assert done.returncode == 0 and "available True" in done.stdout, done.stderr
+    assert f"refusing the cached build ({built.name} does not hash to the value recorded" in done.stderr
+    assert hashlib.sha256(entry.read_bytes()).hexdigest() == (kernels / (built.name + ".sha256")).read_text().strip()
+    assert entry.stat().st_mode & 0o777 == 0o700
+
+    foreign = _run_available(cache, "cpu_gemv._uid = lambda: 54321\n")
+    assert foreign.returncode == 0 and "available False" in foreign.stdout, foreign.stderr
+    assert "CPU kernels not loaded: " in foreign.stderr and "belongs to another user" in foreign.stderr

@@ -121,3 +121,33 @@ def test_context_turns_condition_the_line(engine: S2Engine) -> None:
     a = next(ev for ev in plain if isinstance(ev, LineFinished))
     b = next(ev for ev in with_ctx if isinstance(ev, LineFinished))
     assert a.codes.shape != b.codes.shape or not np.array_equal(a.codes, b.codes)
+
+
+def test_reference_codes_outside_the_codecs_codebooks_are_refused(engine: S2Engine) -> None:
+    """The engine's own defence (the voice library checks its cache too): shape, sign and each codebook's size of
+    the loaded codec (the tiny one: 64 semantic codes, 32 residual ones), with the reference named."""
+    line = (LineSpec("a", 0, "Hello."),)
+    good = _codes(4)
+    cases = {"semantic": (0, 64, "code 64 is beyond the codec's semantic codebook of 64"),
+             "residual": (5, 32, "code 32 is beyond the codec's residual codebook of 32"),
+             "negative": (2, -3, "codes must not be negative (found -3)")}
+    for what, (row, value, message) in cases.items():
+        codes = good.copy()
+        codes[row, 1] = value
+        refs = (Reference(0, "Fine words.", good), Reference(1, "A voice with damaged codes", codes))
+        events = collect(engine.generate(SynthesisRequest(what, line, refs, SamplingParams(max_new_tokens=3, seed=1)),
+                                         threading.Event()))
+        assert len(events) == 1 and isinstance(events[0], JobFailed), events
+        assert events[0].error == (f"reference 2 ('A voice with damaged codes'): {message}; re-encode the voice "
+                                   "(delete its codes.safetensors)")
+    for bad in (good[:5], good[:, :0], good.astype(np.float32)):
+        events = collect(engine.generate(SynthesisRequest("shape", line, (Reference(0, "Odd.", bad),),
+                                                          SamplingParams(max_new_tokens=3, seed=1)), threading.Event()))
+        assert isinstance(events[-1], JobFailed) and events[-1].error.startswith("reference 1 ('Odd.'): codes must")
+    # codes of a context line are the model's own (up to its 4096), checked against the model
+    ctx = (ContextTurn(0, "Before.", np.full((10, 3), 4096)),)
+    events = collect(engine.generate(SynthesisRequest("ctx", line, sampling=SamplingParams(max_new_tokens=3, seed=1),
+                                                      context=ctx), threading.Event()))
+    assert isinstance(events[-1], JobFailed)
+    assert events[-1].error == ("context line 1 ('Before.') holds code 4096, beyond the codebook size 4096; "
+                                "render that line again")

@@ -175,7 +175,10 @@ class S2Engine:
             check_reference_codes(r.codes, f"reference {i + 1} ({_snippet(r.transcript)})", loaded.codec.config)
         c = loaded.model.config
         for i, t in enumerate(request.context):
-            check_codes(t.codes, f"context line {i + 1} ({_snippet(t.text)})", c.num_codebooks, c.codebook_size)
+            try:
+                check_codes(t.codes, f"context line {i + 1} ({_snippet(t.text)})", c.num_codebooks, c.codebook_size)
+            except UserError as exc:
+                raise UserError(f"{exc}; render that line again") from None
         references = [Reference(r.transcript if SPEAKER_TAG.search(r.transcript)
                                 else speaker_text(r.speaker, r.transcript), r.codes)
                       for r in request.references]
