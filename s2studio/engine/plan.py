@@ -112,6 +112,8 @@ def line_fingerprint(line: LineSpec, references: Sequence[Reference], sampling: 
     settings = {"text": line.text, "speaker": line.speaker, "temperature": sampling.temperature,
                 "top_p": sampling.top_p, "top_k": sampling.top_k, "max_new_tokens": sampling.max_new_tokens,
                 "seed": sampling.seed, "extra": extra}
+    if sampling.ignore_eos:  # only when set, so that every other take keeps the fingerprint it had
+        settings["ignore_eos"] = True
     h.update(json.dumps(settings, sort_keys=True).encode())
     for ref in references:
         h.update(f"|{ref.speaker}|{ref.transcript}|{ref.codes.shape}|".encode())
