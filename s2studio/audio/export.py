@@ -8,6 +8,7 @@ any editor at 0:00 and they line up.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,26 +130,34 @@ def normalization_gain(mix: Audio, settings: ExportSettings) -> float:
     return float(min(gain, MAX_GAIN_DB))
 
 
-def write_audio(path: Path, audio: Audio, fmt: Format, metadata: Metadata | None = None,
-                sample_rate: int = SAMPLE_RATE) -> Path:
-    """Write mono `audio` at `sample_rate` (resampled for Opus) atomically, with metadata."""
+def _encode(target: str | io.BytesIO, audio: Audio, fmt: Format, metadata: Metadata | None, sample_rate: int) -> None:
+    """Encode mono `audio` at `sample_rate` (resampled for Opus) into a file name or an in-memory file."""
     sf_format, subtype, _ = FORMATS[fmt]
     data = np.clip(np.asarray(audio, dtype=np.float32), -1.0, 1.0)
     rate = sample_rate
     if fmt == "opus" and rate != OPUS_RATE:
         data, rate = np.clip(resample(data, rate, OPUS_RATE), -1.0, 1.0), OPUS_RATE
+    with sf.SoundFile(target, "w", samplerate=rate, channels=1, format=sf_format, subtype=subtype) as f:
+        if metadata is not None:
+            _tag(f, metadata)
+        f.write(data)
 
-    def write(tmp: Path) -> None:
-        with sf.SoundFile(str(tmp), "w", samplerate=rate, channels=1, format=sf_format, subtype=subtype) as f:
-            if metadata is not None:
-                _tag(f, metadata)
-            f.write(data)
 
+def write_audio(path: Path, audio: Audio, fmt: Format, metadata: Metadata | None = None,
+                sample_rate: int = SAMPLE_RATE) -> Path:
+    """Write mono `audio` at `sample_rate` (resampled for Opus) atomically, with metadata."""
     try:
-        write_atomic(Path(path), write)
+        write_atomic(Path(path), lambda tmp: _encode(str(tmp), audio, fmt, metadata, sample_rate))
     except OSError as exc:
         raise UserError(f"cannot write {path}: {exc.strerror or exc}") from None
     return Path(path)
+
+
+def audio_bytes(audio: Audio, fmt: Format, metadata: Metadata | None = None, sample_rate: int = SAMPLE_RATE) -> bytes:
+    """The bytes `write_audio` writes, made in memory (the server answers with bytes, not files)."""
+    buffer = io.BytesIO()
+    _encode(buffer, audio, fmt, metadata, sample_rate)
+    return buffer.getvalue()
 
 
 def _tag(f: sf.SoundFile, meta: Metadata) -> None:
