@@ -108,7 +108,8 @@ async def audio_response(request: Request, route: str, work: Work, out: AudioOut
                 for event in first:
                     yield event
                 async for event in stream.events():
-                    yield event
+                    if event is not None:
+                        yield event
 
             async for event in events():
                 if isinstance(event, JobFailed):

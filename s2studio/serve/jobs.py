@@ -55,7 +55,9 @@ class JobStream:
     def cancel(self) -> None:
         self.job.cancel.set()
 
-    async def _next(self, request: Request | None) -> Event:
+    async def _next(self, request: Request | None, heartbeat_s: float | None = None) -> Event | None:
+        """The next event; None after `heartbeat_s` without one (when given)."""
+        waited = 0.0
         while True:
             try:
                 event = await asyncio.wait_for(self._queue.get(), DISCONNECT_POLL_S)
@@ -63,6 +65,9 @@ class JobStream:
                 if request is not None and await request.is_disconnected():
                     self.cancel()
                     raise Disconnected() from None
+                waited += DISCONNECT_POLL_S
+                if heartbeat_s is not None and waited >= heartbeat_s:
+                    return None
                 continue
             if isinstance(event, (JobFinished, JobFailed)):
                 self.done = True
@@ -76,6 +81,7 @@ class JobStream:
         try:
             while True:
                 event = await self._next(request)
+                assert event is not None
                 events.append(event)
                 if isinstance(event, JobFailed):
                     raise ApiError(failure_status(event.error), event.error, "generation_failed")
@@ -85,11 +91,11 @@ class JobStream:
             self.cancel()
             raise
 
-    async def events(self) -> AsyncIterator[Event]:
-        """The remaining events; leaving early (a disconnect cancels the response task) cancels the job."""
+    async def events(self, heartbeat_s: float | None = None) -> AsyncIterator[Event | None]:
+        """The remaining events (None: `heartbeat_s` passed without one); leaving early cancels the job."""
         try:
             while not self.done:
-                yield await self._next(None)
+                yield await self._next(None, heartbeat_s)
         finally:
             if not self.done:
                 self.cancel()

@@ -3,7 +3,8 @@
 `engine/remote.py` renders a studio project through these: the request is the engine's `SynthesisRequest`
 (references as codes this server's codec made, context turns, line mode), the answer the job's events as
 `engine/remote_wire.py` frames them, so a take rendered here is the take the local engine would make. The
-stream starts at once (the client shows the queue wait as loading, not as a hang) and ends with a
+stream starts at once, carries a `wait` record every few seconds while the job waits or nothing else is sent
+(so a client can tell a long queue from a dead connection), and ends with a
 `finished` or `failed` record; a client that disconnects cancels the job.
 """
 
@@ -25,6 +26,8 @@ from s2studio.serve.errors import ApiError
 from s2studio.serve.jobs import JobResponse, JobStream
 
 router = APIRouter()
+HEARTBEAT_S = 5.0
+"""A `wait` record after this long without an event, so a client can tell a dead connection from a queue."""
 
 
 @router.get("/v1/s2studio/info")
@@ -62,7 +65,10 @@ async def generate(request: Request) -> Response:
     async def body() -> AsyncIterator[bytes]:
         outcome = "cancelled"
         try:
-            async for event in stream.events():
+            async for event in stream.events(heartbeat_s=HEARTBEAT_S):
+                if event is None:  # queued, or a slow step: tell the client the connection lives
+                    yield remote_wire.frame({"type": "wait", "queued": state.runner.stats().queued})
+                    continue
                 record = remote_wire.event_to_record(event)
                 if record is None:
                     continue
