@@ -64,7 +64,8 @@ def state_of(request: Request) -> ServerState:
 async def read_body(request: Request) -> bytes:
     """The body, refused with 413 as soon as it is known to exceed the limit (before it is all read)."""
     limit = state_of(request).config.limits.max_body_bytes
-    too_big = ApiError(413, f"the request body is larger than this server's limit of {limit // (1024 * 1024)} MB; "
+    size = f"{limit / 2**20:g} MB" if limit >= 2**20 else f"{limit / 1024:g} kB"
+    too_big = ApiError(413, f"the request body is larger than this server's limit of {size}; "
                        "send shorter or fewer reference clips", "body_too_large")
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
