@@ -3,9 +3,10 @@
 `StreamEncoder.push(samples)` returns the bytes that can be sent now, `finish()` the rest. Formats:
 
 - `pcm`: 16-bit little-endian mono samples, nothing else;
-- `wav`: a 44-byte header, then the same samples. A streamed header cannot know the length: it says 0 (as
-  fish-speech's streaming server writes it) or 0xFFFFFFFF ("to the end of the stream", what players of
-  OpenAI-style streams expect); `streaming=False` keeps everything until `finish` and writes the exact length;
+- `wav`: a 44-byte header, then the same samples. A streamed header cannot know the length: it says
+  0xFFFFFFFF, "to the end of the stream", which libsndfile, ffmpeg and browsers read to the end (fish-speech's
+  server writes 0 there, which libsndfile and Python's `wave` read as an empty file); `streaming=False` keeps
+  everything until `finish` and writes the exact length;
 - `mp3`, `flac`, `ogg`: libsndfile's own encoders writing into memory. What they write is sent as they write
   it; the header fields they rewrite when the file closes (MP3's Xing frame, FLAC's sample count) stay as first
   written, which is how any streamed file of these formats looks. A streamed MP3 is constant bit rate, so that
@@ -29,7 +30,6 @@ from s2studio.audio.io import pcm16
 from s2studio.engine.api import SAMPLE_RATE
 
 StreamFormat = Literal["pcm", "wav", "mp3", "flac", "ogg", "opus"]
-WavLength = Literal["zero", "open"]
 
 CONTENT_TYPES: dict[str, str] = {
     "pcm": "audio/pcm", "wav": "audio/wav", "mp3": "audio/mpeg", "flac": "audio/flac", "ogg": "audio/ogg",
@@ -37,13 +37,9 @@ CONTENT_TYPES: dict[str, str] = {
 }
 
 
-def wav_header(data_bytes: int | None, sample_rate: int = SAMPLE_RATE, length: WavLength = "zero") -> bytes:
+def wav_header(data_bytes: int | None, sample_rate: int = SAMPLE_RATE) -> bytes:
     """The canonical 44-byte PCM16 mono header; `data_bytes=None` marks a stream of unknown length."""
-    if data_bytes is None:
-        data = 0 if length == "zero" else 0xFFFFFFFF
-        riff = 36 if length == "zero" else 0xFFFFFFFF
-    else:
-        data, riff = data_bytes, 36 + data_bytes
+    data, riff = (0xFFFFFFFF, 0xFFFFFFFF) if data_bytes is None else (data_bytes, 36 + data_bytes)
     return (b"RIFF" + struct.pack("<I", riff) + b"WAVE" + b"fmt "
             + struct.pack("<IHHIIHH", 16, 1, 1, sample_rate, sample_rate * 2, 2, 16) + b"data" + struct.pack("<I", data))
 
@@ -83,13 +79,11 @@ class _Sink:
 
 
 class StreamEncoder:
-    def __init__(self, fmt: StreamFormat, streaming: bool = True, wav_length: WavLength = "zero",
-                 sample_rate: int = SAMPLE_RATE) -> None:
+    def __init__(self, fmt: StreamFormat, streaming: bool = True, sample_rate: int = SAMPLE_RATE) -> None:
         if fmt not in CONTENT_TYPES:
             raise ValueError(f"unknown format {fmt!r}")
         self.fmt, self.streaming, self.rate = fmt, streaming, sample_rate
         self.samples = 0
-        self._wav_length = wav_length
         self._kept: list[np.ndarray] = []
         self._started = False
         self._file: sf.SoundFile | None = None
@@ -118,7 +112,7 @@ class StreamEncoder:
             return self._sink.take()
         head = b""
         if self.fmt == "wav" and not self._started:
-            head = wav_header(None, self.rate, self._wav_length)
+            head = wav_header(None, self.rate)
         self._started = True
         return head + pcm16(samples).astype("<i2").tobytes()
 
@@ -127,7 +121,7 @@ class StreamEncoder:
             self._file.close()
             return self._sink.take()
         if self.streaming and self.fmt in ("pcm", "wav"):
-            return b"" if self._started or self.fmt == "pcm" else wav_header(None, self.rate, self._wav_length)
+            return b"" if self._started or self.fmt == "pcm" else wav_header(None, self.rate)
         audio = np.concatenate(self._kept) if self._kept else np.zeros(0, np.float32)
         self._kept = []
         if self.fmt == "pcm":

@@ -140,7 +140,7 @@ async def tts(request: Request) -> Response:
                                                                         "reference_id"),)
         speech = Speech(tts_lines(body.text), sampling, "upstream", body.chunk_length, inline, voices)
     streaming = body.streaming if body.streaming is not None else body.format not in ("wav", "flac")
-    out = AudioOut(StreamEncoder(body.format, streaming, wav_length="zero"), speech.batching)
+    out = AudioOut(StreamEncoder(body.format, streaming), speech.batching)
     headers = {"Content-Type": out.encoder.content_type,
                "Content-Disposition": f"attachment; filename=audio.{body.format}"}
     if body.format == "pcm":

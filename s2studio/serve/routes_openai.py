@@ -84,7 +84,7 @@ async def speech(request: Request) -> Response:
                     voices=(voice,))
     fmt = body.response_format
     streaming = body.stream_format is not None or fmt not in ("wav", "flac")
-    out = AudioOut(StreamEncoder(fmt, streaming, wav_length="open"), "line")
+    out = AudioOut(StreamEncoder(fmt, streaming), "line")
     work = speech_work(speech, state.library, state.cache, state.info.codec_fingerprint)
     headers = {"Content-Type": out.encoder.content_type, "Content-Disposition": f"inline; filename=speech.{fmt}"}
     if fmt == "pcm":
