@@ -40,6 +40,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-body-mb", type=int, default=32, metavar="MB", help="largest request body (default 32)")
     p.add_argument("--max-reference-seconds", type=float, default=60.0, metavar="S",
                    help="longest inline reference clip (default 60)")
+    p.add_argument("--max-new-tokens", type=int, default=4096, metavar="N",
+                   help="most frames one batch may generate (default 4096, about 190 s); requests asking more get N")
     p.add_argument("--model-id", default="s2-pro", help="the model name /v1/models lists (default s2-pro)")
 
 
@@ -55,14 +57,16 @@ def run(args: argparse.Namespace) -> int:
     from s2studio.serve.server import serve_forever, start_state
     from s2studio.state.voices import VoiceLibrary
 
-    if args.queue < 1 or args.max_text < 1 or args.max_body_mb < 1 or args.max_reference_seconds <= 0:
-        raise UserError("--queue, --max-text, --max-body-mb and --max-reference-seconds must be positive")
+    if min(args.queue, args.max_text, args.max_body_mb, args.max_new_tokens) < 1 or args.max_reference_seconds <= 0:
+        raise UserError("--queue, --max-text, --max-body-mb, --max-new-tokens and --max-reference-seconds must be "
+                        "positive")
     if not 0 < args.port < 65536:
         raise UserError(f"--port must be between 1 and 65535, got {args.port}")
     if not args.model.is_dir():
         raise UserError(f"model folder {args.model} does not exist or is not a folder")
     limits = Limits(max_body_bytes=args.max_body_mb * 1024 * 1024, max_text_chars=args.max_text,
-                    max_reference_seconds=args.max_reference_seconds, queue_size=args.queue)
+                    max_reference_seconds=args.max_reference_seconds, queue_size=args.queue,
+                    max_new_tokens=args.max_new_tokens)
     config = ServeConfig(host=args.host, port=args.port, api_key=args.api_key or os.environ.get(ENV_API_KEY) or None,
                          cors_origins=tuple(args.cors), limits=limits, model_id=args.model_id)
     load = LoadRequest("load", args.model, device=args.device, precision=args.precision, threads=args.threads,
