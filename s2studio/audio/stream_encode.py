@@ -25,7 +25,7 @@ from typing import Literal
 import numpy as np
 import soundfile as sf
 
-from s2studio.audio.export import FORMATS, audio_bytes
+from s2studio.audio.export import FORMATS, encode_audio
 from s2studio.audio.io import pcm16
 from s2studio.engine.api import SAMPLE_RATE
 
@@ -129,4 +129,4 @@ class StreamEncoder:
         if self.fmt == "wav":
             data = pcm16(audio).astype("<i2").tobytes()
             return wav_header(len(data), self.rate) + data
-        return audio_bytes(audio, self.fmt, sample_rate=self.rate)  # type: ignore[arg-type]
+        return encode_audio(audio, self.fmt, sample_rate=self.rate)  # type: ignore[arg-type]
