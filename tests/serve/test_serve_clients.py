@@ -12,7 +12,7 @@ import httpx
 import openai
 import pytest
 import soundfile as sf
-from conftest import API_KEY
+from conftest import API_KEY, tone
 from fishaudio import FishAudio
 from fishaudio.types import ReferenceAudio
 
@@ -91,10 +91,11 @@ def test_openai_lists_the_model_and_refuses_what_s2_cannot_do(client) -> None:
         client.audio.speech.create(model="s2-pro", input="Hi.", voice="alloy")
 
 
-def test_fishaudio_convert_with_inline_references_encodes_each_clip_once(real_server, clips) -> None:
+def test_fishaudio_convert_with_inline_references_encodes_each_clip_once(real_server, tmp_path) -> None:
     fish = FishAudio(api_key=API_KEY, base_url=real_server.url)
-    refs = [ReferenceAudio(audio=clips["alice"].read_bytes(), text="Hello, I am Alice."),
-            ReferenceAudio(audio=clips["bob"].read_bytes(), text="And I am Bob.")]
+    first, second = tone(tmp_path / "one.wav", 1.1, 240.0), tone(tmp_path / "two.flac", 0.8, 310.0)  # new bytes
+    refs = [ReferenceAudio(audio=first.read_bytes(), text="Hello, I am Alice."),
+            ReferenceAudio(audio=second.read_bytes(), text="And I am Bob.")]
     encoded = real_server.state.cache.encoded
     wav = fish.tts.convert(text="<|speaker:0|>Hello there. <|speaker:1|>And hello to you.", references=refs,
                            format="wav")
