@@ -400,7 +400,7 @@ class RemoteEngine:
             seed = base_seed + index
             yield LineStarted(job, line.line_id)
             stream = (self._open_fish(request, line, seed) if self.protocol == "fish"
-                      else self._open_openai(line))
+                      else self._open_openai(request, line, seed))
             wav, pieces, sent, started = _Wav(), [], 0, time.perf_counter()
             try:
                 for data in stream.chunks(cancel):
@@ -448,11 +448,12 @@ class RemoteEngine:
         return self._open("POST", "/v1/tts", "rendering", content=ormsgpack.packb(body),
                           headers={"Content-Type": "application/msgpack", "model": self.settings.model})
 
-    def _open_openai(self, line: LineSpec) -> _Stream:
+    def _open_openai(self, request: SynthesisRequest, line: LineSpec, seed: int) -> _Stream:
         voices = self.settings.voices or ("alloy",)
         voice = voices[line.speaker] if line.speaker < len(voices) else voices[0]
+        s = request.sampling  # seed, temperature and top_p: extensions `s2studio serve` reads, others ignore
         body = {"model": self.settings.model, "input": line.text, "voice": voice, "response_format": "wav",
-                "stream_format": "audio"}
+                "stream_format": "audio", "seed": seed, "temperature": s.temperature, "top_p": s.top_p}
         return self._open("POST", "/v1/audio/speech", "rendering", json=body)
 
 
