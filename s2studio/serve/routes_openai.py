@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
 from typing import Literal
 
 from fastapi import APIRouter
@@ -54,7 +55,7 @@ def _sse_delta(data: bytes) -> bytes:
     return f"data: {json.dumps(event)}\n\n".encode()
 
 
-def _sse_done(input_chars: int) -> callable:
+def _sse_done(input_chars: int) -> Callable[[int], bytes]:
     def done(samples: int) -> bytes:
         frames = round(samples / 2048)
         usage = {"input_tokens": input_chars, "output_tokens": frames, "total_tokens": input_chars + frames}
