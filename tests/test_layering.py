@@ -27,6 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("s2studio.demo_model",),
     ("s2studio.engine.s2",),  # the runtime
     ("s2studio.worker",),
+    ("s2studio.serve",),  # HTTP in front of the engine and the voice library
     ("s2studio.commands",),
     ("s2studio.ui",),
     ("s2studio.app",),

@@ -54,7 +54,8 @@ def build_request(job_id: str, lines: Sequence[Line], script: Script, project: P
                 raise UserError(f"Voice “{voice.name}” is not encoded yet; render again.") from None
     s = project.settings
     request = compile_request(script, cast, codes, job_id, sampling_params(s), batching=s.batching,
-                              line_ids=[ln.line_id for ln in lines])
+                              line_ids=[ln.line_id for ln in lines],
+                              clip_paths={v.id: [library.clip_path(v, c) for c in v.clips] for v in cast.values()})
     return replace(request, context=_context_before(lines, script, project, cast, codes))
 
 

@@ -43,6 +43,14 @@ class ProjectsMixin:
             QMessageBox.warning(self, "Open project", str(exc))
             return
         self.setWindowTitle(f"{path.name} — S2 Studio")
+        self._report_unreadable_takes("Open project")
+
+    def _report_unreadable_takes(self, title: str) -> None:
+        problems = self.store.problems
+        if problems:
+            shown = "\n".join(problems[:10]) + (f"\n… and {len(problems) - 10} more" if len(problems) > 10 else "")
+            QMessageBox.warning(self, title, f"{len(problems)} take{'s' * (len(problems) != 1)} could not be read "
+                                f"and {'were' if len(problems) != 1 else 'was'} left out:\n{shown}")
 
     def save_project(self) -> None:
         if self.store.path is None:
@@ -82,6 +90,8 @@ class ProjectsMixin:
             project, origin = self.store.restore()
         except UserError as exc:
             logger.warning("cannot restore the autosave: %s", exc)
+            QMessageBox.warning(self, "Restore", f"The autosaved project could not be restored: {exc} "
+                                f"It was kept in {self.store.autosave_dir} and will not be offered again.")
             return False
         self.set_project(project)
         self.store.path = origin
@@ -90,4 +100,5 @@ class ProjectsMixin:
         self.statusBar().showMessage(
             "Restored the autosaved project." + (f" {stale} line{'s' * (stale != 1)} still to render: "
                                                  "Render ▸ Render Stale Lines (Ctrl+Shift+R)." if stale else ""), 15000)
+        self._report_unreadable_takes("Restore")
         return True
