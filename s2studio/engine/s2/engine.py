@@ -1,6 +1,7 @@
-"""`S2Engine`: the real engine behind the studio and `s2studio synth --script` (design.md §3, §6).
+"""`S2Engine`: the real engine behind the studio, `s2studio synth --script` and `serve` (design.md §3, §6).
 
-It owns the DualAR model, the tokenizer and the codec, and turns requests into the events of
+It loads through `setup.load_runtime`'s recipe (as `synth --text` does), owns the `Runtime` it returns (model,
+tokenizer, codec, the decoder chosen at load) and turns requests into the events of
 `engine/api.py`. Audio streams: every generated frame goes straight into an `IncrementalDecoder`, so a
 line's first `AudioChunk` leaves after its first kept frame (two generated frames: the generation
 loop only hands out a frame once it knows it is not the dropped last one), not at the end of a batch.
@@ -39,9 +40,8 @@ from s2studio.codec.resample import encode_file
 from s2studio.codec.streaming import IncrementalDecoder
 from s2studio.engine.api import (
     AudioChunk, ClipEncoded, EncodeRequest, Event, JobFailed, JobFinished, JobStarted, LineFinished, LineSpec,
-    LineStarted, LoadRequest, ModelLoading, ModelReady, Progress, SynthesisRequest,
+    LineStarted, LoadRequest, ModelInfo, ModelLoading, ModelReady, Progress, SynthesisRequest,
 )
-from s2studio.engine.api import ModelInfo
 from s2studio.engine.plan import line_fingerprint
 from s2studio.engine.s2.generate import (
     PROMPT_RESERVE, BatchEvent, BatchFinished, BatchStarted, FrameReady, generate_batches, make_generator,
