@@ -49,7 +49,8 @@ from s2studio.engine.s2.generate import (
 )
 from s2studio.engine.s2.setup import Runtime, load_steps
 from s2studio.errors import UserError
-from s2studio.text.prompt import Exchange, Reference, build_prompt, check_codes, split_turns
+from s2studio.state.codes import check_codes
+from s2studio.text.prompt import Exchange, Reference, build_prompt, split_turns
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,8 @@ from s2studio.engine.api import SEED_RANGE, Batching, SamplingParams
 from s2studio.engine.s2.sampling import RAS_WINDOW, FrameSampler
 from s2studio.errors import UserError
 from s2studio.model.dual_ar import DualAR
-from s2studio.text.prompt import Exchange, Reference, TokenizerLike, build_prompt, check_codes, line_batches, upstream_batches
+from s2studio.state.codes import check_codes
+from s2studio.text.prompt import Exchange, Reference, TokenizerLike, build_prompt, line_batches, upstream_batches
 
 PROMPT_RESERVE = 2048
 """`generate_long` refuses a prompt longer than `max_seq_len - 2048`."""
