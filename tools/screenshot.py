@@ -79,10 +79,10 @@ def main() -> int:
     from PySide6.QtWidgets import QApplication, QStyleFactory
 
     from s2studio import app as studio
-    from s2studio.ui.export_dialog import ExportDialog
-    from s2studio.ui.model_page import ModelPage
-    from s2studio.ui.record_dialog import RecordDialog
-    from s2studio.ui.voices_panel import NewVoiceDialog
+    from s2studio.ui.dialogs.export_dialog import ExportDialog
+    from s2studio.ui.dialogs.model_page import ModelPage
+    from s2studio.ui.voices.record_dialog import RecordDialog
+    from s2studio.ui.voices.new_voice_dialog import NewVoiceDialog
 
     qapp = studio.make_application([sys.argv[0]])
     if args.dark:

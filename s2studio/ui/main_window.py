@@ -19,19 +19,19 @@ from s2studio.state.project import GenerationSettings, Project
 from s2studio.state.script import NARRATOR, Line, Script, parse_script
 from s2studio.state.voices import VoiceLibrary
 from s2studio.ui.actions import SPECS, ShortcutsDialog, build_actions
-from s2studio.ui.cast_bar import CastBar
-from s2studio.ui.context import StudioContext
-from s2studio.ui.editor import InlineWarning, ScriptEditor
-from s2studio.ui.player import PlaybackBuffer, Player
-from s2studio.ui.player_bar import PlayerBar
-from s2studio.ui.projects import ProjectStore
-from s2studio.ui.render_flow import RenderFlow
-from s2studio.ui.session import RenderSession
-from s2studio.ui.settings_panel import SettingsPanel
+from s2studio.ui.script.cast_bar import CastBar
+from s2studio.ui.control.context import StudioContext
+from s2studio.ui.script.editor import InlineWarning, ScriptEditor
+from s2studio.ui.control.player import PlaybackBuffer, Player
+from s2studio.ui.player.player_bar import PlayerBar
+from s2studio.ui.control.projects import ProjectStore
+from s2studio.ui.control.render import RenderFlow
+from s2studio.ui.control.session import RenderSession
+from s2studio.ui.inspector.settings_panel import SettingsPanel
 from s2studio.ui.status import StatusPanel
-from s2studio.ui.tag_palette import TagPalette
-from s2studio.ui.takes_panel import TakesPanel
-from s2studio.ui.voices_panel import VoicesPanel
+from s2studio.ui.inspector.tag_palette import TagPalette
+from s2studio.ui.inspector.takes_panel import TakesPanel
+from s2studio.ui.voices.voices_panel import VoicesPanel
 from s2studio.ui.window_playback import PlaybackMixin
 from s2studio.ui.window_projects import ProjectsMixin
 
@@ -234,7 +234,7 @@ class MainWindow(PlaybackMixin, ProjectsMixin, QMainWindow):
         self.model_info = event.info
         self.flow.codec_fingerprint = event.info.codec_fingerprint
         self.status.set_model(event.info)
-        from s2studio.ui.model_page import is_demo  # noqa: PLC0415
+        from s2studio.ui.dialogs.model_page import is_demo  # noqa: PLC0415
 
         if self.ctx.model_dir is not None and is_demo(self.ctx.model_dir):
             self.status.model.setText(f"Model: {event.info.name} (demo: random weights, produces noise)")
@@ -258,7 +258,7 @@ class MainWindow(PlaybackMixin, ProjectsMixin, QMainWindow):
             self._update_enabled()
 
     def open_model_page(self) -> None:
-        from s2studio.ui.model_page import ModelPage  # noqa: PLC0415 - rarely opened
+        from s2studio.ui.dialogs.model_page import ModelPage  # noqa: PLC0415 - rarely opened
 
         page = ModelPage(self.ctx.data_dir / "models", self)
         accepted = page.exec()
@@ -392,7 +392,7 @@ class MainWindow(PlaybackMixin, ProjectsMixin, QMainWindow):
     # -- voices ----------------------------------------------------------------------------------
 
     def record_voice(self) -> None:
-        from s2studio.ui.record_dialog import RecordDialog  # noqa: PLC0415
+        from s2studio.ui.voices.record_dialog import RecordDialog  # noqa: PLC0415
 
         dialog = RecordDialog(self)
         accepted = dialog.exec()
@@ -435,7 +435,7 @@ class MainWindow(PlaybackMixin, ProjectsMixin, QMainWindow):
     # -- dialogs ---------------------------------------------------------------------------------
 
     def open_export(self) -> None:
-        from s2studio.ui.export_dialog import ExportDialog  # noqa: PLC0415
+        from s2studio.ui.dialogs.export_dialog import ExportDialog  # noqa: PLC0415
 
         dialog = ExportDialog(self.project, self.script, self.model_info, self)
         dialog.gap_changed.connect(self._gap_changed)

@@ -4,7 +4,7 @@ in the waveform and the editor, and start playing as soon as a render's first au
 from __future__ import annotations
 
 from s2studio.engine import api
-from s2studio.ui.editor import is_dark, speaker_color
+from s2studio.ui.colors import is_dark, speaker_color
 
 
 AUTOPLAY_LEAD_S = 2.0

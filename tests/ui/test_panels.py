@@ -13,9 +13,9 @@ from PySide6.QtWidgets import QAbstractButton, QComboBox, QLineEdit, QToolButton
 
 from s2studio import app
 from s2studio.errors import UserError
-from s2studio.ui import player as player_module
+from s2studio.ui.control import player as player_module
 from s2studio.ui.actions import SPECS, ShortcutsDialog
-from s2studio.ui.model_page import ModelPage, validate_model_dir
+from s2studio.ui.dialogs.model_page import ModelPage, validate_model_dir
 from ui_helpers import cast_two_voices, close_studio, fake_engine, open_studio, write_wav
 
 

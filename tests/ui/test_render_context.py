@@ -10,7 +10,7 @@ import numpy as np
 from s2studio.state.project import Project, Take
 from s2studio.state.script import parse_script
 from s2studio.state.voices import VoiceLibrary
-from s2studio.ui.render_flow import build_request
+from s2studio.ui.control.render import build_request
 from ui_helpers import write_wav
 
 FINGERPRINT = "codec-x"

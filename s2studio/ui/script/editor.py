@@ -6,7 +6,6 @@ for the parser; the parser's warnings arrive as underlines after a short debounc
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
 
@@ -15,22 +14,12 @@ from PySide6.QtGui import (QColor, QFont, QFontDatabase, QKeyEvent, QPalette, QS
                            QTextCursor, QTextDocument, QTextFormat)
 from PySide6.QtWidgets import QCompleter, QPlainTextEdit, QTextEdit, QToolTip, QWidget
 
+from s2studio.ui.colors import is_dark, speaker_color
+
 HEADING = re.compile(r"^\s*#.*$")
 SPEAKER = re.compile(r"^\s*([^\s\[\]:<>#][^\[\]:<>#]{0,39}):")
 TAG = re.compile(r"\[[^\[\]\n]*\]")
 RAW_SPEAKER = re.compile(r"<\|speaker:\d+\|>")
-
-_SPEAKER_HUES = (210, 20, 140, 280, 50, 330, 170, 0)
-
-
-def speaker_color(name: str, dark: bool) -> QColor:
-    """A stable colour per speaker name, readable on the current background."""
-    hue = _SPEAKER_HUES[int(hashlib.sha1(name.strip().encode()).hexdigest(), 16) % len(_SPEAKER_HUES)]
-    return QColor.fromHsl(hue, 170, 170 if dark else 95)
-
-
-def is_dark(palette: QPalette) -> bool:
-    return palette.color(QPalette.ColorRole.Base).lightness() < 128
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from s2studio.state.project import Project
 from s2studio.state.script import Line, Script
 from s2studio.state.voice_archive import VOICE_FILE
 from s2studio.state.voices import Voice, VoiceLibrary
-from s2studio.ui.session import RenderSession
+from s2studio.ui.control.session import RenderSession
 from s2studio.worker import EngineHost
 
 logger = logging.getLogger(__name__)

@@ -6,8 +6,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QFontDatabase
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
-from s2studio.ui.player import PlaybackBuffer
-from s2studio.ui.waveform import WaveformView
+from s2studio.ui.control.player import PlaybackBuffer
+from s2studio.ui.player.waveform import WaveformView
 
 
 def _clock(seconds: float) -> str:

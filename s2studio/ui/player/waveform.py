@@ -13,7 +13,7 @@ from PySide6.QtGui import QColor, QMouseEvent, QPainter, QPaintEvent, QPalette, 
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from s2studio.engine.api import SAMPLE_RATE
-from s2studio.ui.player import PlaybackBuffer
+from s2studio.ui.control.player import PlaybackBuffer
 
 BIN = 512
 MIN_SPAN = SAMPLE_RATE * 8

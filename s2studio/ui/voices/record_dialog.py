@@ -18,7 +18,7 @@ from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QHBoxLayout, QLabel, QPlainTextEdit, QProgressBar,
                                QPushButton, QVBoxLayout, QWidget)
 
-from s2studio.ui.player import load_sounddevice
+from s2studio.ui.control.player import load_sounddevice
 
 logger = logging.getLogger(__name__)
 

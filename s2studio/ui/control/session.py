@@ -20,7 +20,7 @@ from PySide6.QtCore import QObject, Signal
 from s2studio.engine import api
 from s2studio.state.project import Project, Take
 from s2studio.state.script import Line, Script
-from s2studio.ui.player import PlaybackBuffer
+from s2studio.ui.control.player import PlaybackBuffer
 from s2studio.worker import EngineHost
 
 logger = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ from functools import partial
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSizePolicy, QWidget
 
-from s2studio.ui.editor import is_dark, speaker_color
+from s2studio.ui.colors import is_dark, speaker_color
 
 NO_VOICE = ""
 
