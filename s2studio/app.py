@@ -86,7 +86,7 @@ def make_application(argv: list[str] | None = None) -> QApplication:
 
 def build_window(engine_kind: str | None = None, factory: Callable[[], Any] | None = None):  # noqa: ANN201
     """The window and its engine host, not shown; `app.main` and the tests both start here."""
-    from s2studio.ui.context import StudioContext  # noqa: PLC0415
+    from s2studio.ui.control.context import StudioContext  # noqa: PLC0415
     from s2studio.ui.main_window import MainWindow  # noqa: PLC0415
 
     kind = engine_kind or os.environ.get(ENV_ENGINE, "s2")
@@ -101,7 +101,7 @@ def build_window(engine_kind: str | None = None, factory: Callable[[], Any] | No
 
 def start_engine(window) -> None:  # noqa: ANN001
     """Load the fake engine at once, the remembered model when it is valid, else show the model page."""
-    from s2studio.ui.model_page import validate_model_dir  # noqa: PLC0415
+    from s2studio.ui.dialogs.model_page import validate_model_dir  # noqa: PLC0415
 
     if window.ctx.engine_kind == "fake":
         window.load_model(Path("fake-model"))
