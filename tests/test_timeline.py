@@ -116,3 +116,12 @@ def test_gap_changes_move_every_line() -> None:
     assert [s.start for s in tl.segments()] == [0, 10 + 123]
     with pytest.raises(ValueError, match="gap"):
         tl.set_gap(float("nan"))
+
+
+def test_a_line_that_comes_back_brings_its_audio() -> None:
+    tl = Timeline(gap_s=0.0, sample_rate=100)
+    takes = {"a": const(10, 0.25), "b": const(5, 0.5)}
+    tl.set_lines(["a", "b"], takes)
+    tl.set_order(["a"], takes)
+    tl.set_order(["a", "b"], takes)  # Undo of the delete
+    assert [(s.line_id, s.start) for s in tl.segments()] == [("a", 0), ("b", 10)]

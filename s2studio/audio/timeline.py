@@ -177,11 +177,16 @@ class Timeline:
                 self._tracks[line_id] = _final(line_id, data)
         self._relayout()
 
-    def set_order(self, order: Sequence[str]) -> None:
-        """The script's lines changed (added, deleted, moved): audio of lines still there is kept. A
-        streaming line that is no longer last stops growing where it is."""
+    def set_order(self, order: Sequence[str], audio: Mapping[str, Audio | None] | None = None) -> None:
+        """The script's lines changed (added, deleted, moved): audio of lines still there is kept, a line
+        that comes (back) takes its audio from `audio`. A streaming line that is no longer last stops
+        growing where it is."""
         self._set_order(order)
         self._tracks = {k: t for k, t in self._tracks.items() if k in self._position}
+        for line_id in self._order:
+            data = audio.get(line_id) if audio is not None and line_id not in self._tracks else None
+            if data is not None and len(data):
+                self._tracks[line_id] = _final(line_id, data)
         placed = [k for k in self._order if k in self._tracks]
         for k in placed[:-1]:
             self._tracks[k].growing = False

@@ -1,9 +1,16 @@
-"""Live playback: a growing sample buffer and a sounddevice output stream that reads it.
+"""Live playback of the timeline through a sounddevice output stream (design.md §2). QtCore only.
 
-The audio callback only copies from the buffer (design.md §2): no allocation, no locks, no Qt.
-While a render is running the buffer grows behind the playhead; when the playhead catches up with
-the rendered end the callback plays silence *without advancing*, so nothing is skipped and playback
-resumes exactly where the audio continues. The GUI polls the position with a timer.
+The audio callback reads the timeline's current `Layout` once per block and copies from it: no lock, no
+buffer allocation, no Qt. Everything the GUI thread asks of it (seek, play one line, loop it) is one
+tuple assigned in one step, which the callback picks up at its next block:
+
+- playing the whole timeline, the playhead waits at the rendered end while a render runs
+  (`set_wait_at_end`: it never skips), and stops at the end otherwise;
+- playing one line stops at the line's end; looping it wraps to its start. The line is named by id and
+  its bounds are read from each block's layout, so when A/B swaps the line's take the loop follows the
+  new take at once and never plays a neighbour.
+
+The GUI polls the position with a timer.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from s2studio.audio.timeline import Layout, Timeline
 from s2studio.engine.api import SAMPLE_RATE
 
 logger = logging.getLogger(__name__)
@@ -35,45 +43,48 @@ def load_sounddevice() -> tuple[Any | None, str]:
     return sd, ""
 
 
-class PlaybackBuffer:
-    """Float32 mono samples; `length` counts the valid ones. Written on the GUI thread only.
+def close_stream(stream: Any) -> None:
+    """Stop and close a PortAudio stream; a device that vanished is logged, never raised."""
+    if stream is None:
+        return
+    try:
+        stream.abort()
+        stream.close()
+    except Exception as exc:  # noqa: BLE001
+        logger.warning("closing the audio stream: %s", exc)
 
-    Growth reallocates (doubling) and swaps the array in one assignment; the callback reads
-    `length` first and `data` second, so it never reads samples that are not there yet.
-    """
 
-    def __init__(self, capacity: int = SAMPLE_RATE * 30) -> None:
-        self.data: Samples = np.zeros(capacity, np.float32)
-        self.length = 0
-        self.growing = False
-        """True while a render may still append; the playhead then waits at the end instead of stopping."""
-
-    def reserve(self, n: int) -> None:
-        if n > len(self.data):
-            grown = np.zeros(max(n, 2 * len(self.data)), np.float32)
-            grown[: self.length] = self.data[: self.length]
-            self.data = grown
-
-    def write(self, offset: int, samples: Samples) -> None:
-        end = offset + len(samples)
-        self.reserve(end)
-        self.data[offset:end] = samples
-        if end > self.length:
-            self.length = end
-
-    def set_length(self, n: int) -> None:
-        """Extend with silence (gaps) or truncate."""
-        self.reserve(n)
-        if n > self.length:
-            self.data[self.length:n] = 0.0
-        self.length = n
-
-    def view(self) -> Samples:
-        return self.data[: self.length]
+def fill(layout: Layout, out: Samples, pos: int, line_id: str | None, loop: bool) -> tuple[int, bool, bool]:
+    """Fill `out` from `pos` on; returns (new position, whether any audio was copied, whether the play
+    reached its end). With `line_id` only that line plays (from its start when `pos` is outside it)."""
+    frames = len(out)
+    if line_id is None:
+        start, end = 0, layout.end
+    else:
+        bounds = layout.bounds(line_id)
+        if bounds is None:
+            out[:] = 0.0
+            return pos, False, True
+        start, end = bounds
+        if not start <= pos < end:
+            pos = start
+    written, audible = 0, False
+    while written < frames:
+        n = min(frames - written, end - pos)
+        if n <= 0:
+            if loop and end > start:
+                pos = start
+                continue
+            out[written:] = 0.0
+            return pos, audible, True
+        audible |= layout.read_into(out[written:written + n], pos) > 0
+        pos += n
+        written += n
+    return pos, audible, False
 
 
 class Player(QObject):
-    """Plays a `PlaybackBuffer` through the default output device."""
+    """Plays a `Timeline` through the default output device."""
 
     position_changed = Signal(int)
     """Playhead in samples (polled about 30 times a second while playing, and on seek)."""
@@ -82,15 +93,22 @@ class Player(QObject):
     started_audio = Signal()
     """The first non-silent block of a play reached the device (the test hook for live playback)."""
 
-    def __init__(self, buffer: PlaybackBuffer, parent: QObject | None = None) -> None:
+    def __init__(self, timeline: Timeline, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.buffer = buffer
+        self.timeline = timeline
         self._sd, self.unavailable_reason = load_sounddevice()
         self._stream: Any = None
         self._pos = 0
-        self._playing = False
+        self._seek: tuple[int, int] = (0, 0)
+        """(request number, sample): the GUI's last seek; the callback applies each number once."""
+        self._applied_seek = 0
+        self._scope: tuple[str | None, bool] = (None, False)
+        """(line id or None for the whole timeline, loop)."""
+        self._ended = False
+        self._wait_at_end = False
         self._audio_flag = False
         self._announced = False
+        self._playing = False
         self._timer = QTimer(self)
         self._timer.setInterval(33)
         self._timer.timeout.connect(self._poll)
@@ -107,22 +125,68 @@ class Player(QObject):
     def position(self) -> int:
         return self._pos
 
+    @property
+    def line(self) -> str | None:
+        """The line being played alone (Play line, a loop), None while the whole timeline plays."""
+        return self._scope[0]
+
+    @property
+    def looping(self) -> bool:
+        return self._scope[1]
+
+    def set_wait_at_end(self, wait: bool) -> None:
+        """While a render runs, more audio may come: the playhead then waits at the end instead of stopping."""
+        self._wait_at_end = wait
+
     def seek(self, sample: int) -> None:
-        self._pos = int(min(max(sample, 0), self.buffer.length))
-        self.position_changed.emit(self._pos)
+        sample = int(min(max(sample, 0), self.timeline.layout.end))
+        self._pos = sample
+        self._seek = (self._seek[0] + 1, sample)
+        self.position_changed.emit(sample)
 
     def play(self) -> bool:
-        """Start (or keep) playing from the current position. False (and nothing happens) without audio."""
+        """Play the whole timeline from the playhead. False (and nothing happens) without audio."""
+        self._scope = (None, False)
+        if self._pos >= self.timeline.layout.end and not self._wait_at_end:
+            self.seek(0)
+        return self._start()
+
+    def play_line(self, line_id: str, loop: bool = False) -> bool:
+        """Play one line from its start, to its end or (`loop`) round and round."""
+        bounds = self.timeline.layout.bounds(line_id)
+        if bounds is None:
+            return False
+        self._scope = (line_id, loop)
+        self.seek(bounds[0])
+        return self._start()
+
+    def set_loop(self, line_id: str | None) -> None:
+        """Loop this line from now on (None: stop looping and play on to the end)."""
+        self._scope = (line_id, line_id is not None)
+
+    def pause(self) -> None:
+        if not self._playing:
+            return
+        self._playing = False
+        self._timer.stop()
+        stream, self._stream = self._stream, None
+        close_stream(stream)
+        self.position_changed.emit(self._pos)
+        self.state_changed.emit(False)
+
+    def close(self) -> None:
+        self.pause()
+
+    def _start(self) -> bool:
         if self._playing:
             return True
         if not self.available:
             return False
-        if self._pos >= self.buffer.length and not self.buffer.growing:
-            self._pos = 0
-        self._announced = self._audio_flag = False
+        self._ended = self._announced = self._audio_flag = False
+        self._applied_seek = self._seek[0]
         try:
             self._stream = self._sd.OutputStream(samplerate=SAMPLE_RATE, channels=1, dtype="float32",
-                                                 callback=self._callback, finished_callback=None)
+                                                 callback=self._callback)
             self._stream.start()
         except Exception as exc:  # noqa: BLE001 - a device can vanish between runs
             logger.warning("cannot open the output stream: %s", exc)
@@ -134,39 +198,20 @@ class Player(QObject):
         self.state_changed.emit(True)
         return True
 
-    def pause(self) -> None:
-        if not self._playing:
-            return
-        self._playing = False
-        self._timer.stop()
-        stream, self._stream = self._stream, None
-        if stream is not None:
-            try:
-                stream.abort()
-                stream.close()
-            except Exception as exc:  # noqa: BLE001
-                logger.warning("closing the output stream: %s", exc)
-        self.position_changed.emit(self._pos)
-        self.state_changed.emit(False)
-
-    def toggle(self) -> None:
-        self.pause() if self._playing else self.play()
-
-    def close(self) -> None:
-        self.pause()
-
     # -- audio thread ---------------------------------------------------------------------------
 
     def _callback(self, outdata: Any, frames: int, time: Any, status: Any) -> None:
-        length = self.buffer.length
-        data = self.buffer.data
+        number, sample = self._seek
         pos = self._pos
-        n = min(frames, max(0, length - pos))
-        if n:
-            outdata[:n, 0] = data[pos:pos + n]
+        if number != self._applied_seek:
+            self._applied_seek = number
+            pos = sample
+        line_id, loop = self._scope
+        pos, audible, ended = fill(self.timeline.layout, outdata[:, 0], pos, line_id, loop)
+        if audible:
             self._audio_flag = True
-        outdata[n:, 0] = 0.0
-        self._pos = pos + n
+        self._ended = ended
+        self._pos = pos
 
     # -- GUI thread -------------------------------------------------------------------------------
 
@@ -175,5 +220,5 @@ class Player(QObject):
             self._announced = True
             self.started_audio.emit()
         self.position_changed.emit(self._pos)
-        if self._pos >= self.buffer.length and not self.buffer.growing:
+        if self._ended and not (self._scope[0] is None and self._wait_at_end):
             self.pause()

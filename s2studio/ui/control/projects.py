@@ -3,7 +3,8 @@
 Autosave writes the whole project to `<data>/autosave/current.s2proj` a few seconds after a change
 (and after every rendered line), next to a `session.lock` file that exists only while the studio
 runs. Finding the lock at start-up means the last session did not end cleanly: the window offers the
-autosaved project.
+autosaved project. A clean exit with unsaved changes nobody chose to discard keeps the autosave too
+(with a `kept-unsaved` mark), and the next start offers it the same way.
 """
 
 from __future__ import annotations
@@ -51,32 +52,63 @@ class ProjectStore(QObject):
 
     # -- crash restore ---------------------------------------------------------------------------
 
+    @property
+    def kept_path(self) -> Path:
+        return self.autosave_dir / "kept-unsaved"
+
     def crashed_before(self) -> bool:
         """True when the last session left its lock behind and an autosave exists."""
         return self.lock_path.exists() and (self.autosave_path / "project.json").is_file()
+
+    def kept_before(self) -> bool:
+        """True when the last session ended with unsaved work that nobody chose to discard (its autosave
+        was kept for this start)."""
+        return self.kept_path.exists() and (self.autosave_path / "project.json").is_file()
 
     def begin_session(self) -> None:
         self.autosave_dir.mkdir(parents=True, exist_ok=True)
         self.lock_path.write_text(str(os.getpid()))
 
-    def end_session(self) -> None:
-        """A clean exit: no restore offer next time."""
+    def end_session(self, discard: bool = False) -> None:
+        """A clean exit. The autosave goes only when nothing unsaved is in it or the person chose to discard
+        it; otherwise it is brought up to date and kept, and the next start offers it (`kept_before`)."""
         self._timer.stop()
+        if self.unsaved_work and not discard:
+            self.autosave_now()
+            try:
+                self.kept_path.write_text(str(os.getpid()))
+            except OSError as exc:  # the lock then stays: the next start offers the autosave as after a crash
+                logger.warning("cannot mark the autosave as kept: %s", exc)
+                return
+            self.lock_path.unlink(missing_ok=True)
+            return
         self.lock_path.unlink(missing_ok=True)
+        self.kept_path.unlink(missing_ok=True)
         shutil.rmtree(self.autosave_path, ignore_errors=True)
 
     def restore(self) -> tuple[Project, Path | None]:
+        self.kept_path.unlink(missing_ok=True)
         project = load_project(self.autosave_path)
         original = self.settings.value("autosave/origin", "")
         return project, Path(original) if original else None
 
     # -- autosave --------------------------------------------------------------------------------
 
+    @property
+    def unsaved_work(self) -> bool:
+        """Changes since the last save or open, in a project that holds something (text or takes)."""
+        p = self._project
+        return self.dirty and p is not None and bool(p.script.strip() or p.lines)
+
     def changed(self, project: Project, soon: bool = False) -> None:
-        """Mark dirty and schedule an autosave (`soon`: within the event loop's next turn)."""
+        """Mark dirty and schedule an autosave: `soon` within the event loop's next turn, else within
+        AUTOSAVE_DELAY_MS (an autosave already due sooner is not put off)."""
         self.dirty = True
         self._project = project
-        self._timer.start(0 if soon else AUTOSAVE_DELAY_MS)
+        if soon:
+            self._timer.start(0)
+        elif not self._timer.isActive():
+            self._timer.start(AUTOSAVE_DELAY_MS)
 
     def autosave_now(self) -> None:
         if self._project is None:
@@ -91,24 +123,31 @@ class ProjectStore(QObject):
 
     def save(self, project: Project, path: Path) -> Path:
         path = save_project(project, path)
+        self._clean(project)
         self.path = path
-        self.dirty = False
         self.add_recent(path)
         self.path_changed.emit(path)
         return path
 
     def open(self, path: Path) -> Project:
         project = load_project(path)
+        self._clean(project)
         self.path = Path(path)
-        self.dirty = False
         self.add_recent(self.path)
         self.path_changed.emit(self.path)
         return project
 
-    def new(self) -> None:
-        self.path = None
+    def new(self, project: Project, path: Path | None = None) -> None:
+        """`project` is open now, not yet saved (`path`: the file it will be saved to, for a restored autosave)."""
+        self._clean(project)
+        self.path = path
+        self.path_changed.emit(path)
+
+    def _clean(self, project: Project) -> None:
+        """`project` is what is open now, with nothing unsaved (no autosave of the one before is pending)."""
+        self._timer.stop()
+        self._project = project
         self.dirty = False
-        self.path_changed.emit(None)
 
     def recent(self) -> list[Path]:
         raw = self.settings.value("recent", []) or []

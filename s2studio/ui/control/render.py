@@ -1,12 +1,23 @@
-"""Before a render: every voice in the cast needs its clips' codes for the loaded codec. Missing
-codes are encoded on the engine thread (an `EncodeRequest`), cached in the voice library, and only
-then is the synthesis request built and started. The GUI never waits: each step is a signal."""
+"""From Render to a running job: the request is built once (design.md §6). QtCore only.
+
+1. On the GUI thread, `RenderFlow.render` checks the cast once (every speaker of the lines has a voice
+   that exists) and takes what the request needs from the document: the script, the voices, the
+   settings, the earlier takes for context.
+2. Off the GUI thread (`control.background`), each voice's clips are hashed once and their codes read
+   from the voice library's cache (`VoiceLibrary.codes`); a clip without cached codes for the loaded
+   codec is encoded by the engine (an `EncodeRequest` per clip, on the engine thread) and cached. Then
+   `engine.plan.compile_request` runs once, for the lines and their context together.
+3. Back on the GUI thread, `RenderSession.start` hands the request to the engine.
+
+Every step reports through signals; the GUI never waits.
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from dataclasses import replace
+import queue
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -15,175 +26,205 @@ from PySide6.QtCore import QObject, Signal
 from s2studio.engine import api
 from s2studio.engine.plan import compile_request
 from s2studio.errors import UserError
-from s2studio.state.project import Project
+from s2studio.state.project import GenerationSettings, Project, Take
 from s2studio.state.script import Line, Script
-from s2studio.state.voice_archive import VOICE_FILE
+from s2studio.state.staleness import take_settings, voice_key
 from s2studio.state.voices import Voice, VoiceLibrary
-from s2studio.ui.control.session import RenderSession
+from s2studio.ui.control.background import Background, Cancelled
+from s2studio.ui.control.document import Document
+from s2studio.ui.control.session import Asked, RenderJob, RenderSession
 from s2studio.worker import EngineHost
 
 logger = logging.getLogger(__name__)
-
-
-class _Missing(Exception):
-    pass
-
-
-def _no_encoder(path: Path) -> np.ndarray:
-    raise _Missing(str(path))
-
-
-def build_request(job_id: str, lines: Sequence[Line], script: Script, project: Project, library: VoiceLibrary,
-                  fingerprint: str) -> api.SynthesisRequest:
-    """The engine request for `lines` via `engine.plan.compile_request` (the same compiler as the CLI)."""
-    missing = [s for s in dict.fromkeys(ln.speaker for ln in lines) if not project.cast.get(s)]
-    if missing:
-        raise UserError(f"No voice for {', '.join(missing)}: pick one in the cast bar above the script.")
-    cast: dict[str, Voice] = {}
-    codes: dict[str, list[np.ndarray]] = {}
-    for speaker in script.speakers:
-        vid = project.cast.get(speaker, "")
-        if not vid:
-            continue
-        voice = library.get(vid)
-        cast[speaker] = voice
-        if voice.id not in codes:
-            try:
-                codes[voice.id] = library.codes(voice, _no_encoder, fingerprint)
-            except _Missing:
-                raise UserError(f"Voice “{voice.name}” is not encoded yet; render again.") from None
-    s = project.settings
-    sampling = api.SamplingParams(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k,
-                                  max_new_tokens=s.max_frames, seed=s.seed if s.seed_mode == "fixed" else None)
-    request = compile_request(script, cast, codes, job_id, sampling, batching=s.batching,
-                              line_ids=[ln.line_id for ln in lines])
-    return replace(request, context=_context_before(lines, script, project, cast, codes))
-
 
 CONTEXT_LINES = 6
 """Earlier takes handed to the engine when only some lines are rendered (it keeps those that fit)."""
 
 
-def _context_before(lines: Sequence[Line], script: Script, project: Project, cast: dict[str, Voice],
-                    codes: dict[str, list[np.ndarray]]) -> tuple[api.ContextTurn, ...]:
-    """The kept takes of the lines just before the first line rendered, oldest first, so that re-rendering
-    one line conditions it on what precedes it, as a full render in line mode does."""
-    first = min(ln.index for ln in lines)
-    earlier = [ln for ln in script.lines if ln.index < first and ln.speaker in cast and project.current(ln.line_id)]
-    if not earlier:
-        return ()
-    # speaker indices exactly as the compiler numbers voices for the whole script
+def sampling_params(settings: GenerationSettings) -> api.SamplingParams:
+    """The engine's sampler settings for the studio's (UserError for values the sampler refuses)."""
     try:
-        specs = compile_request(script, cast, codes, "context", line_ids=[ln.line_id for ln in earlier]).lines
-    except UserError:  # e.g. only tag lines before: nothing worth conditioning on
-        return ()
-    turns = []
-    for ln, spec in zip(earlier, specs, strict=True):
-        take = project.current(ln.line_id)
-        turns.append(api.ContextTurn(spec.speaker, take.text, take.codes))
-    return tuple(turns[-CONTEXT_LINES:])
+        return api.SamplingParams(temperature=settings.temperature, top_p=settings.top_p, top_k=settings.top_k,
+                                  max_new_tokens=settings.max_frames,
+                                  seed=settings.seed if settings.seed_mode == "fixed" else None)
+    except ValueError as exc:
+        raise UserError(f"The generation settings are out of range ({exc}); change them in Settings.") from None
+
+
+def no_voice_message(speakers: Sequence[str]) -> str:
+    if len(speakers) == 1:
+        return f"No voice for {speakers[0]}: pick one in the cast above the script."
+    return f"{len(speakers)} speakers have no voice: {', '.join(speakers)}. Pick one for each in the cast."
+
+
+@dataclass(frozen=True)
+class RenderInputs:
+    """Everything the request is built from, taken on the GUI thread (the background step reads only this)."""
+
+    job_id: str
+    lines: tuple[Line, ...]
+    script: Script
+    cast: Mapping[str, Voice]
+    """Every script speaker that has a voice (voices are numbered over the whole script)."""
+    settings: GenerationSettings
+    context: tuple[tuple[Line, Take], ...]
+    """The newest earlier lines with a take, oldest first, when the render does not start at line 1."""
+
+
+def gather(job_id: str, lines: Sequence[Line], script: Script, project: Project,
+           voices: Mapping[str, Voice]) -> RenderInputs:
+    """The inputs of a render of `lines` (in script order), the cast checked once. `voices`: voice id -> voice."""
+    lines = sorted(lines, key=lambda ln: ln.index)
+    unvoiced = [s for s in dict.fromkeys(ln.speaker for ln in lines) if project.cast.get(s, "") not in voices]
+    if unvoiced:
+        raise UserError(no_voice_message(unvoiced))
+    if not any(ln.has_words for ln in lines):
+        raise UserError("the lines to render have only tags and no words to speak; add text after the tags")
+    cast = {s: voices[vid] for s in script.speakers if (vid := project.cast.get(s, "")) in voices}
+    first = lines[0].index
+    context: list[tuple[Line, Take]] = []
+    if first > 0:
+        for ln in script.lines[:first]:
+            take = project.current(ln.line_id)
+            if take is not None and ln.speaker in cast:
+                context.append((ln, take))
+    return RenderInputs(job_id, tuple(lines), script, cast, project.settings, tuple(context[-CONTEXT_LINES:]))
+
+
+def build_request(inputs: RenderInputs, codes: Mapping[str, Sequence[np.ndarray]]) -> api.SynthesisRequest:
+    """The engine request: one `compile_request` over the context lines and the lines to render (so both
+    are numbered as the whole script numbers its voices), then split into lines and context turns."""
+    wanted = {ln.line_id for ln in inputs.lines}
+    context_ids = [ln.line_id for ln, _ in inputs.context]
+    request = compile_request(inputs.script, inputs.cast, codes, inputs.job_id, sampling_params(inputs.settings),
+                              batching=inputs.settings.batching, line_ids=context_ids + sorted(wanted))
+    takes = {ln.line_id: take for ln, take in inputs.context}
+    turns = tuple(api.ContextTurn(spec.speaker, takes[spec.line_id].text, takes[spec.line_id].codes)
+                  for spec in request.lines if spec.line_id in takes)
+    return replace(request, lines=tuple(spec for spec in request.lines if spec.line_id in wanted), context=turns)
+
+
+def asked_of(inputs: RenderInputs) -> dict[str, Asked]:
+    settings = take_settings(inputs.settings)
+    return {ln.line_id: Asked(ln.speaker, ln.text, voice_key(inputs.cast[ln.speaker]), settings)
+            for ln in inputs.lines}
+
+
+class _EncodeBridge(QObject):
+    """Lets the background step ask the engine thread to encode one clip and wait for its codes: the ask
+    crosses to the GUI thread (a queued signal), which starts the engine job; the answer comes back
+    through a queue the background step waits on."""
+
+    asked = Signal(str, object)
+    """(clip path, reply queue)."""
+
+    def __init__(self, host: EngineHost, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.host = host
+        self._replies: dict[str, queue.Queue] = {}
+        self.asked.connect(self._start)
+        host.clip_encoded.connect(self._on_clip)
+        host.job_finished.connect(self._on_finished)
+        host.job_failed.connect(self._on_failed)
+
+    def encoder(self, task: Background):  # noqa: ANN201 - the `encoder(path) -> codes` of VoiceLibrary.codes
+        def encode(path: Path) -> np.ndarray:
+            reply: queue.Queue = queue.Queue()
+            self.asked.emit(str(path), reply)
+            while True:
+                if task.cancel.is_set():
+                    raise Cancelled()
+                try:
+                    answer = reply.get(timeout=0.05)
+                except queue.Empty:
+                    continue
+                if isinstance(answer, np.ndarray):
+                    return answer
+                raise answer
+        return encode
+
+    def _start(self, path: str, reply: queue.Queue) -> None:
+        job = self.host.new_job_id("encode")
+        self._replies[job] = reply
+        clip = Path(path)  # <voices>/<voice id>/<clip file>: named "<voice id>/<clip id>" for the engine's log
+        self.host.encode(api.EncodeRequest(job, (api.ClipToEncode(f"{clip.parent.name}/{clip.stem}", clip),)))
+
+    def cancel(self) -> None:
+        for job in list(self._replies):
+            self.host.cancel(job)
+
+    def _on_clip(self, event: api.ClipEncoded) -> None:
+        reply = self._replies.pop(event.job_id, None)
+        if reply is not None:
+            reply.put(np.asarray(event.codes))
+
+    def _on_finished(self, event: api.JobFinished) -> None:
+        reply = self._replies.pop(event.job_id, None)
+        if reply is not None:  # ended without codes: cancelled
+            reply.put(Cancelled())
+
+    def _on_failed(self, event: api.JobFailed) -> None:
+        reply = self._replies.pop(event.job_id, None)
+        if reply is not None:
+            reply.put(UserError(event.error))
 
 
 class RenderFlow(QObject):
     failed = Signal(str)
-    encoding = Signal(bool)
-    """True while reference clips are being encoded."""
+    preparing = Signal(bool)
+    """True while the request is being built (clips hashed, missing codes encoded)."""
 
-    def __init__(self, host: EngineHost, library: VoiceLibrary, session: RenderSession,
+    def __init__(self, host: EngineHost, library: VoiceLibrary, document: Document, session: RenderSession,
                  parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.host, self.library, self.session = host, library, session
+        self.host, self.library, self.document, self.session = host, library, document, session
         self.codec_fingerprint = ""
-        self._encode_job: str | None = None
-        self._encoded: dict[str, np.ndarray] = {}
-        self._clip_paths: dict[str, Path] = {}
-        self._voices: list[Voice] = []
-        self._lines: list[Line] = []
-        host.clip_encoded.connect(self._on_clip)
-        host.job_finished.connect(self._on_finished)
-        host.job_failed.connect(self._on_failed)
-        self._voice_keys: dict[str, tuple[int, str]] = {}
-        session.builder = self._build
-        session.voice_key = self._voice_key
+        self._bridge = _EncodeBridge(host, self)
+        self._task = Background("render-request", self)
+        self._task.done.connect(self._built)
+        self._asked: dict[str, Asked] = {}
+
+    @property
+    def preparing_now(self) -> bool:
+        return self._task.running
 
     @property
     def busy(self) -> bool:
-        return self._encode_job is not None or self.session.busy
+        return self._task.running or self.session.busy
 
-    def _build(self, job_id: str, lines: Sequence[Line]) -> api.SynthesisRequest:
-        assert self.session.script is not None
-        return build_request(job_id, lines, self.session.script, self.session.project, self.library,
-                             self.codec_fingerprint)
-
-    def _voice_key(self, voice_id: str) -> str:
-        """The voice id and its clips' checksums, so that adding, removing or changing a clip makes the
-        voice's lines stale. Cached per voice.json mtime: staleness is asked for every line on each edit."""
-        try:
-            mtime = (self.library.folder(voice_id) / VOICE_FILE).stat().st_mtime_ns
-            cached = self._voice_keys.get(voice_id)
-            if cached is not None and cached[0] == mtime:
-                return cached[1]
-            voice = self.library.get(voice_id)
-        except (UserError, OSError):
-            return voice_id
-        key = voice_id + ":" + ",".join(c.sha256[:12] for c in voice.clips)
-        self._voice_keys[voice_id] = (mtime, key)
-        return key
+    def set_codec(self, fingerprint: str) -> None:
+        """The loaded codec: cached codes of another codec are encoded again."""
+        self.codec_fingerprint = fingerprint
 
     def render(self, lines: Sequence[Line]) -> None:
-        """Encode what is missing, then render `lines`. UserError for problems the user can fix."""
+        """Start building the request for `lines`; UserError (at once) for a cast to fix first."""
         if self.busy or not lines:
             return
-        unvoiced = [s for s in dict.fromkeys(ln.speaker for ln in lines) if not self.session.project.cast.get(s)]
-        if unvoiced:
-            raise UserError(f"No voice for {', '.join(unvoiced)}: pick one in the cast bar above the script.")
-        self._lines = list(lines)
-        self._voices, missing = [], []
-        for vid in dict.fromkeys(self.session.project.cast.get(ln.speaker, "") for ln in lines):
-            if not vid:
-                continue
-            try:
-                voice = self.library.get(vid)
-            except UserError:
-                raise UserError("A voice in the cast no longer exists; pick another in the cast bar.") from None
-            self._voices.append(voice)
-            # only clips without cached codes go to the engine (a clip added to a voice: just that one)
-            missing += [(voice, c) for c in self.library.uncached_clips(voice, self.codec_fingerprint)]
-        if not missing:
-            self.session.render(self._lines)
-            return
-        self._clip_paths = {f"{v.id}/{c.id}": self.library.clip_path(v, c) for v, c in missing}
-        self._encoded = {}
-        self._encode_job = self.host.new_job_id("encode")
-        self.host.encode(api.EncodeRequest(self._encode_job, tuple(api.ClipToEncode(cid, path)
-                                                                     for cid, path in self._clip_paths.items())))
-        self.encoding.emit(True)
+        d = self.document
+        voices = {v.id: v for s in d.script.speakers if (v := d.voice_of(s)) is not None}
+        inputs = gather(self.host.new_job_id("render"), lines, d.script, d.project, voices)
+        library, fingerprint, encoder = self.library, self.codec_fingerprint, self._bridge.encoder
+
+        def build(task: Background) -> RenderJob:
+            codes: dict[str, list[np.ndarray]] = {}
+            for voice in {v.id: v for v in inputs.cast.values()}.values():
+                if task.cancel.is_set():
+                    raise Cancelled()
+                codes[voice.id] = library.codes(voice, encoder(task), fingerprint)
+            return RenderJob(build_request(inputs, codes), asked_of(inputs))
+
+        self._task.start(build)
+        self.preparing.emit(True)
 
     def cancel(self) -> None:
-        if self._encode_job is not None:
-            self.host.cancel(self._encode_job)
+        if self._task.running:
+            self._task.cancel.set()
+            self._bridge.cancel()
         self.session.cancel()
 
-    def _on_clip(self, event: api.ClipEncoded) -> None:
-        if event.job_id == self._encode_job:
-            self._encoded[str(self._clip_paths[event.clip_id])] = event.codes
-
-    def _on_finished(self, event: api.JobFinished) -> None:
-        if event.job_id != self._encode_job:
-            return
-        self._encode_job = None
-        self.encoding.emit(False)
-        if event.cancelled:
-            return
-        try:
-            for voice in self._voices:
-                self.library.codes(voice, lambda p: self._encoded[str(p)], self.codec_fingerprint)
-            self.session.render(self._lines)
-        except (UserError, KeyError) as exc:
-            self.failed.emit(str(exc) if isinstance(exc, UserError) else "The engine did not encode every clip.")
-
-    def _on_failed(self, event: api.JobFailed) -> None:
-        if event.job_id == self._encode_job:
-            self._encode_job = None
-            self.encoding.emit(False)
-            self.failed.emit(event.error)
+    def _built(self, job: RenderJob | None, error: str) -> None:
+        self.preparing.emit(False)
+        if job is not None:
+            self.session.start(job)
+        elif error != "Cancelled.":
+            self.failed.emit(error)

@@ -1,248 +1,190 @@
-"""Render session: turns engine events into takes on the project and a playable, growing timeline.
+"""Render session: engine events become takes on the document and audio on the one timeline. QtCore only.
 
-The timeline is every line's picked take in script order with a short gap between lines. While a job
-runs, the timeline stops at the first line of the job that has not finished yet; that line's audio
-streams in chunk by chunk, so the player can follow the render with nothing skipped. Lines before
-the live line never move, which keeps the playhead stable while the buffer grows.
+The timeline holds every script line's picked take, in script order (`Document` says when lines or
+picks change). While a job runs:
+
+- a line with no audio after it on the timeline streams in, chunk by chunk, so the player can follow
+  the render (`Timeline.begin_stream`);
+- a line that already has a take keeps playing its old take until the new one is finished, which then
+  replaces it in one swap that moves only the lines after it. Chosen over streaming the new take in its
+  place because streaming there would move every later line on every chunk (the playhead would jump,
+  and each chunk would cost the whole project), and the person comparing takes hears a whole take,
+  never half of one;
+- every other line stays on the timeline, audible and unchanged.
+
+A take records what the line was when it was asked (`RenderJob.asked`), not what it is when the take
+arrives, so a line edited during its own render gets a take that is already stale, and a line deleted
+during it keeps the take (Undo brings both back).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from dataclasses import dataclass, field
+from typing import Any
 
-import numpy as np
 from PySide6.QtCore import QObject, Signal
 
+from s2studio.audio.timeline import Timeline
 from s2studio.engine import api
-from s2studio.state.project import Project, Take
-from s2studio.state.script import Line, Script
-from s2studio.ui.control.player import PlaybackBuffer
+from s2studio.state.project import Take, now_iso
+from s2studio.ui.control.document import Document
 from s2studio.worker import EngineHost
 
 logger = logging.getLogger(__name__)
 
-GAP_SECONDS = 0.4
-"""Default silence between lines (`Project.gap_s` holds the project's own, which export uses too)."""
-GAP = round(GAP_SECONDS * api.SAMPLE_RATE)
 
-RequestBuilder = Callable[[str, Sequence[Line]], api.SynthesisRequest]
-"""(job_id, lines to render) -> the request; raises UserError when the cast is incomplete."""
+@dataclass(frozen=True)
+class Asked:
+    """What one line's take is asked for: what the take will record (`state.staleness`)."""
+
+    speaker: str
+    text: str
+    voice: str
+    settings: dict[str, Any] = field(hash=False)
 
 
-def staleness_key(line: Line, voice_id: str, project: Project) -> str:
-    """What makes a take stale: the line's text and speaker, its voice (with its clips' checksums) and the
-    sampling settings. Not the engine's `plan.line_fingerprint`: the editor must judge staleness on every
-    keystroke, before any reference codes exist, so this key is computed from what the studio knows."""
-    settings = asdict(project.settings)
-    if project.settings.seed_mode == "random":
-        settings.pop("seed")
-    blob = json.dumps([line.speaker, line.text, voice_id, settings], sort_keys=True)
-    return hashlib.sha1(blob.encode()).hexdigest()[:16]
+@dataclass(frozen=True)
+class RenderJob:
+    request: api.SynthesisRequest
+    asked: dict[str, Asked] = field(hash=False)
+    """line id -> what its take is asked for."""
 
 
 class RenderSession(QObject):
     timeline_changed = Signal()
-    """The buffer was rebuilt (boundaries may have moved)."""
+    """Lines on the timeline moved, appeared or went (read `timeline.layout`)."""
     audio_grew = Signal(int)
-    """New samples from this offset on (a chunk of the live line)."""
-    takes_changed = Signal(str)
-    """line_id whose takes or pick changed."""
+    """The streaming line grew: new samples from this timeline sample on."""
+    rendering_changed = Signal(str)
+    """This line started or stopped rendering."""
     busy_changed = Signal(bool)
-    line_started = Signal(str)
-    stats = Signal(object)
+    progress = Signal(object)
     """`api.Progress` of the running job."""
     failed = Signal(str)
     finished = Signal(bool)
     """A render job ended; True when it was cancelled."""
 
-    def __init__(self, host: EngineHost, project: Project, buffer: PlaybackBuffer,
-                 builder: RequestBuilder, parent: QObject | None = None) -> None:
+    def __init__(self, host: EngineHost, document: Document, timeline: Timeline,
+                 parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.host = host
-        self.project = project
-        self.buffer = buffer
-        self.builder = builder
-        self.script: Script | None = None
-        self.boundaries: list[tuple[str, int, int]] = []
+        self.document = document
+        self.timeline = timeline
+        self.job: RenderJob | None = None
         self.job_id: str | None = None
-        self._pending: list[str] = []
-        self._live: str | None = None
-        self._live_offset = 0
-        self._live_chunks: list[tuple[int, np.ndarray]] = []
-        self.plan: tuple[str, ...] = ()
+        self.pending: list[str] = []
+        """Line ids of the job not finished yet, in render order."""
+        self.live: str | None = None
+        """The line the engine is rendering now."""
         self.done_lines = 0
-        self.voice_key: Callable[[str], str] = lambda voice_id: voice_id
-        """What a cast voice id stands for in a take's fingerprint; RenderFlow adds the voice's clips."""
-        host.job_started.connect(self._on_job_started)
         host.line_started.connect(self._on_line_started)
         host.audio_chunk.connect(self._on_chunk)
         host.line_finished.connect(self._on_line_finished)
         host.progress.connect(self._on_progress)
         host.job_finished.connect(self._on_job_finished)
         host.job_failed.connect(self._on_job_failed)
-
-    # -- queries ---------------------------------------------------------------------------------
+        document.script_changed.connect(self._script_changed)
+        document.takes_changed.connect(self._takes_changed)
+        document.replaced.connect(self.relayout)
+        self.relayout()
 
     @property
     def busy(self) -> bool:
         return self.job_id is not None
 
-    @property
-    def gap(self) -> int:
-        """Samples of silence between lines: the project's gap, rounded as `audio.timeline` rounds it, so
-        the player's timeline and an export place every line at the same sample."""
-        return round(self.project.gap_s * api.SAMPLE_RATE)
+    def rendering(self, line_id: str) -> bool:
+        return line_id in self.pending
 
-    def voice_of(self, line: Line) -> str:
-        return self.voice_key(self.project.cast.get(line.speaker, ""))
+    # -- the timeline follows the document -------------------------------------------------------
 
-    def is_stale(self, line: Line) -> bool:
-        take = self.project.current(line.line_id)
-        return take is None or take.fingerprint != staleness_key(line, self.voice_of(line), self.project)
+    def _picked_audio(self) -> dict[str, Any]:
+        project = self.document.project
+        return {k: t.audio for k in project.lines if (t := project.current(k)) is not None}
 
-    def stale_lines(self) -> list[Line]:
-        return [ln for ln in (self.script.lines if self.script else ()) if self.is_stale(ln)]
+    def relayout(self) -> None:
+        """Every line's picked take, laid out again (a project opened, the gap changed)."""
+        self.timeline.set_gap(self.document.project.gap_s)
+        self.timeline.set_lines(self.document.script.line_ids, self._picked_audio())
+        self.timeline_changed.emit()
 
-    def line_at(self, sample: int) -> str | None:
-        for line_id, start, end in self.boundaries:
-            if start <= sample < end + self.gap:
-                return line_id
-        return None
+    def _script_changed(self, order_changed: bool) -> None:
+        if order_changed:  # lines added, deleted, moved or back (Undo): audio stays with its line
+            self.timeline.set_order(self.document.script.line_ids, self._picked_audio())
+            self.timeline_changed.emit()
 
-    def start_of(self, line_id: str) -> int | None:
-        return next((start for lid, start, _ in self.boundaries if lid == line_id), None)
+    def _takes_changed(self, line_id: str) -> None:
+        if line_id not in self.timeline.order:
+            return  # a line not in the script (deleted while it rendered): its take is kept, not placed
+        take = self.document.project.current(line_id)
+        audio = take.audio if take is not None else None
+        if self.timeline.streaming(line_id):
+            self.timeline.end_stream(line_id, audio)
+        else:
+            self.timeline.set_audio(line_id, audio)
+        self.timeline_changed.emit()
 
     # -- commands --------------------------------------------------------------------------------
 
-    def set_script(self, script: Script) -> None:
-        """Called after every edit (debounced): the timeline is laid out again only when the list of
-        line ids changes (a line's text, speaker or order), not for headings, blank lines or
-        warnings, so typing in a long project does not copy its audio on every keystroke."""
-        before = tuple(ln.line_id for ln in self.script.lines) if self.script else None
-        self.script = script
-        if not self.busy and tuple(ln.line_id for ln in script.lines) != before:
-            self.rebuild()
-
-    def set_project(self, project: Project) -> None:
-        self.cancel()
-        self.project = project
-        self.rebuild()
-
-    def render(self, lines: Sequence[Line]) -> str | None:
-        """Start rendering `lines` (in script order). Raises UserError from the builder."""
-        if self.busy or not lines:
-            return None
-        job_id = self.host.new_job_id("render")
-        request = self.builder(job_id, lines)
-        self.job_id = job_id
-        self._pending = [ln.line_id for ln in lines]
-        self.plan = tuple(self._pending)
-        self.done_lines = 0
-        self._live, self._live_chunks = None, []
-        self.buffer.growing = True
-        self.rebuild()
-        self.host.generate(request)
+    def start(self, job: RenderJob) -> None:
+        """Hand a built request to the engine (`RenderFlow` builds it)."""
+        if self.busy:
+            raise RuntimeError("a render is already running")
+        self.job, self.job_id = job, job.request.job_id
+        self.pending = [ln.line_id for ln in job.request.lines]
+        self.live, self.done_lines = None, 0
+        self.host.generate(job.request)
         self.busy_changed.emit(True)
-        return job_id
+        for line_id in self.pending:
+            self.rendering_changed.emit(line_id)
 
     def cancel(self) -> None:
         if self.job_id is not None:
             self.host.cancel(self.job_id)
 
-    def pick(self, line_id: str, index: int) -> None:
-        self.project.pick(line_id, index)
-        self.takes_changed.emit(line_id)
-        if not self.busy:
-            self.rebuild()
-
-    def rebuild(self) -> None:
-        """Lay out the timeline from the picked takes (up to the first unfinished line of a job)."""
-        pos, gap = 0, self.gap
-        bounds: list[tuple[str, int, int]] = []
-        self.buffer.length = 0
-        pending = set(self._pending)
-        for line in self.script.lines if self.script else ():
-            if line.line_id in pending:
-                if line.line_id == self._live:
-                    if pos:
-                        pos += gap
-                        self.buffer.set_length(pos)
-                    self._live_offset = pos
-                    end = pos
-                    for start, samples in self._live_chunks:
-                        self.buffer.write(pos + start, samples)
-                        end = max(end, pos + start + len(samples))
-                    bounds.append((line.line_id, pos, end))
-                break
-            take = self.project.current(line.line_id)
-            if take is None or len(take.audio) == 0:
-                continue
-            if pos:
-                self.buffer.set_length(pos + gap)
-                pos += gap
-            self.buffer.write(pos, take.audio)
-            bounds.append((line.line_id, pos, pos + len(take.audio)))
-            pos += len(take.audio)
-        self.boundaries = bounds
-        self.timeline_changed.emit()
-
     # -- engine events ---------------------------------------------------------------------------
 
-    def _mine(self, event: object) -> bool:
-        return getattr(event, "job_id", None) == self.job_id and self.job_id is not None
-
-    def _on_job_started(self, event: api.JobStarted) -> None:
-        if self._mine(event):
-            self.plan = event.plan
+    def _mine(self, event: Any) -> bool:
+        return self.job_id is not None and event.job_id == self.job_id
 
     def _on_line_started(self, event: api.LineStarted) -> None:
         if not self._mine(event):
             return
-        self._live, self._live_chunks = event.line_id, []
-        if event.line_id in self._pending:  # render order = script order, so it is the first pending
-            self._pending = self._pending[self._pending.index(event.line_id):]
-        self.rebuild()
-        self.line_started.emit(event.line_id)
+        self.live = event.line_id
+        if self.timeline.begin_stream(event.line_id):
+            self.timeline_changed.emit()
 
     def _on_chunk(self, event: api.AudioChunk) -> None:
-        if not self._mine(event) or event.line_id != self._live:
-            return
-        self._live_chunks.append((event.start_sample, event.samples))
-        start = self._live_offset + event.start_sample
-        self.buffer.write(start, event.samples)
-        lid, s, e = self.boundaries[-1]
-        self.boundaries[-1] = (lid, s, max(e, start + len(event.samples)))
-        self.audio_grew.emit(start)
+        if not self._mine(event) or not self.timeline.streaming(event.line_id):
+            return  # a held line (its old take plays on) or a line gone from the script
+        self.audio_grew.emit(self.timeline.append(event.line_id, event.start_sample, event.samples))
 
     def _on_line_finished(self, event: api.LineFinished) -> None:
-        if not self._mine(event) or self.script is None:
+        if not self._mine(event) or self.job is None:
             return
-        line = self.script.line(event.line_id)
-        if line is None:  # the text changed while it rendered: keep nothing that no line owns
-            return
-        fp = staleness_key(line, self.voice_of(line), self.project)
-        self.project.add_take(Take(event.take_id, event.line_id, line.text, event.audio, event.codes,
-                                   event.seed, fp))
+        asked = self.job.asked[event.line_id]
+        if event.line_id in self.pending:
+            self.pending.remove(event.line_id)
+        self.live = None
         self.done_lines += 1
-        if event.line_id in self._pending:
-            self._pending.remove(event.line_id)
-        self._live, self._live_chunks = None, []
-        self.rebuild()
-        self.takes_changed.emit(event.line_id)
+        self.document.add_take(Take(event.take_id, event.line_id, asked.text, event.audio, event.codes, event.seed,
+                                    speaker=asked.speaker, voice=asked.voice, settings=dict(asked.settings),
+                                    created=now_iso()))
+        self.rendering_changed.emit(event.line_id)
 
     def _on_progress(self, event: api.Progress) -> None:
         if self._mine(event):
-            self.stats.emit(event)
+            self.progress.emit(event)
 
     def _end(self) -> None:
-        self.job_id = None
-        self._pending, self._live, self._live_chunks = [], None, []
-        self.buffer.growing = False
-        self.rebuild()
+        for line_id in self.timeline.order:
+            if self.timeline.streaming(line_id):  # cancelled or failed half-way: no take, no audio
+                self.timeline.end_stream(line_id, None)
+                self.timeline_changed.emit()
+        pending, self.pending = self.pending, []
+        self.job = self.job_id = self.live = None
+        for line_id in pending:
+            self.rendering_changed.emit(line_id)
         self.busy_changed.emit(False)
 
     def _on_job_finished(self, event: api.JobFinished) -> None:

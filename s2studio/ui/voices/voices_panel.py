@@ -49,6 +49,8 @@ class VoicesPanel(QWidget):
     voices_changed = Signal()
     """The library changed (created, renamed, deleted, imported)."""
     message = Signal(str)
+    record_requested = Signal()
+    """The record button: the window opens the record dialog."""
     """A one-line notice for the status bar."""
 
     def __init__(self, library: VoiceLibrary, parent: QWidget | None = None) -> None:
@@ -80,7 +82,7 @@ class VoicesPanel(QWidget):
         row = QHBoxLayout()
         self.add_button = self._tool("Add voice from a file", style.standardIcon(QStyle.StandardPixmap.SP_FileIcon),
                                      self.browse)
-        self.record_button = self._tool("Record a voice", None, lambda: self.record_requested(), "●")
+        self.record_button = self._tool("Record a voice", None, self.record_requested.emit, "●")
         self.import_button = self._tool("Import a .s2voice file",
                                         style.standardIcon(QStyle.StandardPixmap.SP_DialogOpenButton), self.import_file)
         self.export_button = self._tool("Export the selected voice",
@@ -103,8 +105,6 @@ class VoicesPanel(QWidget):
         self.details = VoiceDetails(library)
         self.details.message.connect(self.message)
         layout.addWidget(self.details)
-        self.record_requested = lambda: None
-        """Set by the window: opens the record dialog (it owns the dialog's lifetime)."""
         self.refresh()
 
     def _tool(self, name: str, icon, slot, text: str = "") -> QToolButton:  # noqa: ANN001
