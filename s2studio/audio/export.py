@@ -8,6 +8,7 @@ any editor at 0:00 and they line up.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,7 @@ from s2studio.audio.dsp import Audio, integrated_loudness, peak, resample
 from s2studio.audio.timeline import Timeline
 from s2studio.engine.api import SAMPLE_RATE
 from s2studio.errors import UserError
-from s2studio.state.atomic import write_atomic
+from s2studio.state.atomic import OutputSet, write_bytes_atomic, write_error
 
 Format = Literal["wav", "flac", "ogg", "opus", "mp3"]
 Normalize = Literal["none", "peak", "loudness"]
@@ -134,26 +135,27 @@ def normalization_gain(mix: Audio, settings: ExportSettings) -> float:
     return float(min(gain, MAX_GAIN_DB))
 
 
-def write_audio(path: Path, audio: Audio, fmt: Format, metadata: Metadata | None = None,
-                sample_rate: int = SAMPLE_RATE) -> Path:
-    """Write mono `audio` at `sample_rate` (resampled for Opus) atomically, with metadata."""
+def encode_audio(audio: Audio, fmt: Format, metadata: Metadata | None = None,
+                 sample_rate: int = SAMPLE_RATE) -> bytes:
+    """Mono `audio` at `sample_rate` as the bytes of a `fmt` file (resampled for Opus), with metadata.
+    Encoded in memory: the disk is written by the one writer, which reports a full disk as such."""
     sf_format, subtype, _ = FORMATS[fmt]
     data = np.clip(np.asarray(audio, dtype=np.float32), -1.0, 1.0)
     rate = sample_rate
     if fmt == "opus" and rate != OPUS_RATE:
         data, rate = np.clip(resample(data, rate, OPUS_RATE), -1.0, 1.0), OPUS_RATE
+    buf = io.BytesIO()
+    with sf.SoundFile(buf, "w", samplerate=rate, channels=1, format=sf_format, subtype=subtype) as f:
+        if metadata is not None:
+            _tag(f, metadata)
+        f.write(data)
+    return buf.getvalue()
 
-    def write(tmp: Path) -> None:
-        with sf.SoundFile(str(tmp), "w", samplerate=rate, channels=1, format=sf_format, subtype=subtype) as f:
-            if metadata is not None:
-                _tag(f, metadata)
-            f.write(data)
 
-    try:
-        write_atomic(Path(path), write)
-    except OSError as exc:
-        raise UserError(f"cannot write {path}: {exc.strerror or exc}") from None
-    return Path(path)
+def write_audio(path: Path, audio: Audio, fmt: Format, metadata: Metadata | None = None,
+                sample_rate: int = SAMPLE_RATE) -> Path:
+    """`encode_audio` to the file `path`, atomically."""
+    return write_bytes_atomic(Path(path), encode_audio(audio, fmt, metadata, sample_rate))
 
 
 def _tag(f: sf.SoundFile, meta: Metadata) -> None:
@@ -197,43 +199,70 @@ def vtt_text(cues: Sequence[Cue], with_speakers: bool = True) -> str:
     return "\n".join(out)
 
 
-def _write_text(path: Path, text: str) -> Path:
-    try:
-        write_atomic(Path(path), lambda tmp: tmp.write_text(text, encoding="utf-8"))
-    except OSError as exc:
-        raise UserError(f"cannot write {path}: {exc.strerror or exc}") from None
-    return Path(path)
-
-
 def stem_name(index: int, line: RenderedLine, fmt: Format) -> str:
     speaker = "".join(ch if ch.isalnum() else "_" for ch in line.speaker)[:32] or "line"
     return f"{index + 1:04d}_{speaker}{FORMATS[fmt][2]}"
 
 
+def _make_folders(paths: Sequence[Path]) -> list[Path]:
+    """Create the missing folders of `paths` (outermost first); returns those created."""
+    made: list[Path] = []
+    for folder in dict.fromkeys(paths):
+        missing = [p for p in (folder, *folder.parents) if not p.exists()][::-1]
+        for p in missing:
+            try:
+                p.mkdir()
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                for q in reversed(made):
+                    _remove_if_empty(q)
+                raise write_error(exc, p) from None
+            made.append(p)
+    return made
+
+
+def _remove_if_empty(folder: Path) -> None:
+    try:
+        folder.rmdir()
+    except OSError:
+        pass
+
+
 def export(lines: Sequence[RenderedLine], settings: ExportSettings, out: Path | None = None,
-           stems_dir: Path | None = None, srt: Path | None = None, vtt: Path | None = None) -> ExportResult:
-    """Lay out `lines`, normalise, and write whichever outputs are asked for."""
+           stems_dir: Path | None = None, srt: Path | None = None, vtt: Path | None = None,
+           into: OutputSet | None = None) -> ExportResult:
+    """Lay out `lines`, normalise, and write whichever outputs are asked for, all or none of them: every
+    file is staged first and renamed only when all are (see `state/atomic.py`). With `into` the files
+    are staged there and the caller commits them, together with its own (a render's events log)."""
     if not lines:
         raise UserError("nothing to export: no line has been rendered yet")
     mix, cues, starts = layout(lines, settings.gap_s)
     gain_db = normalization_gain(mix, settings)
     gain = np.float32(10 ** (gain_db / 20))
     mix = mix * gain
-    files: list[Path] = []
-    if out is not None:
-        files.append(write_audio(out, mix, settings.format, settings.metadata))
-    if stems_dir is not None:
-        try:
-            stems_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise UserError(f"cannot create {stems_dir}: {exc.strerror or exc}") from None
-        for i, (line, start) in enumerate(zip(lines, starts, strict=True)):
-            stem = np.zeros(len(mix), np.float32)
-            stem[start:start + len(line.audio)] = np.asarray(line.audio, np.float32) * gain
-            files.append(write_audio(stems_dir / stem_name(i, line, settings.format), stem, settings.format,
-                                     settings.metadata))
-    if srt is not None:
-        files.append(_write_text(srt, srt_text(cues)))
-    if vtt is not None:
-        files.append(_write_text(vtt, vtt_text(cues)))
-    return ExportResult(mix, tuple(cues), gain_db, tuple(files))
+    files = into if into is not None else OutputSet()
+    folders = [p.parent for p in (out, srt, vtt) if p is not None] + ([stems_dir] if stems_dir is not None else [])
+    made = _make_folders(folders)
+    written: list[Path] = []
+    try:
+        if out is not None:
+            written.append(files.add(out, encode_audio(mix, settings.format, settings.metadata)))
+        if stems_dir is not None:
+            for i, (line, start) in enumerate(zip(lines, starts, strict=True)):
+                stem = np.zeros(len(mix), np.float32)
+                stem[start:start + len(line.audio)] = np.asarray(line.audio, np.float32) * gain
+                written.append(files.add(stems_dir / stem_name(i, line, settings.format),
+                                         encode_audio(stem, settings.format, settings.metadata)))
+        if srt is not None:
+            written.append(files.add_text(srt, srt_text(cues)))
+        if vtt is not None:
+            written.append(files.add_text(vtt, vtt_text(cues)))
+        if into is None:
+            files.commit()
+    except BaseException:
+        files.discard()
+        for folder in reversed(made):
+            _remove_if_empty(folder)
+        raise
+    return ExportResult(mix, tuple(cues), gain_db, tuple(written))

@@ -10,13 +10,14 @@ Every problem a user can cause (missing file, not audio, empty, too long, NaNs) 
 
 from __future__ import annotations
 
-import os
+import io
 from pathlib import Path
 
 import numpy as np
 import soundfile as sf
 
 from s2studio.errors import UserError
+from s2studio.state.atomic import write_bytes_atomic
 
 MAX_SECONDS = 300.0
 """Longest clip accepted for reading (5 min). A voice reference needs seconds; the encoder's exact attention
@@ -69,15 +70,13 @@ def pcm16(samples: np.ndarray) -> np.ndarray:
     return (np.clip(s, -(2.0**31), 2.0**31 - 1).astype(np.int64) >> 16).astype(np.int16)
 
 
+def wav_bytes(samples: np.ndarray, sample_rate: int = 44100) -> bytes:
+    """Mono float samples as the bytes of a PCM16 WAV exactly as upstream writes it (canonical 44-byte header)."""
+    buf = io.BytesIO()
+    sf.write(buf, np.asarray(samples, dtype=np.float32).reshape(-1), sample_rate, subtype="PCM_16", format="WAV")
+    return buf.getvalue()
+
+
 def write_wav(path: Path, samples: np.ndarray, sample_rate: int = 44100) -> None:
-    """Write mono float samples as a PCM16 WAV exactly as upstream does (canonical 44-byte header), atomically
-    (a temporary file renamed into place, so a crash never leaves half a file)."""
-    path = Path(path)
-    audio = np.asarray(samples, dtype=np.float32).reshape(-1)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        sf.write(str(tmp), audio, sample_rate, subtype="PCM_16", format="WAV")
-        tmp.replace(path)
-    except (sf.LibsndfileError, OSError) as exc:
-        tmp.unlink(missing_ok=True)
-        raise UserError(f"could not write {path}: {exc}") from exc
+    """`wav_bytes` to the file `path`, atomically (a crash never leaves half a file)."""
+    write_bytes_atomic(Path(path), wav_bytes(samples, sample_rate))

@@ -1,35 +1,333 @@
-"""Atomic file writes: write a temp file beside the target, fsync, rename over it.
+"""The one writer: every file S2 Studio produces (audio, codes, subtitles, logs, projects, voices) goes
+through here, so a crash, a full disk or a read-only folder leaves either the old file or the new one,
+never half of one and never a stray temp file under a name the person chose (design.md §7).
 
-A crash or a full disk leaves either the old file or the new one, never half of one (design.md §7).
+A file is written to a hidden temp file beside its target, `.<name>.<pid>-<random>.tmp`, created 0600
+and locked (`flock`) for as long as it exists; the data is written and fsynced, the mode is set to what
+the user's umask gives a new file (0644 under umask 022), and only then is it renamed over the target
+and the folder fsynced. `OutputSet` stages several files and renames them together, so a command whose
+third output fails leaves none of them. Any failure removes the temp files; the cleanup never raises
+and never hides the error. Every `OSError` becomes one `WriteError` line ("No space left on device on …",
+"permission denied: …", "read-only file system: …").
+
+A killed process leaves its temp files behind (no cleanup runs on SIGKILL): `clean_stale` removes those
+that are older than this process and that no live process holds locked.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import logging
 import os
-import tempfile
-from collections.abc import Callable
+import secrets
+import shutil
+import stat
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+from s2studio.errors import UserError, printable
 
-def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
-    """Call `write(tmp)` to fill a temp file in `path`'s folder, then rename it to `path`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp = Path(name)
+log = logging.getLogger(__name__)
+
+PROCESS_STARTED = time.time()
+"""Files older than this were not made by this process: a leftover is only removed when it is older."""
+TEMP_SUFFIX = ".tmp"
+
+
+class WriteError(UserError):
+    """Writing `path` failed for a reason the person can fix (space, permissions, a read-only disk)."""
+
+    def __init__(self, message: str, path: Path, code: int | None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.errno = code
+
+
+def write_error(exc: BaseException, path: Path) -> WriteError:
+    """One line for an error met while writing `path` (the target, never the temp file)."""
+    code = getattr(exc, "errno", None)
+    shown, folder = printable(path), printable(Path(path).parent)
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        msg = f"No space left on device on {folder}; free some space or write somewhere else"
+    elif code in (errno.EACCES, errno.EPERM):
+        msg = f"permission denied: {shown}; choose a folder you can write to"
+    elif code == errno.EROFS:
+        msg = f"read-only file system: {shown}; choose a folder on a writable disk"
+    elif code == errno.ENOENT:
+        msg = f"cannot write {shown}: folder {folder} does not exist"
+    elif code == errno.EISDIR:
+        msg = f"cannot write {shown}: it is a folder; give a file name"
+    elif code == errno.ENOTDIR:
+        msg = f"cannot write {shown}: part of that path is a file, not a folder"
+    elif code == errno.EFBIG:
+        msg = f"cannot write {shown}: the file is too large for that disk"
+    elif code == errno.ENAMETOOLONG:
+        msg = f"cannot write {shown}: the file name is too long"
+    else:
+        msg = f"cannot write {shown}: {printable(getattr(exc, 'strerror', None) or exc)}"
+    return WriteError(msg, Path(path), code)
+
+
+# ----------------------------------------------------------------------------- modes and locks
+
+_umask_lock = threading.Lock()
+
+
+def current_umask() -> int:
+    """The process umask, read without changing it where the system allows (Linux's /proc)."""
     try:
-        write(tmp)
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    with _umask_lock:  # elsewhere: set and restore (the only portable way to read it)
+        mask = os.umask(0o077)
+        os.umask(mask)
+    return mask
+
+
+def new_file_mode() -> int:
+    """What `open(…, "w")` would give a new file: 0o666 less the umask."""
+    return 0o666 & ~current_umask()
+
+
+def _try_lock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make the names in `folder` (a rename, a new file) durable."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def remove_quietly(path: Path) -> None:
+    """Remove a file, a symlink or a folder (never following a link); never raises: cleanup must not hide
+    the error that made it necessary."""
+    try:
+        if path.is_symlink() or not path.is_dir():
+            path.unlink(missing_ok=True)
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+    except OSError as exc:
+        log.warning("could not remove %s: %s", path, exc)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def write_durable(path: Path, data: bytes) -> None:
+    """Create the new file `path` (it must not exist) inside a folder being staged (a project's or a
+    voice's temp folder, renamed into place as a whole): written, fsynced, given the umask's mode.
+    A failure leaves no file and raises `WriteError`."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise write_error(exc, path) from None
+    try:
+        _write_all(fd, data)
+        os.fchmod(fd, new_file_mode())
+        os.fsync(fd)
+    except OSError as exc:
+        os.close(fd)
+        remove_quietly(path)
+        raise write_error(exc, path) from None
+    os.close(fd)
+
+
+# ----------------------------------------------------------------------------- leftovers of killed runs
+
+
+def is_stale(path: Path) -> bool:
+    """A temp file or folder nobody is writing: older than this process and not locked by a live one."""
+    try:
+        st = path.lstat()
+        if st.st_mtime >= PROCESS_STARTED or stat.S_ISLNK(st.st_mode):
+            return False
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        return _try_lock(fd)
+    finally:
+        os.close(fd)  # releases the probe's lock
+
+
+def clean_stale(folder: Path, is_leftover: Callable[[str], bool]) -> list[Path]:
+    """Remove the stale entries of `folder` whose name `is_leftover` (see `is_stale`); returns them."""
+    removed = []
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return removed
+    for name in names:
+        if is_leftover(name) and is_stale(folder / name):
+            remove_quietly(folder / name)
+            log.info("removed the leftover %s of an interrupted run", folder / name)
+            removed.append(folder / name)
+    return removed
+
+
+def is_temp_of(target_name: str) -> Callable[[str], bool]:
+    """Matches the temp files this module (and its earlier versions, `.<name>.<pid>.tmp`) made for
+    `target_name`."""
+    prefix = f".{target_name}."
+    return lambda name: name.startswith(prefix) and name.endswith(TEMP_SUFFIX) and len(name) > len(prefix) + 4
+
+
+# ----------------------------------------------------------------------------- files committed together
+
+
+class _Staged:
+    def __init__(self, target: Path, tmp: Path, fd: int) -> None:
+        self.target, self.tmp, self.fd = target, tmp, fd
+
+
+class OutputSet:
+    """Files that appear together or not at all. `add` writes each one to its temp file (fsynced, locked);
+    `commit` renames them all over their targets; leaving a `with OutputSet()` block by an exception
+    (or calling `discard`) removes every temp file, so no target is touched.
+
+    Renames in one folder do not fail for want of space, so a failure after `add` is rare; if one does
+    fail, the targets already renamed are removed again: a command that fails leaves no output."""
+
+    def __init__(self) -> None:
+        self._staged: list[_Staged] = []
+        self._cleaned: set[Path] = set()
+
+    def __enter__(self) -> OutputSet:
+        return self
+
+    def __exit__(self, kind: object, exc: object, tb: object) -> None:
+        if kind is None:
+            self.commit()
+        else:
+            self.discard()
+
+    @property
+    def targets(self) -> list[Path]:
+        return [s.target for s in self._staged]
+
+    def add(self, path: Path, data: bytes) -> Path:
+        path = Path(path)
+        if path in self.targets:
+            raise ValueError(f"{path} is staged twice")
+        if path.parent not in self._cleaned:  # leftovers of a killed run writing the same file
+            self._cleaned.add(path.parent)
+            clean_stale(path.parent, is_temp_of(path.name))
+        if path.is_dir():
+            raise WriteError(f"cannot write {printable(path)}: it is a folder; give a file name", path, errno.EISDIR)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}{TEMP_SUFFIX}")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise write_error(exc, path) from None
+        staged = _Staged(path, tmp, fd)
+        self._staged.append(staged)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            _write_all(fd, data)
+            os.fchmod(fd, new_file_mode())
+            os.fsync(fd)
+        except OSError as exc:
+            self._drop(staged)
+            raise write_error(exc, path) from None
+        return path
+
+    def add_text(self, path: Path, text: str) -> Path:
+        return self.add(path, text.encode("utf-8"))
+
+    def commit(self) -> list[Path]:
+        done: list[_Staged] = []
+        try:
+            for s in self._staged:
+                os.replace(s.tmp, s.target)
+                done.append(s)
+            for folder in dict.fromkeys(s.target.parent for s in self._staged):
+                fsync_dir(folder)
+        except OSError as exc:
+            failed = next((s for s in self._staged if s not in done), self._staged[-1])
+            for s in done:
+                remove_quietly(s.target)
+            self.discard()
+            raise write_error(exc, failed.target) from None
+        targets = self.targets
+        for s in self._staged:
+            os.close(s.fd)
+        self._staged.clear()
+        return targets
+
+    def discard(self) -> None:
+        """Remove every temp file; never raises."""
+        for s in list(self._staged):
+            self._drop(s)
+
+    def _drop(self, s: _Staged) -> None:
+        remove_quietly(s.tmp)
+        try:
+            os.close(s.fd)
+        except OSError:
+            pass
+        if s in self._staged:
+            self._staged.remove(s)
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> Path:
+    """One file, atomically (see `OutputSet`)."""
+    with OutputSet() as out:
+        out.add(path, data)
+    return Path(path)
+
+
+def write_text_atomic(path: Path, text: str) -> Path:
+    return write_bytes_atomic(path, text.encode("utf-8"))
+
+
+# ----------------------------------------------------------------------------- folders built in one piece
+
+
+@contextmanager
+def staged_folder(parent: Path, prefix: str) -> Iterator[Path]:
+    """A new hidden folder `parent/<prefix><random>` to build something in (a voice), locked while it
+    exists; an exception removes it. The caller renames it into place inside the `with` block (and
+    fsyncs `parent`); a killed run's folder is found by `clean_stale(parent, …prefix…)`."""
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        folder = parent / f"{prefix}{secrets.token_hex(6)}"
+        folder.mkdir(mode=0o700)
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise write_error(exc, parent / prefix) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield folder
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        remove_quietly(folder)
         raise
+    finally:
+        os.close(fd)
 
 
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    write_atomic(path, lambda tmp: tmp.write_bytes(data))
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    write_bytes_atomic(path, text.encode("utf-8"))
+def publish_folder(folder: Path, target: Path) -> None:
+    """Give a staged folder the user's mode and rename it to `target` (which must not exist)."""
+    try:
+        os.chmod(folder, 0o777 & ~current_umask())
+        os.rename(folder, target)
+        fsync_dir(target.parent)
+    except OSError as exc:
+        raise write_error(exc, target) from None

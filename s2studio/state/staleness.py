@@ -26,11 +26,20 @@ from enum import Enum
 from typing import Any
 
 from s2studio.state.project import GenerationSettings, Take
+from s2studio.state.schema import Field, Integer, Number, Record, Text
 from s2studio.state.script import Line
 from s2studio.state.voices import Voice
 
 SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "max_frames", "batching")
 """The settings that change what the model is asked, besides a fixed seed."""
+
+TAKE_SETTINGS = Record({
+    "temperature": Field(Number(), None), "top_p": Field(Number(), None), "top_k": Field(Integer(), None),
+    "max_frames": Field(Integer(), None), "batching": Field(Text(max_chars=40), None),
+    "seed": Field(Integer(), None),
+})
+"""`Take.settings` in project.json (`take_settings`): types only, no limits, so a take made under other
+limits still opens; a field missing from an older take reads as None (and counts as changed)."""
 
 
 class Stale(Enum):

@@ -16,6 +16,7 @@ refused import leaves the library as it was. A `.s2voice` file is a zip of one v
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import secrets
@@ -32,7 +33,7 @@ import numpy as np
 import soundfile as sf
 
 from s2studio.errors import UserError
-from s2studio.state.atomic import write_atomic, write_bytes_atomic, write_text_atomic
+from s2studio.state.atomic import WriteError, write_bytes_atomic, write_durable, write_text_atomic
 from s2studio.state.clips import check_clip, read_audio
 from s2studio.state.voice_archive import CODES_FILE, MAX_CLIPS, VOICE_FILE, check_entries, verify_import
 from s2studio.state.voice_format import VOICE_ID, Clip, Voice, clean_name, sha256_of, voice_from_json, voice_json
@@ -265,7 +266,7 @@ class VoiceLibrary:
                 write_bytes_atomic(folder / CODES_FILE, save(out, metadata=meta))
                 if tuple(clips) != voice.clips:
                     self._save(replace(voice, clips=tuple(clips)))
-            except OSError as exc:
+            except (OSError, UserError) as exc:
                 log.warning("cannot cache codes of voice %s: %s", voice.id, exc)
         return [out[c.id] for c in voice.clips]
 
@@ -289,16 +290,14 @@ class VoiceLibrary:
         if (folder / CODES_FILE).is_file():
             names.append(CODES_FILE)
 
-        def write(tmp: Path) -> None:
-            with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
+        buf = io.BytesIO()
+        try:
+            with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
                 for n in names:
                     z.write(folder / n, n)
-
-        try:
-            write_atomic(dest, write)
         except OSError as exc:
-            raise UserError(f"cannot write {dest}: {exc.strerror or exc}") from None
-        return dest
+            raise UserError(f"cannot read voice {voice.name!r}: {exc.strerror or exc}") from None
+        return write_bytes_atomic(dest, buf.getvalue())
 
     def import_voice(self, path: Path) -> Voice:
         """Add the voice in a `.s2voice` zip; refuses anything that is not exactly a voice folder."""
@@ -343,13 +342,9 @@ def _write_clip(folder: Path, number: int, audio: tuple[np.ndarray, int, str], t
     file = f"clip{number}.flac"
     flac_subtype = "PCM_16" if subtype in ("PCM_16", "PCM_S8", "PCM_U8") else "PCM_24"
 
-    def write(target: Path) -> None:
-        sf.write(str(target), data, sr, format="FLAC", subtype=flac_subtype)
-
-    if atomic:
-        write_atomic(folder / file, write)
-    else:
-        write(folder / file)
+    buf = io.BytesIO()
+    sf.write(buf, data, sr, format="FLAC", subtype=flac_subtype)
+    (write_bytes_atomic if atomic else write_durable)(folder / file, buf.getvalue())
     return Clip(f"c{number}", file, transcript, sha256_of(folder / file), round(data.shape[0] / sr, 3), sr)
 
 

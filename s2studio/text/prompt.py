@@ -24,7 +24,7 @@ from typing import Protocol, Union
 import numpy as np
 import numpy.typing as npt
 
-from s2studio.errors import UserError
+from s2studio.state.codes import check_codes  # noqa: F401 - the one check, re-exported for the engine
 
 NUM_CODEBOOKS = 10
 MAX_TURNS_PER_BATCH = 5
@@ -102,21 +102,6 @@ def conversation(references: Sequence[Reference], history: Sequence[Exchange], t
 
 
 # ----------------------------------------------------------------------------- encoding
-
-
-def check_codes(codes: np.ndarray, what: str, num_codebooks: int = NUM_CODEBOOKS,
-                codebook_size: int | None = None) -> np.ndarray:
-    """Validate a (codebooks, frames) integer matrix and return it as int64."""
-    arr = np.asarray(codes)
-    if arr.ndim != 2 or arr.shape[0] != num_codebooks:
-        raise UserError(f"{what} must have shape ({num_codebooks}, frames), got {tuple(arr.shape)}")
-    if not np.issubdtype(arr.dtype, np.integer):
-        raise UserError(f"{what} must hold integers, got {arr.dtype}")
-    if arr.size and arr.min() < 0:
-        raise UserError(f"{what} holds a negative code ({int(arr.min())})")
-    if codebook_size is not None and arr.size and arr.max() >= codebook_size:
-        raise UserError(f"{what} holds code {int(arr.max())}, beyond the codebook size {codebook_size}")
-    return arr.astype(np.int64)
 
 
 def encode_parts(parts: Sequence[Part], tokenizer: TokenizerLike, num_codebooks: int = NUM_CODEBOOKS) -> Codes:

@@ -50,17 +50,11 @@ def test_errors(tmp_path):
     with pytest.raises(UserError, match=r"is not an S2 Studio project \(project.json is missing\)"):
         load_project(tmp_path)
     (tmp_path / "project.json").write_text("{not json")
-    with pytest.raises(UserError, match="The project file is damaged"):
+    with pytest.raises(UserError, match="it is not JSON .*; the project file is damaged"):
         load_project(tmp_path)
     (tmp_path / "project.json").write_text('{"format": 99}')
     with pytest.raises(UserError, match="saved by a newer S2 Studio"):
         load_project(tmp_path)
-
-
-def test_settings_from_dict_tolerates_junk():
-    assert GenerationSettings.from_dict({"temperature": 5.0, "bogus": 1}).temperature == 1.95
-    assert GenerationSettings.from_dict({"seed": "12", "top_k": "x"}) == GenerationSettings(seed=12)
-    assert GenerationSettings.from_dict({}) == GenerationSettings()
 
 
 def test_saving_again_reuses_take_files(tmp_path):

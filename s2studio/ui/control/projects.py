@@ -3,8 +3,11 @@
 Autosave writes the whole project to `<data>/autosave/current.s2proj` a few seconds after a change
 (and after every rendered line), next to a `session.lock` file that exists only while the studio
 runs. Finding the lock at start-up means the last session did not end cleanly: the window offers the
-autosaved project. A clean exit with unsaved changes nobody chose to discard keeps the autosave too
-(with a `kept-unsaved` mark), and the next start offers it the same way.
+autosaved project. The autosave names the project file it belongs to inside itself (`autosave_of`), so
+a SIGKILL at any instant keeps the two together. An autosave that cannot be opened is moved aside
+(`damaged-<time>.s2proj`, kept for the person) so that it is not offered again at every start. A clean
+exit with unsaved changes nobody chose to discard keeps the autosave too (with a `kept-unsaved` mark),
+and the next start offers it the same way.
 """
 
 from __future__ import annotations
@@ -12,12 +15,14 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import time
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QSettings, QTimer, Signal
 
 from s2studio.errors import UserError
-from s2studio.state.project import Project, load_project, save_project
+from s2studio.state.project import Project
+from s2studio.state.project_files import exists, read_project, recover, save_project
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +45,8 @@ class ProjectStore(QObject):
         self._timer.setSingleShot(True)
         self._timer.setInterval(AUTOSAVE_DELAY_MS)
         self._project: Project | None = None
+        self.problems: tuple[str, ...] = ()
+        """Takes the last opened or restored project could not read (left out); the window shows them."""
         self._timer.timeout.connect(self.autosave_now)
 
     @property
@@ -58,12 +65,18 @@ class ProjectStore(QObject):
 
     def crashed_before(self) -> bool:
         """True when the last session left its lock behind and an autosave exists."""
-        return self.lock_path.exists() and (self.autosave_path / "project.json").is_file()
+        if not self.lock_path.exists():
+            return False
+        recover(self.autosave_path)
+        return exists(self.autosave_path)
 
     def kept_before(self) -> bool:
         """True when the last session ended with unsaved work that nobody chose to discard (its autosave
         was kept for this start)."""
-        return self.kept_path.exists() and (self.autosave_path / "project.json").is_file()
+        if not self.kept_path.exists():
+            return False
+        recover(self.autosave_path)
+        return exists(self.autosave_path)
 
     def begin_session(self) -> None:
         self.autosave_dir.mkdir(parents=True, exist_ok=True)
@@ -75,6 +88,8 @@ class ProjectStore(QObject):
         self._timer.stop()
         if self.unsaved_work and not discard:
             self.autosave_now()
+            if not exists(self.autosave_path):  # no session folder (never begun) or a failing disk: logged
+                return
             try:
                 self.kept_path.write_text(str(os.getpid()))
             except OSError as exc:  # the lock then stays: the next start offers the autosave as after a crash
@@ -87,10 +102,28 @@ class ProjectStore(QObject):
         shutil.rmtree(self.autosave_path, ignore_errors=True)
 
     def restore(self) -> tuple[Project, Path | None]:
+        """The autosaved project and the file it belongs to. A `UserError` (a damaged autosave) moves it
+        aside first, so the next start does not offer it again."""
         self.kept_path.unlink(missing_ok=True)
-        project = load_project(self.autosave_path)
-        original = self.settings.value("autosave/origin", "")
-        return project, Path(original) if original else None
+        try:
+            opened = read_project(self.autosave_path)
+        except UserError:
+            self.set_aside()
+            raise
+        self.problems = opened.problems
+        return opened.project, opened.autosave_of
+
+    def set_aside(self) -> Path | None:
+        """Move the autosave out of the way (kept as `damaged-<time>.s2proj`); returns where it went."""
+        target = self.autosave_dir / f"damaged-{time.strftime('%Y%m%d-%H%M%S')}.s2proj"
+        try:
+            self.autosave_path.rename(target)
+        except OSError as exc:
+            logger.warning("cannot move the damaged autosave aside: %s", exc)
+            shutil.rmtree(self.autosave_path, ignore_errors=True)
+            return None
+        logger.warning("the autosave could not be opened; kept it as %s", target)
+        return target
 
     # -- autosave --------------------------------------------------------------------------------
 
@@ -114,8 +147,7 @@ class ProjectStore(QObject):
         if self._project is None:
             return
         try:
-            save_project(self._project, self.autosave_path)
-            self.settings.setValue("autosave/origin", str(self.path) if self.path else "")
+            save_project(self._project, self.autosave_path, autosave_of=self.path)
         except UserError as exc:
             logger.warning("autosave failed: %s", exc)
 
@@ -123,14 +155,20 @@ class ProjectStore(QObject):
 
     def save(self, project: Project, path: Path) -> Path:
         path = save_project(project, path)
+        moved = path != self.path
         self._clean(project)
         self.path = path
         self.add_recent(path)
         self.path_changed.emit(path)
+        if moved:  # the autosave names the new file soon
+            self._timer.start(0)
         return path
 
     def open(self, path: Path) -> Project:
-        project = load_project(path)
+        """The project at `path`, whole (one `UserError` otherwise); unreadable takes are in `problems`."""
+        opened = read_project(path)
+        project = opened.project
+        self.problems = opened.problems
         self._clean(project)
         self.path = Path(path)
         self.add_recent(self.path)
@@ -153,7 +191,7 @@ class ProjectStore(QObject):
         raw = self.settings.value("recent", []) or []
         if isinstance(raw, str):
             raw = [raw]
-        return [Path(p) for p in raw if Path(p, "project.json").is_file()]
+        return [Path(p) for p in raw if isinstance(p, str) and exists(Path(p))]
 
     def add_recent(self, path: Path) -> None:
         items = [str(path)] + [str(p) for p in self.recent() if p != path]

@@ -115,8 +115,8 @@ class _EncodeBridge(QObject):
     crosses to the GUI thread (a queued signal), which starts the engine job; the answer comes back
     through a queue the background step waits on."""
 
-    asked = Signal(str, object)
-    """(clip path, reply queue)."""
+    asked = Signal(str, str, object)
+    """(clip path, its name for the engine's log, reply queue)."""
 
     def __init__(self, host: EngineHost, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -127,10 +127,11 @@ class _EncodeBridge(QObject):
         host.job_finished.connect(self._on_finished)
         host.job_failed.connect(self._on_failed)
 
-    def encoder(self, task: Background):  # noqa: ANN201 - the `encoder(path) -> codes` of VoiceLibrary.codes
+    def encoder(self, task: Background, names: Mapping[str, str]):  # noqa: ANN201 - VoiceLibrary.codes' encoder
+        """`encoder(path) -> codes` for `VoiceLibrary.codes`; `names`: clip path -> "<voice id>/<clip id>"."""
         def encode(path: Path) -> np.ndarray:
             reply: queue.Queue = queue.Queue()
-            self.asked.emit(str(path), reply)
+            self.asked.emit(str(path), names.get(str(path), Path(path).name), reply)
             while True:
                 if task.cancel.is_set():
                     raise Cancelled()
@@ -143,11 +144,10 @@ class _EncodeBridge(QObject):
                 raise answer
         return encode
 
-    def _start(self, path: str, reply: queue.Queue) -> None:
+    def _start(self, path: str, name: str, reply: queue.Queue) -> None:
         job = self.host.new_job_id("encode")
         self._replies[job] = reply
-        clip = Path(path)  # <voices>/<voice id>/<clip file>: named "<voice id>/<clip id>" for the engine's log
-        self.host.encode(api.EncodeRequest(job, (api.ClipToEncode(f"{clip.parent.name}/{clip.stem}", clip),)))
+        self.host.encode(api.EncodeRequest(job, (api.ClipToEncode(name, Path(path)),)))
 
     def cancel(self) -> None:
         for job in list(self._replies):
@@ -204,13 +204,15 @@ class RenderFlow(QObject):
         voices = {v.id: v for s in d.script.speakers if (v := d.voice_of(s)) is not None}
         inputs = gather(self.host.new_job_id("render"), lines, d.script, d.project, voices)
         library, fingerprint, encoder = self.library, self.codec_fingerprint, self._bridge.encoder
+        voices_used = {v.id: v for v in inputs.cast.values()}.values()
+        names = {str(library.clip_path(v, c)): f"{v.id}/{c.id}" for v in voices_used for c in v.clips}
 
         def build(task: Background) -> RenderJob:
             codes: dict[str, list[np.ndarray]] = {}
-            for voice in {v.id: v for v in inputs.cast.values()}.values():
+            for voice in voices_used:
                 if task.cancel.is_set():
                     raise Cancelled()
-                codes[voice.id] = library.codes(voice, encoder(task), fingerprint)
+                codes[voice.id] = library.codes(voice, encoder(task, names), fingerprint)
             return RenderJob(build_request(inputs, codes), asked_of(inputs))
 
         self._task.start(build)

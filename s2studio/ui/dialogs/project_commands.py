@@ -77,7 +77,15 @@ class ProjectCommands(QObject):
             return False
         self.about_to_switch.emit()
         self.document.replace(project)
+        self._report_unreadable_takes("Open project")
         return True
+
+    def _report_unreadable_takes(self, title: str) -> None:
+        problems = self.store.problems
+        if problems:
+            shown = "\n".join(problems[:10]) + (f"\n… and {len(problems) - 10} more" if len(problems) > 10 else "")
+            QMessageBox.warning(self.window, title, f"{len(problems)} take{'s' * (len(problems) != 1)} could not "
+                                f"be read and {'were' if len(problems) != 1 else 'was'} left out:\n{shown}")
 
     def save(self) -> bool:
         if self.store.path is None:
@@ -122,6 +130,8 @@ class ProjectCommands(QObject):
             project, origin = self.store.restore()
         except UserError as exc:
             logger.warning("cannot restore the autosave: %s", exc)
+            QMessageBox.warning(self.window, "Restore", f"The autosaved project could not be restored: {exc} "
+                                f"It was kept in {self.store.autosave_dir} and will not be offered again.")
             return False
         self.about_to_switch.emit()
         self.store.new(project, origin)
@@ -131,4 +141,5 @@ class ProjectCommands(QObject):
         self.message.emit("Restored the autosaved project." + (
             f" {stale} line{'s' * (stale != 1)} still to render: Render ▸ Render Stale Lines (Ctrl+Shift+R)."
             if stale else ""), 15000)
+        self._report_unreadable_takes("Restore")
         return True

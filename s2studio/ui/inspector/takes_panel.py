@@ -15,10 +15,12 @@ from s2studio.state.project import LineTakes, Take
 
 
 def _when(take: Take) -> str:
+    """When the take was made: the time today, else the date."""
     try:
-        return datetime.fromisoformat(take.created).strftime("%H:%M")
+        made = datetime.fromisoformat(take.created or "")
     except ValueError:
         return ""
+    return made.strftime("%H:%M" if made.date() == datetime.now().date() else "%d %b %H:%M")
 
 
 class TakesPanel(QWidget):
