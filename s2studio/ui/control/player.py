@@ -56,7 +56,8 @@ def close_stream(stream: Any) -> None:
 
 def fill(layout: Layout, out: Samples, pos: int, line_id: str | None, loop: bool) -> tuple[int, bool, bool]:
     """Fill `out` from `pos` on; returns (new position, whether any audio was copied, whether the play
-    reached its end). With `line_id` only that line plays (from its start when `pos` is outside it)."""
+    reached its end). With `line_id` only that line plays (from its start when `pos` is outside it); at
+    its end it stays there, or wraps to its start when `loop`."""
     frames = len(out)
     if line_id is None:
         start, end = 0, layout.end
@@ -66,7 +67,7 @@ def fill(layout: Layout, out: Samples, pos: int, line_id: str | None, loop: bool
             out[:] = 0.0
             return pos, False, True
         start, end = bounds
-        if not start <= pos < end:
+        if not start <= pos <= end:  # the line moved (a take swap before it), or the play begins
             pos = start
     written, audible = 0, False
     while written < frames:
