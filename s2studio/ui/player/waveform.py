@@ -103,6 +103,15 @@ class WaveformView(QWidget):
     def fitted(self) -> bool:
         return self._fit
 
+    @property
+    def selected_line(self) -> str | None:
+        return self._selected
+
+    @property
+    def stale_lines(self) -> frozenset[str]:
+        """Lines drawn stale (hatched)."""
+        return frozenset(self._stale)
+
     def span(self) -> int:
         """Samples the scroll bar covers: the timeline, or the view when that is longer."""
         return max(self.timeline.layout.end, self.visible)
