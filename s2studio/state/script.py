@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import difflib
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -139,13 +138,38 @@ def make_line_id(speaker: str, text: str, occurrence: int) -> str:
 
 
 def near_name(name: str, names: Collection[str]) -> str | None:
-    """The one name of `names` that `name` is most likely a typo of ("Bbo" for "Bob"), if any. Numbered
-    names ("Speaker 2") are never near-misses of each other: their numbers are the point."""
+    """The one name of `names` that `name` is most likely a typo of ("Bbo" for "Bob"): at most one typing
+    slip away (a letter wrong, missing, extra, or two swapped; two slips for names over 4 letters), case
+    aside. Numbered names ("Speaker 2") are never near-misses of each other: their numbers are the point."""
     if any(ch.isdigit() for ch in name):
         return None
-    others = {n.casefold(): n for n in names if n != name and n != NARRATOR and not any(c.isdigit() for c in n)}
-    found = difflib.get_close_matches(name.casefold(), list(others), n=1, cutoff=0.6)
-    return others[found[0]] if found else None
+    key = name.casefold()
+    allowed = 1 if len(key) <= 4 else 2
+    best: tuple[int, str] | None = None
+    for other in names:
+        if other == name or other == NARRATOR or any(ch.isdigit() for ch in other):
+            continue
+        slips = _slips(key, other.casefold())
+        if slips <= allowed and (best is None or slips < best[0]):
+            best = (slips, other)
+    return best[1] if best else None
+
+
+def _slips(a: str, b: str) -> int:
+    """Typing slips from `a` to `b`: substitutions, insertions, deletions and swaps of neighbours
+    (the optimal string alignment distance)."""
+    if abs(len(a) - len(b)) > 2:
+        return 3
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        row = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            row[j] = min(prev[j] + 1, row[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                row[j] = min(row[j], prev2[j - 2] + 1)
+        prev2, prev = prev, row
+    return prev[-1]
 
 
 def _strip_span(s: str, start: int, end: int) -> tuple[int, int]:
