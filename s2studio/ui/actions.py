@@ -25,6 +25,8 @@ class ActionSpec:
     """window: anywhere in the window (and in its menu); player: while the player has the focus (the
     keys a text field needs for itself: Space, Home, End, arrows), listed under "Player"."""
     checkable: bool = False
+    label: str = ""
+    """A short text for a button without an icon (the player's view buttons)."""
 
 
 SP = QStyle.StandardPixmap
@@ -48,14 +50,13 @@ SPECS: tuple[ActionSpec, ...] = (
     ActionSpec("stop_render", "S&top Rendering", "Ctrl+.", "Render", SP.SP_BrowserStop),
     ActionSpec("play_pause", "&Play / Pause", "Ctrl+Space", "Playback", SP.SP_MediaPlay),
     ActionSpec("play_from_cursor", "Play from &Cursor Line", "Ctrl+Shift+Space", "Playback", SP.SP_MediaSeekForward),
-    ActionSpec("loop_line", "&Loop Line", "Ctrl+L", "Playback", SP.SP_BrowserReload,
-               "Play the selected line round and round", checkable=True),
-    ActionSpec("follow_playhead", "&Follow Playhead", "Ctrl+Shift+F", "Playback", SP.SP_ArrowForward,
-               "Scroll the timeline with the playhead", checkable=True),
-    ActionSpec("zoom_in", "Zoom &In", "Ctrl+=", "Playback", SP.SP_ArrowUp, "Zoom into the timeline"),
-    ActionSpec("zoom_out", "Zoom &Out", "Ctrl+-", "Playback", SP.SP_ArrowDown, "Zoom out of the timeline"),
-    ActionSpec("zoom_fit", "&Fit Timeline", "Ctrl+0", "Playback", SP.SP_TitleBarMaxButton,
-               "Show the whole timeline"),
+    ActionSpec("loop_line", "&Loop Line", "Ctrl+L", "Playback", None, "Play the selected line round and round",
+               checkable=True, label="⟳ Loop"),
+    ActionSpec("follow_playhead", "&Follow Playhead", "Ctrl+Shift+F", "Playback", None,
+               "Scroll the timeline with the playhead", checkable=True, label="Follow"),
+    ActionSpec("zoom_in", "Zoom &In", "Ctrl+=", "Playback", None, "Zoom into the timeline", label="+"),
+    ActionSpec("zoom_out", "Zoom &Out", "Ctrl+-", "Playback", None, "Zoom out of the timeline", label="−"),
+    ActionSpec("zoom_fit", "&Fit Timeline", "Ctrl+0", "Playback", None, "Show the whole timeline", label="Fit"),
     ActionSpec("player_play_pause", "Play / Pause", "Space", "Player", scope="player"),
     ActionSpec("player_start", "Go to Start", "Home", "Player", scope="player"),
     ActionSpec("player_end", "Go to End", "End", "Player", scope="player"),
@@ -93,6 +94,8 @@ def build_actions(parent: QWidget, slots: dict[str, Callable[[], object]]) -> di
         if spec.icon is not None:
             act.setIcon(style.standardIcon(spec.icon))
         act.setCheckable(spec.checkable)
+        if spec.label:
+            act.setIconText(spec.label)
         if spec.scope == "player":
             act.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
         slot = slots.get(spec.name)

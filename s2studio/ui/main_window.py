@@ -473,6 +473,9 @@ class MainWindow(QMainWindow):
 
     def _timeline_changed(self) -> None:
         self.waveform.refresh()
+        end = self.timeline.layout.end
+        if self.player.position > end and not self.player.playing:  # lines went: no playhead past the end
+            self.player.seek(end)
         self._update_time()
 
     def play_pause(self) -> None:
@@ -542,7 +545,7 @@ class MainWindow(QMainWindow):
         self.player_bar.set_time(self.player.position / api.SAMPLE_RATE, self.timeline.layout.end / api.SAMPLE_RATE)
 
     def _position(self, sample: int) -> None:
-        self.waveform.set_playhead(sample)
+        self.waveform.set_playhead(sample, moving=self.player.playing)
         self._update_time()
         line_id = self.timeline.layout.line_at(sample) if self.player.playing else None
         self.waveform.set_current_line(line_id)

@@ -60,7 +60,9 @@ class PlayerBar(QWidget):
         view = QVBoxLayout()
         view.setSpacing(2)
         for name in ("loop_line", "follow_playhead", "zoom_in", "zoom_out", "zoom_fit"):
-            view.addWidget(tool_button(actions[name]))
+            button = tool_button(actions[name])
+            button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+            view.addWidget(button)
         view.addStretch(1)
         outer.addLayout(view)
         self.notice = QLabel("")

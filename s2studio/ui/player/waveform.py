@@ -196,9 +196,10 @@ class WaveformView(QWidget):
             self._stale, self._rendering = set(stale), set(rendering)
             self._invalidate()
 
-    def set_playhead(self, sample: int) -> None:
+    def set_playhead(self, sample: int, moving: bool = False) -> None:
+        """The playhead; `moving` (playing): the view follows it when `follow` is on."""
         self._playhead = sample
-        if self.follow:
+        if moving and self.follow:
             self.ensure_visible(sample)
         self.update()
 
@@ -358,9 +359,10 @@ class WaveformView(QWidget):
             p.drawLine(QPointF(x0f, TOP - 14), QPointF(x0f, bottom))
             label = name + ("  ⟳ loop" if line_id == self._loop else "") + \
                 ("  · stale" if line_id in self._stale else "") + ("  · rendering…" if line_id in self._rendering else "")
-            if label and x1f - x0f > 24:
+            left = max(x0f, 0.0)  # the name stays in view while the line's start is scrolled off
+            if label and x1f - left > 24:
                 p.setPen(QColor(colour.red(), colour.green(), colour.blue()))
-                p.drawText(QRectF(x0f + 4, 2, max(x1f - x0f - 6, 10), 14),
+                p.drawText(QRectF(left + 4, 2, max(x1f - left - 6, 10), 14),
                            Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, label)
         self._draw_ruler(p, w, bottom, grid, pal.color(QPalette.ColorRole.PlaceholderText))
         if layout.growing and 0 <= end_x <= w:  # rendered-up-to marker

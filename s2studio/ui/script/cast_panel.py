@@ -92,6 +92,7 @@ class CastPanel(QWidget):
     def _rebuild(self) -> None:
         while (item := self._flow.takeAt(0)) is not None:
             if item.widget() is not None:
+                item.widget().hide()  # gone from view now; deleted when the event loop next runs
                 item.widget().deleteLater()
         self.combos.clear()
         self._hint.setVisible(not self._speakers)
@@ -117,6 +118,7 @@ class CastPanel(QWidget):
             row.addWidget(label)
             row.addWidget(combo)
             self._flow.addWidget(chip)
+            chip.show()  # shown now, not at the next layout pass: the rows are measured below
             self.combos[speaker] = combo
         self._show_summary()
         self._fit_height()

@@ -57,7 +57,7 @@ class LineGutter(QWidget):
         else:
             self.update(0, rect.y(), self.width(), rect.height())
 
-    def _visible_blocks(self):  # noqa: ANN202 - (block number, top, height) of each visible block
+    def _visible_blocks(self):  # noqa: ANN202 - (block number, top, height, middle of its first line)
         editor = self._editor
         block = editor.firstVisibleBlock()
         offset = editor.contentOffset()
@@ -66,11 +66,15 @@ class LineGutter(QWidget):
             if geometry.top() > self.height():
                 break
             if block.isVisible():
-                yield block.blockNumber(), geometry.top(), geometry.height()
+                layout = block.layout()
+                first = layout.lineAt(0) if layout is not None and layout.lineCount() else None
+                middle = geometry.top() + (first.y() + first.height() / 2 if first is not None
+                                           else geometry.height() / 2)
+                yield block.blockNumber(), geometry.top(), geometry.height(), middle
             block = block.next()
 
     def block_at(self, y: float) -> int | None:
-        for number, top, height in self._visible_blocks():
+        for number, top, height, _middle in self._visible_blocks():
             if top <= y < top + height:
                 return number
         return None
@@ -83,13 +87,11 @@ class LineGutter(QWidget):
         small = self.font()
         small.setPointSizeF(max(small.pointSizeF() * 0.8, 7.0))
         p.setFont(small)
-        line_height = self._editor.fontMetrics().height()
-        for number, top, _height in self._visible_blocks():
+        for number, _top, _height, cy in self._visible_blocks():
             mark = self._marks.get(number)
             if mark is None:
                 continue
             color = QColor(COLORS[mark.kind])
-            cy = top + self._editor.document().documentMargin() + line_height / 2 - 2
             r = 5.0
             centre = QPointF(11, cy)
             if mark.kind == "none":  # not rendered: a ring
