@@ -311,3 +311,66 @@ def test_settings_that_cannot_change_the_audio_mark_nothing_stale(qtbot, studio,
     assert kinds(w) == ["stale", "stale"]
     assert {w.document.state(ln).reasons for ln in w.script.lines} == {(Stale.SETTINGS,)}
     assert "stale: settings changed" in w.editor.gutter.mark(0).tip
+
+
+def test_transport_keys_work_in_the_player(qtbot, tmp_path, monkeypatch):
+    monkeypatch.setenv("S2STUDIO_DATA_DIR", str(tmp_path / "data"))
+    w = open_studio(qtbot, lambda: fake_engine(frames=110, latency_s=0.0))  # lines of 5.1 s
+    try:
+        cast_two_voices(w, tmp_path, "Alice: One two three.\nBob: Four five.")
+        render_all(qtbot, w)
+        w.activateWindow()
+        qtbot.waitUntil(w.isActiveWindow, timeout=3000)  # shortcuts reach the active window only
+        wave = w.waveform
+        qtbot.mouseClick(wave, Qt.MouseButton.LeftButton, pos=QPoint(2, wave.height() // 2))
+        assert wave.hasFocus() and w.player.position < 4096
+        end = w.timeline.layout.end
+        qtbot.keyClick(wave, Qt.Key.Key_Right)
+        assert w.player.position == pytest.approx(5 * 44100, abs=4096)
+        qtbot.keyClick(wave, Qt.Key.Key_End)
+        assert w.player.position == end
+        qtbot.keyClick(wave, Qt.Key.Key_Left)
+        assert w.player.position == end - 5 * 44100
+        qtbot.keyClick(wave, Qt.Key.Key_Home)
+        assert w.player.position == 0
+        qtbot.keyClick(wave, Qt.Key.Key_Space)
+        assert w.player.playing
+        qtbot.keyClick(wave, Qt.Key.Key_Space)
+        assert not w.player.playing
+        second = w.script.lines[1].line_id
+        start, stop = w.timeline.layout.bounds(second)
+        x = int(wave.x_of((start + stop) / 2))
+        qtbot.mouseClick(wave, Qt.MouseButton.LeftButton, pos=QPoint(x, wave.height() // 2))  # selects line 2 …
+        assert w.cursor_line().line_id == second
+        qtbot.keyClick(wave, Qt.Key.Key_L)  # … and L loops it
+        assert w.player.playing and w.player.looping and w.player.line == second
+        assert w.actions_by_name["loop_line"].isChecked()
+        qtbot.keyClick(wave, Qt.Key.Key_L)
+        assert not w.player.looping and w.player.line is None
+    finally:
+        close_studio(w)
+
+
+def test_the_request_hashes_each_clip_once_off_the_gui_thread(qtbot, studio, tmp_path, monkeypatch):
+    import threading
+
+    from s2studio.state import voices as voices_module
+
+    w = studio
+    cast_two_voices(w, tmp_path, "Alice: One two three.\nBob: Four five.")
+    hashed: list[tuple[str, bool]] = []
+    real = voices_module.sha256_of
+
+    def counted(path):  # noqa: ANN001, ANN202
+        hashed.append((path.name, threading.current_thread() is threading.main_thread()))
+        return real(path)
+
+    monkeypatch.setattr(voices_module, "sha256_of", counted)
+    render_all(qtbot, w)  # the first render encodes both clips (and caches their codes)
+    assert sorted(hashed) == sorted([(c.file, False) for v in w.library.list() for c in v.clips])
+    hashed.clear()
+    put_cursor(w, w.script.lines[1].start)
+    w.actions_by_name["render_line"].trigger()  # codes from the cache: still each clip hashed once
+    qtbot.waitUntil(lambda: not w.flow.busy and len(w.project.lines[w.script.line_ids[1]].takes) == 2,
+                    timeout=20000)
+    assert len(hashed) == 2 and not any(on_gui for _, on_gui in hashed)
