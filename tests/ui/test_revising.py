@@ -10,6 +10,7 @@ from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtGui import QTextCursor, QWheelEvent
 from PySide6.QtWidgets import QApplication
 
+from s2studio.engine import api
 from s2studio.state.staleness import Stale
 from ui_helpers import cast_two_voices, close_studio, fake_engine, open_studio, write_wav
 
@@ -374,3 +375,20 @@ def test_the_request_hashes_each_clip_once_off_the_gui_thread(qtbot, studio, tmp
     qtbot.waitUntil(lambda: not w.flow.busy and len(w.project.lines[w.script.line_ids[1]].takes) == 2,
                     timeout=20000)
     assert len(hashed) == 2 and not any(on_gui for _, on_gui in hashed)
+
+
+def test_a_render_cancelled_by_opening_another_project_leaves_it_alone(qtbot, studio, tmp_path):
+    w = studio
+    cast_two_voices(w, tmp_path, SIX)
+    saved = tmp_path / "six.s2proj"
+    w.save_project_as(saved)
+    w.engine.frame_latency_s = 0.02
+    w.actions_by_name["render_all"].trigger()
+    qtbot.waitUntil(lambda: w.session.busy and w.timeline.layout.end > 0, timeout=10000)
+    job, first = w.session.job_id, w.script.lines[0].line_id
+    assert w.open_project(saved)  # the same lines (the same ids), no takes
+    # a line the engine finished just before it saw the cancel, its event still queued
+    w.ctx.host.line_finished.emit(api.LineFinished(job, first, "0123456789ab", np.zeros((10, 2), np.int64),
+                                                   np.full(4096, 0.5, np.float32), 1, ""))
+    qtbot.waitUntil(lambda: not w.flow.busy, timeout=20000)
+    assert w.project.lines == {} and w.timeline.segments() == []

@@ -77,6 +77,8 @@ class RenderSession(QObject):
         """Line ids of the job not finished yet, in render order."""
         self.live: str | None = None
         """The line the engine is rendering now."""
+        self._project = document.project
+        """The project the running job renders for: its takes never land in another one opened meanwhile."""
         self.done_lines = 0
         host.line_started.connect(self._on_line_started)
         host.audio_chunk.connect(self._on_chunk)
@@ -131,6 +133,7 @@ class RenderSession(QObject):
         if self.busy:
             raise RuntimeError("a render is already running")
         self.job, self.job_id = job, job.request.job_id
+        self._project = self.document.project
         self.pending = [ln.line_id for ln in job.request.lines]
         self.live, self.done_lines = None, 0
         self.host.generate(job.request)
@@ -147,20 +150,24 @@ class RenderSession(QObject):
     def _mine(self, event: Any) -> bool:
         return self.job_id is not None and event.job_id == self.job_id
 
+    def _for_this_project(self, event: Any) -> bool:
+        """An event of the running job while the project it renders for is still open."""
+        return self._mine(event) and self.document.project is self._project
+
     def _on_line_started(self, event: api.LineStarted) -> None:
-        if not self._mine(event):
+        if not self._for_this_project(event):
             return
         self.live = event.line_id
         if self.timeline.begin_stream(event.line_id):
             self.timeline_changed.emit()
 
     def _on_chunk(self, event: api.AudioChunk) -> None:
-        if not self._mine(event) or not self.timeline.streaming(event.line_id):
+        if not self._for_this_project(event) or not self.timeline.streaming(event.line_id):
             return  # a held line (its old take plays on) or a line gone from the script
         self.audio_grew.emit(self.timeline.append(event.line_id, event.start_sample, event.samples))
 
     def _on_line_finished(self, event: api.LineFinished) -> None:
-        if not self._mine(event) or self.job is None:
+        if not self._for_this_project(event) or self.job is None:
             return
         asked = self.job.asked[event.line_id]
         if event.line_id in self.pending:
