@@ -14,16 +14,15 @@ from dataclasses import asdict
 from pathlib import Path
 
 from PySide6.QtCore import QMimeData, Qt, QTimer
-from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent
+from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import (QLabel, QMainWindow, QMessageBox, QSplitter, QTabWidget, QToolBar, QVBoxLayout,
                                QWidget)
 
 from s2studio.audio.timeline import Timeline
 from s2studio.engine import api
 from s2studio.errors import UserError
-from s2studio.state.project import GenerationSettings, Project, Take
+from s2studio.state.project import GenerationSettings, Project
 from s2studio.state.script import Line, Script
-from s2studio.state.staleness import describe
 from s2studio.state.voices import VoiceLibrary
 from s2studio.ui.actions import SPECS, ShortcutsDialog, build_actions
 from s2studio.ui.colors import is_dark, speaker_color
@@ -36,13 +35,14 @@ from s2studio.ui.control.projects import ProjectStore
 from s2studio.ui.control.render import RenderFlow
 from s2studio.ui.control.session import RenderSession
 from s2studio.ui.dialogs.project_commands import ProjectCommands
+from s2studio.ui.inspector.line_states import LineStates
 from s2studio.ui.inspector.settings_panel import SettingsPanel
 from s2studio.ui.inspector.tag_palette import TagPalette
 from s2studio.ui.inspector.takes_panel import TakesPanel
 from s2studio.ui.player.player_bar import PlayerBar
+from s2studio.ui.player.transport import Transport
 from s2studio.ui.script.cast_panel import CastPanel
 from s2studio.ui.script.editor import InlineWarning, ScriptEditor
-from s2studio.ui.script.gutter import LineMark
 from s2studio.ui.status import StatusPanel
 from s2studio.ui.voices.voices_panel import VoicesPanel
 
@@ -50,7 +50,6 @@ logger = logging.getLogger(__name__)
 
 AUDIO_SUFFIXES = {".wav", ".flac", ".ogg", ".mp3", ".aiff", ".aif"}
 SEEK_STEP_S = 5.0
-STATE_WORDS = {"none": "not rendered", "fresh": "up to date", "rendering": "rendering…"}
 
 
 class MainWindow(QMainWindow):
@@ -72,8 +71,6 @@ class MainWindow(QMainWindow):
         self.store = ProjectStore(ctx.autosave_dir, ctx.settings, self)
         self.projects = ProjectCommands(self, self.store, self.document)
         self.shortcuts_dialog = ShortcutsDialog(self)
-        self._deleted: tuple[Take, int, bool] | None = None
-        """The last deleted take, for Undo delete in the takes panel."""
         self.actions_by_name = build_actions(self, self._slots())
         self._build_ui()
         self._build_menus()
@@ -118,19 +115,22 @@ class MainWindow(QMainWindow):
             "render_all": lambda: self.render(list(self.script.lines)),
             "render_stale": lambda: self.render(self.document.stale_lines()),
             "render_line": self.render_cursor_line, "stop_render": self.stop,
-            "play_pause": self.play_pause, "play_from_cursor": self.play_from_cursor,
-            "loop_line": self.set_looping, "follow_playhead": self._set_follow,
+            "play_pause": lambda: self.transport.play_pause(),
+            "play_from_cursor": lambda: self.transport.play_from_cursor(),
+            "loop_line": lambda on: self.transport.set_looping(on),
+            "follow_playhead": lambda on: self.waveform.set_follow(on),
             "zoom_in": lambda: self.waveform.zoom_in(), "zoom_out": lambda: self.waveform.zoom_out(),
             "zoom_fit": lambda: self.waveform.fit(),
-            "player_play_pause": self.play_pause, "player_start": lambda: self.player.seek(0),
+            "player_play_pause": lambda: self.transport.play_pause(), "player_start": lambda: self.player.seek(0),
             "player_end": lambda: self.player.seek(self.timeline.layout.end),
-            "player_back": lambda: self._step(-SEEK_STEP_S), "player_forward": lambda: self._step(SEEK_STEP_S),
+            "player_back": lambda: self.transport.step(-SEEK_STEP_S),
+            "player_forward": lambda: self.transport.step(SEEK_STEP_S),
             "player_zoom_in": lambda: self.waveform.zoom_in(), "player_zoom_out": lambda: self.waveform.zoom_out(),
             "player_fit": lambda: self.waveform.fit(),
             "player_loop": lambda: self.actions_by_name["loop_line"].toggle(),
             "next_take": lambda: self.takes.step(1), "previous_take": lambda: self.takes.step(-1),
             "ab_take": lambda: self.takes.toggle_ab(),
-            "new_voice": lambda: self.voices.browse(), "record_voice": self.record_voice,
+            "new_voice": lambda: self.voices.browse(), "record_voice": lambda: self.voices.record(),
             "import_voice": lambda: self.voices.import_file(), "export_voice": lambda: self.voices.export_file(),
             "play_voice_clip": lambda: self.voices.play_clip(),
             "settings": lambda: self.inspector.setCurrentWidget(self.settings_panel),
@@ -188,6 +188,9 @@ class MainWindow(QMainWindow):
         self.player_bar.addActions([a[s.name] for s in SPECS if s.scope == "player"])
         self.waveform = self.player_bar.waveform
         a["follow_playhead"].setChecked(self.waveform.follow)
+        self.transport = Transport(self.player, self.timeline, self.player_bar, self.editor, self.document, a, self)
+        self.lines = LineStates(self.document, self.session, self.player, self.editor, self.waveform, self.takes,
+                                self.inspector, self)
         outer = QSplitter(Qt.Orientation.Vertical)
         outer.addWidget(top)
         outer.addWidget(self.player_bar)
@@ -223,7 +226,7 @@ class MainWindow(QMainWindow):
 
     def _wire(self) -> None:
         d, s = self.document, self.session
-        self.model.loading.connect(self._model_loading)
+        self.model.loading.connect(self.status.model_loading)
         self.model.ready.connect(self._model_ready)
         self.model.unloaded.connect(self._model_unloaded)
         self.model.busy_changed.connect(lambda _busy: self._update_enabled())
@@ -233,33 +236,24 @@ class MainWindow(QMainWindow):
         d.modified.connect(lambda soon: self.store.changed(self.project, soon=soon))
         d.cast_changed.connect(lambda: self.cast_panel.set_speakers(self.script.speakers, self.project.cast))
         self.editor.textChanged.connect(self._parse_timer.start)
-        self.editor.cursor_line_changed.connect(lambda _block: self._selection_moved())
-        self.editor.mark_clicked.connect(self.select_line)
         self.tag_palette.tag_chosen.connect(self.editor.insert_tag)
         self.cast_panel.cast_changed.connect(d.set_cast)
         self.voices.voices_changed.connect(self.refresh_voices)
-        self.voices.record_requested.connect(self.record_voice)
         self.voices.message.connect(lambda m: self.statusBar().showMessage(m, 5000))
         self.settings_panel.settings_changed.connect(self._settings_changed)
         self.takes.pick_requested.connect(d.pick)
-        self.takes.play_requested.connect(self.play_line)
-        self.takes.loop_requested.connect(self._loop_requested)
-        self.takes.ab_requested.connect(self._compare)
-        self.takes.delete_requested.connect(self._delete_take)
-        self.takes.restore_requested.connect(self._restore_take)
-        s.timeline_changed.connect(self._timeline_changed)
-        s.audio_grew.connect(lambda _start: self._timeline_changed())
-        s.rendering_changed.connect(lambda _line: self._show_states())
+        self.takes.play_requested.connect(self.transport.play_line)
+        self.takes.loop_requested.connect(lambda _line, on: self.transport.request_loop(on))
+        self.takes.ab_requested.connect(self.transport.compare)
+        self.transport.loop_changed.connect(self.lines.show_takes)
+        s.timeline_changed.connect(self.transport.timeline_changed)
+        s.audio_grew.connect(lambda _start: self.transport.timeline_changed())
         s.busy_changed.connect(self._busy_changed)
         s.progress.connect(lambda event: self.status.on_progress(event, s.done_lines))
         s.failed.connect(self._render_failed)
         s.finished.connect(lambda cancelled: self.status.stop("Render cancelled." if cancelled else "Render finished."))
         self.flow.failed.connect(self._render_failed)
         self.flow.preparing.connect(self._preparing)
-        self.player.position_changed.connect(self._position)
-        self.player.state_changed.connect(self._play_state)
-        self.waveform.seek_requested.connect(self.player.seek)
-        self.waveform.line_clicked.connect(self.select_line)
         self.projects.about_to_switch.connect(self._before_switch)
         self.projects.message.connect(lambda text, ms: self.statusBar().showMessage(text, ms))
         self.store.path_changed.connect(
@@ -269,10 +263,7 @@ class MainWindow(QMainWindow):
 
     def load_model(self, model_dir: Path) -> None:
         self.ctx.model_dir = model_dir
-        self.status.set_model(None, "Loading model…")
-        self.status.progress.setRange(0, 100)
-        self.status.progress.setValue(0)
-        self.status.progress.setVisible(True)
+        self.status.model_loading(0.0)
         self.model.load(model_dir, self.project.settings)
 
     def stop(self) -> None:
@@ -280,24 +271,15 @@ class MainWindow(QMainWindow):
         self.flow.cancel()
         self.model.cancel()
 
-    def _model_loading(self, progress: float, message: str) -> None:
-        self.status.set_model(None, f"Loading model… {message}".rstrip())
-        self.status.progress.setValue(int(progress * 100))
-
     def _model_ready(self, info: api.ModelInfo) -> None:
         from s2studio.ui.dialogs.model_page import is_demo  # noqa: PLC0415
 
-        self.status.progress.setVisible(False)
         self.flow.set_codec(info.codec_fingerprint)
-        self.status.set_model(info)
-        if self.ctx.model_dir is not None and is_demo(self.ctx.model_dir):
-            self.status.model.setText(f"Model: {info.name} (demo: random weights, produces noise)")
+        self.status.model_ready(info, self.ctx.model_dir is not None and is_demo(self.ctx.model_dir))
         self._update_enabled()
 
     def _model_unloaded(self, reason: str) -> None:
-        self.status.progress.setVisible(False)
-        if self.model.info is None:
-            self.status.set_model(None, "No model (loading cancelled)" if "cancelled" in reason else "No model")
+        self.status.model_unloaded(reason, still_loaded=self.model.info is not None)
         if "cancelled" not in reason:
             self.statusBar().showMessage(reason, 10000)
         self._update_enabled()
@@ -332,7 +314,7 @@ class MainWindow(QMainWindow):
         self.cast_panel.set_speakers(script.speakers, self.project.cast)
         dark = is_dark(self.palette())
         self.waveform.set_labels({ln.line_id: (ln.speaker, speaker_color(ln.speaker, dark)) for ln in script.lines})
-        self._show_states()
+        self.lines.show()
         self._update_enabled()
 
     def _show_warning_summary(self) -> None:
@@ -346,65 +328,12 @@ class MainWindow(QMainWindow):
         self.warning_bar.setText(f"⚠ Line {line}: {first.message}{more}")
         self.warning_bar.setVisible(True)
 
-    def _show_states(self) -> None:
-        """Each line's state in the gutter and the waveform, and the selected line's takes."""
-        marks: dict[int, LineMark] = {}
-        stale, rendering = set(), set()
-        for line in self.script.lines:
-            state = self.document.state(line)
-            kind = "rendering" if self.session.rendering(line.line_id) else state.kind
-            if state.kind == "stale":
-                stale.add(line.line_id)
-            if kind == "rendering":
-                rendering.add(line.line_id)
-            block = line.source_line - 1
-            if block not in marks:
-                words = describe(state.reasons) if kind == "stale" else STATE_WORDS[kind]
-                takes = f"; {state.takes} take{'s' * (state.takes != 1)}" if state.takes else ""
-                marks[block] = LineMark(line.line_id, kind, state.takes, f"{line.speaker}: {words}{takes}")
-        self.editor.set_marks(marks)
-        self.waveform.set_states(stale, rendering)
-        self._show_takes()
-
     def cursor_line(self) -> Line | None:
-        pos = self.editor.textCursor().position()
-        block = self.editor.textCursor().blockNumber() + 1
-        on_block = [ln for ln in self.script.lines if ln.source_line == block]
-        for ln in on_block:
-            if ln.start <= pos <= ln.end:
-                return ln
-        return on_block[0] if on_block else None
+        """The selected line: the one under the editor's cursor."""
+        return self.lines.selected()
 
     def select_line(self, line_id: str) -> None:
-        """Select a line (from the waveform or the gutter): the editor's cursor goes to it and the
-        inspector shows its takes."""
-        line = self.script.line(line_id)
-        if line is None:
-            return
-        self.editor.select_block(line.source_line - 1, line.start)
-        self.inspector.setCurrentWidget(self.takes)
-        self._selection_moved()
-
-    def _selection_moved(self) -> None:
-        line = self.cursor_line()
-        self.waveform.set_selected_line(line.line_id if line else None)
-        self._show_takes()
-
-    def _show_takes(self) -> None:
-        line = self.cursor_line()
-        if line is None:
-            self.takes.show_line(None, "", None, "")
-            return
-        entry = self.project.lines.get(line.line_id)
-        state = self.document.state(line)
-        if self.session.rendering(line.line_id):
-            words = STATE_WORDS["rendering"]
-        else:
-            words = describe(state.reasons) if state.kind == "stale" else STATE_WORDS[state.kind]
-        notes = [describe(self.document.reasons(line, t)) or "up to date" for t in (entry.takes if entry else ())]
-        looping = self.player.looping and self.player.line == line.line_id
-        self.takes.show_line(line.line_id, f"{line.speaker}: {line.text[:60]}", entry, words, notes, looping)
-        self.takes.set_can_restore(self._deleted is not None)
+        self.lines.select(line_id)
 
     # -- cast and settings -----------------------------------------------------------------------
 
@@ -414,7 +343,7 @@ class MainWindow(QMainWindow):
         if reload and self.ctx.model_dir is not None and not self.flow.busy:
             self.load_model(self.ctx.model_dir)
         self.ctx.settings.setValue("generation", json.dumps(asdict(settings)))
-        self._show_states()
+        self.lines.show()
 
     def _remembered_settings(self) -> GenerationSettings:
         try:
@@ -448,7 +377,7 @@ class MainWindow(QMainWindow):
     def _busy_changed(self, busy: bool) -> None:
         if busy:
             self.status.start(len(self.session.pending))
-        self._show_states()
+        self.lines.show()
         self._update_enabled()
 
     def _render_failed(self, message: str) -> None:
@@ -456,113 +385,8 @@ class MainWindow(QMainWindow):
         QMessageBox.warning(self, "Render failed", message)
 
     def _takes_changed(self, line_id: str) -> None:
-        self._show_states()
+        self.lines.show()
         self._update_enabled()
-
-    def _delete_take(self, line_id: str, take_id: str) -> None:
-        self._deleted = self.document.delete_take(line_id, take_id)
-        self._show_takes()
-
-    def _restore_take(self) -> None:
-        if self._deleted is not None:
-            take, index, picked = self._deleted
-            self._deleted = None
-            self.document.restore_take(take, index, picked)
-
-    # -- playback --------------------------------------------------------------------------------
-
-    def _timeline_changed(self) -> None:
-        self.waveform.refresh()
-        end = self.timeline.layout.end
-        if self.player.position > end and not self.player.playing:  # lines went: no playhead past the end
-            self.player.seek(end)
-        self._update_time()
-
-    def play_pause(self) -> None:
-        if self.player.playing:
-            self.player.pause()
-        elif not self.player.play() and self.player.unavailable_reason:
-            self.player_bar.set_notice(self.player.unavailable_reason)
-
-    def play_line(self, line_id: str) -> None:
-        """Play one line alone: it stops at the line's end."""
-        self._set_loop_checked(False)
-        self.player.play_line(line_id)
-
-    def play_from_cursor(self) -> None:
-        """Play the timeline from the start of the line under the cursor on."""
-        line = self.cursor_line()
-        bounds = self.timeline.layout.bounds(line.line_id) if line else None
-        if bounds is not None:
-            self.player.seek(bounds[0])
-            self.player.play()
-
-    def set_looping(self, on: bool) -> None:
-        """Loop the selected line (the Loop action and the L key), or stop looping."""
-        line = self.cursor_line()
-        if on and line is not None and self.timeline.layout.bounds(line.line_id) is not None:
-            if self.player.playing:
-                self.player.set_loop(line.line_id)
-            else:
-                self.player.play_line(line.line_id, loop=True)
-            self.waveform.set_loop_line(line.line_id)
-        else:
-            self._set_loop_checked(False)
-            self.player.set_loop(None)
-            self.waveform.set_loop_line(None)
-        self._show_takes()
-
-    def _loop_requested(self, line_id: str, on: bool) -> None:
-        if on and self.script.line(line_id) is not None and self.cursor_line() != self.script.line(line_id):
-            self.select_line(line_id)
-        self._set_loop_checked(on)
-
-    def _compare(self, line_id: str) -> None:
-        """A/B: the pick was switched; the line loops from its start with the new take."""
-        self.player.play_line(line_id, loop=True)
-        self.waveform.set_loop_line(line_id)
-        self._set_loop_checked(True, apply=False)
-        self._show_takes()
-
-    def _set_loop_checked(self, on: bool, apply: bool = True) -> None:
-        action: QAction = self.actions_by_name["loop_line"]
-        if action.isChecked() == on:
-            return
-        if apply:
-            action.setChecked(on)
-        else:
-            action.blockSignals(True)
-            action.setChecked(on)
-            action.blockSignals(False)
-
-    def _set_follow(self, on: bool) -> None:
-        self.waveform.follow = on
-
-    def _step(self, seconds: float) -> None:
-        self.player.seek(self.player.position + int(seconds * api.SAMPLE_RATE))
-
-    def _update_time(self) -> None:
-        self.player_bar.set_time(self.player.position / api.SAMPLE_RATE, self.timeline.layout.end / api.SAMPLE_RATE)
-
-    def _position(self, sample: int) -> None:
-        self.waveform.set_playhead(sample, moving=self.player.playing)
-        self._update_time()
-        line_id = self.timeline.layout.line_at(sample) if self.player.playing else None
-        self.waveform.set_current_line(line_id)
-        line = self.script.line(line_id) if line_id else None
-        self.editor.set_playing_block(line.source_line - 1 if line else -1)
-
-    def _play_state(self, playing: bool) -> None:
-        style = self.style()
-        self.actions_by_name["play_pause"].setIcon(style.standardIcon(
-            style.StandardPixmap.SP_MediaPause if playing else style.StandardPixmap.SP_MediaPlay))
-        if not playing:
-            self.editor.set_playing_block(-1)
-            self.waveform.set_current_line(None)
-            if self.actions_by_name["loop_line"].isChecked():
-                self._set_loop_checked(False, apply=False)
-                self.waveform.set_loop_line(None)
-                self._show_takes()
 
     # -- projects --------------------------------------------------------------------------------
 
@@ -587,7 +411,6 @@ class MainWindow(QMainWindow):
     def _before_switch(self) -> None:
         self.flow.cancel()
         self.player.pause()
-        self._deleted = None
 
     def _project_replaced(self) -> None:
         project = self.project
@@ -601,16 +424,6 @@ class MainWindow(QMainWindow):
         self.waveform.fit()
 
     # -- voices ----------------------------------------------------------------------------------
-
-    def record_voice(self) -> None:
-        from s2studio.ui.voices.record_dialog import RecordDialog  # noqa: PLC0415
-
-        dialog = RecordDialog(self)
-        accepted = dialog.exec()
-        path, transcript = dialog.path, dialog.transcript.toPlainText().strip()
-        dialog.deleteLater()  # modal dialogs are deleted explicitly: a parented, unreferenced one crashed PySide at exit
-        if accepted and path is not None:
-            self.voices.new_voice_from(path, transcript)
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 - Qt override
         if self._dropped_paths(event.mimeData()):

@@ -196,6 +196,9 @@ class WaveformView(QWidget):
             self._stale, self._rendering = set(stale), set(rendering)
             self._invalidate()
 
+    def set_follow(self, on: bool) -> None:
+        self.follow = on
+
     def set_playhead(self, sample: int, moving: bool = False) -> None:
         """The playhead; `moving` (playing): the view follows it when `follow` is on."""
         self._playhead = sample

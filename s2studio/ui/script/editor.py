@@ -14,6 +14,7 @@ from PySide6.QtGui import (QColor, QFont, QFontDatabase, QKeyEvent, QPalette, QS
                            QTextCursor, QTextDocument, QTextFormat)
 from PySide6.QtWidgets import QCompleter, QPlainTextEdit, QTextEdit, QToolTip, QWidget
 
+from s2studio.state.script import Line, Script
 from s2studio.ui.colors import is_dark, speaker_color
 from s2studio.ui.script.gutter import WIDTH as GUTTER_WIDTH
 from s2studio.ui.script.gutter import LineGutter, LineMark
@@ -175,6 +176,16 @@ class ScriptEditor(QPlainTextEdit):
     def set_marks(self, marks: dict[int, LineMark]) -> None:
         """The gutter's marks: block number -> state of the script line on it."""
         self.gutter.set_marks(marks)
+
+    def line_at_cursor(self, script: Script) -> Line | None:
+        """The script line the text cursor is on (of several on one text line, the one it is in)."""
+        cursor = self.textCursor()
+        pos, block = cursor.position(), cursor.blockNumber() + 1
+        on_block = [ln for ln in script.lines if ln.source_line == block]
+        for ln in on_block:
+            if ln.start <= pos <= ln.end:
+                return ln
+        return on_block[0] if on_block else None
 
     def select_block(self, block: int, position: int | None = None) -> None:
         """Put the cursor on `block` (at `position` in the text when given) and scroll it into view."""

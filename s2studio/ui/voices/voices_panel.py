@@ -49,8 +49,6 @@ class VoicesPanel(QWidget):
     voices_changed = Signal()
     """The library changed (created, renamed, deleted, imported)."""
     message = Signal(str)
-    record_requested = Signal()
-    """The record button: the window opens the record dialog."""
     """A one-line notice for the status bar."""
 
     def __init__(self, library: VoiceLibrary, parent: QWidget | None = None) -> None:
@@ -82,7 +80,7 @@ class VoicesPanel(QWidget):
         row = QHBoxLayout()
         self.add_button = self._tool("Add voice from a file", style.standardIcon(QStyle.StandardPixmap.SP_FileIcon),
                                      self.browse)
-        self.record_button = self._tool("Record a voice", None, self.record_requested.emit, "●")
+        self.record_button = self._tool("Record a voice", None, self.record, "●")
         self.import_button = self._tool("Import a .s2voice file",
                                         style.standardIcon(QStyle.StandardPixmap.SP_DialogOpenButton), self.import_file)
         self.export_button = self._tool("Export the selected voice",
@@ -174,6 +172,17 @@ class VoicesPanel(QWidget):
         self.details.show_voice(voice)
 
     # -- commands --------------------------------------------------------------------------------
+
+    def record(self) -> None:
+        """Record a clip from the microphone, then name the voice made of it."""
+        from s2studio.ui.voices.record_dialog import RecordDialog  # noqa: PLC0415 - opened rarely
+
+        dialog = RecordDialog(self)
+        accepted = dialog.exec()
+        path, transcript = dialog.path, dialog.transcript.toPlainText().strip()
+        dialog.deleteLater()  # modal dialogs are deleted explicitly: a parented, unreferenced one crashed PySide at exit
+        if accepted and path is not None:
+            self.new_voice_from(path, transcript)
 
     def browse(self) -> None:
         names, _ = QFileDialog.getOpenFileNames(self, f"Choose 1–{MAX_CLIPS} reference clips of one voice", "",
