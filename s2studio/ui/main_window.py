@@ -247,7 +247,7 @@ class MainWindow(QMainWindow):
         self.takes.ab_requested.connect(self.transport.compare)
         self.transport.loop_changed.connect(self.lines.show_takes)
         s.timeline_changed.connect(self.transport.timeline_changed)
-        s.audio_grew.connect(lambda _start: self.transport.timeline_changed())
+        s.audio_grew.connect(lambda _start: self.transport.timeline_changed(lines_moved=False))
         s.busy_changed.connect(self._busy_changed)
         s.progress.connect(lambda event: self.status.on_progress(event, s.done_lines))
         s.failed.connect(self._render_failed)

@@ -85,8 +85,9 @@ class Transport(QObject):
     def step(self, seconds: float) -> None:
         self.player.seek(self.player.position + int(seconds * SAMPLE_RATE))
 
-    def timeline_changed(self) -> None:
-        self.waveform.refresh()
+    def timeline_changed(self, lines_moved: bool = True) -> None:
+        """Lines moved (or a take swapped), or only the streaming line grew (`lines_moved=False`)."""
+        self.waveform.refresh(lines_moved)
         end = self.timeline.layout.end
         if self.player.position > end and not self.player.playing:  # lines went: no playhead past the end
             self.player.seek(end)

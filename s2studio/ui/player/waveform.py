@@ -177,10 +177,12 @@ class WaveformView(QWidget):
 
     # -- what to draw ----------------------------------------------------------------------------
 
-    def refresh(self) -> None:
-        """The timeline changed (lines moved, a take swapped, audio grew)."""
-        order = set(self.timeline.order)
-        self._peaks = {k: v for k, v in self._peaks.items() if k in order}
+    def refresh(self, lines_moved: bool = True) -> None:
+        """The timeline changed: lines moved or a take swapped, or (`lines_moved=False`) only the streaming
+        line grew, which costs no work per line of the script."""
+        if lines_moved:
+            layout = self.timeline.layout
+            self._peaks = {k: v for k, v in self._peaks.items() if k in layout.index}
         if not self._fit:
             self._origin = min(self._origin, max(0.0, self.span() - self.visible))
         self._changed()
@@ -322,7 +324,9 @@ class WaveformView(QWidget):
         end_x = self.x_of(layout.end)
         p.setPen(QPen(faint, 1))
         p.drawLine(QPointF(max(self.x_of(0), 0), mid), QPointF(min(end_x, w), mid))
-        for track, start in zip(layout.tracks, layout.starts):
+        first = max(int(np.searchsorted(layout.starts, self.origin, side="right")) - 1, 0)
+        last = int(np.searchsorted(layout.starts, self.origin + self.visible, side="right"))
+        for track, start in zip(layout.tracks[first:last], layout.starts[first:last]):  # the lines on screen
             start = int(start)
             x0f, x1f = self.x_of(start), self.x_of(start + track.length)
             if x1f < 0 or x0f > w:
