@@ -259,6 +259,16 @@ def test_zoom_changes_samples_per_pixel_and_a_click_selects_the_line(qtbot, stud
     assert wave.samples_per_pixel == pytest.approx(fitted / 1.5 ** 3)
     w.player_bar.scrollbar.setValue(w.player_bar.scrollbar.maximum())
     assert wave.origin == w.player_bar.scrollbar.maximum() > 0
+    w.player_bar.scrollbar.setValue(0)
+    far = w.timeline.layout.end - 100
+    wave.set_playhead(far)  # a seek while paused: the view stays
+    assert wave.origin == 0
+    wave.set_playhead(far, moving=True)  # playing, with Follow on: the view pages to the playhead
+    assert wave.origin <= far <= wave.origin + wave.visible and wave.origin > 0
+    w.actions_by_name["follow_playhead"].trigger()  # Follow off
+    wave.scroll_to(0)
+    wave.set_playhead(far, moving=True)
+    assert wave.origin == 0
     qtbot.keyClick(wave, Qt.Key.Key_0)
     assert wave.fitted and wave.samples_per_pixel == pytest.approx(fitted)
 
