@@ -462,11 +462,11 @@ class MainWindow(QMainWindow):
         from s2studio.ui.dialogs.export_dialog import ExportDialog  # noqa: PLC0415
 
         dialog = ExportDialog(self.project, self.script, self.model.info, self)
-        dialog.gap_changed.connect(self._gap_changed)
+        dialog.gap_changed.connect(self.set_gap)
         dialog.exec()
         dialog.deleteLater()
 
-    def _gap_changed(self, gap_s: float) -> None:
+    def set_gap(self, gap_s: float) -> None:
         """The project's gap changed (export dialog): the player's timeline is laid out with it."""
         self.document.set_gap(gap_s)
         self.session.relayout()

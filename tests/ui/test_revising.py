@@ -162,7 +162,7 @@ def test_rerendering_line_1_of_6_leaves_lines_2_to_6_audible(qtbot, studio, tmp_
     during = w.timeline.mix()
     assert np.array_equal(during, before)  # every line audible; line 1 still plays its old take
     assert [s.start for s in w.timeline.segments()] == [s.start for s in layout.segments()]
-    assert first in w.waveform._rendering and w.editor.gutter.mark(0).kind == "rendering"
+    assert first in w.waveform.rendering_lines and w.editor.gutter.mark(0).kind == "rendering"
     qtbot.waitUntil(lambda: not w.flow.busy, timeout=20000)
     new_take = w.project.current(first)
     assert [t.take_id for t in w.project.lines[first].takes] == [old_take.take_id, new_take.take_id]
@@ -314,7 +314,7 @@ def test_settings_that_cannot_change_the_audio_mark_nothing_stale(qtbot, studio,
                        (panel.quantize, "int8")):
         box.setCurrentIndex(box.findData(value))
         qtbot.waitUntil(lambda: not w.model.busy and w.model_info is not None, timeout=5000)  # reloaded
-    w._gap_changed(1.5)
+    w.set_gap(1.5)
     assert w.project.settings.speed == "fast" and w.project.settings.quantize == "int8"
     assert w.document.stale_lines() == [] and kinds(w) == ["fresh", "fresh"]
     assert [w.editor.gutter.mark(b).kind for b in (0, 1)] == ["fresh", "fresh"]

@@ -112,6 +112,11 @@ class WaveformView(QWidget):
         """Lines drawn stale (hatched)."""
         return frozenset(self._stale)
 
+    @property
+    def rendering_lines(self) -> frozenset[str]:
+        """Lines drawn as being rendered."""
+        return frozenset(self._rendering)
+
     def span(self) -> int:
         """Samples the scroll bar covers: the timeline, or the view when that is longer."""
         return max(self.timeline.layout.end, self.visible)
