@@ -36,6 +36,7 @@ from s2studio.ui.control.render import RenderFlow
 from s2studio.ui.control.session import RenderSession
 from s2studio.ui.dialogs.project_commands import ProjectCommands
 from s2studio.ui.inspector.line_states import LineStates
+from s2studio.ui.inspector.render_on import RenderOnBox
 from s2studio.ui.inspector.settings_panel import SettingsPanel
 from s2studio.ui.inspector.tag_palette import TagPalette
 from s2studio.ui.inspector.takes_panel import TakesPanel
@@ -172,6 +173,9 @@ class MainWindow(QMainWindow):
         self.takes = TakesPanel()
         self.settings_panel = SettingsPanel()
         self.settings_panel.set_settings(self.project.settings)
+        self.render_on = RenderOnBox(self.ctx.settings)
+        self.settings_panel.layout().addRow(self.render_on)
+        self.render_on.target_chosen.connect(self.render_on_target)
         self.inspector = QTabWidget()
         self.inspector.setObjectName("inspector")
         self.inspector.setAccessibleName("Inspector")
@@ -265,6 +269,22 @@ class MainWindow(QMainWindow):
         self.ctx.model_dir = model_dir
         self.status.model_loading(0.0)
         self.model.load(model_dir, self.project.settings)
+
+    def render_on_target(self, target: object) -> None:
+        """Settings ▸ Render on: load through the engine switch on a server (`RemoteSettings`) or on this
+        computer (None: the remembered model folder, else the model page). The fake engine has no switch."""
+        switch = self.ctx.engine_switch
+        if switch is None:
+            self.statusBar().showMessage("Rendering on a server needs the real engine (not S2STUDIO_ENGINE=fake).",
+                                         10000)
+            return
+        switch.choose(target)  # type: ignore[arg-type]
+        model_dir = self.ctx.model_dir
+        if target is None and model_dir is None:
+            self.open_model_page()
+            return
+        self.load_model(model_dir or Path("server"))
+        self.ctx.model_dir = model_dir
 
     def stop(self) -> None:
         """Stop whatever runs: a render, the request being built for it, or a model load."""

@@ -91,13 +91,16 @@ def gather(job_id: str, lines: Sequence[Line], script: Script, project: Project,
     return RenderInputs(job_id, tuple(lines), script, cast, project.settings, tuple(context[-CONTEXT_LINES:]))
 
 
-def build_request(inputs: RenderInputs, codes: Mapping[str, Sequence[np.ndarray]]) -> api.SynthesisRequest:
+def build_request(inputs: RenderInputs, codes: Mapping[str, Sequence[np.ndarray]],
+                  clip_paths: Mapping[str, Sequence[Path]] | None = None) -> api.SynthesisRequest:
     """The engine request: one `compile_request` over the context lines and the lines to render (so both
-    are numbered as the whole script numbers its voices), then split into lines and context turns."""
+    are numbered as the whole script numbers its voices), then split into lines and context turns.
+    `clip_paths` (voice id -> its clips' files) go along for engines that send audio, not codes."""
     wanted = {ln.line_id for ln in inputs.lines}
     context_ids = [ln.line_id for ln, _ in inputs.context]
     request = compile_request(inputs.script, inputs.cast, codes, inputs.job_id, sampling_params(inputs.settings),
-                              batching=inputs.settings.batching, line_ids=context_ids + sorted(wanted))
+                              batching=inputs.settings.batching, line_ids=context_ids + sorted(wanted),
+                              clip_paths=clip_paths)
     takes = {ln.line_id: take for ln, take in inputs.context}
     turns = tuple(api.ContextTurn(spec.speaker, takes[spec.line_id].text, takes[spec.line_id].codes)
                   for spec in request.lines if spec.line_id in takes)
@@ -205,7 +208,8 @@ class RenderFlow(QObject):
         inputs = gather(self.host.new_job_id("render"), lines, d.script, d.project, voices)
         library, fingerprint, encoder = self.library, self.codec_fingerprint, self._bridge.encoder
         voices_used = {v.id: v for v in inputs.cast.values()}.values()
-        names = {str(library.clip_path(v, c)): f"{v.id}/{c.id}" for v in voices_used for c in v.clips}
+        clip_paths = {v.id: [library.clip_path(v, c) for c in v.clips] for v in voices_used}
+        names = {str(p): f"{v.id}/{c.id}" for v in voices_used for c, p in zip(v.clips, clip_paths[v.id], strict=True)}
 
         def build(task: Background) -> RenderJob:
             codes: dict[str, list[np.ndarray]] = {}
@@ -213,7 +217,7 @@ class RenderFlow(QObject):
                 if task.cancel.is_set():
                     raise Cancelled()
                 codes[voice.id] = library.codes(voice, encoder(task, names), fingerprint)
-            return RenderJob(build_request(inputs, codes), asked_of(inputs))
+            return RenderJob(build_request(inputs, codes, clip_paths), asked_of(inputs))
 
         self._task.start(build)
         self.preparing.emit(True)
