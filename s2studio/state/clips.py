@@ -30,6 +30,11 @@ MIN_REFERENCE_SECONDS = 0.25
 MIN_SAMPLE_RATE = 8000
 
 
+def soundfile_reason(exc: BaseException) -> str:
+    """libsndfile's own words for `exc` (without soundfile's "Error opening <file object>" prefix)."""
+    return str(getattr(exc, "error_string", None) or exc).strip().rstrip(".")
+
+
 def reference_problem(name: str, frames: int, sample_rate: int, max_seconds: float = MAX_REFERENCE_SECONDS
                       ) -> str | None:
     """Why a clip of `frames` samples at `sample_rate` cannot be a reference (None when it can)."""
@@ -68,7 +73,7 @@ def read_audio(path: Path, max_seconds: float = MAX_REFERENCE_SECONDS) -> tuple[
     except OSError as exc:
         raise UserError(f"cannot read {printable(path)}: {printable(exc.strerror or exc)}") from None
     except (sf.LibsndfileError, RuntimeError, TypeError, ValueError) as exc:
-        raise UserError(f"{name} is not an audio file that can be read ({printable(exc, 120)}); "
+        raise UserError(f"{name} is not an audio file that can be read ({printable(soundfile_reason(exc), 120)}); "
                         "use WAV, FLAC, OGG or MP3") from None
     if data.shape[0] == 0 or data.shape[1] == 0:
         raise UserError(f"{name} contains no audio samples; record or choose a longer clip")

@@ -38,6 +38,7 @@ import soundfile as sf
 
 from s2studio.errors import UserError, printable
 from s2studio.state.atomic import WriteError, fsync_dir, remove_quietly, write_durable, write_error
+from s2studio.state.clips import soundfile_reason
 from s2studio.state.codes import NUM_CODEBOOKS, read_codes_file
 from s2studio.state.project import (FORMAT_VERSION, SAMPLE_RATE, SETTINGS, SUFFIX, GenerationSettings,
                                     LineTakes, Project, Take)
@@ -327,7 +328,7 @@ def _read_take(folder: Path, take_id: str) -> tuple[np.ndarray, np.ndarray]:
             f.seek(0)
             audio, _ = sf.read(f, dtype="float32", always_2d=False)
         except (sf.LibsndfileError, RuntimeError, TypeError) as exc:
-            raise ValueError(f"{audio_path.name} is not readable audio ({printable(exc, 80)})") from None
+            raise ValueError(f"{audio_path.name} is not readable audio ({printable(soundfile_reason(exc), 80)})") from None
     if not np.isfinite(audio).all():
         raise ValueError(f"{audio_path.name} holds invalid samples")
     os.close(_plain_file(codes_path))  # a plain file, not a link

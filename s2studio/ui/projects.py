@@ -62,7 +62,7 @@ class ProjectStore(QObject):
         if not self.lock_path.exists():
             return False
         recover(self.autosave_path)
-        return exists(self.autosave_path)
+        return self.autosave_path.is_dir()  # a damaged one too: restoring it reports it and sets it aside
 
     def begin_session(self) -> None:
         self.autosave_dir.mkdir(parents=True, exist_ok=True)
@@ -129,9 +129,15 @@ class ProjectStore(QObject):
 
     def open(self, path: Path) -> Project:
         """The project at `path`, whole (one `UserError` otherwise); unreadable takes are in `problems`."""
-        opened = read_project(path)
+        try:
+            opened = read_project(path)
+        except UserError as exc:
+            logger.warning("cannot open %s: %s", path, exc)
+            raise
         project = opened.project
         self.problems = opened.problems
+        for problem in self.problems:
+            logger.warning("%s: %s", path, problem)
         self.path = Path(path)
         self.dirty = False
         self.add_recent(self.path)
