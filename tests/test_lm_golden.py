@@ -6,8 +6,11 @@ one thread, slow attention over upstream's full static cache) and stored every b
 matrix the port built for it, and the inputs. Here we rebuild the same folder from the same seed, load it
 with our loader and generate with our engine: every code of every batch must be equal.
 
-Float kernels differ between torch builds and CPU instruction sets (spec §11.1), so a golden file is only
-binding on the build and ISA that wrote it; elsewhere the case is skipped, saying why.
+Float kernels differ between torch builds and CPU instruction sets (spec §11.1), so the goldens are kept per
+capability (`golden_sets.py`: `lm/` recorded on AVX512, `lm/AVX2/`, ...) and only the set recorded on this
+machine's capability and torch release binds the codes; with none, those cases skip, saying why. The inputs
+(model digest, prompt matrices) are checked in every set. With torch 2.14.1 the port wrote the same codes on
+AVX512 and on AVX2 in all 14 cases (the sets differ only in their meta), and ours equal them on both.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from golden_sets import binding_set, recorded_sets, why_unbound
 
 from s2studio.demo_model import folder_digest, write_demo_model
 from s2studio.engine.checkpoints import load_dual_ar
@@ -25,8 +29,16 @@ from s2studio.engine.generate import GenerationSettings, generate_codes
 from s2studio.text.prompt import Exchange, Reference, build_prompt, upstream_batches
 from s2studio.text.tokenizer import S2Tokenizer
 
-GOLDEN = Path(__file__).parent / "golden" / "lm"
-FILES = sorted(GOLDEN.glob("*.npz"))
+SETS = recorded_sets("lm")
+BINDING = binding_set("lm")
+FILES = sorted(BINDING.folder.glob("*.npz")) if BINDING else sorted(SETS[0].folder.glob("*.npz"))
+"""The files whose codes bind here; with no set for this machine, the first set's, whose cases then skip."""
+EVERY_FILE = [f for found in SETS for f in sorted(found.folder.glob("*.npz"))]
+"""Every set's files: their inputs do not depend on the machine."""
+
+
+def _id(file: Path) -> str:
+    return str(file.relative_to(SETS[0].folder).with_suffix(""))
 
 
 def _load(file: Path) -> tuple[dict, dict[str, np.ndarray]]:
@@ -73,21 +85,64 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> Models:
 
 
 def _skip_if_other_environment(meta: dict) -> None:
-    here = torch.backends.cpu.get_cpu_capability()
-    if here != meta["cpu_capability"]:
-        pytest.skip(f"golden codes were recorded on a {meta['cpu_capability']} CPU, this one is {here}: "
-                    "float kernels differ between instruction sets (spec §11.1)")
-    if torch.__version__.split("+")[0] != meta["torch"].split("+")[0]:
-        pytest.skip(f"golden codes were recorded with torch {meta['torch']}, this is {torch.__version__}")
+    """Skip a case whose codes were recorded on another capability or torch release (no set binds here)."""
+    if BINDING is None or meta["cpu_capability"] != BINDING.cpu_capability or meta["torch"] != BINDING.torch:
+        pytest.skip(why_unbound("lm"))
 
 
 def test_golden_files_present() -> None:
-    names = {f.stem for f in FILES}
-    assert {"no_reference", "one_reference", "two_references_one_tagged", "dialogue_chunk40",
-            "hits_max_new_tokens", "text_before_first_tag"} <= names
+    for found in SETS:
+        names = {f.stem for f in found.folder.glob("*.npz")}
+        assert {"no_reference", "one_reference", "two_references_one_tagged", "dialogue_chunk40",
+                "hits_max_new_tokens", "text_before_first_tag"} <= names, found.describe()
+        assert names == set(found.manifest["cases"]), found.describe()
+    assert len({frozenset(found.manifest["cases"]) for found in SETS}) == 1, "every set holds the same cases"
 
 
-@pytest.mark.parametrize("file", FILES, ids=[f.stem for f in FILES])
+@pytest.mark.parametrize("found", SETS, ids=[s.cpu_capability for s in SETS])
+def test_each_file_was_made_where_its_set_says(found) -> None:
+    """A file's own meta names the machine that wrote it: it must be its set's (no mixed sets)."""
+    for file in sorted(found.folder.glob("*.npz")):
+        meta, _ = _load(file)
+        made = {k: meta[k] for k in ("cpu_capability", "torch", "threads", "reference", "machine")}
+        assert made == {k: found.manifest[k] for k in made}, file.name
+        assert made["threads"] == 1 and meta["device"] == "cpu" and meta["dtype"] == "float32"
+
+
+def test_the_set_of_the_running_capability_binds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """golden_sets on a made-up tree: the first set at `lm/`, others in `lm/<CAPABILITY>/`; a subfolder that is
+    not named after its manifest's capability (`codec/full/`) is another kind, not a set."""
+    import golden_sets
+
+    release = torch.__version__.split("+")[0]
+    for folder, capability, version in (("lm", "AVX512", release + "+cu130"), ("lm/AVX2", "AVX2", release),
+                                        ("lm/VSX", "VSX", "1.0.0"), ("codec", "AVX512", release),
+                                        ("codec/full", "AVX512", release)):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "manifest.json").write_text(json.dumps({"cpu_capability": capability, "torch": version}))
+    monkeypatch.setattr(golden_sets, "GOLDEN", tmp_path)
+    here = {"now": "AVX2"}
+    monkeypatch.setattr(golden_sets, "running_capability", lambda: here["now"])
+
+    assert [s.folder.name for s in golden_sets.recorded_sets("codec")] == ["codec"]
+    assert golden_sets.binding_set("lm").folder == tmp_path / "lm" / "AVX2"
+    assert golden_sets.folder_to_write("lm") == tmp_path / "lm" / "AVX2"
+    here["now"] = "AVX512"
+    assert golden_sets.binding_set("lm").folder == tmp_path / "lm"  # the local build tag (+cu130) is no matter
+    assert golden_sets.folder_to_write("lm") == tmp_path / "lm"
+    here["now"] = "VSX"  # recorded, but with another torch
+    assert golden_sets.binding_set("lm") is None
+    assert golden_sets.folder_to_write("lm") == tmp_path / "lm" / "VSX"
+    here["now"] = "DEFAULT"
+    assert golden_sets.binding_set("lm") is None and golden_sets.folder_to_write("lm") == tmp_path / "lm" / "DEFAULT"
+    why = golden_sets.why_unbound("lm")
+    assert why.startswith(f"no lm goldens for a DEFAULT CPU with torch {release}") and "tools/make_lm_goldens.py" in why
+    assert f"AVX512 with torch {release}+cu130 ({tmp_path.parent.name}/{tmp_path.name}/lm)" in why
+    assert "VSX with torch 1.0.0" in why
+    assert golden_sets.why_unbound("codec/full").endswith("tools/make_codec_goldens.py --full")
+
+
+@pytest.mark.parametrize("file", EVERY_FILE, ids=[_id(f) for f in EVERY_FILE])
 def test_demo_folder_is_the_one_the_goldens_ran_on(file: Path, models: Models) -> None:
     meta, _ = _load(file)
     assert folder_digest(models.folder(meta["model"])) == meta["model_digest"], (
@@ -95,7 +150,7 @@ def test_demo_folder_is_the_one_the_goldens_ran_on(file: Path, models: Models) -
         "regenerate them with tools/make_lm_goldens.py")
 
 
-@pytest.mark.parametrize("file", FILES, ids=[f.stem for f in FILES])
+@pytest.mark.parametrize("file", EVERY_FILE, ids=[_id(f) for f in EVERY_FILE])
 def test_prompt_matrices_match_the_port(file: Path, models: Models) -> None:
     meta, arrays = _load(file)
     _, tok = models.load(meta["model"])
@@ -127,7 +182,7 @@ def test_codes_equal_the_port(file: Path, models: Models) -> None:
 
 
 def test_goldens_cover_stopping_and_the_limit() -> None:
-    """The set must contain batches that ended on <|im_end|> and batches cut by max_new_tokens, and the demo
+    """The goldens must contain batches that ended on <|im_end|> and batches cut by max_new_tokens, and the demo
     model's residual codebooks stay below S2's 1024 codes (as a trained head's do)."""
     stopped = limited = 0
     for file in FILES:
@@ -146,7 +201,7 @@ def test_synth_command_writes_the_golden_codes(case: str, models: Models, tmp_pa
     """`s2studio synth --batching upstream --codes-out` end to end: the batches' codes concatenated in time."""
     from s2studio.cli import main as cli_main
 
-    meta, arrays = _load(GOLDEN / f"{case}.npz")
+    meta, arrays = _load(next(f for f in FILES if f.stem == case))
     _skip_if_other_environment(meta)
     folder = models.folder(meta["model"])
     args = ["synth", "--model", str(folder), "--text", meta["text"], "--seed", str(meta["seed"]),

@@ -1,11 +1,16 @@
-"""Write the codec goldens (`tests/golden/codec/`) with an independent implementation.
+"""Write the codec goldens of this CPU with an independent implementation.
 
 Run with the reference venv, which has the `mizuoto-fishspeech` port (shown bit-identical to upstream on CPU
 float32, spec s2-codec.md §14.2):
 
-    .venv-ref/bin/python tools/make_codec_goldens.py            # tiny codec: tests/golden/codec/
+    .venv-ref/bin/python tools/make_codec_goldens.py            # tiny codec: set "codec"
     .venv-ref/bin/python tools/make_codec_goldens.py --full     # S2's full size (1.9 GB codec.pth in a temp
-                                                                 # dir): tests/golden/codec/full/, slow tests
+                                                                 # dir): set "codec/full", slow tests
+
+Float kernels differ between CPU instruction sets, so a set is written for the running capability
+(`tests/golden_sets.py`): `tests/golden/codec[/full]/` holds the first set (AVX512),
+`tests/golden/codec[/full]/<CAPABILITY>/` any other; its `manifest.json` names the machine, capability, torch
+and port. The tiny set takes about 6 s on one AVX2 core.
 
 It writes our seeded tiny random `codec.pth` (the input data, in upstream's layout), loads it into the port,
 and for each clip of `tests/codec_clips.py`: reads it with the port's WAV reader (numpy channel mean), resamples
@@ -17,10 +22,12 @@ Nothing here is imported by the project or its tests; they only read the files.
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata as md
 import io
 import json
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from codec_clips import CASES, CODEC_SEED, random_codes, write_clip  # noqa: E402
+from golden_sets import folder_to_write, machine  # noqa: E402
 from mizuoto.nn.dsp.resample import Resample  # noqa: E402
 from mizuoto.nn.dsp.wav import read_wav  # noqa: E402
 from mizuoto.runtime import ops  # noqa: E402
@@ -38,8 +46,6 @@ from mizuoto.runtime.loading import load_into, load_state_dict, unwrap  # noqa: 
 from mizuoto_fishspeech.codec import IGNORED, CodecConfig, FishCodec, TransformerConfig, codec_state  # noqa: E402
 
 from s2studio.demo_model.codec_weights import write_codec_checkpoint  # noqa: E402
-
-OUT = ROOT / "tests" / "golden" / "codec"
 
 TINY = CodecConfig(
     encoder_dim=8, encoder_transformer_layers=[0, 0, 0, 1], latent_dim=128, decoder_dim=128,
@@ -68,9 +74,10 @@ def pcm16_as_written(audio: np.ndarray) -> np.ndarray:
 
 def main() -> None:
     full = "--full" in sys.argv[1:]
-    folder = OUT / "full" if full else OUT
     torch.set_num_threads(1)
+    folder = folder_to_write("codec/full" if full else "codec")
     folder.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp_name, torch.inference_mode():
         tmp = Path(tmp_name)
         ckpt = tmp / "codec.pth"
@@ -114,10 +121,13 @@ def main() -> None:
             "codec_size": "full" if full else "tiny",
             "codec_sha256": hashlib.sha256(ckpt.read_bytes()).hexdigest(),
             "resampled_lengths": lengths,
-            "torch": torch.__version__,
+            **machine(),
             "numpy": np.__version__,
+            "reference": f"mizuoto-fishspeech {md.version('mizuoto-fishspeech')} (mizuoto {md.version('mizuoto')})",
+            "seconds_to_make": round(time.perf_counter() - start, 1),
         }
         (folder / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        print(f"-> {folder.relative_to(ROOT)} in {manifest['seconds_to_make']} s")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,14 @@
-"""Write `tests/golden/lm/*.npz`: codes from an independent S2 implementation, for the parity tests.
+"""Write the LM goldens of this CPU: codes from an independent S2 implementation, for the parity tests.
 
-Dev-only. Run it with the side venv that has the independent port `mizuoto-fishspeech` installed:
+Dev-only. Run it with the side venv that has the independent port `mizuoto-fishspeech` installed (torch as the
+project pins it, plus `mizuoto-fishspeech` and `mizuoto` from PyPI):
 
-    .venv-ref/bin/python tools/make_lm_goldens.py [--only CASE ...] [--check]
+    .venv-ref/bin/python tools/make_lm_goldens.py [--only CASE ...]
+
+Float kernels differ between CPU instruction sets, so the files go to the set of the running capability
+(`tests/golden_sets.py`): `tests/golden/lm/` for the first set (AVX512), `tests/golden/lm/<CAPABILITY>/` for
+any other, with a `manifest.json` naming the machine, capability, torch and port that made it. About 90 s on
+one AVX2 core.
 
 For each case it writes our seeded demo model folder (`s2studio.demo_model`, imported from this checkout),
 loads it with mizuoto-fishspeech on CPU in float32 with one thread, and runs that port's own `generate_long`
@@ -23,10 +29,11 @@ called.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata as md
 import json
-import platform
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,11 +42,12 @@ import torch
 import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from golden_sets import GOLDEN, MANIFEST, folder_to_write, machine  # noqa: E402
 
 from s2studio.demo_model import folder_digest, write_demo_model  # noqa: E402
 
-OUT = ROOT / "tests" / "golden" / "lm"
 FORMAT_VERSION = 1
 
 
@@ -205,7 +213,11 @@ class _nothing:
 # ----------------------------------------------------------------------------- files
 
 
-def make(case: Case, workdir: Path) -> Path:
+def port_version() -> str:
+    return f"mizuoto-fishspeech {md.version('mizuoto-fishspeech')} (mizuoto {md.version('mizuoto')})"
+
+
+def make(case: Case, workdir: Path, out_dir: Path) -> Path:
     folder = workdir / case.name
     model_args = {"seed": 0, **case.model}
     write_demo_model(folder, codec=False, **model_args)
@@ -213,8 +225,7 @@ def make(case: Case, workdir: Path) -> Path:
     codes, prompts, batches = run_port(case, folder, refs, static_cache=True)
     native, _, _ = run_port(case, folder, refs, static_cache=False)
     native_equal = len(native) == len(codes) and all(np.array_equal(a, b) for a, b in zip(native, codes))
-    import importlib.metadata as md
-
+    env = machine()
     meta = {
         "format_version": FORMAT_VERSION,
         "case": case.name,
@@ -232,11 +243,11 @@ def make(case: Case, workdir: Path) -> Path:
         "model_digest": folder_digest(folder),
         "device": "cpu",
         "dtype": "float32",
-        "threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-        "machine": platform.machine(),
-        "reference": f"mizuoto-fishspeech {md.version('mizuoto-fishspeech')} (mizuoto {md.version('mizuoto')})",
+        "threads": env["threads"],
+        "torch": env["torch"],
+        "cpu_capability": env["cpu_capability"],
+        "machine": env["machine"],
+        "reference": port_version(),
         "attention": "static cache: slow attention padded to find_multiple(max_seq_len, 8) keys, as upstream",
         "port_native_codes_equal": native_equal,
     }
@@ -246,11 +257,27 @@ def make(case: Case, workdir: Path) -> Path:
     for i, (c, p) in enumerate(zip(codes, prompts, strict=True)):
         arrays[f"codes_{i}"] = c.astype(np.int16)
         arrays[f"prompt_{i}"] = p.astype(np.int32)
-    OUT.mkdir(parents=True, exist_ok=True)
-    out = OUT / f"{case.name}.npz"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir / f"{case.name}.npz"
     np.savez_compressed(out, **arrays)
     print(f"{case.name}: batches {meta['frames']} frames, port native codes equal: {native_equal} -> {out.relative_to(ROOT)}")
     return out
+
+
+def write_manifest(out_dir: Path, seconds: float | None) -> None:
+    """The set's manifest: which machine, capability, torch and port made it (`seconds`: a whole run's time;
+    None keeps the earlier run's, after `--only`)."""
+    file = out_dir / MANIFEST
+    earlier = json.loads(file.read_text(encoding="utf-8")) if file.is_file() else {}
+    manifest = {
+        "made_by": ("tools/make_lm_goldens.py with mizuoto-fishspeech (independent port), CPU fp32, "
+                    "static-cache attention"),
+        **machine(),
+        "reference": port_version(),
+        "cases": sorted(p.stem for p in out_dir.glob("*.npz")),
+        "seconds_to_make": round(seconds, 1) if seconds is not None else earlier.get("seconds_to_make"),
+    }
+    file.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -259,9 +286,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     cases = [c for c in CASES if not args.only or c.name in args.only]
+    unknown = set(args.only or ()) - {c.name for c in CASES}
+    if unknown:
+        parser.error(f"unknown case(s): {', '.join(sorted(unknown))}")
+    out_dir = folder_to_write("lm")
+    recorded = json.loads((out_dir / MANIFEST).read_text(encoding="utf-8")) if (out_dir / MANIFEST).is_file() else None
+    if args.only and recorded is not None and recorded["torch"] != torch.__version__:
+        parser.error(f"{out_dir.relative_to(GOLDEN)} was made with torch {recorded['torch']}, this is "
+                     f"{torch.__version__}: remake the whole set (no --only), not a mix of builds")
+    start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         for case in cases:
-            make(case, Path(tmp))
+            make(case, Path(tmp), out_dir)
+    write_manifest(out_dir, None if args.only else time.perf_counter() - start)
     return 0
 
 

@@ -1,0 +1,116 @@
+"""Which set of golden files binds this machine: goldens are kept per CPU capability and torch build.
+
+Float kernels differ between CPU instruction sets and torch builds (spec §11.1): the port and we agree bit for
+bit on one machine, but a decode recorded on an AVX512 CPU is 1 LSB off in more samples on an AVX2 one. So
+every golden set is a folder with a `manifest.json` that names the capability
+(`torch.backends.cpu.get_cpu_capability()`: "AVX512", "AVX2", "DEFAULT", ...), the torch version and the
+machine that made it:
+
+    tests/golden/<kind>/               the first set of each kind (recorded on AVX512; other tests read it here)
+    tests/golden/<kind>/<CAPABILITY>/  a set recorded on another capability, the folder named after it
+
+`<kind>` is "lm", "codec" or "codec/full". Tests bind to `binding_set(kind)` and skip with `why_unbound(kind)`
+when it is None; the tools write to `folder_to_write(kind)`, the set of the running capability, so a set
+remade on its own capability replaces itself. Numpy and torch only: the tools import this module from the
+reference venv.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+MANIFEST = "manifest.json"
+
+
+@dataclass(frozen=True)
+class GoldenSet:
+    folder: Path
+    manifest: dict
+
+    @property
+    def cpu_capability(self) -> str:
+        return self.manifest["cpu_capability"]
+
+    @property
+    def torch(self) -> str:
+        return self.manifest["torch"]
+
+    def describe(self) -> str:
+        return f"{self.cpu_capability} with torch {self.torch} ({self.folder.relative_to(GOLDEN.parent.parent)})"
+
+
+def running_capability() -> str:
+    return torch.backends.cpu.get_cpu_capability()
+
+
+def _release(version: str) -> str:
+    """torch's release without the local build tag: '2.14.1+cu130' -> '2.14.1' (the CPU kernels are the same)."""
+    return version.split("+")[0]
+
+
+def _read(folder: Path) -> GoldenSet | None:
+    file = folder / MANIFEST
+    if not file.is_file():
+        return None
+    return GoldenSet(folder, json.loads(file.read_text(encoding="utf-8")))
+
+
+def recorded_sets(kind: str) -> list[GoldenSet]:
+    """Every set of `kind`: the first one in `<kind>/`, then each `<kind>/<CAPABILITY>/` whose manifest names
+    that capability (so `codec/full/`, a kind of its own, is not mistaken for a set of `codec`)."""
+    base = GOLDEN / kind
+    first = _read(base)
+    out = [first] if first is not None else []
+    for sub in sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else ():
+        found = _read(sub)
+        if found is not None and found.manifest.get("cpu_capability") == sub.name:
+            out.append(found)
+    return out
+
+
+def binding_set(kind: str) -> GoldenSet | None:
+    """The set recorded on this machine's capability with this torch release, or None."""
+    here, release = running_capability(), _release(torch.__version__)
+    for found in reversed(recorded_sets(kind)):  # a `<CAPABILITY>/` folder before the first set
+        if found.cpu_capability == here and _release(found.torch) == release:
+            return found
+    return None
+
+
+def why_unbound(kind: str) -> str:
+    """One line for a skip: what this machine is, what was recorded, and how to record a set for it."""
+    recorded = "; ".join(s.describe() for s in recorded_sets(kind)) or "none"
+    tool = {"lm": "make_lm_goldens.py", "codec/full": "make_codec_goldens.py --full"}.get(kind, "make_codec_goldens.py")
+    return (f"no {kind} goldens for a {running_capability()} CPU with torch {_release(torch.__version__)} "
+            f"(float kernels differ between instruction sets and builds, spec §11.1); recorded: {recorded}; "
+            f"make them here with tools/{tool}")
+
+
+def folder_to_write(kind: str) -> Path:
+    """Where a tool run on this machine writes: the folder of the set already recorded for this capability
+    (whatever its torch), else a new `<kind>/<CAPABILITY>/`."""
+    here = running_capability()
+    for found in recorded_sets(kind):
+        if found.cpu_capability == here:
+            return found.folder
+    return GOLDEN / kind / here
+
+
+def machine() -> dict:
+    """The facts a manifest records about the machine that made a set."""
+    cpu = platform.processor()
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu": cpu or "unknown", "machine": platform.machine(), "cpu_capability": running_capability(),
+            "torch": torch.__version__, "threads": torch.get_num_threads()}
