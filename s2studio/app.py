@@ -103,7 +103,11 @@ def build_window(engine_kind: str | None = None, factory: Callable[[], Any] | No
     settings = QSettings()
     host = EngineHost(factory or engine_factory(kind))
     ctx = StudioContext(host=host, engine_kind=kind, data_dir=data, settings=settings)
-    window = MainWindow(ctx)
+    try:
+        window = MainWindow(ctx)
+    except BaseException:
+        host.shutdown()  # a running engine thread left behind would abort the process at exit
+        raise
     return window
 
 
@@ -186,11 +190,13 @@ def main(argv: list[str] | None = None) -> int:
     hook = install_excepthook(lambda: holder.get("window"))
     try:
         window = build_window()
-    except UserError as exc:  # e.g. a data folder that is a file: nothing can start
+    except Exception as exc:  # noqa: BLE001 - e.g. a data folder that is a file: nothing can start
         from PySide6.QtWidgets import QMessageBox  # noqa: PLC0415
 
-        logger.error("cannot start: %s", exc)
-        box = QMessageBox(QMessageBox.Icon.Critical, "S2 Studio", f"S2 Studio cannot start: {exc}")
+        from s2studio.ui.error_dialog import describe  # noqa: PLC0415
+
+        logger.error("cannot start: %s", describe(exc), exc_info=not isinstance(exc, UserError))
+        box = QMessageBox(QMessageBox.Icon.Critical, "S2 Studio", f"S2 Studio cannot start: {describe(exc)}")
         quit_after = os.environ.get(ENV_QUIT_AFTER)
         if quit_after:
             QTimer.singleShot(int(quit_after), box.reject)

@@ -4,7 +4,8 @@
 the codec's reference loader (`audio.io.read_channels` → `codec.resample.load_reference`) calls it before
 encoding, so a clip the engine would refuse is refused when it is added, with the same words
 (`reference_problem`): at most 5 minutes (the encoder's exact attention grows with the square of the
-length), at least a quarter second, a sample rate of at least 8 kHz, and only finite samples.
+length), a sample rate of at least 8 kHz, only finite samples, and, for a voice's clip, at least a quarter
+second (the codec itself encodes any length, as upstream does).
 `check_clip` adds the warnings that never block (length, clipping, silence, a low rate).
 
 Separate from the library so the window can check a clip while it is being recorded or dropped,
@@ -35,8 +36,8 @@ def soundfile_reason(exc: BaseException) -> str:
     return str(getattr(exc, "error_string", None) or exc).strip().rstrip(".")
 
 
-def reference_problem(name: str, frames: int, sample_rate: int, max_seconds: float = MAX_REFERENCE_SECONDS
-                      ) -> str | None:
+def reference_problem(name: str, frames: int, sample_rate: int, max_seconds: float = MAX_REFERENCE_SECONDS,
+                      min_seconds: float = MIN_REFERENCE_SECONDS) -> str | None:
     """Why a clip of `frames` samples at `sample_rate` cannot be a reference (None when it can)."""
     if sample_rate < MIN_SAMPLE_RATE:
         return (f"{name} has a sample rate of {sample_rate} Hz, too low to be speech; use at least "
@@ -44,15 +45,17 @@ def reference_problem(name: str, frames: int, sample_rate: int, max_seconds: flo
     seconds = frames / sample_rate
     if seconds > max_seconds:
         return f"{name} is {seconds:.0f} s long; use a clip of at most {max_seconds:.0f} s (cut it shorter)"
-    if seconds < MIN_REFERENCE_SECONDS:
+    if seconds < min_seconds:
         return (f"{name} is {seconds:.2f} s long ({frames} samples); a reference needs at least "
-                f"{MIN_REFERENCE_SECONDS} s of speech (3–30 s clones best)")
+                f"{min_seconds} s of speech (3–30 s clones best)")
     return None
 
 
-def read_audio(path: Path, max_seconds: float = MAX_REFERENCE_SECONDS) -> tuple[np.ndarray, int, str]:
+def read_audio(path: Path, max_seconds: float = MAX_REFERENCE_SECONDS,
+               min_seconds: float = MIN_REFERENCE_SECONDS) -> tuple[np.ndarray, int, str]:
     """(frames, channels) float32 as soundfile reads it, sample rate, subtype; one `UserError` for anything
-    that is not a usable reference clip (`reference_problem`)."""
+    that is not a usable reference clip (`reference_problem`). The codec alone reads with `min_seconds=0`:
+    it encodes any length as upstream does (a clip shorter than a frame is one frame, a parity case)."""
     path = Path(path)
     name = printable(path.name)
     if path.is_dir():
@@ -79,7 +82,7 @@ def read_audio(path: Path, max_seconds: float = MAX_REFERENCE_SECONDS) -> tuple[
         raise UserError(f"{name} contains no audio samples; record or choose a longer clip")
     if not np.isfinite(data).all():
         raise UserError(f"{name} contains invalid samples (NaN or infinity); re-export it")
-    problem = reference_problem(name, data.shape[0], int(sr), max_seconds)
+    problem = reference_problem(name, data.shape[0], int(sr), max_seconds, min_seconds)
     if problem:
         raise UserError(problem)
     return data, int(sr), info.subtype

@@ -6,6 +6,7 @@ exception no slot caught is one error dialog with "Copy details", with the windo
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -96,6 +97,16 @@ def test_a_damaged_autosave_is_reported_once_and_set_aside(tmp_path):
         assert _log(data).count("cannot restore the autosave") == 1
 
 
+def test_a_data_dir_that_is_a_file_is_said_and_the_app_exits_cleanly(tmp_path):
+    (tmp_path / "file").write_text("x")
+    env = _env(tmp_path / "file")
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
+    proc = _start(env)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in err, err
+    assert f"S2STUDIO_DATA_DIR to a folder" in err  # logged to stderr: there is no data folder for the log
+
+
 # ----------------------------------------------------------------------------- the window, in process
 
 
@@ -137,7 +148,7 @@ def test_file_open_shows_the_field_naming_message_and_changes_nothing(qtbot, tmp
             folder = make_malformed(case, tmp_path / case.name / "p.s2proj")
             seen = _answer_next_box()
             w.open_project(folder)
-            assert len(seen) == 1 and case.message and __import__("re").search(case.message, seen[0]), (case, seen)
+            assert len(seen) == 1 and re.search(case.message, seen[0]), (case, seen)
             assert w.editor.toPlainText() == "Alice: My unsaved line." and w.store.path is None
         folder = make_unreadable("npy_holds_a_pickle", tmp_path / "takes" / "p.s2proj")
         seen = _answer_next_box()

@@ -5,6 +5,7 @@ leftovers of killed runs. Each failure is one line on stderr, exit code 2, and w
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -116,22 +117,25 @@ def test_a_data_dir_that_is_a_file_is_named(tmp_path, monkeypatch, capsys):
                                                 "file; set S2STUDIO_DATA_DIR to a folder")
 
 
-@pytest.mark.parametrize("make,message", [
-    (lambda p: tone(p, 600.0, rate=8000), "is 600 s long; use a clip of at most 300 s"),
-    (lambda p: tone(p, 4.0, rate=100, hz=10), "has a sample rate of 100 Hz, too low to be speech"),
+@pytest.mark.parametrize("make,message,codec_refuses", [
+    (lambda p: tone(p, 600.0, rate=8000), "is 600 s long; use a clip of at most 300 s", True),
+    (lambda p: tone(p, 4.0, rate=100, hz=10), "has a sample rate of 100 Hz, too low to be speech", True),
     (lambda p: sf.write(p, np.array([0.1, np.nan, np.inf] * 4000, np.float32), 44100, subtype="FLOAT") or p,
-     "contains invalid samples (NaN or infinity)"),
-    (lambda p: sf.write(p, np.array([0.1], np.float32), 44100) or p, "is 0.00 s long (1 samples)"),
+     "contains invalid samples (NaN or infinity)", True),
+    (lambda p: sf.write(p, np.array([0.1], np.float32), 44100) or p, "is 0.00 s long (1 samples)", False),
 ])
-def test_clips_the_engine_would_refuse_are_refused_when_added(make, message, data, tmp_path, capsys):
+def test_clips_the_engine_would_refuse_are_refused_when_added(make, message, codec_refuses, data, tmp_path, capsys):
     clip = make(tmp_path / "clip.wav")
     assert message in fails(["voice", "add", "--name", "A", "--clip", str(clip), "--text", "Hi."], capsys)
     assert VoiceLibrary(data / "voices").list() == []
+    from s2studio.audio.io import read_channels
     from s2studio.errors import UserError
-    from s2studio.state.clips import read_audio
 
-    with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        read_audio(clip)  # the same rule, in the same words, before the codec encodes a reference
+    if codec_refuses:  # the same rule, in the same words, where the codec reads a reference
+        with pytest.raises(UserError, match=re.escape(message)):
+            read_channels(clip)
+    else:  # a voice's clip needs a quarter second; the codec encodes any length, as upstream (a parity case)
+        assert read_channels(clip)[0].shape == (1, 1)
 
 
 def _old(path: Path) -> Path:
