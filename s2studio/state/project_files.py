@@ -13,6 +13,9 @@ take. A project may come from someone else, so opening one trusts nothing in it:
 - a take whose audio or codes cannot be read is reported (`ProjectFile.problems`, or an error from the
   strict `load_project`), never silently dropped; `.npy` files are read without unpickling.
 
+To add a field (an optional one, so that old files still open): one line in `TAKE` or `DOCUMENT` with a
+default, and a field of the same name on `Take` or `Project`; reading and writing follow by name.
+
 A save builds `<name>.s2proj.tmp` (every file and folder fsynced, `project.json` last), then renames the
 old folder to `.old`, the new one into place, and removes `.old`. At every instant one complete project
 is on disk, and `recover` (run by every open) finishes or undoes a save that a crash interrupted. An

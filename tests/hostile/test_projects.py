@@ -222,3 +222,13 @@ def test_a_round_trip_through_the_document_keeps_every_field(tmp_path):
     written = json.loads((again / "project.json").read_text())
     expected = copy.deepcopy(doc)
     assert written == expected
+
+
+def test_a_project_json_that_is_a_link_is_not_followed(tmp_path):
+    secret = tmp_path / "secret.json"
+    secret.write_text(json.dumps(valid_document()))
+    folder = write_project(tmp_path / "p.s2proj", valid_document())
+    (folder / "project.json").unlink()
+    (folder / "project.json").symlink_to(secret)
+    with pytest.raises(UserError, match="project.json is not a plain file; the project file is damaged"):
+        read_project(folder)
