@@ -101,8 +101,14 @@ def build_window(engine_kind: str | None = None, factory: Callable[[], Any] | No
     data = paths.data_dir()
     setup_logging(data / "logs")
     settings = QSettings()
+    switch = None
+    if factory is None and kind != "fake":  # the engine switch: this computer, or a server (Settings ▸ Render on)
+        from s2studio.engine.switch import EngineSwitch  # noqa: PLC0415 - torch-free
+
+        switch = EngineSwitch(real_engine_factory)
+        factory = lambda: switch  # noqa: E731
     host = EngineHost(factory or engine_factory(kind))
-    ctx = StudioContext(host=host, engine_kind=kind, data_dir=data, settings=settings)
+    ctx = StudioContext(host=host, engine_kind=kind, data_dir=data, settings=settings, engine_switch=switch)
     try:
         window = MainWindow(ctx)
     except BaseException:
@@ -117,6 +123,12 @@ def start_engine(window) -> None:  # noqa: ANN001
 
     if window.ctx.engine_kind == "fake":
         window.load_model(Path("fake-model"))
+        return
+    target = window.render_on.target()
+    if target is not None and window.ctx.engine_switch is not None:  # remembered: render on a server
+        folder = window.ctx.settings.value("model/dir", "")
+        window.ctx.model_dir = Path(folder) if folder else None
+        window.render_on_target(target)
         return
     remembered = window.ctx.settings.value("model/dir", "")
     if remembered:

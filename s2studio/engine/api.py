@@ -75,6 +75,9 @@ class Reference:
     speaker: int
     transcript: str
     codes: npt.NDArray[np.int64]
+    clip: Path | None = None
+    """The audio file the codes were encoded from, for engines that send references as audio (the remote
+    engine on a server that is not `s2studio serve`); None where only codes exist."""
 
 
 @dataclass(frozen=True)

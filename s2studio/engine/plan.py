@@ -45,11 +45,13 @@ def compile_request(
     batching: Batching = "line",
     chunk_length: int = 200,
     line_ids: Sequence[str] | None = None,
+    clip_paths: Mapping[str, Sequence[Path]] | None = None,
 ) -> SynthesisRequest:
     """The request for `script` (or only `line_ids` of it, in script order).
 
     `cast`: speaker name -> voice; `voice_codes`: voice id -> each clip's (10, N) codes, as
-    `VoiceLibrary.codes` returns them."""
+    `VoiceLibrary.codes` returns them; `clip_paths`: voice id -> each clip's file (`VoiceLibrary.clip_path`),
+    carried in the references for engines that send audio rather than codes."""
     lines = list(script.lines)
     if line_ids is not None:
         wanted = set(line_ids)
@@ -75,12 +77,13 @@ def compile_request(
         codes = voice_codes.get(voice.id)
         if codes is None or len(codes) != len(voice.clips):
             raise ValueError(f"codes for voice {voice.id} missing or not one per clip")
-        for clip, c in zip(voice.clips, codes, strict=True):
+        files = list((clip_paths or {}).get(voice.id, ())) or [None] * len(voice.clips)
+        for clip, c, file in zip(voice.clips, codes, files, strict=True):
             c = np.asarray(c)
             if c.ndim != 2 or c.shape[0] != NUM_CODEBOOKS or c.shape[1] == 0:
                 raise UserError(f"voice {voice.name!r}: cached codes of {clip.file} have shape {c.shape}; "
                                 "delete its codes.safetensors so they are encoded again")
-            references.append(Reference(index[voice.id], clip.transcript, c.astype(np.int64, copy=False)))
+            references.append(Reference(index[voice.id], clip.transcript, c.astype(np.int64, copy=False), file))
     specs = tuple(LineSpec(ln.line_id, index[cast[ln.speaker].id], ln.text) for ln in lines)
     return SynthesisRequest(job_id, specs, tuple(references), sampling or SamplingParams(), batching, chunk_length)
 

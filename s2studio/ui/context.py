@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import QSettings
 
@@ -18,6 +19,8 @@ class StudioContext:
     data_dir: Path
     settings: QSettings
     model_dir: Path | None = None
+    engine_switch: Any = None
+    """The `EngineSwitch` that chooses this computer or a server (None with the fake engine)."""
 
     @property
     def autosave_dir(self) -> Path:

@@ -27,6 +27,7 @@ from s2studio.ui.player_bar import PlayerBar
 from s2studio.ui.projects import ProjectStore
 from s2studio.ui.render_flow import RenderFlow
 from s2studio.ui.session import RenderSession
+from s2studio.ui.render_on import RenderOnBox
 from s2studio.ui.settings_panel import SettingsPanel
 from s2studio.ui.status import StatusPanel
 from s2studio.ui.tag_palette import TagPalette
@@ -130,6 +131,9 @@ class MainWindow(PlaybackMixin, ProjectsMixin, QMainWindow):
         self.takes = TakesPanel()
         self.settings_panel = SettingsPanel()
         self.settings_panel.set_settings(self.project.settings)
+        self.render_on = RenderOnBox(self.ctx.settings)
+        self.settings_panel.layout().addRow(self.render_on)
+        self.render_on.target_chosen.connect(self.render_on_target)
         self.inspector = QTabWidget()
         self.inspector.setObjectName("inspector")
         self.inspector.setAccessibleName("Inspector")
@@ -217,6 +221,22 @@ class MainWindow(PlaybackMixin, ProjectsMixin, QMainWindow):
         self.ctx.host.load(api.LoadRequest(self._load_job, model_dir, s.device, s.precision,
                                            fast=s.speed == "fast", quantize=s.quantize))
         self._update_enabled()
+
+    def render_on_target(self, target: object) -> None:
+        """Settings ▸ Render on: load through the engine switch on a server (`RemoteSettings`) or on this
+        computer (None: the remembered model folder, else the model page). The fake engine has no switch."""
+        switch = self.ctx.engine_switch
+        if switch is None:
+            self.statusBar().showMessage("Rendering on a server needs the real engine (not S2STUDIO_ENGINE=fake).",
+                                         10000)
+            return
+        switch.choose(target)  # type: ignore[arg-type]
+        model_dir = self.ctx.model_dir
+        if target is None and model_dir is None:
+            self.open_model_page()
+            return
+        self.load_model(model_dir or Path("server"))
+        self.ctx.model_dir = model_dir
 
     def stop(self) -> None:
         """Stop whatever runs: a render, the encoding before it, or a model load."""

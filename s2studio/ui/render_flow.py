@@ -56,7 +56,8 @@ def build_request(job_id: str, lines: Sequence[Line], script: Script, project: P
     sampling = api.SamplingParams(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k,
                                   max_new_tokens=s.max_frames, seed=s.seed if s.seed_mode == "fixed" else None)
     request = compile_request(script, cast, codes, job_id, sampling, batching=s.batching,
-                              line_ids=[ln.line_id for ln in lines])
+                              line_ids=[ln.line_id for ln in lines],
+                              clip_paths={v.id: [library.clip_path(v, c) for c in v.clips] for v in cast.values()})
     return replace(request, context=_context_before(lines, script, project, cast, codes))
 
 

@@ -1,0 +1,86 @@
+"""`s2studio serve --model DIR`: the studio's engine and voice library over HTTP (design.md §10, issue 13).
+
+Loads one model at start, then answers OpenAI's `/v1/audio/speech`, Fish's `/v1/tts` and the studio's own
+`/v1/s2studio/*` routes. Listens on 127.0.0.1 unless `--host` says otherwise, and any other address needs an
+API key (`--api-key` or `S2STUDIO_API_KEY`): the server refuses to start without one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from s2studio.errors import UserError
+
+ENV_API_KEY = "S2STUDIO_API_KEY"
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("serve", help="serve the engine and voice library over HTTP (OpenAI and Fish APIs)",
+                              description=__doc__.splitlines()[0] if __doc__ else None)
+    p.add_argument("--model", required=True, type=Path, metavar="DIR", help="model folder in the upstream layout")
+    p.add_argument("--device", default="auto", metavar="auto|cpu|cuda|mps", help="where the model runs")
+    p.add_argument("--precision", default="auto", metavar="auto|fp32|bf16",
+                   help="auto: bf16 on CUDA, fp32 elsewhere")
+    p.add_argument("--fast", action=argparse.BooleanOptionalAction, default=None,
+                   help="the fast generation path (default: on, except float32 on the CPU, the exact mode)")
+    p.add_argument("--quantize", default="none", metavar="none|int8|int4", help="weight-only quantisation")
+    p.add_argument("--threads", type=int, default=None, metavar="N", help="CPU threads for torch")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1: this computer only; others need --api-key)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000, where SillyTavern looks)")
+    p.add_argument("--api-key", default=None, metavar="KEY",
+                   help=f"require `Authorization: Bearer KEY` (default: ${ENV_API_KEY}); needed off loopback")
+    p.add_argument("--cors", action="append", default=[], metavar="ORIGIN",
+                   help="allow browser pages from ORIGIN (e.g. http://localhost:3000) to call the server; repeatable")
+    p.add_argument("--queue", type=int, default=16, metavar="N", help="requests that may wait (default 16)")
+    p.add_argument("--max-text", type=int, default=4096, metavar="CHARS", help="longest text (default 4096)")
+    p.add_argument("--max-body-mb", type=int, default=32, metavar="MB", help="largest request body (default 32)")
+    p.add_argument("--max-reference-seconds", type=float, default=60.0, metavar="S",
+                   help="longest inline reference clip (default 60)")
+    p.add_argument("--max-new-tokens", type=int, default=4096, metavar="N",
+                   help="most frames one batch may generate (default 4096, about 190 s); requests asking more get N")
+    p.add_argument("--model-id", default="s2-pro", help="the model name /v1/models lists (default s2-pro)")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ModuleNotFoundError as exc:
+        raise UserError(f"serving needs {exc.name}; install the server extra: pip install 's2studio[serve]'") from None
+    from s2studio import paths
+    from s2studio.engine.api import LoadRequest, ModelLoading
+    from s2studio.serve.config import Limits, ServeConfig
+    from s2studio.serve.server import serve_forever, start_state
+    from s2studio.state.voices import VoiceLibrary
+
+    if min(args.queue, args.max_text, args.max_body_mb, args.max_new_tokens) < 1 or args.max_reference_seconds <= 0:
+        raise UserError("--queue, --max-text, --max-body-mb, --max-new-tokens and --max-reference-seconds must be "
+                        "positive")
+    if not 0 < args.port < 65536:
+        raise UserError(f"--port must be between 1 and 65535, got {args.port}")
+    if not args.model.is_dir():
+        raise UserError(f"model folder {args.model} does not exist or is not a folder")
+    limits = Limits(max_body_bytes=args.max_body_mb * 1024 * 1024, max_text_chars=args.max_text,
+                    max_reference_seconds=args.max_reference_seconds, queue_size=args.queue,
+                    max_new_tokens=args.max_new_tokens)
+    config = ServeConfig(host=args.host, port=args.port, api_key=args.api_key or os.environ.get(ENV_API_KEY) or None,
+                         cors_origins=tuple(args.cors), limits=limits, model_id=args.model_id)
+    load = LoadRequest("load", args.model, device=args.device, precision=args.precision, threads=args.threads,
+                       fast=args.fast, quantize=args.quantize)
+
+    def loading(event: object) -> None:
+        if isinstance(event, ModelLoading) and event.message:
+            print(f"  {event.message}", file=sys.stderr, flush=True)
+
+    print(f"loading {args.model} …", file=sys.stderr, flush=True)
+    state = start_state(config, load, VoiceLibrary(paths.voices_dir()), on_loading=loading)
+    info = state.info
+    print(f"serving {info.name} ({info.device}, {info.precision}) at http://{args.host}:{args.port} "
+          f"{'with an API key' if config.api_key else 'without an API key (loopback only)'}; "
+          f"{len(state.library.list())} voice(s) from {paths.voices_dir()}", file=sys.stderr, flush=True)
+    serve_forever(state)
+    return 0

@@ -1,0 +1,71 @@
+"""`EngineSwitch`: the one place the studio's engine is chosen, this computer's or a server's (issue 13).
+
+The studio's engine thread hosts one engine for its whole life; this is it. `choose` (from the GUI thread,
+before a load) says where the next load goes: None for the local engine, built by `local` on the engine thread
+the first time it is needed (so torch is imported there), or `RemoteSettings` for a `RemoteEngine`. The load
+itself switches, on the engine thread, and frees the local model when rendering moves to a server. Encode and
+generate go to the engine of the last successful load. Torch-free.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from s2studio.engine.api import (
+    EncodeRequest, Engine, Event, JobFailed, LoadRequest, ModelReady, SynthesisRequest,
+)
+from s2studio.engine.remote import RemoteEngine, RemoteSettings
+
+
+class EngineSwitch:
+    def __init__(self, local: Callable[[], Engine]) -> None:
+        self._make_local = local
+        self._local: Engine | None = None
+        self._remote: RemoteEngine | None = None
+        self._active: Engine | None = None
+        self._wanted: RemoteSettings | None = None
+
+    def choose(self, remote: RemoteSettings | None) -> None:
+        self._wanted = remote
+
+    @property
+    def remote(self) -> RemoteEngine | None:
+        """The remote engine when the last load went to a server."""
+        return self._active if isinstance(self._active, RemoteEngine) else None
+
+    def load(self, request: LoadRequest, cancel: threading.Event) -> Iterator[Event]:
+        wanted = self._wanted
+        if wanted is None:
+            if self._local is None:
+                self._local = self._make_local()
+            engine: Engine = self._local
+        else:
+            if self._remote is None or self._remote.settings != wanted:
+                if self._remote is not None:
+                    self._remote.close()
+                try:
+                    self._remote = RemoteEngine(wanted)
+                except ValueError as exc:
+                    yield JobFailed(request.job_id, str(exc))
+                    return
+            engine = self._remote
+            unload: Any = getattr(self._local, "unload", None)
+            if unload is not None:  # the local model's memory is not needed while a server renders
+                unload()
+        self._active = None
+        for event in engine.load(request, cancel):
+            if isinstance(event, ModelReady):
+                self._active = engine
+            yield event
+
+    def encode(self, request: EncodeRequest, cancel: threading.Event) -> Iterator[Event]:
+        if self._active is None:
+            return iter([JobFailed(request.job_id, "no model is loaded; choose a model folder or a server first")])
+        return self._active.encode(request, cancel)
+
+    def generate(self, request: SynthesisRequest, cancel: threading.Event) -> Iterator[Event]:
+        if self._active is None:
+            return iter([JobFailed(request.job_id, "no model is loaded; choose a model folder or a server first")])
+        return self._active.generate(request, cancel)

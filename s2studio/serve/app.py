@@ -1,0 +1,190 @@
+"""The ASGI application: routes, the API key, CORS, limits and the error shapes (design.md §10).
+
+`create_app` takes a started `EngineRunner`; everything the routes share lives in `ServerState` at
+`app.state.s2`. No route takes a path from a client: voices are named by library id or name, references
+come as bytes.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import hmac
+import json
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+
+from fastapi import FastAPI
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import Response
+
+from s2studio import __version__
+from s2studio.engine.api import Event, JobFailed, JobFinished, ModelInfo
+from s2studio.serve.config import ServeConfig
+from s2studio.serve.errors import ApiError, error_response
+from s2studio.serve.jobs import Disconnected, JobResponse, JobStream
+from s2studio.serve.references import CodesCache
+from s2studio.serve.runner import EngineRunner, Work
+from s2studio.serve.synthesis import AudioOut
+from s2studio.state.voices import VoiceLibrary
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    job_id: str
+    route: str
+    samples: int
+    """Audio samples the job produced (gaps between lines included): what the response carried."""
+    outcome: str
+
+
+@dataclass
+class ServerState:
+    config: ServeConfig
+    runner: EngineRunner
+    library: VoiceLibrary
+    cache: CodesCache = field(default_factory=CodesCache)
+    history: collections.deque[JobRecord] = field(default_factory=lambda: collections.deque(maxlen=1000))
+
+    @property
+    def info(self) -> ModelInfo:
+        assert self.runner.info is not None, "the runner is started before the app serves"
+        return self.runner.info
+
+
+def state_of(request: Request) -> ServerState:
+    return request.app.state.s2
+
+
+async def read_body(request: Request) -> bytes:
+    """The body, refused with 413 as soon as it is known to exceed the limit (before it is all read)."""
+    limit = state_of(request).config.limits.max_body_bytes
+    size = f"{limit / 2**20:g} MB" if limit >= 2**20 else f"{limit / 1024:g} kB"
+    too_big = ApiError(413, f"the request body is larger than this server's limit of {size}; "
+                       "send shorter or fewer reference clips", "body_too_large")
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise too_big
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise too_big
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def read_json(request: Request) -> object:
+    try:
+        return json.loads(await read_body(request))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ApiError(400, f"the body is not JSON ({exc})", "invalid_json") from None
+
+
+async def audio_response(request: Request, route: str, work: Work, out: AudioOut, headers: dict[str, str],
+                         frame: Callable[[bytes], bytes] = lambda b: b,
+                         closing: Callable[[int], bytes] | None = None) -> Response:
+    """Queue `work`, wait for its first audio, then stream the rest as `out` encodes it.
+
+    `frame` wraps each piece of encoded audio (SSE events); `closing(samples)` is sent after the last one. A failure
+    before the first audio is a proper error response; one after it ends the stream abruptly, so the client
+    sees a broken transfer rather than a short file that looks whole."""
+    state = state_of(request)
+    stream = JobStream(state.runner, work)
+    try:
+        first = await stream.first_audio(request)
+    except Disconnected:
+        state.history.append(JobRecord(stream.job_id, route, stream.samples, "cancelled"))
+        return Response(status_code=499)
+
+    async def body() -> AsyncIterator[bytes]:
+        outcome = "cancelled"
+        try:
+            async def events() -> AsyncIterator[Event]:
+                for event in first:
+                    yield event
+                async for event in stream.events():
+                    if event is not None:
+                        yield event
+
+            async for event in events():
+                if isinstance(event, JobFailed):
+                    outcome = "failed"
+                    raise RuntimeError(f"job {stream.job_id} failed after its first audio: {event.error}")
+                if isinstance(event, JobFinished):
+                    outcome = "cancelled" if event.cancelled else "finished"
+                    break
+                data = out.feed(event)
+                if data:
+                    yield frame(data)
+            tail = out.finish()
+            if tail:
+                yield frame(tail)
+            if closing is not None:
+                yield closing(out.encoder.samples)
+        finally:
+            state.history.append(JobRecord(stream.job_id, route, out.encoder.samples, outcome))
+
+    headers = {"X-S2-Job": stream.job_id, **headers}
+    return JobResponse(stream, body(), headers=headers, media_type=headers.pop("Content-Type"))
+
+
+class ApiKeyMiddleware:
+    """`Authorization: Bearer KEY` on every HTTP request but CORS preflights; compared in constant time
+    (both sides hashed first, so not even the key's length shows in the timing)."""
+
+    def __init__(self, app, api_key: str) -> None:  # noqa: ANN001 - ASGI
+        self.app = app
+        self._digest = hashlib.sha256(api_key.encode()).digest()
+
+    async def __call__(self, scope, receive, send) -> None:  # noqa: ANN001 - ASGI
+        if scope["type"] != "http" or scope["method"] == "OPTIONS":
+            await self.app(scope, receive, send)
+            return
+        header = dict(scope["headers"]).get(b"authorization", b"")
+        scheme, _, token = header.partition(b" ")
+        given = hashlib.sha256(token.strip()).digest()
+        if scheme.lower() == b"bearer" and hmac.compare_digest(given, self._digest):
+            await self.app(scope, receive, send)
+            return
+        message = ("this server needs an API key; send `Authorization: Bearer KEY`" if not header
+                   else "the API key is wrong; check the key the server was started with")
+        response = error_response(scope["path"], ApiError(401, message, "invalid_api_key",
+                                                          headers={"WWW-Authenticate": "Bearer"}))
+        await response(scope, receive, send)
+
+
+def create_app(state: ServerState) -> FastAPI:
+    from s2studio.serve import routes_fish, routes_native, routes_openai
+
+    app = FastAPI(title="S2 Studio", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.s2 = state
+    app.include_router(routes_openai.router)
+    app.include_router(routes_fish.router)
+    app.include_router(routes_native.router)
+
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, exc: ApiError) -> Response:
+        if exc.status >= 500:
+            log.warning("%s %s: %s", request.method, request.url.path, exc.message)
+        return error_response(request.url.path, exc)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        message = (f"no route {request.method} {request.url.path} on this server" if exc.status_code in (404, 405)
+                   else str(exc.detail))
+        return error_response(request.url.path, ApiError(exc.status_code, message, "not_found"))
+
+    if state.config.api_key:
+        app.add_middleware(ApiKeyMiddleware, api_key=state.config.api_key)
+    if state.config.cors_origins:  # added last, so it wraps the key check and answers preflights itself
+        app.add_middleware(CORSMiddleware, allow_origins=list(state.config.cors_origins),
+                           allow_methods=["GET", "POST"], allow_headers=["Authorization", "Content-Type", "model"],
+                           expose_headers=["X-S2-Job", "X-Audio-Sample-Rate", "X-Audio-Channels",
+                                           "X-Audio-Encoding"])
+    return app

@@ -1,0 +1,120 @@
+"""OpenAI's speech API: `POST /v1/audio/speech`, `GET /v1/models`, and the voice lists clients read.
+
+What SillyTavern's "OpenAI Compatible" provider and Open WebUI's "OpenAI" engine call. `voice` is a voice of
+the library (its name or id, as a string or `{"id": ...}`). The audio is the model's own 44.1 kHz; `pcm` is
+16-bit mono at that rate, stated in `X-Audio-Sample-Rate`. Responses stream as the engine decodes, except a
+`wav` or `flac` asked for without `stream_format`, which is sent whole with exact headers. `aac` is refused:
+libsndfile, which writes every other format, has no AAC encoder. `speed` other than 1.0 is refused: S2 has
+no speed control, and stretching would change the voice. Extensions: `seed`, `temperature`, `top_p`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable
+from typing import Literal
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from s2studio.audio.stream_encode import StreamEncoder
+from s2studio.engine.api import SAMPLE_RATE, SamplingParams
+from s2studio.serve.app import audio_response, read_json, state_of
+from s2studio.serve.compile import speech_lines
+from s2studio.serve.errors import ApiError
+from s2studio.serve.parsing import find_voice, parse
+from s2studio.serve.synthesis import AudioOut, Speech, speech_work
+
+router = APIRouter()
+
+
+class VoiceId(BaseModel):
+    id: str
+
+
+class SpeechBody(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    model: str = ""
+    input: str
+    voice: str | VoiceId
+    instructions: str | None = None
+    response_format: Literal["mp3", "opus", "aac", "flac", "wav", "pcm"] = "mp3"
+    speed: float = 1.0
+    stream_format: Literal["audio", "sse"] | None = None
+    seed: int | None = None
+    temperature: float = Field(0.8, gt=0.0, lt=2.0)
+    top_p: float = Field(0.8, gt=0.0, le=1.0)
+
+
+def _sse_delta(data: bytes) -> bytes:
+    event = {"type": "speech.audio.delta", "audio": base64.b64encode(data).decode("ascii")}
+    return f"data: {json.dumps(event)}\n\n".encode()
+
+
+def _sse_done(input_chars: int) -> Callable[[int], bytes]:
+    def done(samples: int) -> bytes:
+        frames = round(samples / 2048)
+        usage = {"input_tokens": input_chars, "output_tokens": frames, "total_tokens": input_chars + frames}
+        return f"data: {json.dumps({'type': 'speech.audio.done', 'usage': usage})}\n\n".encode()
+
+    return done
+
+
+@router.post("/v1/audio/speech")
+async def speech(request: Request) -> Response:
+    state = state_of(request)
+    limits = state.config.limits
+    body = parse(SpeechBody, await read_json(request))
+    if len(body.input) > limits.max_text_chars:
+        raise ApiError(400, f"input is {len(body.input)} characters; this server takes at most "
+                       f"{limits.max_text_chars}", "input_too_long", "input")
+    if body.response_format == "aac":
+        raise ApiError(400, "aac is not available on this server (no AAC encoder); use mp3, opus, flac, wav "
+                       "or pcm", "unsupported_response_format", "response_format")
+    if body.speed != 1.0:
+        raise ApiError(400, f"speed {body.speed:g} is not supported: S2 has no speed control; send 1.0 "
+                       "(or leave it out)", "unsupported_speed", "speed")
+    voice = find_voice(state.library, body.voice if isinstance(body.voice, str) else body.voice.id, "voice")
+    speech = Speech(speech_lines(body.input, body.instructions),
+                    SamplingParams(temperature=body.temperature, top_p=body.top_p,
+                                   max_new_tokens=min(1024, limits.max_new_tokens), seed=body.seed),
+                    voices=(voice,))
+    fmt = body.response_format
+    streaming = body.stream_format is not None or fmt not in ("wav", "flac")
+    out = AudioOut(StreamEncoder(fmt, streaming), "line")
+    work = speech_work(speech, state.library, state.cache, state.info.codec_fingerprint)
+    headers = {"Content-Type": out.encoder.content_type, "Content-Disposition": f"inline; filename=speech.{fmt}"}
+    if fmt == "pcm":
+        headers.update({"X-Audio-Sample-Rate": str(SAMPLE_RATE), "X-Audio-Channels": "1",
+                        "X-Audio-Encoding": "pcm_s16le"})
+    if body.stream_format == "sse":
+        headers["Content-Type"] = "text/event-stream"
+        headers.pop("Content-Disposition")
+        return await audio_response(request, "openai", work, out, headers, frame=_sse_delta,
+                                    closing=_sse_done(len(body.input)))
+    return await audio_response(request, "openai", work, out, headers)
+
+
+@router.get("/v1/models")
+async def models(request: Request) -> Response:
+    state = state_of(request)
+    entry = {"id": state.config.model_id, "object": "model", "created": 0, "owned_by": "s2studio",
+             "s2studio": {"name": state.info.name, "device": state.info.device, "precision": state.info.precision,
+                          "sample_rate": state.info.sample_rate}}
+    return JSONResponse({"object": "list", "data": [entry]})
+
+
+@router.get("/v1/audio/models")
+async def audio_models(request: Request) -> Response:
+    return JSONResponse({"models": [{"id": state_of(request).config.model_id}]})
+
+
+@router.get("/v1/voices")
+@router.get("/v1/audio/voices")
+async def voices(request: Request) -> Response:
+    listed = [{"id": v.id, "name": v.name, "clips": len(v.clips)} for v in state_of(request).library.list()]
+    return JSONResponse({"voices": listed})

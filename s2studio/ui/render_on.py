@@ -1,0 +1,132 @@
+"""Settings ▸ Render on: this computer, or a server (issue 13).
+
+A server is `s2studio serve` on another machine, upstream fish-speech's API server, Fish Audio's cloud (its
+API key, and the model it should use: the `model` header) or an OpenAI-style speech server. "Test connection"
+asks the server for its model on a helper thread and reports it with the round-trip time; "Use" makes the
+studio render there (the window reloads through the engine switch). Remembered in QSettings under `render/`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from PySide6.QtCore import QSettings, Signal
+from PySide6.QtWidgets import (
+    QComboBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QPushButton, QWidget,
+)
+
+from s2studio.engine.api import JobFailed, LoadRequest, ModelReady
+from s2studio.engine.remote import RemoteEngine, RemoteSettings
+
+
+class RenderOnBox(QGroupBox):
+    target_chosen = Signal(object)
+    """`RemoteSettings` to render on a server, None for this computer (after "Use" or choosing the computer)."""
+    _tested = Signal(str)
+
+    def __init__(self, settings: QSettings, parent: QWidget | None = None) -> None:
+        super().__init__("Render on", parent)
+        self.setAccessibleName("Render on")
+        self._settings = settings
+        form = QFormLayout(self)
+        self.where = QComboBox()
+        self.where.setAccessibleName("Render on")
+        self.where.addItem("This computer", "local")
+        self.where.addItem("A server", "server")
+        form.addRow("Where", self.where)
+        self.url = QLineEdit(str(settings.value("render/url", "")))
+        self.url.setPlaceholderText("http://gpu-box:8000")
+        self.url.setAccessibleName("Server address")
+        form.addRow("Address", self.url)
+        self.key = QLineEdit(str(settings.value("render/key", "")))
+        self.key.setEchoMode(QLineEdit.EchoMode.Password)
+        self.key.setAccessibleName("API key")
+        form.addRow("API key", self.key)
+        self.model = QLineEdit(str(settings.value("render/model", "s2-pro")))
+        self.model.setAccessibleName("Model header")
+        self.model.setToolTip("The model a Fish server should use (Fish's cloud: s2-pro, s2.1-pro, …)")
+        form.addRow("Model", self.model)
+        buttons = QHBoxLayout()
+        self.test_button = QPushButton("Test connection")
+        self.use_button = QPushButton("Use this server")
+        buttons.addWidget(self.test_button)
+        buttons.addWidget(self.use_button)
+        form.addRow(buttons)
+        self.result = QLabel("")
+        self.result.setWordWrap(True)
+        self.result.setAccessibleName("Connection result")
+        form.addRow(self.result)
+        self.where.setCurrentIndex(max(0, self.where.findData(settings.value("render/on", "local"))))
+        self._sync()
+        self.where.currentIndexChanged.connect(self._where_changed)
+        self.test_button.clicked.connect(self.test_connection)
+        self.use_button.clicked.connect(self._use)
+        self._tested.connect(self._show_result)
+
+    def target(self) -> RemoteSettings | None:
+        if self.where.currentData() != "server" or not self.url.text().strip():
+            return None
+        return RemoteSettings(self.url.text().strip(), self.key.text().strip(), model=self.model.text().strip()
+                              or "s2-pro")
+
+    def _sync(self) -> None:
+        server = self.where.currentData() == "server"
+        for w in (self.url, self.key, self.model, self.test_button, self.use_button):
+            w.setEnabled(server)
+
+    def _remember(self) -> None:
+        s = self._settings
+        s.setValue("render/on", self.where.currentData())
+        s.setValue("render/url", self.url.text().strip())
+        s.setValue("render/key", self.key.text().strip())
+        s.setValue("render/model", self.model.text().strip())
+
+    def _where_changed(self) -> None:
+        self._sync()
+        self._remember()
+        if self.where.currentData() == "local":
+            self.target_chosen.emit(None)
+
+    def _use(self) -> None:
+        target = self.target()
+        if target is None:
+            self.result.setText("Type the server's address first, e.g. http://gpu-box:8000")
+            return
+        self._remember()
+        self.target_chosen.emit(target)
+
+    def test_connection(self) -> None:
+        target = self.target()
+        if target is None:
+            self.result.setText("Type the server's address first, e.g. http://gpu-box:8000")
+            return
+        self.result.setText(f"Connecting to {target.url} …")
+        self.test_button.setEnabled(False)
+        threading.Thread(target=self._probe, args=(target,), name="test-connection", daemon=True).start()
+
+    def _probe(self, target: RemoteSettings) -> None:
+        """On a helper thread: the GUI never waits for a network."""
+        try:
+            engine = RemoteEngine(target)
+        except ValueError as exc:
+            self._tested.emit(str(exc))
+            return
+        started = time.perf_counter()
+        message = "The server did not answer."
+        try:
+            for event in engine.load(LoadRequest("test", Path("remote")), threading.Event()):
+                if isinstance(event, ModelReady):
+                    ms = (time.perf_counter() - started) * 1000
+                    message = (f"Connected: {event.info.name} ({event.info.device}, {event.info.precision}), "
+                               f"{ms:.0f} ms round trip, {engine.protocol} protocol.")
+                elif isinstance(event, JobFailed):
+                    message = f"Not connected: {event.error}"
+        finally:
+            engine.close()
+        self._tested.emit(message)
+
+    def _show_result(self, message: str) -> None:
+        self.result.setText(message)
+        self.test_button.setEnabled(self.where.currentData() == "server")
