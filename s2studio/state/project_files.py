@@ -13,6 +13,9 @@ take. A project may come from someone else, so opening one trusts nothing in it:
 - a take whose audio or codes cannot be read is reported (`ProjectFile.problems`, or an error from the
   strict `load_project`), never silently dropped; `.npy` files are read without unpickling.
 
+To add a field (an optional one, so that old files still open): one line in `TAKE` or `DOCUMENT` with a
+default, and a field of the same name on `Take` or `Project`; reading and writing follow by name.
+
 A save builds `<name>.s2proj.tmp` (every file and folder fsynced, `project.json` last), then renames the
 old folder to `.old`, the new one into place, and removes `.old`. At every instant one complete project
 is on disk, and `recover` (run by every open) finishes or undoes a save that a crash interrupted. An
@@ -38,6 +41,7 @@ import soundfile as sf
 
 from s2studio.errors import UserError, printable
 from s2studio.state.atomic import WriteError, fsync_dir, remove_quietly, write_durable, write_error
+from s2studio.state.clips import soundfile_reason
 from s2studio.state.codes import NUM_CODEBOOKS, read_codes_file
 from s2studio.state.project import (FORMAT_VERSION, SAMPLE_RATE, SETTINGS, SUFFIX, GenerationSettings,
                                     LineTakes, Project, Take)
@@ -334,7 +338,7 @@ def _read_take(folder: Path, take_id: str) -> tuple[np.ndarray, np.ndarray]:
             f.seek(0)
             audio, _ = sf.read(f, dtype="float32", always_2d=False)
         except (sf.LibsndfileError, RuntimeError, TypeError) as exc:
-            raise ValueError(f"{audio_path.name} is not readable audio ({printable(exc, 80)})") from None
+            raise ValueError(f"{audio_path.name} is not readable audio ({printable(soundfile_reason(exc), 80)})") from None
     if not np.isfinite(audio).all():
         raise ValueError(f"{audio_path.name} holds invalid samples")
     os.close(_plain_file(codes_path))  # a plain file, not a link

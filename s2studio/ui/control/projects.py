@@ -68,7 +68,7 @@ class ProjectStore(QObject):
         if not self.lock_path.exists():
             return False
         recover(self.autosave_path)
-        return exists(self.autosave_path)
+        return self.autosave_path.is_dir()  # a damaged one too: restoring it reports it and sets it aside
 
     def kept_before(self) -> bool:
         """True when the last session ended with unsaved work that nobody chose to discard (its autosave
@@ -166,9 +166,15 @@ class ProjectStore(QObject):
 
     def open(self, path: Path) -> Project:
         """The project at `path`, whole (one `UserError` otherwise); unreadable takes are in `problems`."""
-        opened = read_project(path)
+        try:
+            opened = read_project(path)
+        except UserError as exc:
+            logger.warning("cannot open %s: %s", path, exc)
+            raise
         project = opened.project
         self.problems = opened.problems
+        for problem in self.problems:
+            logger.warning("%s: %s", path, problem)
         self._clean(project)
         self.path = Path(path)
         self.add_recent(self.path)
