@@ -8,7 +8,7 @@ an autosave left by a crash without asking, and `S2STUDIO_QUIT_AFTER_MS=N` close
 
 Nothing at start-up may abort the process or make every later start fail: the start-up steps run inside
 the event loop, each on its own (a failing one is reported by the error dialog and the next still runs),
-one `sys.excepthook` (`ui/error_dialog.py`) catches whatever a slot lets escape, a damaged autosave is
+one `sys.excepthook` (`ui/dialogs/error_dialog.py`) catches whatever a slot lets escape, a damaged autosave is
 moved aside by the project store, and leftovers of killed runs are cleaned.
 Otherwise the real engine is imported by name *inside the engine thread* the first time a job runs,
 so the GUI thread never imports torch.
@@ -197,7 +197,7 @@ def close_all(window) -> None:  # noqa: ANN001
 def main(argv: list[str] | None = None) -> int:
     app = make_application(argv)
     holder: dict[str, Any] = {}
-    from s2studio.ui.error_dialog import install_excepthook  # noqa: PLC0415
+    from s2studio.ui.dialogs.error_dialog import install_excepthook  # noqa: PLC0415
 
     hook = install_excepthook(lambda: holder.get("window"))
     try:
@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - e.g. a data folder that is a file: nothing can start
         from PySide6.QtWidgets import QMessageBox  # noqa: PLC0415
 
-        from s2studio.ui.error_dialog import describe  # noqa: PLC0415
+        from s2studio.ui.dialogs.error_dialog import describe  # noqa: PLC0415
 
         logger.error("cannot start: %s", describe(exc), exc_info=not isinstance(exc, UserError))
         box = QMessageBox(QMessageBox.Icon.Critical, "S2 Studio", f"S2 Studio cannot start: {describe(exc)}")

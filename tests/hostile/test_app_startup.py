@@ -163,7 +163,7 @@ def test_file_open_shows_the_field_naming_message_and_changes_nothing(qtbot, tmp
 
 
 def test_an_exception_no_slot_caught_is_one_dialog_and_the_window_lives(qtbot):
-    from s2studio.ui.error_dialog import ErrorDialog, install_excepthook
+    from s2studio.ui.dialogs.error_dialog import ErrorDialog, install_excepthook
 
     w = _window(qtbot)
     hook = install_excepthook(lambda: w)
