@@ -1,9 +1,15 @@
 """Composition root: QApplication, folders, logging, the engine thread and the main window.
 
 `S2STUDIO_ENGINE=fake` runs the studio on the torch-free `FakeEngine` (tones, no model needed).
-Two start-up hooks drive the real app from outside (the kill-during-render test, demo scripts):
-`S2STUDIO_OPEN=<project.s2proj>` opens a project once the window is up, and `S2STUDIO_AUTORENDER=1`
-triggers Render All as soon as the model is ready.
+Start-up hooks drive the real app from outside (the kill-during-render test, demo scripts, the hostile
+start-up tests): `S2STUDIO_OPEN=<project.s2proj>` opens a project once the window is up,
+`S2STUDIO_AUTORENDER=1` triggers Render All as soon as the model is ready, `S2STUDIO_RESTORE=1` restores
+an autosave left by a crash without asking, and `S2STUDIO_QUIT_AFTER_MS=N` closes every window after N ms.
+
+Nothing at start-up may abort the process or make every later start fail: the start-up steps run inside
+the event loop, each on its own (a failing one is reported by the error dialog and the next still runs),
+one `sys.excepthook` (`ui/dialogs/error_dialog.py`) catches whatever a slot lets escape, a damaged autosave is
+moved aside by the project store, and leftovers of killed runs are cleaned.
 Otherwise the real engine is imported by name *inside the engine thread* the first time a job runs,
 so the GUI thread never imports torch.
 """
@@ -31,6 +37,8 @@ APP_ID = "io.github.s2studio.S2Studio"
 ENV_ENGINE = "S2STUDIO_ENGINE"
 ENV_OPEN = "S2STUDIO_OPEN"
 ENV_AUTORENDER = "S2STUDIO_AUTORENDER"
+ENV_RESTORE = "S2STUDIO_RESTORE"
+ENV_QUIT_AFTER = "S2STUDIO_QUIT_AFTER_MS"
 
 
 def fake_engine_factory() -> Any:
@@ -86,7 +94,7 @@ def make_application(argv: list[str] | None = None) -> QApplication:
 
 def build_window(engine_kind: str | None = None, factory: Callable[[], Any] | None = None):  # noqa: ANN201
     """The window and its engine host, not shown; `app.main` and the tests both start here."""
-    from s2studio.ui.context import StudioContext  # noqa: PLC0415
+    from s2studio.ui.control.context import StudioContext  # noqa: PLC0415
     from s2studio.ui.main_window import MainWindow  # noqa: PLC0415
 
     kind = engine_kind or os.environ.get(ENV_ENGINE, "s2")
@@ -101,13 +109,17 @@ def build_window(engine_kind: str | None = None, factory: Callable[[], Any] | No
         factory = lambda: switch  # noqa: E731
     host = EngineHost(factory or engine_factory(kind))
     ctx = StudioContext(host=host, engine_kind=kind, data_dir=data, settings=settings, engine_switch=switch)
-    window = MainWindow(ctx)
+    try:
+        window = MainWindow(ctx)
+    except BaseException:
+        host.shutdown()  # a running engine thread left behind would abort the process at exit
+        raise
     return window
 
 
 def start_engine(window) -> None:  # noqa: ANN001
     """Load the fake engine at once, the remembered model when it is valid, else show the model page."""
-    from s2studio.ui.model_page import validate_model_dir  # noqa: PLC0415
+    from s2studio.ui.dialogs.model_page import validate_model_dir  # noqa: PLC0415
 
     if window.ctx.engine_kind == "fake":
         window.load_model(Path("fake-model"))
@@ -146,19 +158,71 @@ def apply_start_hooks(window, restored: bool) -> None:  # noqa: ANN001
         window.ctx.host.model_ready.connect(render_once)
 
 
+def restore_at_start(window) -> bool:  # noqa: ANN001
+    """Offer the autosave of a session that did not end cleanly (`S2STUDIO_RESTORE=1`: restore it at once)."""
+    if os.environ.get(ENV_RESTORE) == "1":
+        return window.store.crashed_before() and window.restore_autosave()
+    return window.offer_restore()
+
+
+def start_up(window) -> None:  # noqa: ANN001
+    """The start-up steps, in the event loop; one that fails is reported (excepthook) and the rest still run,
+    so a damaged project or autosave never stops the studio from starting."""
+    state = {"restored": False}
+
+    def restore() -> None:
+        state["restored"] = bool(restore_at_start(window))
+
+    def leftovers() -> None:
+        window.library.clean_leftovers()
+
+    steps = (restore, window.store.begin_session, leftovers, lambda: apply_start_hooks(window, state["restored"]),
+             lambda: start_engine(window))
+    for step in steps:
+        if not window.isVisible():  # closed meanwhile (a modal box of an earlier step was open)
+            return
+        try:
+            step()
+        except Exception:  # noqa: BLE001 - shown by the hook, then the next step
+            sys.excepthook(*sys.exc_info())
+
+
+def close_all(window) -> None:  # noqa: ANN001
+    """Leave cleanly, modal boxes of the start-up included (the smoke-test hook)."""
+    window.ask_on_close = False
+    QApplication.closeAllWindows()
+    QApplication.quit()
+
+
 def main(argv: list[str] | None = None) -> int:
     app = make_application(argv)
-    window = build_window()
+    holder: dict[str, Any] = {}
+    from s2studio.ui.dialogs.error_dialog import install_excepthook  # noqa: PLC0415
+
+    hook = install_excepthook(lambda: holder.get("window"))
+    try:
+        window = build_window()
+    except Exception as exc:  # noqa: BLE001 - e.g. a data folder that is a file: nothing can start
+        from PySide6.QtWidgets import QMessageBox  # noqa: PLC0415
+
+        from s2studio.ui.dialogs.error_dialog import describe  # noqa: PLC0415
+
+        logger.error("cannot start: %s", describe(exc), exc_info=not isinstance(exc, UserError))
+        box = QMessageBox(QMessageBox.Icon.Critical, "S2 Studio", f"S2 Studio cannot start: {describe(exc)}")
+        quit_after = os.environ.get(ENV_QUIT_AFTER)
+        if quit_after:
+            QTimer.singleShot(int(quit_after), box.reject)
+        box.exec()
+        return 2
+    holder["window"] = window
     window.show()
-    restored = window.offer_restore()
-    window.store.begin_session()
-    apply_start_hooks(window, restored)
-    start_engine(window)
-    quit_after = os.environ.get("S2STUDIO_QUIT_AFTER_MS")
+    QTimer.singleShot(0, lambda: start_up(window))
+    quit_after = os.environ.get(ENV_QUIT_AFTER)
     if quit_after:  # smoke tests of a build: start, then leave cleanly
         window.ask_on_close = False
-        QTimer.singleShot(int(quit_after), window.close)
+        QTimer.singleShot(int(quit_after), lambda: close_all(window))
     try:
         return app.exec()
     finally:
         window.ctx.host.shutdown()
+        hook.uninstall()

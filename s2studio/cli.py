@@ -11,7 +11,7 @@ import importlib
 import logging
 import sys
 
-from s2studio.errors import UserError
+from s2studio.errors import UserError, printable
 
 COMMANDS = ("synth", "codec", "voice", "demo-model", "serve")
 """Subcommand name -> module `s2studio.commands.<name with '-' as '_'>`."""
@@ -36,7 +36,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line(exc: BaseException) -> str:
+    """What a person reads for an error that is not a `UserError` (the traceback goes to the log)."""
+    if isinstance(exc, MemoryError):
+        return "out of memory; close other programs or use a smaller model, --quantize or --device cpu"
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f" {exc.filename}" if exc.filename else ""
+        return f"{exc.strerror}:{where}" if where else exc.strerror
+    return f"unexpected {type(exc).__name__}: {exc} (a bug; run with -v for the details)"
+
+
 def main(argv: list[str] | None = None) -> int:
+    for stream in (sys.stdout, sys.stderr):  # a path that is not UTF-8 is shown escaped, never a crash
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
@@ -48,11 +61,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(_module(args.command).run(args) or 0)
     except UserError as exc:
-        print(f"s2studio {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        message = str(exc)
     except KeyboardInterrupt:
         print(f"s2studio {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # noqa: BLE001 - one line for the person, the traceback for -v
+        logging.getLogger(__name__).debug("%s failed", args.command, exc_info=True)
+        message = _one_line(exc)
+    print(f"s2studio {args.command}: error: {printable(message, 2000)}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

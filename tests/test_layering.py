@@ -206,3 +206,39 @@ def test_main_window_does_not_pull_in_torch() -> None:
     loaded = _loaded_after("s2studio.ui.main_window")
     assert "PySide6.QtWidgets" in loaded
     assert "torch" not in loaded
+
+
+# -- ui/ (design.md §1, §8): controllers without widgets, and only the engine's torch-free seam -------------
+
+UI_ENGINE_SEAM = ("s2studio.engine.api", "s2studio.engine.plan", "s2studio.engine.remote")
+"""The torch-free seam. `engine.remote` is there for Settings ▸ Render on (`ui/inspector/render_on.py`): its
+`RemoteSettings` is what the box edits, and "Test connection" asks the server on the box's own thread."""
+
+
+def _modules_named(path: pathlib.Path) -> set[str]:
+    """Every module a file imports, `from package import module` counted as `package.module`."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def test_ui_controllers_are_qtcore_only() -> None:
+    offenders = [f"{p.relative_to(PACKAGE)}: {m}" for p in _files("ui/control") for m in _modules_named(p)
+                 if m.startswith(("PySide6.QtWidgets", "PySide6.QtGui"))]
+    assert offenders == []
+
+
+def test_ui_imports_only_the_engine_seam() -> None:
+    def outside_the_seam(m: str) -> bool:
+        if m.startswith(UI_ENGINE_SEAM) or m == "s2studio.engine":
+            return False
+        return m.startswith(("s2studio.engine.", "s2studio.demo_model", "s2studio.model", "s2studio.codec"))
+
+    offenders = [f"{p.relative_to(PACKAGE)}: {m}" for p in _files("ui") for m in _modules_named(p)
+                 if outside_the_seam(m)]
+    assert offenders == []

@@ -146,3 +146,21 @@ def test_palette() -> None:
     assert "pause" in tags and "whispering" in tags and len(tags) == len(set(tags))
     assert complete("wh")[:2] == ["whisper", "whispering"]
     assert "short pause" in complete("pause")
+
+
+def test_an_unknown_speaker_close_to_a_cast_name_is_asked_about() -> None:
+    s = parse_script("Bob: Hi.\nBbo: Hello.\nCarol: Hey.\nSpeaker 2: x\n", known_speakers=["Bob", "Speaker 1"])
+    assert [w.message for w in s.warnings] == [
+        "'Bbo' is not in the cast: did you mean Bob?",
+        "'Carol' is not in the cast: give it a voice or fix the name",
+        "'Speaker 2' is not in the cast: give it a voice or fix the name",  # numbers are never typos
+    ]
+
+
+def test_ids_can_be_replaced_and_lines_found_by_id() -> None:
+    s = parse_script("A: one.\nA: [sigh]\n")
+    t = s.with_ids(["x", "y"])
+    assert t.line_ids == ("x", "y") and t.line("y").text == "[sigh]" and s.line("x") is None
+    assert [ln.has_words for ln in t.lines] == [True, False]
+    with pytest.raises(ValueError, match="unique"):
+        s.with_ids(["x", "x"])

@@ -1,4 +1,5 @@
-"""Timeline: line placement with gaps, streaming chunks, rendered-up-to, re-takes."""
+"""Timeline: lines placed with gaps, a line streaming in at the end, take swaps that move only what
+follows, snapshots a reader can hold while the writer goes on."""
 
 from __future__ import annotations
 
@@ -8,79 +9,119 @@ import pytest
 from s2studio.audio.timeline import Segment, Timeline
 
 
-def ramp(n: int, value: float) -> np.ndarray:
+def const(n: int, value: float) -> np.ndarray:
     return np.full(n, value, np.float32)
 
 
-def test_lines_are_placed_with_gaps_while_streaming() -> None:
-    tl = Timeline(["a", "b", "c"], gap_s=0.5, sample_rate=100)
-    assert tl.gap == 50 and tl.rendered_until == 0 and not tl.complete
-    tl.append("a", 0, ramp(30, 0.125))
-    tl.append("a", 30, ramp(20, 0.25))
-    assert tl.rendered_until == 50
-    assert tl.segments() == [Segment("a", 0, 50, False)]
-    assert tl.line_start("b") is None
-    tl.finish_line("a", np.concatenate([ramp(30, 0.125), ramp(20, 0.25)]))
-    assert tl.rendered_until == 100  # line a plus the decided gap before b
-    assert tl.line_start("b") == 100
-    tl.append("b", 0, ramp(10, 0.375))
-    assert tl.rendered_until == 110
-    tl.finish_line("b", ramp(10, 0.375))
-    tl.finish_line("c", ramp(5, 0.5))
-    assert tl.complete and tl.rendered_until == 165  # no gap after the last line
-    assert [(s.line_id, s.start, s.end) for s in tl.segments()] == [("a", 0, 50), ("b", 100, 110), ("c", 160, 165)]
+def test_lines_are_placed_with_gaps_and_lines_without_audio_take_no_room() -> None:
+    tl = Timeline(gap_s=0.5, sample_rate=100)
+    assert tl.gap == 50
+    tl.set_lines(["a", "b", "c", "d"], {"a": const(30, 0.25), "c": const(10, 0.5), "d": const(5, 0.75)})
+    assert tl.segments() == [Segment("a", 0, 30, True), Segment("c", 80, 10, True), Segment("d", 140, 5, True)]
+    assert tl.layout.end == 145
     mix = tl.mix()
-    assert len(mix) == 165
-    np.testing.assert_array_equal(mix[50:100], 0)
-    np.testing.assert_array_equal(mix[100:110], 0.375)
-    np.testing.assert_array_equal(mix[160:165], 0.5)
+    assert len(mix) == 145
+    np.testing.assert_array_equal(mix[:30], 0.25)
+    np.testing.assert_array_equal(mix[30:80], 0.0)
+    np.testing.assert_array_equal(mix[80:90], 0.5)
+    np.testing.assert_array_equal(mix[140:], 0.75)
+    assert tl.layout.bounds("b") is None and tl.layout.bounds("c") == (80, 90)
+    assert [tl.layout.line_at(s) for s in (0, 29, 30, 79, 80, 139, 144, 145)] == [
+        "a", "a", "a", "a", "c", "c", "d", None]
 
 
-def test_read_into_pads_with_zeros_and_reports_rendered() -> None:
-    tl = Timeline(["a"], gap_s=0.0, sample_rate=10)
-    tl.append("a", 0, ramp(8, 0.5))
-    out = np.full(5, 9.0, np.float32)
-    assert tl.read_into(out, 6) == 2
-    np.testing.assert_array_equal(out, [0.5, 0.5, 0, 0, 0])
-    np.testing.assert_array_equal(tl.read(100, 3), 0)
-
-
-def test_retake_shifts_later_lines_and_grows_buffer() -> None:
-    tl = Timeline(["a", "b"], gap_s=0.1, sample_rate=100)
-    tl.finish_line("a", ramp(20, 0.125))
-    tl.finish_line("b", ramp(20, 0.25))
-    tl.finish_line("a", ramp(500, 0.375))  # a longer take of line a
-    assert [(s.start, s.end) for s in tl.segments()] == [(0, 500), (510, 530)]
-    mix = tl.mix()
-    np.testing.assert_array_equal(mix[:500], 0.375)
-    np.testing.assert_array_equal(mix[510:530], 0.25)
-    tl.clear_line("a")
-    assert tl.rendered_until == 0 and tl.segments() == [Segment("a", 0, 0, False)]
-
-
-def test_final_audio_replaces_chunks_even_if_shorter() -> None:
-    tl = Timeline(["a", "b"], gap_s=0.0, sample_rate=100)
-    tl.append("a", 0, ramp(40, 0.5))
-    tl.finish_line("a", ramp(30, 0.25))
-    tl.finish_line("b", ramp(10, 0.75))
-    np.testing.assert_array_equal(tl.mix(), np.concatenate([ramp(30, 0.25), ramp(10, 0.75)]))
-
-
-def test_out_of_order_chunks_are_refused() -> None:
-    tl = Timeline(["a"], sample_rate=100)
-    tl.append("a", 0, ramp(10, 0.125))
+def test_a_line_streams_in_at_the_end_only() -> None:
+    tl = Timeline(gap_s=0.1, sample_rate=100)
+    tl.set_lines(["a", "b", "c"], {"a": const(20, 0.25)})
+    assert not tl.can_stream("a")  # it has audio: a re-render keeps it until the new take is finished
+    assert tl.begin_stream("b")
+    assert tl.append("b", 0, const(7, 0.5)) == 30
+    assert tl.append("b", 7, const(3, 0.5)) == 37
+    assert tl.segments() == [Segment("a", 0, 20, True), Segment("b", 30, 10, False)]
+    assert tl.layout.growing and tl.layout.end == 40
     with pytest.raises(ValueError, match="expected 10"):
-        tl.append("a", 5, ramp(10, 0.125))
-    with pytest.raises(ValueError, match="not an unfinished line"):
-        tl.append("zzz", 0, ramp(1, 0.125))
+        tl.append("b", 5, const(1, 0.5))
+    with pytest.raises(ValueError, match="not streaming"):
+        tl.append("c", 0, const(1, 0.5))
+    tl.end_stream("b", const(12, 0.75))  # the final audio replaces the chunks
+    assert tl.segments() == [Segment("a", 0, 20, True), Segment("b", 30, 12, True)]
+    np.testing.assert_array_equal(tl.line_audio("b"), 0.75)
+    tl.set_lines(["a", "b", "c"], {"c": const(5, 1.0)})
+    assert not tl.can_stream("a") and not tl.can_stream("b")  # c has audio after them
+
+
+def test_a_stream_that_grows_past_its_buffer_keeps_every_sample() -> None:
+    tl = Timeline(gap_s=0.0, sample_rate=10)  # an 8 s first buffer is 80 samples here
+    tl.set_lines(["a"], {})
+    tl.begin_stream("a")
+    first = tl.layout
+    chunks = [np.arange(k * 30, (k + 1) * 30, dtype=np.float32) for k in range(10)]
+    for k, chunk in enumerate(chunks):
+        tl.append("a", 30 * k, chunk)
+    assert tl.layout is first  # appending never builds a new layout
+    np.testing.assert_array_equal(tl.mix(), np.concatenate(chunks))
+
+
+def test_a_take_swap_moves_only_the_lines_after_it_and_copies_no_audio() -> None:
+    tl = Timeline(gap_s=0.1, sample_rate=100)
+    audio = {k: const(20, v) for k, v in zip("abcd", (0.125, 0.25, 0.375, 0.5), strict=True)}
+    tl.set_lines(list("abcd"), audio)
+    before = tl.layout
+    longer = const(50, 0.875)
+    tl.set_audio("b", longer)
+    after = tl.layout
+    assert [s.start for s in before.segments()] == [0, 30, 60, 90]
+    assert [s.start for s in after.segments()] == [0, 30, 90, 120]
+    assert after.tracks[0] is before.tracks[0] and after.tracks[2] is before.tracks[2]
+    assert after.tracks[1].data is longer  # the take's own array, not a copy
+    # the old snapshot is untouched: a reader holding it goes on reading the old layout
+    np.testing.assert_array_equal(before.read(30, 20), 0.25)
+    np.testing.assert_array_equal(after.read(30, 50), 0.875)
+    np.testing.assert_array_equal(after.read(90, 20), 0.375)
+    tl.set_audio("b", None)
+    assert [s.line_id for s in tl.segments()] == ["a", "c", "d"]
+
+
+def test_read_into_fills_gaps_and_the_end_with_zeros() -> None:
+    tl = Timeline(gap_s=0.2, sample_rate=10)
+    tl.set_lines(["a", "b"], {"a": const(4, 0.5), "b": const(4, 0.25)})
+    out = np.full(10, 9.0, np.float32)
+    assert tl.layout.read_into(out, 2) == 8  # a[2:], the gap, b: ends at sample 10
+    np.testing.assert_array_equal(out, [0.5, 0.5, 0, 0, 0.25, 0.25, 0.25, 0.25, 0, 0])
+    assert tl.layout.read_into(out, 50) == 0
+    np.testing.assert_array_equal(out, 0)
+
+
+def test_order_changes_keep_audio_and_stop_a_stream_that_is_no_longer_last() -> None:
+    tl = Timeline(gap_s=0.0, sample_rate=100)
+    tl.set_lines(["a", "b"], {"a": const(10, 0.125)})
+    tl.begin_stream("b")
+    tl.append("b", 0, const(5, 0.25))
+    tl.set_order(["b", "a", "c"])  # the streaming line moved above a line with audio
+    assert [(s.line_id, s.start, s.length, s.finished) for s in tl.segments()] == [
+        ("b", 0, 5, True), ("a", 5, 10, True)]
+    assert not tl.streaming("b")
+    tl.set_order(["c", "a"])
+    assert [(s.line_id, s.start) for s in tl.segments()] == [("a", 0)]
     with pytest.raises(ValueError, match="unique"):
-        tl.set_plan(["a", "a"])
+        tl.set_order(["a", "a"])
+    with pytest.raises(ValueError, match="not on this timeline"):
+        tl.set_audio("zz", const(1, 0.5))
 
 
-def test_set_plan_keeps_audio_of_surviving_lines() -> None:
-    tl = Timeline(["a", "b"], gap_s=0.0, sample_rate=100)
-    tl.finish_line("a", ramp(10, 0.125))
-    tl.finish_line("b", ramp(10, 0.25))
-    tl.set_plan(["b", "c"])
-    assert [(s.line_id, s.start, s.end, s.finished) for s in tl.segments()] == [("b", 0, 10, True), ("c", 10, 10, False)]
-    np.testing.assert_array_equal(tl.line_audio("b"), 0.25)
+def test_gap_changes_move_every_line() -> None:
+    tl = Timeline(gap_s=0.0, sample_rate=100)
+    tl.set_lines(["a", "b"], {"a": const(10, 0.5), "b": const(10, 0.5)})
+    tl.set_gap(1.23)
+    assert [s.start for s in tl.segments()] == [0, 10 + 123]
+    with pytest.raises(ValueError, match="gap"):
+        tl.set_gap(float("nan"))
+
+
+def test_a_line_that_comes_back_brings_its_audio() -> None:
+    tl = Timeline(gap_s=0.0, sample_rate=100)
+    takes = {"a": const(10, 0.25), "b": const(5, 0.5)}
+    tl.set_lines(["a", "b"], takes)
+    tl.set_order(["a"], takes)
+    tl.set_order(["a", "b"], takes)  # Undo of the delete
+    assert [(s.line_id, s.start) for s in tl.segments()] == [("a", 0), ("b", 10)]

@@ -87,7 +87,7 @@ def test_create_refusals_change_nothing(lib: VoiceLibrary, tmp_path: Path) -> No
         (("Bob", [(good, "  ")]), "no transcript"),
         (("alice", [(good, "hi")]), "exists"),
         (("  ", [(good, "hi")]), "needs a name"),
-        (("Bob", [(tmp_path / "missing.wav", "hi")]), "does not exist"),
+        (("Bob", [(tmp_path / "missing.wav", "hi")]), "audio file not found"),
     ]
     for (name, clips), message in cases:
         with pytest.raises(UserError, match=message):
@@ -310,11 +310,15 @@ def test_a_create_that_fails_half_way_leaves_no_folder(lib: VoiceLibrary, tmp_pa
     lib.create("Alice", [(tone(tmp_path / "a.wav"), "one")])
     before = snapshot(lib.root)
 
-    def full(*_a: object) -> None:
-        raise OSError(28, "No space left on device")
+    real = voices.write_durable
 
-    monkeypatch.setattr(voices, "write_text_atomic", full)
-    with pytest.raises(UserError, match="cannot write to the voice library .*: No space left on device"):
+    def full(path: Path, data: bytes) -> None:
+        if path.name == "voice.json":
+            raise OSError(28, "No space left on device")
+        real(path, data)
+
+    monkeypatch.setattr(voices, "write_durable", full)
+    with pytest.raises(UserError, match=f"^cannot write to the voice library: No space left on device on {lib.root}"):
         lib.create("Bob", [(tone(tmp_path / "b.wav"), "two")])
     assert snapshot(lib.root) == before
     assert not [p for p in lib.root.iterdir() if p.name.startswith(".new-")]

@@ -2,7 +2,9 @@
 
 Starts the real window (under Xvfb when run through `xvfb-run`, else Qt's offscreen platform) on the
 tiny demo model (or `--engine fake`), creates two voices, renders a short script, and saves PNGs of the
-main window, the Settings tab after a switch to the fast path, the model page, the record dialog, the new-voice dialog (two clips) and the export dialog.
+main window; a revised line (two takes, then its text edited: stale) with its takes; the timeline zoomed
+into one line; a cast of 20 speakers in a 1280 px window; the Settings tab after a switch to the fast
+path; the model page, the record dialog, the new-voice dialog (two clips) and the export dialog.
 
     xvfb-run -a -s "-screen 0 1400x900x24" .venv/bin/python tools/screenshot.py --out docs/screenshots
 """
@@ -76,13 +78,13 @@ def main() -> int:
         subprocess.run([sys.executable, "-m", "s2studio", "demo-model", str(model_dir)], check=True,
                        stdout=subprocess.DEVNULL)
 
-    from PySide6.QtWidgets import QApplication, QStyleFactory
+    from PySide6.QtWidgets import QStyleFactory
 
     from s2studio import app as studio
-    from s2studio.ui.export_dialog import ExportDialog
-    from s2studio.ui.model_page import ModelPage
-    from s2studio.ui.record_dialog import RecordDialog
-    from s2studio.ui.voices_panel import NewVoiceDialog
+    from s2studio.ui.dialogs.export_dialog import ExportDialog
+    from s2studio.ui.dialogs.model_page import ModelPage
+    from s2studio.ui.voices.record_dialog import RecordDialog
+    from s2studio.ui.voices.new_voice_dialog import NewVoiceDialog
 
     qapp = studio.make_application([sys.argv[0]])
     if args.dark:
@@ -109,36 +111,74 @@ def main() -> int:
               window.library.create("Bob (deep)", [(_voice_clip(home / "bob.wav", 110), "And I am Bob.")]),
               window.library.create("Narrator", [(_voice_clip(home / "narr.wav", 150), "Once upon a time.")])]
     window.voices.refresh()
-    window._voices_changed()
+    window.refresh_voices()
     window.settings_panel.max_frames.setValue(64)
     window.editor.setPlainText(SCRIPT)
     window.reparse()
     for speaker, voice in (("Alice", voices[0]), ("Bob", voices[1])):
-        combo = window.cast_bar.combos[speaker]
+        combo = window.cast_panel.combos[speaker]
         combo.setCurrentIndex(combo.findData(voice.id))
-    window.player.play = lambda: False  # screenshots are silent; the playhead is placed by hand below
+    window.live.enabled = False  # screenshots are silent; the playhead is placed by hand below
     window.actions_by_name["render_all"].trigger()
     if not _wait(qapp, lambda: len(window.project.lines) >= 2, 300):
         print("the render did not progress", file=sys.stderr)
         return 1
-    _wait(qapp, lambda: not window.session.busy, 300)
+    _wait(qapp, lambda: not window.flow.busy, 300)
     window.voices.select(voices[0].id)
+    second = window.script.lines[1]
     cursor = window.editor.textCursor()
-    cursor.setPosition(window.script.lines[1].start + 5)
+    cursor.setPosition(second.start + 5)
     window.editor.setTextCursor(cursor)
-    window.player.seek(window.session.start_of(window.script.lines[1].line_id) or 0)
-    window.editor.set_playing_block(window.script.lines[1].source_line - 1)
-    window.waveform.set_current_line(window.script.lines[1].line_id)
+    window.player.seek(window.timeline.layout.bounds(second.line_id)[0])
+    window.editor.set_playing_block(second.source_line - 1)
+    window.waveform.set_current_line(second.line_id)
     _wait(qapp, lambda: False, 0.5)
     args.out.mkdir(parents=True, exist_ok=True)
     window.grab().save(str(args.out / "main-window.png"))
 
+    # a revised line: a second take of line 2, then its text edited; its takes stay, marked stale
+    window.waveform.set_current_line(None)
+    window.editor.set_playing_block(-1)
+    window.actions_by_name["render_line"].trigger()
+    _wait(qapp, lambda: len(window.project.lines[second.line_id].takes) == 2 and not window.flow.busy, 300)
+    edit = window.editor.textCursor()
+    edit.setPosition(second.end)
+    window.editor.setTextCursor(edit)
+    window.editor.insertPlainText(" Every night.")
+    window.reparse()
+    window.inspector.setCurrentWidget(window.takes)
+    window.editor.setFocus()
+    _wait(qapp, lambda: False, 0.5)
+    window.grab().save(str(args.out / "revised-line.png"))
+
+    # the timeline zoomed into the revised line (Ctrl+wheel, +/−, fit), the line selected
+    bounds = window.timeline.layout.bounds(second.line_id)
+    window.player.seek((bounds[0] + bounds[1]) // 2)
+    window.waveform.zoom(2.5)
+    window.waveform.scroll_to(bounds[0] - (bounds[1] - bounds[0]) // 4)
+    _wait(qapp, lambda: False, 0.5)
+    window.grab().save(str(args.out / "zoomed-timeline.png"))
+    window.waveform.fit()
+
+    # a cast of 20 speakers: it wraps (and scrolls past three rows) inside a 1280 px window
+    saved_script = window.editor.toPlainText()
+    names = ["Alice", "Bob", "Carol", "Dave", "Eve", "Frank", "Grace", "Heidi", "Ivan", "Judy", "Mallory", "Niaj",
+             "Olivia", "Peggy", "Rupert", "Sybil", "Trent", "Victor", "Walter", "Bbo"]
+    window.editor.setPlainText("# A crowded scene\n" + "".join(f"{n}: Line {i + 1} of the scene.\n"
+                                                            for i, n in enumerate(names)))
+    window.reparse()
+    window.resize(1280, 800)
+    _wait(qapp, lambda: False, 0.5)
+    window.grab().save(str(args.out / "cast-20-speakers.png"))
+    window.editor.setPlainText(saved_script)
+    window.reparse()
+    window.resize(1360, 860)
+
     # the Settings tab after switching to the fast path: a real reload (on the CPU: the kernels' load step)
     window.inspector.setCurrentWidget(window.settings_panel)
     speed = window.settings_panel.speed
-    window.model_info = None
     speed.setCurrentIndex(speed.findData("fast"))
-    if not _wait(qapp, lambda: window.model_info is not None, 180):
+    if not _wait(qapp, lambda: not window.model.busy and window.model_info is not None, 180):
         print("the model did not reload on the fast path", file=sys.stderr)
         return 1
     _wait(qapp, lambda: False, 0.3)

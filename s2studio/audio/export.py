@@ -103,15 +103,20 @@ def layout(lines: Sequence[RenderedLine], gap_s: float) -> tuple[Audio, list[Cue
     ids = [ln.line_id for ln in lines]
     if len(set(ids)) != len(ids):
         raise ValueError("line ids must be unique")
-    timeline = Timeline(ids, gap_s=gap_s, sample_rate=SAMPLE_RATE)
-    for ln in lines:
-        timeline.finish_line(ln.line_id, ln.audio)
-    starts = [s.start for s in timeline.segments()]
-    cues = [Cue(i + 1, ln.line_id, ln.speaker, ln.text, start / SAMPLE_RATE, (start + len(ln.audio)) / SAMPLE_RATE)
-            for i, (ln, start) in enumerate(zip(lines, starts, strict=True))]
-    cues = [c for c in cues if c.end_s > c.start_s]
-    cues = [Cue(i + 1, c.line_id, c.speaker, c.text, c.start_s, c.end_s) for i, c in enumerate(cues)]
-    return timeline.mix(), cues, starts
+    timeline = Timeline(gap_s=gap_s, sample_rate=SAMPLE_RATE)
+    timeline.set_lines(ids, {ln.line_id: ln.audio for ln in lines})
+    layout = timeline.layout
+    spoken = [ln for ln in lines if ln.line_id in layout.index]
+    cues = [Cue(i + 1, ln.line_id, ln.speaker, ln.text, start / SAMPLE_RATE, end / SAMPLE_RATE)
+            for i, (ln, (start, end)) in enumerate((ln, layout.bounds(ln.line_id)) for ln in spoken)]
+    starts = []
+    for ln in lines:  # a line without audio starts where the next line does (it takes no room)
+        bounds = layout.bounds(ln.line_id)
+        starts.append(bounds[0] if bounds else None)
+    following = layout.end
+    for i in range(len(starts) - 1, -1, -1):
+        following = starts[i] = starts[i] if starts[i] is not None else following
+    return layout.mix(), cues, starts
 
 
 def normalization_gain(mix: Audio, settings: ExportSettings) -> float:

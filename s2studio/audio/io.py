@@ -17,42 +17,20 @@ import numpy as np
 import soundfile as sf
 
 from s2studio.audio import SAMPLE_RATE
-from s2studio.errors import UserError
 from s2studio.state.atomic import write_bytes_atomic
+from s2studio.state.clips import MAX_REFERENCE_SECONDS
+from s2studio.state.clips import read_audio as read_reference
 
-MAX_SECONDS = 300.0
-"""Longest clip accepted for reading (5 min). A voice reference needs seconds; the encoder's exact attention
-builds a T×T mask at 86 Hz (upstream's too: 2.7 GB as float at 5 min, 11 GB at 10 min), so longer files
-would exhaust memory instead of failing clearly."""
+MAX_SECONDS = MAX_REFERENCE_SECONDS
+"""Longest clip accepted for reading (5 min; see `state.clips`)."""
 
 
 def read_channels(path: Path, max_seconds: float = MAX_SECONDS) -> tuple[np.ndarray, int]:
     """`(samples (channels, N) float32, sample_rate)` of any file soundfile reads (WAV of every sample format,
-    FLAC, OGG, MP3 …)."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"audio file not found: {path}")
-    try:
-        info = sf.info(str(path))
-        if info.frames > 0 and info.samplerate > 0 and info.frames / info.samplerate > max_seconds:
-            raise UserError(_too_long(path, info.frames / info.samplerate, max_seconds))
-        data, rate = sf.read(str(path), dtype="float32", always_2d=True)
-    except UserError:
-        raise
-    except (sf.LibsndfileError, RuntimeError, TypeError, ValueError) as exc:
-        raise UserError(f"{path.name} is not an audio file that can be read ({exc}); "
-                        "use WAV, FLAC, OGG or MP3") from exc
-    if data.shape[0] == 0 or data.shape[1] == 0:
-        raise UserError(f"{path.name} contains no audio samples; record or choose a longer clip")
-    if data.shape[0] / rate > max_seconds:
-        raise UserError(_too_long(path, data.shape[0] / rate, max_seconds))
-    if not np.isfinite(data).all():
-        raise UserError(f"{path.name} contains invalid samples (NaN or infinity); re-export it")
-    return np.ascontiguousarray(data.T), int(rate)
-
-
-def _too_long(path: Path, seconds: float, max_seconds: float) -> str:
-    return f"{path.name} is {seconds:.0f} s long; use a clip of at most {max_seconds:.0f} s (cut it shorter)"
+    FLAC, OGG, MP3 …), refused with one line unless it can be a reference clip (`state.clips.read_audio`, the
+    one reader and the one rule, shared with the voice library)."""
+    data, rate, _ = read_reference(Path(path), max_seconds, min_seconds=0.0)
+    return np.ascontiguousarray(data.T), rate
 
 
 def read_audio(path: Path, max_seconds: float = MAX_SECONDS) -> tuple[np.ndarray, int]:

@@ -1,17 +1,26 @@
-"""The rendered timeline: lines placed one after another with a gap, growing while they render.
+"""The one timeline (design.md §6): every line's audio in script order, a gap between lines. The live
+player reads it and export lays its files out with it, so what you hear is what you export.
 
-The same object drives the live player (read what is rendered so far) and export (the finished
-mix and each line's position), so what you hear is what you export (peers.md §3.8). Lines render
-in plan order; a line's start is known once every line before it has finished. Re-rendering one
-line later (a new take) replaces its audio and shifts the lines after it.
+Storage. A line's audio is its own array: a finished line's is its picked take's audio itself (never
+copied); the line streaming in while it renders grows a buffer of its own. Lines without audio take no
+room. What readers see is a `Layout`: an immutable snapshot of the tracks in order and their start
+samples, replaced in one assignment, so the player's audio callback reads one consistent layout per
+block without a lock and without allocating a buffer.
 
-Not thread-safe for writers: the GUI thread appends; a reader on another thread may call `read`,
-which only copies from the current buffer (a buffer that grows is replaced, never resized in place).
+Costs, whatever the project's length: appending a chunk to the streaming line writes the chunk (the
+buffer doubles when full, so O(chunk) amortised) and builds no new layout; swapping one line's take
+moves the start of every line after it (one vectorised add) and copies no audio.
+
+Only the last line with audio can stream (`begin_stream`), so a growing line never moves another.
+Re-rendering a line that has audio does not stream: its old take stays in place until the new one is
+finished (`set_audio`), and every other line stays audible meanwhile.
+
+Writers: the GUI thread only. Readers on any thread use `layout` and the `Layout` methods.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +30,27 @@ from s2studio.audio import SAMPLE_RATE
 
 Audio = npt.NDArray[np.float32]
 
+STREAM_CAPACITY_S = 8.0
+"""A streaming line's first buffer; it doubles whenever a chunk does not fit."""
+
+
+class Track:
+    """One line's audio, `data[:length]`. A streaming track grows in place: the writer fills
+    `data[length:]` (or a larger copy, assigned to `data`) before it raises `length`, and a reader reads
+    `length` before `data`, so it never sees samples that are not there yet."""
+
+    __slots__ = ("line_id", "data", "length", "growing")
+
+    def __init__(self, line_id: str, data: Audio, length: int, growing: bool) -> None:
+        self.line_id = line_id
+        self.data = data
+        self.length = length
+        self.growing = growing
+
+    def audio(self) -> Audio:
+        n = self.length
+        return self.data[:n]
+
 
 @dataclass(frozen=True)
 class Segment:
@@ -29,170 +59,244 @@ class Segment:
     line_id: str
     start: int
     length: int
-    """Samples rendered so far (the whole line once `finished`)."""
     finished: bool
+    """False while the line is streaming in."""
 
     @property
     def end(self) -> int:
         return self.start + self.length
 
 
-class Timeline:
-    def __init__(self, line_ids: Sequence[str] = (), gap_s: float = 0.4, sample_rate: int = SAMPLE_RATE) -> None:
-        if gap_s < 0:
-            raise ValueError(f"gap must be >= 0 s, got {gap_s}")
-        self.sample_rate = sample_rate
-        self.gap = round(gap_s * sample_rate)
-        self._ids: list[str] = []
-        self._audio: dict[str, list[Audio]] = {}
-        self._lengths: dict[str, int] = {}
-        self._finished: set[str] = set()
-        self._buf: Audio = np.zeros(sample_rate, np.float32)
-        self._rendered = 0
-        self.set_plan(line_ids)
+@dataclass(frozen=True, eq=False)
+class Layout:
+    """The tracks in order and where each starts. Never changed after it is built (the last track's
+    `length` may grow while it streams; nothing after it moves)."""
 
-    # ------------------------------------------------------------------ plan and writes
-
-    def set_plan(self, line_ids: Sequence[str]) -> None:
-        """The lines in order; audio of lines still in the plan is kept, other lines forgotten."""
-        if len(set(line_ids)) != len(line_ids):
-            raise ValueError("line ids in a plan must be unique")
-        self._ids = list(line_ids)
-        self._audio = {k: v for k, v in self._audio.items() if k in self._ids}
-        self._lengths = {k: v for k, v in self._lengths.items() if k in self._ids}
-        self._finished &= set(self._ids)
-        self._rebuild()
+    tracks: tuple[Track, ...]
+    starts: npt.NDArray[np.int64]
+    index: Mapping[str, int]
+    """line id -> position in `tracks`."""
 
     @property
-    def line_ids(self) -> tuple[str, ...]:
-        return tuple(self._ids)
-
-    def append(self, line_id: str, start_sample: int, samples: Audio) -> None:
-        """Add an `AudioChunk`: `start_sample` is its offset within the line."""
-        if line_id not in self._lengths and line_id in self._ids:
-            self._lengths[line_id] = 0
-            self._audio[line_id] = []
-        if line_id not in self._ids or line_id in self._finished:
-            raise ValueError(f"line {line_id!r} is not an unfinished line of this timeline")
-        if start_sample != self._lengths[line_id]:
-            raise ValueError(f"chunk of {line_id!r} starts at {start_sample}, expected {self._lengths[line_id]}")
-        chunk = np.asarray(samples, dtype=np.float32).reshape(-1)
-        self._audio[line_id].append(chunk)
-        self._lengths[line_id] += len(chunk)
-        seg = self._segment_start(line_id)
-        if seg is not None:  # every earlier line is finished: it is on the contiguous timeline
-            self._write(seg + start_sample, chunk)
-            self._rendered = max(self._rendered, seg + self._lengths[line_id])
-
-    def finish_line(self, line_id: str, audio: Audio) -> None:
-        """A `LineFinished` (or a new take): the line's final audio replaces its chunks."""
-        if line_id not in self._ids:
-            raise ValueError(f"line {line_id!r} is not in this timeline")
-        final = np.asarray(audio, dtype=np.float32).reshape(-1).copy()
-        before = self._lengths.get(line_id, 0)
-        later = self._ids[self._ids.index(line_id) + 1:]
-        rewrite = (line_id in self._finished or 0 < before != len(final)
-                   or any(self._lengths.get(k) for k in later))
-        self._audio[line_id] = [final]
-        self._lengths[line_id] = len(final)
-        self._finished.add(line_id)
-        if rewrite:  # a new take, a length change or audio waiting after it: lay out again
-            self._rebuild()
-            return
-        start = self._segment_start(line_id)
-        if start is not None:
-            self._write(start, final)
-        self._rendered = self._contiguous_end()
-
-    def clear_line(self, line_id: str) -> None:
-        """Forget a line's audio (it will render again)."""
-        self._audio.pop(line_id, None)
-        self._lengths.pop(line_id, None)
-        self._finished.discard(line_id)
-        self._rebuild()
-
-    # ------------------------------------------------------------------ reads
+    def end(self) -> int:
+        """Samples from 0 to the end of the last line's audio."""
+        if not self.tracks:
+            return 0
+        return int(self.starts[-1]) + self.tracks[-1].length
 
     @property
-    def rendered_until(self) -> int:
-        """Samples from the start that are final or being rendered, with no hole before them."""
-        return self._rendered
+    def growing(self) -> bool:
+        return bool(self.tracks) and self.tracks[-1].growing
 
-    @property
-    def complete(self) -> bool:
-        return bool(self._ids) and all(i in self._finished for i in self._ids)
+    def bounds(self, line_id: str) -> tuple[int, int] | None:
+        """(start, end) of the line's audio, None when it has none."""
+        i = self.index.get(line_id)
+        if i is None:
+            return None
+        start = int(self.starts[i])
+        return start, start + self.tracks[i].length
+
+    def line_at(self, sample: int) -> str | None:
+        """The line heard at `sample`, or in the gap after it."""
+        i = int(np.searchsorted(self.starts, sample, side="right")) - 1
+        if i < 0 or sample >= self.end:
+            return None
+        return self.tracks[i].line_id
 
     def segments(self) -> list[Segment]:
-        """Lines on the contiguous timeline (those whose start is known), in order."""
-        out = []
-        pos = 0
-        for i, line_id in enumerate(self._ids):
-            if i:
-                pos += self.gap
-            length = self._lengths.get(line_id, 0)
-            out.append(Segment(line_id, pos, length, line_id in self._finished))
-            if line_id not in self._finished:
-                break
-            pos += length
-        return out
+        return [Segment(t.line_id, int(s), t.length, not t.growing) for t, s in zip(self.tracks, self.starts)]
 
-    def line_start(self, line_id: str) -> int | None:
-        return self._segment_start(line_id)
+    def read_into(self, out: Audio, start: int) -> int:
+        """Fill `out` with the timeline from `start` (zeros in gaps and past the end); returns how many of
+        its samples lie before the end. Allocates no buffer: the audio callback calls it."""
+        frames = len(out)
+        out[:] = 0.0
+        end = start + frames
+        i = max(int(np.searchsorted(self.starts, start, side="right")) - 1, 0)
+        last = start
+        while i < len(self.tracks):
+            track = self.tracks[i]
+            at = int(self.starts[i])
+            if at >= end:
+                break
+            n = track.length  # length before data (Track's contract)
+            data = track.data
+            lo, hi = max(start, at), min(end, at + n)
+            if hi > lo:
+                out[lo - start:hi - start] = data[lo - at:hi - at]
+            last = max(last, at + n)
+            i += 1
+        return max(0, min(frames, last - start))
 
     def read(self, start: int, frames: int) -> Audio:
-        """`frames` samples from `start`; zeros where nothing is rendered yet."""
         out = np.zeros(frames, np.float32)
         self.read_into(out, start)
         return out
 
-    def read_into(self, out: Audio, start: int) -> int:
-        """Copy into `out` (no allocation); returns how many samples were rendered audio."""
-        end = self._rendered  # read before the buffer: a writer grows the buffer first
-        buf = self._buf
-        n = max(0, min(len(out), end - start, len(buf) - start))
-        if n:
-            out[:n] = buf[start:start + n]
-        out[n:] = 0.0
-        return n
+    def mix(self) -> Audio:
+        """The whole timeline as one array."""
+        return self.read(0, self.end)
+
+
+def _build(tracks: list[Track], gap: int) -> Layout:
+    lengths = np.fromiter((t.length for t in tracks), np.int64, len(tracks))
+    starts = np.zeros(len(tracks), np.int64)
+    if len(tracks) > 1:
+        np.cumsum(lengths[:-1] + gap, out=starts[1:])
+    return Layout(tuple(tracks), starts, {t.line_id: i for i, t in enumerate(tracks)})
+
+
+class Timeline:
+    def __init__(self, gap_s: float = 0.4, sample_rate: int = SAMPLE_RATE) -> None:
+        self.sample_rate = sample_rate
+        self.gap = self._samples(gap_s)
+        self._order: list[str] = []
+        self._position: dict[str, int] = {}
+        self._tracks: dict[str, Track] = {}
+        self.layout = _build([], self.gap)
+        """The current snapshot; replaced whole, never changed (module docstring)."""
+
+    def _samples(self, gap_s: float) -> int:
+        if not gap_s >= 0:
+            raise ValueError(f"gap must be >= 0 s, got {gap_s}")
+        return round(gap_s * self.sample_rate)
+
+    # ------------------------------------------------------------------ layout
+
+    @property
+    def order(self) -> tuple[str, ...]:
+        return tuple(self._order)
+
+    def set_lines(self, order: Sequence[str], audio: Mapping[str, Audio | None]) -> None:
+        """The lines in script order and each one's audio (missing or None: no audio), all at once."""
+        self._set_order(order)
+        self._tracks = {}
+        for line_id in self._order:
+            data = audio.get(line_id)
+            if data is not None and len(data):
+                self._tracks[line_id] = _final(line_id, data)
+        self._relayout()
+
+    def set_order(self, order: Sequence[str], audio: Mapping[str, Audio | None] | None = None) -> None:
+        """The script's lines changed (added, deleted, moved): audio of lines still there is kept, a line
+        that comes (back) takes its audio from `audio`. A streaming line that is no longer last stops
+        growing where it is."""
+        self._set_order(order)
+        self._tracks = {k: t for k, t in self._tracks.items() if k in self._position}
+        for line_id in self._order:
+            data = audio.get(line_id) if audio is not None and line_id not in self._tracks else None
+            if data is not None and len(data):
+                self._tracks[line_id] = _final(line_id, data)
+        placed = [k for k in self._order if k in self._tracks]
+        for k in placed[:-1]:
+            self._tracks[k].growing = False
+        self._relayout()
+
+    def set_gap(self, gap_s: float) -> None:
+        self.gap = self._samples(gap_s)
+        self._relayout()
+
+    def set_audio(self, line_id: str, audio: Audio | None) -> None:
+        """Put one line's (new) take on the timeline, or take its audio off (None). Only the lines after
+        it move; no audio is copied."""
+        if line_id not in self._position:
+            raise ValueError(f"line {line_id!r} is not on this timeline")
+        old = self._tracks.get(line_id)
+        if audio is None or not len(audio):
+            if old is not None:
+                del self._tracks[line_id]
+                self._relayout()
+            return
+        track = _final(line_id, audio)
+        self._tracks[line_id] = track
+        layout = self.layout
+        i = layout.index.get(line_id)
+        if old is None or i is None:
+            self._relayout()
+            return
+        tracks = list(layout.tracks)
+        tracks[i] = track
+        starts = layout.starts.copy()
+        starts[i + 1:] += track.length - old.length
+        self.layout = Layout(tuple(tracks), starts, layout.index)
+
+    # ------------------------------------------------------------------ streaming
+
+    def can_stream(self, line_id: str) -> bool:
+        """True when no line after `line_id` has audio (and it has none itself)."""
+        pos = self._position.get(line_id)
+        if pos is None or line_id in self._tracks:
+            return False
+        return all(self._position[k] < pos for k in self._tracks)
+
+    def begin_stream(self, line_id: str) -> bool:
+        """Start growing `line_id` at the end; False (nothing changes) when it cannot (`can_stream`)."""
+        if not self.can_stream(line_id):
+            return False
+        capacity = round(STREAM_CAPACITY_S * self.sample_rate)
+        self._tracks[line_id] = Track(line_id, np.zeros(capacity, np.float32), 0, True)
+        self._relayout()
+        return True
+
+    def streaming(self, line_id: str) -> bool:
+        track = self._tracks.get(line_id)
+        return track is not None and track.growing
+
+    def append(self, line_id: str, start_sample: int, samples: Audio) -> int:
+        """Add an `AudioChunk` (`start_sample`: its offset within the line) to the streaming line.
+        Returns the timeline sample where the chunk landed."""
+        track = self._tracks.get(line_id)
+        if track is None or not track.growing:
+            raise ValueError(f"line {line_id!r} is not streaming on this timeline")
+        if start_sample != track.length:
+            raise ValueError(f"chunk of {line_id!r} starts at {start_sample}, expected {track.length}")
+        chunk = np.asarray(samples, dtype=np.float32).reshape(-1)
+        need = track.length + len(chunk)
+        if need > len(track.data):
+            grown = np.zeros(max(need, 2 * len(track.data)), np.float32)
+            grown[:track.length] = track.data[:track.length]
+            grown[track.length:need] = chunk
+            track.data = grown  # data first, then length (Track's contract)
+        else:
+            track.data[track.length:need] = chunk
+        track.length = need
+        i = self.layout.index[line_id]
+        return int(self.layout.starts[i]) + start_sample
+
+    def end_stream(self, line_id: str, audio: Audio | None) -> None:
+        """The streaming line finished (its final audio replaces the chunks) or was cancelled (None)."""
+        track = self._tracks.get(line_id)
+        if track is None:
+            return
+        track.growing = False
+        self.set_audio(line_id, audio)
+
+    # ------------------------------------------------------------------ reads
+
+    def segments(self) -> list[Segment]:
+        return self.layout.segments()
 
     def line_audio(self, line_id: str) -> Audio:
-        parts = self._audio.get(line_id, [])
-        return np.concatenate(parts) if parts else np.zeros(0, np.float32)
+        track = self._tracks.get(line_id)
+        return track.audio() if track is not None else np.zeros(0, np.float32)
 
     def mix(self) -> Audio:
-        """The contiguous rendered audio (the whole timeline once `complete`)."""
-        return self.read(0, self._rendered)
+        return self.layout.mix()
 
     # ------------------------------------------------------------------ internals
 
-    def _segment_start(self, line_id: str) -> int | None:
-        return next((s.start for s in self.segments() if s.line_id == line_id), None)
+    def _set_order(self, order: Sequence[str]) -> None:
+        if len(set(order)) != len(order):
+            raise ValueError("line ids of a timeline must be unique")
+        self._order = list(order)
+        self._position = {k: i for i, k in enumerate(self._order)}
 
-    def _contiguous_end(self) -> int:
-        segs = self.segments()
-        if not segs:
-            return 0
-        last = segs[-1]
-        end = last.end
-        if last.finished and len(segs) < len(self._ids):
-            end += self.gap  # the silence before the next line is decided already
-        return end
+    def _relayout(self) -> None:
+        self.layout = _build([self._tracks[k] for k in self._order if k in self._tracks], self.gap)
 
-    def _write(self, at: int, chunk: Audio) -> None:
-        need = at + len(chunk)
-        if need > len(self._buf):
-            grown = np.zeros(max(need, 2 * len(self._buf)), np.float32)
-            keep = min(self._rendered, len(self._buf))
-            grown[:keep] = self._buf[:keep]
-            self._buf = grown  # readers holding the old buffer keep valid data
-        self._buf[self._rendered:at] = 0.0
-        self._buf[at:need] = chunk
 
-    def _rebuild(self) -> None:
-        self._rendered = 0
-        self._buf = np.zeros(max(self.sample_rate, len(self._buf)), np.float32)
-        for seg in self.segments():
-            if seg.length:
-                self._write(seg.start, self.line_audio(seg.line_id))
-            self._rendered = seg.end
-        self._rendered = self._contiguous_end()
+def _final(line_id: str, audio: Audio) -> Track:
+    data = np.asarray(audio, dtype=np.float32)
+    if data.ndim != 1:
+        data = data.reshape(-1)
+    return Track(line_id, data, len(data), False)

@@ -13,11 +13,13 @@ while at 2 threads about 0.75 % of the samples of S2 Pro's codec differ from it 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
-from s2studio.errors import UserError
+from s2studio.commands.outputs import check_file, npy_bytes
+from s2studio.errors import UserError, printable
+from s2studio.state.atomic import write_bytes_atomic
+from s2studio.state.codes import read_codes_file
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -67,11 +69,13 @@ def _encode(args: argparse.Namespace) -> int:
 
     from s2studio.codec.resample import encode_file
 
+    check_file(args.codes_out, "--codes-out", (".npy",))
     codec = _load(args)
     codes = encode_file(codec, args.audio)
-    _save_npy(args.codes_out, codes.astype(np.int64))
+    write_bytes_atomic(args.codes_out, npy_bytes(codes.astype(np.int64)))
     seconds = codes.shape[1] * codec.frame_length / codec.sample_rate
-    print(f"{args.audio.name}: {codes.shape[1]} frames ({seconds:.2f} s) -> {args.codes_out} ({_threads()})",
+    print(f"{printable(args.audio.name)}: {codes.shape[1]} frames ({seconds:.2f} s) -> {printable(args.codes_out)} "
+          f"({_threads()})",
           file=sys.stderr)
     return 0
 
@@ -79,13 +83,14 @@ def _encode(args: argparse.Namespace) -> int:
 def _decode(args: argparse.Namespace) -> int:
     import torch
 
-    from s2studio.audio.io import write_wav
+    from s2studio.audio.io import wav_bytes
     from s2studio.codec.streaming import decode_in_chunks
 
     if args.stream_chunk < 0:
         raise UserError("--stream-chunk must be 0 (all at once) or a positive number of frames")
     if args.out.suffix.lower() != ".wav":
-        raise UserError(f"--out must be a .wav file, got {args.out.name}")
+        raise UserError(f"--out must be a .wav file, got {printable(args.out.name)}")
+    check_file(args.out, "--out")
     codes = _load_codes(args.codes)
     codec = _load(args)
     codes_t = codec.check_codes(torch.from_numpy(codes))  # a clear error before any work
@@ -93,8 +98,9 @@ def _decode(args: argparse.Namespace) -> int:
         audio = decode_in_chunks(codec, codes_t[0], args.stream_chunk)
     else:
         audio = codec.decode(codes_t).reshape(-1).float().cpu().numpy()
-    write_wav(args.out, audio, codec.sample_rate)
-    print(f"{codes.shape[-1]} frames -> {audio.shape[0] / codec.sample_rate:.2f} s -> {args.out} ({_threads()})",
+    write_bytes_atomic(args.out, wav_bytes(audio, codec.sample_rate))
+    print(f"{codes.shape[-1]} frames -> {audio.shape[0] / codec.sample_rate:.2f} s -> {printable(args.out)} "
+          f"({_threads()})",
           file=sys.stderr)
     return 0
 
@@ -102,29 +108,11 @@ def _decode(args: argparse.Namespace) -> int:
 def _load_codes(path: Path):
     import numpy as np
 
-    try:
-        codes = np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise UserError(f"codes file not found: {path}") from None
-    except (ValueError, OSError) as exc:
-        raise UserError(f"{path.name} is not a .npy array of codes ({exc})") from exc
+    codes = read_codes_file(path, "codes")
     if codes.ndim == 3 and codes.shape[0] == 1:
         codes = codes[0]
     if codes.ndim != 2 or codes.shape[0] != 10:
-        raise UserError(f"{path.name} has shape {codes.shape}; codes are (10, frames)")
+        raise UserError(f"{printable(path.name)} has shape {codes.shape}; codes are (10, frames)")
     if not np.issubdtype(codes.dtype, np.integer):
-        raise UserError(f"{path.name} holds {codes.dtype} values; codes are integers")
+        raise UserError(f"{printable(path.name)} holds {codes.dtype} values; codes are integers")
     return codes.astype(np.int64)
-
-
-def _save_npy(path: Path, array) -> None:
-    import numpy as np
-
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.npy")
-    try:
-        np.save(tmp, array)
-        tmp.replace(path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise UserError(f"could not write {path}: {exc}") from exc

@@ -2,14 +2,13 @@
 
 The log is JSON lines, one per engine event, with counts instead of sample or code data, so a
 render can be checked (first audio after how many frames, chunk sizes, timing) without the audio.
-It is written to a temp file beside the target and renamed only when the whole render succeeded.
+It is kept in memory (a few hundred bytes per line) and staged with the render's other outputs, so it
+appears only when the whole render succeeded, together with the audio.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -21,6 +20,7 @@ from s2studio.engine.api import (
     SAMPLE_RATE, AudioChunk, ClipEncoded, Engine, Event, JobFailed, JobFinished, JobStarted, LineFinished,
     LineStarted, ModelLoading, ModelReady, Progress,
 )
+from s2studio.state.atomic import OutputSet
 
 
 def event_record(event: Event, wall_s: float, frames: int | None = None) -> dict[str, Any]:
@@ -57,41 +57,26 @@ def event_record(event: Event, wall_s: float, frames: int | None = None) -> dict
 
 @dataclass
 class EventLog:
-    """The `--events` file (a temp file until `commit`) and the clock every record is timed by."""
+    """The `--events` records (kept until `stage`) and the clock every record is timed by."""
 
     target: Path | None
     started: float = field(default_factory=time.perf_counter)
-    _file: IO[str] | None = None
-    _tmp: Path | None = None
-
-    def open(self) -> None:
-        if self.target is not None:
-            fd, name = tempfile.mkstemp(prefix=f".{self.target.name}.", suffix=".tmp", dir=self.target.parent)
-            self._tmp = Path(name)
-            self._file = os.fdopen(fd, "w", encoding="utf-8")
+    _lines: list[str] = field(default_factory=list)
 
     def write(self, event: Event, frames: int | None = None) -> None:
-        if self._file is not None:
+        if self.target is not None:
             rec = event_record(event, time.perf_counter() - self.started, frames)
-            self._file.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            self._lines.append(json.dumps(rec, ensure_ascii=False) + "\n")
 
     def relay(self, events: Iterable[Event]) -> Iterator[Event]:
         for ev in events:
             self.write(ev)
             yield ev
 
-    def commit(self) -> None:
-        if self._file is not None and self._tmp is not None and self.target is not None:
-            self._file.close()
-            os.replace(self._tmp, self.target)
-            self._file = self._tmp = None
-
-    def discard(self) -> None:
-        if self._file is not None:
-            self._file.close()
-        if self._tmp is not None:
-            self._tmp.unlink(missing_ok=True)
-        self._file = self._tmp = None
+    def stage(self, files: OutputSet) -> None:
+        """Add the log to the outputs committed together."""
+        if self.target is not None:
+            files.add(self.target, "".join(self._lines).encode("utf-8", "backslashreplace"))
 
 
 class LoggedEncoder:

@@ -6,9 +6,8 @@ it (line mode unless `--batching upstream` is asked for) and `audio/export.py` w
 stems and the subtitles exactly as the studio's export does.
 
 Everything a person can get wrong (the script, the cast, the outputs) is checked before the slow
-model load. Nothing is written unless the whole render succeeds: audio and subtitles go through
-`export` (temp file + rename each), files already written by a failing export are removed again,
-and the `--events` log is written to a temp file and renamed last.
+model load. Nothing is written unless the whole render succeeds: the audio, the stems, the subtitles and
+the `--events` log are staged in one `OutputSet` (`commands/outputs.py`) and committed together.
 """
 
 from __future__ import annotations
@@ -27,12 +26,14 @@ from typing import Any
 import numpy as np
 
 from s2studio import __version__, paths
+from s2studio.commands.outputs import check_file, check_folder
 from s2studio.commands.render_log import EventLog, LoggedEncoder, ProgressBar
 from s2studio.engine.api import (
-    FRAME_SAMPLES, SAMPLE_RATE, AudioChunk, Engine, Event, JobFailed, JobFinished, JobStarted, LineFinished, LoadRequest,
-    ModelInfo, ModelReady, Progress, SamplingParams, SynthesisRequest,
+    FRAME_SAMPLES, SAMPLE_RATE, AudioChunk, Engine, Event, JobFailed, JobFinished, JobStarted, LineFinished,
+    LoadRequest, ModelInfo, ModelReady, Progress, SamplingParams, SynthesisRequest,
 )
-from s2studio.errors import UserError
+from s2studio.errors import UserError, printable
+from s2studio.state.atomic import OutputSet
 from s2studio.state.script import Script, parse_script, read_script
 from s2studio.state.voices import Voice, VoiceLibrary
 
@@ -86,13 +87,6 @@ class _Outputs:
     format: str
 
 
-def _check_parent(path: Path, what: str) -> None:
-    if path.is_dir():
-        raise UserError(f"{what} {path} is a folder; give a file name")
-    if not path.parent.is_dir():
-        raise UserError(f"cannot write {what} {path}: folder {path.parent} does not exist")
-
-
 def _check_outputs(args: argparse.Namespace) -> _Outputs:
     from s2studio.audio.export import format_for
 
@@ -101,13 +95,11 @@ def _check_outputs(args: argparse.Namespace) -> _Outputs:
         raise UserError("nothing to write; give --out FILE (and/or --stems DIR, --srt FILE, --vtt FILE)")
     fmt = format_for(out) if out is not None else "wav"
     for path, what in ((out, "--out"), (srt, "--srt"), (vtt, "--vtt"), (events, "--events")):
-        if path is not None:
-            _check_parent(path, what)
-    if stems is not None:
-        if stems.exists() and not stems.is_dir():
-            raise UserError(f"--stems {stems} exists and is not a folder")
-        if not stems.exists() and not stems.parent.is_dir():
-            raise UserError(f"cannot create --stems {stems}: folder {stems.parent} does not exist")
+        check_file(path, what)
+    check_folder(stems, "--stems")
+    given = [p for p in (out, srt, vtt, events) if p is not None]
+    if len({p.resolve() for p in given}) != len(given):
+        raise UserError("two outputs name the same file; give each of --out, --srt, --vtt and --events its own")
     if not args.gap >= 0 or args.gap > 60:
         raise UserError(f"--gap must be between 0 and 60 seconds, got {args.gap}")
     if args.normalize not in NORMALIZE:
@@ -129,15 +121,7 @@ def _parse_cast(items: Sequence[str]) -> dict[str, str]:
 
 
 def _library() -> VoiceLibrary:
-    """The voice library, refusing a data folder that cannot be one (e.g. a path through a file)."""
-    root = paths.voices_dir()
-    for folder in (root, *root.parents):
-        if folder.exists():
-            if not folder.is_dir():
-                raise UserError(f"the data folder {paths.data_dir()} is unusable: {folder} is a file; "
-                                f"set {paths.ENV_DATA_DIR} to a folder")
-            break
-    return VoiceLibrary(root)
+    return VoiceLibrary(paths.voices_dir())  # a data folder that cannot be one is refused by `paths`
 
 
 def _line_number(source: str, offset: int) -> int:
@@ -265,27 +249,20 @@ def _rendered_lines(script: Script, request: SynthesisRequest, takes: Sequence[L
     return out
 
 
-def _export(lines: list, outputs: _Outputs, settings: Any) -> Any:
-    """`export`, removing again whatever it wrote if a later file fails (each file is atomic on its own)."""
-    from s2studio.audio.export import export, stem_name
+def _export(lines: list, outputs: _Outputs, settings: Any, log: EventLog) -> Any:
+    """`export` and the events log, staged in one `OutputSet` and committed together: all or nothing."""
+    from s2studio.audio.export import export
 
-    targets = [p for p in (outputs.out, outputs.srt, outputs.vtt) if p is not None]
-    made_stems_dir = outputs.stems is not None and not outputs.stems.exists()
-    if outputs.stems is not None:
-        targets += [outputs.stems / stem_name(i, ln, settings.format) for i, ln in enumerate(lines)]
-    existed = {p for p in targets if p.exists()}
+    files = OutputSet()
     try:
-        return export(lines, settings, out=outputs.out, stems_dir=outputs.stems, srt=outputs.srt, vtt=outputs.vtt)
+        result = export(lines, settings, out=outputs.out, stems_dir=outputs.stems, srt=outputs.srt,
+                        vtt=outputs.vtt, into=files)
+        log.stage(files)
+        files.commit()
     except BaseException:
-        for p in targets:
-            if p not in existed:
-                p.unlink(missing_ok=True)
-        if made_stems_dir and outputs.stems is not None:
-            try:
-                outputs.stems.rmdir()
-            except OSError:
-                pass
+        files.discard()
         raise
+    return result
 
 
 _jobs = itertools.count(1)
@@ -334,7 +311,6 @@ def run_script(args: argparse.Namespace, engine_factory: EngineFactory | None = 
     quiet = bool(getattr(args, "quiet", False))
     bar = ProgressBar(sys.stderr, enabled=not quiet and sys.stderr.isatty())
     log = EventLog(outputs.events)
-    log.open()
     try:
         engine = (engine_factory or _default_engine)()
         t0 = time.perf_counter()
@@ -355,19 +331,17 @@ def run_script(args: argparse.Namespace, engine_factory: EngineFactory | None = 
         settings = ExportSettings(format=outputs.format, gap_s=args.gap, normalize=args.normalize,  # type: ignore[arg-type]
                                   metadata=Metadata(title=title, model=info.name, voices=voices,
                                                     software=f"S2 Studio {__version__}"))
-        result = _export(lines, outputs, settings)
-        log.commit()
+        result = _export(lines, outputs, settings, log)
     except BaseException:
         bar.close()
-        log.discard()
         raise
     seconds = len(result.mix) / SAMPLE_RATE
     audio_s = sum(len(t.audio) for t in takes) / SAMPLE_RATE
     frames = sum(int(t.codes.shape[1]) for t in takes)
     rtf = render_s / audio_s if audio_s else 0.0
-    written = [str(p) for p in (outputs.out, outputs.srt, outputs.vtt, outputs.events) if p is not None]
+    written = [printable(p) for p in (outputs.out, outputs.srt, outputs.vtt, outputs.events) if p is not None]
     if outputs.stems is not None:
-        written.append(f"{len(lines)} stems in {outputs.stems}")
+        written.append(f"{len(lines)} stems in {printable(outputs.stems)}")
     print(f"rendered {len(takes)} line(s), {frames} frames, {seconds:.2f} s in {render_s:.1f} s (RTF {rtf:.2f})"
           f" -> {', '.join(written)}", file=sys.stderr)
     return 0

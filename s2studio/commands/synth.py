@@ -15,9 +15,12 @@ from pathlib import Path
 
 import numpy as np
 
+from s2studio.commands.outputs import audio_bytes, check_file, check_folder, decoded_speech, make_folder, npy_bytes
 from s2studio.commands.script_render import SCRIPT_ONLY, add_script_arguments, run_script, sampling_from_args
 from s2studio.engine.api import FRAME_SAMPLES, PRECISIONS, QUANTIZE_MODES, SAMPLE_RATE
-from s2studio.errors import UserError
+from s2studio.errors import UserError, printable
+from s2studio.state.atomic import OutputSet, remove_quietly
+from s2studio.state.codes import read_codes_file
 
 MAX_REFERENCES = 4
 
@@ -108,19 +111,13 @@ def _read_text(args: argparse.Namespace) -> str:
             raise UserError(f"cannot read text file {args.text_file}: {exc.strerror}") from None
     if not text.strip():
         raise UserError("the text is empty; give --text or a --text-file with something to say")
+    if any(0xDC80 <= ord(ch) <= 0xDCFF for ch in text):
+        raise UserError(f"--text holds bytes that are not UTF-8 ({printable(text, 60)}); pass the text as UTF-8")
     return text
 
 
 def _read_codes(path: Path) -> np.ndarray:
-    try:
-        codes = np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise UserError(f"reference codes file not found: {path}") from None
-    except (ValueError, OSError, EOFError) as exc:
-        raise UserError(f"cannot read reference codes {path}: not a .npy array ({str(exc).splitlines()[0]})") from None
-    if not isinstance(codes, np.ndarray):
-        raise UserError(f"reference codes {path} hold several arrays; save one (10, frames) array with numpy.save")
-    return codes
+    return read_codes_file(path, "reference codes")
 
 
 def _reference_sources(args: argparse.Namespace) -> list[tuple[str, Path, str]]:
@@ -132,54 +129,22 @@ def _reference_sources(args: argparse.Namespace) -> list[tuple[str, Path, str]]:
     if len(sources) > MAX_REFERENCES:
         raise UserError(f"at most {MAX_REFERENCES} references, got {len(sources)}")
     for kind, path in sources:
+        if Path(path).is_dir():
+            raise UserError(f"reference {'codes file' if kind == 'codes' else 'clip'} {printable(path)} is a folder; "
+                            "give a file")
         if not Path(path).is_file():
             raise UserError(f"reference {'codes file' if kind == 'codes' else 'clip'} not found: {path}")
     return [(kind, Path(path), text) for (kind, path), text in zip(sources, texts)]
 
 
-def _check_output(path: Path | None, what: str, folder: bool = False) -> None:
-    if path is None:
-        return
-    parent = path if folder else path.parent
-    if folder and path.exists() and not path.is_dir():
-        raise UserError(f"{what} {path} exists and is not a folder")
-    if not folder and not parent.is_dir():
-        raise UserError(f"cannot write {what} {path}: folder {parent} does not exist")
-    if not folder and path.suffix != ".npy":
-        raise UserError(f"{what} must end in .npy, got {path.name}")
-
-
-def _check_audio_output(path: Path | None):
-    if path is None:
-        return None
+def _check_outputs(args: argparse.Namespace):
+    """Refuse unusable outputs before the slow load; returns the --out format."""
     from s2studio.audio.export import format_for
 
-    if not path.parent.is_dir():
-        raise UserError(f"cannot write --out {path}: folder {path.parent} does not exist")
-    return format_for(path)
-
-
-def _write_speech(path: Path, fmt, codec, batches: list[np.ndarray]) -> None:
-    """Each batch decoded on its own and the waveforms joined, as upstream's server and studio do."""
-    import torch
-
-    from s2studio.audio.export import write_audio
-    from s2studio.audio.io import write_wav
-
-    with torch.inference_mode():
-        pieces = [codec.decode(torch.from_numpy(b)[None]).reshape(-1).float().cpu().numpy() for b in batches if b.shape[1]]
-    audio = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
-    if path.suffix.lower() == ".wav":
-        write_wav(path, audio, codec.sample_rate)
-    else:
-        write_audio(path, audio, fmt)
-
-
-def _save(path: Path, codes: np.ndarray) -> None:
-    """Atomic: a crash never leaves half a file under the final name."""
-    tmp = path.with_name(path.name + ".tmp.npy")
-    np.save(tmp, codes)
-    tmp.replace(path)
+    check_file(args.codes_out, "--codes-out", (".npy",))
+    check_folder(args.codes_out_dir, "--codes-out-dir")
+    check_file(args.out, "--out")
+    return format_for(args.out) if args.out is not None else None
 
 
 def _or(names: tuple[str, ...]) -> str:
@@ -204,7 +169,8 @@ def run(args: argparse.Namespace) -> int:
     from s2studio.engine.s2.generate import BatchFinished, BatchStarted, FrameReady, generate_long
     from s2studio.engine.s2.setup import check_model_folder, load_runtime
     from s2studio.model.config import load_config
-    from s2studio.text.prompt import SPEAKER_TAG, Reference, check_codes
+    from s2studio.state.codes import check_codes
+    from s2studio.text.prompt import SPEAKER_TAG, Reference
 
     text = _read_text(args)
     sources = _reference_sources(args)
@@ -217,9 +183,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"unknown --precision {args.precision!r}; use {_or(PRECISIONS)}")
     if args.quantize not in QUANTIZE_MODES:
         raise UserError(f"unknown --quantize {args.quantize!r}; use {_or(QUANTIZE_MODES)}")
-    _check_output(args.codes_out, "--codes-out")
-    _check_output(args.codes_out_dir, "--codes-out-dir", folder=True)
-    out_format = _check_audio_output(args.out)
+    out_format = _check_outputs(args)
 
     # every reference is read and checked before the (slow) load, so that a bad one fails at once
     config = load_config(check_model_folder(args.model))
@@ -235,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
                   for kind, path, ref_text in sources]
     log = (lambda msg: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     info = runtime.info
-    log(f"loaded {args.model} on {info.device} ({info.precision}) in {time.perf_counter() - t0:.1f} s")
+    log(f"loaded {printable(args.model)} on {info.device} ({info.precision}) in {time.perf_counter() - t0:.1f} s")
 
     if args.batching == "upstream":
         lead = SPEAKER_TAG.split(text, maxsplit=1)
@@ -244,33 +208,41 @@ def run(args: argparse.Namespace) -> int:
 
     batches: list[np.ndarray] = []
     t1 = time.perf_counter()
-    for event in generate_long(runtime.decoder, runtime.tokenizer, text, references=references, sampling=sampling,
-                               batching=args.batching, chunk_length=args.chunk_length):
-        if isinstance(event, BatchStarted):
-            if args.frames is not None and event.max_frames < args.frames:
-                raise UserError(f"--frames {args.frames}: batch {event.index + 1} leaves room for "
-                                f"{event.max_frames} frames in the context; ask for fewer or use shorter text")
-            log(f"batch {event.index + 1}/{event.count}: {event.prompt_length} prompt tokens")
-            t_batch = time.perf_counter()
-        elif isinstance(event, FrameReady):
-            if not args.quiet and (event.frame + 1) % 50 == 0:
-                log(f"  {event.frame + 1} frames")
-        elif isinstance(event, BatchFinished):
-            batches.append(event.codes)
-            n = event.codes.shape[1]
-            dt = time.perf_counter() - t_batch
-            log(f"  {n} frames in {dt:.1f} s ({n / dt if dt > 0 else 0.0:.1f} frames/s)")
-            if args.codes_out_dir is not None:
-                args.codes_out_dir.mkdir(parents=True, exist_ok=True)
-                _save(args.codes_out_dir / f"batch_{event.index:03d}.npy", event.codes)
-
-    codes = np.concatenate(batches, axis=1).astype(np.int64)
-    if args.codes_out is not None:
-        _save(args.codes_out, codes)
-    if args.out is not None:
-        _write_speech(args.out, out_format, runtime.codec, batches)
+    outputs = OutputSet()  # every file at the end, together; nothing at all on a failure
+    made_dir = args.codes_out_dir is not None and make_folder(args.codes_out_dir)
+    try:
+        for event in generate_long(runtime.decoder, runtime.tokenizer, text, references=references,
+                                   sampling=sampling, batching=args.batching, chunk_length=args.chunk_length):
+            if isinstance(event, BatchStarted):
+                if args.frames is not None and event.max_frames < args.frames:
+                    raise UserError(f"--frames {args.frames}: batch {event.index + 1} leaves room for "
+                                    f"{event.max_frames} frames in the context; ask for fewer or use shorter text")
+                log(f"batch {event.index + 1}/{event.count}: {event.prompt_length} prompt tokens")
+                t_batch = time.perf_counter()
+            elif isinstance(event, FrameReady):
+                if not args.quiet and (event.frame + 1) % 50 == 0:
+                    log(f"  {event.frame + 1} frames")
+            elif isinstance(event, BatchFinished):
+                batches.append(event.codes)
+                n = event.codes.shape[1]
+                dt = time.perf_counter() - t_batch
+                log(f"  {n} frames in {dt:.1f} s ({n / dt if dt > 0 else 0.0:.1f} frames/s)")
+                if args.codes_out_dir is not None:
+                    outputs.add(args.codes_out_dir / f"batch_{event.index:03d}.npy", npy_bytes(event.codes))
+        codes = np.concatenate(batches, axis=1).astype(np.int64)
+        if args.codes_out is not None:
+            outputs.add(args.codes_out, npy_bytes(codes))
+        if args.out is not None:
+            outputs.add(args.out, audio_bytes(args.out, decoded_speech(runtime.codec, batches),
+                                              runtime.codec.sample_rate, out_format))
+        outputs.commit()
+    except BaseException:
+        outputs.discard()
+        if made_dir:
+            remove_quietly(args.codes_out_dir)
+        raise
     seconds = codes.shape[1] * FRAME_SAMPLES / SAMPLE_RATE
-    where = f" -> {args.codes_out}" if args.codes_out is not None else ""
+    where = f" -> {printable(args.codes_out)}" if args.codes_out is not None else ""
     print(f"{codes.shape[1]} frames ({seconds:.2f} s of audio) in {len(batches)} batch(es), "
           f"{time.perf_counter() - t1:.1f} s{where}")
     return 0

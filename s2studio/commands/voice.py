@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from s2studio import paths
-from s2studio.errors import UserError
+from s2studio.errors import UserError, printable
 from s2studio.state.voices import MAX_CLIPS, Voice, VoiceLibrary, check_clip
 
 
@@ -47,11 +47,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def _summary(v: Voice) -> str:
     seconds = sum(c.duration_s for c in v.clips)
-    return f"{v.id}  {v.name}  ({len(v.clips)} clip{'s' if len(v.clips) != 1 else ''}, {seconds:.1f} s)"
+    return f"{v.id}  {printable(v.name)}  ({len(v.clips)} clip{'s' if len(v.clips) != 1 else ''}, {seconds:.1f} s)"
 
 
 def run(args: argparse.Namespace) -> int:
+    """Everything printed goes through `printable`: a name or transcript from someone's `.s2voice` never
+    reaches the terminal raw (an escape sequence could retitle it or clear the screen)."""
     lib = VoiceLibrary(paths.voices_dir())
+    lib.clean_leftovers()
     cmd = args.voice_command
     if cmd == "add":
         if len(args.clip) != len(args.text):
@@ -60,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"a voice takes at most {MAX_CLIPS} clips, got {len(args.clip)}")
         for clip in args.clip:
             for warning in check_clip(clip):
-                print(f"warning: {clip.name}: {warning}", file=sys.stderr)
+                print(f"warning: {printable(clip.name)}: {warning}", file=sys.stderr)
         voice = lib.create(args.name, list(zip(args.clip, args.text, strict=True)), args.notes, args.consent)
         print(_summary(voice))
     elif cmd == "list":
@@ -75,19 +78,19 @@ def run(args: argparse.Namespace) -> int:
         print(_summary(v))
         print(f"created: {v.created}")
         if v.notes:
-            print(f"notes: {v.notes}")
-        print(f"consent: {v.consent or '(none recorded)'}")
+            print(f"notes: {printable(v.notes, 10_000)}")
+        print(f"consent: {printable(v.consent, 10_000) or '(none recorded)'}")
         for c in v.clips:
-            print(f"{c.id}  {c.file}  {c.duration_s:.1f} s  {c.sample_rate} Hz  \"{c.transcript}\"")
+            print(f"{c.id}  {c.file}  {c.duration_s:.1f} s  {c.sample_rate} Hz  \"{printable(c.transcript, 10_000)}\"")
             for warning in check_clip(lib.clip_path(v, c)):
                 print(f"    warning: {warning}")
     elif cmd == "export":
         v = lib.resolve(args.voice)
-        print(lib.export(v.id, args.dest))
+        print(printable(lib.export(v.id, args.dest), 10_000))
     elif cmd == "import":
         print(_summary(lib.import_voice(args.file)))
     elif cmd == "remove":
         v = lib.resolve(args.voice)
         lib.delete(v.id)
-        print(f"removed {v.name} ({v.id})")
+        print(f"removed {printable(v.name)} ({v.id})")
     return 0

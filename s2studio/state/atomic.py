@@ -50,7 +50,8 @@ class WriteError(UserError):
 def write_error(exc: BaseException, path: Path) -> WriteError:
     """One line for an error met while writing `path` (the target, never the temp file)."""
     code = getattr(exc, "errno", None)
-    shown, folder = printable(path), printable(Path(path).parent)
+    shown = printable(path)
+    folder = printable(path if Path(path).is_dir() else Path(path).parent)
     if code in (errno.ENOSPC, errno.EDQUOT):
         msg = f"No space left on device on {folder}; free some space or write somewhere else"
     elif code in (errno.EACCES, errno.EPERM):

@@ -56,7 +56,7 @@ def codes_problem(codes: object, duration_s: float | None = None) -> str | None:
     return None
 
 
-def read_codes_file(path: Path, what: str = "codes file") -> np.ndarray:
+def read_codes_file(path: Path, what: str = "codes") -> np.ndarray:
     """The one array of a `.npy` file (no pickles, ever); the shape is checked by the caller."""
     path = Path(path)
     name = f"{what} {printable(path)}"
@@ -66,7 +66,7 @@ def read_codes_file(path: Path, what: str = "codes file") -> np.ndarray:
         with path.open("rb") as f:
             data = f.read(MAX_CODES_BYTES + 1)
     except FileNotFoundError:
-        raise UserError(f"{name} does not exist") from None
+        raise UserError(f"{what} file not found: {printable(path)}") from None
     except OSError as exc:
         raise UserError(f"cannot read {name}: {printable(exc.strerror or exc)}") from None
     if len(data) > MAX_CODES_BYTES:
@@ -74,7 +74,7 @@ def read_codes_file(path: Path, what: str = "codes file") -> np.ndarray:
     if data.startswith(b"PK\x03\x04"):
         raise UserError(f"{name} is a .npz archive; give one (10, frames) array saved with numpy.save (.npy)")
     if not data.startswith(NPY_MAGIC):
-        raise UserError(f"{name} is not a .npy file; give one (10, frames) array saved with numpy.save")
+        raise UserError(f"{name} is not a .npy array; give one (10, frames) array saved with numpy.save")
     buf = io.BytesIO(data)
     try:
         version = np.lib.format.read_magic(buf)

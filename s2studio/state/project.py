@@ -6,9 +6,10 @@ file I/O (validation, recoverable saves) is `state/project_files.py`. Pure Pytho
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass, field
-from typing import Literal
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -59,17 +60,40 @@ SETTINGS = dataclass_kind(GenerationSettings, SETTINGS_LIMITS)
 
 @dataclass
 class Take:
+    """One rendering of a line, kept until the person deletes it. What it was asked (`text`, `speaker`,
+    `voice`, `settings`) is recorded so that `state.staleness` can say why it went stale."""
+
     take_id: str
     line_id: str
     text: str
     audio: npt.NDArray[np.float32]
     codes: npt.NDArray[np.int64]
     seed: int
-    fingerprint: str
+    fingerprint: str = ""
+    """Projects from before takes recorded what they were asked: a hash of it (`staleness.legacy_fingerprint`)."""
+    speaker: str | None = None
+    """The line's speaker when it was asked (None when unknown, in older projects)."""
+    voice: str | None = None
+    """`staleness.voice_key` of the voice it was made with (None when unknown)."""
+    settings: dict[str, Any] | None = None
+    """`staleness.take_settings` of the settings it was made with (None when unknown)."""
+    created: str | None = None
+    """When it was made, ISO 8601 with the UTC offset (None when unknown)."""
+
+    @property
+    def seconds(self) -> float:
+        return len(self.audio) / SAMPLE_RATE
+
+
+def now_iso() -> str:
+    """A take's `created` stamp: local time with its offset, to the second."""
+    return datetime.now().astimezone().isoformat(timespec="seconds")
 
 
 @dataclass
 class LineTakes:
+    """Every take of one line, oldest first; `picked` is the one heard and exported (-1: none)."""
+
     takes: list[Take] = field(default_factory=list)
     picked: int = -1
 
@@ -85,16 +109,19 @@ class Project:
     """Speaker name -> voice id."""
     settings: GenerationSettings = field(default_factory=GenerationSettings)
     lines: dict[str, LineTakes] = field(default_factory=dict)
-    """line_id -> its takes."""
+    """line_id -> its takes. Lines deleted from the script keep theirs (an Undo brings them back)."""
     title: str = ""
     gap_s: float = 0.4
     """Silence between lines, the same for the player's timeline and for export."""
+    line_ids: list[str] | None = None
+    """The id of each line of `script`, in order (`state.line_ids`); None in projects saved before ids were."""
 
-    def add_take(self, take: Take) -> None:
-        """Keep the take and make it the one heard."""
+    def add_take(self, take: Take, pick: bool = True) -> None:
+        """Keep the take (and make it the one heard)."""
         entry = self.lines.setdefault(take.line_id, LineTakes())
         entry.takes.append(take)
-        entry.picked = len(entry.takes) - 1
+        if pick or entry.picked < 0:
+            entry.picked = len(entry.takes) - 1
 
     def pick(self, line_id: str, index: int) -> None:
         entry = self.lines[line_id]
@@ -106,7 +133,29 @@ class Project:
         entry = self.lines.get(line_id)
         return entry.current if entry else None
 
+    def takes_of(self, line_id: str) -> list[Take]:
+        entry = self.lines.get(line_id)
+        return list(entry.takes) if entry else []
 
-def new_take_id() -> str:
-    return uuid.uuid4().hex[:12]
+    def delete_take(self, line_id: str, take_id: str) -> int:
+        """Remove one take; returns where it was (for `restore_take`). The pick stays on the same take,
+        or moves to the one before (the first) when the picked take goes; a line without takes is forgotten."""
+        entry = self.lines[line_id]
+        index = next(i for i, t in enumerate(entry.takes) if t.take_id == take_id)
+        del entry.takes[index]
+        if not entry.takes:
+            del self.lines[line_id]
+        elif entry.picked >= index:
+            entry.picked = max(entry.picked - 1, 0)
+        return index
+
+    def restore_take(self, take: Take, index: int, picked: bool) -> None:
+        """Put a deleted take back where it was (and pick it again when it was picked)."""
+        entry = self.lines.setdefault(take.line_id, LineTakes())
+        index = min(max(index, 0), len(entry.takes))
+        entry.takes.insert(index, take)
+        if picked or entry.picked < 0:
+            entry.picked = index
+        elif entry.picked >= index:
+            entry.picked += 1
 

@@ -13,6 +13,9 @@ take. A project may come from someone else, so opening one trusts nothing in it:
 - a take whose audio or codes cannot be read is reported (`ProjectFile.problems`, or an error from the
   strict `load_project`), never silently dropped; `.npy` files are read without unpickling.
 
+To add a field (an optional one, so that old files still open): one line in `TAKE` or `DOCUMENT` with a
+default, and a field of the same name on `Take` or `Project`; reading and writing follow by name.
+
 A save builds `<name>.s2proj.tmp` (every file and folder fsynced, `project.json` last), then renames the
 old folder to `.old`, the new one into place, and removes `.old`. At every instant one complete project
 is on disk, and `recover` (run by every open) finishes or undoes a save that a crash interrupted. An
@@ -39,10 +42,13 @@ import soundfile as sf
 from s2studio.audio import SAMPLE_RATE
 from s2studio.errors import UserError, printable
 from s2studio.state.atomic import WriteError, fsync_dir, remove_quietly, write_durable, write_error
+from s2studio.state.clips import soundfile_reason
 from s2studio.state.codes import NUM_CODEBOOKS, read_codes_file
 from s2studio.state.project import (FORMAT_VERSION, SETTINGS, SUFFIX, GenerationSettings,
                                     LineTakes, Project, Take)
-from s2studio.state.schema import (Field, Integer, ListOf, MapOf, Number, Record, SchemaError, Text, child)
+from s2studio.state.schema import (Field, Integer, ListOf, MapOf, Number, Record, SchemaError, Text, Timestamp,
+                                   child)
+from s2studio.state.staleness import TAKE_SETTINGS
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +63,10 @@ TAKE = Record({
     "text": Field(Text(), ""),
     "seed": Field(Integer(-(2**63), 2**64 - 1), 0),
     "fingerprint": Field(Text(max_chars=4096), ""),
+    "speaker": Field(Text(max_chars=200), None),
+    "voice": Field(Text(max_chars=200), None),
+    "settings": Field(TAKE_SETTINGS, None),
+    "created": Field(Timestamp(), None),
 })
 """One row of a line's takes. A field here that `Take` also has is copied both ways by name."""
 LINE = Record({
@@ -71,6 +81,7 @@ DOCUMENT = Record({
     "settings": Field(SETTINGS, GenerationSettings),
     "gap_s": Field(Number(0.0, 5.0), 0.4),
     "lines": Field(MapOf(LINE), dict),
+    "line_ids": Field(ListOf(Text(max_chars=200)), None),
     "autosave_of": Field(Text(max_chars=4096), None),
 })
 """project.json. A field here that `Project` also has is copied both ways by name; `lines` is built
@@ -328,7 +339,7 @@ def _read_take(folder: Path, take_id: str) -> tuple[np.ndarray, np.ndarray]:
             f.seek(0)
             audio, _ = sf.read(f, dtype="float32", always_2d=False)
         except (sf.LibsndfileError, RuntimeError, TypeError) as exc:
-            raise ValueError(f"{audio_path.name} is not readable audio ({printable(exc, 80)})") from None
+            raise ValueError(f"{audio_path.name} is not readable audio ({printable(soundfile_reason(exc), 80)})") from None
     if not np.isfinite(audio).all():
         raise ValueError(f"{audio_path.name} holds invalid samples")
     os.close(_plain_file(codes_path))  # a plain file, not a link

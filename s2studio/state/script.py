@@ -16,9 +16,10 @@ Rules that matter to the rest of the studio:
   speaker (upstream drops it). Anything odd raises a `ScriptWarning`, never an exception.
 - A raw `<|speaker:i|>` tag becomes the speaker named `"Speaker i"` (`raw_speaker_name`), so the cast
   maps it to a voice like any other name.
-- `Line.line_id` is `"l" + sha1(speaker + "\\x1f" + text)[:10]`, plus `"-n"` for the n-th (n >= 1)
-  earlier line with the same speaker and text. It depends only on the line's own content and on
-  identical lines above it, so takes re-attach after edits elsewhere in the script.
+- The parser gives each line its *content id* (`make_line_id`): `"l" + sha1(speaker + "\\x1f" + text)[:10]`,
+  plus `"-n"` for the n-th (n >= 1) earlier line with the same speaker and text. These are a script's
+  first ids only: the studio carries ids across edits with a line diff (`state/line_ids.py`), so a
+  line keeps its id, and its takes, while its text or speaker is edited (`Script.with_ids`).
 - `serialize` writes the canonical form (a name whenever the speaker changes or the text would
   otherwise read as a name or a heading); parsing that gives the same lines and headings.
   `Script.source` keeps the exact text that was parsed.
@@ -28,8 +29,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Collection
-from dataclasses import dataclass
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 
 from s2studio.errors import UserError
@@ -81,6 +83,16 @@ class Line:
     source_line: int
     """1-based text line it came from (several lines share it when raw speaker tags split it)."""
 
+    @property
+    def key(self) -> tuple[str, str]:
+        """What the line says and who says it: what a line diff compares."""
+        return (self.speaker, self.text)
+
+    @property
+    def has_words(self) -> bool:
+        """False for a line of tags only (nothing for the model to speak)."""
+        return _spoken_words(self.text, self.start, self.tags)
+
 
 @dataclass(frozen=True)
 class Heading:
@@ -101,12 +113,63 @@ class Script:
     source: str = ""
 
     def line(self, line_id: str) -> Line | None:
-        return next((ln for ln in self.lines if ln.line_id == line_id), None)
+        return self._by_id.get(line_id)
+
+    @cached_property
+    def _by_id(self) -> dict[str, Line]:
+        return {ln.line_id: ln for ln in self.lines}
+
+    @property
+    def line_ids(self) -> tuple[str, ...]:
+        return tuple(ln.line_id for ln in self.lines)
+
+    def with_ids(self, ids: Sequence[str]) -> Script:
+        """The same script with its lines' ids replaced (one per line, unique)."""
+        if len(ids) != len(self.lines) or len(set(ids)) != len(ids):
+            raise ValueError(f"need {len(self.lines)} unique line ids, got {len(ids)} ({len(set(ids))} unique)")
+        if tuple(ids) == self.line_ids:
+            return self
+        return replace(self, lines=tuple(replace(ln, line_id=i) for ln, i in zip(self.lines, ids, strict=True)))
 
 
 def make_line_id(speaker: str, text: str, occurrence: int) -> str:
     digest = hashlib.sha1(f"{speaker}\x1f{text}".encode()).hexdigest()[:10]
     return f"l{digest}" if occurrence == 0 else f"l{digest}-{occurrence}"
+
+
+def near_name(name: str, names: Collection[str]) -> str | None:
+    """The one name of `names` that `name` is most likely a typo of ("Bbo" for "Bob"): at most one typing
+    slip away (a letter wrong, missing, extra, or two swapped; two slips for names over 4 letters), case
+    aside. Numbered names ("Speaker 2") are never near-misses of each other: their numbers are the point."""
+    if any(ch.isdigit() for ch in name):
+        return None
+    key = name.casefold()
+    allowed = 1 if len(key) <= 4 else 2
+    best: tuple[int, str] | None = None
+    for other in names:
+        if other == name or other == NARRATOR or any(ch.isdigit() for ch in other):
+            continue
+        slips = _slips(key, other.casefold())
+        if slips <= allowed and (best is None or slips < best[0]):
+            best = (slips, other)
+    return best[1] if best else None
+
+
+def _slips(a: str, b: str) -> int:
+    """Typing slips from `a` to `b`: substitutions, insertions, deletions and swaps of neighbours
+    (the optimal string alignment distance)."""
+    if abs(len(a) - len(b)) > 2:
+        return 3
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        row = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            row[j] = min(prev[j] + 1, row[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                row[j] = min(row[j], prev2[j - 2] + 1)
+        prev2, prev = prev, row
+    return prev[-1]
 
 
 def _strip_span(s: str, start: int, end: int) -> tuple[int, int]:
@@ -149,8 +212,9 @@ class _Parser:
         if name in self.warned_unknown and name == NARRATOR:
             return
         self.warned_unknown.add(name)
-        self.warn(start, end, "unknown_speaker",
-                  f"'{name}' is not in the cast: give it a voice or fix the name")
+        near = near_name(name, self.known)
+        hint = f"did you mean {near}?" if near else "give it a voice or fix the name"
+        self.warn(start, end, "unknown_speaker", f"'{name}' is not in the cast: {hint}")
 
     def run(self) -> Script:
         pos = 0

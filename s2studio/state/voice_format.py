@@ -9,7 +9,7 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from s2studio.errors import UserError
+from s2studio.errors import UserError, is_control, printable
 from s2studio.state.voice_archive import CLIP_FILE, MAX_CLIPS
 
 VOICE_VERSION = 1
@@ -49,7 +49,7 @@ def sha256_of(path: Path) -> str:
 def voice_from_json(raw: object, where: str) -> Voice:
     """Validate voice.json strictly: it may come from someone else's zip."""
     def bad(what: str) -> UserError:
-        return UserError(f"{where}: {what}; the voice file is damaged")
+        return UserError(f"{printable(where)}: {what}; the voice file is damaged")
 
     if not isinstance(raw, dict):
         raise bad("voice.json is not an object")
@@ -67,17 +67,23 @@ def voice_from_json(raw: object, where: str) -> Voice:
     clips = []
     for c in clips_raw:
         try:
-            clip = Clip(str(c["id"]), str(c["file"]), str(c["transcript"]), str(c["sha256"]),
-                        float(c["duration_s"]), int(c["sample_rate"]))
+            clip = Clip(str(c["id"]), str(c["file"]), clean_text(str(c["transcript"]), "a transcript"),
+                        str(c["sha256"]), float(c["duration_s"]), int(c["sample_rate"]))
         except (KeyError, TypeError, ValueError):
             raise bad("a clip entry in voice.json is incomplete") from None
+        except UserError as exc:
+            raise bad(str(exc)) from None
         if not CLIP_FILE.match(clip.file):
             raise bad(f"clip file name {clip.file!r} is not allowed")
         clips.append(clip)
     if len({c.id for c in clips}) != len(clips) or len({c.file for c in clips}) != len(clips):
         raise bad("voice.json lists the same clip twice")
-    return Voice(strings["id"], strings["name"], strings["notes"], strings["consent"], tuple(clips),
-                 strings["created"], version)
+    try:
+        name = clean_name(strings["name"])
+        notes, consent = clean_text(strings["notes"], "the notes", True), clean_text(strings["consent"], "consent")
+    except UserError as exc:
+        raise bad(str(exc)) from None
+    return Voice(strings["id"], name, notes, consent, tuple(clips), strings["created"], version)
 
 
 def voice_json(voice: Voice) -> str:
@@ -86,8 +92,26 @@ def voice_json(voice: Voice) -> str:
     return json.dumps(d, indent=2, ensure_ascii=False) + "\n"
 
 
+def clean_text(text: str, what: str, multiline: bool = False) -> str:
+    """`text` without control characters (a name or transcript is shown in terminals and lists: an escape
+    could retitle the window or clear the screen). Tabs and line breaks become spaces (kept as line breaks
+    when `multiline`), other controls and bidi overrides are removed; bytes that are not UTF-8 (surrogate
+    escapes of a command-line argument) are refused, since what they meant cannot be known."""
+    if any(0xD800 <= ord(ch) <= 0xDFFF for ch in text):
+        raise UserError(f"{what} holds bytes that are not UTF-8 ({printable(text, 60)}); write it as UTF-8 text")
+    keep = {"\n"} if multiline else set()
+    out = []
+    for ch in text.replace("\r\n", "\n"):
+        if ch in keep or not is_control(ch):
+            out.append(ch)
+        elif ch in "\t\n\r\v\f\x85\u2028\u2029":
+            out.append(" ")
+    cleaned = "".join(out)
+    return cleaned.strip() if not multiline else cleaned
+
+
 def clean_name(name: str) -> str:
-    name = " ".join(name.split())
+    name = " ".join(clean_text(name, "the voice name").split())
     if not name:
         raise UserError("a voice needs a name")
     if len(name) > MAX_NAME_CHARS:

@@ -19,10 +19,11 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import secrets
 import shutil
-import tempfile
 import zipfile
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -32,11 +33,14 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from s2studio.errors import UserError
-from s2studio.state.atomic import WriteError, write_bytes_atomic, write_durable, write_text_atomic
+from s2studio.errors import UserError, printable
+from s2studio.state.atomic import (WriteError, clean_stale, publish_folder, staged_folder, write_bytes_atomic,
+                                   write_durable, write_error, write_text_atomic)
 from s2studio.state.clips import check_clip, read_audio
+from s2studio.state.codes import codes_problem
 from s2studio.state.voice_archive import CODES_FILE, MAX_CLIPS, VOICE_FILE, check_entries, verify_import
-from s2studio.state.voice_format import VOICE_ID, Clip, Voice, clean_name, sha256_of, voice_from_json, voice_json
+from s2studio.state.voice_format import (VOICE_ID, Clip, Voice, clean_name, clean_text, sha256_of, voice_from_json,
+                                         voice_json)
 
 __all__ = ["MAX_CLIPS", "Clip", "Voice", "VoiceLibrary", "check_clip"]
 
@@ -50,6 +54,7 @@ class VoiceLibrary:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
+        self._cleaned = False
 
     # ------------------------------------------------------------------ reading
 
@@ -104,34 +109,42 @@ class VoiceLibrary:
 
     # ------------------------------------------------------------------ writing
 
-    def _new_folder(self) -> Path:
-        try:
-            self.root.mkdir(parents=True, exist_ok=True)
-            return Path(tempfile.mkdtemp(prefix=".new-", dir=self.root))
-        except OSError as exc:
-            raise UserError(f"cannot write to the voice library {self.root}: {exc.strerror or exc}") from None
+    def _library_error(self, exc: BaseException) -> UserError:
+        """A write failure inside the library, named by the library's folder (never a temp folder)."""
+        code = getattr(exc, "errno", None)
+        if code is None:
+            return UserError(f"cannot write to the voice library {printable(self.root)}: {printable(exc)}")
+        return UserError(f"cannot write to the voice library: {write_error(OSError(code, os.strerror(code)), self.root)}")
+
+    def clean_leftovers(self) -> list[Path]:
+        """Remove what killed runs left: staging folders (`.new-*`, up to hundreds of MB each) and voices
+        being deleted (`.trash-*`), when older than this process and not locked by a live one."""
+        return clean_stale(self.root, lambda name: name.startswith((".new-", ".trash-")))
 
     @contextmanager
     def _staged(self, failure: Callable[[BaseException], str],
-                errors: tuple[type[BaseException], ...] = (OSError,)) -> Iterator[Path]:
-        """A new hidden folder to build a voice in: any failure removes it, and `errors` become a UserError
+                errors: tuple[type[BaseException], ...] = ()) -> Iterator[Path]:
+        """A new hidden, locked folder to build a voice in (`state.atomic.staged_folder`): any failure
+        removes it, a write failure is a `UserError` naming the library, and `errors` become a UserError
         saying `failure(exc)`, so a half-written voice never stays in the library."""
-        tmp = self._new_folder()
+        if not self._cleaned:
+            self._cleaned = True
+            self.clean_leftovers()
         try:
-            yield tmp
+            with staged_folder(self.root, ".new-") as tmp:
+                yield tmp
+        except WriteError as exc:
+            raise self._library_error(exc) from None
         except errors as exc:
-            shutil.rmtree(tmp, ignore_errors=True)
             raise UserError(failure(exc)) from None
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+        except OSError as exc:
+            raise self._library_error(exc) from None
 
     def _commit_folder(self, tmp: Path, voice_id: str) -> None:
         try:
-            tmp.rename(self.root / voice_id)
-        except OSError as exc:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise UserError(f"cannot write to the voice library {self.root}: {exc.strerror or exc}") from None
+            publish_folder(tmp, self.root / voice_id)
+        except WriteError as exc:
+            raise self._library_error(exc) from None
 
     def _fresh_id(self) -> str:
         while True:
@@ -153,18 +166,14 @@ class VoiceLibrary:
             raise UserError(f"a voice called {name!r} exists; pick another name or remove that voice")
         if not 1 <= len(clips) <= MAX_CLIPS:
             raise UserError(f"a voice needs 1–{MAX_CLIPS} clips, got {len(clips)}")
-        audio = []
-        for path, transcript in clips:
-            if not transcript.strip():
-                raise UserError(f"clip {path} has no transcript; type exactly what is said in it")
-            audio.append((read_audio(Path(path)), transcript.strip()))
-        with self._staged(lambda exc: f"cannot write to the voice library {self.root}: "
-                          f"{getattr(exc, 'strerror', None) or exc}") as tmp:
+        notes, consent = clean_text(notes, "the notes", multiline=True), clean_text(consent, "the consent note")
+        audio = [(read_audio(Path(path)), _transcript(path, transcript)) for path, transcript in clips]
+        with self._staged(lambda exc: "") as tmp:
             stored = [_write_clip(tmp, i, a, transcript) for i, (a, transcript) in enumerate(audio, start=1)]
             voice = Voice(self._fresh_id(), name, notes, consent, tuple(stored),
                           datetime.now(timezone.utc).isoformat(timespec="seconds"))
-            write_text_atomic(tmp / VOICE_FILE, voice_json(voice))
-        self._commit_folder(tmp, voice.id)
+            write_durable(tmp / VOICE_FILE, voice_json(voice).encode("utf-8"))
+            self._commit_folder(tmp, voice.id)
         return voice
 
     def add_clip(self, voice_id: str, path: Path, transcript: str) -> Voice:
@@ -173,16 +182,15 @@ class VoiceLibrary:
         voice = self.get(voice_id)
         if len(voice.clips) >= MAX_CLIPS:
             raise UserError(f"voice {voice.name!r} has {MAX_CLIPS} clips already; remove one before adding another")
-        if not transcript.strip():
-            raise UserError(f"clip {path} has no transcript; type exactly what is said in it")
+        transcript = _transcript(path, transcript)
         audio = read_audio(Path(path))
         folder = self.folder(voice_id)
         used = {c.file for c in voice.clips}
         number = next(n for n in range(1, 10) if f"clip{n}.flac" not in used)
         try:
-            clip = _write_clip(folder, number, audio, transcript.strip(), atomic=True)
-        except OSError as exc:
-            raise UserError(f"cannot write to the voice library {self.root}: {exc.strerror or exc}") from None
+            clip = _write_clip(folder, number, audio, transcript, atomic=True)
+        except WriteError as exc:
+            raise self._library_error(exc) from None
         try:
             return self._save(replace(voice, clips=voice.clips + (clip,)))
         except UserError:
@@ -205,8 +213,8 @@ class VoiceLibrary:
     def _save(self, voice: Voice) -> Voice:
         try:
             write_text_atomic(self.folder(voice.id) / VOICE_FILE, voice_json(voice))
-        except OSError as exc:
-            raise UserError(f"cannot save voice {voice.name!r}: {exc.strerror or exc}") from None
+        except WriteError as exc:
+            raise self._library_error(exc) from None
         return voice
 
     def rename(self, voice_id: str, name: str) -> Voice:
@@ -219,8 +227,8 @@ class VoiceLibrary:
 
     def set_notes(self, voice_id: str, notes: str | None = None, consent: str | None = None) -> Voice:
         voice = self.get(voice_id)
-        return self._save(replace(voice, notes=voice.notes if notes is None else notes,
-                                  consent=voice.consent if consent is None else consent))
+        return self._save(replace(voice, notes=voice.notes if notes is None else clean_text(notes, "the notes", True),
+                                  consent=voice.consent if consent is None else clean_text(consent, "the consent")))
 
     def delete(self, voice_id: str) -> None:
         """Move the folder aside in one rename, then remove it."""
@@ -249,7 +257,7 @@ class VoiceLibrary:
             path = folder / clip.file
             sha = sha256_of(path)
             key = f"{sha}:{fingerprint}"
-            if clip.id in cached and meta.get(clip.id) == key:
+            if clip.id in cached and meta.get(clip.id) == key and _usable(voice, clip, cached[clip.id]):
                 out[clip.id] = cached[clip.id]
             else:
                 codes = np.asarray(encoder(path))
@@ -275,7 +283,8 @@ class VoiceLibrary:
         folder = self.folder(voice.id)
         cached, meta = _load_codes(folder / CODES_FILE)
         return [c for c in voice.clips
-                if c.id not in cached or meta.get(c.id) != f"{sha256_of(folder / c.file)}:{fingerprint}"]
+                if c.id not in cached or meta.get(c.id) != f"{sha256_of(folder / c.file)}:{fingerprint}"
+                or not _usable(voice, c, cached[c.id])]
 
     # ------------------------------------------------------------------ exchange
 
@@ -322,16 +331,17 @@ class VoiceLibrary:
             for clip in voice.clips:
                 if clip.file not in present:
                     raise UserError(f"{path} lacks {clip.file}; the voice file is damaged")
-            with self._staged(lambda exc: f"cannot import {path}: {exc}",
-                              (zipfile.BadZipFile, OSError, EOFError)) as tmp:
+            with self._staged(lambda exc: f"cannot import {printable(path)}: {printable(exc)}; the voice file "
+                              "is damaged", (zipfile.BadZipFile, EOFError, zlib.error)) as tmp:
                 for info in infos:
-                    (tmp / info.filename).write_bytes(z.read(info))
-                verify_import(path, tmp, [(c.file, c.sha256) for c in voice.clips])
-                voice = replace(voice, name=self._unique_name(voice.name),
+                    if info.filename != VOICE_FILE:
+                        write_durable(tmp / info.filename, z.read(info))
+                clips = verify_import(path, tmp, voice.clips)
+                voice = replace(voice, clips=clips, name=self._unique_name(voice.name),
                                 id=voice.id if VOICE_ID.match(voice.id) and not (self.root / voice.id).exists()
                                 else self._fresh_id())
-                write_text_atomic(tmp / VOICE_FILE, voice_json(voice))
-        self._commit_folder(tmp, voice.id)
+                write_durable(tmp / VOICE_FILE, voice_json(voice).encode("utf-8"))
+                self._commit_folder(tmp, voice.id)
         return voice
 
 
@@ -346,6 +356,23 @@ def _write_clip(folder: Path, number: int, audio: tuple[np.ndarray, int, str], t
     sf.write(buf, data, sr, format="FLAC", subtype=flac_subtype)
     (write_bytes_atomic if atomic else write_durable)(folder / file, buf.getvalue())
     return Clip(f"c{number}", file, transcript, sha256_of(folder / file), round(data.shape[0] / sr, 3), sr)
+
+
+def _usable(voice: Voice, clip: Clip, codes: np.ndarray) -> bool:
+    """Cached codes that can be this clip's (shape, range, length for its duration); a bad entry is logged
+    and re-encoded, so a damaged or crafted cache never breaks a render."""
+    problem = codes_problem(codes, clip.duration_s)
+    if problem:
+        log.warning("voice %s, clip %s: dropping its cached codes (%s); they will be encoded again",
+                    printable(voice.name), clip.id, problem)
+    return problem is None
+
+
+def _transcript(path: Path, transcript: str) -> str:
+    text = clean_text(transcript, "the transcript")
+    if not text:
+        raise UserError(f"clip {printable(path)} has no transcript; type exactly what is said in it")
+    return text
 
 
 def _load_codes(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:

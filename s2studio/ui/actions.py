@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QHeaderView, QStyle, QTableWidget, QTableWidgetItem,
                                QVBoxLayout, QWidget)
@@ -19,6 +21,12 @@ class ActionSpec:
     menu: str
     icon: QStyle.StandardPixmap | None = None
     tip: str = ""
+    scope: Literal["window", "player"] = "window"
+    """window: anywhere in the window (and in its menu); player: while the player has the focus (the
+    keys a text field needs for itself: Space, Home, End, arrows), listed under "Player"."""
+    checkable: bool = False
+    label: str = ""
+    """A short text for a button without an icon (the player's view buttons)."""
 
 
 SP = QStyle.StandardPixmap
@@ -42,6 +50,22 @@ SPECS: tuple[ActionSpec, ...] = (
     ActionSpec("stop_render", "S&top Rendering", "Ctrl+.", "Render", SP.SP_BrowserStop),
     ActionSpec("play_pause", "&Play / Pause", "Ctrl+Space", "Playback", SP.SP_MediaPlay),
     ActionSpec("play_from_cursor", "Play from &Cursor Line", "Ctrl+Shift+Space", "Playback", SP.SP_MediaSeekForward),
+    ActionSpec("loop_line", "&Loop Line", "Ctrl+L", "Playback", None, "Play the selected line round and round",
+               checkable=True, label="⟳ Loop"),
+    ActionSpec("follow_playhead", "&Follow Playhead", "Ctrl+Shift+F", "Playback", None,
+               "Scroll the timeline with the playhead", checkable=True, label="Follow"),
+    ActionSpec("zoom_in", "Zoom &In", "Ctrl+=", "Playback", None, "Zoom into the timeline", label="+"),
+    ActionSpec("zoom_out", "Zoom &Out", "Ctrl+-", "Playback", None, "Zoom out of the timeline", label="−"),
+    ActionSpec("zoom_fit", "&Fit Timeline", "Ctrl+0", "Playback", None, "Show the whole timeline", label="Fit"),
+    ActionSpec("player_play_pause", "Play / Pause", "Space", "Player", scope="player"),
+    ActionSpec("player_start", "Go to Start", "Home", "Player", scope="player"),
+    ActionSpec("player_end", "Go to End", "End", "Player", scope="player"),
+    ActionSpec("player_back", "Back 5 s", "Left", "Player", scope="player"),
+    ActionSpec("player_forward", "Forward 5 s", "Right", "Player", scope="player"),
+    ActionSpec("player_zoom_in", "Zoom In", "+", "Player", scope="player"),
+    ActionSpec("player_zoom_out", "Zoom Out", "-", "Player", scope="player"),
+    ActionSpec("player_fit", "Fit Timeline", "0", "Player", scope="player"),
+    ActionSpec("player_loop", "Loop Line", "L", "Player", scope="player"),
     ActionSpec("next_take", "&Next Take", "Alt+Right", "Playback", SP.SP_ArrowRight),
     ActionSpec("previous_take", "P&revious Take", "Alt+Left", "Playback", SP.SP_ArrowLeft),
     ActionSpec("ab_take", "&A/B Takes", "Ctrl+B", "Playback"),
@@ -69,8 +93,15 @@ def build_actions(parent: QWidget, slots: dict[str, Callable[[], object]]) -> di
         act.setData(plain)  # the accessible name of its buttons
         if spec.icon is not None:
             act.setIcon(style.standardIcon(spec.icon))
+        act.setCheckable(spec.checkable)
+        if spec.label:
+            act.setIconText(spec.label)
+        if spec.scope == "player":
+            act.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
         slot = slots.get(spec.name)
-        if slot is not None:
+        if slot is not None and spec.checkable:
+            act.toggled.connect(slot)
+        elif slot is not None:
             act.triggered.connect(lambda _=False, s=slot: s())
         actions[spec.name] = act
     return actions

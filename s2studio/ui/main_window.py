@@ -1,5 +1,10 @@
-"""The studio window (design.md §8): voices left, cast bar + script centre, tags/takes/settings right,
-player bottom, status bar. It composes panels and wires signals; the panels do the work."""
+"""The studio window (design.md §8): voices left, cast + script centre, tags/takes/settings right, the
+player bottom, the status bar.
+
+It composes the controllers of `ui/control` (the document, the timeline's session, the render flow,
+the player, the model, the project store) and the widgets of each region, and connects their signals.
+The work is theirs: a slot here only passes what one part says to the parts that show it.
+"""
 
 from __future__ import annotations
 
@@ -13,36 +18,42 @@ from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import (QLabel, QMainWindow, QMessageBox, QSplitter, QTabWidget, QToolBar, QVBoxLayout,
                                QWidget)
 
+from s2studio.audio.timeline import Timeline
 from s2studio.engine import api
-from s2studio.engine.plan import load_request
 from s2studio.errors import UserError
 from s2studio.state.project import GenerationSettings, Project
-from s2studio.state.script import NARRATOR, Line, Script, parse_script
+from s2studio.state.script import Line, Script
 from s2studio.state.voices import VoiceLibrary
 from s2studio.ui.actions import SPECS, ShortcutsDialog, build_actions
-from s2studio.ui.cast_bar import CastBar
-from s2studio.ui.context import StudioContext
-from s2studio.ui.editor import InlineWarning, ScriptEditor
-from s2studio.ui.player import PlaybackBuffer, Player
-from s2studio.ui.player_bar import PlayerBar
-from s2studio.ui.projects import ProjectStore
-from s2studio.ui.render_flow import RenderFlow
-from s2studio.ui.session import RenderSession
-from s2studio.ui.render_on import RenderOnBox
-from s2studio.ui.settings_panel import SettingsPanel
+from s2studio.ui.colors import is_dark, speaker_color
+from s2studio.ui.control.context import StudioContext
+from s2studio.ui.control.document import Document
+from s2studio.ui.control.live import LivePlayback
+from s2studio.ui.control.model import ModelController
+from s2studio.ui.control.player import Player
+from s2studio.ui.control.projects import ProjectStore
+from s2studio.ui.control.render import RenderFlow
+from s2studio.ui.control.session import RenderSession
+from s2studio.ui.dialogs.project_commands import ProjectCommands
+from s2studio.ui.inspector.line_states import LineStates
+from s2studio.ui.inspector.render_on import RenderOnBox
+from s2studio.ui.inspector.settings_panel import SettingsPanel
+from s2studio.ui.inspector.tag_palette import TagPalette
+from s2studio.ui.inspector.takes_panel import TakesPanel
+from s2studio.ui.player.player_bar import PlayerBar
+from s2studio.ui.player.transport import Transport
+from s2studio.ui.script.cast_panel import CastPanel
+from s2studio.ui.script.editor import InlineWarning, ScriptEditor
 from s2studio.ui.status import StatusPanel
-from s2studio.ui.tag_palette import TagPalette
-from s2studio.ui.takes_panel import TakesPanel
-from s2studio.ui.voices_panel import VoicesPanel
-from s2studio.ui.window_playback import PlaybackMixin
-from s2studio.ui.window_projects import ProjectsMixin
+from s2studio.ui.voices.voices_panel import VoicesPanel
 
 logger = logging.getLogger(__name__)
 
 AUDIO_SUFFIXES = {".wav", ".flac", ".ogg", ".mp3", ".aiff", ".aif"}
+SEEK_STEP_S = 5.0
 
 
-class MainWindow(PlaybackMixin, ProjectsMixin, QMainWindow):
+class MainWindow(QMainWindow):
     def __init__(self, ctx: StudioContext) -> None:
         super().__init__()
         self.ctx = ctx
@@ -50,29 +61,48 @@ class MainWindow(PlaybackMixin, ProjectsMixin, QMainWindow):
         self.setWindowTitle("S2 Studio")
         self.setAcceptDrops(True)
         self.resize(1280, 800)
-        self.model_info: api.ModelInfo | None = None
-        self.ask_on_close = True
-        self.autoplay = True
-        """Play while rendering (the live player)."""
-        self._last_rtf = 0.0
-        self._load_job: str | None = None
-        """Ask to save unsaved changes on close (tests and the screenshot tool turn it off)."""
-        self.project = Project(settings=self._remembered_settings())
-        self.script: Script = parse_script("")
         self.library = VoiceLibrary(ctx.voices_dir)
-        self.buffer = PlaybackBuffer()
-        self.player = Player(self.buffer, self)
-        self.session = RenderSession(ctx.host, self.project, self.buffer, builder=lambda *_: None, parent=self)
-        self.flow = RenderFlow(ctx.host, self.library, self.session, self)
+        self.document = Document(Project(settings=self._remembered_settings()), self)
+        self.timeline = Timeline(gap_s=self.document.project.gap_s)
+        self.player = Player(self.timeline, self)
+        self.session = RenderSession(ctx.host, self.document, self.timeline, self)
+        self.flow = RenderFlow(ctx.host, self.library, self.document, self.session, self)
+        self.live = LivePlayback(self.session, self.player, self)
+        self.model = ModelController(ctx.host, self)
         self.store = ProjectStore(ctx.autosave_dir, ctx.settings, self)
+        self.projects = ProjectCommands(self, self.store, self.document)
+        self.shortcuts_dialog = ShortcutsDialog(self)
         self.actions_by_name = build_actions(self, self._slots())
         self._build_ui()
         self._build_menus()
-        self._wire()
         self._parse_timer = QTimer(self, singleShot=True, interval=150)
         self._parse_timer.timeout.connect(self.reparse)
-        self.reparse()
+        self._wire()
+        self.refresh_voices()
         self._update_enabled()
+
+    # -- what tests and the composition root read --------------------------------------------------
+
+    @property
+    def project(self) -> Project:
+        return self.document.project
+
+    @property
+    def script(self) -> Script:
+        return self.document.script
+
+    @property
+    def model_info(self) -> api.ModelInfo | None:
+        return self.model.info
+
+    @property
+    def ask_on_close(self) -> bool:
+        """Ask to save unsaved changes before closing, New and Open (tests and the screenshot tool turn it off)."""
+        return self.projects.ask
+
+    @ask_on_close.setter
+    def ask_on_close(self, ask: bool) -> None:
+        self.projects.ask = ask
 
     # -- construction ----------------------------------------------------------------------------
 
@@ -84,12 +114,24 @@ class MainWindow(PlaybackMixin, ProjectsMixin, QMainWindow):
             "insert_tag": lambda: (self.inspector.setCurrentWidget(self.tag_palette), self.tag_palette.filter.setFocus()),
             "find_voice": lambda: self.voices.search.setFocus(),
             "render_all": lambda: self.render(list(self.script.lines)),
-            "render_stale": lambda: self.render(self.session.stale_lines()),
+            "render_stale": lambda: self.render(self.document.stale_lines()),
             "render_line": self.render_cursor_line, "stop_render": self.stop,
-            "play_pause": self.play_pause, "play_from_cursor": self.play_from_cursor,
+            "play_pause": lambda: self.transport.play_pause(),
+            "play_from_cursor": lambda: self.transport.play_from_cursor(),
+            "loop_line": lambda on: self.transport.set_looping(on),
+            "follow_playhead": lambda on: self.waveform.set_follow(on),
+            "zoom_in": lambda: self.waveform.zoom_in(), "zoom_out": lambda: self.waveform.zoom_out(),
+            "zoom_fit": lambda: self.waveform.fit(),
+            "player_play_pause": lambda: self.transport.play_pause(), "player_start": lambda: self.player.seek(0),
+            "player_end": lambda: self.player.seek(self.timeline.layout.end),
+            "player_back": lambda: self.transport.step(-SEEK_STEP_S),
+            "player_forward": lambda: self.transport.step(SEEK_STEP_S),
+            "player_zoom_in": lambda: self.waveform.zoom_in(), "player_zoom_out": lambda: self.waveform.zoom_out(),
+            "player_fit": lambda: self.waveform.fit(),
+            "player_loop": lambda: self.actions_by_name["loop_line"].toggle(),
             "next_take": lambda: self.takes.step(1), "previous_take": lambda: self.takes.step(-1),
             "ab_take": lambda: self.takes.toggle_ab(),
-            "new_voice": lambda: self.voices.browse(), "record_voice": self.record_voice,
+            "new_voice": lambda: self.voices.browse(), "record_voice": lambda: self.voices.record(),
             "import_voice": lambda: self.voices.import_file(), "export_voice": lambda: self.voices.export_file(),
             "play_voice_clip": lambda: self.voices.play_clip(),
             "settings": lambda: self.inspector.setCurrentWidget(self.settings_panel),
@@ -110,8 +152,7 @@ class MainWindow(PlaybackMixin, ProjectsMixin, QMainWindow):
                 toolbar.addAction(a[name])
         self.addToolBar(toolbar)
         self.voices = VoicesPanel(self.library)
-        self.voices.record_requested = self.record_voice
-        self.cast_bar = CastBar()
+        self.cast_panel = CastPanel()
         self.editor = ScriptEditor()
         self.tag_palette = TagPalette()
         self.editor.set_tag_names(self.tag_palette.names())
@@ -119,7 +160,7 @@ class MainWindow(PlaybackMixin, ProjectsMixin, QMainWindow):
         cl = QVBoxLayout(centre)
         cl.setContentsMargins(0, 0, 0, 0)
         cl.setSpacing(0)
-        cl.addWidget(self.cast_bar)
+        cl.addWidget(self.cast_panel)
         cl.addWidget(self.editor, 1)
         self.warning_bar = QLabel("")
         self.warning_bar.setObjectName("warningBar")
@@ -147,12 +188,17 @@ class MainWindow(PlaybackMixin, ProjectsMixin, QMainWindow):
         top.addWidget(self.inspector)
         top.setSizes([260, 720, 300])
         top.setStretchFactor(1, 1)
-        self.player_bar = PlayerBar(self.buffer, a)
+        self.player_bar = PlayerBar(self.timeline, a)
+        self.player_bar.addActions([a[s.name] for s in SPECS if s.scope == "player"])
         self.waveform = self.player_bar.waveform
+        a["follow_playhead"].setChecked(self.waveform.follow)
+        self.transport = Transport(self.player, self.timeline, self.player_bar, self.editor, self.document, a, self)
+        self.lines = LineStates(self.document, self.session, self.player, self.editor, self.waveform, self.takes,
+                                self.inspector, self)
         outer = QSplitter(Qt.Orientation.Vertical)
         outer.addWidget(top)
         outer.addWidget(self.player_bar)
-        outer.setSizes([600, 150])
+        outer.setSizes([600, 170])
         outer.setStretchFactor(0, 1)
         self.setCentralWidget(outer)
         self.status = StatusPanel(self.statusBar())
@@ -162,10 +208,12 @@ class MainWindow(PlaybackMixin, ProjectsMixin, QMainWindow):
     def _build_menus(self) -> None:
         menus: dict[str, object] = {}
         for spec in SPECS:
+            if spec.scope != "window":
+                continue
             menu = menus.get(spec.menu)
             if menu is None:
                 menu = menus[spec.menu] = self.menuBar().addMenu("&" + spec.menu)
-            if spec.name in ("quit", "undo", "render_all", "play_pause", "new_voice"):
+            if spec.name in ("quit", "undo", "render_all", "play_pause", "loop_line", "next_take", "new_voice"):
                 if menu.actions():
                     menu.addSeparator()
             menu.addAction(self.actions_by_name[spec.name])
@@ -181,46 +229,46 @@ class MainWindow(PlaybackMixin, ProjectsMixin, QMainWindow):
         self.recent_menu.setEnabled(bool(self.recent_menu.actions()))
 
     def _wire(self) -> None:
-        h = self.ctx.host
-        h.model_loading.connect(self._on_model_loading)
-        h.model_ready.connect(self._on_model_ready)
-        h.job_failed.connect(self._on_job_failed)
-        h.job_finished.connect(self._on_job_finished)
-        self.editor.textChanged.connect(lambda: self._parse_timer.start())
-        self.editor.cursor_line_changed.connect(lambda _: self._show_takes())
+        d, s = self.document, self.session
+        self.model.loading.connect(self.status.model_loading)
+        self.model.ready.connect(self._model_ready)
+        self.model.unloaded.connect(self._model_unloaded)
+        self.model.busy_changed.connect(lambda _busy: self._update_enabled())
+        d.script_changed.connect(lambda _order: self._show_script())
+        d.takes_changed.connect(self._takes_changed)
+        d.replaced.connect(self._project_replaced)
+        d.modified.connect(lambda soon: self.store.changed(self.project, soon=soon))
+        d.cast_changed.connect(lambda: self.cast_panel.set_speakers(self.script.speakers, self.project.cast))
+        self.editor.textChanged.connect(self._parse_timer.start)
         self.tag_palette.tag_chosen.connect(self.editor.insert_tag)
-        self.cast_bar.cast_changed.connect(self._cast_changed)
-        self.voices.voices_changed.connect(self._voices_changed)
+        self.cast_panel.cast_changed.connect(d.set_cast)
+        self.voices.voices_changed.connect(self.refresh_voices)
         self.voices.message.connect(lambda m: self.statusBar().showMessage(m, 5000))
         self.settings_panel.settings_changed.connect(self._settings_changed)
-        self.takes.pick_requested.connect(self._pick)
-        self.takes.audition_requested.connect(self.play_line)
-        self.session.timeline_changed.connect(self._timeline_changed)
-        self.session.audio_grew.connect(self._audio_grew)
-        self.session.takes_changed.connect(self._take_added)
-        self.session.busy_changed.connect(self._busy_changed)
-        self.session.stats.connect(self._on_progress)
-        self.session.failed.connect(self._render_failed)
-        self.session.finished.connect(self._render_finished)
+        self.takes.pick_requested.connect(d.pick)
+        self.takes.play_requested.connect(self.transport.play_line)
+        self.takes.loop_requested.connect(lambda _line, on: self.transport.request_loop(on))
+        self.takes.ab_requested.connect(self.transport.compare)
+        self.transport.loop_changed.connect(self.lines.show_takes)
+        s.timeline_changed.connect(self.transport.timeline_changed)
+        s.audio_grew.connect(lambda _start: self.transport.timeline_changed(lines_moved=False))
+        s.busy_changed.connect(self._busy_changed)
+        s.progress.connect(lambda event: self.status.on_progress(event, s.done_lines))
+        s.failed.connect(self._render_failed)
+        s.finished.connect(lambda cancelled: self.status.stop("Render cancelled." if cancelled else "Render finished."))
         self.flow.failed.connect(self._render_failed)
-        self.flow.encoding.connect(lambda on: self.status.stop("Encoding reference clips…" if on else ""))
-        self.player.position_changed.connect(self._position)
-        self.player.state_changed.connect(self._play_state)
-        self.waveform.seek_requested.connect(self.player.seek)
-        self._voices_changed()
+        self.flow.preparing.connect(self._preparing)
+        self.projects.about_to_switch.connect(self._before_switch)
+        self.projects.message.connect(lambda text, ms: self.statusBar().showMessage(text, ms))
+        self.store.path_changed.connect(
+            lambda path: self.setWindowTitle(f"{path.name} — S2 Studio" if path else "S2 Studio"))
 
     # -- model -----------------------------------------------------------------------------------
 
     def load_model(self, model_dir: Path) -> None:
-        s = self.project.settings
         self.ctx.model_dir = model_dir
-        self.status.set_model(None, "Loading model…")
-        self.status.progress.setRange(0, 100)
-        self.status.progress.setValue(0)
-        self.status.progress.setVisible(True)
-        self._load_job = self.ctx.host.new_job_id("load")
-        self.ctx.host.load(load_request(self._load_job, model_dir, s))
-        self._update_enabled()
+        self.status.model_loading(0.0)
+        self.model.load(model_dir, self.project.settings)
 
     def render_on_target(self, target: object) -> None:
         """Settings ▸ Render on: load through the engine switch on a server (`RemoteSettings`) or on this
@@ -239,46 +287,25 @@ class MainWindow(PlaybackMixin, ProjectsMixin, QMainWindow):
         self.ctx.model_dir = model_dir
 
     def stop(self) -> None:
-        """Stop whatever runs: a render, the encoding before it, or a model load."""
+        """Stop whatever runs: a render, the request being built for it, or a model load."""
         self.flow.cancel()
-        if self._load_job is not None:
-            self.ctx.host.cancel(self._load_job)
+        self.model.cancel()
 
-    def _on_model_loading(self, event: api.ModelLoading) -> None:
-        self.status.set_model(None, f"Loading model… {event.message}".rstrip())
-        self.status.progress.setValue(int(event.progress * 100))
+    def _model_ready(self, info: api.ModelInfo) -> None:
+        from s2studio.ui.dialogs.model_page import is_demo  # noqa: PLC0415
 
-    def _on_model_ready(self, event: api.ModelReady) -> None:
-        self._load_job = None
-        self.status.progress.setVisible(False)
-        self.model_info = event.info
-        self.flow.codec_fingerprint = event.info.codec_fingerprint
-        self.status.set_model(event.info)
-        from s2studio.ui.model_page import is_demo  # noqa: PLC0415
-
-        if self.ctx.model_dir is not None and is_demo(self.ctx.model_dir):
-            self.status.model.setText(f"Model: {event.info.name} (demo: random weights, produces noise)")
+        self.flow.set_codec(info.codec_fingerprint)
+        self.status.model_ready(info, self.ctx.model_dir is not None and is_demo(self.ctx.model_dir))
         self._update_enabled()
 
-    def _on_job_finished(self, event: api.JobFinished) -> None:
-        if event.job_id == self._load_job:  # ended without ModelReady: cancelled
-            self._load_job = None
-            self.status.progress.setVisible(False)
-            if self.model_info is None:
-                self.status.set_model(None, "No model (loading cancelled)")
-            self._update_enabled()
-
-    def _on_job_failed(self, event: api.JobFailed) -> None:
-        if event.job_id.startswith("load"):
-            self._load_job = None
-            self.status.progress.setVisible(False)
-            self.model_info = None
-            self.status.set_model(None, "No model")
-            self.statusBar().showMessage(event.error, 10000)
-            self._update_enabled()
+    def _model_unloaded(self, reason: str) -> None:
+        self.status.model_unloaded(reason, still_loaded=self.model.info is not None)
+        if "cancelled" not in reason:
+            self.statusBar().showMessage(reason, 10000)
+        self._update_enabled()
 
     def open_model_page(self) -> None:
-        from s2studio.ui.model_page import ModelPage  # noqa: PLC0415 - rarely opened
+        from s2studio.ui.dialogs.model_page import ModelPage  # noqa: PLC0415 - rarely opened
 
         page = ModelPage(self.ctx.data_dir / "models", self)
         accepted = page.exec()
@@ -288,21 +315,26 @@ class MainWindow(PlaybackMixin, ProjectsMixin, QMainWindow):
             self.ctx.settings.setValue("model/dir", str(chosen))
             self.load_model(chosen)
 
-    # -- script and cast -------------------------------------------------------------------------
+    # -- the script ------------------------------------------------------------------------------
 
     def reparse(self) -> None:
-        text = self.editor.toPlainText()
-        if text != self.project.script:
-            self.project.script = text
-            self.store.changed(self.project)
-        # With no voices yet every name would be "unknown": warn only once there is something to pick.
-        voiced = {s for s, v in self.project.cast.items() if v} | {NARRATOR}
-        self.script = parse_script(text, known_speakers=voiced if self.cast_bar.has_voices else None)
-        self.editor.set_warnings([InlineWarning(w.start, w.end, w.message) for w in self.script.warnings])
+        """Parse the editor's text now (edits are parsed 150 ms after the last keystroke)."""
+        self._parse_timer.stop()
+        self.document.set_text(self.editor.toPlainText())
+
+    def refresh_voices(self) -> None:
+        voices = self.voices.voices()
+        self.cast_panel.set_voices([(v.id, v.name) for v in voices])
+        self.document.set_voices(voices)
+
+    def _show_script(self) -> None:
+        script = self.script
+        self.editor.set_warnings([InlineWarning(w.start, w.end, w.message) for w in script.warnings])
         self._show_warning_summary()
-        self.cast_bar.set_speakers(self.script.speakers, self.project.cast)
-        self.session.set_script(self.script)
-        self._show_takes()
+        self.cast_panel.set_speakers(script.speakers, self.project.cast)
+        dark = is_dark(self.palette())
+        self.waveform.set_labels({ln.line_id: (ln.speaker, speaker_color(ln.speaker, dark)) for ln in script.lines})
+        self.lines.show()
         self._update_enabled()
 
     def _show_warning_summary(self) -> None:
@@ -316,23 +348,22 @@ class MainWindow(PlaybackMixin, ProjectsMixin, QMainWindow):
         self.warning_bar.setText(f"⚠ Line {line}: {first.message}{more}")
         self.warning_bar.setVisible(True)
 
-    def _cast_changed(self, speaker: str, voice_id: str) -> None:
-        self.project.cast[speaker] = voice_id
-        self.store.changed(self.project)
-        self.reparse()
+    def cursor_line(self) -> Line | None:
+        """The selected line: the one under the editor's cursor."""
+        return self.lines.selected()
 
-    def _voices_changed(self) -> None:
-        self.cast_bar.set_voices([(v.id, v.name) for v in self.voices.voices()])
-        self.reparse()
+    def select_line(self, line_id: str) -> None:
+        self.lines.select(line_id)
+
+    # -- cast and settings -----------------------------------------------------------------------
 
     def _settings_changed(self, settings: GenerationSettings) -> None:
         reload = settings.load_key != self.project.settings.load_key
-        self.project.settings = settings
+        self.document.set_settings(settings)
         if reload and self.ctx.model_dir is not None and not self.flow.busy:
             self.load_model(self.ctx.model_dir)
         self.ctx.settings.setValue("generation", json.dumps(asdict(settings)))
-        self.store.changed(self.project)
-        self._show_takes()
+        self.lines.show()
 
     def _remembered_settings(self) -> GenerationSettings:
         try:
@@ -340,86 +371,79 @@ class MainWindow(PlaybackMixin, ProjectsMixin, QMainWindow):
         except ValueError:
             return GenerationSettings()
 
-    def cursor_line(self) -> Line | None:
-        pos = self.editor.textCursor().position()
-        block = self.editor.textCursor().blockNumber() + 1
-        on_block = [ln for ln in self.script.lines if ln.source_line == block]
-        for ln in on_block:
-            if ln.start <= pos <= ln.end:
-                return ln
-        return on_block[0] if on_block else None
-
     # -- rendering -------------------------------------------------------------------------------
 
     def render(self, lines: list[Line]) -> None:
         if not lines:
             self.statusBar().showMessage("Nothing to render: every line is up to date.", 5000)
             return
-        if self.model_info is None:
+        if self.model.info is None:
             self.statusBar().showMessage("Load a model first (File ▸ Model…).", 8000)
             return
         try:
             self.flow.render(lines)
-        except (UserError, ValueError) as exc:  # ValueError: sampling settings the engine refuses
+        except UserError as exc:
             self._render_failed(str(exc))
-            return
-        self.status.start(len(lines))
-        self._autoplay_from = lines[0].line_id
-        self._last_rtf = 0.0
-
-    def _on_progress(self, event: api.Progress) -> None:
-        self._last_rtf = event.rtf
-        self.status.on_progress(event, self.session.done_lines)
 
     def render_cursor_line(self) -> None:
         line = self.cursor_line()
         if line is not None:
             self.render([line])
 
-    def _busy_changed(self, busy: bool) -> None:
+    def _preparing(self, on: bool) -> None:
+        self.status.stop("Reading the voices' codes…" if on else "")
         self._update_enabled()
-        if not busy:
-            self.store.changed(self.project, soon=True)
 
-    def _render_finished(self, cancelled: bool) -> None:
-        self.status.stop("Render cancelled." if cancelled else "Render finished.")
-        line_id, self._autoplay_from = getattr(self, "_autoplay_from", None), None
-        if line_id is not None and not cancelled and self.autoplay and not self.player.playing:
-            self.play_line(line_id)  # the render ended before enough audio was ahead to start earlier
+    def _busy_changed(self, busy: bool) -> None:
+        if busy:
+            self.status.start(len(self.session.pending))
+        self.lines.show()
+        self._update_enabled()
 
     def _render_failed(self, message: str) -> None:
-        self._autoplay_from = None
         self.status.stop("Render failed.")
         QMessageBox.warning(self, "Render failed", message)
 
-    def _take_added(self, line_id: str) -> None:
-        self.store.changed(self.project, soon=True)
-        self._show_takes()
+    def _takes_changed(self, line_id: str) -> None:
+        self.lines.show()
+        self._update_enabled()
 
-    def _pick(self, line_id: str, index: int) -> None:
-        self.session.pick(line_id, index)
-        self.store.changed(self.project)
-        self._show_takes()
+    # -- projects --------------------------------------------------------------------------------
 
-    def _show_takes(self) -> None:
-        line = self.cursor_line()
-        if line is None:
-            self.takes.show_line(None, "", None, False)
-            return
-        label = f"{line.speaker}: {line.text[:60]}"
-        self.takes.show_line(line.line_id, label, self.project.lines.get(line.line_id), self.session.is_stale(line))
+    def new_project(self) -> bool:
+        return self.projects.new()
+
+    def open_project(self, path: Path | None = None) -> bool:
+        return self.projects.open(path)
+
+    def save_project(self) -> bool:
+        return self.projects.save()
+
+    def save_project_as(self, path: Path | None = None) -> bool:
+        return self.projects.save_as(path)
+
+    def offer_restore(self) -> bool:
+        return self.projects.offer_restore()
+
+    def restore_autosave(self) -> bool:
+        return self.projects.restore_autosave()
+
+    def _before_switch(self) -> None:
+        self.flow.cancel()
+        self.player.pause()
+
+    def _project_replaced(self) -> None:
+        project = self.project
+        self.settings_panel.set_settings(project.settings)
+        self.editor.blockSignals(True)  # the document has parsed this text already
+        self.editor.setPlainText(project.script)
+        self.editor.blockSignals(False)
+        self.editor.document().setModified(False)
+        self._show_script()
+        self.player.seek(0)
+        self.waveform.fit()
 
     # -- voices ----------------------------------------------------------------------------------
-
-    def record_voice(self) -> None:
-        from s2studio.ui.record_dialog import RecordDialog  # noqa: PLC0415
-
-        dialog = RecordDialog(self)
-        accepted = dialog.exec()
-        path, transcript = dialog.path, dialog.transcript.toPlainText().strip()
-        dialog.deleteLater()  # modal dialogs are deleted explicitly: a parented, unreferenced one crashed PySide at exit
-        if accepted and path is not None:
-            self.voices.new_voice_from(path, transcript)
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 - Qt override
         if self._dropped_paths(event.mimeData()):
@@ -446,7 +470,7 @@ class MainWindow(PlaybackMixin, ProjectsMixin, QMainWindow):
                     voice = self.library.import_voice(path)
                     self.voices.refresh()
                     self.voices.select(voice.id)
-                    self._voices_changed()
+                    self.refresh_voices()
                 elif path.suffix == ".s2proj" or (path / "project.json").is_file():
                     self.open_project(path)
             except UserError as exc:
@@ -455,51 +479,40 @@ class MainWindow(PlaybackMixin, ProjectsMixin, QMainWindow):
     # -- dialogs ---------------------------------------------------------------------------------
 
     def open_export(self) -> None:
-        from s2studio.ui.export_dialog import ExportDialog  # noqa: PLC0415
+        from s2studio.ui.dialogs.export_dialog import ExportDialog  # noqa: PLC0415
 
-        dialog = ExportDialog(self.project, self.script, self.model_info, self)
-        dialog.gap_changed.connect(self._gap_changed)
+        dialog = ExportDialog(self.project, self.script, self.model.info, self)
+        dialog.gap_changed.connect(self.set_gap)
         dialog.exec()
         dialog.deleteLater()
 
-    def _gap_changed(self, _gap_s: float) -> None:
-        """The project's gap changed (export dialog): lay the player's timeline out again with it."""
-        self.session.rebuild()
-        self.store.changed(self.project)
+    def set_gap(self, gap_s: float) -> None:
+        """The project's gap changed (export dialog): the player's timeline is laid out with it."""
+        self.document.set_gap(gap_s)
+        self.session.relayout()
 
     def show_shortcuts(self) -> None:
-        if getattr(self, "shortcuts_dialog", None) is None:
-            self.shortcuts_dialog = ShortcutsDialog(self)
         self.shortcuts_dialog.show()
         self.shortcuts_dialog.raise_()
 
     def _update_enabled(self) -> None:
         a = self.actions_by_name
         busy = self.flow.busy
-        ready = self.model_info is not None
+        ready = self.model.info is not None
         has_lines = bool(self.script.lines)
         for name in ("render_all", "render_stale", "render_line"):
             a[name].setEnabled(ready and has_lines and not busy)
-        a["stop_render"].setEnabled(busy or self._load_job is not None)
+        a["stop_render"].setEnabled(busy or self.model.busy)
         a["export"].setEnabled(bool(self.project.lines))
-        a["play_pause"].setEnabled(self.player.available)
-        a["play_from_cursor"].setEnabled(self.player.available)
+        for name in ("play_pause", "play_from_cursor", "loop_line", "player_play_pause"):
+            a[name].setEnabled(self.player.available)
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
-        if self.ask_on_close and self.store.dirty and (self.project.script.strip() or self.project.lines):
-            answer = QMessageBox.question(
-                self, "Save changes?", "Save the project before closing?",
-                QMessageBox.StandardButton.Save | QMessageBox.StandardButton.Discard
-                | QMessageBox.StandardButton.Cancel)
-            if answer == QMessageBox.StandardButton.Cancel:
-                event.ignore()
-                return
-            if answer == QMessageBox.StandardButton.Save:
-                self.save_project()
-                if self.store.dirty:
-                    event.ignore()
-                    return
+        answer = self.projects.confirm_discard("closing")
+        if answer is False:
+            event.ignore()
+            return
         self.player.close()
         self.flow.cancel()
-        self.store.end_session()
+        self.store.end_session(discard=answer is None)
         super().closeEvent(event)

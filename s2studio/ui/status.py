@@ -72,6 +72,26 @@ class StatusPanel:
         self.model.setText(f"Model: {info.name}")
         self.device.setText(f"{info.device} · {info.precision}")
 
+    def model_loading(self, progress: float, message: str = "") -> None:
+        """A model load started (progress 0) or went on."""
+        self.set_model(None, f"Loading model… {message}".rstrip())
+        if not self.progress.isVisible():
+            self.progress.setRange(0, 100)
+            self.progress.setVisible(True)
+        self.progress.setValue(int(progress * 100))
+
+    def model_ready(self, info: api.ModelInfo, demo: bool) -> None:
+        self.progress.setVisible(False)
+        self.set_model(info)
+        if demo:
+            self.model.setText(f"Model: {info.name} (demo: random weights, produces noise)")
+
+    def model_unloaded(self, reason: str, still_loaded: bool) -> None:
+        """A load ended without a model (cancelled or failed); `still_loaded`: the model before it is still there."""
+        self.progress.setVisible(False)
+        if not still_loaded:
+            self.set_model(None, "No model (loading cancelled)" if "cancelled" in reason else "No model")
+
     def start(self, lines: int) -> None:
         self._t0 = time.monotonic()
         self._line_frames.clear()

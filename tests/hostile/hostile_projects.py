@@ -181,7 +181,7 @@ UNREADABLE_TAKES: dict[str, tuple[str, Callable[[Path], None], str]] = {
     # name: (file of take 1 it damages, how, what the problem says)
     "npy_holds_a_pickle": (".npy", _pickled_npy, "holds Python objects"),
     "npz_as_codes": (".npy", _npz_codes, "is a .npz archive"),
-    "codes_missing": (".npy", lambda p: p.unlink(), "does not exist|No such file"),
+    "codes_missing": (".npy", lambda p: p.unlink(), "No such file"),
     "flac_corrupt": (".flac", _corrupt_flac, "is not readable audio"),
     "flac_missing": (".flac", lambda p: p.unlink(), "No such file"),
     "flac_stereo": (".flac", _stereo_flac, "a take is mono 44100 Hz"),

@@ -19,9 +19,8 @@ from hostile_projects import (LINE, MALFORMED, TAKE_IDS, UNREADABLE_TAKES, make_
                               valid_document, write_project)
 
 from s2studio.errors import UserError
-from s2studio.state.project import GenerationSettings, Project, Take
-from s2studio.state.project_files import load_project, save_project
-from s2studio.state.project_files import read_project
+from s2studio.state.project import GenerationSettings, LineTakes, Project, Take
+from s2studio.state.project_files import load_project, read_project, save_project
 from s2studio.state.schema import SchemaError
 
 
@@ -115,7 +114,7 @@ def test_a_traversal_project_reads_and_writes_nothing_outside_its_folder(tmp_pat
     assert _tree(outside) == {k.removeprefix("elsewhere/"): v for k, v in before.items()
                               if k.startswith("elsewhere/")}
     with pytest.raises(ValueError, match="not a fresh take id"):
-        save_project(Project(lines={LINE: type(opened.project.lines[LINE])(
+        save_project(Project(lines={LINE: LineTakes(
             [Take("../../x", LINE, "t", np.zeros(10, np.float32), np.zeros((10, 1), np.int64), 1, "")], 0)}),
             deep / "evil.s2proj")
     assert not (deep / "evil.s2proj").exists() and not (root / "a" / "x.flac").exists()
@@ -223,3 +222,13 @@ def test_a_round_trip_through_the_document_keeps_every_field(tmp_path):
     written = json.loads((again / "project.json").read_text())
     expected = copy.deepcopy(doc)
     assert written == expected
+
+
+def test_a_project_json_that_is_a_link_is_not_followed(tmp_path):
+    secret = tmp_path / "secret.json"
+    secret.write_text(json.dumps(valid_document()))
+    folder = write_project(tmp_path / "p.s2proj", valid_document())
+    (folder / "project.json").unlink()
+    (folder / "project.json").symlink_to(secret)
+    with pytest.raises(UserError, match="project.json is not a plain file; the project file is damaged"):
+        read_project(folder)

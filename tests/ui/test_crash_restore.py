@@ -89,8 +89,8 @@ def test_killed_during_a_render_restores_everything(qtbot, tmp_path, monkeypatch
         assert w.store.path == saved  # saving goes back to the project the user had open
         rendered = [ln for ln in w.script.lines if ln.line_id in on_disk]
         assert [ln.line_id for ln in w.script.lines if ln not in rendered] == \
-               [ln.line_id for ln in w.session.stale_lines()]
-        assert w.session.start_of(rendered[0].line_id) == 0
+               [ln.line_id for ln in w.document.stale_lines()]
+        assert w.timeline.layout.bounds(rendered[0].line_id)[0] == 0
     finally:
         w.player.close()
         w.close()

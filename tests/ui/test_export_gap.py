@@ -13,7 +13,7 @@ from PySide6.QtCore import Qt
 from s2studio.engine.api import SAMPLE_RATE
 from s2studio.engine.fake import FakeEngine
 from s2studio.state.project_files import load_project
-from s2studio.ui.export_dialog import ExportDialog
+from s2studio.ui.dialogs.export_dialog import ExportDialog
 from ui_helpers import cast_two_voices, close_studio, on_modal, open_studio
 
 
@@ -30,7 +30,7 @@ def test_export_and_playback_use_the_same_gap(qtbot, tmp_path, monkeypatch):
         w.actions_by_name["render_all"].trigger()
         qtbot.waitUntil(lambda: len(w.project.lines) == 3 and not w.session.busy, timeout=15000)
         lengths = [len(w.project.current(ln.line_id).audio) for ln in w.script.lines]
-        assert [s for _, s, _ in w.session.boundaries] == [0, lengths[0] + 17640, sum(lengths[:2]) + 2 * 17640]
+        assert [s.start for s in w.timeline.segments()] == [0, lengths[0] + 17640, sum(lengths[:2]) + 2 * 17640]
 
         out = tmp_path / "out" / "scene.wav"
 
@@ -47,12 +47,12 @@ def test_export_and_playback_use_the_same_gap(qtbot, tmp_path, monkeypatch):
         on_modal(qtbot, ExportDialog, do_export)
         w.actions_by_name["export"].trigger()
         gap = round(1.23 * SAMPLE_RATE)
-        assert w.project.gap_s == 1.23 and w.session.gap == gap
-        starts = [s for _, s, _ in w.session.boundaries]
+        assert w.project.gap_s == 1.23 and w.timeline.gap == gap
+        starts = [s.start for s in w.timeline.segments()]
         assert starts == [0, lengths[0] + gap, sum(lengths[:2]) + 2 * gap]
         audio, rate = sf.read(out, dtype="float32")
-        assert rate == SAMPLE_RATE and len(audio) == w.buffer.length == sum(lengths) + 2 * gap
-        assert np.allclose(audio, w.buffer.view(), atol=1.01 / 32767)  # the file is what the player plays
+        assert rate == SAMPLE_RATE and len(audio) == w.timeline.layout.end == sum(lengths) + 2 * gap
+        assert np.allclose(audio, w.timeline.mix(), atol=1.01 / 32767)  # the file is what the player plays
         srt = out.with_suffix(".srt").read_text(encoding="utf-8")
         assert _cue_starts_ms(srt) == [round(s * 1000 / SAMPLE_RATE) for s in starts]
         vtt = out.with_suffix(".vtt").read_text(encoding="utf-8")
@@ -62,8 +62,8 @@ def test_export_and_playback_use_the_same_gap(qtbot, tmp_path, monkeypatch):
         w.save_project_as(saved)
         assert load_project(saved).gap_s == 1.23
         w.new_project()
-        assert w.session.gap == 17640
+        assert w.timeline.gap == 17640
         w.open_project(saved)
-        assert [s for _, s, _ in w.session.boundaries] == starts
+        assert [s.start for s in w.timeline.segments()] == starts
     finally:
         close_studio(w)

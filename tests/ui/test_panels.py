@@ -13,9 +13,9 @@ from PySide6.QtWidgets import QAbstractButton, QComboBox, QLineEdit, QToolButton
 
 from s2studio import app
 from s2studio.errors import UserError
-from s2studio.ui import player as player_module
+from s2studio.ui.control import player as player_module
 from s2studio.ui.actions import SPECS, ShortcutsDialog
-from s2studio.ui.model_page import ModelPage, validate_model_dir
+from s2studio.ui.dialogs.model_page import ModelPage, validate_model_dir
 from ui_helpers import cast_two_voices, close_studio, fake_engine, open_studio, write_wav
 
 
@@ -37,14 +37,14 @@ def test_renders_with_the_fake_engine(qtbot, data_dir, tmp_path):
     # the reference clips were encoded once and cached for the fake codec
     voice = w.library.list()[0]
     assert len(w.library.codes(voice, lambda p: pytest.fail("re-encoded"), "fake-codec-1")) == 1
-    assert w.buffer.length == sum(len(t.audio) for t in takes) + round(0.4 * 44100)
-    assert w.session.stale_lines() == []
+    assert w.timeline.layout.end == sum(len(t.audio) for t in takes) + round(0.4 * 44100)
+    assert w.document.stale_lines() == []
     w.editor.setPlainText("Alice: One [sigh] two, edited.\nBob: Three.")
     w.reparse()
-    assert [ln.text for ln in w.session.stale_lines()] == ["One [sigh] two, edited."]
+    assert [ln.text for ln in w.document.stale_lines()] == ["One [sigh] two, edited."]
     bob = w.script.lines[1].line_id
     w.actions_by_name["render_stale"].trigger()
-    qtbot.waitUntil(lambda: not w.session.stale_lines() and not w.session.busy, timeout=15000)
+    qtbot.waitUntil(lambda: not w.document.stale_lines() and not w.session.busy, timeout=15000)
     assert len(w.project.lines[bob].takes) == 1  # only the edited line rendered again
     # play from the cursor's line: the playhead starts where Bob's line starts on the timeline
     started_at: list[int] = []
@@ -53,7 +53,7 @@ def test_renders_with_the_fake_engine(qtbot, data_dir, tmp_path):
     cursor.setPosition(w.script.lines[1].start + 1)
     w.editor.setTextCursor(cursor)
     w.actions_by_name["play_from_cursor"].trigger()
-    assert started_at == [w.session.start_of(bob)] and started_at[0] > 0
+    assert started_at == [w.timeline.layout.bounds(bob)[0]] and started_at[0] > 0
     close_studio(w)
 
 
@@ -64,7 +64,7 @@ def test_missing_voice_is_a_clear_message(qtbot, data_dir, monkeypatch):
     w.editor.setPlainText("Alice: hi")
     w.reparse()
     w.actions_by_name["render_all"].trigger()
-    assert shown == ["No voice for Alice: pick one in the cast bar above the script."]
+    assert shown == ["No voice for Alice: pick one in the cast above the script."]
     assert not w.session.busy
     close_studio(w)
 
@@ -205,12 +205,12 @@ def test_stop_cancels_the_render_and_the_studio_stays_usable(qtbot, data_dir, tm
     ended: list[bool] = []
     w.session.finished.connect(ended.append)
     w.actions_by_name["render_all"].trigger()
-    qtbot.waitUntil(lambda: w.buffer.length > 0, timeout=10000)
+    qtbot.waitUntil(lambda: w.timeline.layout.end > 0, timeout=10000)
     assert w.actions_by_name["stop_render"].isEnabled()
     assert "frames/s" in w.status.speed.text() and "ETA" in w.status.speed.text()
     w.actions_by_name["stop_render"].trigger()
     qtbot.waitUntil(lambda: ended == [True], timeout=10000)
-    assert w.project.lines == {} and not w.buffer.growing
+    assert w.project.lines == {} and not w.timeline.layout.growing
     assert w.status.speed.text() == "Render cancelled."
     assert w.actions_by_name["render_all"].isEnabled()
     w.actions_by_name["render_all"].trigger()

@@ -6,11 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
+from s2studio.errors import UserError
 from s2studio.state.project import Project, Take
 from s2studio.state.script import parse_script
 from s2studio.state.voices import VoiceLibrary
-from s2studio.ui.render_flow import build_request
+from s2studio.ui.control.render import build_request, gather
 from ui_helpers import write_wav
 
 FINGERPRINT = "codec-x"
@@ -29,7 +31,16 @@ def _setup(tmp_path: Path):
 
 def _take(line, frames: int) -> Take:
     codes = np.full((10, frames), frames, dtype=np.int64)
-    return Take(f"t-{line.line_id}", line.line_id, line.text, np.zeros(2048 * frames, np.float32), codes, 1, "fp")
+    return Take(f"t-{line.line_id}", line.line_id, line.text, np.zeros(2048 * frames, np.float32), codes, 1,
+                speaker=line.speaker)
+
+
+def _request(library: VoiceLibrary, script, project: Project, lines):
+    """What RenderFlow builds: the inputs gathered on the GUI thread, then the request from the cached codes."""
+    voices = {v.id: v for v in library.list()}
+    inputs = gather("j", lines, script, project, voices)
+    codes = {v.id: library.codes(v, lambda p: pytest.fail("encoded"), FINGERPRINT) for v in inputs.cast.values()}
+    return build_request(inputs, codes)
 
 
 def test_a_later_line_gets_the_earlier_takes_as_context(tmp_path: Path) -> None:
@@ -37,7 +48,7 @@ def test_a_later_line_gets_the_earlier_takes_as_context(tmp_path: Path) -> None:
     first, second, third, _ = script.lines
     project.add_take(_take(first, 3))
     project.add_take(_take(second, 5))
-    request = build_request("j", [third], script, project, library, FINGERPRINT)
+    request = _request(library, script, project, [third])
     assert [ln.line_id for ln in request.lines] == [third.line_id]
     # Bob speaks first in the script, so Bob is voice 0 and Alice voice 1, also in the context
     assert [(t.speaker, t.text, t.codes.shape[1]) for t in request.context] == [
@@ -47,8 +58,19 @@ def test_a_later_line_gets_the_earlier_takes_as_context(tmp_path: Path) -> None:
 
 def test_the_first_line_or_a_line_without_earlier_takes_has_no_context(tmp_path: Path) -> None:
     library, script, project = _setup(tmp_path)
-    assert build_request("j", [script.lines[0]], script, project, library, FINGERPRINT).context == ()
-    assert build_request("j", [script.lines[2]], script, project, library, FINGERPRINT).context == ()
+    assert _request(library, script, project, [script.lines[0]]).context == ()
+    assert _request(library, script, project, [script.lines[2]]).context == ()
     project.add_take(_take(script.lines[1], 4))
-    full = build_request("j", list(script.lines), script, project, library, FINGERPRINT)
+    full = _request(library, script, project, list(script.lines))
     assert full.context == ()  # a full render starts at the first line: it makes its own context
+
+
+def test_the_cast_is_checked_once_naming_every_speaker_without_a_voice(tmp_path: Path) -> None:
+    library, _, project = _setup(tmp_path)
+    script = parse_script("Carol: Hi.\nBob: Yes.\nDave: No.\nEve: Maybe.\n")
+    voices = {v.id: v for v in library.list()}
+    with pytest.raises(UserError) as exc:
+        gather("j", list(script.lines), script, project, voices)
+    assert str(exc.value) == "3 speakers have no voice: Carol, Dave, Eve. Pick one for each in the cast."
+    with pytest.raises(UserError, match="^No voice for Carol: pick one in the cast above the script.$"):
+        gather("j", [script.lines[0]], script, project, voices)

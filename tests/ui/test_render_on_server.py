@@ -60,13 +60,13 @@ def test_the_studio_renders_two_speakers_on_a_server_and_plays_while_it_generate
     a = w.library.create("A", [(write_wav(tmp_path / "a.wav", seconds=2.0), "hello there")])
     b = w.library.create("B", [(write_wav(tmp_path / "b.wav", seconds=2.0, hz=330), "hi again")])
     w.voices.refresh()
-    w._voices_changed()
+    w.refresh_voices()
     w.settings_panel.max_frames.setValue(40)
     w.settings_panel.seed_mode.setCurrentIndex(1)
     w.editor.setPlainText("Alice: Good [whispering] morning to you.\nBob: [laughing] Hello, hello!")
     w.reparse()
-    w.cast_bar.combos["Alice"].setCurrentIndex(w.cast_bar.combos["Alice"].findData(a.id))
-    w.cast_bar.combos["Bob"].setCurrentIndex(w.cast_bar.combos["Bob"].findData(b.id))
+    w.cast_panel.combos["Alice"].setCurrentIndex(w.cast_panel.combos["Alice"].findData(a.id))
+    w.cast_panel.combos["Bob"].setCurrentIndex(w.cast_panel.combos["Bob"].findData(b.id))
     runner = server.state.runner
     heard: list[str | None] = []
     w.player.started_audio.connect(lambda: heard.append(runner.stats().running))

@@ -16,14 +16,14 @@ from PySide6.QtWidgets import QDialogButtonBox, QToolBar, QToolButton
 
 from s2studio import app
 from s2studio.engine.api import SAMPLE_RATE
-from s2studio.ui.export_dialog import ExportDialog
-from s2studio.ui.record_dialog import RecordDialog
-from s2studio.ui.session import GAP
-from s2studio.ui.voices_panel import NewVoiceDialog
+from s2studio.ui.dialogs.export_dialog import ExportDialog
+from s2studio.ui.voices.record_dialog import RecordDialog
+from s2studio.ui.voices.new_voice_dialog import NewVoiceDialog
 from ui_helpers import CHUNK, drop_files, fake_engine, on_modal, playback_raw, write_wav
 
 FRAMES = 12
 LINE = CHUNK * FRAMES
+GAP = round(0.4 * SAMPLE_RATE)
 
 
 @pytest.fixture
@@ -121,8 +121,8 @@ def test_studio_end_to_end(qtbot, window, tmp_path):
                                                   "[laughing] It's only the cat."]
     # both speakers lack a voice: the parser's warnings are underlined in the editor
     assert sorted(x.message.split("'")[1] for x in w.editor.warnings) == ["Alice", "Bob"]
-    w.cast_bar.combos["Alice"].setCurrentIndex(w.cast_bar.combos["Alice"].findData(alice))
-    w.cast_bar.combos["Bob"].setCurrentIndex(w.cast_bar.combos["Bob"].findData(bob))
+    w.cast_panel.combos["Alice"].setCurrentIndex(w.cast_panel.combos["Alice"].findData(alice))
+    w.cast_panel.combos["Bob"].setCurrentIndex(w.cast_panel.combos["Bob"].findData(bob))
     qtbot.waitUntil(lambda: w.editor.warnings == [], timeout=3000)
     assert w.project.cast == {"Alice": alice, "Bob": bob}
 
@@ -133,8 +133,8 @@ def test_studio_end_to_end(qtbot, window, tmp_path):
     qtbot.mouseClick(toolbar_button(w, "render_all"), Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: "finished" in order, timeout=15000)
     assert order[0] == "playing"
-    assert w.buffer.length == 2 * LINE + GAP
-    assert [(s, e) for _, s, e in w.session.boundaries] == [(0, LINE), (LINE + GAP, 2 * LINE + GAP)]
+    assert w.timeline.layout.end == 2 * LINE + GAP
+    assert [(s.start, s.end) for s in w.timeline.segments()] == [(0, LINE), (LINE + GAP, 2 * LINE + GAP)]
     qtbot.waitUntil(lambda: not w.player.playing, timeout=10000)
     # the 'speaker' (a file, 16 kHz) received the rendered tones: 180 Hz (Alice) and 207 Hz (Bob)
     played = np.fromfile(playback_raw(), dtype="<i2").astype(np.float32) / 32767
@@ -147,7 +147,7 @@ def test_studio_end_to_end(qtbot, window, tmp_path):
     wave = w.waveform
     x = wave.width() // 3
     qtbot.mouseClick(wave, Qt.MouseButton.LeftButton, pos=QPoint(x, wave.height() // 2))
-    assert w.player.position == min(wave.sample_at(x), w.buffer.length)
+    assert w.player.position == min(wave.sample_at(x), w.timeline.layout.end)
     assert w.player.position > 0
 
     # a second take of the first line (cursor on it, Ctrl+Return), then pick take 1 again
@@ -159,13 +159,13 @@ def test_studio_end_to_end(qtbot, window, tmp_path):
     qtbot.keyClick(w.editor, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
     qtbot.waitUntil(lambda: len(w.project.lines[first].takes) == 2 and not w.session.busy, timeout=10000)
     assert w.project.lines[first].picked == 1
-    assert not np.array_equal(w.buffer.view()[:LINE], take1)
+    assert not np.array_equal(w.timeline.mix()[:LINE], take1)
     w.inspector.setCurrentWidget(w.takes)
     item = w.takes.list.item(0)
     qtbot.mouseClick(w.takes.list.viewport(), Qt.MouseButton.LeftButton,
                      pos=w.takes.list.visualItemRect(item).center())
     assert w.project.lines[first].picked == 0
-    assert np.array_equal(w.buffer.view()[:LINE], take1)
+    assert np.array_equal(w.timeline.mix()[:LINE], take1)
 
     # export WAV + SRT through the dialog, read them back
     out = tmp_path / "out" / "scene.wav"
@@ -199,5 +199,5 @@ def test_studio_end_to_end(qtbot, window, tmp_path):
     assert w.project.cast == {"Alice": alice, "Bob": bob}
     assert len(w.project.lines[first].takes) == 2 and w.project.lines[first].picked == 0
     assert np.allclose(w.project.current(first).audio, take1, atol=1e-6)
-    assert w.buffer.length == 2 * LINE + GAP
-    assert not w.session.stale_lines()
+    assert w.timeline.layout.end == 2 * LINE + GAP
+    assert not w.document.stale_lines()

@@ -8,8 +8,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QDialogButtonBox, QInputDialog
 
 from s2studio.engine.fake import FakeEngine
-from s2studio.ui import voices_panel
-from s2studio.ui.voices_panel import NewVoiceDialog
+from s2studio.ui.voices import voices_panel
+from s2studio.ui.voices.new_voice_dialog import NewVoiceDialog
 from ui_helpers import close_studio, drop_files, on_modal, open_studio, write_wav
 
 ENCODED: list[str] = []
@@ -63,7 +63,7 @@ def test_voices_of_several_clips(qtbot, tmp_path, monkeypatch):
 
         w.editor.setPlainText("Alice: Hello there, this is a test.")
         w.reparse()
-        w.cast_bar.combos["Alice"].setCurrentIndex(w.cast_bar.combos["Alice"].findData(voice.id))
+        w.cast_panel.combos["Alice"].setCurrentIndex(w.cast_panel.combos["Alice"].findData(voice.id))
         render(qtbot, w)
         assert ENCODED == [f"{voice.id}/c1", f"{voice.id}/c2"]
 
@@ -76,12 +76,12 @@ def test_voices_of_several_clips(qtbot, tmp_path, monkeypatch):
         assert seen[0].windowTitle() == "Add a clip to “Alice”"
         assert w.library.get(voice.id).clips[2].transcript == "Third clip words."
         assert "Third clip words." in w.voices.details.clips.item(2).text()
-        assert w.session.stale_lines() == list(w.script.lines)  # the voice changed: its line is stale
+        assert w.document.stale_lines() == list(w.script.lines)  # the voice changed: its line is stale
         done: list[bool] = []
         w.session.finished.connect(done.append)
         w.actions_by_name["render_stale"].trigger()
         qtbot.waitUntil(lambda: done == [False], timeout=15000)
-        assert w.session.stale_lines() == []
+        assert w.document.stale_lines() == []
         assert ENCODED[2:] == [f"{voice.id}/c3"]  # only the new clip was encoded
         assert len(w.project.lines[w.script.lines[0].line_id].takes) == 2
 
@@ -101,7 +101,7 @@ def test_voices_of_several_clips(qtbot, tmp_path, monkeypatch):
         assert offered == [["Clip 1 · 3.0 s · “First clip words.”", "Clip 2 · 4.0 s · “Second clip words.”",
                             "Clip 3 · 5.0 s · “Third clip words.”"]]
         assert [c.id for c in w.library.get(voice.id).clips] == ["c1", "c3"]
-        assert w.session.stale_lines() == list(w.script.lines)
+        assert w.document.stale_lines() == list(w.script.lines)
 
         # choosing five files: the first four make the voice, and the dialog says so
         monkeypatch.setattr(voices_panel.QFileDialog, "getOpenFileNames",

@@ -9,7 +9,7 @@ import soundfile as sf
 from PySide6.QtCore import Qt
 
 from s2studio import app
-from s2studio.ui.voice_details import VoiceDetails
+from s2studio.ui.voices.voice_details import VoiceDetails
 from ui_helpers import fake_engine, playback_raw, write_wav
 
 RATE = 16000  # the test device's rate: no resampling between the clip file and the recorded bytes

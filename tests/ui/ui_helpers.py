@@ -75,7 +75,7 @@ def open_studio(qtbot, factory: Callable[[], object], begin_session: bool = True
     w = app.build_window("fake", factory=factory)
     w.ctx.settings.clear()
     w.ask_on_close = False
-    w.autoplay = False
+    w.live.enabled = False
     qtbot.addWidget(w)
     w.show()
     if begin_session:
@@ -98,8 +98,8 @@ def cast_two_voices(w, tmp_path: Path, script: str = "Alice: One [sigh] two.\nBo
     a = w.library.create("A", [(write_wav(tmp_path / "a.wav"), "hello there")])
     b = w.library.create("B", [(write_wav(tmp_path / "b.wav", hz=330), "hi again")])
     w.voices.refresh()
-    w._voices_changed()
+    w.refresh_voices()
     w.editor.setPlainText(script)
     w.reparse()
-    w.cast_bar.combos["Alice"].setCurrentIndex(w.cast_bar.combos["Alice"].findData(a.id))
-    w.cast_bar.combos["Bob"].setCurrentIndex(w.cast_bar.combos["Bob"].findData(b.id))
+    w.cast_panel.combos["Alice"].setCurrentIndex(w.cast_panel.combos["Alice"].findData(a.id))
+    w.cast_panel.combos["Bob"].setCurrentIndex(w.cast_panel.combos["Bob"].findData(b.id))

@@ -5,7 +5,9 @@ Autosave writes the whole project to `<data>/autosave/current.s2proj` a few seco
 runs. Finding the lock at start-up means the last session did not end cleanly: the window offers the
 autosaved project. The autosave names the project file it belongs to inside itself (`autosave_of`), so
 a SIGKILL at any instant keeps the two together. An autosave that cannot be opened is moved aside
-(`damaged-<time>.s2proj`, kept for the person) so that it is not offered again at every start.
+(`damaged-<time>.s2proj`, kept for the person) so that it is not offered again at every start. A clean
+exit with unsaved changes nobody chose to discard keeps the autosave too (with a `kept-unsaved` mark),
+and the next start offers it the same way.
 """
 
 from __future__ import annotations
@@ -57,9 +59,21 @@ class ProjectStore(QObject):
 
     # -- crash restore ---------------------------------------------------------------------------
 
+    @property
+    def kept_path(self) -> Path:
+        return self.autosave_dir / "kept-unsaved"
+
     def crashed_before(self) -> bool:
         """True when the last session left its lock behind and an autosave exists."""
         if not self.lock_path.exists():
+            return False
+        recover(self.autosave_path)
+        return self.autosave_path.is_dir()  # a damaged one too: restoring it reports it and sets it aside
+
+    def kept_before(self) -> bool:
+        """True when the last session ended with unsaved work that nobody chose to discard (its autosave
+        was kept for this start)."""
+        if not self.kept_path.exists():
             return False
         recover(self.autosave_path)
         return exists(self.autosave_path)
@@ -68,15 +82,29 @@ class ProjectStore(QObject):
         self.autosave_dir.mkdir(parents=True, exist_ok=True)
         self.lock_path.write_text(str(os.getpid()))
 
-    def end_session(self) -> None:
-        """A clean exit: no restore offer next time."""
+    def end_session(self, discard: bool = False) -> None:
+        """A clean exit. The autosave goes only when nothing unsaved is in it or the person chose to discard
+        it; otherwise it is brought up to date and kept, and the next start offers it (`kept_before`)."""
         self._timer.stop()
+        if self.unsaved_work and not discard:
+            self.autosave_now()
+            if not exists(self.autosave_path):  # no session folder (never begun) or a failing disk: logged
+                return
+            try:
+                self.kept_path.write_text(str(os.getpid()))
+            except OSError as exc:  # the lock then stays: the next start offers the autosave as after a crash
+                logger.warning("cannot mark the autosave as kept: %s", exc)
+                return
+            self.lock_path.unlink(missing_ok=True)
+            return
         self.lock_path.unlink(missing_ok=True)
+        self.kept_path.unlink(missing_ok=True)
         shutil.rmtree(self.autosave_path, ignore_errors=True)
 
     def restore(self) -> tuple[Project, Path | None]:
         """The autosaved project and the file it belongs to. A `UserError` (a damaged autosave) moves it
         aside first, so the next start does not offer it again."""
+        self.kept_path.unlink(missing_ok=True)
         try:
             opened = read_project(self.autosave_path)
         except UserError:
@@ -99,11 +127,21 @@ class ProjectStore(QObject):
 
     # -- autosave --------------------------------------------------------------------------------
 
+    @property
+    def unsaved_work(self) -> bool:
+        """Changes since the last save or open, in a project that holds something (text or takes)."""
+        p = self._project
+        return self.dirty and p is not None and bool(p.script.strip() or p.lines)
+
     def changed(self, project: Project, soon: bool = False) -> None:
-        """Mark dirty and schedule an autosave (`soon`: within the event loop's next turn)."""
+        """Mark dirty and schedule an autosave: `soon` within the event loop's next turn, else within
+        AUTOSAVE_DELAY_MS (an autosave already due sooner is not put off)."""
         self.dirty = True
         self._project = project
-        self._timer.start(0 if soon else AUTOSAVE_DELAY_MS)
+        if soon:
+            self._timer.start(0)
+        elif not self._timer.isActive():
+            self._timer.start(AUTOSAVE_DELAY_MS)
 
     def autosave_now(self) -> None:
         if self._project is None:
@@ -118,30 +156,42 @@ class ProjectStore(QObject):
     def save(self, project: Project, path: Path) -> Path:
         path = save_project(project, path)
         moved = path != self.path
+        self._clean(project)
         self.path = path
-        self.dirty = False
         self.add_recent(path)
         self.path_changed.emit(path)
-        if moved and self._project is not None:  # the autosave names the new file soon
-            self._project = project
+        if moved:  # the autosave names the new file soon
             self._timer.start(0)
         return path
 
     def open(self, path: Path) -> Project:
         """The project at `path`, whole (one `UserError` otherwise); unreadable takes are in `problems`."""
-        opened = read_project(path)
+        try:
+            opened = read_project(path)
+        except UserError as exc:
+            logger.warning("cannot open %s: %s", path, exc)
+            raise
         project = opened.project
         self.problems = opened.problems
+        for problem in self.problems:
+            logger.warning("%s: %s", path, problem)
+        self._clean(project)
         self.path = Path(path)
-        self.dirty = False
         self.add_recent(self.path)
         self.path_changed.emit(self.path)
         return project
 
-    def new(self) -> None:
-        self.path = None
+    def new(self, project: Project, path: Path | None = None) -> None:
+        """`project` is open now, not yet saved (`path`: the file it will be saved to, for a restored autosave)."""
+        self._clean(project)
+        self.path = path
+        self.path_changed.emit(path)
+
+    def _clean(self, project: Project) -> None:
+        """`project` is what is open now, with nothing unsaved (no autosave of the one before is pending)."""
+        self._timer.stop()
+        self._project = project
         self.dirty = False
-        self.path_changed.emit(None)
 
     def recent(self) -> list[Path]:
         raw = self.settings.value("recent", []) or []

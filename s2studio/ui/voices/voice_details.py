@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QLabel, QListWidget, QListWidg
 
 from s2studio.errors import UserError
 from s2studio.state.voices import Clip, Voice, VoiceLibrary, check_clip
-from s2studio.ui.player import load_sounddevice
+from s2studio.ui.control.player import load_sounddevice
 
 EMPTY_HINT = "Drop a WAV here, browse for one or record from the microphone to clone a voice."
 

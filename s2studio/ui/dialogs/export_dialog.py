@@ -1,23 +1,23 @@
 """Export: format, one file and/or per-line stems, SRT/VTT, gap, normalisation, metadata, with progress.
 
 The picked take of every rendered line goes to `audio.export.export` (the same layout code as the
-player's timeline). Writing runs on a plain thread so a long MP3 encode never freezes the window.
+player's timeline). Writing runs off the GUI thread (`control.background`) so a long MP3 encode never
+freezes the window.
 """
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFileDialog,
                                QFormLayout, QHBoxLayout, QLabel, QLineEdit, QProgressBar, QPushButton, QWidget)
 
 from s2studio.audio.export import FORMATS, ExportResult, ExportSettings, Metadata, RenderedLine, export
 from s2studio.engine import api
-from s2studio.errors import UserError
 from s2studio.state.project import Project
 from s2studio.state.script import Script
+from s2studio.ui.control.background import Background
 
 FORMAT_LABELS = {"wav": "WAV (16-bit)", "flac": "FLAC (24-bit)", "ogg": "OGG Vorbis", "opus": "OGG Opus",
                  "mp3": "MP3"}
@@ -35,10 +35,6 @@ def rendered_lines(project: Project, script: Script) -> tuple[list[RenderedLine]
     return out, missing
 
 
-class _Relay(QObject):
-    done = Signal(object, str)
-
-
 class ExportDialog(QDialog):
     gap_changed = Signal(float)
     """The user changed the gap between lines: it is the project's gap, so the player's timeline follows."""
@@ -53,8 +49,8 @@ class ExportDialog(QDialog):
         self.model_name = info.name if info else "Fish Audio S2 Pro"
         self.voices = tuple(sorted({v for v in project.cast.values() if v}))
         self.result: ExportResult | None = None
-        self._relay = _Relay(self)
-        self._relay.done.connect(self._done)
+        self._task = Background("export", self)
+        self._task.done.connect(self._done)
         form = QFormLayout(self)
         form.setSpacing(8)
         summary = f"{len(self.lines)} rendered line{'s' * (len(self.lines) != 1)}"
@@ -171,24 +167,10 @@ class ExportDialog(QDialog):
         self.export_button.setEnabled(False)
         self.status.setText("Exporting…")
         lines = list(self.lines)
-
-        def run() -> None:
-            try:
-                result = export(lines, settings, out=out, stems_dir=stems, srt=srt, vtt=vtt)
-            except UserError as exc:
-                self._relay.done.emit(None, str(exc))
-            except Exception as exc:  # noqa: BLE001 - shown, never a crash
-                self._relay.done.emit(None, f"{type(exc).__name__}: {exc}")
-            else:
-                self._relay.done.emit(result, "")
-
-        self._thread = threading.Thread(target=run, name="export", daemon=True)
-        self._thread.start()
+        self._task.start(lambda _task: export(lines, settings, out=out, stems_dir=stems, srt=srt, vtt=vtt))
 
     def done(self, code: int) -> None:  # noqa: D102 - closing waits for a running export (seconds at most)
-        thread = getattr(self, "_thread", None)
-        if thread is not None and thread.is_alive():
-            thread.join()
+        self._task.wait()
         super().done(code)
 
     def _done(self, result: ExportResult | None, error: str) -> None:

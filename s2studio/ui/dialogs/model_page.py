@@ -2,22 +2,25 @@
 is accepted, or make the demo model (random weights: it produces noise, for trying the studio).
 
 Validation only checks files, so the GUI thread stays torch-free; the engine reports anything deeper
-when it loads. Downloading and writing the demo model run on plain threads (the demo writer imports
-torch there, never in the GUI thread) and report through queued signals.
+when it loads. Downloading runs on a plain thread (`control.background`); the demo model is written by
+`s2studio demo-model` in a process of its own, because it imports torch.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import logging
-import threading
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QCheckBox, QDialog, QDialogButtonBox, QFileDialog, QGroupBox, QHBoxLayout, QLabel,
                                QLineEdit, QProgressBar, QPushButton, QVBoxLayout, QWidget)
 
 from s2studio.errors import UserError
+from s2studio.ui.control.background import Background, Cancelled
 
 logger = logging.getLogger(__name__)
 
@@ -49,54 +52,6 @@ def is_demo(path: Path) -> bool:
         return False
 
 
-class _Cancelled(Exception):
-    pass
-
-
-class Background(QObject):
-    """Runs one function on a plain thread; `progress`/`done` arrive on the GUI thread (queued)."""
-
-    progress = Signal(float, str)
-    done = Signal(object, str)
-    """(result or None, error message or "")."""
-
-    def __init__(self, parent: QObject | None = None) -> None:
-        super().__init__(parent)
-        self.cancel = threading.Event()
-        self.thread: threading.Thread | None = None
-        self._active = False
-        # connected first, so it runs before any slot connected later: those see `running` already False
-        # (the thread is still alive when its queued `done` arrives, so is_alive() cannot tell)
-        self.done.connect(self._on_done)
-
-    def _on_done(self, _result: object, _error: str) -> None:
-        self._active = False
-
-    def start(self, fn) -> None:  # noqa: ANN001
-        self.cancel.clear()
-        self._active = True
-
-        def run() -> None:
-            try:
-                result = fn(self)
-            except _Cancelled:
-                self.done.emit(None, "Cancelled.")
-            except UserError as exc:
-                self.done.emit(None, str(exc))
-            except Exception as exc:  # noqa: BLE001 - report, never crash the studio
-                logger.exception("background task failed")
-                self.done.emit(None, f"{type(exc).__name__}: {exc}")
-            else:
-                self.done.emit(result, "")
-
-        self.thread = threading.Thread(target=run, name="model-page", daemon=True)
-        self.thread.start()
-
-    @property
-    def running(self) -> bool:
-        return self._active
-
-
 def _download(task: Background, dest: Path) -> Path:
     from huggingface_hub import snapshot_download  # noqa: PLC0415 - optional dependency
     from tqdm.auto import tqdm  # noqa: PLC0415 - comes with huggingface_hub
@@ -106,7 +61,7 @@ def _download(task: Background, dest: Path) -> Path:
 
         def update(self, n=1):  # noqa: ANN001, ANN202
             if task.cancel.is_set():
-                raise _Cancelled()
+                raise Cancelled()
             out = super().update(n)
             if self.total:
                 task.progress.emit(min(self.n / self.total, 1.0), self.desc or "")
@@ -116,10 +71,23 @@ def _download(task: Background, dest: Path) -> Path:
 
 
 def _write_demo(task: Background, dest: Path) -> Path:
-    from s2studio.demo_model import write_demo_model  # noqa: PLC0415 - imports torch: off the GUI thread
-
+    """`s2studio demo-model DEST` in its own process: it imports torch, which the studio's GUI process never
+    does (design.md §1); a cancel ends the process."""
     task.progress.emit(0.1, "writing the demo model…")
-    return write_demo_model(dest, size="tiny")
+    command = [sys.executable] if getattr(sys, "frozen", False) else [sys.executable, "-m", "s2studio"]
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen([*command, "demo-model", str(dest)], stdout=subprocess.DEVNULL, stderr=err)
+        while proc.poll() is None:
+            if task.cancel.wait(0.1):
+                proc.terminate()
+                proc.wait()
+                raise Cancelled()
+        if proc.returncode != 0:
+            err.seek(0)
+            lines = err.read().decode("utf-8", "replace").strip().splitlines()
+            logger.error("demo-model failed (%s): %s", proc.returncode, "\n".join(lines))
+            raise UserError(f"Cannot write the demo model: {lines[-1] if lines else proc.returncode}")
+    return dest
 
 
 class ModelPage(QDialog):
@@ -132,7 +100,7 @@ class ModelPage(QDialog):
         self.setMinimumWidth(560)
         self.models_dir = models_dir
         self.chosen: Path | None = None
-        self.task = Background(self)
+        self.task = Background("model-page", self)
         self.task.progress.connect(self._progress)
         self.task.done.connect(self._done)
         layout = QVBoxLayout(self)
@@ -292,6 +260,5 @@ class ModelPage(QDialog):
 
     def done(self, code: int) -> None:  # noqa: D102 - a running task is cancelled and waited for
         self.task.cancel.set()
-        if self.task.thread is not None and self.task.thread.is_alive():
-            self.task.thread.join(timeout=30)
+        self.task.wait()
         super().done(code)

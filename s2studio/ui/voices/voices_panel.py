@@ -10,14 +10,14 @@ from pathlib import Path
 
 from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QIcon, QPainter, QPixmap
-from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QFileDialog, QFormLayout, QHBoxLayout, QInputDialog,
-                               QLabel, QLineEdit, QListWidget, QListWidgetItem, QMessageBox, QPlainTextEdit,
-                               QPushButton, QStyle, QToolButton, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QDialog, QFileDialog, QHBoxLayout, QInputDialog, QLabel, QLineEdit, QListWidget,
+                               QListWidgetItem, QMessageBox, QPushButton, QStyle, QToolButton, QVBoxLayout, QWidget)
 
 from s2studio.errors import UserError
 from s2studio.state.voices import MAX_CLIPS, Voice, VoiceLibrary
-from s2studio.ui.editor import is_dark, speaker_color
-from s2studio.ui.voice_details import VoiceDetails, clip_warnings, play_file
+from s2studio.ui.colors import is_dark, speaker_color
+from s2studio.ui.voices.new_voice_dialog import NewVoiceDialog
+from s2studio.ui.voices.voice_details import VoiceDetails
 
 logger = logging.getLogger(__name__)
 
@@ -43,73 +43,6 @@ def avatar(name: str, dark: bool, size: int = 60) -> QIcon:
     p.drawText(pix.rect(), Qt.AlignmentFlag.AlignCenter, initials)
     p.end()
     return QIcon(pix)
-
-
-class NewVoiceDialog(QDialog):
-    """Name a new voice made of 1–4 clips, or add one clip to an existing voice (`add_to`): each clip
-    has its own transcript, checks and preview."""
-
-    def __init__(self, clips: Path | Sequence[Path], transcript: str = "", parent: QWidget | None = None,
-                 add_to: str | None = None) -> None:
-        super().__init__(parent)
-        self.clips = [clips] if isinstance(clips, Path) else list(clips)
-        self.clip = self.clips[0]
-        self.setWindowTitle(f"Add a clip to “{add_to}”" if add_to else "New voice")
-        self.setObjectName("newVoiceDialog")
-        self.setMinimumWidth(460)
-        form = QFormLayout(self)
-        stem = self.clip.stem.replace("_", " ").replace("-", " ").strip().title()[:60]
-        self.name = QLineEdit(stem or "New voice")
-        self.name.setAccessibleName("Voice name")
-        if add_to is None:
-            form.addRow("Name", self.name)
-        self.transcripts: list[QPlainTextEdit] = []
-        self.checks: list[QLabel] = []
-        several = len(self.clips) > 1
-        for n, clip in enumerate(self.clips, start=1):
-            label = f"Clip {n}" if several else "Clip"
-            row = QHBoxLayout()
-            row.addWidget(QLabel(clip.name), 1)
-            play = QPushButton("▶ Play")
-            play.setAccessibleName(f"Play clip {n}" if several else "Play the clip")
-            play.clicked.connect(lambda _=False, c=clip: self._show_reason(play_file(c)))
-            row.addWidget(play)
-            form.addRow(label, row)
-            edit = QPlainTextEdit(transcript if n == 1 else "")
-            edit.setPlaceholderText(f"Type exactly what is said in {clip.name}.")
-            edit.setAccessibleName(f"Transcript of clip {n}" if several else "Transcript of the clip")
-            edit.setMaximumHeight(70 if several else 100)
-            form.addRow("Transcript", edit)
-            self.transcripts.append(edit)
-            warnings = clip_warnings(clip)
-            checks = QLabel("\n".join(f"⚠ {w}" for w in warnings) or "✓ Clip looks good.")
-            checks.setWordWrap(True)
-            checks.setAccessibleName(f"Checks of clip {n}" if several else "Clip checks")
-            form.addRow("Checks", checks)
-            self.checks.append(checks)
-        self.transcript = self.transcripts[0]
-        self.warnings = self.checks[0]
-        self.consent = QLineEdit()
-        self.consent.setPlaceholderText("Whose voice is this, and did they agree? (optional)")
-        self.consent.setAccessibleName("Consent and source note")
-        if add_to is None:
-            form.addRow("Source", self.consent)
-        self.reason = QLabel("")
-        self.reason.setWordWrap(True)
-        form.addRow(self.reason)
-        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
-        buttons.button(QDialogButtonBox.StandardButton.Ok).setText("Add clip" if add_to else "Create voice")
-        buttons.accepted.connect(self.accept)
-        buttons.rejected.connect(self.reject)
-        self.buttons = buttons
-        form.addRow(buttons)
-
-    def pairs(self) -> list[tuple[Path, str]]:
-        """(clip, transcript) as typed, for `VoiceLibrary.create`."""
-        return [(c, t.toPlainText()) for c, t in zip(self.clips, self.transcripts, strict=True)]
-
-    def _show_reason(self, text: str) -> None:
-        self.reason.setText(text)
 
 
 class VoicesPanel(QWidget):
@@ -147,7 +80,7 @@ class VoicesPanel(QWidget):
         row = QHBoxLayout()
         self.add_button = self._tool("Add voice from a file", style.standardIcon(QStyle.StandardPixmap.SP_FileIcon),
                                      self.browse)
-        self.record_button = self._tool("Record a voice", None, lambda: self.record_requested(), "●")
+        self.record_button = self._tool("Record a voice", None, self.record, "●")
         self.import_button = self._tool("Import a .s2voice file",
                                         style.standardIcon(QStyle.StandardPixmap.SP_DialogOpenButton), self.import_file)
         self.export_button = self._tool("Export the selected voice",
@@ -170,8 +103,6 @@ class VoicesPanel(QWidget):
         self.details = VoiceDetails(library)
         self.details.message.connect(self.message)
         layout.addWidget(self.details)
-        self.record_requested = lambda: None
-        """Set by the window: opens the record dialog (it owns the dialog's lifetime)."""
         self.refresh()
 
     def _tool(self, name: str, icon, slot, text: str = "") -> QToolButton:  # noqa: ANN001
@@ -241,6 +172,17 @@ class VoicesPanel(QWidget):
         self.details.show_voice(voice)
 
     # -- commands --------------------------------------------------------------------------------
+
+    def record(self) -> None:
+        """Record a clip from the microphone, then name the voice made of it."""
+        from s2studio.ui.voices.record_dialog import RecordDialog  # noqa: PLC0415 - opened rarely
+
+        dialog = RecordDialog(self)
+        accepted = dialog.exec()
+        path, transcript = dialog.path, dialog.transcript.toPlainText().strip()
+        dialog.deleteLater()  # modal dialogs are deleted explicitly: a parented, unreferenced one crashed PySide at exit
+        if accepted and path is not None:
+            self.new_voice_from(path, transcript)
 
     def browse(self) -> None:
         names, _ = QFileDialog.getOpenFileNames(self, f"Choose 1–{MAX_CLIPS} reference clips of one voice", "",

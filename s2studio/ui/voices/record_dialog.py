@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QHBoxLayout, QLabel, Q
                                QPushButton, QVBoxLayout, QWidget)
 
 from s2studio.engine.api import SAMPLE_RATE as RATE
-from s2studio.ui.player import load_sounddevice
+from s2studio.ui.control.player import load_sounddevice
 
 logger = logging.getLogger(__name__)
 

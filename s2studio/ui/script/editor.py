@@ -6,31 +6,23 @@ for the parser; the parser's warnings arrive as underlines after a short debounc
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
 
-from PySide6.QtCore import QStringListModel, Qt, QTimer, Signal
+from PySide6.QtCore import QRect, QStringListModel, Qt, Signal
 from PySide6.QtGui import (QColor, QFont, QFontDatabase, QKeyEvent, QPalette, QSyntaxHighlighter, QTextCharFormat,
                            QTextCursor, QTextDocument, QTextFormat)
 from PySide6.QtWidgets import QCompleter, QPlainTextEdit, QTextEdit, QToolTip, QWidget
+
+from s2studio.state.script import Line, Script
+from s2studio.ui.colors import is_dark, speaker_color
+from s2studio.ui.script.gutter import WIDTH as GUTTER_WIDTH
+from s2studio.ui.script.gutter import LineGutter, LineMark
 
 HEADING = re.compile(r"^\s*#.*$")
 SPEAKER = re.compile(r"^\s*([^\s\[\]:<>#][^\[\]:<>#]{0,39}):")
 TAG = re.compile(r"\[[^\[\]\n]*\]")
 RAW_SPEAKER = re.compile(r"<\|speaker:\d+\|>")
-
-_SPEAKER_HUES = (210, 20, 140, 280, 50, 330, 170, 0)
-
-
-def speaker_color(name: str, dark: bool) -> QColor:
-    """A stable colour per speaker name, readable on the current background."""
-    hue = _SPEAKER_HUES[int(hashlib.sha1(name.strip().encode()).hexdigest(), 16) % len(_SPEAKER_HUES)]
-    return QColor.fromHsl(hue, 170, 170 if dark else 95)
-
-
-def is_dark(palette: QPalette) -> bool:
-    return palette.color(QPalette.ColorRole.Base).lightness() < 128
 
 
 @dataclass(frozen=True)
@@ -75,10 +67,13 @@ class ScriptHighlighter(QSyntaxHighlighter):
 
 
 class ScriptEditor(QPlainTextEdit):
-    """Plain text with highlighting, `[` completion, warning underlines and a 'now playing' band."""
+    """Plain text with highlighting, `[` completion, warning underlines, a 'now playing' band and a gutter
+    of line states."""
 
     cursor_line_changed = Signal(int)
     """Block number (0-based) of the text cursor."""
+    mark_clicked = Signal(str)
+    """The gutter mark of this line id was clicked."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -104,7 +99,9 @@ class ScriptEditor(QPlainTextEdit):
         self.cursorPositionChanged.connect(self._cursor_moved)
         self._last_block = 0
         self.setMouseTracking(True)
-        self._tip_timer = QTimer(self)
+        self.gutter = LineGutter(self)
+        self.gutter.mark_clicked.connect(self.mark_clicked)
+        self.setViewportMargins(GUTTER_WIDTH, 0, 0, 0)
 
     # -- tags ------------------------------------------------------------------------------------
 
@@ -176,9 +173,29 @@ class ScriptEditor(QPlainTextEdit):
             self._playing_block = block
             self._update_selections()
 
-    @property
-    def playing_block(self) -> int:
-        return self._playing_block
+    def set_marks(self, marks: dict[int, LineMark]) -> None:
+        """The gutter's marks: block number -> state of the script line on it."""
+        self.gutter.set_marks(marks)
+
+    def line_at_cursor(self, script: Script) -> Line | None:
+        """The script line the text cursor is on (of several on one text line, the one it is in)."""
+        cursor = self.textCursor()
+        pos, block = cursor.position(), cursor.blockNumber() + 1
+        on_block = [ln for ln in script.lines if ln.source_line == block]
+        for ln in on_block:
+            if ln.start <= pos <= ln.end:
+                return ln
+        return on_block[0] if on_block else None
+
+    def select_block(self, block: int, position: int | None = None) -> None:
+        """Put the cursor on `block` (at `position` in the text when given) and scroll it into view."""
+        target = self.document().findBlockByNumber(block)
+        if not target.isValid():
+            return
+        cursor = self.textCursor()
+        cursor.setPosition(position if position is not None else target.position())
+        self.setTextCursor(cursor)
+        self.ensureCursorVisible()
 
     def _update_selections(self) -> None:
         sels = []
@@ -230,6 +247,11 @@ class ScriptEditor(QPlainTextEdit):
         if block != self._last_block:
             self._last_block = block
             self.cursor_line_changed.emit(block)
+
+    def resizeEvent(self, e) -> None:  # noqa: ANN001, N802 - Qt override: the gutter beside the text
+        super().resizeEvent(e)
+        r = self.contentsRect()
+        self.gutter.setGeometry(QRect(r.left(), r.top(), GUTTER_WIDTH, r.height()))
 
     def changeEvent(self, e) -> None:  # noqa: ANN001, N802 - Qt override: follow light/dark switches
         if e.type() == e.Type.PaletteChange:

@@ -1,0 +1,122 @@
+"""When is a take stale, and why: the one statement of the rule (design.md §6).
+
+A take is stale when what the model would be asked for its line differs from what it was asked:
+
+- the line's text (tags included) or its speaker            -> TEXT, SPEAKER
+- the speaker's voice: another voice, or its clips or their transcripts changed          -> VOICE
+- the sampling settings: temperature, top-p, top-k, max length, batching, and the seed when
+  it is fixed (a take made with any seed is a fair sample of "random")                  -> SETTINGS
+
+Never for how the answer is computed or where it is placed: device, precision, speed mode,
+quantization, the gap between lines. Those fields of `GenerationSettings` are not in
+`SAMPLING_FIELDS`, so changing them marks nothing stale.
+
+Takes record what they were asked (`Take.speaker`, `Take.voice`, `Take.settings`, `Take.text`). Takes
+of projects saved before they did carry only a hash of all of it (`Take.fingerprint`);
+`adopt_legacy_take` fills the fields in when that hash still matches, so an old project's up-to-date
+lines stay up to date.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict
+from enum import Enum
+from typing import Any
+
+from s2studio.state.project import GenerationSettings, Take
+from s2studio.state.schema import Field, Integer, Number, Record, Text
+from s2studio.state.script import Line
+from s2studio.state.voices import Voice
+
+SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "max_frames", "batching")
+"""The settings that change what the model is asked, besides a fixed seed."""
+
+TAKE_SETTINGS = Record({
+    "temperature": Field(Number(), None), "top_p": Field(Number(), None), "top_k": Field(Integer(), None),
+    "max_frames": Field(Integer(), None), "batching": Field(Text(max_chars=40), None),
+    "seed": Field(Integer(), None),
+})
+"""`Take.settings` in project.json (`take_settings`): types only, no limits, so a take made under other
+limits still opens; a field missing from an older take reads as None (and counts as changed)."""
+
+
+class Stale(Enum):
+    TEXT = "text edited"
+    SPEAKER = "speaker changed"
+    VOICE = "voice changed"
+    SETTINGS = "settings changed"
+
+
+def take_settings(settings: GenerationSettings) -> dict[str, Any]:
+    """What a take records of the settings it was made with: the sampling fields and the fixed seed
+    (None when the seed was drawn at random)."""
+    out: dict[str, Any] = {name: getattr(settings, name) for name in SAMPLING_FIELDS}
+    out["seed"] = settings.seed if settings.seed_mode == "fixed" else None
+    return out
+
+
+def voice_key(voice: Voice) -> str:
+    """The voice as the model hears it: its id, and each clip's audio checksum and transcript."""
+    clips = json.dumps([[c.sha256, c.transcript] for c in voice.clips], ensure_ascii=False)
+    return f"{voice.id}:{hashlib.sha1(clips.encode()).hexdigest()[:12]}"
+
+
+def stale_reasons(take: Take, line: Line, voice: str, settings: GenerationSettings) -> tuple[Stale, ...]:
+    """Why `take` no longer answers `line` as cast (`voice`: `voice_key` of its voice, "" for none) with
+    `settings`; empty when it is up to date."""
+    reasons = []
+    if take.text != line.text:
+        reasons.append(Stale.TEXT)
+    if take.speaker != line.speaker:
+        reasons.append(Stale.SPEAKER)
+    if take.voice != voice:
+        reasons.append(Stale.VOICE)
+    if _settings_differ(take.settings, settings):
+        reasons.append(Stale.SETTINGS)
+    return tuple(reasons)
+
+
+def _settings_differ(made: dict[str, Any] | None, now: GenerationSettings) -> bool:
+    if made is None:
+        return True
+    wanted = take_settings(now)
+    if any(made.get(name) != wanted[name] for name in SAMPLING_FIELDS):
+        return True
+    return wanted["seed"] is not None and made.get("seed") != wanted["seed"]
+
+
+def describe(reasons: tuple[Stale, ...]) -> str:
+    """"stale: text edited, voice changed" (empty when up to date)."""
+    return "stale: " + ", ".join(r.value for r in reasons) if reasons else ""
+
+
+# ----------------------------------------------------------------------------- projects from before
+
+
+def legacy_fingerprint(line: Line, voice: Voice | None, settings: GenerationSettings) -> str:
+    """The hash older studios stored as `Take.fingerprint`: speaker, text, voice id with its clips'
+    checksums, and every setting (the seed only when fixed)."""
+    values = asdict(settings)
+    if settings.seed_mode == "random":
+        values.pop("seed")
+    voice_id = "" if voice is None else voice.id + ":" + ",".join(c.sha256[:12] for c in voice.clips)
+    blob = json.dumps([line.speaker, line.text, voice_id, values], sort_keys=True)
+    return hashlib.sha1(blob.encode()).hexdigest()[:16]
+
+
+def adopt_legacy_take(take: Take, line: Line, voice: Voice | None, settings: GenerationSettings) -> bool:
+    """A take from an older project records nothing of what it was asked: when its stored hash equals
+    what `line`, `voice` and `settings` give now, it was made from exactly these, so record them (True).
+    Otherwise it stays without them, which the rule reads as voice and settings changed."""
+    if take.settings is not None or not take.fingerprint:
+        return False
+    if take.text != line.text or take.fingerprint != legacy_fingerprint(line, voice, settings):
+        if not take.speaker and take.text == line.text:
+            take.speaker = line.speaker
+        return False
+    take.speaker = line.speaker
+    take.voice = voice_key(voice) if voice is not None else ""
+    take.settings = take_settings(settings)
+    return True

@@ -1,0 +1,222 @@
+"""The open project as the window sees it: the script parsed with ids carried across edits, the cast,
+the takes, and each line's state (design.md §6). QtCore only.
+
+Every change of the project goes through here, so one signal tells the timeline, the editor's gutter,
+the takes panel and the autosave what changed:
+
+- `script_changed(order_changed)`: an edit was parsed (ids carried by `state.line_ids`);
+- `takes_changed(line_id)`: a take was added, picked, deleted or restored;
+- `replaced`: another project was opened (or a new one started);
+- `modified(soon)`: something the project file holds changed (autosave, "unsaved changes").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from PySide6.QtCore import QObject, Signal
+
+from s2studio.state.line_ids import Key, LineIds, first_ids
+from s2studio.state.project import GenerationSettings, Project, Take
+from s2studio.state.script import NARRATOR, Line, Script, parse_script
+from s2studio.state.staleness import Stale, adopt_legacy_take, stale_reasons, voice_key
+from s2studio.state.voices import Voice
+
+LineKind = Literal["none", "fresh", "stale"]
+
+
+@dataclass(frozen=True)
+class LineState:
+    """What the gutter and the takes panel show of one line."""
+
+    kind: LineKind
+    """none: no take; fresh: the picked take answers the line as it is; stale: it answers an older one."""
+    reasons: tuple[Stale, ...]
+    takes: int
+
+
+class Document(QObject):
+    script_changed = Signal(bool)
+    """An edit was parsed; True when the lines' order or membership changed (not only their text)."""
+    takes_changed = Signal(str)
+    replaced = Signal()
+    modified = Signal(bool)
+    """Something the project file holds changed; True when it is worth saving at once (a new take: audio
+    that took minutes to make), False for edits that come in bursts (typing)."""
+    cast_changed = Signal()
+
+    def __init__(self, project: Project, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.project = project
+        self._voices: dict[str, Voice] = {}
+        self._voice_keys: dict[str, str] = {}
+        self.script: Script = parse_script("")
+        self._ids = LineIds()
+        self._adopt(project)
+
+    # -- the project ---------------------------------------------------------------------------
+
+    def replace(self, project: Project) -> None:
+        """Another project: its script with its saved ids (or content ids, for an old file)."""
+        self._adopt(project)
+        self.replaced.emit()
+
+    def _adopt(self, project: Project) -> None:
+        self.project = project
+        script = first_ids(parse_script(project.script, self._known()), project.line_ids)
+        owned = set(script.line_ids)
+        orphans: dict[Key, list[str]] = {}
+        for line_id, entry in project.lines.items():
+            if line_id not in owned:
+                for key in dict.fromkeys((t.speaker, t.text) for t in entry.takes if t.speaker):
+                    orphans.setdefault(key, []).append(line_id)
+        self._ids = LineIds(known=list(project.lines) + list(owned), orphans=orphans)
+        self.script = script
+        project.line_ids = list(script.line_ids)
+        self._adopt_legacy_takes()
+
+    def _adopt_legacy_takes(self) -> None:
+        for line in self.script.lines:
+            entry = self.project.lines.get(line.line_id)
+            for take in entry.takes if entry else ():
+                voice = self._voices.get(self.project.cast.get(line.speaker, ""))
+                adopt_legacy_take(take, line, voice, self.project.settings)
+
+    # -- edits ---------------------------------------------------------------------------------
+
+    def set_text(self, text: str) -> None:
+        """The editor's text after an edit: parse it and carry the ids of the lines before."""
+        before = self.script
+        self.script = self._ids.carry(before, parse_script(text, self._known()))
+        if self.assign_by_name():  # a new speaker with a voice of its name: no warning for it
+            self.script = self._ids.carry(self.script, parse_script(text, self._known()))
+        self.project.line_ids = list(self.script.line_ids)
+        changed = text != self.project.script
+        self.project.script = text
+        if changed:
+            self.modified.emit(False)
+        self.script_changed.emit(self.script.line_ids != before.line_ids)
+
+    def reparse(self) -> None:
+        """The same text, parsed again for new warnings (the cast or the voices changed)."""
+        self.script = self._ids.carry(self.script, parse_script(self.project.script, self._known()))
+        self.script_changed.emit(False)
+
+    def set_voices(self, voices: Iterable[Voice]) -> None:
+        """The voice library's voices (after any change to it): their keys for the staleness rule, and
+        speakers without a voice get the voice of the same name."""
+        self._voices = {v.id: v for v in voices}
+        self._voice_keys = {v.id: voice_key(v) for v in self._voices.values()}
+        self._adopt_legacy_takes()
+        self.assign_by_name()
+        self.reparse()
+
+    def assign_by_name(self) -> list[str]:
+        """Give each speaker never cast a voice whose name is the speaker's (case and spaces aside);
+        returns the speakers assigned. A speaker the person set to "no voice" stays without."""
+        by_name: dict[str, str] = {}
+        for v in self._voices.values():
+            by_name.setdefault(v.name.strip().casefold(), v.id)
+        assigned = []
+        for speaker in self.script.speakers:
+            vid = by_name.get(speaker.strip().casefold())
+            if speaker not in self.project.cast and vid:
+                self.project.cast[speaker] = vid
+                assigned.append(speaker)
+        if assigned:
+            self.modified.emit(False)
+            self.cast_changed.emit()
+        return assigned
+
+    def set_cast(self, speaker: str, voice_id: str) -> None:
+        if self.project.cast.get(speaker) == voice_id:
+            return
+        self.project.cast[speaker] = voice_id
+        self.modified.emit(False)
+        self.cast_changed.emit()
+        self.reparse()
+
+    def set_settings(self, settings: GenerationSettings) -> None:
+        if settings != self.project.settings:
+            self.project.settings = settings
+            self.modified.emit(False)
+
+    def set_gap(self, gap_s: float) -> None:
+        self.project.gap_s = gap_s
+        self.modified.emit(False)
+
+    # -- takes ---------------------------------------------------------------------------------
+
+    def add_take(self, take: Take) -> None:
+        self._ids.remember([take.line_id])
+        self.project.add_take(take)
+        self.takes_changed.emit(take.line_id)
+        self.modified.emit(True)
+
+    def pick(self, line_id: str, index: int) -> None:
+        entry = self.project.lines.get(line_id)
+        if entry is None or entry.picked == index:
+            return
+        self.project.pick(line_id, index)
+        self.takes_changed.emit(line_id)
+        self.modified.emit(True)
+
+    def delete_take(self, line_id: str, take_id: str) -> tuple[Take, int, bool]:
+        """Remove a take; returns what `restore_take` needs to put it back."""
+        entry = self.project.lines[line_id]
+        take = next(t for t in entry.takes if t.take_id == take_id)
+        picked = entry.current is take
+        index = self.project.delete_take(line_id, take_id)
+        self.takes_changed.emit(line_id)
+        self.modified.emit(True)
+        return take, index, picked
+
+    def restore_take(self, take: Take, index: int, picked: bool) -> None:
+        self.project.restore_take(take, index, picked)
+        self.takes_changed.emit(take.line_id)
+        self.modified.emit(True)
+
+    # -- queries -------------------------------------------------------------------------------
+
+    @property
+    def has_voices(self) -> bool:
+        return bool(self._voices)
+
+    def voice_of(self, speaker: str) -> Voice | None:
+        return self._voices.get(self.project.cast.get(speaker, ""))
+
+    def voice_key_of(self, speaker: str) -> str:
+        """`staleness.voice_key` of the speaker's voice ("" without one)."""
+        return self._voice_keys.get(self.project.cast.get(speaker, ""), "")
+
+    def unvoiced(self, lines: Sequence[Line] | None = None) -> list[str]:
+        """Speakers (of `lines`, else of the script) without a voice that exists, in order."""
+        speakers = dict.fromkeys(ln.speaker for ln in lines) if lines is not None else self.script.speakers
+        return [s for s in speakers if self.voice_of(s) is None]
+
+    def reasons(self, line: Line, take: Take | None = None) -> tuple[Stale, ...]:
+        """Why `take` (the picked one by default) is stale for `line` now; () when it is up to date."""
+        take = take or self.project.current(line.line_id)
+        if take is None:
+            return ()
+        return stale_reasons(take, line, self.voice_key_of(line.speaker), self.project.settings)
+
+    def state(self, line: Line) -> LineState:
+        entry = self.project.lines.get(line.line_id)
+        if entry is None or entry.current is None:
+            return LineState("none", (), 0)
+        reasons = self.reasons(line, entry.current)
+        return LineState("stale" if reasons else "fresh", reasons, len(entry.takes))
+
+    def stale_lines(self) -> list[Line]:
+        """Lines whose picked take is missing or stale: what Render ▸ Render Stale Lines renders."""
+        return [ln for ln in self.script.lines if self.state(ln).kind != "fresh"]
+
+    def _known(self) -> set[str] | None:
+        """Speaker names the parser does not warn about: those with a voice (and the narrator). With no
+        voices yet every name would be "unknown", so nothing is warned until there is a voice to pick."""
+        if not self._voices:
+            return None
+        return {s for s, v in self.project.cast.items() if v in self._voices} | {NARRATOR}

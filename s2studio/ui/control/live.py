@@ -1,0 +1,76 @@
+"""Play while rendering: the player starts on the first line of a render as soon as enough of it is there
+that playback will not stall, and waits at the end of the timeline while the job runs. QtCore only."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QObject
+
+from s2studio.engine import api
+from s2studio.ui.control.player import Player
+from s2studio.ui.control.session import RenderSession
+
+AUTOPLAY_LEAD_S = 2.0
+"""Audio buffered before live playback starts when the engine is slower than real time."""
+FAST_RTF = 0.9
+"""Below this real-time factor the engine outruns the player: the first chunk is enough to start."""
+
+
+class LivePlayback(QObject):
+    def __init__(self, session: RenderSession, player: Player, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.session, self.player = session, player
+        self.enabled = True
+        """Play while rendering (tests and the screenshot tool turn it off)."""
+        self._from: str | None = None
+        """The first line of the running render, until playback has started from it."""
+        self._rtf = 0.0
+        self._single = False
+        """The render is of one line: hearing it after the render plays that line alone."""
+        session.busy_changed.connect(self._busy_changed)
+        session.progress.connect(self._on_progress)
+        session.audio_grew.connect(self._audio_grew)
+        session.finished.connect(self._finished)
+        session.failed.connect(lambda _message: self._stop_waiting())
+
+    def _busy_changed(self, busy: bool) -> None:
+        self.player.set_wait_at_end(busy)
+        if busy and self.session.pending:
+            self._from, self._rtf = self.session.pending[0], 0.0
+            self._single = len(self.session.pending) == 1
+
+    def _on_progress(self, event: api.Progress) -> None:
+        self._rtf = event.rtf
+
+    def _audio_grew(self, _start: int) -> None:
+        """Faster than real time (RTF < FAST_RTF), the first chunk is enough. Slower, playback waits for
+        AUTOPLAY_LEAD_S of audio so that short stalls are absorbed (it never skips: an underrun only
+        pauses the playhead at the rendered end)."""
+        if self._from is None or not self.enabled:
+            return
+        bounds = self.session.timeline.layout.bounds(self._from)
+        if bounds is None:  # the first line is held (it has an old take): start when its new take is in
+            return
+        ahead = (self.session.timeline.layout.end - bounds[0]) / api.SAMPLE_RATE
+        if self._rtf >= FAST_RTF and ahead < AUTOPLAY_LEAD_S:
+            return
+        self._start(bounds[0])
+
+    def _finished(self, cancelled: bool) -> None:
+        line_id, self._from = self._from, None
+        if line_id is None or cancelled or not self.enabled or self.player.playing:
+            return
+        if self._single:  # a re-rendered line: hear the new take, not the rest of the script
+            self.player.play_line(line_id)
+            return
+        bounds = self.session.timeline.layout.bounds(line_id)
+        if bounds is not None:  # the render ended before enough audio was ahead to start earlier
+            self._start(bounds[0])
+
+    def _start(self, sample: int) -> None:
+        self._from = None
+        if not self.player.playing:
+            self.player.seek(sample)
+            self.player.play()
+
+    def _stop_waiting(self) -> None:
+        self._from = None

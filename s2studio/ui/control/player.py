@@ -1,0 +1,225 @@
+"""Live playback of the timeline through a sounddevice output stream (design.md §2). QtCore only.
+
+The audio callback reads the timeline's current `Layout` once per block and copies from it: no lock, no
+buffer allocation, no Qt. Everything the GUI thread asks of it (seek, play one line, loop it) is one
+tuple assigned in one step, which the callback picks up at its next block:
+
+- playing the whole timeline, the playhead waits at the rendered end while a render runs
+  (`set_wait_at_end`: it never skips), and stops at the end otherwise;
+- playing one line stops at the line's end; looping it wraps to its start. The line is named by id and
+  its bounds are read from each block's layout, so when A/B swaps the line's take the loop follows the
+  new take at once and never plays a neighbour.
+
+The GUI polls the position with a timer.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from s2studio.audio.timeline import Layout, Timeline
+from s2studio.engine.api import SAMPLE_RATE
+
+logger = logging.getLogger(__name__)
+
+Samples = npt.NDArray[np.float32]
+
+
+def load_sounddevice() -> tuple[Any | None, str]:
+    """Import sounddevice; without PortAudio return (None, reason) so the studio still starts."""
+    try:
+        import sounddevice as sd  # noqa: PLC0415 - PortAudio is optional at run time
+    except (OSError, ImportError) as exc:
+        return None, f"Audio is off: PortAudio is not installed ({exc}). Install libportaudio2 to play and record."
+    try:
+        sd.query_devices(kind="output")
+    except Exception as exc:  # noqa: BLE001 - any PortAudio error means "no device"
+        return sd, f"No audio output device ({exc})."
+    return sd, ""
+
+
+def close_stream(stream: Any) -> None:
+    """Stop and close a PortAudio stream; a device that vanished is logged, never raised."""
+    if stream is None:
+        return
+    try:
+        stream.abort()
+        stream.close()
+    except Exception as exc:  # noqa: BLE001
+        logger.warning("closing the audio stream: %s", exc)
+
+
+def fill(layout: Layout, out: Samples, pos: int, line_id: str | None, loop: bool) -> tuple[int, bool, bool]:
+    """Fill `out` from `pos` on; returns (new position, whether any audio was copied, whether the play
+    reached its end). With `line_id` only that line plays (from its start when `pos` is outside it); at
+    its end it stays there, or wraps to its start when `loop`."""
+    frames = len(out)
+    if line_id is None:
+        start, end = 0, layout.end
+    else:
+        bounds = layout.bounds(line_id)
+        if bounds is None:
+            out[:] = 0.0
+            return pos, False, True
+        start, end = bounds
+        if not start <= pos <= end:  # the line moved (a take swap before it), or the play begins
+            pos = start
+    written, audible = 0, False
+    while written < frames:
+        n = min(frames - written, end - pos)
+        if n <= 0:
+            if loop and end > start:
+                pos = start
+                continue
+            out[written:] = 0.0
+            return pos, audible, True
+        audible |= layout.read_into(out[written:written + n], pos) > 0
+        pos += n
+        written += n
+    return pos, audible, False
+
+
+class Player(QObject):
+    """Plays a `Timeline` through the default output device."""
+
+    position_changed = Signal(int)
+    """Playhead in samples (polled about 30 times a second while playing, and on seek)."""
+    state_changed = Signal(bool)
+    """True when playing."""
+    started_audio = Signal()
+    """The first non-silent block of a play reached the device (the test hook for live playback)."""
+
+    def __init__(self, timeline: Timeline, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.timeline = timeline
+        self._sd, self.unavailable_reason = load_sounddevice()
+        self._stream: Any = None
+        self._pos = 0
+        self._seek: tuple[int, int] = (0, 0)
+        """(request number, sample): the GUI's last seek; the callback applies each number once."""
+        self._applied_seek = 0
+        self._scope: tuple[str | None, bool] = (None, False)
+        """(line id or None for the whole timeline, loop)."""
+        self._ended = False
+        self._wait_at_end = False
+        self._audio_flag = False
+        self._announced = False
+        self._playing = False
+        self._timer = QTimer(self)
+        self._timer.setInterval(33)
+        self._timer.timeout.connect(self._poll)
+
+    @property
+    def available(self) -> bool:
+        return self._sd is not None and not self.unavailable_reason
+
+    @property
+    def playing(self) -> bool:
+        return self._playing
+
+    @property
+    def position(self) -> int:
+        return self._pos
+
+    @property
+    def line(self) -> str | None:
+        """The line being played alone (Play line, a loop), None while the whole timeline plays."""
+        return self._scope[0]
+
+    @property
+    def looping(self) -> bool:
+        return self._scope[1]
+
+    def set_wait_at_end(self, wait: bool) -> None:
+        """While a render runs, more audio may come: the playhead then waits at the end instead of stopping."""
+        self._wait_at_end = wait
+
+    def seek(self, sample: int) -> None:
+        sample = int(min(max(sample, 0), self.timeline.layout.end))
+        self._pos = sample
+        self._seek = (self._seek[0] + 1, sample)
+        self.position_changed.emit(sample)
+
+    def play(self) -> bool:
+        """Play the whole timeline from the playhead. False (and nothing happens) without audio."""
+        self._scope = (None, False)
+        if self._pos >= self.timeline.layout.end and not self._wait_at_end:
+            self.seek(0)
+        return self._start()
+
+    def play_line(self, line_id: str, loop: bool = False) -> bool:
+        """Play one line from its start, to its end or (`loop`) round and round."""
+        bounds = self.timeline.layout.bounds(line_id)
+        if bounds is None:
+            return False
+        self._scope = (line_id, loop)
+        self.seek(bounds[0])
+        return self._start()
+
+    def set_loop(self, line_id: str | None) -> None:
+        """Loop this line from now on (None: stop looping and play on to the end)."""
+        self._scope = (line_id, line_id is not None)
+
+    def pause(self) -> None:
+        if not self._playing:
+            return
+        self._playing = False
+        self._timer.stop()
+        stream, self._stream = self._stream, None
+        close_stream(stream)
+        self.position_changed.emit(self._pos)
+        self.state_changed.emit(False)
+
+    def close(self) -> None:
+        self.pause()
+
+    def _start(self) -> bool:
+        if self._playing:
+            return True
+        if not self.available:
+            return False
+        self._ended = self._announced = self._audio_flag = False
+        self._applied_seek = self._seek[0]
+        try:
+            self._stream = self._sd.OutputStream(samplerate=SAMPLE_RATE, channels=1, dtype="float32",
+                                                 callback=self._callback)
+            self._stream.start()
+        except Exception as exc:  # noqa: BLE001 - a device can vanish between runs
+            logger.warning("cannot open the output stream: %s", exc)
+            self.unavailable_reason = f"Cannot open the audio output ({exc})."
+            self._stream = None
+            return False
+        self._playing = True
+        self._timer.start()
+        self.state_changed.emit(True)
+        return True
+
+    # -- audio thread ---------------------------------------------------------------------------
+
+    def _callback(self, outdata: Any, frames: int, time: Any, status: Any) -> None:
+        number, sample = self._seek
+        pos = self._pos
+        if number != self._applied_seek:
+            self._applied_seek = number
+            pos = sample
+        line_id, loop = self._scope
+        pos, audible, ended = fill(self.timeline.layout, outdata[:, 0], pos, line_id, loop)
+        if audible:
+            self._audio_flag = True
+        self._ended = ended
+        self._pos = pos
+
+    # -- GUI thread -------------------------------------------------------------------------------
+
+    def _poll(self) -> None:
+        if self._audio_flag and not self._announced:
+            self._announced = True
+            self.started_audio.emit()
+        self.position_changed.emit(self._pos)
+        if self._ended and not (self._scope[0] is None and self._wait_at_end):
+            self.pause()

@@ -1,0 +1,235 @@
+"""From Render to a running job: the request is built once (design.md §6). QtCore only.
+
+1. On the GUI thread, `RenderFlow.render` checks the cast once (every speaker of the lines has a voice
+   that exists) and takes what the request needs from the document: the script, the voices, the
+   settings, the earlier takes for context.
+2. Off the GUI thread (`control.background`), each voice's clips are hashed once and their codes read
+   from the voice library's cache (`VoiceLibrary.codes`); a clip without cached codes for the loaded
+   codec is encoded by the engine (an `EncodeRequest` per clip, on the engine thread) and cached. Then
+   `engine.plan.compile_request` runs once, for the lines and their context together.
+3. Back on the GUI thread, `RenderSession.start` hands the request to the engine.
+
+Every step reports through signals; the GUI never waits.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+from PySide6.QtCore import QObject, Signal
+
+from s2studio.engine import api, plan
+from s2studio.engine.plan import compile_request
+from s2studio.errors import UserError
+from s2studio.state.project import GenerationSettings, Project, Take
+from s2studio.state.script import Line, Script
+from s2studio.state.staleness import take_settings, voice_key
+from s2studio.state.voices import Voice, VoiceLibrary
+from s2studio.ui.control.background import Background, Cancelled
+from s2studio.ui.control.document import Document
+from s2studio.ui.control.session import Asked, RenderJob, RenderSession
+from s2studio.worker import EngineHost
+
+logger = logging.getLogger(__name__)
+
+CONTEXT_LINES = 6
+"""Earlier takes handed to the engine when only some lines are rendered (it keeps those that fit)."""
+
+
+def sampling_params(settings: GenerationSettings) -> api.SamplingParams:
+    """The engine's sampler settings for the studio's (`engine.plan.sampling_params`, the one mapping), with the
+    studio's hint where the sampler refuses a value."""
+    try:
+        return plan.sampling_params(settings)
+    except UserError as exc:
+        raise UserError(f"The generation settings are out of range ({exc}); change them in Settings.") from None
+
+
+def no_voice_message(speakers: Sequence[str]) -> str:
+    if len(speakers) == 1:
+        return f"No voice for {speakers[0]}: pick one in the cast above the script."
+    return f"{len(speakers)} speakers have no voice: {', '.join(speakers)}. Pick one for each in the cast."
+
+
+@dataclass(frozen=True)
+class RenderInputs:
+    """Everything the request is built from, taken on the GUI thread (the background step reads only this)."""
+
+    job_id: str
+    lines: tuple[Line, ...]
+    script: Script
+    cast: Mapping[str, Voice]
+    """Every script speaker that has a voice (voices are numbered over the whole script)."""
+    settings: GenerationSettings
+    context: tuple[tuple[Line, Take], ...]
+    """The newest earlier lines with a take, oldest first, when the render does not start at line 1."""
+
+
+def gather(job_id: str, lines: Sequence[Line], script: Script, project: Project,
+           voices: Mapping[str, Voice]) -> RenderInputs:
+    """The inputs of a render of `lines` (in script order), the cast checked once. `voices`: voice id -> voice."""
+    lines = sorted(lines, key=lambda ln: ln.index)
+    unvoiced = [s for s in dict.fromkeys(ln.speaker for ln in lines) if project.cast.get(s, "") not in voices]
+    if unvoiced:
+        raise UserError(no_voice_message(unvoiced))
+    if not any(ln.has_words for ln in lines):
+        raise UserError("the lines to render have only tags and no words to speak; add text after the tags")
+    cast = {s: voices[vid] for s in script.speakers if (vid := project.cast.get(s, "")) in voices}
+    first = lines[0].index
+    context: list[tuple[Line, Take]] = []
+    if first > 0:
+        for ln in script.lines[:first]:
+            take = project.current(ln.line_id)
+            if take is not None and ln.speaker in cast:
+                context.append((ln, take))
+    return RenderInputs(job_id, tuple(lines), script, cast, project.settings, tuple(context[-CONTEXT_LINES:]))
+
+
+def build_request(inputs: RenderInputs, codes: Mapping[str, Sequence[np.ndarray]],
+                  clip_paths: Mapping[str, Sequence[Path]] | None = None) -> api.SynthesisRequest:
+    """The engine request: one `compile_request` over the context lines and the lines to render (so both
+    are numbered as the whole script numbers its voices), then split into lines and context turns.
+    `clip_paths` (voice id -> its clips' files) go along for engines that send audio, not codes."""
+    wanted = {ln.line_id for ln in inputs.lines}
+    context_ids = [ln.line_id for ln, _ in inputs.context]
+    request = compile_request(inputs.script, inputs.cast, codes, inputs.job_id, sampling_params(inputs.settings),
+                              batching=inputs.settings.batching, line_ids=context_ids + sorted(wanted),
+                              clip_paths=clip_paths)
+    takes = {ln.line_id: take for ln, take in inputs.context}
+    turns = tuple(api.ContextTurn(spec.speaker, takes[spec.line_id].text, takes[spec.line_id].codes)
+                  for spec in request.lines if spec.line_id in takes)
+    return replace(request, lines=tuple(spec for spec in request.lines if spec.line_id in wanted), context=turns)
+
+
+def asked_of(inputs: RenderInputs) -> dict[str, Asked]:
+    settings = take_settings(inputs.settings)
+    return {ln.line_id: Asked(ln.speaker, ln.text, voice_key(inputs.cast[ln.speaker]), settings)
+            for ln in inputs.lines}
+
+
+class _EncodeBridge(QObject):
+    """Lets the background step ask the engine thread to encode one clip and wait for its codes: the ask
+    crosses to the GUI thread (a queued signal), which starts the engine job; the answer comes back
+    through a queue the background step waits on."""
+
+    asked = Signal(str, str, object)
+    """(clip path, its name for the engine's log, reply queue)."""
+
+    def __init__(self, host: EngineHost, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.host = host
+        self._replies: dict[str, queue.Queue] = {}
+        self.asked.connect(self._start)
+        host.clip_encoded.connect(self._on_clip)
+        host.job_finished.connect(self._on_finished)
+        host.job_failed.connect(self._on_failed)
+
+    def encoder(self, task: Background, names: Mapping[str, str]):  # noqa: ANN201 - VoiceLibrary.codes' encoder
+        """`encoder(path) -> codes` for `VoiceLibrary.codes`; `names`: clip path -> "<voice id>/<clip id>"."""
+        def encode(path: Path) -> np.ndarray:
+            reply: queue.Queue = queue.Queue()
+            self.asked.emit(str(path), names.get(str(path), Path(path).name), reply)
+            while True:
+                if task.cancel.is_set():
+                    raise Cancelled()
+                try:
+                    answer = reply.get(timeout=0.05)
+                except queue.Empty:
+                    continue
+                if isinstance(answer, np.ndarray):
+                    return answer
+                raise answer
+        return encode
+
+    def _start(self, path: str, name: str, reply: queue.Queue) -> None:
+        job = self.host.new_job_id("encode")
+        self._replies[job] = reply
+        self.host.encode(api.EncodeRequest(job, (api.ClipToEncode(name, Path(path)),)))
+
+    def cancel(self) -> None:
+        for job in list(self._replies):
+            self.host.cancel(job)
+
+    def _on_clip(self, event: api.ClipEncoded) -> None:
+        reply = self._replies.pop(event.job_id, None)
+        if reply is not None:
+            reply.put(np.asarray(event.codes))
+
+    def _on_finished(self, event: api.JobFinished) -> None:
+        reply = self._replies.pop(event.job_id, None)
+        if reply is not None:  # ended without codes: cancelled
+            reply.put(Cancelled())
+
+    def _on_failed(self, event: api.JobFailed) -> None:
+        reply = self._replies.pop(event.job_id, None)
+        if reply is not None:
+            reply.put(UserError(event.error))
+
+
+class RenderFlow(QObject):
+    failed = Signal(str)
+    preparing = Signal(bool)
+    """True while the request is being built (clips hashed, missing codes encoded)."""
+
+    def __init__(self, host: EngineHost, library: VoiceLibrary, document: Document, session: RenderSession,
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.host, self.library, self.document, self.session = host, library, document, session
+        self.codec_fingerprint = ""
+        self._bridge = _EncodeBridge(host, self)
+        self._task = Background("render-request", self)
+        self._task.done.connect(self._built)
+        self._asked: dict[str, Asked] = {}
+
+    @property
+    def preparing_now(self) -> bool:
+        return self._task.running
+
+    @property
+    def busy(self) -> bool:
+        return self._task.running or self.session.busy
+
+    def set_codec(self, fingerprint: str) -> None:
+        """The loaded codec: cached codes of another codec are encoded again."""
+        self.codec_fingerprint = fingerprint
+
+    def render(self, lines: Sequence[Line]) -> None:
+        """Start building the request for `lines`; UserError (at once) for a cast to fix first."""
+        if self.busy or not lines:
+            return
+        d = self.document
+        voices = {v.id: v for s in d.script.speakers if (v := d.voice_of(s)) is not None}
+        inputs = gather(self.host.new_job_id("render"), lines, d.script, d.project, voices)
+        library, fingerprint, encoder = self.library, self.codec_fingerprint, self._bridge.encoder
+        voices_used = {v.id: v for v in inputs.cast.values()}.values()
+        clip_paths = {v.id: [library.clip_path(v, c) for c in v.clips] for v in voices_used}
+        names = {str(p): f"{v.id}/{c.id}" for v in voices_used for c, p in zip(v.clips, clip_paths[v.id], strict=True)}
+
+        def build(task: Background) -> RenderJob:
+            codes: dict[str, list[np.ndarray]] = {}
+            for voice in voices_used:
+                if task.cancel.is_set():
+                    raise Cancelled()
+                codes[voice.id] = library.codes(voice, encoder(task, names), fingerprint)
+            return RenderJob(build_request(inputs, codes, clip_paths), asked_of(inputs))
+
+        self._task.start(build)
+        self.preparing.emit(True)
+
+    def cancel(self) -> None:
+        if self._task.running:
+            self._task.cancel.set()
+            self._bridge.cancel()
+        self.session.cancel()
+
+    def _built(self, job: RenderJob | None, error: str) -> None:
+        self.preparing.emit(False)
+        if job is not None:
+            self.session.start(job)
+        elif error != "Cancelled.":
+            self.failed.emit(error)

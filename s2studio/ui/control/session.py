@@ -1,0 +1,205 @@
+"""Render session: engine events become takes on the document and audio on the one timeline. QtCore only.
+
+The timeline holds every script line's picked take, in script order (`Document` says when lines or
+picks change). While a job runs:
+
+- a line with no audio after it on the timeline streams in, chunk by chunk, so the player can follow
+  the render (`Timeline.begin_stream`);
+- a line that already has a take keeps playing its old take until the new one is finished, which then
+  replaces it in one swap that moves only the lines after it. Chosen over streaming the new take in its
+  place because streaming there would move every later line on every chunk (the playhead would jump,
+  and each chunk would cost the whole project), and the person comparing takes hears a whole take,
+  never half of one;
+- every other line stays on the timeline, audible and unchanged.
+
+A take records what the line was when it was asked (`RenderJob.asked`), not what it is when the take
+arrives, so a line edited during its own render gets a take that is already stale, and a line deleted
+during it keeps the take (Undo brings both back).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+from s2studio.audio.timeline import Timeline
+from s2studio.engine import api
+from s2studio.state.project import Take, now_iso
+from s2studio.ui.control.document import Document
+from s2studio.worker import EngineHost
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What one line's take is asked for: what the take will record (`state.staleness`)."""
+
+    speaker: str
+    text: str
+    voice: str
+    settings: dict[str, Any] = field(hash=False)
+
+
+@dataclass(frozen=True)
+class RenderJob:
+    request: api.SynthesisRequest
+    asked: dict[str, Asked] = field(hash=False)
+    """line id -> what its take is asked for."""
+
+
+class RenderSession(QObject):
+    timeline_changed = Signal()
+    """Lines on the timeline moved, appeared or went (read `timeline.layout`)."""
+    audio_grew = Signal(int)
+    """The streaming line grew: new samples from this timeline sample on."""
+    rendering_changed = Signal(str)
+    """This line started or stopped rendering."""
+    busy_changed = Signal(bool)
+    progress = Signal(object)
+    """`api.Progress` of the running job."""
+    failed = Signal(str)
+    finished = Signal(bool)
+    """A render job ended; True when it was cancelled."""
+
+    def __init__(self, host: EngineHost, document: Document, timeline: Timeline,
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.host = host
+        self.document = document
+        self.timeline = timeline
+        self.job: RenderJob | None = None
+        self.job_id: str | None = None
+        self.pending: list[str] = []
+        """Line ids of the job not finished yet, in render order."""
+        self.live: str | None = None
+        """The line the engine is rendering now."""
+        self._project = document.project
+        """The project the running job renders for: its takes never land in another one opened meanwhile."""
+        self.done_lines = 0
+        host.line_started.connect(self._on_line_started)
+        host.audio_chunk.connect(self._on_chunk)
+        host.line_finished.connect(self._on_line_finished)
+        host.progress.connect(self._on_progress)
+        host.job_finished.connect(self._on_job_finished)
+        host.job_failed.connect(self._on_job_failed)
+        document.script_changed.connect(self._script_changed)
+        document.takes_changed.connect(self._takes_changed)
+        document.replaced.connect(self.relayout)
+        self.relayout()
+
+    @property
+    def busy(self) -> bool:
+        return self.job_id is not None
+
+    def rendering(self, line_id: str) -> bool:
+        return line_id in self.pending
+
+    # -- the timeline follows the document -------------------------------------------------------
+
+    def _picked_audio(self) -> dict[str, Any]:
+        project = self.document.project
+        return {k: t.audio for k in project.lines if (t := project.current(k)) is not None}
+
+    def relayout(self) -> None:
+        """Every line's picked take, laid out again (a project opened, the gap changed)."""
+        self.timeline.set_gap(self.document.project.gap_s)
+        self.timeline.set_lines(self.document.script.line_ids, self._picked_audio())
+        self.timeline_changed.emit()
+
+    def _script_changed(self, order_changed: bool) -> None:
+        if order_changed:  # lines added, deleted, moved or back (Undo): audio stays with its line
+            self.timeline.set_order(self.document.script.line_ids, self._picked_audio())
+            self.timeline_changed.emit()
+
+    def _takes_changed(self, line_id: str) -> None:
+        if line_id not in self.timeline.order:
+            return  # a line not in the script (deleted while it rendered): its take is kept, not placed
+        take = self.document.project.current(line_id)
+        audio = take.audio if take is not None else None
+        if self.timeline.streaming(line_id):
+            self.timeline.end_stream(line_id, audio)
+        else:
+            self.timeline.set_audio(line_id, audio)
+        self.timeline_changed.emit()
+
+    # -- commands --------------------------------------------------------------------------------
+
+    def start(self, job: RenderJob) -> None:
+        """Hand a built request to the engine (`RenderFlow` builds it)."""
+        if self.busy:
+            raise RuntimeError("a render is already running")
+        self.job, self.job_id = job, job.request.job_id
+        self._project = self.document.project
+        self.pending = [ln.line_id for ln in job.request.lines]
+        self.live, self.done_lines = None, 0
+        self.host.generate(job.request)
+        self.busy_changed.emit(True)
+        for line_id in self.pending:
+            self.rendering_changed.emit(line_id)
+
+    def cancel(self) -> None:
+        if self.job_id is not None:
+            self.host.cancel(self.job_id)
+
+    # -- engine events ---------------------------------------------------------------------------
+
+    def _mine(self, event: Any) -> bool:
+        return self.job_id is not None and event.job_id == self.job_id
+
+    def _for_this_project(self, event: Any) -> bool:
+        """An event of the running job while the project it renders for is still open."""
+        return self._mine(event) and self.document.project is self._project
+
+    def _on_line_started(self, event: api.LineStarted) -> None:
+        if not self._for_this_project(event):
+            return
+        self.live = event.line_id
+        if self.timeline.begin_stream(event.line_id):
+            self.timeline_changed.emit()
+
+    def _on_chunk(self, event: api.AudioChunk) -> None:
+        if not self._for_this_project(event) or not self.timeline.streaming(event.line_id):
+            return  # a held line (its old take plays on) or a line gone from the script
+        self.audio_grew.emit(self.timeline.append(event.line_id, event.start_sample, event.samples))
+
+    def _on_line_finished(self, event: api.LineFinished) -> None:
+        if not self._for_this_project(event) or self.job is None:
+            return
+        asked = self.job.asked[event.line_id]
+        if event.line_id in self.pending:
+            self.pending.remove(event.line_id)
+        self.live = None
+        self.done_lines += 1
+        self.document.add_take(Take(event.take_id, event.line_id, asked.text, event.audio, event.codes, event.seed,
+                                    speaker=asked.speaker, voice=asked.voice, settings=dict(asked.settings),
+                                    created=now_iso()))
+        self.rendering_changed.emit(event.line_id)
+
+    def _on_progress(self, event: api.Progress) -> None:
+        if self._mine(event):
+            self.progress.emit(event)
+
+    def _end(self) -> None:
+        for line_id in self.timeline.order:
+            if self.timeline.streaming(line_id):  # cancelled or failed half-way: no take, no audio
+                self.timeline.end_stream(line_id, None)
+                self.timeline_changed.emit()
+        pending, self.pending = self.pending, []
+        self.job = self.job_id = self.live = None
+        for line_id in pending:
+            self.rendering_changed.emit(line_id)
+        self.busy_changed.emit(False)
+
+    def _on_job_finished(self, event: api.JobFinished) -> None:
+        if self._mine(event):
+            self._end()
+            self.finished.emit(event.cancelled)
+
+    def _on_job_failed(self, event: api.JobFailed) -> None:
+        if self._mine(event):
+            self._end()
+            self.failed.emit(event.error)

@@ -1,0 +1,151 @@
+"""The cast above the editor: a voice picker per speaker named in the script, wrapping onto as many rows
+as it needs (and scrolling beyond three), so twenty speakers never widen the window; and one line that
+says which speakers still lack a voice, and which name looks like a typo of another."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import partial
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QResizeEvent
+from PySide6.QtWidgets import QComboBox, QFrame, QHBoxLayout, QLabel, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
+
+from s2studio.state.script import near_name
+from s2studio.ui.colors import is_dark, speaker_color
+from s2studio.ui.script.flow_layout import FlowLayout
+
+NO_VOICE = ""
+VISIBLE_ROWS = 3
+"""Rows of speakers shown before the cast scrolls."""
+
+
+def missing_voices_message(speakers: Sequence[str], voiced: Sequence[str]) -> str:
+    """'3 speakers have no voice: Carol, Dave, Eve' and a 'did you mean' for each near-miss name."""
+    if not speakers:
+        return ""
+    names = ", ".join(speakers)
+    text = f"No voice for {names}" if len(speakers) == 1 else f"{len(speakers)} speakers have no voice: {names}"
+    hints = [f"“{s}”: did you mean {near}?" for s in speakers if (near := near_name(s, voiced))]
+    return "⚠ " + "  ·  ".join([text, *hints])
+
+
+class CastPanel(QWidget):
+    cast_changed = Signal(str, str)
+    """(speaker, voice id) after the person picked a voice ("" = none)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("castPanel")
+        self.setAccessibleName("Cast: a voice for each speaker")
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Maximum)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(8, 4, 8, 4)
+        outer.setSpacing(2)
+        head = QHBoxLayout()
+        head.addWidget(QLabel("<b>Cast</b>"))
+        self._hint = QLabel("Write <i>Name:</i> at the start of a line to add a speaker.")
+        self._hint.setEnabled(False)
+        head.addWidget(self._hint)
+        self.summary = QLabel("")
+        self.summary.setObjectName("castWarnings")
+        self.summary.setAccessibleName("Cast warnings")
+        self.summary.setWordWrap(True)
+        self.summary.setStyleSheet("#castWarnings { color: #c2410c; }")
+        self.summary.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        head.addWidget(self.summary, 1)
+        outer.addLayout(head)
+        self._chips = QWidget()
+        self._flow = FlowLayout(self._chips, spacing=10)
+        self._flow.setContentsMargins(0, 0, 0, 0)
+        self.scroll = QScrollArea()
+        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.scroll.setWidget(self._chips)
+        self.scroll.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+        outer.addWidget(self.scroll)
+        self.combos: dict[str, QComboBox] = {}
+        self._voices: list[tuple[str, str]] = []
+        self._speakers: tuple[str, ...] = ()
+        self._cast: dict[str, str] = {}
+
+    @property
+    def has_voices(self) -> bool:
+        return bool(self._voices)
+
+    def set_voices(self, voices: list[tuple[str, str]]) -> None:
+        """(voice id, display name) of every voice in the library."""
+        self._voices = list(voices)
+        self._rebuild()
+
+    def set_speakers(self, speakers: Sequence[str], cast: dict[str, str]) -> None:
+        if tuple(speakers) == self._speakers and cast == self._cast:
+            return
+        self._speakers, self._cast = tuple(speakers), dict(cast)
+        self._rebuild()
+
+    def unvoiced(self) -> list[str]:
+        ids = {vid for vid, _ in self._voices}
+        return [s for s in self._speakers if self._cast.get(s, NO_VOICE) not in ids]
+
+    def _rebuild(self) -> None:
+        while (item := self._flow.takeAt(0)) is not None:
+            if item.widget() is not None:
+                item.widget().hide()  # gone from view now; deleted when the event loop next runs
+                item.widget().deleteLater()
+        self.combos.clear()
+        self._hint.setVisible(not self._speakers)
+        dark = is_dark(self.palette())
+        for speaker in self._speakers:
+            chip = QWidget()
+            row = QHBoxLayout(chip)
+            row.setContentsMargins(0, 0, 0, 0)
+            row.setSpacing(4)
+            label = QLabel(speaker)
+            label.setStyleSheet(f"color: {speaker_color(speaker, dark).name()}; font-weight: 600;")
+            combo = QComboBox()
+            combo.setObjectName(f"cast:{speaker}")
+            combo.setAccessibleName(f"Voice for {speaker}")
+            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+            combo.setMinimumContentsLength(12)
+            combo.addItem("— choose a voice —", NO_VOICE)
+            for vid, name in self._voices:
+                combo.addItem(name, vid)
+            combo.setCurrentIndex(max(combo.findData(self._cast.get(speaker, NO_VOICE)), 0))
+            combo.currentIndexChanged.connect(partial(self._picked, speaker))
+            label.setBuddy(combo)
+            row.addWidget(label)
+            row.addWidget(combo)
+            self._flow.addWidget(chip)
+            chip.show()  # shown now, not at the next layout pass: the rows are measured below
+            self.combos[speaker] = combo
+        self._show_summary()
+        self._fit_height()
+
+    def _show_summary(self) -> None:
+        missing = self.unvoiced() if self._voices else []
+        voiced = [s for s in self._speakers if s not in missing]
+        text = missing_voices_message(missing, voiced)
+        self.summary.setText(text)
+        self.summary.setToolTip(text)
+        self.summary.setVisible(bool(text))
+
+    def _fit_height(self) -> None:
+        """As tall as the rows of speakers, up to VISIBLE_ROWS rows (then it scrolls)."""
+        width = max(self.scroll.viewport().width(), 200)
+        needed = self._flow.heightForWidth(width) if self._speakers else 0
+        row = next((c.sizeHint().height() for c in self.combos.values()), 26)
+        limit = VISIBLE_ROWS * row + (VISIBLE_ROWS - 1) * 10
+        self.scroll.setFixedHeight(min(needed, limit))
+        self.scroll.setVisible(bool(self._speakers))
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        self._fit_height()
+
+    def _picked(self, speaker: str, _index: int = 0) -> None:
+        vid = self.combos[speaker].currentData() or NO_VOICE
+        self._cast[speaker] = vid
+        self._show_summary()
+        self.cast_changed.emit(speaker, vid)

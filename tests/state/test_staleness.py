@@ -1,0 +1,86 @@
+"""The staleness rule: what the model is asked makes a take stale, with the reason; how it is computed
+(device, precision, speed, quantization) and where it is placed (the gap) never do."""
+
+from __future__ import annotations
+
+from dataclasses import fields, replace
+
+import numpy as np
+import pytest
+
+from s2studio.state.project import GenerationSettings, Take
+from s2studio.state.script import parse_script
+from s2studio.state.staleness import (
+    SAMPLING_FIELDS, Stale, adopt_legacy_take, describe, legacy_fingerprint, stale_reasons, take_settings, voice_key,
+)
+from s2studio.state.voice_format import Clip, Voice
+
+LINE = parse_script("Alice: Hello [sigh] there.").lines[0]
+
+
+def voice(transcript: str = "hi", sha: str = "a" * 64) -> Voice:
+    return Voice("v1", "Alice voice", "", "", (Clip("c1", "c1.flac", transcript, sha, 3.0, 44100),), "2025")
+
+
+def take_for(settings: GenerationSettings, v: Voice | None = None) -> Take:
+    return Take("t1", LINE.line_id, LINE.text, np.zeros(4, np.float32), np.zeros((10, 1), np.int64), 7,
+                speaker=LINE.speaker, voice=voice_key(v or voice()), settings=take_settings(settings))
+
+
+def test_an_up_to_date_take_has_no_reasons() -> None:
+    s = GenerationSettings()
+    assert stale_reasons(take_for(s), LINE, voice_key(voice()), s) == ()
+
+
+def test_each_change_of_what_the_model_is_asked_gives_its_reason() -> None:
+    s = GenerationSettings()
+    take = take_for(s)
+    edited = parse_script("Alice: Hello there.").lines[0]
+    moved = parse_script("Bob: Hello [sigh] there.").lines[0]
+    assert stale_reasons(take, edited, voice_key(voice()), s) == (Stale.TEXT,)
+    assert stale_reasons(take, moved, voice_key(voice()), s) == (Stale.SPEAKER,)
+    assert stale_reasons(take, LINE, voice_key(voice(transcript="hello")), s) == (Stale.VOICE,)
+    assert stale_reasons(take, LINE, voice_key(voice(sha="b" * 64)), s) == (Stale.VOICE,)
+    assert stale_reasons(take, LINE, "", s) == (Stale.VOICE,)
+    for name, value in (("temperature", 0.5), ("top_p", 0.5), ("top_k", 5), ("max_frames", 64),
+                        ("batching", "upstream")):
+        assert stale_reasons(take, LINE, voice_key(voice()), replace(s, **{name: value})) == (Stale.SETTINGS,), name
+    assert describe(stale_reasons(take, edited, "", s)) == "stale: text edited, voice changed"
+
+
+def test_settings_that_cannot_change_what_is_asked_mark_nothing_stale() -> None:
+    s = GenerationSettings()
+    take = take_for(s)
+    for name, value in (("device", "cuda"), ("precision", "bf16"), ("speed", "fast"), ("quantize", "int8")):
+        assert stale_reasons(take, LINE, voice_key(voice()), replace(s, **{name: value})) == (), name
+    # every field is either part of what is asked or named here as not: a new setting must choose
+    assert {f.name for f in fields(GenerationSettings)} == set(SAMPLING_FIELDS) | {
+        "seed_mode", "seed", "device", "precision", "speed", "quantize"}
+
+
+@pytest.mark.parametrize(("made", "now", "stale"), [
+    (("random", 1), ("random", 99), False),   # a random seed's value is never asked for
+    (("fixed", 5), ("random", 5), False),     # a take with any seed is a fair sample of "random"
+    (("random", 5), ("fixed", 5), True),      # a fixed seed asks for that seed
+    (("fixed", 5), ("fixed", 5), False),
+    (("fixed", 5), ("fixed", 6), True),
+])
+def test_the_seed_counts_only_when_fixed(made, now, stale) -> None:
+    take = take_for(GenerationSettings(seed_mode=made[0], seed=made[1]))
+    reasons = stale_reasons(take, LINE, voice_key(voice()), GenerationSettings(seed_mode=now[0], seed=now[1]))
+    assert reasons == ((Stale.SETTINGS,) if stale else ())
+
+
+def test_a_legacy_take_is_adopted_when_its_hash_still_matches() -> None:
+    s = GenerationSettings(speed="fast")
+    v = voice()
+    old = Take("t1", LINE.line_id, LINE.text, np.zeros(4, np.float32), np.zeros((10, 1), np.int64), 7,
+               legacy_fingerprint(LINE, v, s))
+    assert stale_reasons(old, LINE, voice_key(v), s) == (Stale.SPEAKER, Stale.VOICE, Stale.SETTINGS)
+    assert adopt_legacy_take(old, LINE, v, s)
+    assert (old.speaker, old.voice, old.settings) == ("Alice", voice_key(v), take_settings(s))
+    assert stale_reasons(old, LINE, voice_key(v), s) == ()
+    other = Take("t2", LINE.line_id, LINE.text, np.zeros(4, np.float32), np.zeros((10, 1), np.int64), 7,
+                 legacy_fingerprint(LINE, v, replace(s, temperature=0.3)))
+    assert not adopt_legacy_take(other, LINE, v, s)
+    assert stale_reasons(other, LINE, voice_key(v), s) == (Stale.VOICE, Stale.SETTINGS)
