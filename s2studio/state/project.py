@@ -13,6 +13,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from s2studio.audio import SAMPLE_RATE
 from s2studio.state.schema import dataclass_kind
 
 FORMAT_VERSION = 1
