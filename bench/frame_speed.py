@@ -14,7 +14,7 @@ share the machine's load:
    float32 would need ~18 GB) and all 4 fast layers; the slow step is timed at 4 and 2 layers and scaled to 36
    (layers cost the same), the fast part (9 weight passes and 11 draws) is timed as it is. Printed beside the
    bandwidth bound: the frame's weight bytes / the bandwidth measured again just before that row. "(kernel)"
-   rows use the project's CPU kernels (engine/cpu_gemv.cpp), "(torch)" rows torch's own;
+   rows use the project's CPU kernels (engine/weights/cpu_gemv.cpp), "(torch)" rows torch's own;
 4. time to first audio in the engine's line mode (mid model, codec included): line 1 with a 10 s reference,
    then lines 2 and 3, on the exact path, the fast path without prefix reuse, and with it.
 
@@ -193,7 +193,7 @@ def demo_models(args: argparse.Namespace, tmp: Path) -> None:
         rows["port (mizuoto-fishspeech)"] = (port_runs(folder, prompt, args.frames, args.runs, args.threads)
                                              if on_cpu else None)
         rows["exact"] = exact_runs(model, tok, prompt, args.frames, args.runs)
-        # on the CPU the engine loads the fast path with S2's bf16 weights kept (bf16_linear.py, "as loaded"); the
+        # on the CPU the engine loads the fast path with S2's bf16 weights kept (weights/bf16.py, "as loaded"); the
         # float32-weight row is torch's GEMV on widened weights, for comparison
         fast_name = "fast, fp32 weights (torch)" if DEVICE.type == "cpu" else "fast"
         rows[fast_name] = fast_runs(model, tok, prompt, args.frames, args.runs)

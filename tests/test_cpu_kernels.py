@@ -1,4 +1,4 @@
-"""The CPU kernels (engine/cpu_gemv.*) and the layers that use them (Bf16Linear, Int8Linear).
+"""The CPU kernels (engine/weights/cpu_gemv.*) and the layers that use them (Bf16Linear, Int8Linear).
 
 The kernels are built by the first test that needs them (a few seconds, into this session's temporary cache).
 What must hold: the float32 product of the stored weights (to float32 rounding, for every width and both the

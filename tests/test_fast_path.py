@@ -1,4 +1,4 @@
-"""The fast generation path (engine/fast.py, model/fast_forward.py) against the exact one.
+"""The fast generation path (engine/s2/fast.py, model/fast_forward.py) against the exact one.
 
 The fast path is the exact math with other kernels, so its logits may differ in the last bits and its codes
 are not guaranteed equal. What we check: per-step logits close to the exact forward's, a sampler that draws the

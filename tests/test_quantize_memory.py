@@ -100,7 +100,7 @@ def test_s2_pro_footprints() -> None:
 
 
 def test_the_cpu_fast_path_counts_linear_weights_at_two_bytes() -> None:
-    """S2 Pro in float32 on the CPU fast path: the bf16 linear weights are never widened (bf16_linear.py)."""
+    """S2 Pro in float32 on the CPU fast path: the bf16 linear weights are never widened (weights/bf16.py)."""
     counts = param_counts(S2)
     fp32 = footprint(S2, precision="fp32", context=8192, codec_bytes=0)
     kept = footprint(S2, precision="fp32", context=8192, codec_bytes=0, bf16_linears=True)

@@ -133,7 +133,7 @@ class FastSampler:
         self.not_first = torch.arange(top_k, device=device) > 0
         self.made = 0
         self.tail = None
-        """With `graphs` (CUDA only): the frame after the slow step replayed as one CUDA graph (engine/graphs.py)."""
+        """With `graphs` (CUDA only): the frame after the slow step replayed as one CUDA graph (graphs.py)."""
         if graphs:
             from s2studio.engine.s2.graphs import FrameTailGraph
 
