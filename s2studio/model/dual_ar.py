@@ -106,8 +106,10 @@ class DualAR(nn.Module):
 
     # ------------------------------------------------------------------------- slow model
 
-    def embed(self, tokens: Tensor) -> Tensor:
-        """(1, 1+K, S) token matrix -> (1, S, dim) input embeddings (spec §4.1, op for op)."""
+    def embed(self, tokens: Tensor, *, training: bool = False) -> Tensor:
+        """(B, 1+K, S) token matrix -> (B, S, dim) input embeddings (spec §4.1, op for op).
+
+        `training`: upstream's training forward, which never divides semantic positions by sqrt(K + 1)."""
         c = self.config
         codes = [self.codebook_embeddings(tokens[:, i + 1] + i * c.codebook_size) for i in range(c.num_codebooks)]
         vq_sum = torch.stack(codes, dim=1).sum(dim=1)  # (1, K, S, dim) -> (1, S, dim): one reduction, not a loop
@@ -115,7 +117,7 @@ class DualAR(nn.Module):
         is_semantic = (main >= c.semantic_begin_id) & (main <= c.semantic_end_id)
         vq_sum = torch.where(is_semantic[..., None], vq_sum, 0)
         x = self.embeddings(main) + vq_sum
-        if c.scale_codebook_embeddings:
+        if c.scale_codebook_embeddings and not training:
             x = torch.where(is_semantic[..., None].expand_as(x), x / math.sqrt(c.num_codebooks + 1), x)
         return x
 

@@ -84,8 +84,10 @@ class Attention(nn.Module):
         self.fast = fast
         self.kv_cache: KVCache | None = None
 
-    def forward(self, x: Tensor, freqs_cis: Tensor, mask: Tensor, input_pos: Tensor) -> Tensor:
-        if self.kv_cache is None:
+    def forward(self, x: Tensor, freqs_cis: Tensor, mask: Tensor, input_pos: Tensor | None) -> Tensor:
+        """`input_pos` None: training, where the sequence attends to its own keys (no cache) under `mask`
+        (B, 1, S, S); otherwise the keys and values are written into the cache at `input_pos`."""
+        if input_pos is not None and self.kv_cache is None:
             raise RuntimeError("no KV cache: call DualAR.setup_caches() before running the model")
         bsz, seqlen, _ = x.shape
         q_size, kv_size = self.n_head * self.head_dim, self.n_local_heads * self.head_dim
@@ -100,7 +102,9 @@ class Attention(nn.Module):
         k = apply_rotary_emb(k, freqs_cis)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, H, S, D)
 
-        k, v = self.kv_cache.update(input_pos, k, v)  # (B, KV, L, D): the whole cache, L = its full length
+        if input_pos is not None:
+            assert self.kv_cache is not None
+            k, v = self.kv_cache.update(input_pos, k, v)  # (B, KV, L, D): the whole cache, L = its full length
         group = self.n_head // self.n_local_heads  # kv head j serves q heads j*group ... j*group+group-1
         k = k.repeat_interleave(group, dim=1)
         v = v.repeat_interleave(group, dim=1)
@@ -138,6 +142,6 @@ class TransformerBlock(nn.Module):
         self.ffn_norm = RMSNorm(config.dim, config.norm_eps)
         self.attention_norm = RMSNorm(config.dim, config.norm_eps)
 
-    def forward(self, x: Tensor, freqs_cis: Tensor, mask: Tensor, input_pos: Tensor) -> Tensor:
+    def forward(self, x: Tensor, freqs_cis: Tensor, mask: Tensor, input_pos: Tensor | None) -> Tensor:
         h = x + self.attention(self.attention_norm(x), freqs_cis, mask, input_pos)
         return h + self.feed_forward(self.ffn_norm(h))

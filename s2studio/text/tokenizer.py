@@ -69,6 +69,10 @@ class S2Tokenizer:
             raise UserError(f"{self.source} lacks the token {token}; it is not an S2 tokenizer")
         return tid
 
+    def find_id(self, token: str) -> int | None:
+        """Id of one token by name, or None when the vocabulary lacks it."""
+        return self._tok.token_to_id(token)
+
     def encode(self, text: str) -> list[int]:
         return list(self._tok.encode(text, add_special_tokens=False).ids)
 

@@ -42,13 +42,14 @@ def load_dual_ar(
     model_dir: Path,
     *,
     device: str | torch.device = "cpu",
-    dtype: torch.dtype = torch.float32,
+    dtype: torch.dtype | None = torch.float32,
     semantic_range: tuple[int, int] | None,
     im_end_id: int | None,
     max_seq_len: int | None = None,
     narrow: Narrow = "none",
 ) -> DualAR:
-    """The model of `model_dir` on `device` in `dtype`, in eval mode with gradients off.
+    """The model of `model_dir` on `device` in `dtype` (None: each tensor as stored, as upstream's training
+    loads it), in eval mode with gradients off.
 
     `semantic_range` (first, last semantic token id, inclusive) and `im_end_id` come from the tokenizer and
     override the config's values, as upstream does (spec §2.3); None keeps the config's. `max_seq_len`
