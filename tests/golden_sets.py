@@ -86,7 +86,8 @@ def binding_set(kind: str) -> GoldenSet | None:
 def why_unbound(kind: str) -> str:
     """One line for a skip: what this machine is, what was recorded, and how to record a set for it."""
     recorded = "; ".join(s.describe() for s in recorded_sets(kind)) or "none"
-    tool = {"lm": "make_lm_goldens.py", "codec/full": "make_codec_goldens.py --full"}.get(kind, "make_codec_goldens.py")
+    tool = {"lm": "make_lm_goldens.py", "codec/full": "make_codec_goldens.py --full",
+            "lora": "make_lora_goldens.py"}.get(kind, "make_codec_goldens.py")
     return (f"no {kind} goldens for a {running_capability()} CPU with torch {_release(torch.__version__)} "
             f"(float kernels differ between instruction sets and builds, spec §11.1); recorded: {recorded}; "
             f"make them here with tools/{tool}")

@@ -251,6 +251,7 @@ class Trainer:
         return Checkpoint(folder, self.step_done)
 
     def save_final(self, out_dir: Path) -> Path:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
         with OutputSet() as out:
             out.add(Path(out_dir) / LORA_FILE, self.lora_bytes())
             out.add_text(Path(out_dir) / META_FILE, json.dumps(self.meta(), indent=2) + "\n")
