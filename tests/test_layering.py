@@ -26,6 +26,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("s2studio.engine.weights",),
     ("s2studio.demo_model",),
     ("s2studio.engine.s2",),  # the runtime
+    ("s2studio.train",),  # LoRA fine-tuning on the runtime's loader and codec
     ("s2studio.worker",),
     ("s2studio.serve",),  # HTTP in front of the engine and the voice library
     ("s2studio.commands",),

@@ -161,7 +161,7 @@ class Trainer:
         self.preset = preset
         self.tokenizer = S2Tokenizer.from_file(self.model_dir / "tokenizer.json")
         config = load_config(self.model_dir)
-        state = _read_state(resume, settings, self.model_dir) if resume is not None else None
+        state = read_state(resume, settings, self.model_dir) if resume is not None else None
         if state is None:
             seed_everything(settings.seed)
         say("loading the model")
@@ -279,7 +279,7 @@ def latest_checkpoint(out_dir: Path) -> Path | None:
     return found[-1] if found else None
 
 
-def _read_state(folder: Path, settings: TrainSettings, model_dir: Path) -> dict:
+def read_state(folder: Path, settings: TrainSettings, model_dir: Path) -> dict:
     """A checkpoint's state, checked: readable, ours, and made with the same settings (steps may grow)."""
     folder = Path(folder)
     shown = printable(folder)
