@@ -70,6 +70,11 @@ class FastDecoder:
         self.filled = 0
         self.prefilled = 0
 
+    def weights_changed(self) -> None:
+        """A LoRA was merged or removed: the head's rows are copied again and no cached prefix is reused."""
+        self.head = narrow_head(head_weight(self.model, self.ids), narrowing_of(self.model).mode)
+        self.filled = 0
+
     def reusable(self, prompt: Tensor) -> int:
         """Leading columns of `prompt` already in the cache; at least its last column is always recomputed."""
         n = min(self.filled, prompt.shape[1] - 1)

@@ -63,6 +63,10 @@ class Decoder(Protocol[S]):
         """The kept frames of one batch, each a (num_codebooks,) int64 tensor on the model's device."""
         ...
 
+    def weights_changed(self) -> None:
+        """The model's weights were changed in place (a LoRA merged or removed): drop what was computed from them."""
+        ...
+
 
 # ----------------------------------------------------------------------------- model helpers
 
@@ -222,6 +226,9 @@ class ExactDecoder:
     def frames(self, prompt: np.ndarray | Tensor, sampler: FrameSampler, max_new_tokens: int = 0,
                cancel: threading.Event | None = None) -> Iterator[Tensor]:
         return generate_frames(self.model, prompt, sampler, max_new_tokens, cancel)
+
+    def weights_changed(self) -> None:
+        """Nothing is kept between batches: every prompt is prefilled again."""
 
 
 def generate_batches(decoder: Decoder[Any], tokenizer: TokenizerLike, batches: Sequence[str], *,

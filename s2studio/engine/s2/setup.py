@@ -27,6 +27,7 @@ from s2studio.engine.s2.generate import Decoder, ExactDecoder
 from s2studio.engine.s2.memory import check_fits, codec_bytes_of
 from s2studio.engine.weights import cpu_gemv
 from s2studio.engine.weights.checkpoints import load_dual_ar
+from s2studio.engine.weights.lora_apply import LoraSwitch
 from s2studio.engine.weights.narrow import Narrow, Narrowed, narrowing_of
 from s2studio.errors import UserError
 from s2studio.model.config import load_config
@@ -59,10 +60,19 @@ class Runtime:
     info: ModelInfo
     narrowed: Narrowed
     """What the loader narrowed the linear layers to (bf16 on the CPU fast path, or the int8/int4 asked for)."""
+    lora: LoraSwitch
+    """The LoRA merged into the model now (none at first) and the base weights to switch (weights/lora_apply.py)."""
 
     @property
     def device(self) -> torch.device:
         return self.model.embeddings.weight.device
+
+    def use_lora(self, path: Path | None) -> bool:
+        """Merge the LoRA file `path` into the model (None: back to the base weights); False if already so."""
+        changed = self.lora.use(self.lora.read(path) if path is not None else None)
+        if changed:
+            self.decoder.weights_changed()
+        return changed
 
 
 def check_model_folder(folder: Path) -> Path:
@@ -88,12 +98,13 @@ def resolve_speed(speed: Speed, device: torch.device, precision: str) -> Literal
 
 def load_steps(folder: Path, *, device: str = "auto", precision: str = "auto", quantize: Quantize = "none",
                speed: Speed = "auto", context: int | None = None, threads: int | None = None,
-               codec: bool = True) -> Generator[LoadStep, None, Runtime]:
+               codec: bool = True, lora: Path | None = None) -> Generator[LoadStep, None, Runtime]:
     """The recipe, step by step; its return value (`StopIteration.value`) is the `Runtime`.
 
     `context`: positions of the fast path's cache (None: `FAST_CONTEXT`, at most the model's context); the exact
     loop always holds the model's whole context, as upstream does, so it takes none. `codec=False` skips the codec
-    (and its memory). Every problem a person can fix is a UserError."""
+    (and its memory); `lora` merges that LoRA file into the model (`Runtime.use_lora` changes it later). Every
+    problem a person can fix is a UserError."""
     yield LoadStep(0.0, "reading the tokenizer")
     if quantize not in QUANTIZE_MODES:
         raise UserError(f"unknown quantization {quantize!r}; choose one of {', '.join(QUANTIZE_MODES)}")
@@ -121,6 +132,10 @@ def load_steps(folder: Path, *, device: str = "auto", precision: str = "auto", q
                          semantic_range=(tokenizer.semantic_begin_id, tokenizer.semantic_end_id),
                          im_end_id=tokenizer.im_end_id)
     narrowed = narrowing_of(model)
+    switch = LoraSwitch(model, folder)
+    if lora is not None:
+        yield LoadStep(0.65, "merging the LoRA")
+        switch.use(switch.read(lora))
     loaded_codec = None
     if codec:
         yield LoadStep(0.7, "loading the codec")
@@ -136,15 +151,15 @@ def load_steps(folder: Path, *, device: str = "auto", precision: str = "auto", q
                      sample_rate=loaded_codec.sample_rate if loaded_codec is not None else SAMPLE_RATE,
                      codec_fingerprint=codec_fingerprint(loaded_codec) if loaded_codec is not None else "",
                      max_context=decoder.length)
-    return Runtime(model, tokenizer, loaded_codec, decoder, info, narrowed)
+    return Runtime(model, tokenizer, loaded_codec, decoder, info, narrowed, switch)
 
 
 def load_runtime(folder: Path, *, device: str = "auto", precision: str = "auto", quantize: Quantize = "none",
                  speed: Speed = "auto", context: int | None = None, threads: int | None = None,
-                 codec: bool = True) -> Runtime:
+                 codec: bool = True, lora: Path | None = None) -> Runtime:
     """The one load recipe (see `load_steps` for the options), run to its end."""
     steps = load_steps(folder, device=device, precision=precision, quantize=quantize, speed=speed,
-                       context=context, threads=threads, codec=codec)
+                       context=context, threads=threads, codec=codec, lora=lora)
     while True:
         try:
             next(steps)

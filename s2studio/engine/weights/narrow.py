@@ -72,15 +72,22 @@ def narrow_linears(model: nn.Module, mode: Narrow) -> Narrowed:
         linear = getattr(parent, name)
         if not isinstance(linear, nn.Linear):
             continue
-        if mode == "bf16":
-            if not worth_bf16(linear.weight):
-                continue
-            small: nn.Module = Bf16Linear(linear.weight, linear.bias)
-        else:
-            small = (Int4Linear.from_linear(linear) if mode == "int4" else None) or Int8Linear.from_linear(linear)
+        small = narrowed_layer(linear, mode)
+        if small is None:
+            continue
         setattr(parent, name, small)
         replaced += 1
     return Narrowed(mode, replaced)
+
+
+def narrowed_layer(linear: nn.Linear, mode: Narrow) -> nn.Module | None:
+    """One float linear layer as `mode` narrows it, or None where that mode keeps it (a small or non-bf16 layer in
+    "bf16"; every layer in "none"). "int8"/"int4" expect the weight in bfloat16, as `narrow_linears` casts it."""
+    if mode == "none":
+        return None
+    if mode == "bf16":
+        return Bf16Linear(linear.weight, linear.bias) if worth_bf16(linear.weight) else None
+    return (Int4Linear.from_linear(linear) if mode == "int4" else None) or Int8Linear.from_linear(linear)
 
 
 def narrowing_of(model: nn.Module) -> Narrowed:
