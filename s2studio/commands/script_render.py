@@ -320,7 +320,7 @@ def run_script(args: argparse.Namespace, engine_factory: EngineFactory | None = 
                   file=sys.stderr)
         codes = _voice_codes(engine, library, cast.values(), info, log)
         request = compile_request(script, cast, codes, f"render-{os.getpid()}-{next(_jobs)}", sampling, batching,
-                                  args.chunk_length)
+                                  args.chunk_length, lora_paths=library.lora_paths(cast.values()))
         t1 = time.perf_counter()
         takes = _generate(engine, request, log, bar)
         render_s = time.perf_counter() - t1

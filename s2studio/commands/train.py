@@ -3,6 +3,9 @@
 
     s2studio train --model DIR (--voice NAME | --data DIR) --out DIR [--steps N] [--save-every N] [--resume]
     s2studio train export --lora FILE --out DIR [--model DIR]
+    s2studio train attach --voice NAME (--lora FILE | --remove)
+
+`--attach` (with `--voice`) gives the voice the final LoRA: its lines then render with it merged into the model.
 
 Progress and ETA go to stderr; Ctrl+C saves a checkpoint after the current step and says how to resume.
 """
@@ -45,12 +48,42 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="JSON lines per step: step, loss, base_loss, semantic_loss, grad_norm, lr, seconds")
     p.add_argument("--init-lora", type=Path, metavar="FILE", help="start from these A/B (tests)")
     p.add_argument("--dropout", type=float, default=None, help="LoRA dropout (default: the preset's)")
-    sub = p.add_subparsers(dest="train_command", metavar="export")
+    p.add_argument("--attach", action="store_true",
+                   help="give the --voice the final LoRA (its lines then render with it)")
+    sub = p.add_subparsers(dest="train_command", metavar="export|attach")
     e = sub.add_parser("export", help="merge a LoRA into its model and save the folder")
     e.add_argument("--lora", type=Path, required=True, help="lora.safetensors (a run's or a checkpoint's)")
     e.add_argument("--out", type=Path, required=True, dest="export_out", help="the new model folder")
     e.add_argument("--model", type=Path, dest="export_model",
                    help="the base model (default: the one the LoRA was trained on, from lora.json)")
+    a = sub.add_parser("attach", help="give a library voice a LoRA (or take it away)")
+    a.add_argument("--voice", required=True, dest="attach_voice", help="the voice (id or name)")
+    which = a.add_mutually_exclusive_group(required=True)
+    which.add_argument("--lora", type=Path, dest="attach_lora", help="lora.safetensors (a run's or a checkpoint's)")
+    which.add_argument("--remove", action="store_true", help="the voice speaks with the plain model again")
+
+
+def lora_note(lora: Path) -> str:
+    """How the LoRA in `lora` was made, from the lora.json training wrote beside it ("" when there is none)."""
+    try:
+        meta = json.loads(Path(lora).with_name("lora.json").read_text(encoding="utf-8"))
+        return f"{meta['lora']}, {int(meta['steps'])} steps"
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+
+
+def attach(voice: str, lora: Path | None) -> str:
+    """Give `voice` the LoRA file `lora` (None: remove its LoRA); the line to print."""
+    from s2studio.paths import voices_dir
+    from s2studio.state.voices import VoiceLibrary
+
+    library = VoiceLibrary(voices_dir())
+    found = library.resolve(voice)
+    if lora is None:
+        library.remove_lora(found.id)
+        return f"voice {found.name!r} speaks with the plain model again"
+    updated = library.set_lora(found.id, lora, lora_note(lora))
+    return f"voice {found.name!r} now renders with {lora}" + (f" ({updated.lora.note})" if updated.lora.note else "")
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -86,12 +119,17 @@ def _clips(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     if args.train_command == "export":
         return _export(args)
+    if args.train_command == "attach":
+        print(attach(args.attach_voice, None if args.remove else args.attach_lora))
+        return 0
     from s2studio.errors import UserError
     from s2studio.train.loop import TrainSettings
     from s2studio.train.run import RunRequest, StopFlag, progress_line, sigint_stops, train
 
     if args.model is None or args.out is None:
         raise UserError("train needs --model DIR and --out DIR")
+    if args.attach and not args.voice:
+        raise UserError("--attach gives the trained LoRA to the --voice it was trained on; add --voice NAME")
     settings = TrainSettings(preset=args.preset, steps=args.steps, batch_size=args.batch_size,
                              max_length=args.max_length, lr=args.lr, seed=args.seed, dropout=args.dropout,
                              precision=args.precision)
@@ -118,4 +156,6 @@ def run(args: argparse.Namespace) -> int:
                 return 130
             elif event.kind == "finished":
                 print(event.path)
+                if args.attach:
+                    print(attach(args.voice, Path(event.path)), file=sys.stderr)
     return 0

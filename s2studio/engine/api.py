@@ -108,6 +108,8 @@ class LineSpec:
     line_id: str
     speaker: int
     text: str
+    lora: Path | None = None
+    """The speaker's voice's LoRA (`lora.safetensors`), merged into the model for this line; None: the base model."""
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from s2studio.engine.api import (
     JobFinished, JobStarted, LineFinished, LineStarted, LoadRequest, ModelInfo, ModelLoading, ModelReady,
     Progress, SynthesisRequest,
 )
-from s2studio.engine.plan import line_fingerprint
+from s2studio.engine.plan import line_fingerprint, lora_digest
 
 SEMANTIC_CODES = 4096
 RESIDUAL_CODES = 1024
@@ -155,7 +155,9 @@ class FakeEngine:
                 return
             yield LineStarted(job, line.line_id)
             seed = base_seed + index
-            rng = np.random.default_rng(_stable_int(seed, line.text, line.speaker))
+            # a voice's LoRA changes the take as it would with the real model (and nothing else does)
+            lora = () if line.lora is None else (lora_digest(Path(line.lora)),)
+            rng = np.random.default_rng(_stable_int(seed, line.text, line.speaker, *lora))
             frames = max(self.min_frames, math.ceil(len(line.text.encode()) * self.frames_per_char))
             frames = min(frames, request.sampling.max_new_tokens or frames)
             codes = self._codes(rng, frames)

@@ -30,6 +30,7 @@ from s2studio.engine.api import (
     Reference, SamplingParams, SynthesisRequest,
 )
 from s2studio.errors import UserError
+from s2studio.state.lora_file import file_sha256
 from s2studio.state.project import GenerationSettings
 from s2studio.state.script import Script
 from s2studio.state.voices import Voice
@@ -66,12 +67,14 @@ def compile_request(
     chunk_length: int = 200,
     line_ids: Sequence[str] | None = None,
     clip_paths: Mapping[str, Sequence[Path]] | None = None,
+    lora_paths: Mapping[str, Path] | None = None,
 ) -> SynthesisRequest:
     """The request for `script` (or only `line_ids` of it, in script order).
 
     `cast`: speaker name -> voice; `voice_codes`: voice id -> each clip's (10, N) codes, as
     `VoiceLibrary.codes` returns them; `clip_paths`: voice id -> each clip's file (`VoiceLibrary.clip_path`),
-    carried in the references for engines that send audio rather than codes."""
+    carried in the references for engines that send audio rather than codes; `lora_paths`: voice id -> its
+    LoRA (`VoiceLibrary.lora_path`), put on each of its lines."""
     lines = list(script.lines)
     if line_ids is not None:
         wanted = set(line_ids)
@@ -104,7 +107,9 @@ def compile_request(
                 raise UserError(f"voice {voice.name!r}: cached codes of {clip.file} have shape {c.shape}; "
                                 "delete its codes.safetensors so they are encoded again")
             references.append(Reference(index[voice.id], clip.transcript, c.astype(np.int64, copy=False), file))
-    specs = tuple(LineSpec(ln.line_id, index[cast[ln.speaker].id], ln.text) for ln in lines)
+    loras = lora_paths or {}
+    specs = tuple(LineSpec(ln.line_id, index[cast[ln.speaker].id], ln.text, loras.get(cast[ln.speaker].id))
+                  for ln in lines)
     return SynthesisRequest(job_id, specs, tuple(references), sampling or SamplingParams(), batching, chunk_length)
 
 
@@ -117,11 +122,29 @@ def line_fingerprint(line: LineSpec, references: Sequence[Reference], sampling: 
                 "seed": sampling.seed, "extra": extra}
     if sampling.ignore_eos:  # only when set, so that every other take keeps the fingerprint it had
         settings["ignore_eos"] = True
+    if line.lora is not None:  # likewise: a take without a LoRA keeps its fingerprint
+        settings["lora"] = lora_digest(Path(line.lora))
     h.update(json.dumps(settings, sort_keys=True).encode())
     for ref in references:
         h.update(f"|{ref.speaker}|{ref.transcript}|{ref.codes.shape}|".encode())
         h.update(np.ascontiguousarray(ref.codes, dtype=np.int64).tobytes())
     return h.hexdigest()[:16]
+
+
+_digests: dict[tuple[str, int, int], str] = {}
+
+
+def lora_digest(path: Path) -> str:
+    """sha256 of a LoRA file, computed once per (path, size, modification time): a take made with one LoRA is
+    stale under another."""
+    try:
+        st = path.stat()
+    except OSError:
+        return "missing"
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    if key not in _digests:
+        _digests[key] = file_sha256(path)
+    return _digests[key]
 
 
 _encode_jobs = itertools.count(1)

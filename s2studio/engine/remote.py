@@ -344,6 +344,10 @@ class RemoteEngine:
         if not request.lines:
             yield JobFailed(request.job_id, "nothing to synthesize: the request has no lines")
             return
+        if any(line.lora is not None for line in request.lines):  # the file is here, the model there
+            yield JobFailed(request.job_id, "a voice in these lines carries a LoRA, which a remote server cannot "
+                                            "apply; render them with the local engine or remove the voice's LoRA")
+            return
         if self.protocol == "s2studio":
             yield from self._generate_native(request, cancel)
         else:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -49,13 +49,17 @@ def speech_work(speech: Speech, library: VoiceLibrary, cache: CodesCache, finger
         encoder = engine_encoder(engine, cancel)
         if speech.script is not None:
             codes = {v.id: library.codes(v, encoder, fingerprint) for v in speech.cast.values()}
-            request = compile_request(speech.script, speech.cast, codes, job_id, speech.sampling, "line")
+            request = compile_request(speech.script, speech.cast, codes, job_id, speech.sampling, "line",
+                                      lora_paths=library.lora_paths(speech.cast.values()))
         else:
             refs = list(cache.references(engine, list(speech.inline), fingerprint, cancel))
             for index, voice in enumerate(speech.voices):
                 for clip, c in zip(voice.clips, library.codes(voice, encoder, fingerprint), strict=True):
                     refs.append(Reference(index, clip.transcript, c))
-            request = SynthesisRequest(job_id, speech.lines, tuple(refs), speech.sampling, speech.batching,
+            loras = library.lora_paths(speech.voices)  # voice i speaks as speaker i, with its LoRA if it has one
+            lines = tuple(replace(ln, lora=loras.get(speech.voices[ln.speaker].id))
+                          if 0 <= ln.speaker < len(speech.voices) else ln for ln in speech.lines)
+            request = SynthesisRequest(job_id, lines, tuple(refs), speech.sampling, speech.batching,
                                        speech.chunk_length)
         yield from engine.generate(request, cancel)
 

@@ -58,8 +58,12 @@ def take_settings(settings: GenerationSettings) -> dict[str, Any]:
 
 
 def voice_key(voice: Voice) -> str:
-    """The voice as the model hears it: its id, and each clip's audio checksum and transcript."""
-    clips = json.dumps([[c.sha256, c.transcript] for c in voice.clips], ensure_ascii=False)
+    """The voice as the model hears it: its id, each clip's audio checksum and transcript, and its LoRA (only
+    when it has one, so that every take made before LoRAs existed stays current)."""
+    heard: list[object] = [[c.sha256, c.transcript] for c in voice.clips]
+    if voice.lora is not None:
+        heard.append(["lora", voice.lora.sha256])
+    clips = json.dumps(heard, ensure_ascii=False)
     return f"{voice.id}:{hashlib.sha1(clips.encode()).hexdigest()[:12]}"
 
 

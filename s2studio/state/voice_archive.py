@@ -2,8 +2,9 @@
 
 A voice file may come from anyone: only plain file names that a voice folder holds are accepted
 (no `../`, no folders, no absolute paths), the unpacked size is bounded (zip bombs), every clip must
-match the checksum in its voice.json and be a usable reference (`state.clips`), and cached codes that
-cannot be the clips' are dropped (encoded again on first use).
+match the checksum in its voice.json and be a usable reference (`state.clips`), cached codes that
+cannot be the clips' are dropped (encoded again on first use), and a LoRA must match its checksum and be a
+LoRA safetensors file (`state.lora_file`: header parsed in plain Python, never a pickle).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from s2studio.errors import UserError, printable
+from s2studio.state.lora_file import LORA_FILE, MAX_LORA_BYTES, file_sha256, lora_file_problem
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +28,7 @@ VOICE_FILE = "voice.json"
 MAX_CLIPS = 4
 MAX_IMPORT_BYTES = 400_000_000
 """Uncompressed size limit of a `.s2voice` (four 30 s clips are ~20 MB): stops zip bombs."""
-MAX_IMPORT_ENTRIES = 2 + 2 * MAX_CLIPS
+MAX_IMPORT_ENTRIES = 3 + 2 * MAX_CLIPS
 CLIP_FILE = re.compile(r"^clip[1-9]\.flac$")
 
 
@@ -39,14 +41,36 @@ def check_entries(path: Path, infos: list[zipfile.ZipInfo]) -> None:
         name = info.filename
         if name != Path(name).name or "\\" in name or ":" in name or name in ("", ".", "..") or info.is_dir():
             raise UserError(f"{path} holds {name!r}, a path outside the voice folder; refusing to import it")
-        if name not in (VOICE_FILE, CODES_FILE) and not CLIP_FILE.match(name):
+        if name not in (VOICE_FILE, CODES_FILE, LORA_FILE) and not CLIP_FILE.match(name):
             raise UserError(f"{path} holds an unexpected file {name!r}; refusing to import it")
+        if name == LORA_FILE:  # bounded on its own: a LoRA is bigger than clips, and no reason to allow bigger clips
+            if info.file_size > MAX_LORA_BYTES:
+                raise UserError(f"{path}: its LoRA unpacks to {info.file_size / 1e6:.0f} MB, over the "
+                                f"{MAX_LORA_BYTES // 1_000_000} MB allowed; refusing to import it")
+            continue
         total += info.file_size
     if total > MAX_IMPORT_BYTES:
         raise UserError(f"{path} unpacks to {total / 1e6:.0f} MB; a voice is at most "
                         f"{MAX_IMPORT_BYTES // 1_000_000} MB, refusing to import it")
     if len({i.filename for i in infos}) != len(infos):
         raise UserError(f"{path} holds the same file twice; the voice file is damaged")
+
+
+def verify_lora(path: Path, folder: Path, lora: Any) -> None:
+    """The unpacked `lora.safetensors` is the one voice.json lists (`VoiceLora` or None) and a LoRA file."""
+    shown = printable(path)
+    file = folder / LORA_FILE
+    if lora is None:
+        if file.exists():
+            raise UserError(f"{shown} holds a {LORA_FILE} that its voice.json does not list; the voice file is damaged")
+        return
+    if not file.is_file():
+        raise UserError(f"{shown} lacks {LORA_FILE}, which its voice.json lists; the voice file is damaged")
+    if file_sha256(file) != lora.sha256:
+        raise UserError(f"{shown}: {LORA_FILE} does not match its checksum; the voice file is damaged")
+    problem = lora_file_problem(file)
+    if problem:
+        raise UserError(f"{shown}: its {LORA_FILE} is not a usable LoRA ({problem}); refusing to import it")
 
 
 def verify_import(path: Path, folder: Path, clips: Sequence[Any]) -> tuple[Any, ...]:

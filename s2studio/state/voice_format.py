@@ -3,13 +3,14 @@ from someone else's `.s2voice`) and written. Split from `voices.py`, which does 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from s2studio.errors import UserError, is_control, printable
+from s2studio.state.lora_file import file_sha256
 from s2studio.state.voice_archive import CLIP_FILE, MAX_CLIPS
 
 VOICE_VERSION = 1
@@ -30,6 +31,19 @@ class Clip:
 
 
 @dataclass(frozen=True)
+class VoiceLora:
+    """The LoRA a voice was fine-tuned with, stored as `lora.safetensors` in its folder (`state.lora_file`)."""
+
+    sha256: str
+    """Of the stored file: an import checks it, a take's fingerprint changes with it."""
+    size: int
+    added: str
+    """ISO 8601, UTC."""
+    note: str = ""
+    """How it was made (preset, steps, final loss), shown beside the voice."""
+
+
+@dataclass(frozen=True)
 class Voice:
     id: str
     name: str
@@ -40,10 +54,12 @@ class Voice:
     created: str
     """ISO 8601, UTC."""
     version: int = VOICE_VERSION
+    lora: VoiceLora | None = None
+    """None: the voice speaks with the model as loaded; else this LoRA is merged for its lines."""
 
 
 def sha256_of(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return file_sha256(path)
 
 
 def voice_from_json(raw: object, where: str) -> Voice:
@@ -83,12 +99,30 @@ def voice_from_json(raw: object, where: str) -> Voice:
         notes, consent = clean_text(strings["notes"], "the notes", True), clean_text(strings["consent"], "consent")
     except UserError as exc:
         raise bad(str(exc)) from None
-    return Voice(strings["id"], name, notes, consent, tuple(clips), strings["created"], version)
+    return Voice(strings["id"], name, notes, consent, tuple(clips), strings["created"], version,
+                 _lora_from_json(raw.get("lora"), bad))
+
+
+def _lora_from_json(raw: object, bad: Callable[[str], UserError]) -> VoiceLora | None:
+    if raw is None:
+        return None
+    try:
+        lora = VoiceLora(str(raw["sha256"]), int(raw["size"]), str(raw["added"]),  # type: ignore[index]
+                         clean_text(str(raw.get("note", "")), "the LoRA note"))  # type: ignore[union-attr]
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise bad("the lora entry in voice.json is incomplete") from None
+    except UserError as exc:
+        raise bad(str(exc)) from None
+    if not re.fullmatch(r"[0-9a-f]{64}", lora.sha256) or lora.size <= 0:
+        raise bad("the lora entry in voice.json is damaged")
+    return lora
 
 
 def voice_json(voice: Voice) -> str:
     d = asdict(voice)
     d = {"version": d.pop("version"), **d}
+    if d["lora"] is None:  # a voice without a LoRA keeps the voice.json it always had
+        del d["lora"]
     return json.dumps(d, indent=2, ensure_ascii=False) + "\n"
 
 

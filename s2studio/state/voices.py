@@ -6,6 +6,8 @@ Layout (design.md §7), one folder per voice under `paths.voices_dir()`:
     <voice-id>/clip1.flac …        the reference clips (1–4), as recorded, losslessly
     <voice-id>/codes.safetensors   each clip's codec codes (10, N) int64, tensor name = clip id,
                                    metadata[clip id] = "<clip sha256>:<codec fingerprint>"
+    <voice-id>/lora.safetensors    optional: the LoRA the voice was fine-tuned with (voice.json "lora" lists it),
+                                   merged into the model for the voice's lines
 
 Codes are computed lazily (`VoiceLibrary.codes`) by whatever encoder the engine provides, and
 recomputed only when a clip's bytes or the codec change. `Clip`, `Voice` and voice.json live in
@@ -16,6 +18,7 @@ refused import leaves the library as it was. A `.s2voice` file is a zip of one v
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import logging
@@ -24,7 +27,7 @@ import secrets
 import shutil
 import zipfile
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -38,11 +41,13 @@ from s2studio.state.atomic import (WriteError, clean_stale, publish_folder, stag
                                    write_durable, write_error, write_text_atomic)
 from s2studio.state.clips import check_clip, read_audio
 from s2studio.state.codes import codes_problem
-from s2studio.state.voice_archive import CODES_FILE, MAX_CLIPS, VOICE_FILE, check_entries, verify_import
-from s2studio.state.voice_format import (VOICE_ID, Clip, Voice, clean_name, clean_text, sha256_of, voice_from_json,
-                                         voice_json)
+from s2studio.state.lora_file import LORA_FILE, lora_bytes_problem
+from s2studio.state.voice_archive import (CODES_FILE, MAX_CLIPS, VOICE_FILE, check_entries, verify_import,
+                                          verify_lora)
+from s2studio.state.voice_format import (VOICE_ID, Clip, Voice, VoiceLora, clean_name, clean_text, sha256_of,
+                                         voice_from_json, voice_json)
 
-__all__ = ["MAX_CLIPS", "Clip", "Voice", "VoiceLibrary", "check_clip"]
+__all__ = ["MAX_CLIPS", "Clip", "Voice", "VoiceLibrary", "VoiceLora", "check_clip"]
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +70,14 @@ class VoiceLibrary:
 
     def clip_path(self, voice: Voice, clip: Clip) -> Path:
         return self.folder(voice.id) / clip.file
+
+    def lora_path(self, voice: Voice) -> Path | None:
+        """The voice's LoRA file, or None when it has none."""
+        return self.folder(voice.id) / LORA_FILE if voice.lora is not None else None
+
+    def lora_paths(self, voices: Iterable[Voice]) -> dict[str, Path]:
+        """Voice id -> LoRA file of those `voices` that carry one (`compile_request(lora_paths=...)`)."""
+        return {v.id: path for v in voices if (path := self.lora_path(v)) is not None}
 
     def list(self) -> list[Voice]:
         """Every readable voice, by name; damaged folders are logged and skipped."""
@@ -230,6 +243,36 @@ class VoiceLibrary:
         return self._save(replace(voice, notes=voice.notes if notes is None else clean_text(notes, "the notes", True),
                                   consent=voice.consent if consent is None else clean_text(consent, "the consent")))
 
+    def set_lora(self, voice_id: str, source: Path, note: str = "") -> Voice:
+        """Give the voice the LoRA in `source` (a copy; any LoRA it had is replaced). The bytes are checked
+        (`state.lora_file`) before they are written; the file first, then voice.json, each by rename."""
+        voice = self.get(voice_id)
+        note = clean_text(note, "the LoRA note")
+        try:
+            data = Path(source).read_bytes()
+        except OSError as exc:
+            raise UserError(f"cannot read LoRA {printable(source)}: {exc.strerror or exc}") from None
+        problem = lora_bytes_problem(data)
+        if problem:
+            raise UserError(f"{printable(source)} is not a usable LoRA: {problem}; pick the lora.safetensors "
+                            "that `s2studio train` wrote")
+        lora = VoiceLora(hashlib.sha256(data).hexdigest(), len(data),
+                         datetime.now(timezone.utc).isoformat(timespec="seconds"), note)
+        try:
+            write_bytes_atomic(self.folder(voice_id) / LORA_FILE, data)
+        except WriteError as exc:
+            raise self._library_error(exc) from None
+        return self._save(replace(voice, lora=lora))
+
+    def remove_lora(self, voice_id: str) -> Voice:
+        """The voice without its LoRA: voice.json first, so a crash leaves a stray file, never a listed one missing."""
+        voice = self.get(voice_id)
+        if voice.lora is None:
+            return voice
+        voice = self._save(replace(voice, lora=None))
+        (self.folder(voice_id) / LORA_FILE).unlink(missing_ok=True)
+        return voice
+
     def delete(self, voice_id: str) -> None:
         """Move the folder aside in one rename, then remove it."""
         self.get(voice_id)  # raises for unknown ids
@@ -298,12 +341,14 @@ class VoiceLibrary:
         names = [VOICE_FILE] + [c.file for c in voice.clips]
         if (folder / CODES_FILE).is_file():
             names.append(CODES_FILE)
+        if voice.lora is not None:
+            names.append(LORA_FILE)
 
         buf = io.BytesIO()
         try:
             with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-                for n in names:
-                    z.write(folder / n, n)
+                for n in names:  # float tensors do not deflate: the LoRA is stored as it is
+                    z.write(folder / n, n, zipfile.ZIP_STORED if n == LORA_FILE else None)
         except OSError as exc:
             raise UserError(f"cannot read voice {voice.name!r}: {exc.strerror or exc}") from None
         return write_bytes_atomic(dest, buf.getvalue())
@@ -337,6 +382,7 @@ class VoiceLibrary:
                     if info.filename != VOICE_FILE:
                         write_durable(tmp / info.filename, z.read(info))
                 clips = verify_import(path, tmp, voice.clips)
+                verify_lora(path, tmp, voice.lora)
                 voice = replace(voice, clips=clips, name=self._unique_name(voice.name),
                                 id=voice.id if VOICE_ID.match(voice.id) and not (self.root / voice.id).exists()
                                 else self._fresh_id())

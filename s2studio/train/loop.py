@@ -28,7 +28,8 @@ from safetensors.torch import save as save_safetensors
 
 from s2studio.engine.s2.device import resolve_device
 from s2studio.engine.weights.checkpoints import load_dual_ar
-from s2studio.engine.weights.lora import LORA_FILE, read_lora
+from s2studio.engine.weights.lora import read_lora
+from s2studio.state.lora_file import LORA_FILE
 from s2studio.errors import UserError, printable
 from s2studio.model.config import load_config
 from s2studio.model.dual_ar import DualAR

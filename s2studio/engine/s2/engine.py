@@ -96,6 +96,8 @@ class S2Engine:
         self.chunk_frames = chunk_frames
         self.context_lines = context_lines
         self._loaded: Runtime | None = None
+        self.last_switch_s: float | None = None
+        """Seconds the last LoRA switch took (merging a voice's LoRA, or removing it)."""
 
     @property
     def info(self) -> ModelInfo | None:
@@ -197,6 +199,7 @@ class S2Engine:
         yield JobStarted(job, tuple(ln.line_id for ln in request.lines))
         for index, line in enumerate(request.lines):
             seed = base_seed + index
+            self._use_lora(loaded, line.lora)
             text = speaker_text(line.speaker, line.text)
             kept = self._fitting_context(loaded, references, history, text)
             batches = generate_batches(loaded.decoder, loaded.tokenizer, [text], references=references,
@@ -225,9 +228,21 @@ class S2Engine:
             kept = candidate
         return kept
 
+    def _use_lora(self, loaded: Runtime, lora: Path | None) -> None:
+        """Merge the line's voice's LoRA (or go back to the base weights); the switch's cost is logged."""
+        started = time.perf_counter()
+        if loaded.use_lora(lora):
+            self.last_switch_s = time.perf_counter() - started
+            log.info("LoRA %s merged in %.3f s", lora.name if lora else "removed", self.last_switch_s)
+
     def _generate_upstream(self, loaded: Runtime, request: SynthesisRequest, references: list[Reference],
                            base_seed: int, cancel: threading.Event) -> Iterator[Event]:
         job = request.job_id
+        loras = {ln.lora for ln in request.lines}
+        if len(loras) > 1:
+            raise UserError("upstream batching speaks several lines in one batch, so all its voices need the same "
+                            "LoRA; use line batching for voices with different LoRAs")
+        self._use_lora(loaded, next(iter(loras)))
         texts = [speaker_text(ln.speaker, ln.text) for ln in request.lines]
         batches = plan_batches("\n".join(texts), "upstream", request.chunk_length, upstream_exact=True)
         # each line is one or more turns; a batch holds whole turns, so it starts at some line

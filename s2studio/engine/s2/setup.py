@@ -21,6 +21,7 @@ from s2studio.audio import SAMPLE_RATE
 from s2studio.codec.codec import Codec
 from s2studio.codec.loading import codec_fingerprint, load_codec
 from s2studio.engine.api import QUANTIZE_MODES, SPEEDS, ModelInfo, Quantize, Speed
+from s2studio.engine.plan import lora_digest
 from s2studio.engine.s2.device import DTYPES, resolve_device, resolve_precision, set_threads
 from s2studio.engine.s2.fast import FastDecoder
 from s2studio.engine.s2.generate import Decoder, ExactDecoder
@@ -69,6 +70,8 @@ class Runtime:
 
     def use_lora(self, path: Path | None) -> bool:
         """Merge the LoRA file `path` into the model (None: back to the base weights); False if already so."""
+        if (lora_digest(path) if path is not None else None) == self.lora.digest:
+            return False  # the same file's bytes: nothing to read (a voice's lines come one after another)
         changed = self.lora.use(self.lora.read(path) if path is not None else None)
         if changed:
             self.decoder.weights_changed()

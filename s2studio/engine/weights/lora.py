@@ -17,16 +17,15 @@ model before a tensor is used, and each failure is one line that says what to do
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
+from s2studio.engine.plan import lora_digest
 from s2studio.errors import UserError, printable
 
-LORA_FILE = "lora.safetensors"
 DEFAULT_ALPHA = 16.0
 """Both upstream presets (`r_8_alpha_16`, `r_32_alpha_16_fast`) use alpha 16."""
 ALPHA_KEY = "lora_alpha"
@@ -60,14 +59,6 @@ class LoraWeights:
 def is_embedding(path: str) -> bool:
     """Embedding tables (`embeddings`, `codebook_embeddings`, `fast_embeddings`) carry their delta transposed."""
     return path.rsplit(".", 1)[-1].endswith("embeddings")
-
-
-def file_digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def read_lora(path: Path) -> LoraWeights:
@@ -118,7 +109,7 @@ def read_lora(path: Path) -> LoraWeights:
         raise UserError(f"{shown}: its {ALPHA_KEY} metadata is not a number; the file is damaged") from None
     if not 0 < alpha < 1e4:
         raise UserError(f"{shown}: lora_alpha {alpha} is out of range; the file is damaged")
-    return LoraWeights(pairs, alpha, file_digest(path), str(path))
+    return LoraWeights(pairs, alpha, lora_digest(path), str(path))
 
 
 def check_fits(lora: LoraWeights, shapes: dict[str, tuple[int, ...]], model: str = "this model") -> None:

@@ -91,15 +91,17 @@ def gather(job_id: str, lines: Sequence[Line], script: Script, project: Project,
 
 
 def build_request(inputs: RenderInputs, codes: Mapping[str, Sequence[np.ndarray]],
-                  clip_paths: Mapping[str, Sequence[Path]] | None = None) -> api.SynthesisRequest:
+                  clip_paths: Mapping[str, Sequence[Path]] | None = None,
+                  lora_paths: Mapping[str, Path] | None = None) -> api.SynthesisRequest:
     """The engine request: one `compile_request` over the context lines and the lines to render (so both
     are numbered as the whole script numbers its voices), then split into lines and context turns.
-    `clip_paths` (voice id -> its clips' files) go along for engines that send audio, not codes."""
+    `clip_paths` (voice id -> its clips' files) go along for engines that send audio, not codes; `lora_paths`
+    (voice id -> its LoRA file) make the engine merge each voice's LoRA for its lines."""
     wanted = {ln.line_id for ln in inputs.lines}
     context_ids = [ln.line_id for ln, _ in inputs.context]
     request = compile_request(inputs.script, inputs.cast, codes, inputs.job_id, sampling_params(inputs.settings),
                               batching=inputs.settings.batching, line_ids=context_ids + sorted(wanted),
-                              clip_paths=clip_paths)
+                              clip_paths=clip_paths, lora_paths=lora_paths)
     takes = {ln.line_id: take for ln, take in inputs.context}
     turns = tuple(api.ContextTurn(spec.speaker, takes[spec.line_id].text, takes[spec.line_id].codes)
                   for spec in request.lines if spec.line_id in takes)
@@ -208,6 +210,7 @@ class RenderFlow(QObject):
         library, fingerprint, encoder = self.library, self.codec_fingerprint, self._bridge.encoder
         voices_used = {v.id: v for v in inputs.cast.values()}.values()
         clip_paths = {v.id: [library.clip_path(v, c) for c in v.clips] for v in voices_used}
+        lora_paths = library.lora_paths(voices_used)
         names = {str(p): f"{v.id}/{c.id}" for v in voices_used for c, p in zip(v.clips, clip_paths[v.id], strict=True)}
 
         def build(task: Background) -> RenderJob:
@@ -216,7 +219,7 @@ class RenderFlow(QObject):
                 if task.cancel.is_set():
                     raise Cancelled()
                 codes[voice.id] = library.codes(voice, encoder(task, names), fingerprint)
-            return RenderJob(build_request(inputs, codes, clip_paths), asked_of(inputs))
+            return RenderJob(build_request(inputs, codes, clip_paths, lora_paths), asked_of(inputs))
 
         self._task.start(build)
         self.preparing.emit(True)
