@@ -11,13 +11,12 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject, Signal
 
-from s2studio.errors import UserError
+from s2studio.errors import Cancelled, UserError
+
+__all__ = ["Background", "Cancelled"]
+"""`Cancelled` (from `s2studio.errors`) raised inside a task ends it with the message "Cancelled."."""
 
 logger = logging.getLogger(__name__)
-
-
-class Cancelled(Exception):
-    """Raised inside a task that saw `Background.cancel`; the task ends with the message "Cancelled."."""
 
 
 class Background(QObject):
