@@ -19,8 +19,11 @@ from speech import PARAGRAPHS, SENTENCE, espeak, padded, tiny_model, word_error_
 
 @pytest.fixture
 def cache_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The user cache (models, transcripts) in this test's folder."""
+    """The user cache (models, transcripts) in this test's folder, and huggingface_hub allowed to ask a hub
+    (tests/conftest.py keeps it offline; these tests give it a local one, or none)."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    constants = pytest.importorskip("huggingface_hub.constants")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     Recognizer.release()
     return tmp_path / "cache" / "s2studio"
 
