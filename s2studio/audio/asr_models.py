@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -116,9 +117,10 @@ def ensure_model(model: str, progress: Progress | None = None, cancel: threading
 
 def download_model(model: str, progress: Progress | None = None, cancel: threading.Event | None = None,
                    cache: Path | None = None, endpoint: str | None = None) -> Path:
-    """Fetch a model size from Hugging Face (`endpoint`, default huggingface.co or `HF_ENDPOINT`) into the
-    cache, reporting bytes through `progress` and stopping with `Cancelled` soon after `cancel` is set."""
+    """Fetch a model size from Hugging Face (`endpoint`, else `HF_ENDPOINT` as it is now, else huggingface.co)
+    into the cache, reporting bytes through `progress` and stopping with `Cancelled` soon after `cancel` is set."""
     size = _size(model)
+    endpoint = endpoint or os.environ.get("HF_ENDPOINT") or None  # a mirror set after huggingface_hub loaded
     if importlib.util.find_spec("huggingface_hub") is None:
         raise UserError(INSTALL_HINT)
     from huggingface_hub import snapshot_download  # noqa: PLC0415

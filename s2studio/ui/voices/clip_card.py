@@ -73,6 +73,8 @@ class ClipCard(QFrame):
         self.draft = draft
         self.auto = False
         """The transcript is the recogniser's, untouched."""
+        self.replace_next = False
+        """"Transcribe" was pressed: the next transcript replaces even a typed one."""
         self._filling = False
         self.setObjectName("clipCard")
         self.setFrameShape(QFrame.Shape.StyledPanel)
@@ -223,21 +225,25 @@ class ClipCard(QFrame):
     # -- the transcript ------------------------------------------------------------------------
 
     def set_auto_transcript(self, text: str, language: str) -> None:
-        """The recogniser's transcript, unless the person typed one meanwhile."""
-        if self.transcript.toPlainText().strip() and not self.auto:
-            self.tag.setText("")
+        """The recogniser's transcript, unless the person typed one meanwhile (and did not ask for it)."""
+        if not (self.wants_transcript or self.replace_next):
+            self.set_tag("")
             return
+        self.replace_next = False
         self._filling = True
         try:
             self.transcript.setPlainText(text)
         finally:
             self._filling = False
         self.auto = bool(text)
-        self.tag.setText(f"auto · {language}" if text else "no speech recognised: type it")
+        self.set_tag(f"auto · {language}" if text else "no speech recognised: type it")
         self.tag.setToolTip("Filled in by speech recognition: check it word for word." if text else "")
 
     def set_tag(self, text: str) -> None:
+        """The note beside the transcript; "auto · …" is drawn as a badge."""
         self.tag.setText(text)
+        self.tag.setStyleSheet("#transcriptTag { background: #dbeafe; color: #1e40af; border-radius: 7px; "
+                               "padding: 1px 7px; }" if text.startswith("auto") else "")
 
     @property
     def wants_transcript(self) -> bool:
@@ -247,4 +253,4 @@ class ClipCard(QFrame):
     def _typed(self) -> None:
         if not self._filling and self.auto:
             self.auto = False
-            self.tag.setText("edited")
+            self.set_tag("edited")

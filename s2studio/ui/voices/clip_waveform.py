@@ -60,7 +60,10 @@ class ClipWaveform(QWidget):
     # -- what the dialog sets ----------------------------------------------------------------------
 
     def set_audio(self, mono: np.ndarray, rate: int, span: Span | None = None) -> None:
-        self._peaks = envelope(mono)
+        peaks = envelope(mono)
+        loudest = float(np.abs(peaks).max()) if len(peaks) else 0.0
+        # drawn up to 8× larger, so a quiet take is still readable (display only)
+        self._peaks = peaks * min(8.0, 0.95 / loudest) if loudest > 0 else peaks
         self.duration = len(mono) / rate if rate else 0.0
         self.span = (span or Span(0.0, self.duration)).clamped(self.duration)
         self.update()

@@ -319,7 +319,7 @@ class NewVoiceDialog(QDialog):
         if card is None or self.asr_reason:
             return
         if force:
-            card.auto = True  # "Transcribe" replaces what is there
+            card.replace_next = True  # "Transcribe" replaces what is there
         d = card.draft
         card.set_tag("waiting to be transcribed…")
         self.jobs.transcribe(key, d.generation, d.kept_mono(), d.rate, self.asr)
