@@ -38,6 +38,14 @@ class Job:
     settings: AsrSettings | None = None
 
 
+def _emit(signal: Any, *args: object) -> None:
+    """Emit from the worker; once the owner is deleted (its window closed) the work is pointless: stop."""
+    try:
+        signal.emit(*args)
+    except RuntimeError:
+        raise Cancelled() from None
+
+
 class ClipJobs(QObject):
     analysed = Signal(int, int, object)
     """(clip key, generation, the speech `Span` or None when there is none)."""
@@ -62,6 +70,11 @@ class ClipJobs(QObject):
     @property
     def busy(self) -> bool:
         return self._task.running
+
+    @property
+    def stop_event(self) -> threading.Event:
+        """Set it to stop the running job: for owners that go away without a Qt call (a closing window)."""
+        return self._task.cancel
 
     def pending(self, kind: str | None = None) -> list[tuple[int, int]]:
         """(key, generation) of the queued and running jobs (of `kind`)."""
@@ -124,21 +137,21 @@ class ClipJobs(QObject):
     def _one(self, job: Job, cancel: threading.Event) -> None:
         try:
             if job.kind == "analyse":
-                self.analysed.emit(job.key, job.generation, speech_span(job.mono, job.rate))
+                _emit(self.analysed, job.key, job.generation, speech_span(job.mono, job.rate))
             elif job.kind == "split":
-                self.split.emit(job.key, job.generation, split_spans(job.mono, job.rate))
+                _emit(self.split, job.key, job.generation, split_spans(job.mono, job.rate))
             else:
                 assert job.settings is not None
                 result: Any = transcribe(job.mono, job.rate, job.settings, cancel,
-                                         lambda f, m: self.progress.emit(job.key, f, m))
-                self.transcribed.emit(job.key, job.generation, result)
+                                         lambda f, m: _emit(self.progress, job.key, f, m))
+                _emit(self.transcribed, job.key, job.generation, result)
         except Cancelled:
             raise
         except UserError as exc:
-            self.failed.emit(job.key, job.generation, job.kind, str(exc))
+            _emit(self.failed, job.key, job.generation, job.kind, str(exc))
         except Exception as exc:  # noqa: BLE001 - one clip's failure never stops the others
             logger.exception("%s of clip %s failed", job.kind, job.key)
-            self.failed.emit(job.key, job.generation, job.kind, f"{job.kind} failed ({type(exc).__name__}: {exc})")
+            _emit(self.failed, job.key, job.generation, job.kind, f"{job.kind} failed ({type(exc).__name__}: {exc})")
 
     def _finished(self, _result: object, _error: str) -> None:
         with self._lock:

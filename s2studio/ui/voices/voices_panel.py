@@ -97,7 +97,8 @@ class VoicesPanel(QWidget):
         self.library = library
         self.settings = settings
         self.jobs = ClipJobs(self)
-        self.preview = None
+        stop = self.jobs.stop_event
+        self.destroyed.connect(lambda *_: stop.set())  # a transcript running when the window closes ends soon        self.preview = None
         if host is not None:
             from s2studio.ui.voices.voice_preview import VoicePreview  # noqa: PLC0415
 
