@@ -43,7 +43,8 @@ MODEL_SIZES: dict[str, ModelSize] = {m.name: m for m in (
               "Large v3 turbo: most exact, slow on a CPU"),
 )}
 DEFAULT_MODEL = "base"
-"""Base: well under real time on two CPU cores (bench/asr_speed.py) and far fewer errors than tiny."""
+"""Base (74 M parameters, twice tiny): a fraction of real time on a CPU and far fewer errors than tiny; the
+tiny.en of the test package transcribes at 0.13–0.15 s per second of audio on two cores (bench/asr_speed.py)."""
 MODEL_FILES = ["config.json", "preprocessor_config.json", "model.bin", "tokenizer.json", "vocabulary.*"]
 """What a CTranslate2 Whisper needs (faster-whisper's own list); nothing else of a repository is fetched."""
 

@@ -139,7 +139,7 @@ class NewVoiceDialog(QDialog):
         problems = [p for p in (self.add_source(s, transcript if i == 0 else "") for i, s in enumerate(sources)) if p]
         if problems:
             self.reason.setText("\n".join(problems))
-        self.resize(680, min(860, 260 + 230 * max(1, len(self.cards))))
+        self.resize(680, min(860, 210 + 215 * max(1, len(self.cards))))
 
     # -- what the panel and the tests read ------------------------------------------------------------
 
