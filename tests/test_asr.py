@@ -79,7 +79,7 @@ def test_a_size_downloads_from_the_hub_once_with_progress_then_works_offline(tmp
     samples, rate = espeak(SENTENCE, tmp_path / "s.wav")
     seen: list[tuple[float, str]] = []
     with FakeHub({"Systran/faster-whisper-tiny": _tiny_files()}) as hub:
-        assert asr_models.find_model("tiny") is None
+        assert asr_models.find_model("tiny") is None and not asr_models.looks_downloaded("tiny")
         first = transcribe(samples, rate, AsrSettings("tiny"), threading.Event(),
                            lambda f, m: seen.append((f, m)), endpoint=hub.url)
         fetched = sorted(r.rsplit("/", 1)[1] for r in hub.requests if r.startswith("GET /Systran"))
@@ -89,6 +89,7 @@ def test_a_size_downloads_from_the_hub_once_with_progress_then_works_offline(tmp
     assert downloads[0] < 0.5 and downloads[-1] == 1.0 and downloads == sorted(downloads)
     assert any(m.endswith("78 of 78 MB") for _, m in seen)
     assert ("Downloaded the tiny speech-recognition model." in [m for _, m in seen])
+    assert asr_models.looks_downloaded("tiny") and not asr_models.looks_downloaded("base")
     folder = asr_models.find_model("tiny")  # found with no server at all
     assert folder is not None and folder.is_relative_to(cache_home / "asr-models")
     assert sorted(p.name for p in folder.iterdir()) == fetched

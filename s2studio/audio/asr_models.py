@@ -107,6 +107,15 @@ def find_model(model: str, cache: Path | None = None) -> Path | None:
         return None
 
 
+def looks_downloaded(model: str, cache: Path | None = None) -> bool:
+    """Whether a size seems to be in the cache (its weights in a snapshot of Hugging Face's cache layout),
+    without loading huggingface_hub: cheap enough for a settings page. `find_model` is the real check."""
+    if model not in MODEL_SIZES:
+        return (Path(model) / "model.bin").is_file()
+    folder = (cache or models_dir()) / f"models--{_size(model).repo.replace('/', '--')}" / "snapshots"
+    return any(folder.glob("*/model.bin"))
+
+
 def ensure_model(model: str, progress: Progress | None = None, cancel: threading.Event | None = None,
                  cache: Path | None = None, endpoint: str | None = None) -> Path:
     """The folder of `model`, downloaded first when it is a size not on this computer yet."""

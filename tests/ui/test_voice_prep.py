@@ -24,6 +24,7 @@ from speech import PARAGRAPHS, SENTENCE, espeak, padded, speech_edges, tiny_mode
 from ui_helpers import close_studio, drop_files, on_modal, open_studio
 
 SECOND = "A gentle wind moved through the tall grass while the farmer counted his sheep before dark."
+THIRD = "The children ran between the market stalls, laughing in the warm afternoon sun."
 
 
 @pytest.fixture
@@ -86,6 +87,20 @@ def test_dropping_two_untranscribed_clips_fills_both_transcripts(qtbot, studio, 
         assert abs(clip.duration_s - span.length) < 0.01  # the silence around the speech was not stored
         data, rate = sf.read(str(w.library.clip_path(voice, clip)))
         assert abs(integrated_loudness(data, rate) + 23.0) < 0.3  # and the loudness was evened out
+
+    # the add-clip flow ("+" on the selected voice) transcribes the new clip the same way
+    third, _ = spoken(tmp_path, "third_take", THIRD, before=0.3, after=0.3)
+
+    def add(d: NewVoiceDialog) -> None:
+        qtbot.waitUntil(lambda: d.cards[0].auto, timeout=60000)
+        seen["added"] = (d.windowTitle(), d.cards[0].transcript.toPlainText(), d.add_button.isEnabled())
+        qtbot.mouseClick(ok(d), Qt.MouseButton.LeftButton)
+
+    on_modal(qtbot, NewVoiceDialog, add)
+    w.voices.add_clip(third)
+    assert seen["added"][0] == "Add a clip to “Narrator”" and not seen["added"][2]  # one clip at a time here
+    assert word_error_rate(THIRD, seen["added"][1]) <= 0.2, seen["added"][1]
+    assert w.library.get(voice.id).clips[2].transcript == seen["added"][1]
 
 
 def test_the_drag_highlights_the_voice_list_and_the_add_button_has_its_own_icon(qtbot, studio, tmp_path):
@@ -273,3 +288,23 @@ def test_closing_the_dialog_while_transcribing_stops_it(qtbot, studio, tmp_path)
     finally:
         d2.done(0)
     assert threading.active_count() < 50
+
+
+def test_without_the_extra_the_dialog_says_how_to_get_it(qtbot, studio, tmp_path, monkeypatch):
+    from s2studio.ui.voices import new_voice_dialog
+
+    monkeypatch.setattr(new_voice_dialog, "asr_missing", lambda: "Automatic transcripts need the optional package "
+                                                                 "faster-whisper: pip install 's2studio[asr]' (or "
+                                                                 "type the transcript)")
+    clip, _ = spoken(tmp_path, "take", SENTENCE)
+    d = NewVoiceDialog([clip], "", studio.voices, asr=asr_settings(studio.ctx.settings), jobs=studio.voices.jobs)
+    qtbot.addWidget(d)
+    try:
+        assert d.status.text() == ("ⓘ Automatic transcripts need the optional package faster-whisper: pip install "
+                                   "'s2studio[asr]' (or type the transcript).")
+        assert d.cards[0].transcribe_button.isHidden()
+        qtbot.waitUntil(lambda: d.cards[0].draft.analysed, timeout=20000)  # the trim still works
+        assert d.cards[0].draft.speech is not None and d.cards[0].transcript.toPlainText() == ""
+        assert studio.voices.jobs.pending("transcribe") == []
+    finally:
+        d.done(0)

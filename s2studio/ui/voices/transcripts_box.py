@@ -9,7 +9,7 @@ from PySide6.QtWidgets import QComboBox, QFormLayout, QGroupBox, QLabel, QWidget
 
 from s2studio.audio.asr import AsrSettings
 from s2studio.audio.asr_languages import LANGUAGES
-from s2studio.audio.asr_models import DEFAULT_MODEL, MODEL_SIZES, asr_missing, describe, find_model
+from s2studio.audio.asr_models import DEFAULT_MODEL, MODEL_SIZES, asr_missing, describe, looks_downloaded
 
 MODEL_KEY = "asr/model"
 LANGUAGE_KEY = "asr/language"
@@ -66,11 +66,7 @@ class TranscriptsBox(QGroupBox):
             return
         model = self.model.currentData()
         size = MODEL_SIZES.get(model)
-        try:
-            here = find_model(model) is not None
-        except Exception:  # noqa: BLE001 - a folder that went away: said when transcribing
-            here = False
-        if here:
+        if looks_downloaded(model):
             self.note.setText("New clips are transcribed automatically; check each transcript word for word.")
         elif size is not None:
             self.note.setText(f"Downloaded from Hugging Face the first time a clip is transcribed "
