@@ -110,6 +110,20 @@ def test_without_a_microphone_one_line_and_record_stays_off(qtbot, monkeypatch):
     assert d.reason.text().startswith("Recording is off: PortAudio is not installed")
     assert not d.record_button.isEnabled()
     d.done(0)
+    # no speaker: recording works, only Preview is off, and nothing is said until it is needed
+    monkeypatch.undo()
+    monkeypatch.setattr(record_dialog, "output_problem", lambda sd: "No audio output device: the take cannot be "
+                                                                    "played here.")
+    d = RecordDialog()
+    qtbot.addWidget(d)
+    assert d.record_button.isEnabled() and not d.reason.isVisible()
+    qtbot.mouseClick(d.record_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: d.seconds >= 1.0, timeout=10000)
+    qtbot.mouseClick(d.stop_button, Qt.MouseButton.LeftButton)
+    assert not d.preview_button.isEnabled()
+    assert d.preview_button.toolTip() == "No audio output device: the take cannot be played here."
+    assert d.buttons.button(QDialogButtonBox.StandardButton.Ok).isEnabled()  # the take can still be used
+    d.done(0)
     assert suggested_voice_name([]) == "My voice" and suggested_voice_name(["my VOICE", "My voice 2"]) == "My voice 3"
 
 
