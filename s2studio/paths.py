@@ -50,7 +50,3 @@ def voices_dir() -> Path:
 
 def models_dir() -> Path:
     return data_dir() / "models"
-
-
-def projects_dir() -> Path:
-    return data_dir() / "projects"

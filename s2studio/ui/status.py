@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar
 
 from s2studio.engine import api
 
-FRAME_RATE = 21.533
+FRAME_RATE = api.SAMPLE_RATE / api.FRAME_SAMPLES
 """Codec frames per second of audio (44100 / 2048)."""
 
 

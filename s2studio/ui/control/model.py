@@ -7,6 +7,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 
 from s2studio.engine import api
+from s2studio.engine.plan import load_request
 from s2studio.state.project import GenerationSettings
 from s2studio.worker import EngineHost
 
@@ -39,8 +40,7 @@ class ModelController(QObject):
         """Load (or reload with other settings) the model in `folder`."""
         self.folder = folder
         self.job_id = self.host.new_job_id("load")
-        self.host.load(api.LoadRequest(self.job_id, folder, settings.device, settings.precision,
-                                       fast=settings.speed == "fast", quantize=settings.quantize))
+        self.host.load(load_request(self.job_id, folder, settings))
         self.busy_changed.emit(True)
 
     def cancel(self) -> None:

@@ -52,7 +52,8 @@ class SettingsPanel(QWidget):
         form.addRow("Precision", self.precision)
         self.speed = self._combo([("Exact (matches upstream)", "exact"), ("Fast", "fast")], "Speed")
         form.addRow("Speed", self.speed)
-        self.quantize = self._combo([("Off", "none"), ("int8 weights (less memory, faster)", "int8")], "Quantization")
+        self.quantize = self._combo([("Off", "none"), ("int8 weights (less memory, faster)", "int8"),
+                                     ("int4 weights (least memory)", "int4")], "Quantization")
         form.addRow("Quantization", self.quantize)
         note = QLabel("Device, precision, speed and quantization reload the model.")
         note.setWordWrap(True)

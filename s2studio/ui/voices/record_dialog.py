@@ -19,6 +19,7 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QHBoxLayout, QLabel, QPlainTextEdit,
                                QPushButton, QVBoxLayout, QWidget)
 
+from s2studio.audio import SAMPLE_RATE as RATE
 from s2studio.audio.clip_prep import Span, cut
 from s2studio.errors import printable
 from s2studio.ui.voices.clip_card import ClipDraft
@@ -28,7 +29,6 @@ from s2studio.ui.voices.voice_details import play_samples, stop_playing
 
 logger = logging.getLogger(__name__)
 
-RATE = 44100
 MAX_SECONDS = 30.0
 READ_ALOUD = ("The quick brown fox jumps over the lazy dog. I read this passage in my normal voice, at an easy "
               "pace, so that the studio can learn how I sound when I speak naturally.")
