@@ -13,7 +13,7 @@ import sys
 
 from s2studio.errors import UserError, printable
 
-COMMANDS = ("synth", "codec", "voice", "demo-model", "serve", "train")
+COMMANDS = ("synth", "codec", "voice", "transcribe", "demo-model", "serve", "train")
 """Subcommand name -> module `s2studio.commands.<name with '-' as '_'>`."""
 
 
