@@ -246,6 +246,7 @@ class MainWindow(QMainWindow):
         self.tag_palette.tag_chosen.connect(self.editor.insert_tag)
         self.cast_panel.cast_changed.connect(d.set_cast)
         self.voices.voices_changed.connect(self.refresh_voices)
+        self.voices.finetune_requested.connect(self.fine_tune_voice)
         self.voices.message.connect(lambda m: self.statusBar().showMessage(m, 5000))
         self.settings_panel.settings_changed.connect(self._settings_changed)
         self.takes.pick_requested.connect(d.pick)
@@ -324,6 +325,24 @@ class MainWindow(QMainWindow):
         """Parse the editor's text now (edits are parsed 150 ms after the last keystroke)."""
         self._parse_timer.stop()
         self.document.set_text(self.editor.toPlainText())
+
+    def fine_tune_voice(self, voice_id: str) -> None:
+        """Open the Fine-tune dialog for the voice, on the model the studio loaded (ui/voices/finetune_dialog.py)."""
+        from s2studio.ui.voices.finetune_dialog import FineTuneDialog  # noqa: PLC0415 - opened rarely
+
+        try:
+            dialog = FineTuneDialog(self.library, voice_id, self.model.folder, self.ctx.data_dir, self)
+        except UserError as exc:
+            QMessageBox.warning(self, "Fine-tune voice", str(exc))
+            return
+
+        def changed(_vid: str) -> None:
+            self.voices.refresh()
+            self.refresh_voices()
+
+        dialog.voice_changed.connect(changed)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.show()
 
     def refresh_voices(self) -> None:
         voices = self.voices.voices()

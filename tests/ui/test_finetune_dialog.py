@@ -95,3 +95,26 @@ def test_too_little_speech_or_no_model_cannot_start(qtbot, tiny: Path, tmp_path:
     no_model = FineTuneDialog(lib, voice.id, None, tmp_path)
     qtbot.addWidget(no_model)
     assert not no_model.start_button.isEnabled() and "Load a model first" in no_model.status.text()
+
+
+def test_the_voice_panel_asks_for_the_dialog_and_shows_the_lora(qtbot, tmp_path: Path) -> None:
+    from safetensors.numpy import save
+
+    from s2studio.ui.voices.voices_panel import VoicesPanel
+
+    lib = VoiceLibrary(tmp_path / "voices")
+    voice = voice_with(lib, tmp_path, 3.0, clips=1)
+    panel = VoicesPanel(lib)
+    qtbot.addWidget(panel)
+    assert not panel.finetune_button.isEnabled()  # nothing selected yet
+    panel.select(voice.id)
+    with qtbot.waitSignal(panel.finetune_requested) as asked:
+        qtbot.mouseClick(panel.finetune_button, Qt.MouseButton.LeftButton)
+    assert asked.args == [voice.id]
+    lora = tmp_path / "lora.safetensors"
+    lora.write_bytes(save({"embeddings.lora_A": np.zeros((2, 4), np.float32),
+                           "embeddings.lora_B": np.zeros((4, 2), np.float32)}))
+    lib.set_lora(voice.id, lora, "r_8_alpha_16, 200 steps, loss <1.2>")
+    panel.refresh()
+    panel.select(voice.id)
+    assert "Fine-tuned: r_8_alpha_16, 200 steps, loss &lt;1.2&gt;" in panel.details.header.text()

@@ -8,6 +8,8 @@ vanished device becomes a status-bar message.
 
 from __future__ import annotations
 
+import html
+
 import logging
 from pathlib import Path
 
@@ -155,7 +157,9 @@ class VoiceDetails(QWidget):
             self.preview_button.setEnabled(False)
             return
         source = f"<br><small>Source: {voice.consent}</small>" if voice.consent else ""
-        self.header.setText(f"<b>{voice.name}</b>{source}")
+        tuned = (f"<br><small>Fine-tuned: {html.escape(voice.lora.note or 'with a LoRA')}</small>"
+                 if voice.lora is not None else "")
+        self.header.setText(f"<b>{voice.name}</b>{source}{tuned}")
         icon = self.style().standardIcon(QStyle.StandardPixmap.SP_MediaPlay)
         for clip in voice.clips:
             self.clips.addItem(self._row(voice, clip, icon))

@@ -84,6 +84,8 @@ def avatar(name: str, dark: bool, size: int = 60) -> QIcon:
 
 class VoicesPanel(QWidget):
     voices_changed = Signal()
+    finetune_requested = Signal(str)
+    """Voice id: the window opens the Fine-tune dialog (it knows the model folder)."""
     """The library changed (created, renamed, deleted, imported)."""
     message = Signal(str)
     """A one-line notice for the status bar."""
@@ -98,7 +100,8 @@ class VoicesPanel(QWidget):
         self.settings = settings
         self.jobs = ClipJobs(self)
         stop = self.jobs.stop_event
-        self.destroyed.connect(lambda *_: stop.set())  # a transcript running when the window closes ends soon        self.preview = None
+        self.destroyed.connect(lambda *_: stop.set())  # a transcript running when the window closes ends soon
+        self.preview = None
         if host is not None:
             from s2studio.ui.voices.voice_preview import VoicePreview  # noqa: PLC0415
 
@@ -143,8 +146,9 @@ class VoicesPanel(QWidget):
         self.rename_button = self._tool("Rename the selected voice", None, self.rename, "✎")
         self.delete_button = self._tool("Delete the selected voice",
                                         style.standardIcon(QStyle.StandardPixmap.SP_TrashIcon), self.delete)
+        self.finetune_button = self._tool("Fine-tune the selected voice…", None, self.fine_tune, "✦")
         for b in (self.add_button, self.record_button, self.import_button, self.export_button, self.add_clip_button,
-                  self.remove_clip_button, self.rename_button, self.delete_button):
+                  self.remove_clip_button, self.rename_button, self.delete_button, self.finetune_button):
             row.addWidget(b)
         row.addStretch(1)
         layout.addLayout(row)
@@ -200,7 +204,7 @@ class VoicesPanel(QWidget):
 
     def _selection_buttons(self) -> tuple[QWidget, ...]:
         return (self.export_button, self.add_clip_button, self.remove_clip_button, self.rename_button,
-                self.delete_button)
+                self.delete_button, self.finetune_button)
 
     def selected_id(self) -> str | None:
         item = self.list.currentItem()
@@ -373,6 +377,11 @@ class VoicesPanel(QWidget):
         self.select(voice.id)
         self.voices_changed.emit()
         self.message.emit(f"Voice “{voice.name}” restored.")
+
+    def fine_tune(self) -> None:
+        vid = self.selected_id()
+        if vid is not None:
+            self.finetune_requested.emit(vid)
 
     def export_file(self) -> None:
         vid = self.selected_id()
