@@ -5,6 +5,7 @@ base model's, and the same request without the LoRA gives the base model's codes
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -114,6 +115,10 @@ def test_a_lora_of_another_model_fails_the_job_clearly(models: tuple[Path, Path,
     # the engine still renders the plain voice with the base weights afterwards
     fine = takes(engine, script(None))
     assert set(fine) == {"a", "b", "c"}
+    # upstream batching speaks several lines in one batch: one set of weights, so mixed LoRAs are refused
+    _, lora, _ = models
+    events = collect(engine.generate(replace(script(lora), batching="upstream"), threading.Event()))
+    assert isinstance(events[-1], JobFailed) and "use line batching for voices with different LoRAs" in events[-1].error
 
 
 def test_fingerprint_names_the_lora_only_when_there_is_one(models: tuple[Path, Path, Path], tmp_path: Path) -> None:

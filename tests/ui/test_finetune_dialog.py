@@ -118,3 +118,16 @@ def test_the_voice_panel_asks_for_the_dialog_and_shows_the_lora(qtbot, tmp_path:
     panel.refresh()
     panel.select(voice.id)
     assert "Fine-tuned: r_8_alpha_16, 200 steps, loss &lt;1.2&gt;" in panel.details.header.text()
+
+
+def test_a_new_run_keeps_the_earlier_one_aside(tmp_path: Path) -> None:
+    from s2studio.ui.control.finetune import has_checkpoint, set_aside
+
+    run = tmp_path / "training" / "v1"
+    (run / "checkpoints" / "step_000000001").mkdir(parents=True)
+    (run / "checkpoints" / "step_000000001" / "lora.safetensors").write_bytes(b"x")
+    assert has_checkpoint(run)
+    assert set_aside(run) == tmp_path / "training" / "v1.earlier-1" and not run.exists()
+    run.mkdir()
+    assert set_aside(run).name == "v1.earlier-2" and not has_checkpoint(run)
+    assert (tmp_path / "training" / "v1.earlier-1" / "checkpoints" / "step_000000001" / "lora.safetensors").exists()
