@@ -38,7 +38,8 @@ def long_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_one_load_recipe() -> None:
     """Only setup.py loads a model: checks the fit, reads the weights, builds the decoders (the codec command
-    loads its codec alone)."""
+    loads its codec alone; training loads the float32 model it trains, with no narrowing and no decoders, and the
+    codec for its tokens stage)."""
     names = {"load_dual_ar", "check_fits", "load_codec", "FastDecoder", "ExactDecoder", "set_threads"}
     calls: dict[str, set[str]] = {}
     for path in PACKAGE.rglob("*.py"):
@@ -48,10 +49,10 @@ def test_one_load_recipe() -> None:
                 name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
                 if name in names:
                     calls.setdefault(name, set()).add(str(path.relative_to(PACKAGE)))
-    setup_py, codec_cli = "engine/s2/setup.py", "commands/codec.py"
+    setup_py, codec_cli, trainer, train_run = "engine/s2/setup.py", "commands/codec.py", "train/loop.py", "train/run.py"
     assert {k: sorted(v) for k, v in calls.items()} == {
-        "load_dual_ar": [setup_py], "check_fits": [setup_py], "FastDecoder": [setup_py], "ExactDecoder": [setup_py],
-        "load_codec": [codec_cli, setup_py], "set_threads": [codec_cli, setup_py]}
+        "load_dual_ar": [setup_py, trainer], "check_fits": [setup_py], "FastDecoder": [setup_py],
+        "ExactDecoder": [setup_py], "load_codec": [codec_cli, setup_py, train_run], "set_threads": [codec_cli, setup_py]}
 
 
 def test_the_studio_and_synth_fast_allocate_the_same_context(long_model: Path, tmp_path: Path,

@@ -5,7 +5,7 @@ A voice may carry the LoRA it was fine-tuned with (`lora.safetensors` beside its
 header (8 bytes of length, then JSON) is parsed here, in plain Python, and must describe only float tensors named
 `<layer>.lora_A` / `<layer>.lora_B`, two-dimensional, whose byte ranges tile the rest of the file exactly. A
 pickle, a torch `.pt`, a truncated or padded file never passes. Whether the LoRA fits a model is the engine's
-check when it is applied (`engine.weights.lora.check_fits`); here is only what the state layer can know.
+check when it is applied (`engine.weights.lora.check_lora_fits`); here is only what the state layer can know.
 """
 
 from __future__ import annotations

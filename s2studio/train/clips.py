@@ -36,7 +36,7 @@ def speaker_folder_name(speaker: str) -> str:
 
 
 def _duration(path: Path) -> float:
-    data, rate, _ = read_audio(path, min_seconds=0.0)
+    data, rate, _ = read_audio(path, voice_clip=False)
     return data.shape[0] / rate
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from s2studio.engine.weights.checkpoints import read_weights
-from s2studio.engine.weights.lora import check_fits, merge_tensor, read_lora
+from s2studio.engine.weights.lora import check_lora_fits, merge_tensor, read_lora
 from s2studio.errors import UserError, printable
 from s2studio.model.config import load_config
 from s2studio.model.dual_ar import DualAR
@@ -103,7 +103,7 @@ def merged_state(model_dir: Path, lora_file: Path) -> OrderedDict[str, torch.Ten
     tokenizer = S2Tokenizer.from_file(Path(model_dir) / "tokenizer.json")
     lora = read_lora(lora_file)
     weights, _ = read_weights(Path(model_dir))
-    check_fits(lora, {k: tuple(v.shape) for k, v in weights.items()}, f"the model in {printable(model_dir)}")
+    check_lora_fits(lora, {k: tuple(v.shape) for k, v in weights.items()}, f"the model in {printable(model_dir)}")
     out: OrderedDict[str, torch.Tensor] = OrderedDict()
     for key in module_keys(model_dir, (tokenizer.semantic_begin_id, tokenizer.semantic_end_id)):
         layer = key.removesuffix(".weight")

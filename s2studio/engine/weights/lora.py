@@ -112,7 +112,7 @@ def read_lora(path: Path) -> LoraWeights:
     return LoraWeights(pairs, alpha, lora_digest(path), str(path))
 
 
-def check_fits(lora: LoraWeights, shapes: dict[str, tuple[int, ...]], model: str = "this model") -> None:
+def check_lora_fits(lora: LoraWeights, shapes: dict[str, tuple[int, ...]], model: str = "this model") -> None:
     """A UserError unless every layer of `lora` is a weight of `shapes` (name -> shape of the model's
     `<layer>.weight`) with matching dimensions: a LoRA trained on another model's shape never gets applied."""
     where = printable(lora.source or "the LoRA")
@@ -144,7 +144,7 @@ def merge_tensor(layer: str, weight: Tensor, lora: LoraWeights) -> Tensor:
 
 def merge_into(weights: dict[str, Tensor], lora: LoraWeights) -> dict[str, Tensor]:
     """`weights` (module names) with every layer of `lora` merged, as bfloat16; the other tensors as they are."""
-    check_fits(lora, {k: tuple(v.shape) for k, v in weights.items()})
+    check_lora_fits(lora, {k: tuple(v.shape) for k, v in weights.items()})
     out = dict(weights)
     for layer in lora.pairs:
         out[layer + ".weight"] = merge_tensor(layer, weights[layer + ".weight"], lora)

@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from s2studio.engine.weights.checkpoints import read_weights
-from s2studio.engine.weights.lora import LoraWeights, check_fits, is_embedding, merge_tensor, read_lora
+from s2studio.engine.weights.lora import LoraWeights, check_lora_fits, is_embedding, merge_tensor, read_lora
 from s2studio.engine.weights.narrow import NARROW_MODES, Narrow, narrowed_layer, narrowing_of
 from s2studio.errors import printable
 
@@ -53,7 +53,7 @@ class LoraSwitch:
     def read(self, path: Path) -> LoraWeights:
         """`path` as a LoRA checked against this model (a UserError if it was trained on another shape)."""
         lora = read_lora(path)
-        check_fits(lora, self.shapes(), f"the model in {printable(self.model_dir)}")
+        check_lora_fits(lora, self.shapes(), f"the model in {printable(self.model_dir)}")
         return lora
 
     def use(self, lora: LoraWeights | None) -> bool:
