@@ -143,10 +143,13 @@ def start_engine(window) -> None:  # noqa: ANN001
 
 
 def apply_start_hooks(window, restored: bool) -> None:  # noqa: ANN001
-    """`S2STUDIO_OPEN` and `S2STUDIO_AUTORENDER` (module docstring); a restored autosave wins over OPEN."""
+    """`S2STUDIO_OPEN` and `S2STUDIO_AUTORENDER` (module docstring); a restored autosave wins over OPEN, and
+    without either the project open at the last clean exit opens again."""
     path = os.environ.get(ENV_OPEN)
     if path and not restored:
         window.open_project(Path(path))
+    elif not restored and (last := window.store.last()) is not None:
+        window.open_project(last)
     if os.environ.get(ENV_AUTORENDER) == "1":
         pending = [True]
 

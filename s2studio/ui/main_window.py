@@ -15,8 +15,8 @@ from pathlib import Path
 
 from PySide6.QtCore import QMimeData, Qt, QTimer
 from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
-from PySide6.QtWidgets import (QLabel, QMainWindow, QMessageBox, QSplitter, QTabWidget, QToolBar, QVBoxLayout,
-                               QWidget)
+from PySide6.QtWidgets import (QApplication, QLabel, QMainWindow, QMessageBox, QSplitter, QTabWidget, QToolBar,
+                               QVBoxLayout, QWidget)
 
 from s2studio.audio.timeline import Timeline
 from s2studio.engine import api
@@ -25,7 +25,7 @@ from s2studio.state.project import GenerationSettings, Project
 from s2studio.state.script import Line, Script
 from s2studio.state.voices import VoiceLibrary
 from s2studio.ui.actions import SPECS, ShortcutsDialog, build_actions
-from s2studio.ui.colors import is_dark, speaker_color
+from s2studio.ui.colors import is_dark, speaker_colors
 from s2studio.ui.control.context import StudioContext
 from s2studio.ui.control.document import Document
 from s2studio.ui.control.live import LivePlayback
@@ -34,8 +34,10 @@ from s2studio.ui.control.player import Player
 from s2studio.ui.control.projects import ProjectStore
 from s2studio.ui.control.render import RenderFlow
 from s2studio.ui.control.session import RenderSession
+from s2studio.ui.dialogs.about import open_folder, show_about
 from s2studio.ui.dialogs.project_commands import ProjectCommands
 from s2studio.ui.inspector.line_states import LineStates
+from s2studio.ui.keys import SpaceForPlayback, run_edit
 from s2studio.ui.inspector.render_on import RenderOnBox
 from s2studio.ui.inspector.settings_panel import SettingsPanel
 from s2studio.ui.inspector.tag_palette import TagPalette
@@ -44,8 +46,10 @@ from s2studio.ui.player.player_bar import PlayerBar
 from s2studio.ui.player.transport import Transport
 from s2studio.ui.script.cast_panel import CastPanel
 from s2studio.ui.script.editor import InlineWarning, ScriptEditor
+from s2studio.ui.script.find_bar import FindBar
 from s2studio.ui.status import StatusPanel
 from s2studio.ui.voices.voices_panel import VoicesPanel
+from s2studio.ui.window_memory import WindowMemory
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +84,12 @@ class MainWindow(QMainWindow):
         self._wire()
         self.refresh_voices()
         self._update_enabled()
+        self._update_title()
+        self.memory = WindowMemory(self, ctx.settings, {"splitter_top": self.top_splitter,
+                                                        "splitter_outer": self.outer_splitter})
+        self.memory.restore()
+        self.space = SpaceForPlayback(self)
+        QApplication.instance().installEventFilter(self.space)
 
     # -- what tests and the composition root read --------------------------------------------------
 
@@ -111,6 +121,10 @@ class MainWindow(QMainWindow):
             "new_project": self.new_project, "open_project": self.open_project, "save_project": self.save_project,
             "save_project_as": self.save_project_as, "export": self.open_export, "choose_model": self.open_model_page,
             "quit": self.close, "undo": lambda: self.editor.undo(), "redo": lambda: self.editor.redo(),
+            "cut": lambda: run_edit("cut", self.editor), "copy": lambda: run_edit("copy", self.editor),
+            "paste": lambda: run_edit("paste", self.editor), "select_all": lambda: run_edit("selectAll", self.editor),
+            "find": lambda: self.find_bar.open_find(), "replace": lambda: self.find_bar.open_find(replace=True),
+            "find_next": lambda: self.find_bar.find_next(), "find_previous": lambda: self.find_bar.find_previous(),
             "insert_tag": lambda: (self.inspector.setCurrentWidget(self.tag_palette), self.tag_palette.filter.setFocus()),
             "find_voice": lambda: self.voices.search.setFocus(),
             "render_all": lambda: self.render(list(self.script.lines)),
@@ -136,6 +150,8 @@ class MainWindow(QMainWindow):
             "play_voice_clip": lambda: self.voices.play_clip(),
             "settings": lambda: self.inspector.setCurrentWidget(self.settings_panel),
             "shortcuts": self.show_shortcuts,
+            "about": lambda: show_about(self, self.model.info.name if self.model.info else None),
+            "open_log_folder": lambda: open_folder(self.ctx.data_dir / "logs"),
         }
 
     def _build_ui(self) -> None:
@@ -162,6 +178,8 @@ class MainWindow(QMainWindow):
         cl.setSpacing(0)
         cl.addWidget(self.cast_panel)
         cl.addWidget(self.editor, 1)
+        self.find_bar = FindBar(self.editor)
+        cl.addWidget(self.find_bar)
         self.warning_bar = QLabel("")
         self.warning_bar.setObjectName("warningBar")
         self.warning_bar.setAccessibleName("Script warnings")
@@ -188,6 +206,7 @@ class MainWindow(QMainWindow):
         top.addWidget(self.inspector)
         top.setSizes([260, 720, 300])
         top.setStretchFactor(1, 1)
+        self.top_splitter = top
         self.player_bar = PlayerBar(self.timeline, a)
         self.player_bar.addActions([a[s.name] for s in SPECS if s.scope == "player"])
         self.waveform = self.player_bar.waveform
@@ -200,7 +219,9 @@ class MainWindow(QMainWindow):
         outer.addWidget(self.player_bar)
         outer.setSizes([600, 170])
         outer.setStretchFactor(0, 1)
+        self.outer_splitter = outer
         self.setCentralWidget(outer)
+        self.addActions([a[s.name] for s in SPECS if s.scope == "keys"])
         self.status = StatusPanel(self.statusBar())
         if not self.player.available:
             self.player_bar.set_notice(self.player.unavailable_reason)
@@ -213,7 +234,8 @@ class MainWindow(QMainWindow):
             menu = menus.get(spec.menu)
             if menu is None:
                 menu = menus[spec.menu] = self.menuBar().addMenu("&" + spec.menu)
-            if spec.name in ("quit", "undo", "render_all", "play_pause", "loop_line", "next_take", "new_voice"):
+            if spec.name in ("quit", "undo", "cut", "find", "insert_tag", "render_all", "play_pause", "loop_line",
+                             "next_take", "new_voice", "open_log_folder"):
                 if menu.actions():
                     menu.addSeparator()
             menu.addAction(self.actions_by_name[spec.name])
@@ -251,17 +273,24 @@ class MainWindow(QMainWindow):
         self.takes.ab_requested.connect(self.transport.compare)
         self.transport.loop_changed.connect(self.lines.show_takes)
         s.timeline_changed.connect(self.transport.timeline_changed)
+        self.player.buffering_changed.connect(self.player_bar.buffering.setVisible)
         s.audio_grew.connect(lambda _start: self.transport.timeline_changed(lines_moved=False))
         s.busy_changed.connect(self._busy_changed)
-        s.progress.connect(lambda event: self.status.on_progress(event, s.done_lines))
+        s.progress.connect(lambda _event: self.status.on_progress(s.pace))
         s.failed.connect(self._render_failed)
         s.finished.connect(lambda cancelled: self.status.stop("Render cancelled." if cancelled else "Render finished."))
         self.flow.failed.connect(self._render_failed)
         self.flow.preparing.connect(self._preparing)
         self.projects.about_to_switch.connect(self._before_switch)
         self.projects.message.connect(lambda text, ms: self.statusBar().showMessage(text, ms))
-        self.store.path_changed.connect(
-            lambda path: self.setWindowTitle(f"{path.name} — S2 Studio" if path else "S2 Studio"))
+        self.store.path_changed.connect(lambda _path: self._update_title())
+        self.store.unsaved_changed.connect(lambda _unsaved: self._update_title())
+
+    def _update_title(self) -> None:
+        """"scene.s2proj — S2 Studio", with "*" after the name while there are unsaved changes."""
+        path = self.store.path
+        self.setWindowTitle(f"{path.name if path else 'Untitled'}[*] — S2 Studio")
+        self.setWindowModified(self.store.unsaved_work)
 
     # -- model -----------------------------------------------------------------------------------
 
@@ -332,8 +361,9 @@ class MainWindow(QMainWindow):
         self.editor.set_warnings([InlineWarning(w.start, w.end, w.message) for w in script.warnings])
         self._show_warning_summary()
         self.cast_panel.set_speakers(script.speakers, self.project.cast)
-        dark = is_dark(self.palette())
-        self.waveform.set_labels({ln.line_id: (ln.speaker, speaker_color(ln.speaker, dark)) for ln in script.lines})
+        colors = speaker_colors(script.speakers, is_dark(self.palette()))
+        self.editor.highlighter.set_speakers(tuple(script.speakers))
+        self.waveform.set_labels({ln.line_id: (ln.speaker, colors[ln.speaker]) for ln in script.lines})
         self.lines.show()
         self._update_enabled()
 
@@ -396,7 +426,7 @@ class MainWindow(QMainWindow):
 
     def _busy_changed(self, busy: bool) -> None:
         if busy:
-            self.status.start(len(self.session.pending))
+            self.status.start()
         self.lines.show()
         self._update_enabled()
 
@@ -514,5 +544,8 @@ class MainWindow(QMainWindow):
             return
         self.player.close()
         self.flow.cancel()
+        self.memory.save()
+        self.store.remember_last()
         self.store.end_session(discard=answer is None)
+        QApplication.instance().removeEventFilter(self.space)
         super().closeEvent(event)

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar
 
 from s2studio.engine import api
-
-FRAME_RATE = 21.533
-"""Codec frames per second of audio (44100 / 2048)."""
+from s2studio.ui.control.pace import Pace
 
 
 def resident_bytes() -> int:
@@ -31,7 +28,7 @@ def resident_bytes() -> int:
 
 
 class StatusPanel:
-    """Fills the window's QStatusBar; `on_progress` is fed every `api.Progress` of a render."""
+    """Fills the window's QStatusBar; `on_progress` is told after every `api.Progress` of a render."""
 
     def __init__(self, bar: QStatusBar) -> None:
         self.model = QLabel("No model")
@@ -56,9 +53,6 @@ class StatusPanel:
         self._memory_timer.start()
         self.update_memory()
         bar.addPermanentWidget(self.progress)
-        self._t0 = 0.0
-        self._frames_done = 0
-        self._line_frames: dict[str, int] = {}
 
     def update_memory(self) -> None:
         rss = resident_bytes()
@@ -92,27 +86,17 @@ class StatusPanel:
         if not still_loaded:
             self.set_model(None, "No model (loading cancelled)" if "cancelled" in reason else "No model")
 
-    def start(self, lines: int) -> None:
-        self._t0 = time.monotonic()
-        self._line_frames.clear()
-        self._lines = max(lines, 1)
+    def start(self) -> None:
+        """A render started: progress from 0, the speed to come."""
         self.progress.setRange(0, 1000)
         self.progress.setValue(0)
         self.progress.setVisible(True)
         self.speed.setText("starting…")
 
-    def on_progress(self, event: api.Progress, done_lines: int) -> None:
-        self._line_frames[event.line_id] = event.frames
-        frames = sum(self._line_frames.values())
-        elapsed = max(time.monotonic() - self._t0, 1e-6)
-        fps = frames / elapsed
-        expected = max(event.expected, event.frames, 1)
-        fraction = (done_lines + event.frames / expected) / self._lines
-        self.progress.setValue(int(1000 * min(fraction, 1.0)))
-        per_line = frames / max(done_lines + event.frames / expected, 1e-6)
-        remaining = max(per_line * self._lines - frames, 0)
-        eta = remaining / fps if fps > 0 else 0
-        self.speed.setText(f"{fps:5.1f} frames/s · RTF {event.rtf:.2f} · ETA {eta:4.0f} s")
+    def on_progress(self, pace: Pace) -> None:
+        """The running render went on (`pace` is the session's, updated with the engine's report)."""
+        self.progress.setValue(int(1000 * pace.fraction))
+        self.speed.setText(f"{pace.fps:5.1f} frames/s · RTF {pace.rtf:.2f} · {pace.eta_text()}")
 
     def stop(self, message: str) -> None:
         self.progress.setVisible(False)

@@ -34,6 +34,8 @@ class ProjectStore(QObject):
     path_changed = Signal(object)
     """The project's file (None when unsaved) changed."""
     recent_changed = Signal()
+    unsaved_changed = Signal(bool)
+    """`unsaved_work` changed (the window's title marks it with "*")."""
 
     def __init__(self, autosave_dir: Path, settings: QSettings, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -41,6 +43,8 @@ class ProjectStore(QObject):
         self.settings = settings
         self.path: Path | None = None
         self.dirty = False
+        self._told: bool | None = None
+        """The last `unsaved_work` told by `unsaved_changed`."""
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(AUTOSAVE_DELAY_MS)
@@ -138,6 +142,7 @@ class ProjectStore(QObject):
         AUTOSAVE_DELAY_MS (an autosave already due sooner is not put off)."""
         self.dirty = True
         self._project = project
+        self._tell_unsaved()
         if soon:
             self._timer.start(0)
         elif not self._timer.isActive():
@@ -192,6 +197,22 @@ class ProjectStore(QObject):
         self._timer.stop()
         self._project = project
         self.dirty = False
+        self._tell_unsaved()
+
+    def _tell_unsaved(self) -> None:
+        unsaved = self.unsaved_work
+        if unsaved != self._told:
+            self._told = unsaved
+            self.unsaved_changed.emit(unsaved)
+
+    def last(self) -> Path | None:
+        """The project that was open when the studio last closed (reopened at start), if it is still there."""
+        raw = self.settings.value("project/last", "")
+        return Path(raw) if isinstance(raw, str) and raw and exists(Path(raw)) else None
+
+    def remember_last(self) -> None:
+        """At a clean exit: the project file open now is the one to reopen (none for an unsaved project)."""
+        self.settings.setValue("project/last", str(self.path) if self.path is not None else "")
 
     def recent(self) -> list[Path]:
         raw = self.settings.value("recent", []) or []
