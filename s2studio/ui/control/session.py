@@ -140,7 +140,7 @@ class RenderSession(QObject):
         self._project = self.document.project
         self.pending = [ln.line_id for ln in job.request.lines]
         self.live, self.done_lines = None, 0
-        self.pace = Pace({ln.line_id: len(ln.text) for ln in job.request.lines})
+        self.pace = Pace({ln.line_id: len(ln.text) for ln in job.request.lines}, started=time.monotonic())
         self.host.generate(job.request)
         self.busy_changed.emit(True)
         for line_id in self.pending:

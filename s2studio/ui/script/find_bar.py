@@ -8,7 +8,7 @@ takes it back. The bar says where it is ("3 of 12") or that nothing matches.
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtGui import QKeyEvent, QTextCursor, QTextDocument
 from PySide6.QtWidgets import (QCheckBox, QGridLayout, QLabel, QLineEdit, QPlainTextEdit, QPushButton, QToolButton,
                                QWidget)
@@ -57,6 +57,7 @@ class FindBar(QWidget):
         grid.setColumnStretch(0, 1)
         self._replace_row = (self.replace_field, self.replace_button, self.replace_all_button)
         self.find_field.textEdited.connect(lambda _text: self._search_from(self._anchor(), forward=True))
+        self.find_field.installEventFilter(self)  # Shift+Enter: the previous match
         self.find_field.returnPressed.connect(self.find_next)
         self.replace_field.returnPressed.connect(self.replace_one)
         self.match_case.toggled.connect(lambda _on: self._search_from(self._anchor(), forward=True))
@@ -97,10 +98,16 @@ class FindBar(QWidget):
     def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 - Qt override
         if event.key() == Qt.Key.Key_Escape:
             self.close_bar()
-        elif event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
-            self.find_previous()
         else:
             super().keyPressEvent(event)
+
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt override
+        if (obj is self.find_field and event.type() == QEvent.Type.KeyPress and isinstance(event, QKeyEvent)
+                and event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)
+                and event.modifiers() & Qt.KeyboardModifier.ShiftModifier):
+            self.find_previous()
+            return True
+        return False
 
     # -- searching ---------------------------------------------------------------------------------
 
