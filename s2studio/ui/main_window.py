@@ -34,7 +34,8 @@ from s2studio.ui.control.player import Player
 from s2studio.ui.control.projects import ProjectStore
 from s2studio.ui.control.render import RenderFlow
 from s2studio.ui.control.session import RenderSession
-from s2studio.ui.dialogs.about import open_folder, show_about
+from s2studio.ui.desktop import open_folder
+from s2studio.ui.dialogs.about import show_about
 from s2studio.ui.dialogs.project_commands import ProjectCommands
 from s2studio.ui.inspector.line_states import LineStates
 from s2studio.ui.keys import SpaceForPlayback, run_edit
@@ -511,7 +512,9 @@ class MainWindow(QMainWindow):
     def open_export(self) -> None:
         from s2studio.ui.dialogs.export_dialog import ExportDialog  # noqa: PLC0415
 
-        dialog = ExportDialog(self.project, self.script, self.model.info, self)
+        names = {v.id: v.name for v in self.voices.voices()}
+        selected = [ln.line_id for ln in self.editor.lines_in_selection(self.script)]
+        dialog = ExportDialog(self.project, self.script, self.model.info, names, selected, self.ctx.settings, self)
         dialog.gap_changed.connect(self.set_gap)
         dialog.exec()
         dialog.deleteLater()

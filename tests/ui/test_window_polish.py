@@ -17,6 +17,7 @@ from s2studio import app
 from s2studio.engine.api import SAMPLE_RATE
 from s2studio.ui import colors
 from s2studio.ui.actions import SPECS, ShortcutsDialog
+from s2studio.ui import desktop
 from s2studio.ui.dialogs import about
 from ui_helpers import cast_two_voices, close_studio, fake_engine, open_studio
 
@@ -178,7 +179,7 @@ def test_about_and_the_log_folder(qtbot, data_dir, monkeypatch):
     assert "Fish Audio Research License" in text and about.WEIGHTS_LICENSE_URL in text
     w = open_studio(qtbot, fake_engine)
     opened: list[QUrl] = []
-    monkeypatch.setattr(about.QDesktopServices, "openUrl", lambda url: opened.append(url) or True)
+    monkeypatch.setattr(desktop.QDesktopServices, "openUrl", lambda url: opened.append(url) or True)
     w.actions_by_name["open_log_folder"].trigger()
     assert [Path(u.toLocalFile()) for u in opened] == [data_dir / "logs"] and (data_dir / "logs").is_dir()
     w.actions_by_name["about"].trigger()

@@ -1,15 +1,12 @@
-"""Help ▸ About S2 Studio (the version, the licence of the code and the one of the model's weights) and Help ▸
-Open Log Folder (what a bug report needs)."""
+"""Help ▸ About S2 Studio: the version, the licence of the code and the one of the model's weights."""
 
 from __future__ import annotations
 
 import html
 import sys
-from pathlib import Path
 
 from PySide6 import __version__ as pyside_version
-from PySide6.QtCore import Qt, QUrl
-from PySide6.QtGui import QDesktopServices
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMessageBox, QWidget
 
 from s2studio import __version__
@@ -39,12 +36,3 @@ def show_about(parent: QWidget, model: str | None = None) -> QMessageBox:
     box.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
     box.open()
     return box
-
-
-def open_folder(folder: Path) -> bool:
-    """Show `folder` in the desktop's file manager (created first, so that it can be shown)."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return False
-    return QDesktopServices.openUrl(QUrl.fromLocalFile(str(folder)))

@@ -198,6 +198,15 @@ class ScriptEditor(QPlainTextEdit):
                 return ln
         return on_block[0] if on_block else None
 
+    def lines_in_selection(self, script: Script) -> list[Line]:
+        """The script lines the selection touches, or the cursor's line when nothing is selected."""
+        cursor = self.textCursor()
+        if not cursor.hasSelection():
+            line = self.line_at_cursor(script)
+            return [line] if line is not None else []
+        first, last = cursor.selectionStart(), cursor.selectionEnd()
+        return [ln for ln in script.lines if ln.start < last and ln.end > first]
+
     def select_block(self, block: int, position: int | None = None) -> None:
         """Put the cursor on `block` (at `position` in the text when given) and scroll it into view."""
         target = self.document().findBlockByNumber(block)
