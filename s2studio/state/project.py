@@ -116,6 +116,11 @@ class Project:
     """Silence between lines, the same for the player's timeline and for export."""
     line_ids: list[str] | None = None
     """The id of each line of `script`, in order (`state.line_ids`); None in projects saved before ids were."""
+    voice_names: dict[str, str] = field(default_factory=dict)
+    """Voice id -> the voice's name when last saved: on a machine whose library has other ids, the cast's
+    voices are found again by name (`state.project_voices`)."""
+    with_voices: bool = False
+    """Saved with the cast's voices packed inside (`voices/<id>.s2voice`), so it opens anywhere."""
 
     def add_take(self, take: Take, pick: bool = True) -> None:
         """Keep the take (and make it the one heard)."""

@@ -36,6 +36,8 @@ SPECS: tuple[ActionSpec, ...] = (
     ActionSpec("open_project", "&Open Project…", "Ctrl+O", "File", SP.SP_DialogOpenButton),
     ActionSpec("save_project", "&Save Project", "Ctrl+S", "File", SP.SP_DialogSaveButton),
     ActionSpec("save_project_as", "Save Project &As…", "Ctrl+Shift+S", "File"),
+    ActionSpec("save_with_voices", "Save with &Voices", "Ctrl+Alt+S", "File", None,
+               "Pack the cast's voices into the project, so that it opens on another computer", checkable=True),
     ActionSpec("export", "&Export Audio…", "Ctrl+E", "File", SP.SP_DriveHDIcon, "Export the script as audio files"),
     ActionSpec("choose_model", "&Model…", "Ctrl+Shift+M", "File", SP.SP_ComputerIcon),
     ActionSpec("quit", "&Quit", "Ctrl+Q", "File"),

@@ -75,7 +75,7 @@ class MainWindow(QMainWindow):
         self.live = LivePlayback(self.session, self.player, self)
         self.model = ModelController(ctx.host, self)
         self.store = ProjectStore(ctx.autosave_dir, ctx.settings, self)
-        self.projects = ProjectCommands(self, self.store, self.document)
+        self.projects = ProjectCommands(self, self.store, self.document, self.library)
         self.shortcuts_dialog = ShortcutsDialog(self)
         self.actions_by_name = build_actions(self, self._slots())
         self._build_ui()
@@ -120,7 +120,7 @@ class MainWindow(QMainWindow):
     def _slots(self) -> dict:
         return {
             "new_project": self.new_project, "open_project": self.open_project, "save_project": self.save_project,
-            "save_project_as": self.save_project_as, "export": self.open_export, "choose_model": self.open_model_page,
+            "save_project_as": self.save_project_as, "save_with_voices": self.projects.save_with_voices, "export": self.open_export, "choose_model": self.open_model_page,
             "quit": self.close, "undo": lambda: self.editor.undo(), "redo": lambda: self.editor.redo(),
             "cut": lambda: run_edit("cut", self.editor), "copy": lambda: run_edit("copy", self.editor),
             "paste": lambda: run_edit("paste", self.editor), "select_all": lambda: run_edit("selectAll", self.editor),
@@ -284,6 +284,7 @@ class MainWindow(QMainWindow):
         self.flow.preparing.connect(self._preparing)
         self.projects.about_to_switch.connect(self._before_switch)
         self.projects.message.connect(lambda text, ms: self.statusBar().showMessage(text, ms))
+        self.projects.voices_added.connect(lambda: (self.voices.refresh(), self.refresh_voices()))
         self.store.path_changed.connect(lambda _path: self._update_title())
         self.store.unsaved_changed.connect(lambda _unsaved: self._update_title())
 
@@ -465,6 +466,10 @@ class MainWindow(QMainWindow):
 
     def _project_replaced(self) -> None:
         project = self.project
+        pack_voices = self.actions_by_name["save_with_voices"]
+        pack_voices.blockSignals(True)  # showing the project's choice is not making it
+        pack_voices.setChecked(project.with_voices)
+        pack_voices.blockSignals(False)
         self.settings_panel.set_settings(project.settings)
         self.editor.blockSignals(True)  # the document has parsed this text already
         self.editor.setPlainText(project.script)

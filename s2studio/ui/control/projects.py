@@ -51,6 +51,8 @@ class ProjectStore(QObject):
         self._project: Project | None = None
         self.problems: tuple[str, ...] = ()
         """Takes the last opened or restored project could not read (left out); the window shows them."""
+        self.packed_voices: dict[str, Path] = {}
+        """The voices packed in the last opened project (voice id -> its .s2voice inside it)."""
         self._timer.timeout.connect(self.autosave_now)
 
     @property
@@ -158,8 +160,9 @@ class ProjectStore(QObject):
 
     # -- files -----------------------------------------------------------------------------------
 
-    def save(self, project: Project, path: Path) -> Path:
-        path = save_project(project, path)
+    def save(self, project: Project, path: Path, voices: dict[str, bytes] | None = None) -> Path:
+        """Save to `path` (with `voices` packed: voice id -> .s2voice bytes); the project is clean then."""
+        path = save_project(project, path, voices=voices)
         moved = path != self.path
         self._clean(project)
         self.path = path
@@ -178,6 +181,7 @@ class ProjectStore(QObject):
             raise
         project = opened.project
         self.problems = opened.problems
+        self.packed_voices = dict(opened.packed_voices)
         for problem in self.problems:
             logger.warning("%s: %s", path, problem)
         self._clean(project)
