@@ -51,6 +51,7 @@ from s2studio.ui.script.find_bar import FindBar
 from s2studio.ui.status import StatusPanel
 from s2studio.ui.voices.voices_panel import VoicesPanel
 from s2studio.ui.window_memory import WindowMemory
+from s2studio.worker.servers import remote_settings
 
 logger = logging.getLogger(__name__)
 
@@ -302,14 +303,14 @@ class MainWindow(QMainWindow):
         self.model.load(model_dir, self.project.settings)
 
     def render_on_target(self, target: object) -> None:
-        """Settings ▸ Render on: load through the engine switch on a server (`RemoteSettings`) or on this
+        """Settings ▸ Render on: load through the engine switch on a server (a `ServerTarget`) or on this
         computer (None: the remembered model folder, else the model page). The fake engine has no switch."""
         switch = self.ctx.engine_switch
         if switch is None:
             self.statusBar().showMessage("Rendering on a server needs the real engine (not S2STUDIO_ENGINE=fake).",
                                          10000)
             return
-        switch.choose(target)  # type: ignore[arg-type]
+        switch.choose(remote_settings(target) if target is not None else None)  # type: ignore[arg-type]
         model_dir = self.ctx.model_dir
         if target is None and model_dir is None:
             self.open_model_page()
