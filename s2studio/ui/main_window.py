@@ -339,13 +339,19 @@ class MainWindow(QMainWindow):
     def open_model_page(self) -> None:
         from s2studio.ui.dialogs.model_page import ModelPage  # noqa: PLC0415 - rarely opened
 
-        page = ModelPage(self.ctx.data_dir / "models", self)
+        settings = self.ctx.settings
+        current = self.ctx.model_dir if self.model.info is not None else None
+        page = ModelPage(self.ctx.data_dir / "models", self, current, self.model.info.name if current else "",
+                         licence_accepted=settings.value("model/licence_accepted", "false") in ("true", True))
         accepted = page.exec()
         chosen = page.chosen
+        settings.setValue("model/licence_accepted", page.accept_license.isChecked())
         page.deleteLater()
         if accepted and chosen is not None:
-            self.ctx.settings.setValue("model/dir", str(chosen))
+            settings.setValue("model/dir", str(chosen))
             self.load_model(chosen)
+        elif self.model.info is None and not self.model.busy:
+            self.status.set_model(None, "No model: File ▸ Model… (Ctrl+Shift+M) to choose one")
 
     # -- the script ------------------------------------------------------------------------------
 
