@@ -16,6 +16,7 @@ so the GUI thread never imports torch.
 
 from __future__ import annotations
 
+import gc
 import logging
 import logging.handlers
 import os
@@ -48,7 +49,14 @@ def fake_engine_factory() -> Any:
 
 
 def real_engine_factory() -> Any:
-    """Runs on the engine thread: importing the real engine imports torch there, not in the GUI."""
+    """Runs on the engine thread: importing the real engine imports torch there, not in the GUI. Two things keep
+    the window answering meanwhile (every pause of the engine thread that holds the GIL is one of the window's):
+    torch's native libraries are opened first with the GIL released (`worker/preload.py`), and the objects the
+    import made are frozen out of the garbage collector, whose full passes (each model unload runs one) would
+    otherwise walk all of torch's modules every time (measured: 150-250 ms each, `bench/gui_stall.py`)."""
+    from s2studio.worker.preload import preload_torch  # noqa: PLC0415
+
+    preload_torch()
     try:
         from s2studio.engine.s2 import S2Engine  # noqa: PLC0415
     except ModuleNotFoundError as exc:
@@ -56,6 +64,7 @@ def real_engine_factory() -> Any:
             raise UserError("The S2 engine is not part of this build yet; start with S2STUDIO_ENGINE=fake "
                             "to try the studio with test tones.") from None
         raise
+    gc.freeze()  # what exists now lives as long as the process: later collections skip it
     return S2Engine()
 
 
