@@ -162,12 +162,12 @@ def apply_start_hooks(window, restored: bool) -> None:  # noqa: ANN001
     if os.environ.get(ENV_AUTORENDER) == "1":
         pending = [True]
 
-        def render_once(_event: object) -> None:  # after the window's own model_ready slot (connected first)
-            if pending:
+        def render_once(busy: bool) -> None:  # once the load has ended with a model (rendering waits for that)
+            if pending and not busy and window.model_info is not None:
                 pending.clear()
                 window.actions_by_name["render_all"].trigger()
 
-        window.ctx.host.model_ready.connect(render_once)
+        window.model.busy_changed.connect(render_once)
 
 
 def restore_at_start(window) -> bool:  # noqa: ANN001

@@ -112,7 +112,7 @@ def main() -> int:
               window.library.create("Narrator", [(_voice_clip(home / "narr.wav", 150), "Once upon a time.")])]
     window.voices.refresh()
     window.refresh_voices()
-    window.settings_panel.max_frames.setValue(64)
+    window.settings_panel.max_seconds.setValue(3.0)
     window.editor.setPlainText(SCRIPT)
     window.reparse()
     for speaker, voice in (("Alice", voices[0]), ("Bob", voices[1])):

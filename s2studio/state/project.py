@@ -34,9 +34,10 @@ class GenerationSettings:
     batching: Literal["line", "upstream"] = "line"
     device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
     precision: Literal["auto", "fp32", "bf16"] = "auto"
-    speed: Literal["exact", "fast"] = "exact"
-    """exact: bit-identical to upstream on CPU fp32; fast: prefix reuse and the fast decode path."""
-    quantize: Literal["none", "int8"] = "none"
+    speed: Literal["exact", "fast"] = "fast"
+    """exact: bit-identical to upstream on CPU fp32; fast: prefix reuse and the fast decode path. The settings
+    panel offers precision, speed and quantization together as one choice (`ui/inspector/settings_panel.MODES`)."""
+    quantize: Literal["none", "int8", "int4"] = "none"
 
     @property
     def load_key(self) -> tuple[str, str, str, str]:

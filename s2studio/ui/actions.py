@@ -40,6 +40,8 @@ SPECS: tuple[ActionSpec, ...] = (
                "Pack the cast's voices into the project, so that it opens on another computer", checkable=True),
     ActionSpec("export", "&Export Audio…", "Ctrl+E", "File", SP.SP_DriveHDIcon, "Export the script as audio files"),
     ActionSpec("choose_model", "&Model…", "Ctrl+Shift+M", "File", SP.SP_ComputerIcon),
+    ActionSpec("cancel_load", "&Cancel Model Loading", "Ctrl+Shift+.", "File", SP.SP_DialogCancelButton,
+               "Stop loading the model"),
     ActionSpec("quit", "&Quit", "Ctrl+Q", "File"),
     ActionSpec("undo", "&Undo", "Ctrl+Z", "Edit"),
     ActionSpec("redo", "&Redo", "Ctrl+Shift+Z", "Edit"),

@@ -8,9 +8,7 @@ The work is theirs: a slot here only passes what one part says to the parts that
 
 from __future__ import annotations
 
-import json
 import logging
-from dataclasses import asdict
 from pathlib import Path
 
 from PySide6.QtCore import QMimeData, Qt, QTimer
@@ -36,6 +34,7 @@ from s2studio.ui.control.render import RenderFlow
 from s2studio.ui.control.session import RenderSession
 from s2studio.ui.desktop import open_folder
 from s2studio.ui.dialogs.about import show_about
+from s2studio.ui.dialogs.model_commands import ModelCommands, remembered_settings
 from s2studio.ui.dialogs.project_commands import ProjectCommands
 from s2studio.ui.inspector.line_states import LineStates
 from s2studio.ui.keys import SpaceForPlayback, run_edit
@@ -51,7 +50,6 @@ from s2studio.ui.script.find_bar import FindBar
 from s2studio.ui.status import StatusPanel
 from s2studio.ui.voices.voices_panel import VoicesPanel
 from s2studio.ui.window_memory import WindowMemory
-from s2studio.worker.servers import remote_settings
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +66,7 @@ class MainWindow(QMainWindow):
         self.setAcceptDrops(True)
         self.resize(1280, 800)
         self.library = VoiceLibrary(ctx.voices_dir)
-        self.document = Document(Project(settings=self._remembered_settings()), self)
+        self.document = Document(Project(settings=remembered_settings(ctx.settings)), self)
         self.timeline = Timeline(gap_s=self.document.project.gap_s)
         self.player = Player(self.timeline, self)
         self.session = RenderSession(ctx.host, self.document, self.timeline, self)
@@ -90,6 +88,8 @@ class MainWindow(QMainWindow):
         self.memory = WindowMemory(self, ctx.settings, {"splitter_top": self.top_splitter,
                                                         "splitter_outer": self.outer_splitter})
         self.memory.restore()
+        ctx.host.devices_found.connect(lambda event: self.settings_panel.set_devices(event.devices))
+        ctx.host.find_devices()
         self.space = SpaceForPlayback(self)
         QApplication.instance().installEventFilter(self.space)
 
@@ -121,7 +121,8 @@ class MainWindow(QMainWindow):
     def _slots(self) -> dict:
         return {
             "new_project": self.new_project, "open_project": self.open_project, "save_project": self.save_project,
-            "save_project_as": self.save_project_as, "save_with_voices": self.projects.save_with_voices, "export": self.open_export, "choose_model": self.open_model_page,
+            "save_project_as": self.save_project_as, "save_with_voices": self.projects.save_with_voices,
+            "export": self.open_export, "choose_model": self.open_model_page,
             "quit": self.close, "undo": lambda: self.editor.undo(), "redo": lambda: self.editor.redo(),
             "cut": lambda: run_edit("cut", self.editor), "copy": lambda: run_edit("copy", self.editor),
             "paste": lambda: run_edit("paste", self.editor), "select_all": lambda: run_edit("selectAll", self.editor),
@@ -131,7 +132,7 @@ class MainWindow(QMainWindow):
             "find_voice": lambda: self.voices.search.setFocus(),
             "render_all": lambda: self.render(list(self.script.lines)),
             "render_stale": lambda: self.render(self.document.stale_lines()),
-            "render_line": self.render_cursor_line, "stop_render": self.stop,
+            "render_line": self.render_cursor_line, "stop_render": self.stop, "cancel_load": lambda: self.model.cancel(),
             "play_pause": lambda: self.transport.play_pause(),
             "play_from_cursor": lambda: self.transport.play_from_cursor(),
             "loop_line": lambda on: self.transport.set_looping(on),
@@ -224,7 +225,8 @@ class MainWindow(QMainWindow):
         self.outer_splitter = outer
         self.setCentralWidget(outer)
         self.addActions([a[s.name] for s in SPECS if s.scope == "keys"])
-        self.status = StatusPanel(self.statusBar())
+        self.status = StatusPanel(self.statusBar(), a["cancel_load"])
+        self.models = ModelCommands(self, self.ctx, self.model, self.document, self.settings_panel, self.status)
         if not self.player.available:
             self.player_bar.set_notice(self.player.unavailable_reason)
 
@@ -285,6 +287,7 @@ class MainWindow(QMainWindow):
         self.flow.preparing.connect(self._preparing)
         self.projects.about_to_switch.connect(self._before_switch)
         self.projects.message.connect(lambda text, ms: self.statusBar().showMessage(text, ms))
+        self.models.message.connect(lambda text, ms: self.statusBar().showMessage(text, ms))
         self.projects.voices_added.connect(lambda: (self.voices.refresh(), self.refresh_voices()))
         self.store.path_changed.connect(lambda _path: self._update_title())
         self.store.unsaved_changed.connect(lambda _unsaved: self._update_title())
@@ -298,60 +301,27 @@ class MainWindow(QMainWindow):
     # -- model -----------------------------------------------------------------------------------
 
     def load_model(self, model_dir: Path) -> None:
-        self.ctx.model_dir = model_dir
-        self.status.model_loading(0.0)
-        self.model.load(model_dir, self.project.settings)
+        self.models.load(model_dir)
 
     def render_on_target(self, target: object) -> None:
-        """Settings ▸ Render on: load through the engine switch on a server (a `ServerTarget`) or on this
-        computer (None: the remembered model folder, else the model page). The fake engine has no switch."""
-        switch = self.ctx.engine_switch
-        if switch is None:
-            self.statusBar().showMessage("Rendering on a server needs the real engine (not S2STUDIO_ENGINE=fake).",
-                                         10000)
-            return
-        switch.choose(remote_settings(target) if target is not None else None)  # type: ignore[arg-type]
-        model_dir = self.ctx.model_dir
-        if target is None and model_dir is None:
-            self.open_model_page()
-            return
-        self.load_model(model_dir or Path("server"))
-        self.ctx.model_dir = model_dir
+        self.models.render_on_target(target)
+
+    def open_model_page(self) -> None:
+        self.models.open_model_page()
 
     def stop(self) -> None:
-        """Stop whatever runs: a render, the request being built for it, or a model load."""
+        """Stop the render, or the request being built for it (a model load has its own Cancel Loading)."""
         self.flow.cancel()
-        self.model.cancel()
 
     def _model_ready(self, info: api.ModelInfo) -> None:
-        from s2studio.ui.dialogs.model_page import is_demo  # noqa: PLC0415
-
         self.flow.set_codec(info.codec_fingerprint)
-        self.status.model_ready(info, self.ctx.model_dir is not None and is_demo(self.ctx.model_dir))
+        self.models.ready(info)
         self._update_enabled()
 
     def _model_unloaded(self, reason: str) -> None:
         self.status.model_unloaded(reason, still_loaded=self.model.info is not None)
-        if "cancelled" not in reason:
-            self.statusBar().showMessage(reason, 10000)
+        self.models.failed_without_fallback(reason)
         self._update_enabled()
-
-    def open_model_page(self) -> None:
-        from s2studio.ui.dialogs.model_page import ModelPage  # noqa: PLC0415 - rarely opened
-
-        settings = self.ctx.settings
-        current = self.ctx.model_dir if self.model.info is not None else None
-        page = ModelPage(self.ctx.data_dir / "models", self, current, self.model.info.name if current else "",
-                         licence_accepted=settings.value("model/licence_accepted", "false") in ("true", True))
-        accepted = page.exec()
-        chosen = page.chosen
-        settings.setValue("model/licence_accepted", page.accept_license.isChecked())
-        page.deleteLater()
-        if accepted and chosen is not None:
-            settings.setValue("model/dir", str(chosen))
-            self.load_model(chosen)
-        elif self.model.info is None and not self.model.busy:
-            self.status.set_model(None, "No model: File ▸ Model… (Ctrl+Shift+M) to choose one")
 
     # -- the script ------------------------------------------------------------------------------
 
@@ -397,18 +367,8 @@ class MainWindow(QMainWindow):
     # -- cast and settings -----------------------------------------------------------------------
 
     def _settings_changed(self, settings: GenerationSettings) -> None:
-        reload = settings.load_key != self.project.settings.load_key
-        self.document.set_settings(settings)
-        if reload and self.ctx.model_dir is not None and not self.flow.busy:
-            self.load_model(self.ctx.model_dir)
-        self.ctx.settings.setValue("generation", json.dumps(asdict(settings)))
+        self.models.settings_changed(settings, rendering=self.flow.busy)
         self.lines.show()
-
-    def _remembered_settings(self) -> GenerationSettings:
-        try:
-            return GenerationSettings.from_dict(json.loads(self.ctx.settings.value("generation", "{}") or "{}"))
-        except ValueError:
-            return GenerationSettings()
 
     # -- rendering -------------------------------------------------------------------------------
 
@@ -436,6 +396,8 @@ class MainWindow(QMainWindow):
     def _busy_changed(self, busy: bool) -> None:
         if busy:
             self.status.start()
+        else:
+            self.models.render_ended()
         self.lines.show()
         self._update_enabled()
 
@@ -545,9 +507,11 @@ class MainWindow(QMainWindow):
         busy = self.flow.busy
         ready = self.model.info is not None
         has_lines = bool(self.script.lines)
+        loading = self.model.busy
         for name in ("render_all", "render_stale", "render_line"):
-            a[name].setEnabled(ready and has_lines and not busy)
-        a["stop_render"].setEnabled(busy or self.model.busy)
+            a[name].setEnabled(ready and has_lines and not busy and not loading)
+        a["stop_render"].setEnabled(busy)
+        a["cancel_load"].setEnabled(loading)
         a["export"].setEnabled(bool(self.project.lines))
         for name in ("play_pause", "play_from_cursor", "loop_line", "player_play_pause"):
             a[name].setEnabled(self.player.available)

@@ -6,7 +6,8 @@ import os
 import sys
 
 from PySide6.QtCore import QTimer
-from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar, QToolButton
 
 from s2studio.engine import api
 from s2studio.ui.control.pace import Pace
@@ -30,7 +31,8 @@ def resident_bytes() -> int:
 class StatusPanel:
     """Fills the window's QStatusBar; `on_progress` is told after every `api.Progress` of a render."""
 
-    def __init__(self, bar: QStatusBar) -> None:
+    def __init__(self, bar: QStatusBar, cancel_load: QAction | None = None) -> None:
+        self.bar = bar
         self.model = QLabel("No model")
         self.model.setAccessibleName("Model")
         self.device = QLabel("")
@@ -53,6 +55,13 @@ class StatusPanel:
         self._memory_timer.start()
         self.update_memory()
         bar.addPermanentWidget(self.progress)
+        self.cancel_load = QToolButton()
+        self.cancel_load.setAccessibleName("Cancel model loading")
+        self.cancel_load.setAutoRaise(True)
+        self.cancel_load.setVisible(False)
+        if cancel_load is not None:
+            self.cancel_load.setDefaultAction(cancel_load)
+        bar.addPermanentWidget(self.cancel_load)
 
     def update_memory(self) -> None:
         rss = resident_bytes()
@@ -67,8 +76,12 @@ class StatusPanel:
         self.device.setText(f"{info.device} · {info.precision}")
 
     def model_loading(self, progress: float, message: str = "") -> None:
-        """A model load started (progress 0) or went on."""
+        """A model load started (progress 0) or went on; what the last render said goes (it is old news)."""
         self.set_model(None, f"Loading model… {message}".rstrip())
+        if progress == 0.0:
+            self.speed.setText("")
+            self.bar.clearMessage()
+        self.cancel_load.setVisible(True)
         if not self.progress.isVisible():
             self.progress.setRange(0, 100)
             self.progress.setVisible(True)
@@ -76,6 +89,7 @@ class StatusPanel:
 
     def model_ready(self, info: api.ModelInfo, demo: bool) -> None:
         self.progress.setVisible(False)
+        self.cancel_load.setVisible(False)
         self.set_model(info)
         if demo:
             self.model.setText(f"Model: {info.name} (demo: random weights, produces noise)")
@@ -83,6 +97,7 @@ class StatusPanel:
     def model_unloaded(self, reason: str, still_loaded: bool) -> None:
         """A load ended without a model (cancelled or failed); `still_loaded`: the model before it is still there."""
         self.progress.setVisible(False)
+        self.cancel_load.setVisible(False)
         if not still_loaded:
             self.set_model(None, "No model (loading cancelled)" if "cancelled" in reason else "No model")
 
