@@ -14,7 +14,7 @@ share the machine's load:
    float32 would need ~18 GB) and all 4 fast layers; the slow step is timed at 4 and 2 layers and scaled to 36
    (layers cost the same), the fast part (9 weight passes and 11 draws) is timed as it is. Printed beside the
    bandwidth bound: the frame's weight bytes / the bandwidth measured again just before that row. "(kernel)"
-   rows use the project's CPU kernels (engine/cpu_gemv.cpp), "(torch)" rows torch's own;
+   rows use the project's CPU kernels (engine/weights/cpu_gemv.cpp), "(torch)" rows torch's own;
 4. time to first audio in the engine's line mode (mid model, codec included): line 1 with a 10 s reference,
    then lines 2 and 3, on the exact path, the fast path without prefix reuse, and with it.
 
@@ -34,6 +34,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -42,22 +43,23 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from fbgemm_int8 import pack_for_cpu  # noqa: E402
 from s2studio.demo_model import write_demo_model  # noqa: E402
-from s2studio.engine.bf16_linear import keep_bf16_weights  # noqa: E402
-from s2studio.engine.checkpoints import load_dual_ar  # noqa: E402
-from s2studio.engine.cpu_gemv import available as cpu_kernels_available  # noqa: E402
-from s2studio.engine.device import PRECISIONS  # noqa: E402
-from s2studio.engine.fast import FastDecoder, FastSampler, generate_frames_fast  # noqa: E402
-from s2studio.engine.generate import (  # noqa: E402
-    GenerationSettings, ensure_caches, generate_frames, make_generator, make_sampler,
-)
-from s2studio.engine.quantize import pack_for_cpu, quantize_model  # noqa: E402
+from s2studio.engine.api import FRAME_SAMPLES, SAMPLE_RATE, SamplingParams  # noqa: E402
+from s2studio.engine.s2.device import DTYPES  # noqa: E402
+from s2studio.engine.s2.fast import FastDecoder, FastSampler, generate_frames_fast  # noqa: E402
+from s2studio.engine.s2.generate import ensure_caches, generate_frames, make_generator, make_sampler  # noqa: E402
+from s2studio.engine.weights.checkpoints import load_dual_ar  # noqa: E402
+from s2studio.engine.weights.cpu_gemv import available as cpu_kernels_available  # noqa: E402
+from s2studio.engine.weights.narrow import Narrow, narrow_linears  # noqa: E402
 from s2studio.model.config import DualARConfig, TransformerConfig  # noqa: E402
 from s2studio.model.dual_ar import DualAR  # noqa: E402
 from s2studio.text.prompt import Reference, build_prompt  # noqa: E402
 from s2studio.text.tokenizer import S2Tokenizer  # noqa: E402
 
-FPS_AUDIO = 44100 / 2048
+FPS_AUDIO = SAMPLE_RATE / FRAME_SAMPLES
+UPSTREAM = SamplingParams(temperature=1.0, top_p=0.9, max_new_tokens=0)
+"""Upstream's command-line sampler (the figures do not depend on it)."""
 TEXT = "<|speaker:0|>The quick brown fox jumps over the lazy dog, and then it runs far away."
 REF_TEXT = "<|speaker:0|>A reference clip of a voice, read aloud."
 
@@ -104,11 +106,6 @@ def _timed(fn) -> float:
 # ----------------------------------------------------------------------------- 2. demo models
 
 
-def no_stop(sampler, im_end_id: int) -> None:
-    if hasattr(sampler, "bias"):
-        sampler.bias[0, 0, im_end_id] = float("-inf")
-
-
 def timed(frames_of) -> tuple[float, float, int]:
     """(seconds to the first yielded frame, total seconds, frames made) of one frame iterator."""
     t0 = time.perf_counter()
@@ -130,8 +127,8 @@ def exact_runs(model, tok, prompt, frames: int, runs: int) -> tuple[float, float
     ensure_caches(model)
 
     def one(seed: int):
-        sampler = make_sampler(model, GenerationSettings(), make_generator(seed, DEVICE), tok.im_end_id)
-        no_stop(sampler, tok.im_end_id)
+        sampling = replace(UPSTREAM, ignore_eos=True)  # every run makes exactly `frames` frames
+        sampler = make_sampler(model, sampling, make_generator(seed, DEVICE), tok.im_end_id)
         return timed(generate_frames(model, prompt, sampler, max_new_tokens=frames))
 
     one(0)
@@ -184,8 +181,8 @@ def demo_models(args: argparse.Namespace, tmp: Path) -> None:
         folder = write_demo_model(tmp / size, seed=1, size=size, codec=False)
         tok = S2Tokenizer.from_file(folder / "tokenizer.json")
 
-        def reload() -> DualAR:
-            return load_dual_ar(folder, device=DEVICE, dtype=PRECISIONS[args.precision],
+        def reload(narrow: Narrow = "none") -> DualAR:
+            return load_dual_ar(folder, device=DEVICE, dtype=DTYPES[args.precision], narrow=narrow,
                                 semantic_range=(tok.semantic_begin_id, tok.semantic_end_id), im_end_id=tok.im_end_id)
 
         model = reload()
@@ -196,16 +193,16 @@ def demo_models(args: argparse.Namespace, tmp: Path) -> None:
         rows["port (mizuoto-fishspeech)"] = (port_runs(folder, prompt, args.frames, args.runs, args.threads)
                                              if on_cpu else None)
         rows["exact"] = exact_runs(model, tok, prompt, args.frames, args.runs)
-        # on the CPU the engine loads the fast path with S2's bf16 weights kept (bf16_linear.py, "as loaded"); the
+        # on the CPU the engine loads the fast path with S2's bf16 weights kept (weights/bf16.py, "as loaded"); the
         # float32-weight row is torch's GEMV on widened weights, for comparison
         fast_name = "fast, fp32 weights (torch)" if DEVICE.type == "cpu" else "fast"
         rows[fast_name] = fast_runs(model, tok, prompt, args.frames, args.runs)
         if DEVICE.type == "cuda":
             rows["fast + CUDA graph tail"] = fast_runs(model, tok, prompt, args.frames, args.runs, graphs=True)
-        if DEVICE.type == "cpu" and keep_bf16_weights(model):  # what the engine's CPU fast path loads
+        if DEVICE.type == "cpu":  # what the engine's CPU fast path loads
+            model = reload("bf16")
             rows["fast as loaded (bf16 weights)"] = fast_runs(model, tok, prompt, args.frames, args.runs)
-        model = reload()
-        quantize_model(model, "int8")
+        model = reload("int8")
         rows["fast + int8 weight-only"] = fast_runs(model, tok, prompt, args.frames, args.runs)
         if DEVICE.type == "cpu":
             pack_for_cpu(model)
@@ -311,19 +308,22 @@ def s2_shape(args: argparse.Namespace, ceiling: float) -> None:
         if isinstance(change, torch.dtype):
             model.to(change)
         elif change == "bf16 weights":
-            keep_bf16_weights(model)
+            narrow_linears(model, "bf16")
         elif change == "int8":
             del model
             gc.collect()
             # float32 activations on the CPU, as the engine's default precision there runs them
-            model = quantize_model(random_s2(n).cpu(), "int8").to(DEVICE, torch.float32 if DEVICE.type == "cpu"
-                                                                    else torch.bfloat16)
+            model = random_s2(n).cpu()
+            narrow_linears(model, "int8")
+            model.to(DEVICE, torch.float32 if DEVICE.type == "cpu" else torch.bfloat16)
         elif change == "pack":
             pack_for_cpu(model)
         elif change == "int4":
             del model
             gc.collect()
-            model = quantize_model(random_s2(n).cpu(), "int4").to(DEVICE)
+            model = random_s2(n).cpu()
+            narrow_linears(model, "int4")
+            model.to(DEVICE)
         gc.collect()
         bw = max(bandwidth())  # again for each row: on a shared machine the bandwidth drifts over minutes
         full, part, fast = s2_frame_time(model, args.s2_reps, args.s2_context)
@@ -358,7 +358,7 @@ def first_audio(args: argparse.Namespace, tmp: Path) -> None:
     print(f"\n== 4. time to first audio, engine line mode, {size} model + codec, {args.precision} on {DEVICE}; "
           "line 1 has a 10 s reference; "
           "ms from each line's start to its first audio chunk")
-    codes = np.random.default_rng(0).integers(0, 1024, size=(10, 215)).astype(np.int64)
+    codes = np.random.default_rng(0).integers(0, 32, size=(10, 215)).astype(np.int64)  # the tiny codec's codes
     lines = tuple(LineSpec(f"l{i}", 0, t) for i, t in enumerate(
         ["The first line of the scene, spoken at an even pace.", "Then a second line follows it.",
          "And a third line closes the scene."]))
@@ -367,10 +367,11 @@ def first_audio(args: argparse.Namespace, tmp: Path) -> None:
     variants = (("exact", False, True), ("fast, no reuse", True, False), ("fast + prefix reuse", True, True))
     for name, fast, reuse in variants:
         engine = S2Engine()
-        loading = LoadRequest("l", folder, device=str(DEVICE), precision=args.precision, fast=fast)
+        loading = LoadRequest("l", folder, device=str(DEVICE), precision=args.precision,
+                              speed="fast" if fast else "exact")
         for _ in engine.load(loading, threading.Event()):
             pass
-        decoder = engine._loaded.decoder
+        decoder = engine._loaded.decoder if fast else None
         if decoder is not None and not reuse:
             decoder.reusable = lambda prompt: 0
         marks: list[str] = []
@@ -394,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--device", default="cpu", help="cpu or cuda (the reference port runs only for fp32 on the CPU)")
-    p.add_argument("--precision", default=None, choices=sorted(PRECISIONS), help="default: fp32 on CPU, bf16 on CUDA")
+    p.add_argument("--precision", default=None, choices=sorted(DTYPES), help="default: fp32 on CPU, bf16 on CUDA")
     p.add_argument("--sizes", nargs="*", default=["tiny", "mid"])
     p.add_argument("--frames", type=int, default=64)
     p.add_argument("--runs", type=int, default=3)

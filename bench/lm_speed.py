@@ -27,20 +27,22 @@ import numpy as np
 import torch
 
 from s2studio.demo_model import SIZES, write_demo_model
-from s2studio.engine.checkpoints import load_dual_ar
-from s2studio.engine.device import resolve_device, resolve_dtype, set_threads
-from s2studio.engine.generate import GenerationSettings, ensure_caches, generate_frames, make_generator, make_sampler
+from s2studio.engine.api import FRAME_SAMPLES, SAMPLE_RATE, SamplingParams
+from s2studio.engine.s2.device import resolve_device, resolve_dtype, set_threads
+from s2studio.engine.s2.generate import ensure_caches, generate_frames, make_generator, make_sampler
+from s2studio.engine.weights.checkpoints import load_dual_ar
 from s2studio.text.prompt import Reference, build_prompt
 from s2studio.text.tokenizer import S2Tokenizer
 
 TEXT = "<|speaker:0|>The quick brown fox jumps over the lazy dog, and then it runs far away."
-FRAMES_PER_SECOND = 44100 / 2048
+FRAMES_PER_SECOND = SAMPLE_RATE / FRAME_SAMPLES
+NO_STOP = SamplingParams(temperature=1.0, top_p=0.9, max_new_tokens=0, ignore_eos=True)
+"""Upstream's command-line sampler with `<|im_end|>` masked out: every run makes exactly `frames` frames."""
 
 
 def one_run(model, tokenizer, prompt: np.ndarray, frames: int, seed: int) -> tuple[float, float, int]:
     """(prefill seconds, total seconds, frames made) of one `generate_frames` call."""
-    sampler = make_sampler(model, GenerationSettings(), make_generator(seed), tokenizer.im_end_id)
-    sampler.bias[0, 0, sampler.im_end_id] = float("-inf")  # never stop early: exactly `frames` frames
+    sampler = make_sampler(model, NO_STOP, make_generator(seed), tokenizer.im_end_id)
     t0 = time.perf_counter()
     first = None
     kept = 0

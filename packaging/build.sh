@@ -12,9 +12,10 @@ from s2studio.ui.icons import app_icon
 app = QApplication([])
 app_icon().pixmap(256, 256).save("packaging/io.github.s2studio.S2Studio.png")
 PYEOF
-# the CPU kernels prebuilt for AVX512 and AVX2 CPUs, so that the bundle needs no compiler (engine/cpu_gemv.py)
+# the CPU kernels prebuilt for AVX512 and AVX2 CPUs, so that the bundle needs no compiler, with their hashes in
+# build/kernels/SHA256SUMS: the bundle loads only a listed build (engine/weights/cpu_gemv.py)
 rm -rf build/kernels
-"$PY" -m s2studio.engine.cpu_gemv build/kernels
+"$PY" -m s2studio.engine.weights.cpu_gemv build/kernels
 "$PY" -m PyInstaller --noconfirm --clean --distpath dist --workpath build/pyinstaller packaging/s2studio.spec
 cp resources/io.github.s2studio.S2Studio.desktop resources/io.github.s2studio.S2Studio.metainfo.xml \
    packaging/io.github.s2studio.S2Studio.png dist/s2studio/

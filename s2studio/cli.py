@@ -13,7 +13,7 @@ import sys
 
 from s2studio.errors import UserError, printable
 
-COMMANDS = ("synth", "codec", "voice", "demo-model", "serve")
+COMMANDS = ("synth", "codec", "voice", "transcribe", "demo-model", "serve")
 """Subcommand name -> module `s2studio.commands.<name with '-' as '_'>`."""
 
 

@@ -14,14 +14,13 @@ from pathlib import Path
 import numpy as np
 
 from s2studio.engine.api import (
-    NUM_CODEBOOKS, AudioChunk, ClipEncoded, ClipToEncode, EncodeRequest, Engine, Event, JobFailed, JobFinished,
+    FRAME_SAMPLES, NUM_CODEBOOKS, AudioChunk, ClipEncoded, ClipToEncode, EncodeRequest, Engine, Event, JobFailed, JobFinished,
     JobStarted, LineFinished, LineSpec, LineStarted, LoadRequest, ModelInfo, ModelLoading, ModelReady, Progress,
     Reference, SamplingParams, SynthesisRequest,
 )
 
 MAX_FRAMES_BEFORE_FIRST_CHUNK = 4
-SAMPLES_PER_FRAME = 2048
-"""The codec's hop at 44.1 kHz: a first chunk longer than 4 frames of audio came too late."""
+"""A first chunk longer than 4 frames (of `FRAME_SAMPLES` each) of audio came too late."""
 SAMPLING = SamplingParams(max_new_tokens=12, seed=7)
 
 
@@ -37,7 +36,7 @@ def collect(events: Iterable[Event], cancel_after_first_chunk: threading.Event |
 def request(job_id: str, sampling: SamplingParams = SAMPLING, references: tuple[Reference, ...] | None = None,
             lines: tuple[LineSpec, ...] | None = None) -> SynthesisRequest:
     if references is None:
-        codes = np.random.default_rng(0).integers(0, 1024, size=(NUM_CODEBOOKS, 8))
+        codes = np.random.default_rng(0).integers(0, 32, size=(NUM_CODEBOOKS, 8))  # within every codec's codebooks
         references = (Reference(0, "A short reference.", codes), Reference(1, "Another one.", codes[:, :5]))
     if lines is None:
         lines = (LineSpec("l-a", 0, "Hello there."), LineSpec("l-b", 1, "[laughing] Hi!"),
@@ -87,7 +86,7 @@ def check_lines(events: list[Event], req: SynthesisRequest) -> dict[str, LineFin
             assert ev.start_sample == sum(len(c.samples) for c in chunks)
             assert ev.samples.dtype == np.float32 and ev.samples.ndim == 1 and len(ev.samples) > 0
             if not chunks:
-                frames = len(ev.samples) / SAMPLES_PER_FRAME
+                frames = len(ev.samples) / FRAME_SAMPLES
                 assert frames <= MAX_FRAMES_BEFORE_FIRST_CHUNK, f"{frames:g} frames before the first chunk"
             chunks.append(ev)
         elif isinstance(ev, LineFinished):
@@ -138,6 +137,22 @@ def check_reported_seed_reproduces(engine: Engine) -> None:
     np.testing.assert_array_equal(again.codes, take.codes)
 
 
+def check_unseeded_request_draws_one_base_seed(engine: Engine) -> None:
+    """`seed=None`: the engine draws one base seed for the request and line i is drawn with base + i, each take
+    reporting its own; the request seeded with that base renders every line again, code for code."""
+    unseeded = collect(engine.generate(request("base-1", SamplingParams(max_new_tokens=12, seed=None)),
+                                       threading.Event()))
+    takes = [ev for ev in unseeded if isinstance(ev, LineFinished)]
+    base = takes[0].seed
+    assert [t.seed for t in takes] == [base + i for i in range(len(takes))] and len(takes) == 3
+    seeded = collect(engine.generate(request("base-2", SamplingParams(max_new_tokens=12, seed=base)),
+                                     threading.Event()))
+    again = [ev for ev in seeded if isinstance(ev, LineFinished)]
+    assert [t.seed for t in again] == [t.seed for t in takes]
+    for a, b in zip(again, takes, strict=True):
+        np.testing.assert_array_equal(a.codes, b.codes)
+
+
 def check_cancel(engine: Engine) -> None:
     cancel = threading.Event()
     req = request("cancel-1")
@@ -157,6 +172,15 @@ def check_bad_request_fails_cleanly(engine: Engine) -> None:
     empty = SynthesisRequest("bad-2", ())
     events = collect(engine.generate(empty, threading.Event()))
     assert isinstance(events[-1], JobFailed) and len(events) == 1
+    # codes no codec makes (negative, beyond every codebook) are refused before any work, naming the reference
+    good = np.zeros((NUM_CODEBOOKS, 4), np.int64)
+    for value in (-1, 5000):
+        codes = good.copy()
+        codes[3, 1] = value
+        refs = (Reference(0, "Fine.", good), Reference(1, "Broken codes.", codes))
+        events = collect(engine.generate(request(f"bad-range{value}", references=refs), threading.Event()))
+        assert len(events) == 1 and isinstance(events[0], JobFailed), events
+        assert "reference 2 ('Broken codes.')" in events[0].error and "\n" not in events[0].error
     check_generate(engine, "after-failure")
 
 
@@ -183,6 +207,7 @@ def check_engine(engine: Engine, load: LoadRequest, clip: Path, junk: Path) -> N
     first = check_generate(engine)
     check_determinism(engine, first)
     check_reported_seed_reproduces(engine)
+    check_unseeded_request_draws_one_base_seed(engine)
     check_cancel(engine)
     check_bad_request_fails_cleanly(engine)
     check_encode(engine, info, clip, junk)

@@ -16,8 +16,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from s2studio.engine.checkpoints import load_dual_ar
-from s2studio.engine.device import resolve_device, resolve_dtype, set_threads
+from s2studio.engine.s2.device import resolve_device, resolve_dtype, set_threads
+from s2studio.engine.weights.checkpoints import load_dual_ar
 from s2studio.errors import UserError
 from s2studio.model.config import parse_config
 from s2studio.model.dual_ar import DualAR
@@ -132,7 +132,7 @@ def test_loaded_model_is_real_and_frozen(tmp_path: Path) -> None:
 
 def test_load_assigns_the_read_tensors_without_copying(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Meta-device construction + assign: in the checkpoint's own dtype the model holds the very tensors read."""
-    import s2studio.engine.checkpoints as checkpoints
+    import s2studio.engine.weights.checkpoints as checkpoints
 
     write_folder(tmp_path, CONFIG)
     read: dict[str, torch.Tensor] = {}
@@ -152,7 +152,7 @@ def test_load_assigns_the_read_tensors_without_copying(tmp_path: Path, monkeypat
 
 def test_precision_choices(tmp_path: Path) -> None:
     write_folder(tmp_path, CONFIG)
-    assert load(tmp_path, dtype="auto").embeddings.weight.dtype == torch.float32  # auto on CPU
+    assert load(tmp_path, dtype=resolve_dtype("auto", torch.device("cpu"))).embeddings.weight.dtype == torch.float32
     bf16 = load(tmp_path, dtype=torch.bfloat16)
     assert {t.dtype for t in bf16.state_dict().values()} == {torch.bfloat16}
     assert bf16.freqs_cis.dtype == torch.bfloat16
@@ -318,3 +318,90 @@ def test_device_and_precision_policy() -> None:
     if not torch.cuda.is_available():
         with pytest.raises(UserError, match="no CUDA GPU is available"):
             resolve_device("cuda")
+
+
+# ----------------------------------------------------------------------------- a hostile index
+
+
+def _index(folder: Path, weight_map: dict[str, str]) -> None:
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}),
+                                                         encoding="utf-8")
+
+
+@pytest.fixture()
+def opened(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """Every file the loader hands to safetensors."""
+    import s2studio.engine.weights.checkpoints as checkpoints
+
+    paths: list[Path] = []
+    real = checkpoints.load_file
+
+    def spy(path, device="cpu"):
+        paths.append(Path(path))
+        return real(path, device=device)
+
+    monkeypatch.setattr(checkpoints, "load_file", spy)
+    return paths
+
+
+def test_shard_names_are_confined_to_the_model_folder(tmp_path: Path, opened: list[Path]) -> None:
+    """An index may only name files inside its folder: each hostile entry is refused, named, before any file is
+    read (the outside file here is a valid shard, so opening it would have loaded it)."""
+    folder = tmp_path / "models" / "m"
+    write_folder(folder, CONFIG, "sharded")
+    outside = tmp_path / "outside.safetensors"
+    outside.write_bytes((folder / "model-00001-of-00002.safetensors").read_bytes())
+    (folder / "link.safetensors").symlink_to(outside)
+    index = json.loads((folder / "model.safetensors.index.json").read_text(encoding="utf-8"))["weight_map"]
+    first = sorted(index)[0]
+    hostile = {"../../outside.safetensors": "is not a file name inside the model folder",
+               "/etc/passwd": "is not a file name inside the model folder",
+               "sub/../../../outside.safetensors": "is not a file name inside the model folder",
+               "shard\x1b]0;pwned\x07.safetensors": "is not a file name inside the model folder",
+               "link.safetensors": "leads outside the model folder (a symlink)"}
+    for name, why in hostile.items():
+        _index(folder, {**index, first: name})
+        with pytest.raises(UserError) as exc:
+            load(folder)
+        message = str(exc.value)
+        assert message.startswith(f"model.safetensors.index.json: the shard entry {name!r} (for '{first}') {why}")
+        assert "\x1b" not in message and "\n" not in message
+    assert opened == []
+
+
+def test_a_hugging_face_snapshot_may_link_into_its_blobs(tmp_path: Path, opened: list[Path]) -> None:
+    """The hub cache keeps files in `blobs/` and links them from `snapshots/REV/`: that layout still loads."""
+    repo = tmp_path / "models--fishaudio--s2-pro"
+    source = tmp_path / "src"
+    weights = write_folder(source, CONFIG, "sharded")
+    snapshot, blobs = repo / "snapshots" / "abc123", repo / "blobs"
+    snapshot.mkdir(parents=True)
+    blobs.mkdir()
+    for i, file in enumerate(sorted(source.iterdir())):
+        (blobs / f"blob{i}").write_bytes(file.read_bytes())
+        (snapshot / file.name).symlink_to(Path("../../blobs") / f"blob{i}")
+    model = load(snapshot)
+    assert all(torch.equal(model.state_dict()[k], v.float()) for k, v in weights.items())
+    assert [p.name for p in opened] == ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
+    # ... but not into another repository's blobs
+    other = tmp_path / "models--someone--else" / "blobs"
+    other.mkdir(parents=True)
+    (other / "x").write_bytes((blobs / "blob1").read_bytes())
+    (snapshot / "model-00001-of-00002.safetensors").unlink()
+    (snapshot / "model-00001-of-00002.safetensors").symlink_to(other / "x")
+    with pytest.raises(UserError, match="leads outside the model folder"):
+        load(snapshot)
+
+
+def test_refusals_never_advise_loading_unsafely(tmp_path: Path) -> None:
+    """torch's and numpy's messages suggest `weights_only=False` / `allow_pickle=True`; ours say what to do."""
+    write_folder(tmp_path, CONFIG, "pth")
+    data = torch.load(tmp_path / "model.pth", weights_only=True)
+    data["trainer"] = Path("/x")
+    torch.save(data, tmp_path / "model.pth")
+    with pytest.raises(UserError) as exc:
+        load(tmp_path)
+    message = str(exc.value)
+    assert "it holds more than tensors (a pathlib.PosixPath)" in message and "model.safetensors" in message
+    for advice in ("weights_only", "allow_pickle", "trust", "\x1b", "\n"):
+        assert advice not in message

@@ -110,7 +110,7 @@ def test_bad_model_folders(model_dir: Path, tmp_path: Path, capsys: pytest.Captu
     no_tok = tmp_path / "no_tok"
     no_tok.mkdir()
     (no_tok / "config.json").write_text((model_dir / "config.json").read_text())
-    assert "tokenizer file not found" in error_of(["--model", str(no_tok), "--device", "cpu", "--text", "hi"], capsys)
+    assert "tokenizer.json is missing" in error_of(["--model", str(no_tok), "--device", "cpu", "--text", "hi"], capsys)
     assert "config.json" in error_of(["--model", str(tmp_path), "--device", "cpu", "--text", "hi"], capsys)
 
     no_sem = tmp_path / "no_sem"
@@ -139,3 +139,34 @@ def test_warns_about_text_before_the_first_tag(model_dir: Path, tmp_path: Path,
     assert rc == 0
     assert "warning: text before the first <|speaker:i|> tag is not spoken, as upstream: 'Lead words.'" in err
     assert np.load(out).shape == (10, 2)  # 3 frames at most, the last one dropped, no <|im_end|> in between
+
+
+def _frames_per_batch(model_dir: Path, tmp_path: Path, *extra: str) -> list[int]:
+    out = tmp_path / f"batches-{len(list(tmp_path.iterdir()))}"
+    assert main(["synth", "--model", str(model_dir), "--text", TEXT, "--seed", "4", "--device", "cpu",
+                 "--precision", "fp32", "--chunk-length", "40", "-q", *extra, "--codes-out-dir", str(out)]) == 0
+    return [np.load(p).shape[1] for p in sorted(out.glob("batch_*.npy"))]
+
+
+def test_frames_and_ignore_eos_make_exactly_n_frames(model_dir: Path, tmp_path: Path) -> None:
+    """For benchmarks: --ignore-eos never stops at <|im_end|>, --frames N keeps exactly N frames per batch."""
+    # with seed 4 the first batch says <|im_end|> after 9 frames when left alone
+    assert _frames_per_batch(model_dir, tmp_path, "--max-new-tokens", "16") == [9, 15]
+    assert _frames_per_batch(model_dir, tmp_path, "--max-new-tokens", "16", "--ignore-eos") == [15, 15]
+    assert _frames_per_batch(model_dir, tmp_path, "--frames", "12") == [12, 12]
+    assert _frames_per_batch(model_dir, tmp_path, "--frames", "12", "--fast") == [12, 12]
+
+
+def test_benchmark_flags_and_script_options_refused_where_they_mean_nothing(
+        model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    m = ["--model", str(model_dir), "--device", "cpu", "--text", "<|speaker:0|>Hi."]
+    assert error_of([*m, "--frames", "0"], capsys) == "--frames must be at least 1, got 0"
+    assert error_of([*m, "--frames", "5", "--max-new-tokens", "9"], capsys) == (
+        "give --frames or --max-new-tokens, not both")
+    assert "--frames 5000: batch 1 leaves room for " in error_of([*m, "--frames", "5000", "-q"], capsys)
+    for flag, value in (("--events", str(tmp_path / "ev.jsonl")), ("--srt", str(tmp_path / "a.srt")),
+                        ("--stems", str(tmp_path / "stems")), ("--cast", "A=B"), ("--normalize", "peak")):
+        assert error_of([*m, flag, value, "--codes-out", str(tmp_path / "c.npy")], capsys) == (
+            f"{flag} belongs to a --script render; with --text/--text-file write the codes (--codes-out) or the "
+            "speech (--out), or render a script")
+    assert not list(tmp_path.iterdir())  # refused before anything was written

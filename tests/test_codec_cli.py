@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from codec_clips import CASES, CODEC_SEED, write_clip
+from codec_clips import CASES, CODEC_SEED, random_codes, write_clip
 from s2studio.cli import main
 from s2studio.demo_model.codec_weights import write_codec_checkpoint
 
@@ -66,3 +66,32 @@ def test_errors_are_one_line(model: Path, tmp_path: Path, capsys, argv: list[str
     assert code == 2
     assert message in err
     assert err.count("\n") == 1 and err.startswith("s2studio codec: error: ")
+
+
+def test_threads_are_set_and_reported(model: Path, tmp_path: Path, capsys) -> None:
+    """The decoded bits depend on the thread count, so the command takes one (and says what it ran with)."""
+    import torch
+
+    codes = tmp_path / "codes.npy"
+    np.save(codes, random_codes(3, 40))
+    before = torch.get_num_threads()
+    try:
+        outs = {}
+        for n in (2, 1):
+            outs[n] = tmp_path / f"t{n}.wav"
+            assert main(["codec", "decode", "--model", str(model), str(codes), "--out", str(outs[n]),
+                         "--threads", str(n)]) == 0
+            assert torch.get_num_threads() == n
+            assert capsys.readouterr().err.rstrip().endswith(f"({n} thread{'s' if n > 1 else ''})")
+        clip = write_clip(tmp_path, *next(c for c in CASES if c[0] == "s22k"))
+        assert main(["codec", "encode", "--model", str(model), str(clip), "--codes-out", str(tmp_path / "e.npy"),
+                     "--threads", "2"]) == 0
+        assert capsys.readouterr().err.rstrip().endswith("(2 threads)")
+    finally:
+        torch.set_num_threads(before)
+    one, two = sf.read(outs[1], dtype="int16")[0], sf.read(outs[2], dtype="int16")[0]
+    assert one.shape == two.shape and np.abs(one.astype(np.int32) - two).max() <= 1
+    assert main(["codec", "decode", "--model", str(model), str(codes), "--out", str(tmp_path / "x.wav"),
+                 "--threads", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "--threads must be a positive integer, got 0" in err and err.count("\n") == 1

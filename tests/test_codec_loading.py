@@ -144,6 +144,20 @@ def test_unreadable_files_are_user_errors(tmp_path: Path) -> None:
         load_codec(tmp_path / "evil.pth")
 
 
+def test_refusals_never_advise_loading_unsafely(tmp_path: Path) -> None:
+    """torch's own message for a refused pickle says how to load it anyway (`weights_only=False`); ours does not."""
+    torch.save({"weights": Fraction(1, 3)}, tmp_path / "codec.pth")
+    with (tmp_path / "raw.pth").open("wb") as f:
+        pickle.dump({"a": Fraction(1, 3)}, f)
+    for file in (tmp_path / "codec.pth", tmp_path / "raw.pth"):
+        with pytest.raises(UserError) as exc:
+            load_codec(file)
+        message = str(exc.value)
+        assert "re-download codec.pth" in message or "use an unmodified codec.pth" in message
+        for advice in ("weights_only=False", "allow_pickle", "trust", "add_safe_globals", "\x1b", "\n"):
+            assert advice not in message, (file.name, message)
+
+
 def test_s2_architecture_matches_the_spec() -> None:
     """Spec §6.3/§11.1: 455 tensors after folding, 391,398,385 parameters, six stale buffer names."""
     with torch.device("meta"):

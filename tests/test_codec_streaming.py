@@ -96,13 +96,26 @@ def test_ragged_length(codec, chunk: int) -> None:
     assert lsb_fraction(streamed[:head], full[:head]) <= 0.0003
 
 
+LENGTH_MODE_LIMIT = 0.001
+"""1 LSB on at most 0.1 % of the samples (the issue's bound) where the full decode's own rounding depends on its
+length. oneDNN picks the blocking of a long transposed conv by the input's width, so a full decode of T frames
+rounds one of two ways in such a layer, by T; a streaming decoder, which cannot know T, rounds like the usual one.
+Measured on AVX2 (torch 2.14, 1 thread) for the tiny codec's second transposed conv (64 -> 32 channels): the
+unusual way at T = 32, 40, 208, 376 and 544 of the multiples of 8 up to 700; at 544 frames 1 LSB on 0.078 % of
+the samples, every stage before that conv bit-identical. On AVX512 the same 544 frames are identical."""
+
+
 def test_window_of_128_frames(codec_dir: Path) -> None:
     """The real window size (128) on the tiny weights, over 544 frames: streaming crosses the window after 128
-    frames, and SDPA's key blocks at 256 and 512 (`layers.KEY_SPLIT`), as a long decode of S2 does."""
+    frames, and SDPA's key blocks at 256 and 512 (`layers.KEY_SPLIT`), as a long decode of S2 does. 544 is one
+    of the lengths at which this CPU's full decode rounds its second transposed conv the unusual way (see
+    `LENGTH_MODE_LIMIT`): the bound is the issue's, not the tightened one."""
     codec = load_codec(codec_dir, config=replace(TINY, quantizer_window=128))
     codes = random_codes(12, 544)
     full = codec.decode(torch.from_numpy(codes)[None]).reshape(-1).numpy()
-    assert_close(decode_in_chunks(codec, codes, 7), full)
+    streamed = decode_in_chunks(codec, codes, 7)
+    assert np.abs(streamed - full).max() <= 5e-7
+    assert lsb_fraction(streamed, full) <= LENGTH_MODE_LIMIT
 
 
 def test_state_does_not_grow(codec, codes) -> None:

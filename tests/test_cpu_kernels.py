@@ -1,4 +1,4 @@
-"""The CPU kernels (engine/cpu_gemv.*) and the layers that use them (Bf16Linear, Int8Linear).
+"""The CPU kernels (engine/weights/cpu_gemv.*) and the layers that use them (Bf16Linear, Int8Linear).
 
 The kernels are built by the first test that needs them (a few seconds, into this session's temporary cache).
 What must hold: the float32 product of the stored weights (to float32 rounding, for every width and both the
@@ -20,9 +20,10 @@ import pytest
 import torch
 from torch import nn
 
-from s2studio.engine import cpu_gemv
-from s2studio.engine.bf16_linear import Bf16Linear, keep_bf16_weights
-from s2studio.engine.quantize import Int8Linear
+from s2studio.engine.weights import cpu_gemv
+from s2studio.engine.weights.bf16 import Bf16Linear
+from s2studio.engine.weights.int8 import Int8Linear
+from s2studio.engine.weights.narrow import Narrowed, linear_slots, narrow_linears, narrowing_of
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -116,7 +117,8 @@ def test_bf16_linear_is_the_float_linear_at_half_the_bytes() -> None:
 
 
 def test_int8_linear_on_the_cpu_is_weight_only() -> None:
-    """fbgemm's kernel rounds activations to 8 bits; ours does not: a tiny activation beside a huge one survives."""
+    """fbgemm's kernel rounds activations to 8 bits (bench/fbgemm_int8.py shows it); ours does not: a tiny
+    activation beside a huge one survives."""
     g = torch.Generator().manual_seed(3)
     layer = Int8Linear.from_weight(torch.randn(64, 256, generator=g))
     x = torch.randn(1, 256, generator=g) * 1e-3
@@ -124,34 +126,32 @@ def test_int8_linear_on_the_cpu_is_weight_only() -> None:
     deq = x.double() @ layer.dequantized().double().T
     ours = layer(x).double()
     assert float((ours - deq).abs().max() / deq.abs().max()) < 1e-6
-    layer.pack_for_cpu()
-    packed = layer(x).double()
-    assert float((packed - deq).abs().max() / deq.abs().max()) > 1e-4  # why the engine does not use it
 
 
-def test_keep_bf16_weights_replaces_only_large_lossless_layers(tiny_model, monkeypatch) -> None:
-    from s2studio.engine import bf16_linear
-    from s2studio.engine.quantize import quantized_linears
+def test_narrowing_to_bf16_replaces_only_large_lossless_layers(tiny_model, monkeypatch) -> None:
+    from s2studio.engine.weights import bf16 as bf16_linear
 
     model = tiny_model
-    assert keep_bf16_weights(model) == 1  # only the 4096-row fast head reaches SMALL on the tiny model
+    assert narrowing_of(model) == Narrowed("none", 0)
+    # only the 4096-row fast head reaches SMALL on the tiny model
+    assert narrow_linears(model, "bf16") == Narrowed("bf16", 1)
     assert isinstance(model.fast_output, Bf16Linear) and isinstance(model.layers[0].attention.wqkv, nn.Linear)
-    candidates = len(quantized_linears(model))
+    candidates = len(linear_slots(model))
     with torch.no_grad():  # one slow layer gets a weight bfloat16 cannot hold
         model.layers[0].feed_forward.w1.weight[0, 0] = 1 / 3
 
     monkeypatch.setattr(bf16_linear, "SMALL", 0)
-    replaced = keep_bf16_weights(model)
+    replaced = narrow_linears(model, "bf16").layers
     assert isinstance(model.layers[0].feed_forward.w1, nn.Linear)
     assert isinstance(model.layers[0].feed_forward.w2, Bf16Linear)
     assert replaced == candidates - 2  # all but the lossy one and the head replaced before
-    assert model.bf16_weights
+    assert narrowing_of(model) == Narrowed("bf16", candidates - 1)  # read back from the layer types
 
 
 def test_fast_path_with_bf16_weights_makes_the_same_codes(models_and_tok, monkeypatch) -> None:
-    from s2studio.engine import bf16_linear
-    from s2studio.engine.fast import FastDecoder, FastSampler, generate_frames_fast
-    from s2studio.engine.generate import make_generator
+    from s2studio.engine.weights import bf16 as bf16_linear
+    from s2studio.engine.s2.fast import FastDecoder, FastSampler, generate_frames_fast
+    from s2studio.engine.s2.generate import make_generator
     from s2studio.text.prompt import build_prompt
 
     load, tok = models_and_tok
@@ -164,7 +164,7 @@ def test_fast_path_with_bf16_weights_makes_the_same_codes(models_and_tok, monkey
 
     plain = load()
     monkeypatch.setattr(bf16_linear, "SMALL", 0)  # the tiny model's layers are below the size that gains
-    narrow = load(keep_bf16_linears=True)
+    narrow = load(narrow="bf16")
     assert isinstance(narrow.layers[0].attention.wqkv, Bf16Linear)
     assert isinstance(FastDecoder(narrow, tok.im_end_id, length=8).head, Bf16Linear)
     # the load kept the stored values: every tensor equals the float32 load's, the RoPE tables included
@@ -182,9 +182,9 @@ def test_without_the_kernels_the_fast_path_keeps_torchs(tmp_path: Path) -> None:
     """A machine without a compiler (here: CXX=false) loads and runs; the switch turns the kernels off too."""
     script = (
         "import logging, torch; logging.basicConfig(level=logging.INFO)\n"
-        "from s2studio.engine import cpu_gemv\n"
-        "from s2studio.engine.bf16_linear import Bf16Linear\n"
-        "from s2studio.engine.quantize import Int8Linear\n"
+        "from s2studio.engine.weights import cpu_gemv\n"
+        "from s2studio.engine.weights.bf16 import Bf16Linear\n"
+        "from s2studio.engine.weights.int8 import Int8Linear\n"
         "print('available', cpu_gemv.available())\n"
         "w = torch.randn(300, 1024).bfloat16().float(); x = torch.randn(1, 1024)\n"
         "torch.testing.assert_close(Bf16Linear(w)(x), x @ w.T, rtol=1e-5, atol=1e-5)\n"
@@ -221,7 +221,7 @@ def test_a_prebuilt_library_is_used_and_a_new_build_clears_old_ones(tmp_path: Pa
     old = cache / "s2studio" / "kernels" / "cpu_gemv-0123456789abcdef.so"
     old.parent.mkdir(parents=True)
     old.write_bytes(b"an older build")
-    script = ("import sys, torch; from pathlib import Path; from s2studio.engine import cpu_gemv\n"
+    script = ("import sys, torch; from pathlib import Path; from s2studio.engine.weights import cpu_gemv\n"
               "cpu_gemv.PREBUILT = Path(sys.argv[1])\n"
               "print('available', cpu_gemv.available())\n")
     for prebuilt_dir, compiler, cleared in ((prebuilt, "false", False), (tmp_path / "none", "c++", True)):
@@ -245,7 +245,7 @@ def models_and_tok():
 
 def _loader():
     from s2studio.demo_model import write_demo_model
-    from s2studio.engine.checkpoints import load_dual_ar
+    from s2studio.engine.weights.checkpoints import load_dual_ar
     from s2studio.text.tokenizer import S2Tokenizer
 
     folder = _folder()
@@ -263,3 +263,104 @@ def _loader():
 
 def _folder() -> Path:
     return Path(os.environ["XDG_CACHE_HOME"]) / "cpu-kernel-tests" / "tiny"
+
+
+# ----------------------------------------------------------------------------- a cache that is not trusted
+
+
+def _entry(folder: Path, data: bytes = b"\x7fELF a library") -> Path:
+    import hashlib
+
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = folder / "cpu_gemv-0123456789abcdef.so"
+    path.write_bytes(data)
+    path.chmod(0o700)
+    record = path.with_name(path.name + cpu_gemv.DIGEST_SUFFIX)
+    record.write_text(hashlib.sha256(data).hexdigest() + "\n", encoding="ascii")
+    record.chmod(0o600)
+    return path
+
+
+def test_a_cache_entry_is_trusted_only_when_it_is_the_users_alone_and_hashes_right(tmp_path: Path,
+                                                                                   monkeypatch) -> None:
+    path = _entry(tmp_path / "kernels")
+    assert cpu_gemv.entry_problem(path) is None
+    path.chmod(0o720)
+    assert cpu_gemv.entry_problem(path) == f"{path.name} is writable by its group"
+    path.chmod(0o702)
+    assert cpu_gemv.entry_problem(path) == f"{path.name} is writable by others"
+    path.chmod(0o700)
+    path.write_bytes(b"\x7fELF another library")
+    assert cpu_gemv.entry_problem(path) == f"{path.name} does not hash to the value recorded when it was built"
+    path = _entry(tmp_path / "kernels")
+    path.with_name(path.name + ".sha256").unlink()
+    assert cpu_gemv.entry_problem(path) == f"{path.name}.sha256 is missing"
+    path = _entry(tmp_path / "kernels")
+    real = tmp_path / "real.so"
+    path.rename(real)
+    path.symlink_to(real)
+    assert cpu_gemv.entry_problem(path) == f"{path.name} is not a plain file"
+    path.unlink()
+    path = _entry(tmp_path / "kernels")
+    monkeypatch.setattr(cpu_gemv, "_uid", lambda: os.getuid() + 1)
+    assert cpu_gemv.entry_problem(path) == f"{path.name} belongs to another user (uid {os.getuid()})"
+
+
+def test_a_loose_cache_folder_is_made_private_and_a_foreign_one_refused(tmp_path: Path, monkeypatch) -> None:
+    folder = tmp_path / "kernels"
+    folder.mkdir(mode=0o700)
+    folder.chmod(0o777)  # e.g. made under umask 000
+    assert cpu_gemv.folder_problem(folder) is None
+    assert folder.stat().st_mode & 0o777 == 0o700
+    link = tmp_path / "link"
+    link.symlink_to(folder)
+    assert cpu_gemv.folder_problem(link) == f"{link} is not a plain folder"
+    monkeypatch.setattr(cpu_gemv, "_uid", lambda: os.getuid() + 1)
+    folder.chmod(0o755)
+    assert cpu_gemv.folder_problem(folder) == f"{folder} belongs to another user (uid {os.getuid()})"
+    assert folder.stat().st_mode & 0o777 == 0o755  # not the user's: left alone
+
+
+def test_a_library_is_loaded_only_if_it_hashes_to_what_was_built_or_shipped(tmp_path: Path) -> None:
+    import hashlib
+
+    built = cpu_gemv.library_path()
+    copy = tmp_path / built.name
+    copy.write_bytes(built.read_bytes() + b"\0")  # one byte more: another file
+    with pytest.raises(RuntimeError, match=f"{copy.name} hashes to .*, not the expected"):
+        cpu_gemv.load_verified(copy, hashlib.sha256(built.read_bytes()).hexdigest())
+    (tmp_path / cpu_gemv.MANIFEST).write_text(f"{'ab' * 32}  {copy.name}\n{'cd' * 32}  other.so\n", encoding="ascii")
+    assert cpu_gemv.shipped_digest(tmp_path, copy.name) == "ab" * 32
+    assert cpu_gemv.shipped_digest(tmp_path, "missing.so") is None
+    assert cpu_gemv.shipped_digest(tmp_path / "none", copy.name) is None
+
+
+def _run_available(cache: Path, script_extra: str = "", **env: str) -> subprocess.CompletedProcess:
+    script = ("import logging, sys; logging.basicConfig(level=logging.INFO)\n"
+              "from s2studio.engine.weights import cpu_gemv\n" + script_extra +
+              "print('available', cpu_gemv.available())\n")
+    return subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "XDG_CACHE_HOME": str(cache), **env})
+
+
+def test_a_tampered_cache_entry_is_rebuilt_and_a_foreign_cache_is_not_used(tmp_path: Path) -> None:
+    import hashlib
+
+    built = cpu_gemv.library_path()
+    cache = tmp_path / "cache"
+    kernels = cache / "s2studio" / "kernels"
+    entry = _entry(kernels, built.read_bytes())
+    entry.rename(kernels / built.name)
+    entry.with_name(entry.name + ".sha256").rename(kernels / (built.name + ".sha256"))
+    entry = kernels / built.name
+    entry.write_bytes(entry.read_bytes() + b"\0")  # changed after it was built and its hash recorded
+
+    done = _run_available(cache)
+    assert done.returncode == 0 and "available True" in done.stdout, done.stderr
+    assert f"refusing the cached build ({built.name} does not hash to the value recorded" in done.stderr
+    assert hashlib.sha256(entry.read_bytes()).hexdigest() == (kernels / (built.name + ".sha256")).read_text().strip()
+    assert entry.stat().st_mode & 0o777 == 0o700
+
+    foreign = _run_available(cache, "cpu_gemv._uid = lambda: 54321\n")
+    assert foreign.returncode == 0 and "available False" in foreign.stdout, foreign.stderr
+    assert "CPU kernels not loaded: " in foreign.stderr and "belongs to another user" in foreign.stderr

@@ -1,10 +1,10 @@
-"""The devices this computer has, as the engine thread reports them to the settings (engine/device.py)."""
+"""The devices this computer has, as the engine thread reports them to the settings (engine/s2/device.py)."""
 
 from __future__ import annotations
 
 import torch
 
-from s2studio.engine.device import device_options
+from s2studio.engine.s2.device import device_options
 
 
 def test_device_options_say_what_this_computer_has_and_why_not() -> None:

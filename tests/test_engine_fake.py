@@ -11,9 +11,10 @@ import soundfile as sf
 from engine_contract import check_engine, check_generate, collect, request
 
 from s2studio.engine.api import (
-    AudioChunk, JobFailed, JobFinished, LineFinished, LineStarted, LoadRequest, ModelReady, Progress, SamplingParams,
+    FRAME_SAMPLES, AudioChunk, JobFailed, JobFinished, LineFinished, LineStarted, LoadRequest, ModelReady, Progress,
+    SamplingParams,
 )
-from s2studio.engine.fake import SAMPLES_PER_FRAME, FakeEngine
+from s2studio.engine.fake import FakeEngine
 
 
 @pytest.fixture
@@ -49,10 +50,10 @@ def test_event_sequence_of_one_line() -> None:
                      "AudioChunk", "Progress", "LineFinished", "JobFinished"]
     chunks = [ev for ev in events if isinstance(ev, AudioChunk)]
     assert [(c.start_sample, len(c.samples)) for c in chunks] == [
-        (0, 2 * SAMPLES_PER_FRAME), (2 * SAMPLES_PER_FRAME, 2 * SAMPLES_PER_FRAME), (4 * SAMPLES_PER_FRAME, SAMPLES_PER_FRAME)]
+        (0, 2 * FRAME_SAMPLES), (2 * FRAME_SAMPLES, 2 * FRAME_SAMPLES), (4 * FRAME_SAMPLES, FRAME_SAMPLES)]
     assert [ev.frames for ev in events if isinstance(ev, Progress)] == [2, 4, 5]
     done = next(ev for ev in events if isinstance(ev, LineFinished))
-    assert done.codes.shape == (10, 5) and done.seed == 7 and len(done.audio) == 5 * SAMPLES_PER_FRAME
+    assert done.codes.shape == (10, 5) and done.seed == 7 and len(done.audio) == 5 * FRAME_SAMPLES
     assert done.codes[0].max() < 4096 and done.codes[1:].max() < 1024
 
 

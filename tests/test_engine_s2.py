@@ -34,7 +34,8 @@ def engine(model_dir: Path) -> S2Engine:
 
 
 def _codes(frames: int, seed: int = 0) -> np.ndarray:
-    return np.random.default_rng(seed).integers(0, 1024, size=(10, frames)).astype(np.int64)
+    """Codes the tiny codec could make (its codebooks hold 64 and 32 codes): the engine refuses any other."""
+    return np.random.default_rng(seed).integers(0, 32, size=(10, frames)).astype(np.int64)
 
 
 def test_real_engine_passes_the_contract(tmp_path: Path, model_dir: Path) -> None:
@@ -57,7 +58,7 @@ def test_loading_a_folder_that_is_not_a_model_fails_cleanly(tmp_path: Path) -> N
 
 def test_streamed_chunks_equal_a_full_decode_of_the_codes(engine: S2Engine) -> None:
     request = SynthesisRequest("s", (LineSpec("a", 0, "A somewhat longer line to speak out loud."),),
-                               (Reference(0, "Reference words.", _codes(6)),), SamplingParams(max_new_tokens=20, seed=5))
+                               (Reference(0, "Reference words.", _codes(6)),), SamplingParams(max_new_tokens=20, seed=6))
     events = collect(engine.generate(request, threading.Event()))
     chunks = [ev for ev in events if isinstance(ev, AudioChunk)]
     take = next(ev for ev in events if isinstance(ev, LineFinished))
@@ -71,7 +72,7 @@ def test_streamed_chunks_equal_a_full_decode_of_the_codes(engine: S2Engine) -> N
 
 
 def test_upstream_batching_gives_generate_long_codes(engine: S2Engine) -> None:
-    from s2studio.engine.generate import GenerationSettings, generate_codes
+    from s2studio.engine.s2.generate import generate_codes
     from s2studio.text.prompt import Reference as PromptReference
 
     lines = (LineSpec("a", 0, "First turn here."), LineSpec("b", 1, "[laughing] Second."),
@@ -87,10 +88,9 @@ def test_upstream_batching_gives_generate_long_codes(engine: S2Engine) -> None:
 
     loaded = engine._loaded
     text = "\n".join(f"<|speaker:{ln.speaker}|>{ln.text}" for ln in lines)
-    expected = generate_codes(loaded.model, loaded.tokenizer, text,
+    expected = generate_codes(loaded.decoder, loaded.tokenizer, text,
                               references=[PromptReference(f"<|speaker:{r.speaker}|>{r.transcript}", r.codes) for r in refs],
-                              settings=GenerationSettings(temperature=0.8, top_p=0.8, max_new_tokens=9),
-                              seed=11, batching="upstream", chunk_length=40)
+                              sampling=sampling, batching="upstream", chunk_length=40)
     assert len(expected) == len(takes) >= 2
     for want, take in zip(expected, takes):
         np.testing.assert_array_equal(take.codes, want)
@@ -121,3 +121,33 @@ def test_context_turns_condition_the_line(engine: S2Engine) -> None:
     a = next(ev for ev in plain if isinstance(ev, LineFinished))
     b = next(ev for ev in with_ctx if isinstance(ev, LineFinished))
     assert a.codes.shape != b.codes.shape or not np.array_equal(a.codes, b.codes)
+
+
+def test_reference_codes_outside_the_codecs_codebooks_are_refused(engine: S2Engine) -> None:
+    """The engine's own defence (the voice library checks its cache too): shape, sign and each codebook's size of
+    the loaded codec (the tiny one: 64 semantic codes, 32 residual ones), with the reference named."""
+    line = (LineSpec("a", 0, "Hello."),)
+    good = _codes(4)
+    cases = {"semantic": (0, 64, "code 64 is beyond the codec's semantic codebook of 64"),
+             "residual": (5, 32, "code 32 is beyond the codec's residual codebook of 32"),
+             "negative": (2, -3, "codes must not be negative (found -3)")}
+    for what, (row, value, message) in cases.items():
+        codes = good.copy()
+        codes[row, 1] = value
+        refs = (Reference(0, "Fine words.", good), Reference(1, "A voice with damaged codes", codes))
+        events = collect(engine.generate(SynthesisRequest(what, line, refs, SamplingParams(max_new_tokens=3, seed=1)),
+                                         threading.Event()))
+        assert len(events) == 1 and isinstance(events[0], JobFailed), events
+        assert events[0].error == (f"reference 2 ('A voice with damaged codes'): {message}; re-encode the voice "
+                                   "(delete its codes.safetensors)")
+    for bad in (good[:5], good[:, :0], good.astype(np.float32)):
+        events = collect(engine.generate(SynthesisRequest("shape", line, (Reference(0, "Odd.", bad),),
+                                                          SamplingParams(max_new_tokens=3, seed=1)), threading.Event()))
+        assert isinstance(events[-1], JobFailed) and events[-1].error.startswith("reference 1 ('Odd.'): codes must")
+    # codes of a context line are the model's own (up to its 4096), checked against the model
+    ctx = (ContextTurn(0, "Before.", np.full((10, 3), 4096)),)
+    events = collect(engine.generate(SynthesisRequest("ctx", line, sampling=SamplingParams(max_new_tokens=3, seed=1),
+                                                      context=ctx), threading.Event()))
+    assert isinstance(events[-1], JobFailed)
+    assert events[-1].error == ("context line 1 ('Before.') holds code 4096, beyond the codebook size 4096; "
+                                "render that line again")

@@ -31,14 +31,14 @@ def folder_and_tok():
 
 
 def _load(folder, tok, device: str, dtype: torch.dtype, quantize: str = "none"):
-    from s2studio.engine.quantize import load_quantized
+    from s2studio.engine.weights.checkpoints import load_dual_ar
 
-    return load_quantized(folder, device=torch.device(device), dtype=dtype, mode=quantize,
-                          semantic_range=(tok.semantic_begin_id, tok.semantic_end_id), im_end_id=tok.im_end_id)
+    return load_dual_ar(folder, device=device, dtype=dtype, narrow=quantize,
+                        semantic_range=(tok.semantic_begin_id, tok.semantic_end_id), im_end_id=tok.im_end_id)
 
 
 def test_fast_prefill_logits_match_the_cpu(folder_and_tok) -> None:
-    from s2studio.engine.fast import FastDecoder
+    from s2studio.engine.s2.fast import FastDecoder
     from s2studio.text.prompt import build_prompt
 
     folder, tok = folder_and_tok
@@ -56,20 +56,22 @@ def test_fast_prefill_logits_match_the_cpu(folder_and_tok) -> None:
 @pytest.mark.parametrize(("dtype", "quantize"), [(torch.bfloat16, "none"), (torch.bfloat16, "int8"),
                                                   (torch.float32, "int8")])
 def test_fast_generation_on_cuda_makes_valid_codes(folder_and_tok, dtype: torch.dtype, quantize: str) -> None:
-    from s2studio.engine.generate import GenerationSettings, generate_codes
+    from s2studio.engine.api import SamplingParams
+    from s2studio.engine.s2.fast import FastDecoder
+    from s2studio.engine.s2.generate import generate_codes
 
     folder, tok = folder_and_tok
     model = _load(folder, tok, "cuda", dtype, quantize)
-    settings = GenerationSettings(temperature=0.8, top_p=0.8, max_new_tokens=12, fast=True)
-    a = generate_codes(model, tok, TEXT, settings=settings, seed=3)
-    b = generate_codes(model, tok, TEXT, settings=settings, seed=3)
+    sampling = SamplingParams(temperature=0.8, top_p=0.8, max_new_tokens=12, seed=3)
+    a = generate_codes(FastDecoder(model, tok.im_end_id), tok, TEXT, sampling=sampling)
+    b = generate_codes(FastDecoder(model, tok.im_end_id), tok, TEXT, sampling=sampling)
     assert len(a) == 1 and a[0].shape[0] == 10 and 1 <= a[0].shape[1] <= 11
     assert a[0].min() >= 0 and a[0].max() < 4096
     np.testing.assert_array_equal(a[0], b[0])  # seeded: repeatable on the device
 
 
 def test_one_host_wait_per_frame(folder_and_tok) -> None:
-    from s2studio.engine.fast import FastDecoder, FastSampler, generate_frames_fast
+    from s2studio.engine.s2.fast import FastDecoder, FastSampler, generate_frames_fast
     from s2studio.text.prompt import build_prompt
 
     folder, tok = folder_and_tok
@@ -96,7 +98,7 @@ def test_one_host_wait_per_frame(folder_and_tok) -> None:
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_graphed_frame_tail_gives_the_eager_fast_codes(folder_and_tok, seed: int) -> None:
-    from s2studio.engine.fast import FastDecoder, FastSampler, generate_frames_fast
+    from s2studio.engine.s2.fast import FastDecoder, FastSampler, generate_frames_fast
     from s2studio.text.prompt import build_prompt
 
     folder, tok = folder_and_tok

@@ -1,4 +1,4 @@
-"""The fast generation path (engine/fast.py, model/fast_forward.py) against the exact one.
+"""The fast generation path (engine/s2/fast.py, model/fast_forward.py) against the exact one.
 
 The fast path is the exact math with other kernels, so its logits may differ in the last bits and its codes
 are not guaranteed equal. What we check: per-step logits close to the exact forward's, a sampler that draws the
@@ -16,9 +16,10 @@ import pytest
 import torch
 from test_lm_golden import FILES, Models, _load, _series, _skip_if_other_environment
 
-from s2studio.engine.fast import FastDecoder, FastSampler, generate_frames_fast
-from s2studio.engine.generate import GenerationSettings, generate_batches, generate_codes, make_generator
-from s2studio.engine.sampling import logits_to_probs
+from s2studio.engine.api import SamplingParams
+from s2studio.engine.s2.fast import FastDecoder, FastSampler, generate_frames_fast
+from s2studio.engine.s2.generate import generate_batches, generate_codes, make_generator
+from s2studio.engine.s2.sampling import logits_to_probs
 from s2studio.model.fast_forward import forward_fast
 from s2studio.text.prompt import Exchange, Reference, build_prompt
 
@@ -96,10 +97,10 @@ def test_fast_codes_equal_the_port_goldens(models: Models) -> None:
         model, tok = models.load(meta["model"])
         refs = [Reference(t, c) for t, c in zip(meta["reference_texts"], _series(arrays, "reference_codes"),
                                                 strict=True)]
-        settings = GenerationSettings(temperature=meta["temperature"], top_p=meta["top_p"], top_k=meta["top_k"],
-                                      max_new_tokens=meta["max_new_tokens"], fast=True)
-        ours = generate_codes(model, tok, meta["text"], references=refs, settings=settings, seed=meta["seed"],
-                              batching="upstream", chunk_length=meta["chunk_length"])
+        sampling = SamplingParams(temperature=meta["temperature"], top_p=meta["top_p"], top_k=meta["top_k"],
+                                  max_new_tokens=meta["max_new_tokens"], seed=meta["seed"])
+        ours = generate_codes(FastDecoder(model, tok.im_end_id), tok, meta["text"], references=refs,
+                              sampling=sampling, batching="upstream", chunk_length=meta["chunk_length"])
         expected = _series(arrays, "codes")
         cases += 1
         equal += len(ours) == len(expected) and all(a.shape == b.shape and np.array_equal(a, b)
@@ -111,16 +112,15 @@ def test_fast_codes_equal_the_port_goldens(models: Models) -> None:
 def _lines(model, tok, texts: list[str], decoder_for, seed: int = 7) -> tuple[list[np.ndarray], list[int]]:
     """Line mode as S2Engine runs it: one generate_batches per line, history growing; returns codes and the
     columns prefilled per line."""
-    settings = GenerationSettings(temperature=0.8, top_p=0.8, max_new_tokens=12)
+    settings = SamplingParams(temperature=0.8, top_p=0.8, max_new_tokens=12)
     history: list[Exchange] = []
     out, prefilled = [], []
     for i, text in enumerate(texts):
         decoder = decoder_for(i)
         before = decoder.prefilled
         kept = list(history)
-        events = generate_batches(model, tok, [text], references=_refs(), settings=settings,
-                                  generator=make_generator(seed + i), context=lambda _h, _t, kept=kept: kept,
-                                  decoder=decoder)
+        events = generate_batches(decoder, tok, [text], references=_refs(), sampling=settings,
+                                  generator=make_generator(seed + i), context=lambda _h, _t, kept=kept: kept)
         codes = [e.codes for e in events if hasattr(e, "codes") and isinstance(e.codes, np.ndarray)][-1]
         out.append(codes)
         prefilled.append(decoder.prefilled - before)
@@ -181,26 +181,26 @@ def test_engine_line_mode_on_the_fast_path_reuses_the_prefix(tmp_path: Path) -> 
 
     from s2studio.demo_model import write_demo_model
     from s2studio.engine.api import (
-        JobFinished, LineFinished, LineSpec, LoadRequest, Reference as EngineReference, SamplingParams,
-        SynthesisRequest,
+        JobFinished, LineFinished, LineSpec, LoadRequest, Reference as EngineReference, SynthesisRequest,
     )
     from s2studio.engine.s2 import S2Engine
 
     folder = write_demo_model(tmp_path / "tiny", seed=3)
     lines = (LineSpec("a", 0, "One line first."), LineSpec("b", 1, "A second line."), LineSpec("c", 0, "Third."))
-    request = SynthesisRequest("s", lines, (EngineReference(0, "Reference words.", _refs(2)[0].codes),),
+    codes = _refs(2)[0].codes % 32  # codes the tiny codec could make: the engine refuses others
+    request = SynthesisRequest("s", lines, (EngineReference(0, "Reference words.", codes),),
                                SamplingParams(max_new_tokens=10, seed=5))
     takes = {}
     for fast in (False, True):
         engine = S2Engine()
-        loaded = collect(engine.load(LoadRequest("l", folder, device="cpu", precision="fp32", fast=fast),
-                                     threading.Event()))
+        loaded = collect(engine.load(LoadRequest("l", folder, device="cpu", precision="fp32",
+                                                 speed="fast" if fast else "exact"), threading.Event()))
         assert isinstance(loaded[-1], JobFinished), loaded[-1]
         events = collect(engine.generate(request, threading.Event()))
         takes[fast] = [e.codes for e in events if isinstance(e, LineFinished)]
         if fast:
             decoder = engine._loaded.decoder
-            assert decoder is not None and decoder.filled > 0
+            assert isinstance(decoder, FastDecoder) and decoder.filled > 0
             # everything but line 3's new columns came from the cache: far fewer than 3 full prompts
             assert decoder.prefilled < 2 * decoder.filled
             # the decoder outlives the request: the same request again starts from the cached system prompt
@@ -220,7 +220,7 @@ def test_reuse_survives_a_sliding_context_window(tiny) -> None:
     references stay cached; the codes still equal a fresh prefill's."""
     model, tok = tiny
     texts = ["<|speaker:0|>One.", "<|speaker:0|>Two follows.", "<|speaker:1|>Three slides the window."]
-    settings = GenerationSettings(temperature=0.8, top_p=0.8, max_new_tokens=8)
+    settings = SamplingParams(temperature=0.8, top_p=0.8, max_new_tokens=8)
 
     def run(decoder_for) -> tuple[list[np.ndarray], list[int], list[np.ndarray]]:
         history: list[Exchange] = []
@@ -228,9 +228,8 @@ def test_reuse_survives_a_sliding_context_window(tiny) -> None:
         for i, text in enumerate(texts):
             decoder, kept = decoder_for(), history[-1:]
             before = decoder.prefilled
-            events = list(generate_batches(model, tok, [text], references=_refs(), settings=settings,
-                                           generator=make_generator(11 + i), context=lambda _h, _t, k=kept: k,
-                                           decoder=decoder))
+            events = list(generate_batches(decoder, tok, [text], references=_refs(), sampling=settings,
+                                           generator=make_generator(11 + i), context=lambda _h, _t, k=kept: k))
             codes.append(events[-1].codes)
             prefilled.append(decoder.prefilled - before)
             prompts.append(build_prompt(tok, _refs(), kept, text))
@@ -259,17 +258,17 @@ def test_engine_picks_the_fast_path_unless_float32_on_the_cpu(tmp_path: Path) ->
 
     from s2studio.demo_model import write_demo_model
     from s2studio.engine.api import JobFinished, LoadRequest, ModelLoading
-    from s2studio.engine.bf16_linear import Bf16Linear
     from s2studio.engine.s2 import S2Engine
+    from s2studio.engine.weights.bf16 import Bf16Linear
 
     folder = write_demo_model(tmp_path / "tiny", seed=3)
-    for precision, fast, expect in (("fp32", None, False), ("bf16", None, True), ("bf16", False, False),
-                                    ("fp32", True, True)):
+    for precision, fast, expect in (("fp32", "auto", False), ("bf16", "auto", True), ("bf16", "exact", False),
+                                    ("fp32", "fast", True)):
         engine = S2Engine()
-        events = collect(engine.load(LoadRequest("l", folder, device="cpu", precision=precision, fast=fast),
+        events = collect(engine.load(LoadRequest("l", folder, device="cpu", precision=precision, speed=fast),
                                      threading.Event()))
         assert isinstance(events[-1], JobFinished), events[-1]
-        assert (engine._loaded.decoder is not None) == expect, (precision, fast)
+        assert isinstance(engine._loaded.decoder, FastDecoder) == expect, (precision, fast)
         # the CPU fast path keeps bf16 weights for its kernels (the tiny model: only the 4096-row fast head
         # is large enough to gain); the exact path keeps torch's float Linear
         assert isinstance(engine._loaded.model.fast_output, Bf16Linear) == expect, (precision, fast)

@@ -8,6 +8,7 @@ exactly; the last tests run the real tiny DualAR end to end."""
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -17,8 +18,9 @@ import torch
 from test_tokenizer import write_tokenizer
 from torch import nn
 
-from s2studio.engine.generate import (
-    BatchFinished, BatchStarted, FrameReady, GenerationSettings, generate_batches, generate_codes, generate_frames,
+from s2studio.engine.api import SamplingParams
+from s2studio.engine.s2.generate import (
+    BatchFinished, BatchStarted, ExactDecoder, FrameReady, generate_batches, generate_codes, generate_frames,
     generate_long, make_generator, make_sampler, plan_batches,
 )
 from s2studio.errors import UserError
@@ -26,6 +28,8 @@ from s2studio.text.prompt import Exchange, Reference, build_prompt
 from s2studio.text.tokenizer import S2Tokenizer
 
 C = 16
+UPSTREAM = SamplingParams(temperature=1.0, top_p=0.9, max_new_tokens=0, seed=42)
+"""Upstream's command line: temperature 1.0, top-p 0.9, no frame limit, seed 42."""
 
 
 class Scripted(nn.Module):
@@ -64,7 +68,7 @@ def scripted(mains: list[int], seq_len: int = 4096) -> Scripted:
 def run(model: Scripted, prompt_len: int = 5, max_new: int = 0, seed: int = 0,
         cancel: threading.Event | None = None) -> tuple[list[torch.Tensor], torch.Generator]:
     g = make_generator(seed)
-    sampler = make_sampler(model, GenerationSettings(temperature=0.7, top_p=0.8), g)
+    sampler = make_sampler(model, SamplingParams(temperature=0.7, top_p=0.8), g)
     prompt = np.zeros((11, prompt_len), dtype=np.int64)
     prompt[0] = np.arange(prompt_len)
     return list(generate_frames(model, prompt, sampler, max_new, cancel)), g
@@ -140,7 +144,7 @@ def test_cancel_is_checked_between_frames() -> None:
     model = scripted([S1] * 20)
     cancel = threading.Event()
     g = make_generator(0)
-    sampler = make_sampler(model, GenerationSettings(), g)
+    sampler = make_sampler(model, UPSTREAM, g)
     got = []
     for frame in generate_frames(model, np.zeros((11, 4), dtype=np.int64), sampler, 0, cancel):
         got.append(frame)
@@ -170,7 +174,8 @@ def test_conversation_grows_and_the_generator_is_never_reseeded(tok: S2Tokenizer
     model = tok_scripted(tok, mains)
     text = "<|speaker:0|>one two <|speaker:1|>three four <|speaker:0|>five"
     ref = Reference("hello", np.arange(30).reshape(10, 3) % 16)
-    events = list(generate_long(model, tok, text, references=[ref], seed=9, chunk_length=12))
+    events = list(generate_long(ExactDecoder(model), tok, text, references=[ref],
+                                sampling=replace(UPSTREAM, seed=9), chunk_length=12))
     finished = [ev for ev in events if isinstance(ev, BatchFinished)]
     texts = ["<|speaker:0|>one two", "<|speaker:1|>three four", "<|speaker:0|>five"]
     assert [f.text for f in finished] == texts
@@ -199,7 +204,7 @@ def test_batches_continue_one_stream(tok: S2Tokenizer) -> None:
     b, e = tok.semantic_begin_id, tok.im_end_id
     model = tok_scripted(tok, [b + 1, b + 1, e, b + 1, e])
     g = make_generator(5)
-    list(generate_batches(model, tok, ["a", "b"], generator=g))
+    list(generate_batches(ExactDecoder(model), tok, ["a", "b"], sampling=UPSTREAM, generator=g))
     vocab = model.config.vocab_size
     ref = torch.Generator().manual_seed(5)
     for _ in range(5):
@@ -217,7 +222,8 @@ def test_line_mode_context_hook(tok: S2Tokenizer) -> None:
         seen.append((len(history), text))
         return history[-1:]
 
-    codes = generate_codes(model, tok, "first line\n\n second line \nthird line", batching="line", context=newest_one)
+    codes = generate_codes(ExactDecoder(model), tok, "first line\n\n second line \nthird line", sampling=UPSTREAM,
+                           batching="line", context=newest_one)
     assert seen == [(0, "first line"), (1, "second line"), (2, "third line")]
     assert [c.shape for c in codes] == [(10, 2)] * 3
     third = [tokens for tokens, pos in model.calls if pos.numel() > 1][2]
@@ -228,26 +234,28 @@ def test_line_mode_context_hook(tok: S2Tokenizer) -> None:
 def test_prompt_too_long(tok: S2Tokenizer) -> None:
     model = tok_scripted(tok, [tok.im_end_id] * 4, seq_len=2048 + 30)
     with pytest.raises(UserError, match=r"prompt is too long: \d+ tokens > 30"):
-        list(generate_long(model, tok, "<|speaker:0|>" + "word " * 20))
+        list(generate_long(ExactDecoder(model), tok, "<|speaker:0|>" + "word " * 20, sampling=UPSTREAM))
     # the limit is inclusive: a prompt of exactly max_seq_len - 2048 tokens is accepted
     n = build_prompt(tok, [], [], "x").shape[1]
     ok = tok_scripted(tok, [tok.im_end_id, tok.im_end_id], seq_len=2048 + n)
-    assert len(generate_codes(ok, tok, "x")) == 1
+    assert len(generate_codes(ExactDecoder(ok), tok, "x", sampling=UPSTREAM)) == 1
 
 
 def test_bad_references_and_text(tok: S2Tokenizer) -> None:
     model = tok_scripted(tok, [tok.im_end_id] * 4)
     with pytest.raises(UserError, match=r"reference 2 codes must have shape \(10, frames\)"):
-        list(generate_long(model, tok, "hi", references=[Reference("a", np.zeros((10, 2), np.int64)),
-                                                          Reference("b", np.zeros((8, 2), np.int64))]))
+        list(generate_long(ExactDecoder(model), tok, "hi", sampling=UPSTREAM,
+                           references=[Reference("a", np.zeros((10, 2), np.int64)),
+                                       Reference("b", np.zeros((8, 2), np.int64))]))
     with pytest.raises(UserError, match="beyond the codebook size 16"):
-        list(generate_long(model, tok, "hi", references=[Reference("a", np.full((10, 2), 16))]))
+        list(generate_long(ExactDecoder(model), tok, "hi", sampling=UPSTREAM,
+                           references=[Reference("a", np.full((10, 2), 16))]))
     with pytest.raises(UserError, match="empty"):
-        list(generate_long(model, tok, " \n ", batching="line"))
+        list(generate_long(ExactDecoder(model), tok, " \n ", sampling=UPSTREAM, batching="line"))
     with pytest.raises(UserError, match="unknown batching"):
         plan_batches("x", "paragraph", 300)  # type: ignore[arg-type]
     with pytest.raises(UserError, match="temperature"):
-        GenerationSettings(temperature=2.0)
+        SamplingParams(temperature=2.0)
     with pytest.raises(UserError, match="seed must be between"):
         make_generator(2**64)
     assert torch.equal(torch.rand(4, generator=make_generator(-3)),
@@ -280,10 +288,11 @@ def test_real_model_is_deterministic_per_seed(tok: S2Tokenizer) -> None:
     model = tiny_dual_ar(tok)
     text = "<|speaker:0|>one two <|speaker:1|>three <|speaker:0|>four five"
     ref = Reference("hello", np.arange(40).reshape(10, 4) % C)
-    settings = GenerationSettings(temperature=0.8, top_p=0.8, max_new_tokens=6)
-    a = generate_codes(model, tok, text, references=[ref], settings=settings, seed=3, chunk_length=14)
-    b = generate_codes(model, tok, text, references=[ref], settings=settings, seed=3, chunk_length=14)
-    c = generate_codes(model, tok, text, references=[ref], settings=settings, seed=4, chunk_length=14)
+    settings = SamplingParams(temperature=0.8, top_p=0.8, max_new_tokens=6)
+    decoder = ExactDecoder(model)
+    a = generate_codes(decoder, tok, text, references=[ref], sampling=replace(settings, seed=3), chunk_length=14)
+    b = generate_codes(decoder, tok, text, references=[ref], sampling=replace(settings, seed=3), chunk_length=14)
+    c = generate_codes(decoder, tok, text, references=[ref], sampling=replace(settings, seed=4), chunk_length=14)
     assert len(a) == 3
     assert all(x.shape[0] == 10 and 0 <= x.shape[1] <= 5 for x in a)
     assert all(np.array_equal(x, y) for x, y in zip(a, b))

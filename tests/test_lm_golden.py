@@ -24,8 +24,9 @@ import torch
 from golden_sets import binding_set, recorded_sets, why_unbound
 
 from s2studio.demo_model import folder_digest, write_demo_model
-from s2studio.engine.checkpoints import load_dual_ar
-from s2studio.engine.generate import GenerationSettings, generate_codes
+from s2studio.engine.api import SamplingParams
+from s2studio.engine.s2.generate import ExactDecoder, generate_codes
+from s2studio.engine.weights.checkpoints import load_dual_ar
 from s2studio.text.prompt import Exchange, Reference, build_prompt, upstream_batches
 from s2studio.text.tokenizer import S2Tokenizer
 
@@ -171,9 +172,9 @@ def test_codes_equal_the_port(file: Path, models: Models) -> None:
     _skip_if_other_environment(meta)
     model, tok = models.load(meta["model"])
     refs = [Reference(t, c) for t, c in zip(meta["reference_texts"], _series(arrays, "reference_codes"), strict=True)]
-    settings = GenerationSettings(temperature=meta["temperature"], top_p=meta["top_p"], top_k=meta["top_k"],
-                                  max_new_tokens=meta["max_new_tokens"])
-    ours = generate_codes(model, tok, meta["text"], references=refs, settings=settings, seed=meta["seed"],
+    sampling = SamplingParams(temperature=meta["temperature"], top_p=meta["top_p"], top_k=meta["top_k"],
+                              max_new_tokens=meta["max_new_tokens"], seed=meta["seed"])
+    ours = generate_codes(ExactDecoder(model), tok, meta["text"], references=refs, sampling=sampling,
                           batching="upstream", chunk_length=meta["chunk_length"])
     expected = _series(arrays, "codes")
     assert [c.shape[1] for c in ours] == [c.shape[1] for c in expected], "frames per batch"

@@ -69,7 +69,9 @@ def test_fingerprint_tracks_what_decides_a_take() -> None:
                 line_fingerprint(line, refs, SamplingParams(seed=2)),
                 line_fingerprint(line, refs, SamplingParams(seed=1, temperature=0.7)),
                 line_fingerprint(line, (Reference(0, "ref", np.ones((10, 2), np.int64)),), SamplingParams(seed=1)),
-                line_fingerprint(line, refs, SamplingParams(seed=1), extra="model-b")}) == 7
+                line_fingerprint(line, refs, SamplingParams(seed=1), extra="model-b"),
+                line_fingerprint(line, refs, SamplingParams(seed=1, ignore_eos=True))}) == 8
+    assert base == "a61dca831d7f12a0"  # the same as before ignore_eos existed: no take went stale
 
 
 def test_subset_needs_voices_only_for_its_lines() -> None:

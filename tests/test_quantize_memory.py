@@ -1,4 +1,4 @@
-"""Weight-only int8 (engine/quantize.py) and the memory planner (engine/memory.py)."""
+"""Weight-only int8 and int4 (engine/weights/) and the memory planner (engine/s2/memory.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ import pytest
 import torch
 from test_model_config import S2_CONFIG
 
-from s2studio.engine.memory import GB, available_ram, check_fits, footprint, param_counts
-from s2studio.engine.quantize import Int8Linear, load_quantized, quantize_model, quantize_rows
+from s2studio.engine.s2.memory import GB, available_ram, check_fits, footprint, param_counts
+from s2studio.engine.weights.checkpoints import load_dual_ar
+from s2studio.engine.weights.int8 import Int8Linear, quantize_rows
+from s2studio.engine.weights.narrow import narrow_linears
 from s2studio.errors import UserError
 from s2studio.model.config import parse_config
 from s2studio.model.dual_ar import DualAR
@@ -41,28 +43,22 @@ def test_int8_linear_matches_the_float_product(dtype: torch.dtype) -> None:
     deq = torch.nn.functional.linear(x.float(), quant.dequantized().float(), linear.bias.float())
     torch.testing.assert_close(ours, deq.to(dtype).float(), rtol=1e-5 if dtype == torch.float32 else 1e-2,
                                atol=1e-5 if dtype == torch.float32 else 1e-2)
-    # fbgemm's packed kernel (8-bit activations too): as close to the float product, same int8 rows
-    assert quant.pack_for_cpu() and quant.weight_q is None
-    packed = quant(x).float()
-    assert packed.dtype == torch.float32 and quant(x).dtype == dtype
-    assert (packed - exact).norm() / exact.norm() < (0.02 if dtype == torch.float32 else 0.03)
-    torch.testing.assert_close(quant.dequantized().float(), Int8Linear.from_linear(linear).dequantized().float())
+    assert quant(x).dtype == dtype
 
 
 def test_quantized_tiny_model_generates_close_to_float() -> None:
     from test_lm_golden import Models
 
-    from s2studio.engine.fast import FastDecoder
+    from s2studio.engine.s2.fast import FastDecoder
     from s2studio.text.prompt import build_prompt
 
     models = Models(Path(tempfile.mkdtemp(prefix="int8-")))
     model, tok = models.load({"seed": 0})
     folder = models.folder({"seed": 0})
-    q = load_quantized(folder, device=torch.device("cpu"), dtype=torch.float32, mode="int8",
-                       semantic_range=(tok.semantic_begin_id, tok.semantic_end_id), im_end_id=tok.im_end_id)
+    q = load_dual_ar(folder, device="cpu", dtype=torch.float32, narrow="int8",
+                     semantic_range=(tok.semantic_begin_id, tok.semantic_end_id), im_end_id=tok.im_end_id)
     assert isinstance(q.layers[0].attention.wqkv, Int8Linear) and isinstance(q.fast_output, Int8Linear)
-    # weight-only int8 rows, not fbgemm's packing (which would round the activations to 8 bits too)
-    assert q.layers[0].attention.wqkv.packed is None and q.layers[0].attention.wqkv.int8_rows().dtype == torch.int8
+    assert q.layers[0].attention.wqkv.weight_q.dtype == torch.int8  # weight-only int8 rows
     assert q.embeddings.weight.dtype == torch.float32
     prompt = torch.as_tensor(build_prompt(tok, [], [], "<|speaker:0|>Quantized weights speak too."))
     with torch.inference_mode():
@@ -75,7 +71,7 @@ def test_quantized_tiny_model_generates_close_to_float() -> None:
 
 def test_unknown_quantization_is_a_user_error() -> None:
     with pytest.raises(UserError, match="unknown quantization 'int3'"):
-        quantize_model(torch.nn.Module(), "int3")
+        narrow_linears(torch.nn.Module(), "int3")  # type: ignore[arg-type]
 
 
 S2 = parse_config(S2_CONFIG)
@@ -104,7 +100,7 @@ def test_s2_pro_footprints() -> None:
 
 
 def test_the_cpu_fast_path_counts_linear_weights_at_two_bytes() -> None:
-    """S2 Pro in float32 on the CPU fast path: the bf16 linear weights are never widened (bf16_linear.py)."""
+    """S2 Pro in float32 on the CPU fast path: the bf16 linear weights are never widened (weights/bf16.py)."""
     counts = param_counts(S2)
     fp32 = footprint(S2, precision="fp32", context=8192, codec_bytes=0)
     kept = footprint(S2, precision="fp32", context=8192, codec_bytes=0, bf16_linears=True)
@@ -144,7 +140,7 @@ def test_engine_loads_int8_and_refuses_what_cannot_fit(tmp_path: Path, monkeypat
     from engine_contract import collect
 
     from s2studio.demo_model import write_demo_model
-    from s2studio.engine import memory
+    from s2studio.engine.s2 import memory
     from s2studio.engine.api import (
         JobFailed, JobFinished, LineFinished, LineSpec, LoadRequest, SamplingParams, SynthesisRequest,
     )
@@ -152,7 +148,7 @@ def test_engine_loads_int8_and_refuses_what_cannot_fit(tmp_path: Path, monkeypat
 
     folder = write_demo_model(tmp_path / "tiny", seed=3)
     engine = S2Engine()
-    events = collect(engine.load(LoadRequest("l", folder, device="cpu", precision="fp32", fast=True,
+    events = collect(engine.load(LoadRequest("l", folder, device="cpu", precision="fp32", speed="fast",
                                              quantize="int8"), threading.Event()))
     assert isinstance(events[-1], JobFinished), events[-1]
     assert engine.info.precision == "float32+int8"
@@ -190,7 +186,7 @@ def test_synth_fast_and_int8_flags(tmp_path: Path, capsys: pytest.CaptureFixture
 
 
 def test_int4_groups_round_to_within_half_a_step_and_the_kernel_computes_them() -> None:
-    from s2studio.engine.quantize_int4 import Int4Linear, quantize_groups
+    from s2studio.engine.weights.int4 import Int4Linear, quantize_groups
 
     g = torch.Generator().manual_seed(2)
     w = torch.randn(96, 256, generator=g) * 0.05 + 0.01
@@ -215,14 +211,14 @@ def test_int4_groups_round_to_within_half_a_step_and_the_kernel_computes_them() 
 def test_int4_tiny_model_and_footprint() -> None:
     from test_lm_golden import Models
 
-    from s2studio.engine.fast import FastDecoder
-    from s2studio.engine.quantize_int4 import Int4Linear
+    from s2studio.engine.s2.fast import FastDecoder
+    from s2studio.engine.weights.int4 import Int4Linear
     from s2studio.text.prompt import build_prompt
 
     models = Models(Path(tempfile.mkdtemp(prefix="int4-")))
     model, tok = models.load({"seed": 0})
-    q = load_quantized(models.folder({"seed": 0}), device=torch.device("cpu"), dtype=torch.float32, mode="int4",
-                       semantic_range=(tok.semantic_begin_id, tok.semantic_end_id), im_end_id=tok.im_end_id)
+    q = load_dual_ar(models.folder({"seed": 0}), device="cpu", dtype=torch.float32, narrow="int4",
+                     semantic_range=(tok.semantic_begin_id, tok.semantic_end_id), im_end_id=tok.im_end_id)
     assert isinstance(q.layers[1].feed_forward.w2, Int4Linear) and q.layers[1].feed_forward.w2.group == 64
     prompt = torch.as_tensor(build_prompt(tok, [], [], "<|speaker:0|>Four bits a weight."))
     with torch.inference_mode():

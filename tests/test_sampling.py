@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from s2studio.engine.sampling import RAS_WINDOW, FrameSampler, draw, logits_to_probs
+from s2studio.engine.s2.sampling import RAS_WINDOW, FrameSampler, draw, logits_to_probs
 
 V, C = 64, 16
 BEGIN, END_SEM, IM_END = 40, 55, 7  # semantic ids 40..55 (16 codes), <|im_end|> = 7

@@ -29,7 +29,7 @@ import soundfile as sf
 
 from s2studio.audio.dsp import Audio, integrated_loudness, peak, resample
 from s2studio.audio.timeline import Timeline
-from s2studio.engine.api import SAMPLE_RATE
+from s2studio.audio import SAMPLE_RATE
 from s2studio.errors import UserError
 from s2studio.state.atomic import OutputSet, write_bytes_atomic, write_error
 from s2studio.state.tags import without_tags

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
+from s2studio.audio import SAMPLE_RATE
 from s2studio.state.atomic import write_bytes_atomic
 from s2studio.state.clips import MAX_REFERENCE_SECONDS
 from s2studio.state.clips import read_audio as read_reference
@@ -28,7 +29,7 @@ def read_channels(path: Path, max_seconds: float = MAX_SECONDS) -> tuple[np.ndar
     """`(samples (channels, N) float32, sample_rate)` of any file soundfile reads (WAV of every sample format,
     FLAC, OGG, MP3 …), refused with one line unless it can be a reference clip (`state.clips.read_audio`, the
     one reader and the one rule, shared with the voice library)."""
-    data, rate, _ = read_reference(Path(path), max_seconds, min_seconds=0.0)
+    data, rate, _ = read_reference(Path(path), max_seconds, voice_clip=False)
     return np.ascontiguousarray(data.T), rate
 
 
@@ -48,13 +49,13 @@ def pcm16(samples: np.ndarray) -> np.ndarray:
     return (np.clip(s, -(2.0**31), 2.0**31 - 1).astype(np.int64) >> 16).astype(np.int16)
 
 
-def wav_bytes(samples: np.ndarray, sample_rate: int = 44100) -> bytes:
+def wav_bytes(samples: np.ndarray, sample_rate: int = SAMPLE_RATE) -> bytes:
     """Mono float samples as the bytes of a PCM16 WAV exactly as upstream writes it (canonical 44-byte header)."""
     buf = io.BytesIO()
     sf.write(buf, np.asarray(samples, dtype=np.float32).reshape(-1), sample_rate, subtype="PCM_16", format="WAV")
     return buf.getvalue()
 
 
-def write_wav(path: Path, samples: np.ndarray, sample_rate: int = 44100) -> None:
+def write_wav(path: Path, samples: np.ndarray, sample_rate: int = SAMPLE_RATE) -> None:
     """`wav_bytes` to the file `path`, atomically (a crash never leaves half a file)."""
     write_bytes_atomic(Path(path), wav_bytes(samples, sample_rate))

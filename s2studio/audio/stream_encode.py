@@ -25,9 +25,9 @@ from typing import Literal
 import numpy as np
 import soundfile as sf
 
+from s2studio.audio import SAMPLE_RATE
 from s2studio.audio.export import FORMATS, encode_audio
 from s2studio.audio.io import pcm16
-from s2studio.engine.api import SAMPLE_RATE
 
 StreamFormat = Literal["pcm", "wav", "mp3", "flac", "ogg", "opus"]
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from s2studio.engine.api import SAMPLE_RATE
+from s2studio.audio import SAMPLE_RATE
 
 Audio = npt.NDArray[np.float32]
 

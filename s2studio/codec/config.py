@@ -11,12 +11,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from s2studio.audio import SAMPLE_RATE
+
 
 @dataclass(frozen=True)
 class CodecConfig:
     """Hyper-parameters of the modified DAC. Tied fields (spec §12.1) are derived, not stored."""
 
-    sample_rate: int = 44100
+    sample_rate: int = SAMPLE_RATE
     encoder_dim: int = 64
     encoder_rates: tuple[int, ...] = (2, 4, 8, 8)
     encoder_transformer_layers: tuple[int, ...] = (0, 0, 0, 4)

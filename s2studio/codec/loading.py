@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import pickle
+import weakref
 import zipfile
 from pathlib import Path
 
@@ -186,10 +187,14 @@ def load_codec(path: Path, device: str | torch.device = "cpu", config: CodecConf
     return model
 
 
+_fingerprints: weakref.WeakKeyDictionary[Codec, str] = weakref.WeakKeyDictionary()
+
+
 def codec_fingerprint(codec: Codec) -> str:
     """A hex digest of the architecture and every loaded weight: changes whenever the codes it would produce
-    could change, so cached reference codes keyed by it are re-encoded then. Computed once per codec."""
-    cached = getattr(codec, "_fingerprint", None)
+    could change, so cached reference codes keyed by it are re-encoded then. Computed once per codec (kept beside
+    it, not on it)."""
+    cached = _fingerprints.get(codec)
     if cached is not None:
         return cached
     h = hashlib.blake2b(digest_size=16)
@@ -199,5 +204,5 @@ def codec_fingerprint(codec: Codec) -> str:
         h.update(f"{name}:{t.dtype}:{tuple(t.shape)}".encode())
         h.update(memoryview(t.view(torch.uint8).numpy()))
     digest = h.hexdigest()
-    codec._fingerprint = digest  # type: ignore[attr-defined]
+    _fingerprints[codec] = digest
     return digest

@@ -14,11 +14,10 @@ import numpy as np
 import torch
 import torchaudio
 
+from s2studio.audio import SAMPLE_RATE
 from s2studio.audio.io import MAX_SECONDS, read_channels
 from s2studio.codec.codec import Codec
 from s2studio.errors import UserError
-
-SAMPLE_RATE = 44100
 
 
 def to_codec_rate(channels: np.ndarray, sample_rate: int, target: int = SAMPLE_RATE) -> torch.Tensor:
@@ -41,7 +40,11 @@ def load_reference(path: Path, max_seconds: float = MAX_SECONDS) -> torch.Tensor
     return to_codec_rate(channels, rate)
 
 
+def encode_audio(codec: Codec, audio: torch.Tensor) -> np.ndarray:
+    """Codes `(10, T)` int64 of mono 44.1 kHz audio `(N,)` from `load_reference` (float32)."""
+    return codec.encode(audio[None, None]).squeeze(0).cpu().numpy()
+
+
 def encode_file(codec: Codec, path: Path, max_seconds: float = MAX_SECONDS) -> np.ndarray:
     """Codes `(10, T)` int64 of an audio file, as upstream's `encode_reference` computes them (float32)."""
-    audio = load_reference(path, max_seconds)
-    return codec.encode(audio[None, None]).squeeze(0).cpu().numpy()
+    return encode_audio(codec, load_reference(path, max_seconds))

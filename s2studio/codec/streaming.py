@@ -27,6 +27,10 @@ identical; 150 frames: 1 LSB on 0.02 % of samples; with window 128, 544 frames: 
 weights, 160 frames, chunks 1 and 5, and 544 frames, chunks of 8: identical; 144 frames, chunks 1/3/8/random:
 1 LSB on 0.007 %, all in the last 16 frames; 600 frames, chunks of 8: 0.06 % (600 is one of the lengths at
 which the full decode's last transposed conv rounds unlike most). Before: 0.12-0.15 % (tiny), ~0.4 % (full).
+Those figures are an AVX512 Xeon's. On an AVX2 EPYC the last transposed conv of the full-size codec has two
+roundings of about equal share over T (oneDNN blocks a long input by its width: T = 160 one way, 161 the other),
+every stage before it bit-identical: 1 LSB on 0.096 % (T = 160) and 0.013 % (T = 161) of the samples, for
+chunks of 1, 3 and 4 alike (tests/test_codec_streaming_full.py).
 """
 
 from __future__ import annotations

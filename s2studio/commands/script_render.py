@@ -29,18 +29,20 @@ from s2studio import __version__, paths
 from s2studio.commands.outputs import check_file, check_folder
 from s2studio.commands.render_log import EventLog, LoggedEncoder, ProgressBar
 from s2studio.engine.api import (
-    SAMPLE_RATE, AudioChunk, Engine, Event, JobFailed, JobFinished, JobStarted, LineFinished, LoadRequest,
-    ModelInfo, ModelReady, Progress, SamplingParams, SynthesisRequest,
+    FRAME_SAMPLES, SAMPLE_RATE, AudioChunk, Engine, Event, JobFailed, JobFinished, JobStarted, LineFinished,
+    LoadRequest, ModelInfo, ModelReady, Progress, SamplingParams, SynthesisRequest,
 )
 from s2studio.errors import UserError, printable
 from s2studio.state.atomic import OutputSet
 from s2studio.state.script import Script, parse_script, read_script
 from s2studio.state.voices import Voice, VoiceLibrary
 
-FRAME_SAMPLES = 2048
-"""Samples per codec frame at 44.1 kHz (S2's codec hop); turns chunk offsets into frame counts."""
 NORMALIZE = ("none", "peak", "loudness")
 EngineFactory = Callable[[], Engine]
+SCRIPT_ONLY = (("--cast", "cast", []), ("--stems", "stems", None), ("--srt", "srt", None), ("--vtt", "vtt", None),
+               ("--events", "events", None), ("--gap", "gap", 0.4), ("--normalize", "normalize", "none"),
+               ("--title", "title", None))
+"""(flag, dest, default) of the options that only a --script render reads (synth refuses them otherwise)."""
 
 
 def add_script_arguments(parser: argparse.ArgumentParser,
@@ -154,15 +156,19 @@ def _read(args: argparse.Namespace, cast_names: Iterable[str]) -> Script:
     return script
 
 
-def _sampling(args: argparse.Namespace, max_context: int) -> SamplingParams:
-    """synth's options as the engine's sampler settings; `--max-new-tokens 0` means up to the context."""
-    if args.max_new_tokens < 0:
-        raise UserError(f"--max-new-tokens must be 0 (no limit) or more, got {args.max_new_tokens}")
-    try:
-        return SamplingParams(temperature=args.temperature, top_p=args.top_p, top_k=getattr(args, "top_k", 30),
-                              max_new_tokens=args.max_new_tokens or max_context, seed=args.seed)
-    except ValueError as exc:
-        raise UserError(str(exc).replace("top_p", "--top-p").replace("top_k", "--top-k")) from None
+def sampling_from_args(args: argparse.Namespace) -> SamplingParams:
+    """synth's options as the engine's sampler settings (its one validation); `--max-new-tokens 0` means up to
+    the context, `--frames N` exactly N kept frames per batch (N + 1 made, the last one dropped, <|im_end|> off)."""
+    frames, max_new = getattr(args, "frames", None), args.max_new_tokens
+    if frames is not None:
+        if frames < 1:
+            raise UserError(f"--frames must be at least 1, got {frames}")
+        if max_new:
+            raise UserError("give --frames or --max-new-tokens, not both")
+        max_new = frames + 1
+    return SamplingParams(temperature=args.temperature, top_p=args.top_p, top_k=getattr(args, "top_k", 30),
+                          max_new_tokens=max_new, seed=args.seed,
+                          ignore_eos=frames is not None or getattr(args, "ignore_eos", False))
 
 
 # ----------------------------------------------------------------------------- the run
@@ -180,7 +186,8 @@ def _check(events: Iterable[Event]) -> Iterator[Event]:
 
 def _load(engine: Engine, args: argparse.Namespace, log: EventLog) -> ModelInfo:
     request = LoadRequest("load", Path(args.model), device=args.device, precision=args.precision,
-                          threads=getattr(args, "threads", None))
+                          threads=getattr(args, "threads", None), quantize=getattr(args, "quantize", "none"),
+                          speed="fast" if getattr(args, "fast", False) else "exact")
     info = None
     for ev in _check(log.relay(engine.load(request, threading.Event()))):
         if isinstance(ev, ModelReady):
@@ -316,7 +323,7 @@ def run_script(args: argparse.Namespace, engine_factory: EngineFactory | None = 
         raise UserError(f"unknown --batching {batching!r}; use line or upstream")
     if args.chunk_length < 1:
         raise UserError(f"--chunk-length must be at least 1 byte, got {args.chunk_length}")
-    _sampling(args, 1)  # bad sampler options fail before the slow load
+    sampling = sampling_from_args(args)  # bad sampler options fail before the slow load
     # the cheap checks of the compiled request (only tags, a speaker without a voice) also come first
     compile_request(script, cast, {v.id: [np.zeros((10, 1), np.int64)] * len(v.clips) for v in cast.values()},
                     "check", batching=batching, chunk_length=args.chunk_length)
@@ -332,8 +339,8 @@ def run_script(args: argparse.Namespace, engine_factory: EngineFactory | None = 
             print(f"loaded {info.name} on {info.device} ({info.precision}) in {time.perf_counter() - t0:.1f} s",
                   file=sys.stderr)
         codes = _voice_codes(engine, library, cast.values(), info, log)
-        request = compile_request(script, cast, codes, f"render-{os.getpid()}-{next(_jobs)}",
-                                  _sampling(args, info.max_context), batching, args.chunk_length)
+        request = compile_request(script, cast, codes, f"render-{os.getpid()}-{next(_jobs)}", sampling, batching,
+                                  args.chunk_length)
         t1 = time.perf_counter()
         takes = _generate(engine, request, log, bar)
         render_s = time.perf_counter() - t1

@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     config = ServeConfig(host=args.host, port=args.port, api_key=args.api_key or os.environ.get(ENV_API_KEY) or None,
                          cors_origins=tuple(args.cors), limits=limits, model_id=args.model_id)
     load = LoadRequest("load", args.model, device=args.device, precision=args.precision, threads=args.threads,
-                       fast=args.fast, quantize=args.quantize)
+                       speed={None: "auto", True: "fast", False: "exact"}[args.fast], quantize=args.quantize)
 
     def loading(event: object) -> None:
         if isinstance(event, ModelLoading) and event.message:

@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from s2studio.commands.outputs import audio_bytes, check_file, check_folder, decoded_speech, make_folder, npy_bytes
-from s2studio.commands.script_render import add_script_arguments, run_script
+from s2studio.commands.script_render import SCRIPT_ONLY, add_script_arguments, run_script, sampling_from_args
+from s2studio.engine.api import FRAME_SAMPLES, PRECISIONS, QUANTIZE_MODES, SAMPLE_RATE
 from s2studio.errors import UserError, printable
 from s2studio.state.atomic import OutputSet, remove_quietly
 from s2studio.state.codes import read_codes_file
@@ -72,6 +73,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "int4: int4 groups (a quarter of bf16's memory)")
     p.add_argument("--max-new-tokens", type=int, default=0, metavar="N",
                    help="frames per batch, the dropped last one included (default 0: up to the model's context)")
+    p.add_argument("--frames", type=int, default=None, metavar="N",
+                   help="for benchmarks: exactly N frames per batch, whatever the model says (<|im_end|> is masked "
+                        "out; implies --ignore-eos, replaces --max-new-tokens)")
+    p.add_argument("--ignore-eos", action="store_true",
+                   help="for benchmarks: never stop a batch at <|im_end|>; run to --max-new-tokens or the context")
     p.add_argument("--chunk-length", type=int, default=300, metavar="BYTES",
                    help="UTF-8 bytes of turns per batch in upstream batching (default 300)")
     p.add_argument("--temperature", type=float, default=1.0, metavar="T", help="sampling temperature (default 1.0)")
@@ -141,70 +147,59 @@ def _check_outputs(args: argparse.Namespace):
     return format_for(args.out) if args.out is not None else None
 
 
-def _encode_clip(codec, path: Path) -> np.ndarray:
-    from s2studio.codec.resample import encode_file
+def _or(names: tuple[str, ...]) -> str:
+    return ", ".join(names[:-1]) + f" or {names[-1]}"
 
-    return encode_file(codec, path)
+
+def _refuse_script_options(args: argparse.Namespace) -> None:
+    """The script-rendering options do nothing without --script: refuse them rather than ignore them."""
+    given = [flag for flag, dest, default in SCRIPT_ONLY if getattr(args, dest, default) != default]
+    if given:
+        raise UserError(f"{given[0]} belongs to a --script render; with --text/--text-file write the codes "
+                        "(--codes-out) or the speech (--out), or render a script")
 
 
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "script", None):
         return run_script(args)
+    _refuse_script_options(args)
     if args.batching is None:
         args.batching = "upstream"
-    from s2studio.engine.generate import BatchFinished, BatchStarted, FrameReady, GenerationSettings
+    from s2studio.codec.resample import encode_audio, load_reference
+    from s2studio.engine.s2.generate import BatchFinished, BatchStarted, FrameReady, generate_long
+    from s2studio.engine.s2.setup import check_model_folder, load_runtime
+    from s2studio.model.config import load_config
+    from s2studio.state.codes import check_codes
+    from s2studio.text.prompt import SPEAKER_TAG, Reference
 
     text = _read_text(args)
     sources = _reference_sources(args)
-    settings = GenerationSettings(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
-                                  max_new_tokens=args.max_new_tokens, fast=args.fast)
+    sampling = sampling_from_args(args)
     if args.chunk_length < 1:
         raise UserError(f"--chunk-length must be at least 1 byte, got {args.chunk_length}")
     if args.batching not in ("upstream", "line"):
         raise UserError(f"unknown --batching {args.batching!r}; use upstream or line")
-    if args.precision not in ("auto", "fp32", "bf16"):
-        raise UserError(f"unknown --precision {args.precision!r}; use auto, fp32 or bf16")
-    if args.quantize not in ("none", "int8", "int4"):
-        raise UserError(f"unknown --quantize {args.quantize!r}; use none, int8 or int4")
+    if args.precision not in PRECISIONS:
+        raise UserError(f"unknown --precision {args.precision!r}; use {_or(PRECISIONS)}")
+    if args.quantize not in QUANTIZE_MODES:
+        raise UserError(f"unknown --quantize {args.quantize!r}; use {_or(QUANTIZE_MODES)}")
     out_format = _check_outputs(args)
 
-    from s2studio.engine.device import PRECISIONS, resolve_device, resolve_dtype, set_threads
-    from s2studio.engine.bf16_linear import cpu_fast_path_keeps_bf16
-    from s2studio.engine.memory import check_fits, codec_bytes_of
-    from s2studio.engine.quantize import load_quantized
-    from s2studio.engine.generate import generate_long
-    from s2studio.model.config import load_config
-    from s2studio.text.prompt import SPEAKER_TAG, Reference, check_codes
-    from s2studio.text.tokenizer import S2Tokenizer
-
-    set_threads(args.threads)
-    device = resolve_device(args.device)
-    dtype = resolve_dtype(args.precision, device)
-    if not args.model.is_dir():
-        raise UserError(f"model folder {args.model} does not exist or is not a folder")
-    config = load_config(args.model)
-    tokenizer = S2Tokenizer.from_file(args.model / "tokenizer.json")
-    # codes files are checked before the (slow) weight loading so a bad reference fails at once
+    # every reference is read and checked before the (slow) load, so that a bad one fails at once
+    config = load_config(check_model_folder(args.model))
     given = {path: check_codes(_read_codes(path), f"reference codes {path}", config.num_codebooks,
                                config.codebook_size)
              for kind, path, _ in sources if kind == "codes"}
-    codec = None
-    if args.out is not None or any(kind == "clip" for kind, _, _ in sources):
-        from s2studio.codec.loading import load_codec
-
-        codec = load_codec(args.model, device=device)
-    references = [Reference(ref_text, given[path] if kind == "codes" else _encode_clip(codec, path))
-                  for kind, path, ref_text in sources]
+    clips = {path: load_reference(path) for kind, path, _ in sources if kind == "clip"}
     t0 = time.perf_counter()
-    precision = next(name for name, value in PRECISIONS.items() if value == dtype)
-    keep_bf16 = args.fast and cpu_fast_path_keeps_bf16(device, args.quantize)
-    check_fits(config, str(device), precision=precision, quantize=args.quantize,
-               codec_bytes=codec_bytes_of(args.model) if codec is not None else 0, bf16_linears=keep_bf16)
-    model = load_quantized(args.model, device=device, dtype=dtype, mode=args.quantize,
-                           semantic_range=(tokenizer.semantic_begin_id, tokenizer.semantic_end_id),
-                           im_end_id=tokenizer.im_end_id, keep_bf16_linears=keep_bf16)
+    runtime = load_runtime(args.model, device=args.device, precision=args.precision, quantize=args.quantize,
+                           speed="fast" if args.fast else "exact", threads=args.threads,
+                           codec=args.out is not None or bool(clips))
+    references = [Reference(ref_text, given[path] if kind == "codes" else encode_audio(runtime.codec, clips[path]))
+                  for kind, path, ref_text in sources]
     log = (lambda msg: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
-    log(f"loaded {args.model} on {device} ({str(dtype).removeprefix('torch.')}) in {time.perf_counter() - t0:.1f} s")
+    info = runtime.info
+    log(f"loaded {printable(args.model)} on {info.device} ({info.precision}) in {time.perf_counter() - t0:.1f} s")
 
     if args.batching == "upstream":
         lead = SPEAKER_TAG.split(text, maxsplit=1)
@@ -216,9 +211,12 @@ def run(args: argparse.Namespace) -> int:
     outputs = OutputSet()  # every file at the end, together; nothing at all on a failure
     made_dir = args.codes_out_dir is not None and make_folder(args.codes_out_dir)
     try:
-        for event in generate_long(model, tokenizer, text, references=references, settings=settings,
-                                   seed=args.seed, batching=args.batching, chunk_length=args.chunk_length):
+        for event in generate_long(runtime.decoder, runtime.tokenizer, text, references=references,
+                                   sampling=sampling, batching=args.batching, chunk_length=args.chunk_length):
             if isinstance(event, BatchStarted):
+                if args.frames is not None and event.max_frames < args.frames:
+                    raise UserError(f"--frames {args.frames}: batch {event.index + 1} leaves room for "
+                                    f"{event.max_frames} frames in the context; ask for fewer or use shorter text")
                 log(f"batch {event.index + 1}/{event.count}: {event.prompt_length} prompt tokens")
                 t_batch = time.perf_counter()
             elif isinstance(event, FrameReady):
@@ -235,15 +233,15 @@ def run(args: argparse.Namespace) -> int:
         if args.codes_out is not None:
             outputs.add(args.codes_out, npy_bytes(codes))
         if args.out is not None:
-            outputs.add(args.out, audio_bytes(args.out, decoded_speech(codec, batches), codec.sample_rate,
-                                              out_format))
+            outputs.add(args.out, audio_bytes(args.out, decoded_speech(runtime.codec, batches),
+                                              runtime.codec.sample_rate, out_format))
         outputs.commit()
     except BaseException:
         outputs.discard()
         if made_dir:
             remove_quietly(args.codes_out_dir)
         raise
-    seconds = codes.shape[1] * 2048 / 44100
+    seconds = codes.shape[1] * FRAME_SAMPLES / SAMPLE_RATE
     where = f" -> {printable(args.codes_out)}" if args.codes_out is not None else ""
     print(f"{codes.shape[1]} frames ({seconds:.2f} s of audio) in {len(batches)} batch(es), "
           f"{time.perf_counter() - t1:.1f} s{where}")

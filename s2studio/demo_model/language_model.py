@@ -15,12 +15,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
 import torch
+
+from s2studio.audio import SAMPLE_RATE
 
 WeightsFormat = Literal["safetensors", "pth"]
 
@@ -146,7 +147,7 @@ def omni_config(size: DemoSize, ids: TokenIds) -> dict:
         "audio_pad_token_id": ids.audio_pad,
         "semantic_start_token_id": ids.semantic_start,
         "semantic_end_token_id": ids.semantic_end,
-        "sample_rate": 44100,
+        "sample_rate": SAMPLE_RATE,
         "text_config": text,
         "audio_decoder_config": audio,
     }
@@ -333,12 +334,6 @@ def write_weights(folder: Path, size: DemoSize, specs: list[TensorSpec], *, seed
         (folder / "model.safetensors.index.json").write_text(json.dumps(index, indent=2) + "\n", encoding="utf-8")
         names.append("model.safetensors.index.json")
     return names
-
-
-def iter_tensors(size: DemoSize, vocab_size: int, seed: int, im_end_id: int) -> Iterator[tuple[TensorSpec, torch.Tensor]]:
-    """Every (spec, tensor) of a demo model, generated one by one (for callers that stream them)."""
-    for spec in tensor_specs(size, vocab_size):
-        yield spec, make_tensor(spec, seed, im_end_id, size.im_end_scale, size.residual_codes)
 
 
 def with_variant(size: DemoSize, *, tie_word_embeddings: bool | None = None, fast_dim: int | None = None,

@@ -11,13 +11,13 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol, Union
+from typing import Literal, Protocol, Union, get_args
 
 import numpy as np
 import numpy.typing as npt
 
-SAMPLE_RATE = 44100
-"""Every engine speaks 44.1 kHz mono float32 (S2's codec rate)."""
+from s2studio.audio import FRAME_SAMPLES, SAMPLE_RATE  # noqa: F401 - re-exported: what every engine speaks
+from s2studio.errors import UserError
 
 NUM_CODEBOOKS = 10
 
@@ -25,6 +25,18 @@ Batching = Literal["line", "upstream"]
 Device = Literal["auto", "cpu", "cuda", "mps"]
 Precision = Literal["auto", "fp32", "bf16"]
 Quantize = Literal["none", "int8", "int4"]
+"""Weight-only quantization of the transformers' linear layers: int8 rows or int4 groups (engine/weights/)."""
+Speed = Literal["auto", "exact", "fast"]
+"""exact: upstream's loop, bit-identical to upstream on CPU float32; fast: the fast path (engine/s2/fast.py:
+attention over the filled cache, prefix reuse); auto: fast everywhere except float32 on the CPU."""
+
+BATCHINGS: tuple[Batching, ...] = get_args(Batching)
+DEVICES: tuple[Device, ...] = get_args(Device)
+PRECISIONS: tuple[Precision, ...] = get_args(Precision)
+QUANTIZE_MODES: tuple[Quantize, ...] = get_args(Quantize)
+SPEEDS: tuple[Speed, ...] = get_args(Speed)
+SEED_RANGE = (-(2**63), 2**64)
+"""Seeds torch's generators take (a negative seed wraps around 2**64); the upper bound is excluded."""
 
 
 # ----------------------------------------------------------------------------- requests
@@ -32,24 +44,34 @@ Quantize = Literal["none", "int8", "int4"]
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """Sampler settings of one request (defaults: upstream's API server)."""
+    """How one request samples: the engine's one settings type (defaults: upstream's API server).
+
+    Validated here, once, with the message a person acts on; the studio's project settings map onto it in
+    `plan.sampling_params`, the command line builds it from its flags."""
 
     temperature: float = 0.8
     top_p: float = 0.8
     top_k: int = 30
     max_new_tokens: int = 1024
+    """Frames per batch, the dropped last one included; 0: as many as the context leaves."""
     seed: int | None = None
-    """None: the engine draws a seed and reports it in `LineFinished.seed`."""
+    """None: the engine draws one base seed for the request and reports it per line in `LineFinished.seed`
+    (line i of the request is drawn with base + i, so a reported seed re-renders its line)."""
+    ignore_eos: bool = False
+    """Never end a batch at `<|im_end|>` (it is masked out of the sampler): every batch runs to `max_new_tokens`
+    or the context. For benchmarks, which need exactly N frames."""
 
     def __post_init__(self) -> None:
         if not 0.0 < self.temperature < 2.0:
-            raise ValueError(f"temperature must be in (0, 2), got {self.temperature}")
+            raise UserError(f"temperature must be in (0, 2), got {self.temperature}")
         if not 0.0 < self.top_p <= 1.0:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+            raise UserError(f"top-p must be in (0, 1], got {self.top_p}")
         if self.top_k < 1:
-            raise ValueError(f"top_k must be at least 1, got {self.top_k}")
-        if self.max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be at least 1, got {self.max_new_tokens}")
+            raise UserError(f"top-k must be at least 1, got {self.top_k}")
+        if self.max_new_tokens < 0:
+            raise UserError(f"max-new-tokens must be 0 (no limit) or more, got {self.max_new_tokens}")
+        if self.seed is not None and not SEED_RANGE[0] <= self.seed < SEED_RANGE[1]:
+            raise UserError(f"seed must be between -2**63 and 2**64 - 1, got {self.seed}")
 
 
 @dataclass(frozen=True)
@@ -61,11 +83,10 @@ class LoadRequest:
     device: Device = "auto"
     precision: Precision = "auto"
     threads: int | None = None
-    fast: bool | None = None
-    """The fast generation path with prefix reuse (engine/fast.py). None: fast everywhere except float32 on the
-    CPU, the one mode whose codes are checked bit for bit against upstream (there the exact path stays)."""
+    speed: Speed = "auto"
+    """The exact loop or the fast path; chosen once, at load (see `Speed`)."""
     quantize: Quantize = "none"
-    """Weight-only int8 or int4 for the transformers' linear layers (engine/quantize.py); independent of `fast`."""
+    """Weight-only int8 or int4 for the transformers' linear layers; independent of `speed`."""
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,9 @@ It follows the event contract of the real engine exactly (tests/engine_contract.
               cancel between frames -> JobFinished(cancelled=True); a bad request -> JobFailed
 
 Audio is deterministic: a sine per speaker index whose level follows the line's codes, and codes
-come from a generator seeded by the line's seed and text, so equal seeds give equal takes.
+come from a generator seeded by the line's seed and text, so equal seeds give equal takes. Seeds
+follow the real engine's rule: line i of a request is drawn with base + i, the base being the
+request's seed or, when it has none, one seed drawn for the whole request.
 `frame_latency_s`, `fail_on_load`, `fail_on_line` and `fail_on_encode` inject slowness and failures.
 """
 
@@ -30,13 +32,15 @@ import numpy as np
 import soundfile as sf
 
 from s2studio.engine.api import (
-    NUM_CODEBOOKS, SAMPLE_RATE, AudioChunk, ClipEncoded, DeviceOption, EncodeRequest, Event, JobFailed, JobFinished,
-    JobStarted, LineFinished, LineStarted, LoadRequest, ModelInfo, ModelLoading, ModelReady, Progress,
-    SynthesisRequest,
+    FRAME_SAMPLES, NUM_CODEBOOKS, SAMPLE_RATE, AudioChunk, ClipEncoded, DeviceOption, EncodeRequest, Event,
+    JobFailed, JobFinished, JobStarted, LineFinished, LineStarted, LoadRequest, ModelInfo, ModelLoading, ModelReady,
+    Progress, SynthesisRequest,
 )
 from s2studio.engine.plan import line_fingerprint
 
-SAMPLES_PER_FRAME = 2048
+SEMANTIC_CODES = 4096
+RESIDUAL_CODES = 1024
+"""The fake codec's codebooks (S2's sizes): codebook 0 is semantic, 1..9 residual."""
 FAKE_INFO = ModelInfo(name="fake", device="cpu", precision="fp32", sample_rate=SAMPLE_RATE,
                       codec_fingerprint="fake-codec-1", max_context=4096)
 
@@ -100,7 +104,7 @@ class FakeEngine:
     def encode_path(self, path: Path) -> np.ndarray:
         """(10, N) codes of one clip, about one frame per 2048 samples at 44.1 kHz."""
         data, sr = sf.read(str(path), dtype="float32", always_2d=True)
-        frames = max(1, math.ceil(data.shape[0] * SAMPLE_RATE / sr / SAMPLES_PER_FRAME))
+        frames = max(1, math.ceil(data.shape[0] * SAMPLE_RATE / sr / FRAME_SAMPLES))
         rng = np.random.default_rng(_stable_int(hashlib.sha256(data.tobytes()).hexdigest()))
         return self._codes(rng, frames)
 
@@ -135,9 +139,14 @@ class FakeEngine:
             return "nothing to synthesize: the request has no lines"
         if len({ln.line_id for ln in request.lines}) != len(request.lines):
             return "line ids in a request must be unique"
-        for ref in request.references:
-            if ref.codes.ndim != 2 or ref.codes.shape[0] != NUM_CODEBOOKS or ref.codes.shape[1] == 0:
-                return f"reference codes must be ({NUM_CODEBOOKS}, N), got {ref.codes.shape}; re-encode the voice"
+        for i, ref in enumerate(request.references):
+            codes = np.asarray(ref.codes)
+            what = f"reference {i + 1} ({ref.transcript[:30]!r})"
+            if codes.ndim != 2 or codes.shape[0] != NUM_CODEBOOKS or codes.shape[1] == 0:
+                return f"{what}: codes must be ({NUM_CODEBOOKS}, N), got {codes.shape}; re-encode the voice"
+            if not np.issubdtype(codes.dtype, np.integer) or codes.min() < 0 or codes[0].max() >= SEMANTIC_CODES \
+                    or codes[1:].max(initial=0) >= RESIDUAL_CODES:
+                return f"{what}: codes outside the codec's codebooks; re-encode the voice"
         if any(ln.speaker < 0 for ln in request.lines):
             return "speaker indices must be >= 0"
         return None
@@ -150,16 +159,16 @@ class FakeEngine:
             yield JobFailed(job, problem)
             return
         yield JobStarted(job, tuple(ln.line_id for ln in request.lines))
-        base_seed = request.sampling.seed
+        base_seed = request.sampling.seed if request.sampling.seed is not None else secrets.randbits(31)
         for index, line in enumerate(request.lines):
             if cancel.is_set():
                 yield JobFinished(job, cancelled=True)
                 return
             yield LineStarted(job, line.line_id)
-            seed = base_seed + index if base_seed is not None else secrets.randbits(31)
+            seed = base_seed + index
             rng = np.random.default_rng(_stable_int(seed, line.text, line.speaker))
             frames = max(self.min_frames, math.ceil(len(line.text.encode()) * self.frames_per_char))
-            frames = min(frames, request.sampling.max_new_tokens)
+            frames = min(frames, request.sampling.max_new_tokens or frames)
             codes = self._codes(rng, frames)
             started = time.perf_counter()
             pieces: list[np.ndarray] = []
@@ -175,7 +184,7 @@ class FakeEngine:
                     yield JobFailed(job, f"generation failed on line {line.line_id}: fake failure")
                     return
                 if done % self.chunk_frames == 0 or done == frames:
-                    chunk = np.concatenate(pieces[sent // SAMPLES_PER_FRAME:])
+                    chunk = np.concatenate(pieces[sent // FRAME_SAMPLES:])
                     yield AudioChunk(job, line.line_id, sent, chunk)
                     sent += len(chunk)
                     seconds = sent / SAMPLE_RATE
@@ -193,19 +202,19 @@ class FakeEngine:
 
     @staticmethod
     def _codes(rng: np.random.Generator, frames: int) -> np.ndarray:
-        codes = rng.integers(0, 1024, size=(NUM_CODEBOOKS, frames), dtype=np.int64)
-        codes[0] = rng.integers(0, 4096, size=frames)
+        codes = rng.integers(0, RESIDUAL_CODES, size=(NUM_CODEBOOKS, frames), dtype=np.int64)
+        codes[0] = rng.integers(0, SEMANTIC_CODES, size=frames)
         return codes
 
     @staticmethod
     def _frame_audio(speaker: int, frame_codes: np.ndarray, f: int, frames: int) -> np.ndarray:
         """One frame of a phase-continuous sine; level from codebook 0, fades at both ends."""
         freq = 180.0 * 2 ** (speaker / 5)
-        n = np.arange(f * SAMPLES_PER_FRAME, (f + 1) * SAMPLES_PER_FRAME)
+        n = np.arange(f * FRAME_SAMPLES, (f + 1) * FRAME_SAMPLES)
         level = 0.1 + 0.2 * float(frame_codes[0]) / 4096
         wave = level * np.sin(2 * np.pi * freq * n / SAMPLE_RATE)
         if f == 0:
-            wave *= np.linspace(0.0, 1.0, SAMPLES_PER_FRAME)
+            wave *= np.linspace(0.0, 1.0, FRAME_SAMPLES)
         if f == frames - 1:
-            wave *= np.linspace(1.0, 0.0, SAMPLES_PER_FRAME)
+            wave *= np.linspace(1.0, 0.0, FRAME_SAMPLES)
         return wave.astype(np.float32)

@@ -5,8 +5,13 @@ Speaker indices are given per *voice*, in order of the voices' first line in the
 two script speakers cast with the same voice share one index (one timbre). Each voice's clips become references with that index, in clip order. A line's text
 goes to the model as written, tags included.
 
-`line_fingerprint` is what marks a take stale: the line's text and speaker index, the references
-it was conditioned on and the sampling settings. Both engines use it so the studio can compare.
+`line_fingerprint` hashes what decides a take: the line's text and speaker index, the references it
+was conditioned on and the sampling settings. Both engines put it on every take (`LineFinished`), and
+`synth --events` logs it.
+
+`sampling_params` and `load_request` are the one mapping from the studio's project settings
+(`state.project.GenerationSettings`, what the settings panel edits and the project file keeps) to the
+engine's request settings (`api.SamplingParams`, `api.LoadRequest`), each validated on its own side.
 """
 
 from __future__ import annotations
@@ -21,12 +26,27 @@ from pathlib import Path
 import numpy as np
 
 from s2studio.engine.api import (
-    NUM_CODEBOOKS, Batching, ClipEncoded, ClipToEncode, EncodeRequest, Engine, JobFailed, LineSpec, Reference,
-    SamplingParams, SynthesisRequest,
+    NUM_CODEBOOKS, Batching, ClipEncoded, ClipToEncode, EncodeRequest, Engine, JobFailed, LineSpec, LoadRequest,
+    Reference, SamplingParams, SynthesisRequest,
 )
 from s2studio.errors import UserError
+from s2studio.state.project import GenerationSettings
 from s2studio.state.script import Script
 from s2studio.state.voices import Voice
+
+
+def sampling_params(settings: GenerationSettings) -> SamplingParams:
+    """The engine's sampler settings for the studio's settings: a "random" seed mode leaves the seed to the
+    engine (one drawn per request, reported on every take); `max_frames` caps each line."""
+    return SamplingParams(temperature=settings.temperature, top_p=settings.top_p, top_k=settings.top_k,
+                          max_new_tokens=settings.max_frames,
+                          seed=settings.seed if settings.seed_mode == "fixed" else None)
+
+
+def load_request(job_id: str, model_dir: Path, settings: GenerationSettings) -> LoadRequest:
+    """The engine's load request for the studio's settings (device, precision, speed, quantization)."""
+    return LoadRequest(job_id, Path(model_dir), device=settings.device, precision=settings.precision,
+                       speed=settings.speed, quantize=settings.quantize)
 
 
 def _words(text: str, tags: Sequence[tuple[int, int]], base: int) -> bool:
@@ -95,6 +115,8 @@ def line_fingerprint(line: LineSpec, references: Sequence[Reference], sampling: 
     settings = {"text": line.text, "speaker": line.speaker, "temperature": sampling.temperature,
                 "top_p": sampling.top_p, "top_k": sampling.top_k, "max_new_tokens": sampling.max_new_tokens,
                 "seed": sampling.seed, "extra": extra}
+    if sampling.ignore_eos:  # only when set, so that every other take keeps the fingerprint it had
+        settings["ignore_eos"] = True
     h.update(json.dumps(settings, sort_keys=True).encode())
     for ref in references:
         h.update(f"|{ref.speaker}|{ref.transcript}|{ref.codes.shape}|".encode())

@@ -37,13 +37,13 @@ import ormsgpack
 
 from s2studio.engine import remote_wire
 from s2studio.engine.api import (
-    NUM_CODEBOOKS, SAMPLE_RATE, AudioChunk, ClipEncoded, EncodeRequest, Event, JobFailed, JobFinished, JobStarted,
-    LineFinished, LineSpec, LineStarted, LoadRequest, ModelInfo, ModelLoading, ModelReady, Progress, SynthesisRequest,
+    FRAME_SAMPLES, NUM_CODEBOOKS, SAMPLE_RATE, AudioChunk, ClipEncoded, EncodeRequest, Event, JobFailed, JobFinished,
+    JobStarted, LineFinished, LineSpec, LineStarted, LoadRequest, ModelInfo, ModelLoading, ModelReady, Progress,
+    SynthesisRequest,
 )
 from s2studio.engine.plan import line_fingerprint
 
 Protocol = Literal["auto", "s2studio", "fish", "openai"]
-FRAME_SAMPLES = 2048
 POLL_S = 0.1
 STAND_IN_CODES = np.zeros((NUM_CODEBOOKS, 1), np.int64)
 """What `encode` reports on a server that cannot encode (Fish's cloud, OpenAI-style servers): a one-frame

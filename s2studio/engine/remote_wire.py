@@ -20,6 +20,7 @@ from s2studio.engine.api import (
     AudioChunk, ContextTurn, Event, JobFailed, JobFinished, JobStarted, LineFinished, LineSpec, LineStarted,
     ModelInfo, Progress, Reference, SamplingParams, SynthesisRequest,
 )
+from s2studio.errors import UserError
 
 CONTENT_TYPE = "application/vnd.s2studio.events+msgpack"
 MAX_RECORD = 64 * 1024 * 1024
@@ -52,7 +53,7 @@ def request_to_wire(request: SynthesisRequest) -> bytes:
         "references": [{"speaker": r.speaker, "transcript": r.transcript, "codes": pack_codes(r.codes)}
                        for r in request.references],
         "sampling": {"temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k,
-                     "max_new_tokens": s.max_new_tokens, "seed": s.seed},
+                     "max_new_tokens": s.max_new_tokens, "seed": s.seed, "ignore_eos": s.ignore_eos},
         "batching": request.batching,
         "chunk_length": request.chunk_length,
         "context": [{"speaker": t.speaker, "text": t.text, "codes": pack_codes(t.codes)} for t in request.context],
@@ -60,7 +61,7 @@ def request_to_wire(request: SynthesisRequest) -> bytes:
 
 
 def request_from_wire(body: bytes, job_id: str) -> SynthesisRequest:
-    """The request a client sent; raises WireError (or ValueError from the settings) naming what is wrong."""
+    """The request a client sent; raises WireError naming what is wrong (the settings' refusal included)."""
     try:
         raw = ormsgpack.unpackb(body)
         lines = tuple(LineSpec(str(i), int(sp), str(t)) for i, sp, t in raw["lines"])
@@ -72,7 +73,7 @@ def request_from_wire(body: bytes, job_id: str) -> SynthesisRequest:
         seed = s.get("seed")
         sampling = SamplingParams(float(s.get("temperature", 0.8)), float(s.get("top_p", 0.8)),
                                   int(s.get("top_k", 30)), int(s.get("max_new_tokens", 1024)),
-                                  None if seed is None else int(seed))
+                                  None if seed is None else int(seed), bool(s.get("ignore_eos", False)))
         batching = raw.get("batching", "line")
         if batching not in ("line", "upstream"):
             raise WireError(f"unknown batching {batching!r}")
@@ -81,6 +82,8 @@ def request_from_wire(body: bytes, job_id: str) -> SynthesisRequest:
         raise WireError(f"the body is not MessagePack ({exc})") from None
     except (KeyError, TypeError) as exc:
         raise WireError(f"the request lacks or misspells a field ({exc})") from None
+    except UserError as exc:  # settings the engine refuses (`SamplingParams` validates them)
+        raise WireError(str(exc)) from None
 
 
 def event_to_record(event: Event) -> dict[str, Any] | None:

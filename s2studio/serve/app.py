@@ -1,6 +1,8 @@
-"""The ASGI application: routes, the API key, CORS, limits and the error shapes (design.md §10).
+"""What the routes share: the server's state, the API key check, request bodies, audio responses and the error
+shapes (design.md §10). The app itself is assembled in `server.create_app` (which imports the routes, which import
+this module: one direction).
 
-`create_app` takes a started `EngineRunner`; everything the routes share lives in `ServerState` at
+Everything the routes share lives in `ServerState` at
 `app.state.s2`. No route takes a path from a client: voices are named by library id or name, references
 come as bytes.
 """
@@ -15,13 +17,9 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
-from fastapi import FastAPI
-from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 
-from s2studio import __version__
 from s2studio.engine.api import Event, JobFailed, JobFinished, ModelInfo
 from s2studio.serve.config import ServeConfig
 from s2studio.serve.errors import ApiError, error_response
@@ -157,34 +155,3 @@ class ApiKeyMiddleware:
         response = error_response(scope["path"], ApiError(401, message, "invalid_api_key",
                                                           headers={"WWW-Authenticate": "Bearer"}))
         await response(scope, receive, send)
-
-
-def create_app(state: ServerState) -> FastAPI:
-    from s2studio.serve import routes_fish, routes_native, routes_openai
-
-    app = FastAPI(title="S2 Studio", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)
-    app.state.s2 = state
-    app.include_router(routes_openai.router)
-    app.include_router(routes_fish.router)
-    app.include_router(routes_native.router)
-
-    @app.exception_handler(ApiError)
-    async def api_error(request: Request, exc: ApiError) -> Response:
-        if exc.status >= 500:
-            log.warning("%s %s: %s", request.method, request.url.path, exc.message)
-        return error_response(request.url.path, exc)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
-        message = (f"no route {request.method} {request.url.path} on this server" if exc.status_code in (404, 405)
-                   else str(exc.detail))
-        return error_response(request.url.path, ApiError(exc.status_code, message, "not_found"))
-
-    if state.config.api_key:
-        app.add_middleware(ApiKeyMiddleware, api_key=state.config.api_key)
-    if state.config.cors_origins:  # added last, so it wraps the key check and answers preflights itself
-        app.add_middleware(CORSMiddleware, allow_origins=list(state.config.cors_origins),
-                           allow_methods=["GET", "POST"], allow_headers=["Authorization", "Content-Type", "model"],
-                           expose_headers=["X-S2-Job", "X-Audio-Sample-Rate", "X-Audio-Channels",
-                                           "X-Audio-Encoding"])
-    return app

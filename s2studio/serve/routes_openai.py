@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from s2studio.audio.stream_encode import StreamEncoder
-from s2studio.engine.api import SAMPLE_RATE, SamplingParams
+from s2studio.engine.api import FRAME_SAMPLES, SAMPLE_RATE, SamplingParams
 from s2studio.serve.app import audio_response, read_json, state_of
 from s2studio.serve.compile import speech_lines
 from s2studio.serve.errors import ApiError
@@ -57,7 +57,7 @@ def _sse_delta(data: bytes) -> bytes:
 
 def _sse_done(input_chars: int) -> Callable[[int], bytes]:
     def done(samples: int) -> bytes:
-        frames = round(samples / 2048)
+        frames = round(samples / FRAME_SAMPLES)
         usage = {"input_tokens": input_chars, "output_tokens": frames, "total_tokens": input_chars + frames}
         return f"data: {json.dumps({'type': 'speech.audio.done', 'usage': usage})}\n\n".encode()
 

@@ -1,4 +1,5 @@
-"""Running the app: `serve_forever` for the command line, `ThreadedServer` for tests and benchmarks.
+"""Assembling and running the app: `create_app` (the routes, the key, CORS), `serve_forever` for the command line,
+`ThreadedServer` for tests and benchmarks.
 
 Both build the same `ServerState` around a started `EngineRunner`, so a test's server is the command's.
 """
@@ -11,9 +12,17 @@ import time
 from collections.abc import Callable
 
 import uvicorn
+from fastapi import FastAPI
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import Response
 
+from s2studio import __version__
 from s2studio.engine.api import Engine, LoadRequest
-from s2studio.serve.app import ServerState, create_app
+from s2studio.serve import routes_fish, routes_native, routes_openai
+from s2studio.serve.app import ApiKeyMiddleware, ServerState, log
+from s2studio.serve.errors import ApiError, error_response
 from s2studio.serve.config import ServeConfig
 from s2studio.serve.runner import EngineRunner, default_engine
 from s2studio.state.voices import VoiceLibrary
@@ -25,6 +34,35 @@ def start_state(config: ServeConfig, load: LoadRequest, library: VoiceLibrary,
     runner = EngineRunner(engine_factory, config.limits.queue_size)
     runner.start(load, on_loading)
     return ServerState(config, runner, library)
+
+
+def create_app(state: ServerState) -> FastAPI:
+    app = FastAPI(title="S2 Studio", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.s2 = state
+    app.include_router(routes_openai.router)
+    app.include_router(routes_fish.router)
+    app.include_router(routes_native.router)
+
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, exc: ApiError) -> Response:
+        if exc.status >= 500:
+            log.warning("%s %s: %s", request.method, request.url.path, exc.message)
+        return error_response(request.url.path, exc)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        message = (f"no route {request.method} {request.url.path} on this server" if exc.status_code in (404, 405)
+                   else str(exc.detail))
+        return error_response(request.url.path, ApiError(exc.status_code, message, "not_found"))
+
+    if state.config.api_key:
+        app.add_middleware(ApiKeyMiddleware, api_key=state.config.api_key)
+    if state.config.cors_origins:  # added last, so it wraps the key check and answers preflights itself
+        app.add_middleware(CORSMiddleware, allow_origins=list(state.config.cors_origins),
+                           allow_methods=["GET", "POST"], allow_headers=["Authorization", "Content-Type", "model"],
+                           expose_headers=["X-S2-Job", "X-Audio-Sample-Rate", "X-Audio-Channels",
+                                           "X-Audio-Encoding"])
+    return app
 
 
 def uvicorn_config(state: ServerState, log_level: str = "warning") -> uvicorn.Config:

@@ -13,15 +13,13 @@ from pathlib import Path
 
 import numpy as np
 
+from s2studio.audio import FRAME_SAMPLES, SAMPLE_RATE
 from s2studio.errors import UserError, printable
 
 NUM_CODEBOOKS = 10
 """S2's codec: one semantic codebook and nine residual ones."""
 MAX_CODEBOOK_SIZE = 4096
 """S2's largest codebook (the semantic one): no code of any S2 codec reaches it."""
-FRAME_SAMPLES = 2048
-"""Samples per codec frame at 44.1 kHz (the codec's hop), to relate frames to a clip's duration."""
-CODES_RATE = 44100
 NPY_MAGIC = b"\x93NUMPY"
 MAX_CODES_BYTES = 512 * 1024 * 1024
 """No codes file of S2 is near this (an hour of audio is 1.2 MB of int64 codes)."""
@@ -52,7 +50,7 @@ def codes_problem(codes: object, duration_s: float | None = None) -> str | None:
     if codes.min() < 0 or codes.max() >= MAX_CODEBOOK_SIZE:
         return f"codes range over {int(codes.min())}…{int(codes.max())}, outside 0…{MAX_CODEBOOK_SIZE - 1}"
     if duration_s is not None:
-        frames = duration_s * CODES_RATE / FRAME_SAMPLES
+        frames = duration_s * SAMPLE_RATE / FRAME_SAMPLES
         if codes.shape[1] > 1.5 * frames + 8:
             return f"{codes.shape[1]} frames for a {duration_s:.1f} s clip (about {frames:.0f} expected)"
     return None

@@ -8,16 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
+from s2studio.audio import SAMPLE_RATE
 from s2studio.state.schema import dataclass_kind
 
 FORMAT_VERSION = 1
-SAMPLE_RATE = 44100
 SUFFIX = ".s2proj"
 
 
@@ -166,16 +165,3 @@ class Project:
         elif entry.picked >= index:
             entry.picked += 1
 
-
-def save_project(project: Project, path: Path, autosave_of: Path | None = None) -> Path:
-    """Write `project` to the folder `path`, recoverably at every instant (`state/project_files.py`)."""
-    from s2studio.state.project_files import save_project as save
-
-    return save(project, path, autosave_of)
-
-
-def load_project(path: Path) -> Project:
-    """Open a `.s2proj` folder: validated whole, one `UserError` naming the field (`state/project_files.py`)."""
-    from s2studio.state.project_files import load_project as load
-
-    return load(path)

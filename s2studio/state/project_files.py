@@ -41,11 +41,12 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
+from s2studio.audio import SAMPLE_RATE
 from s2studio.errors import UserError, printable
 from s2studio.state.atomic import WriteError, fsync_dir, remove_quietly, write_durable, write_error
 from s2studio.state.clips import soundfile_reason
 from s2studio.state.codes import NUM_CODEBOOKS, read_codes_file
-from s2studio.state.project import (FORMAT_VERSION, SAMPLE_RATE, SETTINGS, SUFFIX, GenerationSettings,
+from s2studio.state.project import (FORMAT_VERSION, SETTINGS, SUFFIX, GenerationSettings,
                                     LineTakes, Project, Take)
 from s2studio.state.schema import (Boolean, Field, Integer, ListOf, MapOf, Number, Record, SchemaError, Text,
                                    Timestamp, child)

@@ -48,6 +48,7 @@ from s2studio.ui.script.cast_panel import CastPanel
 from s2studio.ui.script.editor import InlineWarning, ScriptEditor
 from s2studio.ui.script.find_bar import FindBar
 from s2studio.ui.status import StatusPanel
+from s2studio.ui.voices.transcripts_box import TranscriptsBox
 from s2studio.ui.voices.voices_panel import VoicesPanel
 from s2studio.ui.window_memory import WindowMemory
 
@@ -170,7 +171,7 @@ class MainWindow(QMainWindow):
             else:
                 toolbar.addAction(a[name])
         self.addToolBar(toolbar)
-        self.voices = VoicesPanel(self.library)
+        self.voices = VoicesPanel(self.library, settings=self.ctx.settings, host=self.ctx.host)
         self.cast_panel = CastPanel()
         self.editor = ScriptEditor()
         self.tag_palette = TagPalette()
@@ -196,6 +197,8 @@ class MainWindow(QMainWindow):
         self.settings_panel.set_settings(self.project.settings)
         self.render_on = RenderOnBox(self.ctx.settings)
         self.settings_panel.layout().addRow(self.render_on)
+        self.transcripts_box = TranscriptsBox(self.ctx.settings)
+        self.settings_panel.layout().addRow(self.transcripts_box)
         self.render_on.target_chosen.connect(self.render_on_target)
         self.inspector = QTabWidget()
         self.inspector.setObjectName("inspector")

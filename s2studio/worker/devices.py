@@ -2,7 +2,7 @@
 the settings grey out the ones it lacks with the reason instead of a load failing on them (issue 14).
 
 An engine that knows (the fake engine of the tests: `devices()`) answers itself; otherwise the runtime's device
-policy is asked (`engine.device.device_options`, importing torch on this thread, as the first load would)."""
+policy is asked (`engine.s2.device.device_options`, importing torch on this thread, as the first load would)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def find_devices(engine: Any, request: api.DevicesRequest, cancel: threading.Eve
     if callable(own):
         options = tuple(own())
     else:
-        from s2studio.engine.device import device_options  # noqa: PLC0415 - torch, on the engine thread
+        from s2studio.engine.s2.device import device_options  # noqa: PLC0415 - torch, on the engine thread
 
         options = device_options()
     yield api.DevicesFound(request.job_id, options)

@@ -138,9 +138,6 @@ class EngineHost(EngineSignals):
         """True while any job is queued or running."""
         return bool(self._cancels)
 
-    def is_active(self, job_id: str) -> bool:
-        return job_id in self._cancels
-
     def load(self, request: api.LoadRequest) -> str:
         return self._start("load", request)
 

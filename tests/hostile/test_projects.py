@@ -19,8 +19,8 @@ from hostile_projects import (LINE, MALFORMED, TAKE_IDS, UNREADABLE_TAKES, make_
                               valid_document, write_project)
 
 from s2studio.errors import UserError
-from s2studio.state.project import GenerationSettings, LineTakes, Project, Take, load_project, save_project
-from s2studio.state.project_files import read_project
+from s2studio.state.project import GenerationSettings, LineTakes, Project, Take
+from s2studio.state.project_files import load_project, read_project, save_project
 from s2studio.state.schema import SchemaError
 
 

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from s2studio.errors import UserError
-from s2studio.state.project import GenerationSettings, Project, Take, load_project, save_project
+from s2studio.state.project import GenerationSettings, Project, Take
+from s2studio.state.project_files import load_project, save_project
 
 
 def _take(take_id: str, line_id: str, n: int, seed: int) -> Take:

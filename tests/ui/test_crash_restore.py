@@ -19,7 +19,8 @@ from PySide6.QtWidgets import QMessageBox
 
 from s2studio import app
 from s2studio.engine.fake import FakeEngine
-from s2studio.state.project import GenerationSettings, Project, save_project
+from s2studio.state.project import GenerationSettings, Project
+from s2studio.state.project_files import save_project
 from s2studio.state.voices import VoiceLibrary
 from ui_helpers import on_modal, write_wav
 

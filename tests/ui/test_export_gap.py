@@ -12,7 +12,7 @@ from PySide6.QtCore import Qt
 
 from s2studio.engine.api import SAMPLE_RATE
 from s2studio.engine.fake import FakeEngine
-from s2studio.state.project import load_project
+from s2studio.state.project_files import load_project
 from s2studio.ui.dialogs.export_dialog import ExportDialog
 from ui_helpers import cast_two_voices, close_studio, on_modal, open_studio
 

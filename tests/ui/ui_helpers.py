@@ -14,9 +14,10 @@ from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QTimer, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication, QWidget
 
-from s2studio.engine.fake import SAMPLES_PER_FRAME, FakeEngine
+from s2studio.engine.api import FRAME_SAMPLES
+from s2studio.engine.fake import FakeEngine
 
-CHUNK = SAMPLES_PER_FRAME
+CHUNK = FRAME_SAMPLES
 
 
 def fake_engine(frames: int = 12, latency_s: float = 0.02) -> FakeEngine:

@@ -15,6 +15,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 
 from s2studio.engine import api
+from s2studio.engine.plan import load_request
 from s2studio.state.project import GenerationSettings
 from s2studio.worker import EngineHost
 
@@ -70,8 +71,7 @@ class ModelController(QObject):
             self.host.cancel(self.job_id)
         self.attempt = LoadConfig(Path(folder), settings)
         self.job_id = self.host.new_job_id("load")
-        self.host.load(api.LoadRequest(self.job_id, Path(folder), settings.device, settings.precision,
-                                       fast=settings.speed == "fast", quantize=settings.quantize))
+        self.host.load(load_request(self.job_id, Path(folder), settings))
         self.busy_changed.emit(True)
 
     def cancel(self) -> None:

@@ -24,9 +24,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from s2studio.engine.api import SAMPLE_RATE
+from s2studio.audio import FRAME_SAMPLES, SAMPLE_RATE
 
-FRAMES_PER_S = SAMPLE_RATE / 2048
+FRAMES_PER_S = SAMPLE_RATE / FRAME_SAMPLES
 MIN_LEAD_S = 0.5
 """Audio in hand before playing even when the render outruns playback: absorbs a slow frame."""
 MAX_LEAD_S = 60.0

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 from PySide6.QtCore import QObject, Signal
 
-from s2studio.engine import api
+from s2studio.engine import api, plan
 from s2studio.engine.plan import compile_request
 from s2studio.errors import UserError
 from s2studio.state.project import GenerationSettings, Project, Take
@@ -42,12 +42,11 @@ CONTEXT_LINES = 6
 
 
 def sampling_params(settings: GenerationSettings) -> api.SamplingParams:
-    """The engine's sampler settings for the studio's (UserError for values the sampler refuses)."""
+    """The engine's sampler settings for the studio's (`engine.plan.sampling_params`, the one mapping), with the
+    studio's hint where the sampler refuses a value."""
     try:
-        return api.SamplingParams(temperature=settings.temperature, top_p=settings.top_p, top_k=settings.top_k,
-                                  max_new_tokens=settings.max_frames,
-                                  seed=settings.seed if settings.seed_mode == "fixed" else None)
-    except ValueError as exc:
+        return plan.sampling_params(settings)
+    except UserError as exc:
         raise UserError(f"The generation settings are out of range ({exc}); change them in Settings.") from None
 
 
@@ -113,7 +112,7 @@ def asked_of(inputs: RenderInputs) -> dict[str, Asked]:
             for ln in inputs.lines}
 
 
-class _EncodeBridge(QObject):
+class EncodeBridge(QObject):
     """Lets the background step ask the engine thread to encode one clip and wait for its codes: the ask
     crosses to the GUI thread (a queued signal), which starts the engine job; the answer comes back
     through a queue the background step waits on."""
@@ -182,7 +181,7 @@ class RenderFlow(QObject):
         super().__init__(parent)
         self.host, self.library, self.document, self.session = host, library, document, session
         self.codec_fingerprint = ""
-        self._bridge = _EncodeBridge(host, self)
+        self._bridge = EncodeBridge(host, self)
         self._task = Background("render-request", self)
         self._task.done.connect(self._built)
         self._asked: dict[str, Asked] = {}

@@ -18,10 +18,10 @@ from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout,
                                QWidget)
 
-from s2studio.engine.api import SAMPLE_RATE
+from s2studio.audio import FRAME_SAMPLES, SAMPLE_RATE
 from s2studio.state.project import GenerationSettings
 
-FRAMES_PER_S = SAMPLE_RATE / 2048
+FRAMES_PER_S = SAMPLE_RATE / FRAME_SAMPLES
 """Codec frames per second of audio: what converts the length limit between seconds and frames."""
 
 

@@ -1,4 +1,4 @@
-"""Weight-only int4 with a scale and an offset per group of input columns ("int4 groupwise").
+"""Weight-only int4 as a plain layer type: a scale and an offset per group of input columns ("int4 groupwise").
 
 Half of int8's memory: S2 Pro's linear layers shrink from 4.05 GB (int8) to ~2.1 GB, so the whole model fits in
 about 3 GB plus the KV cache. Each group of `group` consecutive weights in a row gets its own range: q in 0..15,

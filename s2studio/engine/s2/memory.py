@@ -13,7 +13,7 @@ is free right now, before it loads anything. The prediction counts:
 - working buffers: activations of a prefill, the RoPE table, the sampler's vocabulary-sized vectors, and the
   allocator's slack — a fixed allowance plus a share of the weights.
 
-Torch is imported only to ask a GPU for its free memory.
+It runs before any weight is read; the int4 group size comes from the layer type that uses it (`weights/int4.py`).
 """
 
 from __future__ import annotations
@@ -22,6 +22,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
+from s2studio.engine.api import QUANTIZE_MODES
+from s2studio.engine.weights.int4 import GROUP as INT4_GROUP
 from s2studio.errors import UserError
 from s2studio.model.config import DualARConfig, TransformerConfig, find_multiple
 
@@ -30,7 +34,6 @@ DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 CODEC_BYTES_DEFAULT = int(0.75 * GB)
 """S2's codec in float32 when its file is not there to measure (about 187 M parameters)."""
 BUFFER_BYTES = int(0.5 * GB)
-INT4_GROUP = 128
 BUFFER_SHARE = 0.05
 """Working memory: a fixed allowance plus this share of the weights (allocator slack, prefill activations)."""
 
@@ -111,11 +114,11 @@ def footprint(config: DualARConfig, *, precision: str, quantize: str = "none", c
     """Predicted bytes to load and run `config` at `precision` ("fp32" | "bf16" | "fp16") with `quantize`
     ("none" | "int8" | "int4") and a KV cache of `context` positions (None: the model's whole context, as the exact
     path allocates). `bf16_linears`: the linear weights stay in bfloat16 whatever the precision (the CPU fast
-    path, `bf16_linear.py`; S2's checkpoint is bfloat16, so the load never widens them either)."""
+    path, `weights/bf16.py`; S2's checkpoint is bfloat16, so the load never widens them either)."""
     if precision not in DTYPE_BYTES:
         raise UserError(f"unknown precision {precision!r}; choose one of {', '.join(DTYPE_BYTES)}")
-    if quantize not in ("none", "int8", "int4"):
-        raise UserError(f"unknown quantization {quantize!r}; choose none, int8 or int4")
+    if quantize not in QUANTIZE_MODES:
+        raise UserError(f"unknown quantization {quantize!r}; choose {', '.join(QUANTIZE_MODES)}")
     size = DTYPE_BYTES[precision]
     counts = param_counts(config)
     if quantize == "int8":
@@ -142,8 +145,6 @@ def codec_bytes_of(model_dir: Path) -> int:
 def free_memory(device: str) -> int | None:
     """Bytes free for a new model on `device` ("cpu", "cuda", "cuda:N", "mps"); None when it cannot be told."""
     if device.startswith("cuda"):
-        import torch
-
         if not torch.cuda.is_available():
             return None
         free, _total = torch.cuda.mem_get_info(torch.device(device))

@@ -9,7 +9,7 @@
 // multiplied by the float32 activation, so the result is the float32 product of the stored weights (only the
 // order of the additions differs from a float32 GEMM).
 //
-// Built by s2studio/engine/cpu_gemv.py with the vector width torch itself chose for this CPU (-mavx512* or
+// Built by s2studio/engine/weights/cpu_gemv.py with the vector width torch itself chose for this CPU (-mavx512* or
 // -mavx2); the generic code below is the same for every width, including the scalar one.
 
 #include <ATen/Parallel.h>

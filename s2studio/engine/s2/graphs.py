@@ -18,22 +18,32 @@ fast path's) wherever CUDA is present.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
 
-from s2studio.engine.sampling import RAS_WINDOW
-
-if TYPE_CHECKING:
-    from s2studio.engine.fast import FastSampler
+from s2studio.engine.s2.sampling import RAS_WINDOW
 
 WARMUP_RUNS = 2
 """Eager runs on a side stream before capture, as torch's CUDA-graph notes ask (lazy init, allocator)."""
 
 
+class TailSampler(Protocol):
+    """What the graph needs of `fast.FastSampler` (named here so that this module does not import fast.py, which
+    imports it): its decoder, generator and repetition window, and the two graph-safe halves of a frame."""
+
+    decoder: Any
+    generator: torch.Generator
+    window: Tensor
+
+    def main_token(self, logits: Tensor, check: bool | Tensor) -> Tensor: ...
+
+    def codes(self, main: Tensor, hidden: Tensor) -> Tensor: ...
+
+
 class FrameTailGraph:
-    def __init__(self, sampler: FastSampler) -> None:
+    def __init__(self, sampler: TailSampler) -> None:
         d = sampler.decoder
         if d.device.type != "cuda":
             raise ValueError("CUDA graphs need the model on a CUDA device")

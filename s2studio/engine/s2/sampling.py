@@ -21,11 +21,18 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
-TOP_K = 30
 RAS_WINDOW = 10
 """Frames of main tokens the repetition check looks back over."""
 RAS_TEMPERATURE = 1.0
 RAS_TOP_P = 0.9
+
+
+def request_constants(temperature: float, top_p: float, device: torch.device | str,
+                      dtype: torch.dtype) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """(temperature, top-p, the repetition fallback's temperature and top-p) as 0-d tensors in the model dtype, made
+    once per request as upstream makes them (so bf16 rounds 0.8 to 0.80078125); both samplers hold these."""
+    return tuple(torch.tensor(v, device=device, dtype=dtype)  # type: ignore[return-value]
+                 for v in (temperature, top_p, RAS_TEMPERATURE, RAS_TOP_P))
 
 
 def logits_to_probs(logits: Tensor, temperature: Tensor, top_p: Tensor, top_k: int) -> Tensor:
@@ -68,13 +75,13 @@ class FrameSampler:
     """Turns one slow step's logits and hidden state into a frame (1 + codebooks, 1), int32.
 
     Holds the request's constants, made once as upstream makes them: the -inf/0 bias that allows
-    only semantic tokens and `<|im_end|>`, temperature/top-p as model-dtype 0-d tensors, and the
-    RAS fallback constants in the same dtype.
+    only semantic tokens and `<|im_end|>` (not `<|im_end|>` with `ignore_eos`), and `request_constants`.
     """
 
     def __init__(self, *, vocab_size: int, codebook_size: int, num_codebooks: int, semantic_begin_id: int,
                  semantic_end_id: int, im_end_id: int, temperature: float, top_p: float, top_k: int,
-                 generator: torch.Generator, device: torch.device | str, dtype: torch.dtype) -> None:
+                 generator: torch.Generator, device: torch.device | str, dtype: torch.dtype,
+                 ignore_eos: bool = False) -> None:
         self.codebook_size = codebook_size
         self.num_codebooks = num_codebooks
         self.semantic_begin_id = semantic_begin_id
@@ -82,13 +89,12 @@ class FrameSampler:
         self.im_end_id = im_end_id
         self.top_k = top_k
         self.generator = generator
-        self.temperature = torch.tensor(temperature, device=device, dtype=dtype)
-        self.top_p = torch.tensor(top_p, device=device, dtype=dtype)
-        self.ras_temperature = torch.tensor(RAS_TEMPERATURE, device=device, dtype=dtype)
-        self.ras_top_p = torch.tensor(RAS_TOP_P, device=device, dtype=dtype)
+        self.temperature, self.top_p, self.ras_temperature, self.ras_top_p = request_constants(
+            temperature, top_p, device, dtype)
         bias = torch.full((1, 1, vocab_size), float("-inf"), device=device, dtype=dtype)
         bias[0, 0, semantic_begin_id:semantic_end_id + 1] = 0.0
-        bias[0, 0, im_end_id] = 0.0
+        if not ignore_eos:
+            bias[0, 0, im_end_id] = 0.0
         self.bias = bias
 
     def frame(self, model: FastModel, logits: Tensor, hidden: Tensor, previous: Tensor | None) -> Tensor:

@@ -2,10 +2,10 @@
 
 S2's checkpoint stores every weight in bfloat16, so loading it in float32 widens each weight without changing
 its value, and then a decode step reads twice the bytes it needs: on the CPU, the time of a step is those
-bytes over the memory bandwidth. `keep_bf16_weights` stores back in bfloat16 every linear weight that holds
-exactly a bfloat16 value (all of S2's), and `Bf16Linear` multiplies them in float32 through the CPU kernels
-(`cpu_gemv.py`): the same float32 products of the same weights, at half the bytes. Only the order of the
-additions differs from torch's GEMM, as it does on the rest of the fast path.
+bytes over the memory bandwidth. Narrowing to "bf16" (`narrow.py`) keeps in bfloat16 every linear weight that
+holds exactly a bfloat16 value (all of S2's, see `worth_bf16`), and `Bf16Linear` multiplies them in float32
+through the CPU kernels (`cpu_gemv.py`): the same float32 products of the same weights, at half the bytes. Only
+the order of the additions differs from torch's GEMM, as it does on the rest of the fast path.
 
 The weight is held as int16 bits so that `model.to(dtype)` leaves it alone.
 """
@@ -16,8 +16,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from s2studio.engine import cpu_gemv
-
+from s2studio.engine.weights import cpu_gemv
 
 SMALL = 1 << 18
 """Weights below which a layer stays float32: its float32 matrix (<= 1 MiB) stays in the core's cache between
@@ -55,28 +54,3 @@ def worth_bf16(weight: Tensor) -> bool:
     if weight.numel() < SMALL:
         return False
     return weight.dtype == torch.bfloat16 or bool(torch.equal(weight.to(torch.bfloat16).to(weight.dtype), weight))
-
-
-def keep_bf16_weights(model: nn.Module) -> int:
-    """Replace, in place, the linear layers int8 would quantize by `Bf16Linear` where that is lossless.
-
-    Returns how many were replaced. A small layer, or one with a value bfloat16 cannot hold (a float32
-    checkpoint that is not S2's), stays as it is.
-    """
-    from s2studio.engine.quantize import quantized_linears
-
-    replaced = 0
-    for parent, name in quantized_linears(model):
-        linear = getattr(parent, name)
-        if isinstance(linear, nn.Linear) and worth_bf16(linear.weight):
-            setattr(parent, name, Bf16Linear(linear.weight, linear.bias))
-            replaced += 1
-    model.bf16_weights = replaced > 0
-    return replaced
-
-
-def cpu_fast_path_keeps_bf16(device: torch.device | str, quantize: str) -> bool:
-    """Whether a fast-path load on `device` keeps the bf16 linear weights (`load_dual_ar(keep_bf16_linears=)`):
-    on the CPU, without int8/int4 (which have narrow weights of their own), when the CPU kernels built (building
-    them now if needed: a few seconds, once). Elsewhere torch's own bf16 GEMM is fast."""
-    return torch.device(device).type == "cpu" and quantize == "none" and cpu_gemv.available()

@@ -6,7 +6,11 @@ names, in sorted file-name order), else `model.safetensors`, else `model.pth` (a
 names it, never a silently random weight.
 
 The model is built on the meta device and the checkpoint's tensors are assigned into it, so there is never a
-second full copy of the weights; the cast to the run dtype then happens one tensor at a time.
+second full copy of the weights; its linear layers are narrowed (`narrow.py`) on the CPU, and only then is it
+cast to the run dtype and moved, one tensor at a time (gpt-fast's order: convert for the runtime, assign, `.to`).
+
+A sharded checkpoint's index names its shard files; those names are data from the folder, so each must stay
+inside the folder (no absolute path, no `..`, no symlink out of it) before any file is opened.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import pickle
+import re
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +26,7 @@ import torch
 from safetensors.torch import load_file
 from torch import Tensor
 
-from s2studio.engine.device import resolve_device, resolve_dtype
+from s2studio.engine.weights.narrow import Narrow, narrow_linears
 from s2studio.errors import UserError
 from s2studio.model.config import DualARConfig, load_config
 from s2studio.model.dual_ar import DualAR
@@ -37,28 +42,26 @@ def load_dual_ar(
     model_dir: Path,
     *,
     device: str | torch.device = "cpu",
-    dtype: str | torch.dtype = torch.float32,
+    dtype: torch.dtype = torch.float32,
     semantic_range: tuple[int, int] | None,
     im_end_id: int | None,
     max_seq_len: int | None = None,
-    keep_bf16_linears: bool = False,
+    narrow: Narrow = "none",
 ) -> DualAR:
     """The model of `model_dir` on `device` in `dtype`, in eval mode with gradients off.
 
     `semantic_range` (first, last semantic token id, inclusive) and `im_end_id` come from the tokenizer and
     override the config's values, as upstream does (spec §2.3); None keeps the config's. `max_seq_len`
-    overrides the config's (RoPE table and largest KV cache). `device`/`dtype` may be the strings the CLI takes
-    ("auto", "cpu", "cuda", ... / "auto", "fp32", "bf16"). Every problem with the folder is a UserError.
+    overrides the config's (RoPE table and largest KV cache). Every problem with the folder is a UserError.
 
-    `keep_bf16_linears` (the CPU fast path): linear layers whose stored weights are bfloat16 values become
-    `Bf16Linear`s before anything is cast, so a float32 model never holds a float32 copy of them.
+    `narrow` replaces the linear layers before anything is cast (`narrow.narrow_linears`): "int8"/"int4" weights,
+    or "bf16" (the CPU fast path) so that a float32 model never holds a float32 copy of them; `narrow.narrowing_of`
+    tells afterwards what was replaced.
     """
     model_dir = Path(model_dir)
     if not model_dir.is_dir():
         raise UserError(f"model folder {model_dir} does not exist or is not a folder")
     config = _with_overrides(load_config(model_dir), model_dir, semantic_range, im_end_id, max_seq_len)
-    run_device = resolve_device(device) if isinstance(device, str) else torch.device(device)
-    run_dtype = resolve_dtype(dtype, run_device) if isinstance(dtype, str) else dtype
 
     weights, source = read_weights(model_dir)
     with torch.device("meta"):
@@ -66,12 +69,9 @@ def load_dual_ar(
     check_weights(model, weights, source)
     model.load_state_dict(weights, strict=True, assign=True)
     del weights  # the model now holds the only reference, so `.to` frees each source tensor as it casts
-    if keep_bf16_linears:
-        from s2studio.engine.bf16_linear import keep_bf16_weights
-
-        keep_bf16_weights(model)
+    narrow_linears(model, narrow)
     # Buffers (RoPE tables) were built in bfloat16 on the CPU; they are cast with the weights (spec §1.6).
-    model.to(device=run_device, dtype=run_dtype)
+    model.to(device=torch.device(device), dtype=dtype)
     model.requires_grad_(False)
     model.eval()
     left = [name for name, t in [*model.named_parameters(), *model.named_buffers()] if t.is_meta]
@@ -125,11 +125,34 @@ def _shards(index: Path) -> list[Path]:
     weight_map = data.get("weight_map") if isinstance(data, dict) else None
     if not isinstance(weight_map, dict) or not weight_map or not all(isinstance(v, str) for v in weight_map.values()):
         raise UserError(f"{index} has no usable 'weight_map' (tensor name -> shard file)")
-    shards = [index.parent / name for name in sorted(set(weight_map.values()))]
+    tensor_of = {name: tensor for tensor, name in sorted(weight_map.items(), reverse=True)}
+    shards = [_confined(index, name, tensor_of[name]) for name in sorted(tensor_of)]
     missing = [p.name for p in shards if not p.is_file()]
     if missing:
         raise UserError(f"{index.name} names shard file(s) that are missing from {index.parent}: {', '.join(missing)}")
     return shards
+
+
+def _confined(index: Path, name: str, tensor: str) -> Path:
+    """The shard file `name` of the index, refused unless it lies inside the model folder.
+
+    A relative path without `..` whose real location (symlinks followed) is inside the folder. One exception
+    keeps Hugging Face's cache usable: a snapshot folder (`models--org--name/snapshots/REV/`) holds symlinks into
+    its repository's `blobs/`, and those may be followed there."""
+    folder = index.parent.resolve()
+    where = f"{index.name}: the shard entry {_shown(name)} (for {_shown(tensor)})"
+    parts = Path(name).parts
+    if not name or Path(name).is_absolute() or name.startswith(("/", "\\")) or ".." in parts \
+            or any(c in name for c in "\\\0:") or any(ord(c) < 32 for c in name):
+        raise UserError(f"{where} is not a file name inside the model folder; the index is damaged or hostile, "
+                        "re-download the model")
+    path = folder / name
+    real = path.resolve()
+    blobs = folder.parent.parent / "blobs" if folder.parent.name == "snapshots" else None
+    if not (real.is_relative_to(folder) or (blobs is not None and real.is_relative_to(blobs))):
+        raise UserError(f"{where} leads outside the model folder (a symlink); the index is damaged or hostile, "
+                        "re-download the model")
+    return path
 
 
 def _read_safetensors(path: Path) -> dict[str, Tensor]:
@@ -144,7 +167,10 @@ def _read_pth(path: Path) -> dict[str, Tensor]:
     try:
         data = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
     except pickle.UnpicklingError as exc:
-        raise UserError(f"refusing to load {path}: it holds more than tensors ({_first_line(exc)})") from None
+        found = re.search(r"GLOBAL ([\w.]+)", str(exc))
+        what = f" (a {found.group(1)})" if found else ""
+        raise UserError(f"refusing to load {path}: it holds more than tensors{what}, and reading that could run "
+                        "code; save only the state_dict's tensors, or use model.safetensors") from None
     except Exception as exc:  # torch raises RuntimeError/EOFError/... for truncated or foreign files
         raise UserError(f"cannot read {path}: not a complete torch checkpoint ({_first_line(exc)})") from None
     if isinstance(data, dict) and "state_dict" in data:
@@ -215,11 +241,22 @@ def check_weights(model: torch.nn.Module, weights: dict[str, Any], source: str) 
         raise UserError(f"{source}: {len(not_float)} tensor(s) are not floating point ({_names(not_float)})")
 
 
+def _shown(text: str, limit: int = 80) -> str:
+    """A name read from a file, quoted, shortened and with its control characters escaped (repr)."""
+    return repr(text if len(text) <= limit else text[:limit - 3] + "...")
+
+
 def _names(keys: list[str]) -> str:
     shown = ", ".join(keys[:SHOWN_KEYS])
     return shown + (f" and {len(keys) - SHOWN_KEYS} more" if len(keys) > SHOWN_KEYS else "")
 
 
+UNSAFE_ADVICE = re.compile(r"weights_only|allow_pickle|pickle\.load|trust", re.IGNORECASE)
+
+
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+    """The first line of a library's message, without control characters, and never its advice to load a file
+    unsafely (torch and numpy suggest `weights_only=False` / `allow_pickle=True`)."""
+    lines = str(exc).strip().splitlines()
+    text = "".join(c for c in lines[0] if c.isprintable()) if lines else ""
+    return type(exc).__name__ if not text or UNSAFE_ADVICE.search(text) else text

@@ -1,6 +1,7 @@
-"""`S2Engine`: the real engine behind the studio and `s2studio synth --script` (design.md §3, §6).
+"""`S2Engine`: the real engine behind the studio, `s2studio synth --script` and `serve` (design.md §3, §6).
 
-It owns the DualAR model, the tokenizer and the codec, and turns requests into the events of
+It loads through `setup.load_runtime`'s recipe (as `synth --text` does), owns the `Runtime` it returns (model,
+tokenizer, codec, the decoder chosen at load) and turns requests into the events of
 `engine/api.py`. Audio streams: every generated frame goes straight into an `IncrementalDecoder`, so a
 line's first `AudioChunk` leaves after its first kept frame (two generated frames: the generation
 loop only hands out a frame once it knows it is not the dropped last one), not at the end of a batch.
@@ -29,37 +30,34 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from s2studio.codec.config import CodecConfig
+from s2studio.codec.resample import encode_file
+from s2studio.codec.streaming import IncrementalDecoder
 from s2studio.engine.api import (
     AudioChunk, ClipEncoded, EncodeRequest, Event, JobFailed, JobFinished, JobStarted, LineFinished, LineSpec,
     LineStarted, LoadRequest, ModelInfo, ModelLoading, ModelReady, Progress, SynthesisRequest,
 )
 from s2studio.engine.plan import line_fingerprint
+from s2studio.engine.s2.generate import (
+    PROMPT_RESERVE, BatchEvent, BatchFinished, BatchStarted, FrameReady, generate_batches, make_generator,
+    plan_batches,
+)
+from s2studio.engine.s2.setup import Runtime, load_steps
 from s2studio.errors import UserError
+from s2studio.state.codes import check_codes
+from s2studio.text.prompt import Exchange, Reference, build_prompt, split_turns
 
 log = logging.getLogger(__name__)
 
 SPEAKER_TAG = re.compile(r"<\|speaker:\d+\|>")
 TAG = re.compile(r"\[[^\]]*\]")
-FAST_CONTEXT = 8192
-"""Positions of the fast path's KV cache: S2 Pro's 32768 would cost 9.7 GB in float32 (1.2 GB at 8192 in bf16)."""
 FRAMES_PER_CHAR = 1.1
 """Rough speech rate for the progress estimate: ~21.5 frames/s over ~18 characters/s."""
-
-
-@dataclass
-class _Loaded:
-    model: torch.nn.Module
-    tokenizer: object
-    codec: torch.nn.Module
-    info: ModelInfo
-    decoder: object | None = None
-    """The fast path's `FastDecoder` (LoadRequest.fast): its KV cache keeps the last prompt's prefix."""
 
 
 def _guard(job_id: str, events: Iterator[Event]) -> Iterator[Event]:
@@ -97,7 +95,7 @@ class S2Engine:
             raise ValueError("chunk_frames must be at least 1")
         self.chunk_frames = chunk_frames
         self.context_lines = context_lines
-        self._loaded: _Loaded | None = None
+        self._loaded: Runtime | None = None
 
     @property
     def info(self) -> ModelInfo | None:
@@ -109,64 +107,25 @@ class S2Engine:
         return _guard(request.job_id, self._load(request, cancel))
 
     def _load(self, request: LoadRequest, cancel: threading.Event) -> Iterator[Event]:
-        from s2studio.codec.loading import codec_fingerprint, load_codec
-        from s2studio.engine import cpu_gemv
-        from s2studio.engine.bf16_linear import cpu_fast_path_keeps_bf16
-        from s2studio.engine.device import PRECISIONS, resolve_device, resolve_dtype, set_threads
-        from s2studio.engine.generate import ensure_caches
-        from s2studio.engine.memory import check_fits, codec_bytes_of
-        from s2studio.engine.quantize import load_quantized
-        from s2studio.model.config import load_config
-        from s2studio.text.tokenizer import S2Tokenizer
-
-        job, folder = request.job_id, Path(request.model_dir)
-        yield ModelLoading(job, 0.0, "reading the tokenizer")
-        device = resolve_device(request.device)
-        dtype = resolve_dtype(request.precision, device)
-        set_threads(request.threads)
+        job = request.job_id
         self.unload()  # never hold two models at once
-        if not (folder / "tokenizer.json").is_file():
-            raise UserError(f"{folder} is not an S2 model folder: tokenizer.json is missing")
-        tokenizer = S2Tokenizer.from_file(folder / "tokenizer.json")
-        if cancel.is_set():
-            yield JobFinished(job, cancelled=True)
-            return
-        precision = next(name for name, value in PRECISIONS.items() if value == dtype)
-        fast = request.fast if request.fast is not None else not (device.type == "cpu" and dtype == torch.float32)
-        if device.type == "cpu" and (fast or request.quantize != "none"):
-            yield ModelLoading(job, 0.05, "preparing the CPU kernels (built once, a few seconds)")
-            cpu_gemv.available()
-        keep_bf16 = fast and cpu_fast_path_keeps_bf16(device, request.quantize)
-        yield ModelLoading(job, 0.1, "loading the language model")
-        # refuse before reading gigabytes that cannot fit, naming a setting that does
-        check_fits(load_config(folder), str(device), precision=precision, quantize=request.quantize,
-                   context=FAST_CONTEXT if fast else None, codec_bytes=codec_bytes_of(folder),
-                   bf16_linears=keep_bf16)
-        model = load_quantized(folder, device=device, dtype=dtype, mode=request.quantize,
-                               semantic_range=(tokenizer.semantic_begin_id, tokenizer.semantic_end_id),
-                               im_end_id=tokenizer.im_end_id, keep_bf16_linears=keep_bf16)
-        if cancel.is_set():
-            yield JobFinished(job, cancelled=True)
-            return
-        yield ModelLoading(job, 0.7, "loading the codec")
-        codec = load_codec(folder, device=device)  # the codec always runs in float32 (spec s2-codec.md §7.4)
-        yield ModelLoading(job, 0.9, "allocating the caches")
-        decoder = None
-        if fast:
-            from s2studio.engine.fast import FastDecoder
-
-            decoder = FastDecoder(model, tokenizer.im_end_id, length=FAST_CONTEXT)
-        else:
-            ensure_caches(model)
-        info = ModelInfo(name=folder.name, device=str(device), precision=str(dtype).removeprefix("torch.")
-                         + ("" if request.quantize == "none" else f"+{request.quantize}")
-                         + (", bf16 weights" if keep_bf16 and dtype != torch.bfloat16 else ""),
-                         sample_rate=codec.sample_rate, codec_fingerprint=codec_fingerprint(codec),
-                         max_context=int(model.config.slow.max_seq_len))
-        self._loaded = _Loaded(model, tokenizer, codec, info, decoder)
-        log.info("model ready: %s", info)
+        steps = load_steps(Path(request.model_dir), device=request.device, precision=request.precision,
+                           quantize=request.quantize, speed=request.speed, threads=request.threads)
+        while True:
+            try:
+                step = next(steps)
+            except StopIteration as done:
+                runtime: Runtime = done.value
+                break
+            if cancel.is_set():
+                steps.close()
+                yield JobFinished(job, cancelled=True)
+                return
+            yield ModelLoading(job, step.progress, step.message)
+        self._loaded = runtime
+        log.info("model ready: %s", runtime.info)
         yield ModelLoading(job, 1.0, "ready")
-        yield ModelReady(job, info)
+        yield ModelReady(job, runtime.info)
         yield JobFinished(job)
 
     def unload(self) -> None:
@@ -177,7 +136,7 @@ class S2Engine:
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
 
-    def _require(self) -> _Loaded:
+    def _require(self) -> Runtime:
         if self._loaded is None:
             raise UserError("no model is loaded; choose a model folder first")
         return self._loaded
@@ -188,9 +147,8 @@ class S2Engine:
         return _guard(request.job_id, self._encode(request, cancel))
 
     def _encode(self, request: EncodeRequest, cancel: threading.Event) -> Iterator[Event]:
-        from s2studio.codec.resample import encode_file
-
         loaded = self._require()
+        assert loaded.codec is not None  # the engine always loads its codec
         yield JobStarted(request.job_id, tuple(c.clip_id for c in request.clips))
         for clip in request.clips:
             if cancel.is_set():
@@ -206,15 +164,22 @@ class S2Engine:
         return _guard(request.job_id, self._generate(request, cancel))
 
     def _generate(self, request: SynthesisRequest, cancel: threading.Event) -> Iterator[Event]:
-        from s2studio.text.prompt import Reference
-
         loaded = self._require()
+        assert loaded.codec is not None
         if not request.lines:
             raise UserError("nothing to synthesize: the request has no lines")
         if len({ln.line_id for ln in request.lines}) != len(request.lines):
             raise UserError("line ids in a request must be unique")
         if request.batching not in ("line", "upstream"):
             raise UserError(f"unknown batching {request.batching!r}; use 'line' or 'upstream'")
+        for i, r in enumerate(request.references):
+            check_reference_codes(r.codes, f"reference {i + 1} ({_snippet(r.transcript)})", loaded.codec.config)
+        c = loaded.model.config
+        for i, t in enumerate(request.context):
+            try:
+                check_codes(t.codes, f"context line {i + 1} ({_snippet(t.text)})", c.num_codebooks, c.codebook_size)
+            except UserError as exc:
+                raise UserError(f"{exc}; render that line again") from None
         references = [Reference(r.transcript if SPEAKER_TAG.search(r.transcript)
                                 else speaker_text(r.speaker, r.transcript), r.codes)
                       for r in request.references]
@@ -224,31 +189,19 @@ class S2Engine:
         else:
             yield from self._generate_lines(loaded, request, references, base_seed, cancel)
 
-    def _settings(self, request: SynthesisRequest):
-        from s2studio.engine.generate import GenerationSettings
-
-        s = request.sampling
-        return GenerationSettings(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k,
-                                  max_new_tokens=s.max_new_tokens)
-
-    def _generate_lines(self, loaded: _Loaded, request: SynthesisRequest, references: list,
+    def _generate_lines(self, loaded: Runtime, request: SynthesisRequest, references: list[Reference],
                         base_seed: int, cancel: threading.Event) -> Iterator[Event]:
-        from s2studio.engine.generate import generate_batches, make_generator
-        from s2studio.text.prompt import Exchange
-
         job = request.job_id
         history = [Exchange(speaker_text(t.speaker, t.text), np.asarray(t.codes, dtype=np.int64))
                    for t in request.context]
         yield JobStarted(job, tuple(ln.line_id for ln in request.lines))
-        device = next(loaded.model.parameters()).device
         for index, line in enumerate(request.lines):
             seed = base_seed + index
             text = speaker_text(line.speaker, line.text)
             kept = self._fitting_context(loaded, references, history, text)
-            batches = generate_batches(loaded.model, loaded.tokenizer, [text], references=references,
-                                       settings=self._settings(request), generator=make_generator(seed, device),
-                                       context=lambda _history, _text, kept=kept: kept, cancel=cancel,
-                                       decoder=loaded.decoder)
+            batches = generate_batches(loaded.decoder, loaded.tokenizer, [text], references=references,
+                                       sampling=request.sampling, generator=make_generator(seed, loaded.device),
+                                       context=lambda _history, _text, kept=kept: kept, cancel=cancel)
             finished = yield from self._stream(loaded, request, line, seed, batches)
             if finished is None:
                 yield JobFinished(job, cancelled=True)
@@ -256,15 +209,13 @@ class S2Engine:
             history.append(Exchange(text, finished))
         yield JobFinished(job)
 
-    def _fitting_context(self, loaded: _Loaded, references: list, history: Sequence, text: str) -> list:
-        """The newest earlier exchanges (at most `context_lines`) whose prompt still leaves room to speak."""
-        from s2studio.engine.generate import PROMPT_RESERVE
-        from s2studio.text.prompt import build_prompt
-
-        limit = int(loaded.model.config.slow.max_seq_len) - PROMPT_RESERVE
-        if loaded.decoder is not None:  # the fast path's cache may be shorter; keep room for a line there too
-            limit = min(limit, loaded.decoder.length - PROMPT_RESERVE // 4)
-        kept: list = []
+    def _fitting_context(self, loaded: Runtime, references: list[Reference], history: Sequence[Exchange],
+                         text: str) -> list[Exchange]:
+        """The newest earlier exchanges (at most `context_lines`) whose prompt still leaves room to speak, in the
+        model's context and in the decoder's cache (the fast path's may be shorter)."""
+        limit = min(int(loaded.model.config.slow.max_seq_len) - PROMPT_RESERVE,
+                    loaded.decoder.length - PROMPT_RESERVE // 4)
+        kept: list[Exchange] = []
         for exchange in reversed(history[-self.context_lines:] if self.context_lines else []):
             candidate = [exchange, *kept]
             length = build_prompt(loaded.tokenizer, references, candidate, text,
@@ -274,11 +225,8 @@ class S2Engine:
             kept = candidate
         return kept
 
-    def _generate_upstream(self, loaded: _Loaded, request: SynthesisRequest, references: list,
+    def _generate_upstream(self, loaded: Runtime, request: SynthesisRequest, references: list[Reference],
                            base_seed: int, cancel: threading.Event) -> Iterator[Event]:
-        from s2studio.engine.generate import generate_batches, make_generator, plan_batches
-        from s2studio.text.prompt import split_turns
-
         job = request.job_id
         texts = [speaker_text(ln.speaker, ln.text) for ln in request.lines]
         batches = plan_batches("\n".join(texts), "upstream", request.chunk_length, upstream_exact=True)
@@ -290,10 +238,9 @@ class S2Engine:
             owners.append(turn_owner[consumed])
             consumed += len(split_turns(batch))
         yield JobStarted(job, tuple(ln.line_id for ln in owners))
-        device = next(loaded.model.parameters()).device
-        events = generate_batches(loaded.model, loaded.tokenizer, batches, references=references,
-                                  settings=self._settings(request), generator=make_generator(base_seed, device),
-                                  cancel=cancel, decoder=loaded.decoder)
+        events = generate_batches(loaded.decoder, loaded.tokenizer, batches, references=references,
+                                  sampling=request.sampling, generator=make_generator(base_seed, loaded.device),
+                                  cancel=cancel)
         for owner in owners:
             finished = yield from self._stream(loaded, request, owner, base_seed, events)
             if finished is None:
@@ -301,12 +248,10 @@ class S2Engine:
                 return
         yield JobFinished(job)
 
-    def _stream(self, loaded: _Loaded, request: SynthesisRequest, line: LineSpec, seed: int,
-                batch_events: Iterator) -> Iterator[Event]:
+    def _stream(self, loaded: Runtime, request: SynthesisRequest, line: LineSpec, seed: int,
+                batch_events: Iterator[BatchEvent]) -> Iterator[Event]:
         """Relay one batch's frames as audio; returns its codes, or None when cancelled."""
-        from s2studio.codec.streaming import IncrementalDecoder
-        from s2studio.engine.generate import BatchFinished, BatchStarted, FrameReady
-
+        assert loaded.codec is not None
         job, decoder = request.job_id, IncrementalDecoder(loaded.codec)
         yield LineStarted(job, line.line_id)
         started = time.perf_counter()
@@ -344,3 +289,26 @@ class S2Engine:
                 yield LineFinished(job, line.line_id, uuid.uuid4().hex, event.codes, audio, seed, fingerprint)
                 return event.codes
         return None
+
+
+def _snippet(text: str, limit: int = 30) -> str:
+    """A transcript shortened for a message, quoted."""
+    return repr(text if len(text) <= limit else text[:limit - 1] + "…")
+
+
+def check_reference_codes(codes: np.ndarray, what: str, codec: CodecConfig) -> None:
+    """A UserError naming `what` unless `codes` are codes this codec could have made: (10, frames >= 1) integers,
+    the semantic row within its codebook, the residual rows within theirs. The engine's own defence: the voice
+    library validates its cache too, but a request may come from anywhere."""
+    arr = np.asarray(codes)
+    fix = "re-encode the voice (delete its codes.safetensors)"
+    if arr.ndim != 2 or arr.shape[0] != codec.n_codes or arr.shape[1] == 0:
+        raise UserError(f"{what}: codes must have shape ({codec.n_codes}, frames >= 1), got {arr.shape}; {fix}")
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise UserError(f"{what}: codes must be integers, got {arr.dtype}; {fix}")
+    if arr.min() < 0:
+        raise UserError(f"{what}: codes must not be negative (found {int(arr.min())}); {fix}")
+    for rows, size, kind in ((arr[:1], codec.semantic_codebook_size, "semantic"),
+                             (arr[1:], codec.codebook_size, "residual")):
+        if rows.size and rows.max() >= size:
+            raise UserError(f"{what}: code {int(rows.max())} is beyond the codec's {kind} codebook of {size}; {fix}")

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import torch
 
-from s2studio.engine.api import DeviceOption
+from s2studio.engine.api import DEVICES, DeviceOption
 from s2studio.errors import UserError
 
-DEVICE_NAMES = ("auto", "cpu", "cuda", "mps")
-PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+"""The concrete precisions by name (fp16 for callers that ask for it by name; the studio offers fp32 and bf16)."""
 
 
 def resolve_device(name: str) -> torch.device:
@@ -38,17 +38,22 @@ def resolve_device(name: str) -> torch.device:
         if not _mps_available():
             raise UserError("device 'mps' requested but Apple's Metal backend is not available; use --device cpu")
         return torch.device("mps")
-    raise UserError(f"unknown device {name!r}; choose one of {', '.join(DEVICE_NAMES)}")
+    raise UserError(f"unknown device {name!r}; choose one of {', '.join(DEVICES)}")
+
+
+def resolve_precision(precision: str, device: torch.device) -> str:
+    """"auto" -> "bf16" on CUDA, "fp32" elsewhere; "fp32" | "bf16" | "fp16" as named."""
+    precision = (precision or "auto").strip().lower()
+    if precision == "auto":
+        return "bf16" if device.type == "cuda" else "fp32"
+    if precision not in DTYPES:
+        raise UserError(f"unknown precision {precision!r}; choose one of auto, {', '.join(DTYPES)}")
+    return precision
 
 
 def resolve_dtype(precision: str, device: torch.device) -> torch.dtype:
-    """"auto" -> bfloat16 on CUDA, float32 elsewhere; "fp32" | "bf16" | "fp16" as named."""
-    precision = (precision or "auto").strip().lower()
-    if precision == "auto":
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
-    if precision not in PRECISIONS:
-        raise UserError(f"unknown precision {precision!r}; choose one of auto, {', '.join(PRECISIONS)}")
-    return PRECISIONS[precision]
+    """The torch dtype of `resolve_precision`."""
+    return DTYPES[resolve_precision(precision, device)]
 
 
 def set_threads(n: int | None) -> None:

@@ -22,24 +22,15 @@ from collections.abc import Iterator
 
 import numpy as np
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 from torch.nn import functional as F
 
-from s2studio.engine.sampling import RAS_TEMPERATURE, RAS_TOP_P, RAS_WINDOW
+from s2studio.engine.api import SamplingParams
+from s2studio.engine.s2.sampling import RAS_WINDOW, request_constants
+from s2studio.engine.weights.narrow import narrow_head, narrowing_of
 from s2studio.errors import UserError
 from s2studio.model.dual_ar import DualAR
 from s2studio.model.fast_forward import FastCaches, forward_fast, forward_slow
-
-
-class RowsHead(nn.Module):
-    """The slow head restricted to the tokens the sampler can pick (the semantic range and `<|im_end|>`)."""
-
-    def __init__(self, weight: Tensor) -> None:
-        super().__init__()
-        self.register_buffer("weight", weight, persistent=False)
-
-    def forward(self, x: Tensor) -> Tensor:
-        return F.linear(x, self.weight)
 
 
 def allowed_ids(model: DualAR, im_end_id: int) -> Tensor:
@@ -55,10 +46,12 @@ def head_weight(model: DualAR, ids: Tensor) -> Tensor:
 
 
 class FastDecoder:
-    """Static caches plus the record of what they hold; one per loaded model, reused across requests.
+    """Static caches plus the record of what they hold; one per loaded model, reused across requests. A
+    `generate.Decoder`: `sampler` and `frames` are what generation calls.
 
     `tokens[:, :filled]` are the columns whose keys/values sit at positions 0..filled-1 of every slow layer.
     `prefilled` counts the columns the slow model has been asked to prefill (tests and benchmarks read it).
+    The head over the allowed rows is narrowed like the model's linear layers (`narrow.narrow_head`).
     """
 
     def __init__(self, model: DualAR, im_end_id: int, length: int | None = None,
@@ -71,22 +64,11 @@ class FastDecoder:
         self.caches = FastCaches.allocate(model, self.length, self.dtype, self.device)
         # `allowed`: a subset of the sampler's ids (benchmarks leave out <|im_end|> so that runs never stop)
         self.ids = (allowed_ids(model, im_end_id) if allowed is None else allowed).to(self.device)
-        self.head = self.make_head(model)
+        self.head = narrow_head(head_weight(model, self.ids), narrowing_of(model).mode)
         self.im_end_id = im_end_id
         self.tokens = torch.zeros((c.num_codebooks + 1, self.length), dtype=torch.long, device=self.device)
         self.filled = 0
         self.prefilled = 0
-
-    def make_head(self, model: DualAR) -> nn.Module:
-        from s2studio.engine.bf16_linear import Bf16Linear, worth_bf16
-        from s2studio.engine.quantize import Int8Linear, quantization_of
-
-        rows = head_weight(model, self.ids)
-        if quantization_of(model) != "none":  # int8 for int4 models too: 10 M weights, and the ids stay exact
-            return Int8Linear.from_weight(rows)
-        if getattr(model, "bf16_weights", False) and worth_bf16(rows):
-            return Bf16Linear(rows)
-        return RowsHead(rows)
 
     def reusable(self, prompt: Tensor) -> int:
         """Leading columns of `prompt` already in the cache; at least its last column is always recomputed."""
@@ -95,9 +77,6 @@ class FastDecoder:
             return 0
         same = (self.tokens[:, :n] == prompt[:, :n]).all(dim=0)
         return int(same.to(torch.int32).cumprod(dim=0).sum())
-
-    def forget(self) -> None:
-        self.filled = 0
 
     def prefill(self, prompt: Tensor, reuse: bool = True) -> tuple[Tensor, Tensor]:
         """Run the slow model over `prompt` (1 + K, T) from the first column not already cached."""
@@ -109,6 +88,14 @@ class FastDecoder:
         self.filled = length
         self.prefilled += length - start
         return logits, hidden
+
+    def sampler(self, sampling: SamplingParams, generator: torch.Generator) -> FastSampler:
+        return FastSampler(self, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
+                           generator=generator, ignore_eos=sampling.ignore_eos)
+
+    def frames(self, prompt: np.ndarray | Tensor, sampler: FastSampler, max_new_tokens: int = 0,
+               cancel: threading.Event | None = None) -> Iterator[Tensor]:
+        return generate_frames_fast(self, prompt, sampler, max_new_tokens, cancel)
 
     def step(self, column: Tensor) -> tuple[Tensor, Tensor]:
         """One slow step on a generated frame (1 + K, 1) at the next free position."""
@@ -123,7 +110,7 @@ class FastSampler:
     """`FrameSampler` with top-k first; the same draws in the same order from the same generator."""
 
     def __init__(self, decoder: FastDecoder, *, temperature: float, top_p: float, top_k: int,
-                 generator: torch.Generator, graphs: bool = False) -> None:
+                 generator: torch.Generator, graphs: bool = False, ignore_eos: bool = False) -> None:
         c = decoder.model.config
         device, dtype = decoder.device, decoder.dtype
         self.decoder = decoder
@@ -136,17 +123,19 @@ class FastSampler:
         self.im_end_id = decoder.im_end_id
         self.top_k = top_k
         self.dtype = dtype
-        self.temperature = torch.tensor(temperature, device=device, dtype=dtype)
-        self.top_p = torch.tensor(top_p, device=device, dtype=dtype)
-        self.ras_temperature = torch.tensor(RAS_TEMPERATURE, device=device, dtype=dtype)
-        self.ras_top_p = torch.tensor(RAS_TOP_P, device=device, dtype=dtype)
+        self.temperature, self.top_p, self.ras_temperature, self.ras_top_p = request_constants(
+            temperature, top_p, device, dtype)
+        self.eos_mask = None
+        """With `ignore_eos`: -inf at `<|im_end|>`'s row of the allowed ids (if it is one), 0 elsewhere."""
+        if ignore_eos:
+            self.eos_mask = torch.where(decoder.ids == decoder.im_end_id, float("-inf"), 0.0).to(dtype)
         self.window = torch.zeros(RAS_WINDOW, dtype=torch.int32, device=device)
         self.not_first = torch.arange(top_k, device=device) > 0
         self.made = 0
         self.tail = None
-        """With `graphs` (CUDA only): the frame after the slow step replayed as one CUDA graph (engine/graphs.py)."""
+        """With `graphs` (CUDA only): the frame after the slow step replayed as one CUDA graph (graphs.py)."""
         if graphs:
-            from s2studio.engine.graphs import FrameTailGraph
+            from s2studio.engine.s2.graphs import FrameTailGraph
 
             self.tail = FrameTailGraph(self)
 
@@ -185,7 +174,8 @@ class FastSampler:
     def main_token(self, logits: Tensor, check: bool | Tensor) -> Tensor:
         """Draw 1 and 2 and the repetition check; `check` is False for the prompt's frame (a 0-d bool tensor in
         a CUDA graph, where Python cannot branch on it)."""
-        values, rows, cum = self.top(logits.reshape(-1))
+        logits = logits.reshape(-1) if self.eos_mask is None else logits.reshape(-1) + self.eos_mask
+        values, rows, cum = self.top(logits)
         ids = self.decoder.ids.index_select(0, rows)
         main = self.draw(self.kept(values, cum, self.temperature, self.top_p), ids, self.vocab_size)
         fallback = self.draw(self.kept(values, cum, self.ras_temperature, self.ras_top_p), ids, self.vocab_size)

@@ -15,6 +15,9 @@ is still generating. The rules it keeps (spec §6.6, §7):
 reseeded; the conversation grows batch by batch with copies of the generated codes and is
 re-prefilled from position 0 for every batch. `context` lets a caller bound the history (line
 mode in the studio); without it every earlier batch stays in the prompt, as upstream.
+
+Both run on a `Decoder`: `ExactDecoder` (upstream's loop, `generate_frames`) or `fast.FastDecoder` (the fast
+path), one interface, chosen once when the model is loaded (`setup.load_runtime`).
 """
 
 from __future__ import annotations
@@ -22,46 +25,43 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Union
+from typing import Any, Protocol, TypeVar, Union
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from s2studio.engine.sampling import RAS_WINDOW, TOP_K, FrameSampler
+from s2studio.engine.api import SEED_RANGE, Batching, SamplingParams
+from s2studio.engine.s2.sampling import RAS_WINDOW, FrameSampler
 from s2studio.errors import UserError
-from s2studio.text.prompt import Exchange, Reference, TokenizerLike, build_prompt, check_codes, line_batches, upstream_batches
+from s2studio.model.dual_ar import DualAR
+from s2studio.state.codes import check_codes
+from s2studio.text.prompt import Exchange, Reference, TokenizerLike, build_prompt, line_batches, upstream_batches
 
 PROMPT_RESERVE = 2048
 """`generate_long` refuses a prompt longer than `max_seq_len - 2048`."""
 
-Batching = Literal["upstream", "line"]
 ContextPolicy = Callable[[Sequence[Exchange], str], Sequence[Exchange]]
 """(history so far, next batch text) -> the exchanges to keep in the next prompt, oldest first."""
 
+S = TypeVar("S")
 
-@dataclass(frozen=True)
-class GenerationSettings:
-    """Sampler settings; the defaults are upstream's command line (temperature 1.0, top-p 0.9)."""
 
-    temperature: float = 1.0
-    top_p: float = 0.9
-    top_k: int = TOP_K
-    max_new_tokens: int = 0
-    """Frames per batch including the dropped last one; 0 = as many as the context leaves."""
-    fast: bool = False
-    """The fast path (`engine/fast.py`): attention over the filled cache only, prefix reuse, top-k sampling.
-    Its codes equal the exact path's for almost every seed but not all; the exact path is the default."""
+class Decoder(Protocol[S]):
+    """Prompt in, kept frames out: the exact loop or the fast path, behind one small interface."""
 
-    def __post_init__(self) -> None:
-        if not 0.0 < self.temperature < 2.0:
-            raise UserError(f"temperature must be in (0, 2), got {self.temperature}")
-        if not 0.0 < self.top_p <= 1.0:
-            raise UserError(f"top-p must be in (0, 1], got {self.top_p}")
-        if self.top_k < 1:
-            raise UserError(f"top-k must be at least 1, got {self.top_k}")
-        if self.max_new_tokens < 0:
-            raise UserError(f"max-new-tokens must be 0 (no limit) or more, got {self.max_new_tokens}")
+    model: DualAR
+    length: int
+    """Positions a prompt and its frames may fill (the cache's length)."""
+
+    def sampler(self, sampling: SamplingParams, generator: torch.Generator) -> S:
+        """The request's sampler, made once per request (its constants, its repetition window)."""
+        ...
+
+    def frames(self, prompt: np.ndarray | Tensor, sampler: S, max_new_tokens: int = 0,
+               cancel: threading.Event | None = None) -> Iterator[Tensor]:
+        """The kept frames of one batch, each a (num_codebooks,) int64 tensor on the model's device."""
+        ...
 
 
 # ----------------------------------------------------------------------------- model helpers
@@ -78,14 +78,14 @@ def max_seq_len(model: Any) -> int:
 
 def make_generator(seed: int, device: torch.device | str = "cpu") -> torch.Generator:
     """The request's generator; its CPU stream equals `torch.manual_seed(seed)`'s."""
-    if not -(2**63) <= seed < 2**64:
+    if not SEED_RANGE[0] <= seed < SEED_RANGE[1]:
         raise UserError(f"seed must be between -2**63 and 2**64 - 1, got {seed}")
     return torch.Generator(device=device).manual_seed(seed)
 
 
-def make_sampler(model: Any, settings: GenerationSettings, generator: torch.Generator,
+def make_sampler(model: Any, sampling: SamplingParams, generator: torch.Generator,
                  im_end_id: int | None = None) -> FrameSampler:
-    """The request's sampler; `im_end_id` is needed only when the model's config lacks it."""
+    """The request's exact sampler; `im_end_id` is needed only when the model's config lacks it."""
     c = model.config
     device, dtype = model_device_dtype(model)
     im_end_id = c.im_end_id if c.im_end_id is not None else im_end_id
@@ -94,8 +94,8 @@ def make_sampler(model: Any, settings: GenerationSettings, generator: torch.Gene
     return FrameSampler(
         vocab_size=c.vocab_size, codebook_size=c.codebook_size, num_codebooks=c.num_codebooks,
         semantic_begin_id=c.semantic_begin_id, semantic_end_id=c.semantic_end_id, im_end_id=im_end_id,
-        temperature=settings.temperature, top_p=settings.top_p, top_k=settings.top_k,
-        generator=generator, device=device, dtype=dtype,
+        temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
+        generator=generator, device=device, dtype=dtype, ignore_eos=sampling.ignore_eos,
     )
 
 
@@ -206,27 +206,35 @@ def check_references(model: Any, references: Sequence[Reference]) -> list[Refere
             for i, r in enumerate(references)]
 
 
-def generate_batches(model: Any, tokenizer: TokenizerLike, batches: Sequence[str], *,
-                     references: Sequence[Reference] = (), settings: GenerationSettings = GenerationSettings(),
-                     generator: torch.Generator, context: ContextPolicy | None = None,
-                     cancel: threading.Event | None = None, decoder: Any = None) -> Iterator[BatchEvent]:
-    """`generate_long` (one sample) over prepared batch texts, yielding progress as it goes.
+class ExactDecoder:
+    """Upstream's loop (`generate_frames`, `FrameSampler`) over static caches of the model's whole context: the
+    path whose codes equal upstream's bit for bit on CPU float32."""
 
-    `decoder`: a `fast.FastDecoder` to run the fast path on (it keeps its cached prefix between calls);
-    with `settings.fast` and no decoder, one is made for this call.
-    """
+    def __init__(self, model: DualAR, im_end_id: int | None = None) -> None:
+        self.model = model
+        self.im_end_id = im_end_id
+        self.length = max_seq_len(model)
+        ensure_caches(model)
+
+    def sampler(self, sampling: SamplingParams, generator: torch.Generator) -> FrameSampler:
+        return make_sampler(self.model, sampling, generator, self.im_end_id)
+
+    def frames(self, prompt: np.ndarray | Tensor, sampler: FrameSampler, max_new_tokens: int = 0,
+               cancel: threading.Event | None = None) -> Iterator[Tensor]:
+        return generate_frames(self.model, prompt, sampler, max_new_tokens, cancel)
+
+
+def generate_batches(decoder: Decoder[Any], tokenizer: TokenizerLike, batches: Sequence[str], *,
+                     references: Sequence[Reference] = (), sampling: SamplingParams = SamplingParams(),
+                     generator: torch.Generator, context: ContextPolicy | None = None,
+                     cancel: threading.Event | None = None) -> Iterator[BatchEvent]:
+    """`generate_long` (one sample) over prepared batch texts on `decoder`, yielding progress as it goes.
+
+    The fast path's decoder keeps its cached prefix between calls (and requests); the exact one re-prefills."""
+    model = decoder.model
     references = check_references(model, references)
     seq_len = max_seq_len(model)
-    sampler = make_sampler(model, settings, generator, getattr(tokenizer, "im_end_id", None))
-    if decoder is None and settings.fast:
-        from s2studio.engine.fast import FastDecoder
-
-        decoder = FastDecoder(model, sampler.im_end_id)
-    if decoder is not None:
-        from s2studio.engine.fast import FastSampler
-
-        sampler = FastSampler(decoder, temperature=settings.temperature, top_p=settings.top_p,
-                              top_k=settings.top_k, generator=generator)
+    sampler = decoder.sampler(sampling, generator)
     history: list[Exchange] = []
     for index, text in enumerate(batches):
         kept = history if context is None else list(context(tuple(history), text))
@@ -236,16 +244,9 @@ def generate_batches(model: Any, tokenizer: TokenizerLike, batches: Sequence[str
             raise UserError(f"prompt is too long: {length} tokens > {seq_len - PROMPT_RESERVE} "
                             f"(batch {index + 1}); use shorter text or fewer/shorter references")
         yield BatchStarted(index, len(batches), text, length,
-                           max(frame_budget(length, settings.max_new_tokens,
-                                            seq_len if decoder is None else decoder.length) - 1, 0))
+                           max(frame_budget(length, sampling.max_new_tokens, decoder.length) - 1, 0))
         frames: list[Tensor] = []
-        if decoder is None:
-            frames_of = generate_frames(model, prompt, sampler, settings.max_new_tokens, cancel)
-        else:
-            from s2studio.engine.fast import generate_frames_fast
-
-            frames_of = generate_frames_fast(decoder, prompt, sampler, settings.max_new_tokens, cancel)
-        for frame in frames_of:
+        for frame in decoder.frames(prompt, sampler, sampling.max_new_tokens, cancel):
             yield FrameReady(index, len(frames), frame)
             frames.append(frame)
         if cancel is not None and cancel.is_set():
@@ -258,18 +259,21 @@ def generate_batches(model: Any, tokenizer: TokenizerLike, batches: Sequence[str
         yield BatchFinished(index, text, codes)
 
 
-def generate_long(model: Any, tokenizer: TokenizerLike, text: str, *, references: Sequence[Reference] = (),
-                  settings: GenerationSettings = GenerationSettings(), seed: int = 42,
+def generate_long(decoder: Decoder[Any], tokenizer: TokenizerLike, text: str, *,
+                  references: Sequence[Reference] = (), sampling: SamplingParams = SamplingParams(),
                   generator: torch.Generator | None = None, batching: Batching = "upstream",
                   chunk_length: int = 300, upstream_exact: bool = True, context: ContextPolicy | None = None,
                   cancel: threading.Event | None = None) -> Iterator[BatchEvent]:
-    """Text in, batch events out; the seeded generator is made here unless one is given."""
+    """Text in, batch events out; the generator is seeded with `sampling.seed` here unless one is given (a
+    library call has no engine to draw and report a seed, so one of the two is required)."""
     batches = plan_batches(text, batching, chunk_length, upstream_exact)
     if not batches:
         raise UserError("the text is empty; nothing to say")
     if generator is None:
-        generator = make_generator(seed, model_device_dtype(model)[0])
-    yield from generate_batches(model, tokenizer, batches, references=references, settings=settings,
+        if sampling.seed is None:
+            raise ValueError("generate_long needs a seed (sampling.seed) or a generator")
+        generator = make_generator(sampling.seed, model_device_dtype(decoder.model)[0])
+    yield from generate_batches(decoder, tokenizer, batches, references=references, sampling=sampling,
                                 generator=generator, context=context, cancel=cancel)
 
 

@@ -1,0 +1,167 @@
+"""`load_runtime`, the one load recipe (engine/s2/setup.py): the studio's engine and `synth` load the same thing
+the same way, report what they narrowed, and share the one mapping from project settings to requests."""
+
+from __future__ import annotations
+
+import ast
+import threading
+from pathlib import Path
+from typing import get_args, get_type_hints
+
+import numpy as np
+import pytest
+import torch
+from engine_contract import collect
+
+from s2studio.cli import main
+from s2studio.demo_model import write_demo_model
+from s2studio.engine.api import QUANTIZE_MODES, JobFinished, LoadRequest, SamplingParams
+from s2studio.engine.plan import load_request, sampling_params
+from s2studio.engine.s2 import S2Engine, setup
+from s2studio.engine.s2.fast import FastDecoder
+from s2studio.engine.s2.generate import ExactDecoder
+from s2studio.engine.s2.setup import FAST_CONTEXT, load_runtime
+from s2studio.engine.weights.bf16 import Bf16Linear
+from s2studio.engine.weights.int8 import Int8Linear
+from s2studio.engine.weights.narrow import Narrowed
+from s2studio.errors import UserError
+from s2studio.state.project import GenerationSettings
+
+PACKAGE = Path(__file__).resolve().parents[1] / "s2studio"
+
+
+@pytest.fixture(scope="module")
+def long_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny model with a context longer than the fast path's cache, so that the cache length shows."""
+    return write_demo_model(tmp_path_factory.mktemp("long") / "long", seed=0, max_seq_len=2 * FAST_CONTEXT)
+
+
+def test_one_load_recipe() -> None:
+    """Only setup.py loads a model: checks the fit, reads the weights, builds the decoders (the codec command
+    loads its codec alone)."""
+    names = {"load_dual_ar", "check_fits", "load_codec", "FastDecoder", "ExactDecoder", "set_threads"}
+    calls: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                func = node.func
+                name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+                if name in names:
+                    calls.setdefault(name, set()).add(str(path.relative_to(PACKAGE)))
+    setup_py, codec_cli = "engine/s2/setup.py", "commands/codec.py"
+    assert {k: sorted(v) for k, v in calls.items()} == {
+        "load_dual_ar": [setup_py], "check_fits": [setup_py], "FastDecoder": [setup_py], "ExactDecoder": [setup_py],
+        "load_codec": [codec_cli, setup_py], "set_threads": [codec_cli, setup_py]}
+
+
+def test_the_studio_and_synth_fast_allocate_the_same_context(long_model: Path, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = S2Engine()
+    events = collect(engine.load(LoadRequest("l", long_model, device="cpu", precision="fp32", speed="fast"),
+                                 threading.Event()))
+    assert isinstance(events[-1], JobFinished), events[-1]
+    studio = engine._loaded.decoder
+    engine.unload()
+
+    loaded = []
+    real = setup.load_runtime
+
+    def spy(*args, **kwargs):
+        loaded.append(real(*args, **kwargs))
+        return loaded[-1]
+
+    monkeypatch.setattr(setup, "load_runtime", spy)
+    assert main(["synth", "--model", str(long_model), "--text", "<|speaker:0|>Hi.", "--device", "cpu",
+                 "--precision", "fp32", "--fast", "--max-new-tokens", "3", "-q",
+                 "--codes-out", str(tmp_path / "c.npy")]) == 0
+    (runtime,) = loaded
+    cli = runtime.decoder
+    assert isinstance(studio, FastDecoder) and isinstance(cli, FastDecoder)
+    assert runtime.model.config.slow.max_seq_len == 2 * FAST_CONTEXT
+    assert studio.length == cli.length == FAST_CONTEXT
+    assert studio.caches.slow[0].k.shape[2] == cli.caches.slow[0].k.shape[2] == FAST_CONTEXT  # what is allocated
+    assert runtime.codec is None  # codes only: no codec loaded
+
+
+def test_the_runtime_reports_what_it_narrowed(long_model: Path) -> None:
+    exact = load_runtime(long_model, device="cpu", precision="fp32")
+    assert isinstance(exact.decoder, ExactDecoder) and exact.narrowed == Narrowed("none", 0)
+    assert exact.info.precision == "float32" and exact.info.max_context == 2 * FAST_CONTEXT
+    assert exact.info.codec_fingerprint and exact.info.sample_rate == 44100
+    fast = load_runtime(long_model, device="cpu", precision="fp32", speed="fast", context=512, codec=False)
+    # the CPU fast path keeps bf16 weights where they gain (on the tiny model only the 4096-row fast head)
+    assert fast.narrowed == Narrowed("bf16", 1) and isinstance(fast.model.fast_output, Bf16Linear)
+    assert fast.info.precision == "float32, bf16 weights" and fast.decoder.length == fast.info.max_context == 512
+    assert fast.codec is None and fast.info.codec_fingerprint == ""
+    int8 = load_runtime(long_model, device="cpu", precision="fp32", quantize="int8", speed="exact", codec=False)
+    slots = 2 * 5 + 2 * 5 + 1  # 5 linear layers per block, 2 slow and 2 fast blocks, the fast head
+    assert int8.narrowed == Narrowed("int8", slots) and isinstance(int8.model.layers[0].attention.wo, Int8Linear)
+    assert int8.info.precision == "float32+int8"
+    assert not hasattr(int8.model, "quantization") and not hasattr(int8.model, "bf16_weights")
+
+
+def test_bad_options_are_user_errors(long_model: Path, tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="unknown quantization 'int3'"):
+        load_runtime(long_model, device="cpu", quantize="int3")  # type: ignore[arg-type]
+    with pytest.raises(UserError, match="unknown speed 'quick'"):
+        load_runtime(long_model, device="cpu", speed="quick")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="context sizes the fast path's cache"):
+        load_runtime(long_model, device="cpu", precision="fp32", speed="exact", context=512)
+    with pytest.raises(UserError, match=r"is not an S2 model folder: config.json is missing, tokenizer.json is missing"):
+        load_runtime(tmp_path)
+    with pytest.raises(UserError, match="does not exist or is not a folder"):
+        load_runtime(tmp_path / "none")
+
+
+def test_load_steps_report_progress_in_order(long_model: Path) -> None:
+    steps = setup.load_steps(long_model, device="cpu", precision="fp32", codec=False)
+    seen = []
+    while True:
+        try:
+            seen.append(next(steps))
+        except StopIteration as done:
+            runtime = done.value
+            break
+    assert [s.message for s in seen] == ["reading the tokenizer", "loading the language model", "allocating the caches"]
+    assert [s.progress for s in seen] == sorted(s.progress for s in seen)
+    assert runtime.device == torch.device("cpu")
+
+
+# ----------------------------------------------------------------------------- settings: one mapping
+
+
+def test_project_settings_map_onto_the_engines_with_the_same_defaults() -> None:
+    assert sampling_params(GenerationSettings()) == SamplingParams()  # one set of defaults
+    fixed = GenerationSettings(seed_mode="fixed", seed=77, temperature=0.6, top_p=0.7, top_k=12, max_frames=300)
+    assert sampling_params(fixed) == SamplingParams(temperature=0.6, top_p=0.7, top_k=12, max_new_tokens=300, seed=77)
+    assert sampling_params(GenerationSettings(seed_mode="random", seed=77)).seed is None
+    request = load_request("load-1", Path("/m"), GenerationSettings(device="cpu", precision="bf16", speed="fast",
+                                                                     quantize="int4"))
+    assert request == LoadRequest("load-1", Path("/m"), device="cpu", precision="bf16", speed="fast",
+                                  quantize="int4")
+    # int4 everywhere: the project file's choices are the engine's
+    assert get_args(get_type_hints(GenerationSettings)["quantize"]) == QUANTIZE_MODES
+
+
+def test_request_settings_are_validated_once_with_one_line() -> None:
+    for kwargs, message in (({"temperature": 2.0}, "temperature must be in (0, 2), got 2.0"),
+                            ({"top_p": 0.0}, "top-p must be in (0, 1], got 0.0"),
+                            ({"top_k": 0}, "top-k must be at least 1, got 0"),
+                            ({"max_new_tokens": -1}, "max-new-tokens must be 0 (no limit) or more, got -1"),
+                            ({"seed": 2**64}, "seed must be between -2**63 and 2**64 - 1")):
+        with pytest.raises(UserError) as exc:
+            SamplingParams(**kwargs)
+        assert str(exc.value).startswith(message)
+    with pytest.raises(UserError, match="top-p"):  # the studio's out-of-range settings meet the same check
+        sampling_params(GenerationSettings(top_p=1.5))
+
+
+def test_generate_needs_a_seed_without_an_engine_to_draw_one(long_model: Path) -> None:
+    from s2studio.engine.s2.generate import generate_long
+
+    runtime = load_runtime(long_model, device="cpu", precision="fp32", codec=False)
+    with pytest.raises(ValueError, match="needs a seed"):
+        list(generate_long(runtime.decoder, runtime.tokenizer, "<|speaker:0|>Hi.", sampling=SamplingParams()))
+    codes = [e for e in generate_long(runtime.decoder, runtime.tokenizer, "<|speaker:0|>Hi.",
+                                      sampling=SamplingParams(max_new_tokens=4, seed=1)) if hasattr(e, "codes")]
+    assert codes and all(np.asarray(e.codes).shape[0] == 10 for e in codes)
