@@ -13,8 +13,8 @@ from pathlib import Path
 
 from PySide6.QtCore import QMimeData, Qt, QTimer
 from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
-from PySide6.QtWidgets import (QApplication, QLabel, QMainWindow, QMessageBox, QSplitter, QTabWidget, QToolBar,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QApplication, QLabel, QMainWindow, QMessageBox, QScrollArea, QSplitter, QTabWidget,
+                               QToolBar, QVBoxLayout, QWidget)
 
 from s2studio.audio.timeline import Timeline
 from s2studio.engine import api
@@ -152,7 +152,7 @@ class MainWindow(QMainWindow):
             "new_voice": lambda: self.voices.browse(), "record_voice": lambda: self.voices.record(),
             "import_voice": lambda: self.voices.import_file(), "export_voice": lambda: self.voices.export_file(),
             "play_voice_clip": lambda: self.voices.play_clip(),
-            "settings": lambda: self.inspector.setCurrentWidget(self.settings_panel),
+            "settings": lambda: self.inspector.setCurrentWidget(self.settings_scroll),
             "shortcuts": self.show_shortcuts,
             "about": lambda: show_about(self, self.model.info.name if self.model.info else None),
             "open_log_folder": lambda: open_folder(self.ctx.data_dir / "logs"),
@@ -205,7 +205,12 @@ class MainWindow(QMainWindow):
         self.inspector.setAccessibleName("Inspector")
         self.inspector.addTab(self.tag_palette, "Tags")
         self.inspector.addTab(self.takes, "Takes")
-        self.inspector.addTab(self.settings_panel, "Settings")
+        self.settings_scroll = QScrollArea()  # the settings and their help are taller than a small window
+        self.settings_scroll.setObjectName("settingsScroll")
+        self.settings_scroll.setWidgetResizable(True)
+        self.settings_scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        self.settings_scroll.setWidget(self.settings_panel)
+        self.inspector.addTab(self.settings_scroll, "Settings")
         top = QSplitter(Qt.Orientation.Horizontal)
         top.addWidget(self.voices)
         top.addWidget(centre)
