@@ -203,10 +203,8 @@ def main() -> int:
     if not _wait(qapp, lambda: not window.model.busy and window.model_info is not None, 180):
         print("the model did not reload with 8-bit weights", file=sys.stderr)
         return 1
-    window.resize(1360, 1000)
     _wait(qapp, lambda: False, 0.3)
-    window.inspector.grab().save(str(args.out / "settings-panel.png"))
-    window.resize(1360, 860)
+    window.settings_panel.grab().save(str(args.out / "settings-panel.png"))  # whole, as far as it scrolls
 
     page = ModelPage(home / "data" / "models", window)
     page.folder.setText(str(model_dir))

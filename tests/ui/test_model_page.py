@@ -43,6 +43,44 @@ def test_enter_uses_the_folder_even_with_cancel_focused(qtbot, tmp_path):
     assert page.result() == ModelPage.DialogCode.Accepted and page.chosen == tmp_path / "m"
 
 
+def test_enter_after_the_demo_model_leaves_the_studio_with_a_loaded_model(qtbot, tmp_path, monkeypatch):
+    """The first run as a new user meets it: no model, the page opens, "Use demo model", then Enter (which
+    once hit the focused Cancel and left the studio with no model)."""
+    from PySide6.QtCore import QSettings
+    from PySide6.QtWidgets import QApplication
+
+    from s2studio import app
+
+    monkeypatch.setenv("S2STUDIO_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setattr(model_page, "_write_demo", lambda task, dest: fake_model(dest))
+    app.make_application()
+    QSettings().clear()
+    w = app.build_window("fake", factory=fake_engine)
+    qtbot.addWidget(w)
+    w.ask_on_close = False
+    w.show()
+    assert w.model_info is None
+    pages: list[ModelPage] = []
+
+    def use_demo(page: ModelPage) -> None:
+        pages.append(page)
+        page.buttons.button(page.buttons.StandardButton.Cancel).setFocus()  # where Enter once landed
+        qtbot.mouseClick(page.demo_button, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: not page.isVisible() or page.demo_button.isEnabled(), timeout=5000)
+        if page.isVisible():  # the page stayed open after the demo: Enter goes to it
+            qtbot.keyClick(QApplication.focusWidget() or page, Qt.Key.Key_Return)
+
+    on_modal(qtbot, ModelPage, use_demo)
+    w.actions_by_name["choose_model"].trigger()  # returns once the page has closed
+    assert pages and pages[0].result() == ModelPage.DialogCode.Accepted
+    qtbot.keyClick(QApplication.focusWidget() or w, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: w.model_info is not None and not w.model.busy, timeout=5000)
+    assert QApplication.activeModalWidget() is None
+    assert w.ctx.model_dir == tmp_path / "data" / "models" / "demo-tiny"
+    assert w.ctx.settings.value("model/dir") == str(tmp_path / "data" / "models" / "demo-tiny")
+    close_studio(w)
+
+
 def test_file_model_shows_the_model_in_use_and_the_accepted_licence(qtbot, tmp_path, monkeypatch):
     monkeypatch.setenv("S2STUDIO_DATA_DIR", str(tmp_path / "data"))
     w = open_studio(qtbot, fake_engine)

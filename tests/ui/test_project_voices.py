@@ -3,6 +3,8 @@ name, and the person is asked when more than one voice could be it."""
 
 from __future__ import annotations
 
+import shutil
+
 from PySide6.QtWidgets import QInputDialog
 
 from s2studio.engine.fake import FakeEngine
@@ -37,11 +39,17 @@ def test_a_project_saved_with_voices_opens_on_an_empty_data_folder(qtbot, tmp_pa
     assert saved.project.with_voices and sorted(saved.packed_voices) == sorted(set(cast.values()))
     assert saved.project.voice_names == {cast["Alice"]: "A", cast["Bob"]: "B"}
     close_studio(w)
+    shutil.rmtree(tmp_path / "data")  # nothing of this computer's travels but the project
+    (tmp_path / "a.wav").unlink()
+    (tmp_path / "b.wav").unlink()
 
     w2 = second_machine(qtbot, tmp_path, monkeypatch, "other")
     assert w2.library.list() == []
     w2.open_project(path)
     assert sorted(v.name for v in w2.library.list()) == ["A", "B"]
+    for voice in w2.library.list():  # the clips were unpacked into this library
+        clip = w2.library.clip_path(voice, voice.clips[0])
+        assert clip.is_file() and tmp_path / "other" / "voices" in clip.parents
     assert w2.project.cast == cast  # the ids were free here: kept
     assert w2.document.stale_lines() == []  # every take still answers its line
     assert w2.cast_panel.combos["Alice"].currentData() == cast["Alice"]

@@ -136,3 +136,19 @@ def test_a_reload_asked_for_during_a_render_waits_for_its_end(qtbot, data_dir, t
                     timeout=5000)
     assert len(w.project.lines) == 2
     close_studio(w)
+
+
+def test_the_settings_fit_the_inspector_and_scroll_when_taller(qtbot, data_dir):
+    w = open_studio(qtbot, engine())
+    w.resize(1280, 800)
+    w.actions_by_name["settings"].trigger()
+    assert w.inspector.currentWidget() is w.settings_scroll
+    qtbot.waitUntil(lambda: w.settings_scroll.viewport().width() > 0)
+    panel, view = w.settings_panel, w.settings_scroll.viewport()
+    assert panel.minimumSizeHint().width() <= view.width()  # nothing cut off on the right
+    assert panel.width() == view.width()
+    long_choice = panel.mode.itemText(panel.mode.findData("exact"))
+    panel.mode.setCurrentIndex(panel.mode.findData("exact"))
+    assert panel.mode.toolTip() == long_choice  # a choice wider than the box is read whole in its tooltip
+    assert panel.height() > view.height() and w.settings_scroll.verticalScrollBar().maximum() > 0  # it scrolls
+    close_studio(w)

@@ -70,6 +70,15 @@ def mode_of(settings: GenerationSettings) -> Mode | None:
                  (settings.precision, settings.speed, settings.quantize)), None)
 
 
+def fit_narrow(box: QComboBox) -> None:
+    """Let a combo box shrink to the inspector's width (its long choices are read whole in the list and the
+    tooltip) instead of widening the panel past the window, which would clip every row on the right."""
+    box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+    box.setMinimumContentsLength(12)
+    box.setToolTip(box.currentText())
+    box.currentTextChanged.connect(box.setToolTip)
+
+
 class SettingsPanel(QWidget):
     settings_changed = Signal(object)
     """`GenerationSettings` after any edit."""
@@ -81,6 +90,8 @@ class SettingsPanel(QWidget):
         form = QFormLayout(self)
         form.setContentsMargins(4, 4, 4, 4)
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapAllRows)  # each name above its field: the inspector is
+        # narrow, and the fields and their help get its whole width
         self._settings = GenerationSettings()
 
         self.mode = QComboBox()
@@ -96,15 +107,16 @@ class SettingsPanel(QWidget):
             self.device.addItem(label, key)
         form.addRow("Device", self._stack(self.device, self._help(HELP["device"])))
         reload_note = self._help("Changing the speed or the device loads the model again (seconds to a minute).")
+        reload_note.setContentsMargins(0, 0, 0, 6)
         form.addRow(reload_note)
 
-        self.seed_mode = self._combo([("Random for every take", "random"), ("Fixed", "fixed")], "Seed mode")
+        self.seed_mode = self._combo([("Random, every take", "random"), ("Fixed", "fixed")], "Seed mode")
         self.seed = QSpinBox()
         self.seed.setRange(0, 2**31 - 1)
         self.seed.setAccessibleName("Seed")
         seed_row = QHBoxLayout()
-        seed_row.addWidget(self.seed_mode, 1)
-        seed_row.addWidget(self.seed, 1)
+        seed_row.addWidget(self.seed_mode, 3)
+        seed_row.addWidget(self.seed, 2)
         form.addRow("Seed", self._stack(seed_row, self._help(HELP["seed"])))
         self.temperature = self._double(0.05, 1.95, 0.05, "Temperature")
         form.addRow("Temperature", self._stack(self.temperature, self._help(HELP["temperature"])))
@@ -124,12 +136,20 @@ class SettingsPanel(QWidget):
         self.batching = self._combo([("One line at a time (recommended)", "line"),
                                      ("Groups of lines, as the reference implementation", "upstream")], "Chunking")
         form.addRow("Lines", self._stack(self.batching, self._help(HELP["chunking"])))
+        for box in (self.mode, self.device, self.seed_mode, self.batching):
+            fit_narrow(box)
         self._loading = False
         self.set_settings(GenerationSettings())
         for w in (self.mode, self.device, self.seed_mode, self.batching):
             w.currentIndexChanged.connect(self._changed)
         for w in (self.seed, self.top_k, self.temperature, self.top_p, self.max_seconds):
             w.valueChanged.connect(self._changed)
+
+    def add_section(self, section: QWidget) -> None:
+        """A group of further settings below the generation's (where to render, transcripts), as narrow as the rest."""
+        for box in section.findChildren(QComboBox):
+            fit_narrow(box)
+        self.layout().addRow(section)
 
     # -- building --------------------------------------------------------------------------------
 
