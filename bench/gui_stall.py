@@ -1,12 +1,14 @@
 """How long the studio's window stops answering while a model loads (issue 14: "froze up to 618 ms").
 
-    .venv/bin/python bench/gui_stall.py [--model DIR] [--loads 3] [--settings exact,fast,int8]
+    .venv/bin/python bench/gui_stall.py [--model DIR] [--settings exact,fast,int8] [--without freeze]
 
 Opens the real window on the real engine (offscreen), loads the model (the demo model is written to a temp
 folder when --model is not given) once per entry of --settings, and meanwhile measures the GUI thread's event
 loop: a 5 ms timer records the gap between its ticks, so a gap of N ms means the window could not repaint or
 answer for N ms. Prints, per load, the load time, the longest gap and how many gaps exceeded 50 and 100 ms,
 and which part of the load was running during the longest gap (the engine's last progress message).
+`--without freeze` leaves the objects torch's import made in the garbage collector's reach (`app.real_engine_factory`
+freezes them), to compare.
 A script, not a test: figures vary by machine and by how busy it is.
 """
 
@@ -30,7 +32,13 @@ def main() -> int:
     parser.add_argument("--model", type=Path)
     parser.add_argument("--settings", default="exact,fast,exact",
                         help="comma-separated speed modes, one load each (the first imports torch)")
+    parser.add_argument("--without", default="", choices=["", "freeze"], help="freeze: no gc.freeze (to compare)")
     args = parser.parse_args()
+    without = {args.without} - {""}
+    if "freeze" in without:
+        import gc
+
+        gc.freeze = lambda: None
     tmp = tempfile.TemporaryDirectory(prefix="gui-stall-")
     os.environ["S2STUDIO_DATA_DIR"] = str(Path(tmp.name) / "data")
     model = args.model
@@ -65,7 +73,7 @@ def main() -> int:
     timer.setInterval(5)
     timer.timeout.connect(tick)
     timer.start()
-    print(f"model: {model}")
+    print(f"model: {model}; without: {', '.join(sorted(without)) or 'nothing'}")
     print(f"{'load':>10} {'seconds':>8} {'longest gap':>12} {'>50 ms':>7} {'>100 ms':>8}  during")
     for mode in args.settings.split(","):
         base = GenerationSettings()

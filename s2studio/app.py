@@ -49,14 +49,12 @@ def fake_engine_factory() -> Any:
 
 
 def real_engine_factory() -> Any:
-    """Runs on the engine thread: importing the real engine imports torch there, not in the GUI. Two things keep
-    the window answering meanwhile (every pause of the engine thread that holds the GIL is one of the window's):
-    torch's native libraries are opened first with the GIL released (`worker/preload.py`), and the objects the
-    import made are frozen out of the garbage collector, whose full passes (each model unload runs one) would
-    otherwise walk all of torch's modules every time (measured: 150-250 ms each, `bench/gui_stall.py`)."""
-    from s2studio.worker.preload import preload_torch  # noqa: PLC0415
-
-    preload_torch()
+    """Runs on the engine thread: importing the real engine imports torch there, not in the GUI. Every pause of
+    the engine thread that holds the GIL is one of the window's too: the objects the import made are frozen out
+    of the garbage collector, whose full passes (each model unload runs one) would otherwise walk all of
+    torch's modules every time (a reload's longest gap 170-380 ms without, 20-85 ms with, `bench/gui_stall.py`).
+    The import itself still holds the GIL for its C initialisation (the first load's gap, ~0.5 s on a busy
+    2-core machine)."""
     try:
         from s2studio.engine.s2 import S2Engine  # noqa: PLC0415
     except ModuleNotFoundError as exc:
