@@ -16,7 +16,7 @@ from pathlib import Path
 from PySide6.QtCore import QSettings, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFileDialog,
                                QFormLayout, QHBoxLayout, QLabel, QLineEdit, QMessageBox, QProgressBar, QPushButton,
-                               QWidget)
+                               QSizePolicy, QWidget)
 
 from s2studio.audio.export import (BITRATES_KBPS, DEFAULT_KBPS, FORMATS, ExportResult, ExportSettings, Metadata,
                                    RenderedLine, export, format_for, output_paths)
@@ -85,7 +85,7 @@ class ExportDialog(QDialog):
                            "selected")
         self.which.model().item(1).setEnabled(bool(self._selected))
         form.addRow("Lines", self.which)
-        form.addRow(self.summary)
+        form.addRow("", self.summary)  # under the choice it counts
 
         remembered = self._remembered()
         self.format = QComboBox()
@@ -104,14 +104,12 @@ class ExportDialog(QDialog):
         self.out = QLineEdit(str(remembered["folder"] / f"{project.title or 'script'}"
                                  f"{FORMATS[self.format.currentData()][2]}"))
         self.out.setAccessibleName("Output file")
-        self.mix = QCheckBox("One mixed file:")
+        self.mix = QCheckBox("One file, the lines in order (the subtitles are named after it)")
         self.mix.setChecked(True)
         self.mix.setAccessibleName("Write the mix")
         self.mix.setToolTip("Every line in one file; the subtitles are named after it")
-        mix_row = QHBoxLayout()
-        mix_row.addWidget(self.mix)
-        mix_row.addWidget(self._with_browse(self.out, self._browse_out), 1)
-        form.addRow("Mix", mix_row)
+        form.addRow("Mix", self.mix)  # each output: what it is, then where it goes (as the stems and clips)
+        form.addRow("", self._with_browse(self.out, self._browse_out))
 
         self.stems = QCheckBox("One track per speaker, full length (lines up in a DAW)")
         self.stems.setAccessibleName("Write speaker stems")
@@ -149,6 +147,7 @@ class ExportDialog(QDialog):
         self.gap.setValue(project.gap_s)
         self.gap.setSuffix(" s")
         self.gap.setAccessibleName("Gap between lines")
+        self.gap.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)  # a number, not a text field
         self.gap.setToolTip("Silence between lines, in the export and in the player's timeline.")
         self.gap.valueChanged.connect(self._gap_changed)
         form.addRow("Gap between lines", self.gap)
