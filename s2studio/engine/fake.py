@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import secrets
 import threading
 import time
 import uuid
@@ -159,7 +158,7 @@ class FakeEngine:
             yield JobFailed(job, problem)
             return
         yield JobStarted(job, tuple(ln.line_id for ln in request.lines))
-        base_seed = request.sampling.seed if request.sampling.seed is not None else secrets.randbits(31)
+        base_seed = request.sampling.base_seed()
         for index, line in enumerate(request.lines):
             if cancel.is_set():
                 yield JobFinished(job, cancelled=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from PySide6.QtCore import QPointF, QSettings, QSize, Qt, QTimer, Signal
@@ -255,15 +255,22 @@ class VoicesPanel(QWidget):
         if len(clips) > MAX_CLIPS:
             dialog.reason.setText(f"⚠ A voice takes 1–{MAX_CLIPS} clips: only the first {MAX_CLIPS} of the "
                                   f"{len(clips)} files are used.")
+        voice = self._until_accepted(dialog, lambda: self.library.create(dialog.name.text(), dialog.pairs(),
+                                                                         consent=dialog.consent.text()))
+        if voice is not None:
+            self._changed(voice, f"Voice “{voice.name}” created.")
+        return voice
+
+    @staticmethod
+    def _until_accepted(dialog: NewVoiceDialog, apply: Callable[[], Voice]) -> Voice | None:
+        """Run the dialog until `apply` succeeds or the person cancels: a refusal is shown in the dialog, which
+        stays open with everything typed in it. The dialog is released (its jobs, its players) either way."""
         try:
             while dialog.exec() == QDialog.DialogCode.Accepted:
                 try:
-                    voice = self.library.create(dialog.name.text(), dialog.pairs(), consent=dialog.consent.text())
+                    return apply()
                 except UserError as exc:
                     dialog.reason.setText(f"⚠ {exc}")
-                    continue
-                self._changed(voice, f"Voice “{voice.name}” created.")
-                return voice
             return None
         finally:
             dialog.release()
@@ -288,19 +295,17 @@ class VoicesPanel(QWidget):
                 return None
             clip = Path(name)
         dialog = self._dialog([clip], transcript, add_to=voice.name)
-        try:
-            while dialog.exec() == QDialog.DialogCode.Accepted:
-                try:
-                    voice = self.library.add_clip(vid, *dialog.pairs()[0])
-                except (UserError, IndexError) as exc:
-                    dialog.reason.setText(f"⚠ {exc}" if isinstance(exc, UserError) else "⚠ Add a clip first.")
-                    continue
-                self._changed(voice, f"Clip added to “{voice.name}”.")
-                return voice
-            return None
-        finally:
-            dialog.release()
-            dialog.deleteLater()
+
+        def add() -> Voice:
+            pairs = dialog.pairs()
+            if not pairs:
+                raise UserError("Add a clip first.")
+            return self.library.add_clip(vid, *pairs[0])
+
+        added = self._until_accepted(dialog, add)
+        if added is not None:
+            self._changed(added, f"Clip added to “{added.name}”.")
+        return added
 
     def remove_clip(self) -> Voice | None:
         """Pick one of the selected voice's clips and remove it (the voice keeps at least one)."""
