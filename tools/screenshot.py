@@ -3,8 +3,8 @@
 Starts the real window (under Xvfb when run through `xvfb-run`, else Qt's offscreen platform) on the
 tiny demo model (or `--engine fake`), creates two voices, renders a short script, and saves PNGs of the
 main window; a revised line (two takes, then its text edited: stale) with its takes; the timeline zoomed
-into one line; a cast of 20 speakers in a 1280 px window; the Settings tab after a switch to the fast
-path; the model page, the record dialog (a spoken take, trimmed), the new-voice dialog (two spoken clips trimmed
+into one line; a cast of 20 speakers in a 1280 px window; the Settings tab after a switch to 8-bit weights;
+the model page, the record dialog (a spoken take, trimmed), the new-voice dialog (two spoken clips trimmed
 and transcribed by the test package's tiny.en when it is installed) and the export dialog.
 
     xvfb-run -a -s "-screen 0 1400x900x24" .venv/bin/python tools/screenshot.py --out docs/screenshots
@@ -134,7 +134,7 @@ def main() -> int:
               window.library.create("Narrator", [(_voice_clip(home / "narr.wav", 150), "Once upon a time.")])]
     window.voices.refresh()
     window.refresh_voices()
-    window.settings_panel.max_frames.setValue(64)
+    window.settings_panel.max_seconds.setValue(3.0)
     window.editor.setPlainText(SCRIPT)
     window.reparse()
     for speaker, voice in (("Alice", voices[0]), ("Bob", voices[1])):
@@ -196,15 +196,15 @@ def main() -> int:
     window.reparse()
     window.resize(1360, 860)
 
-    # the Settings tab after switching to the fast path: a real reload (on the CPU: the kernels' load step)
-    window.inspector.setCurrentWidget(window.settings_panel)
-    speed = window.settings_panel.speed
-    speed.setCurrentIndex(speed.findData("fast"))
+    # the Settings tab after switching to 8-bit weights (a real reload); a GPU this computer lacks greyed out
+    window.inspector.setCurrentWidget(window.settings_scroll)
+    mode = window.settings_panel.mode
+    mode.setCurrentIndex(mode.findData("int8"))
     if not _wait(qapp, lambda: not window.model.busy and window.model_info is not None, 180):
-        print("the model did not reload on the fast path", file=sys.stderr)
+        print("the model did not reload with 8-bit weights", file=sys.stderr)
         return 1
     _wait(qapp, lambda: False, 0.3)
-    window.grab().save(str(args.out / "settings-fast.png"))
+    window.settings_panel.grab().save(str(args.out / "settings-panel.png"))  # whole, as far as it scrolls
 
     page = ModelPage(home / "data" / "models", window)
     page.folder.setText(str(model_dir))
@@ -261,8 +261,12 @@ def main() -> int:
     new_voice.grab().save(str(args.out / "new-voice-dialog.png"))
     new_voice.done(0)
 
-    export = ExportDialog(window.project, window.script, window.model_info, window)
+    export = ExportDialog(window.project, window.script, window.model_info,
+                          {v.id: v.name for v in window.library.list()}, [window.script.lines[1].line_id], None,
+                          window)
     export.out.setText(str(Path.home() / "Audio" / "chapter-one.wav"))
+    export.stems.setChecked(True)
+    export.clips.setChecked(True)
     export.show()
     _wait(qapp, lambda: False, 0.3)
     export.grab().save(str(args.out / "export-dialog.png"))

@@ -173,6 +173,28 @@ class ModelInfo:
 
 
 @dataclass(frozen=True)
+class DeviceOption:
+    """A device the model may run on (`Device`), whether this computer has it, and why not (or which it is)."""
+
+    name: str
+    available: bool
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class DevicesRequest:
+    """Which devices does this computer have? (The studio asks once; the engine thread answers.)"""
+
+    job_id: str
+
+
+@dataclass(frozen=True)
+class DevicesFound:
+    job_id: str
+    devices: tuple[DeviceOption, ...]
+
+
+@dataclass(frozen=True)
 class ModelLoading:
     job_id: str
     progress: float
@@ -256,7 +278,7 @@ class JobFailed:
 
 Event = Union[
     ModelLoading, ModelReady, JobStarted, LineStarted, Progress, AudioChunk, LineFinished,
-    ClipEncoded, JobFinished, JobFailed,
+    ClipEncoded, DevicesFound, JobFinished, JobFailed,
 ]
 
 

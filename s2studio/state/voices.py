@@ -332,27 +332,48 @@ class VoiceLibrary:
 
     # ------------------------------------------------------------------ exchange
 
-    def export(self, voice_id: str, dest: Path) -> Path:
-        """Write the voice as one `.s2voice` zip (voice.json, clips, cached codes if any)."""
+    def archive(self, voice_id: str, compress: bool = True) -> bytes:
+        """The voice as the bytes of a `.s2voice` zip (voice.json, clips, cached codes if any). `compress=False`
+        stores the FLAC clips as they are (they do not shrink): what a project saved with its voices packs."""
         voice = self.get(voice_id)
         folder = self.folder(voice_id)
-        dest = Path(dest)
-        if dest.suffix != ".s2voice":
-            dest = dest.with_name(dest.name + ".s2voice")
         names = [VOICE_FILE] + [c.file for c in voice.clips]
         if (folder / CODES_FILE).is_file():
             names.append(CODES_FILE)
         if voice.lora is not None:
             names.append(LORA_FILE)
-
         buf = io.BytesIO()
         try:
-            with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+            with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED) as z:
                 for n in names:  # float tensors do not deflate: the LoRA is stored as it is
                     z.write(folder / n, n, zipfile.ZIP_STORED if n == LORA_FILE else None)
         except OSError as exc:
             raise UserError(f"cannot read voice {voice.name!r}: {exc.strerror or exc}") from None
-        return write_bytes_atomic(dest, buf.getvalue())
+        return buf.getvalue()
+
+    def export(self, voice_id: str, dest: Path) -> Path:
+        """Write the voice as one `.s2voice` zip (`archive`)."""
+        dest = Path(dest)
+        if dest.suffix != ".s2voice":
+            dest = dest.with_name(dest.name + ".s2voice")
+        return write_bytes_atomic(dest, self.archive(voice_id))
+
+    @staticmethod
+    def peek(path: Path) -> Voice:
+        """The voice a `.s2voice` file holds (its voice.json, checked as an import checks it), without importing
+        it: a project's packed voices are compared with the library's before anything is added."""
+        path = Path(path)
+        try:
+            with zipfile.ZipFile(path) as z:
+                check_entries(path, z.infolist())
+                raw = json.loads(z.read(VOICE_FILE).decode("utf-8"))
+        except FileNotFoundError:
+            raise UserError(f"{path} does not exist") from None
+        except KeyError:
+            raise UserError(f"{path} has no voice.json; it is not a .s2voice file") from None
+        except (zipfile.BadZipFile, OSError, UnicodeDecodeError, json.JSONDecodeError, zlib.error) as exc:
+            raise UserError(f"{path} is not a readable .s2voice file ({printable(exc, 80)})") from None
+        return voice_from_json(raw, str(path))
 
     def import_voice(self, path: Path) -> Voice:
         """Add the voice in a `.s2voice` zip; refuses anything that is not exactly a voice folder."""
