@@ -61,17 +61,17 @@ def test_train_stop_resume_and_attach(qtbot, tiny: Path, tmp_path: Path) -> None
                 qtbot.mouseClick(dialog.stop_button, Qt.MouseButton.LeftButton)
 
     dialog.run.event.connect(stop_after_first)
-    qtbot.mouseClick(dialog.start_button, Qt.MouseButton.LeftButton)
-    assert not dialog.start_button.isEnabled() and dialog.stop_button.isEnabled()
-    qtbot.waitUntil(lambda: not dialog.run.running, timeout=240_000)
+    with qtbot.waitSignal(dialog.run.ended, timeout=240_000):  # the run's end, after its last event
+        qtbot.mouseClick(dialog.start_button, Qt.MouseButton.LeftButton)
+        assert not dialog.start_button.isEnabled() and dialog.stop_button.isEnabled()
     assert steps == [1] and [s for s, _ in dialog.plot.points] == [1]
     assert "Stopped after step 1" in dialog.status.text() and lib.get(voice.id).lora is None
     assert dialog.resume.isEnabled() and dialog.resume.isChecked()
 
     # Resume: steps 2 and 3 on the same run; the plot shows them, the voice gets the final LoRA
     stop_at.clear()
-    qtbot.mouseClick(dialog.start_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: not dialog.run.running, timeout=240_000)
+    with qtbot.waitSignal(dialog.run.ended, timeout=240_000):
+        qtbot.mouseClick(dialog.start_button, Qt.MouseButton.LeftButton)
     folder = tmp_path / "data" / "training" / voice.id
     assert steps == [1, 2, 3] and [s for s, _ in dialog.plot.points] == [2, 3], dialog.status.text()
     assert dialog.progress.value() == 3
