@@ -6,9 +6,10 @@
 // with float32 activations on a CPU without AVX512-BF16/AMX: its bf16 GEMV and its weight-only int8 kernel
 // (`_weight_int8pack_mm`) are compute-bound at about half the bandwidth, fbgemm's int8 kernel is fast only
 // because it also rounds the activations to 8 bits, and its int4 kernel (`_weight_int4pack_mm_for_cpu`, bfloat16
-// activations) is compute-bound too (about int8's speed, for half the bytes). Here each weight is widened to float32 in registers and
-// multiplied by the float32 activation, so the result is the float32 product of the stored weights (only the
-// order of the additions differs from a float32 GEMM).
+// activations) is compute-bound too (about int8's speed, for half the bytes). Here each bf16 or int8 weight is
+// widened to float32 in registers and multiplied by the float32 activation, so the result is the float32 product
+// of the stored weights (only the order of the additions differs from a float32 GEMM); int4 sums exact integer
+// products against 16-bit activations instead (its section below says why).
 //
 // Built by s2studio/engine/weights/cpu_gemv.py with the vector width torch itself chose for this CPU (-mavx512* or
 // -mavx2); the generic code below is the same for every width, including the scalar one.
