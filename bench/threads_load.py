@@ -3,10 +3,10 @@
 A benchmark, not a test: it prints figures and asserts nothing. A desktop is never idle, and OpenMP's default
 (spin-waiting workers) collapses when another program takes a core (issue 18). Each row is one child process
 (OpenMP reads its wait policy once, at torch's start) that loads a random demo model's fast path (bf16-stored
-weights, as the engine's CPU fast path loads them) and times decode frames/s three times: idle, then beside one
-busy `python -c 'while True: pass'` per usable core (started and stopped by the child around that timing only),
-then idle again. Idle is the mean of the two idle timings, so a drift of the machine's own load over the row
-does not read as the busy processes' effect. Rows: the wait policy the studio sets (PASSIVE, `s2studio/threads.py`)
+weights, as the engine's CPU fast path loads them) and times decode frames/s idle and beside one busy
+`python -c 'while True: pass'` per usable core (started and stopped by the child around each loaded timing only),
+alternating: idle, loaded, idle, ... (`--rounds` loaded timings), idle. Each figure is the median of its kind,
+so a drift of the machine's own load over the row does not read as the busy processes' effect. Rows: the wait policy the studio sets (PASSIVE, `s2studio/threads.py`)
 and OpenMP's default, at 1 and 2 threads.
 
 "Idle" is the machine as it is: on a shared machine other people's work is part of it (the load is printed).
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -69,18 +70,19 @@ def child(args: argparse.Namespace) -> None:
         return (n - 1) / (end - first) if first is not None and end > first else 0.0
 
     frames_per_second(0)  # warm-up: kernels built, caches allocated
-    idle_a = frames_per_second(1)
-    hogs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(len(os.sched_getaffinity(0)))]
-    try:
-        time.sleep(0.5)  # the busy processes are running before the timing starts
-        busy = frames_per_second(2)
-    finally:
-        for hog in hogs:
-            hog.kill()
-            hog.wait()
-    idle_b = frames_per_second(3)
-    print(json.dumps({"idle": (idle_a + idle_b) / 2, "idle_a": idle_a, "idle_b": idle_b, "loaded": busy,
-                      "hogs": len(hogs), "load": os.getloadavg()[0]}))
+    idle, busy, hogs = [frames_per_second(1)], [], len(os.sched_getaffinity(0))
+    for r in range(args.rounds):  # idle, loaded, idle, loaded, ..., idle
+        procs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(hogs)]
+        try:
+            time.sleep(0.5)  # the busy processes are running before the timing starts
+            busy.append(frames_per_second(2 + 2 * r))
+        finally:
+            for proc in procs:
+                proc.kill()
+                proc.wait()
+        idle.append(frames_per_second(3 + 2 * r))
+    print(json.dumps({"idle": statistics.median(idle), "idle_all": idle, "loaded": statistics.median(busy),
+                      "loaded_all": busy, "hogs": hogs, "load": os.getloadavg()[0]}))
 
 
 def row(args: argparse.Namespace, threads: int, policy: str | None) -> dict:
@@ -88,7 +90,7 @@ def row(args: argparse.Namespace, threads: int, policy: str | None) -> dict:
     if policy:
         env["OMP_WAIT_POLICY"] = policy
     out = subprocess.run([sys.executable, __file__, "--child", "--size", args.size, "--threads", str(threads),
-                          "--frames", str(args.frames), "--seconds", str(args.seconds)],
+                          "--frames", str(args.frames), "--seconds", str(args.seconds), "--rounds", str(args.rounds)],
                          env=env, capture_output=True, text=True, timeout=1800)
     if out.returncode:
         raise SystemExit(f"child failed: {out.stderr.strip()[-2000:]}")
@@ -101,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, nargs="*", default=[1, 2])
     p.add_argument("--frames", type=int, default=64)
     p.add_argument("--seconds", type=float, default=8.0, help="longest a timing runs")
+    p.add_argument("--rounds", type=int, default=2, help="loaded timings, each between two idle ones")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
@@ -115,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
             r = row(args, threads, policy)
             name = f"OMP_WAIT_POLICY={policy}" if policy else "OpenMP's default (spin)"
             print(f"  {name:25s} {threads} thread(s): idle {r['idle']:6.1f} frames/s "
-                  f"({r['idle_a']:.1f} / {r['idle_b']:.1f}), loaded {r['loaded']:6.1f} frames/s, "
+                  f"({' / '.join(f'{x:.1f}' for x in r['idle_all'])}), loaded {r['loaded']:6.1f} frames/s "
+                  f"({' / '.join(f'{x:.1f}' for x in r['loaded_all'])}), "
                   f"loaded/idle {r['loaded'] / r['idle']:.2f}x  (load {r['load']:.1f})", flush=True)
     return 0
 
