@@ -16,6 +16,7 @@ so the GUI thread never imports torch.
 
 from __future__ import annotations
 
+import gc
 import logging
 import logging.handlers
 import os
@@ -48,7 +49,12 @@ def fake_engine_factory() -> Any:
 
 
 def real_engine_factory() -> Any:
-    """Runs on the engine thread: importing the real engine imports torch there, not in the GUI."""
+    """Runs on the engine thread: importing the real engine imports torch there, not in the GUI. Every pause of
+    the engine thread that holds the GIL is one of the window's too: the objects the import made are frozen out
+    of the garbage collector, whose full passes (each model unload runs one) would otherwise walk all of
+    torch's modules every time (a reload's longest gap 170-380 ms without, 20-85 ms with, `bench/gui_stall.py`).
+    The import itself still holds the GIL for its C initialisation (the first load's gap, ~0.5 s on a busy
+    2-core machine)."""
     try:
         from s2studio.engine.s2 import S2Engine  # noqa: PLC0415
     except ModuleNotFoundError as exc:
@@ -56,6 +62,7 @@ def real_engine_factory() -> Any:
             raise UserError("The S2 engine is not part of this build yet; start with S2STUDIO_ENGINE=fake "
                             "to try the studio with test tones.") from None
         raise
+    gc.freeze()  # what exists now lives as long as the process: later collections skip it
     return S2Engine()
 
 
@@ -143,19 +150,22 @@ def start_engine(window) -> None:  # noqa: ANN001
 
 
 def apply_start_hooks(window, restored: bool) -> None:  # noqa: ANN001
-    """`S2STUDIO_OPEN` and `S2STUDIO_AUTORENDER` (module docstring); a restored autosave wins over OPEN."""
+    """`S2STUDIO_OPEN` and `S2STUDIO_AUTORENDER` (module docstring); a restored autosave wins over OPEN, and
+    without either the project open at the last clean exit opens again."""
     path = os.environ.get(ENV_OPEN)
     if path and not restored:
         window.open_project(Path(path))
+    elif not restored and (last := window.store.last()) is not None:
+        window.open_project(last)
     if os.environ.get(ENV_AUTORENDER) == "1":
         pending = [True]
 
-        def render_once(_event: object) -> None:  # after the window's own model_ready slot (connected first)
-            if pending:
+        def render_once(busy: bool) -> None:  # once the load has ended with a model (rendering waits for that)
+            if pending and not busy and window.model_info is not None:
                 pending.clear()
                 window.actions_by_name["render_all"].trigger()
 
-        window.ctx.host.model_ready.connect(render_once)
+        window.model.busy_changed.connect(render_once)
 
 
 def restore_at_start(window) -> bool:  # noqa: ANN001

@@ -20,6 +20,11 @@ class UserError(Exception):
     """A problem the user can fix. `str(exc)` is the whole message, one line."""
 
 
+class Cancelled(Exception):
+    """Work stopped because the person asked (a cancel event was set): not an error, never shown as one.
+    Raised by long work below the window (a download, a transcript) and by the window's background tasks."""
+
+
 def is_control(ch: str) -> bool:
     """A character that changes how a terminal or a text view shows what follows it, or that is not text
     at all: C0/C1 controls (newline and tab included), line/paragraph separators, bidi controls and

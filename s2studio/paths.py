@@ -36,6 +36,14 @@ def data_dir() -> Path:
     return root
 
 
+def cache_dir() -> Path:
+    """What can be made or fetched again (speech-recognition models, transcripts, voice previews): the
+    platformdirs user cache dir, never backed up with the data."""
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("s2studio", appauthor=False))
+
+
 def voices_dir() -> Path:
     return data_dir() / "voices"
 

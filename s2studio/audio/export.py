@@ -1,16 +1,26 @@
-"""Export rendered lines: one mixed file, per-line stems, SRT and WebVTT (design.md §8, issue 4).
+"""Export rendered lines: one mixed file, one track per speaker, one clip per line, SRT and WebVTT
+(design.md §8, issues 4 and 14).
 
 Lines are laid out by the same `Timeline` the player uses, so exported files and cue times match
-what was heard. Normalisation computes one gain on the mix and applies it to every stem too, so the
-stems still sum to the mix. Stems are full-length (silence outside their line): drop them into
-any editor at 0:00 and they line up.
+what was heard. Normalisation computes one gain on the mix and applies it to every other file too, so
+the speaker stems still sum to the mix and a line's clip is the mix's audio of that line.
+
+What people bring into other programs:
+
+- speaker stems (`stems_dir`): one full-length track per speaker, silent where others speak; drop them
+  into a DAW at 0:00 and they line up (as many files as speakers, not as lines);
+- line clips (`clips_dir`): each line's take alone, trimmed to the take, named
+  `NNN_speaker_first-words.wav` (for an editor, a game engine, a dubbing tool).
+
+Subtitles show what is heard: delivery tags such as "[whispering]" are left out unless asked for.
 """
 
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -22,6 +32,7 @@ from s2studio.audio.timeline import Timeline
 from s2studio.audio import SAMPLE_RATE
 from s2studio.errors import UserError
 from s2studio.state.atomic import OutputSet, write_bytes_atomic, write_error
+from s2studio.state.tags import without_tags
 
 Format = Literal["wav", "flac", "ogg", "opus", "mp3"]
 Normalize = Literal["none", "peak", "loudness"]
@@ -37,6 +48,12 @@ FORMATS: dict[str, tuple[str, str, str]] = {
 OPUS_RATE = 48000
 """Opus only runs at 8/12/16/24/48 kHz; we resample 44.1 kHz to 48 kHz for it."""
 MAX_GAIN_DB = 30.0
+BITRATES_KBPS: dict[str, tuple[int, ...]] = {"mp3": (64, 96, 128, 160, 192, 256, 320), "opus": (32, 48, 64, 96, 128, 192)}
+"""The bitrates offered for the lossy formats with a bitrate (Vorbis is quality-based and keeps libsndfile's)."""
+DEFAULT_KBPS = {"mp3": 192, "opus": 96}
+"""Transparent speech at a fraction of the WAV's size."""
+CLIP_WORDS = 5
+"""Words of a line's text in its clip's file name."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +74,16 @@ class ExportSettings:
     """Target peak for "peak", and the ceiling after a "loudness" gain."""
     loudness_lufs: float = -16.0
     metadata: Metadata = field(default_factory=Metadata)
+    bitrate_kbps: int | None = None
+    """MP3 (constant) and Opus (average) bitrate; None: `DEFAULT_KBPS`. Ignored by the other formats."""
+    subtitle_tags: bool = False
+    """Keep delivery tags ("[whispering]") in the subtitles' text."""
+
+    def __post_init__(self) -> None:
+        offered = BITRATES_KBPS.get(self.format)
+        if self.bitrate_kbps is not None and offered is not None and self.bitrate_kbps not in offered:
+            raise UserError(f"{self.format} bitrate {self.bitrate_kbps} kbps is not offered; choose one of "
+                            f"{', '.join(map(str, offered))}")
 
 
 @dataclass(frozen=True)
@@ -65,6 +92,10 @@ class RenderedLine:
     speaker: str
     text: str
     audio: Audio
+    voice: str = ""
+    """The name of the voice that speaks it: the artist of its clip and of its speaker's stem."""
+    number: int | None = None
+    """Its place in the script, 1-based, for its clip's name (None: its place among the lines exported)."""
 
 
 @dataclass(frozen=True)
@@ -135,17 +166,33 @@ def normalization_gain(mix: Audio, settings: ExportSettings) -> float:
     return float(min(gain, MAX_GAIN_DB))
 
 
+def compression_level(fmt: Format, kbps: int) -> float:
+    """libsndfile's 0..1 compression level that gives `kbps` (libsndfile 1.2 maps it linearly: MP3 from
+    320 kbps at 0 to 32 kbps at 1, Opus from 256 kbps to 6 kbps per channel)."""
+    if fmt == "mp3":
+        return (320 - kbps) / 288
+    if fmt == "opus":
+        return 1 - (kbps - 6) / 250
+    raise ValueError(f"{fmt} has no bitrate")
+
+
 def encode_audio(audio: Audio, fmt: Format, metadata: Metadata | None = None,
-                 sample_rate: int = SAMPLE_RATE) -> bytes:
-    """Mono `audio` at `sample_rate` as the bytes of a `fmt` file (resampled for Opus), with metadata.
-    Encoded in memory: the disk is written by the one writer, which reports a full disk as such."""
+                 sample_rate: int = SAMPLE_RATE, bitrate_kbps: int | None = None) -> bytes:
+    """Mono `audio` at `sample_rate` as the bytes of a `fmt` file (resampled for Opus), with metadata and,
+    for MP3 and Opus, the bitrate (`DEFAULT_KBPS` when None). Encoded in memory: the disk is written by the
+    one writer, which reports a full disk as such."""
     sf_format, subtype, _ = FORMATS[fmt]
     data = np.clip(np.asarray(audio, dtype=np.float32), -1.0, 1.0)
     rate = sample_rate
     if fmt == "opus" and rate != OPUS_RATE:
         data, rate = np.clip(resample(data, rate, OPUS_RATE), -1.0, 1.0), OPUS_RATE
+    options: dict[str, object] = {}
+    if fmt in DEFAULT_KBPS:
+        options["compression_level"] = compression_level(fmt, bitrate_kbps or DEFAULT_KBPS[fmt])
+        if fmt == "mp3":
+            options["bitrate_mode"] = "CONSTANT"
     buf = io.BytesIO()
-    with sf.SoundFile(buf, "w", samplerate=rate, channels=1, format=sf_format, subtype=subtype) as f:
+    with sf.SoundFile(buf, "w", samplerate=rate, channels=1, format=sf_format, subtype=subtype, **options) as f:
         if metadata is not None:
             _tag(f, metadata)
         f.write(data)
@@ -153,9 +200,9 @@ def encode_audio(audio: Audio, fmt: Format, metadata: Metadata | None = None,
 
 
 def write_audio(path: Path, audio: Audio, fmt: Format, metadata: Metadata | None = None,
-                sample_rate: int = SAMPLE_RATE) -> Path:
+                sample_rate: int = SAMPLE_RATE, bitrate_kbps: int | None = None) -> Path:
     """`encode_audio` to the file `path`, atomically."""
-    return write_bytes_atomic(Path(path), encode_audio(audio, fmt, metadata, sample_rate))
+    return write_bytes_atomic(Path(path), encode_audio(audio, fmt, metadata, sample_rate, bitrate_kbps))
 
 
 def _tag(f: sf.SoundFile, meta: Metadata) -> None:
@@ -179,29 +226,83 @@ def _srt_time(seconds: float) -> str:
     return f"{ms // 3_600_000:02d}:{ms // 60_000 % 60:02d}:{ms // 1000 % 60:02d},{ms % 1000:03d}"
 
 
-def srt_text(cues: Sequence[Cue], with_speakers: bool = True) -> str:
+def _shown(cues: Sequence[Cue], keep_tags: bool) -> list[tuple[Cue, str]]:
+    """Each cue with the text it shows; a cue left without words (a line that is only "[laughing]") is
+    dropped, since a subtitle with nothing to read is noise."""
+    shown = [(c, c.text if keep_tags else without_tags(c.text)) for c in cues]
+    return [(c, text) for c, text in shown if text.strip()]
+
+
+def srt_text(cues: Sequence[Cue], with_speakers: bool = True, keep_tags: bool = False) -> str:
+    """SubRip subtitles, numbered from 1; delivery tags left out unless `keep_tags`."""
     blocks = []
-    for c in cues:
-        text = f"{c.speaker}: {c.text}" if with_speakers else c.text
-        blocks.append(f"{c.index}\n{_srt_time(c.start_s)} --> {_srt_time(c.end_s)}\n{text}\n")
+    for number, (c, text) in enumerate(_shown(cues, keep_tags), start=1):
+        text = f"{c.speaker}: {text}" if with_speakers else text
+        blocks.append(f"{number}\n{_srt_time(c.start_s)} --> {_srt_time(c.end_s)}\n{text}\n")
     return "\n".join(blocks)
 
 
-def vtt_text(cues: Sequence[Cue], with_speakers: bool = True) -> str:
+def vtt_text(cues: Sequence[Cue], with_speakers: bool = True, keep_tags: bool = False) -> str:
+    """WebVTT subtitles, each cue named by its line id, the speaker as a voice span."""
     def esc(s: str) -> str:
         return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
     out = ["WEBVTT\n"]
-    for c in cues:
-        text = f"<v {esc(c.speaker)}>{esc(c.text)}" if with_speakers else esc(c.text)
+    for c, text in _shown(cues, keep_tags):
+        text = f"<v {esc(c.speaker)}>{esc(text)}" if with_speakers else esc(text)
         out.append(f"{c.line_id}\n{_srt_time(c.start_s).replace(',', '.')} --> "
                    f"{_srt_time(c.end_s).replace(',', '.')}\n{text}\n")
     return "\n".join(out)
 
 
-def stem_name(index: int, line: RenderedLine, fmt: Format) -> str:
-    speaker = "".join(ch if ch.isalnum() else "_" for ch in line.speaker)[:32] or "line"
-    return f"{index + 1:04d}_{speaker}{FORMATS[fmt][2]}"
+def _file_word(text: str, limit: int) -> str:
+    """`text` as a piece of a file name: letters and digits kept, apostrophes dropped ("it's" -> "its"), every
+    other run of characters one "-"."""
+    text = re.sub(r"['’]", "", text)
+    return re.sub(r"[\W_]+", "-", text, flags=re.UNICODE).strip("-")[:limit].strip("-")
+
+
+def speakers_in_order(lines: Sequence[RenderedLine]) -> list[str]:
+    """The speakers of `lines`, each once, in the order they first speak: the stems' order."""
+    return list(dict.fromkeys(ln.speaker for ln in lines))
+
+
+def stem_name(index: int, speaker: str, fmt: Format) -> str:
+    """`01_Alice.wav`: the speaker's place in the script (so a DAW lists the tracks in order), then the name."""
+    return f"{index + 1:02d}_{_file_word(speaker, 40) or 'speaker'}{FORMATS[fmt][2]}"
+
+
+def clip_name(number: int, line: RenderedLine, fmt: Format, digits: int = 3) -> str:
+    """`001_Alice_did-you-hear-that.wav`: the line's number, its speaker and its first words (tags left out)."""
+    words = " ".join(without_tags(line.text).lower().split()[:CLIP_WORDS])
+    parts = [f"{number:0{digits}d}", _file_word(line.speaker, 32) or "line", _file_word(words, 48)]
+    return "_".join(p for p in parts if p) + FORMATS[fmt][2]
+
+
+def _clip_names(lines: Sequence[RenderedLine], fmt: Format) -> list[str]:
+    numbers = [ln.number if ln.number is not None else i + 1 for i, ln in enumerate(lines)]
+    digits = max(3, len(str(max(numbers, default=1))))
+    names = [clip_name(n, ln, fmt, digits) for n, ln in zip(numbers, lines, strict=True)]
+    seen: dict[str, int] = {}
+    for i, name in enumerate(names):  # two lines given the same number: the second gets a suffix
+        seen[name] = seen.get(name, 0) + 1
+        if seen[name] > 1:
+            stem, ext = name.rsplit(".", 1)
+            names[i] = f"{stem}-{seen[name]}.{ext}"
+    return names
+
+
+def output_paths(lines: Sequence[RenderedLine], fmt: Format, out: Path | None = None,
+                 stems_dir: Path | None = None, clips_dir: Path | None = None, srt: Path | None = None,
+                 vtt: Path | None = None) -> list[Path]:
+    """Every file `export` writes for these outputs, in the order it writes them: what the export dialog
+    checks before asking whether to replace files that exist."""
+    paths = [out] if out is not None else []
+    if stems_dir is not None:
+        paths += [stems_dir / stem_name(i, s, fmt) for i, s in enumerate(speakers_in_order(lines))]
+    if clips_dir is not None:
+        paths += [clips_dir / name for name in _clip_names(lines, fmt)]
+    return paths + [p for p in (srt, vtt) if p is not None]
 
 
 def _make_folders(paths: Sequence[Path]) -> list[Path]:
@@ -230,11 +331,12 @@ def _remove_if_empty(folder: Path) -> None:
 
 
 def export(lines: Sequence[RenderedLine], settings: ExportSettings, out: Path | None = None,
-           stems_dir: Path | None = None, srt: Path | None = None, vtt: Path | None = None,
-           into: OutputSet | None = None) -> ExportResult:
-    """Lay out `lines`, normalise, and write whichever outputs are asked for, all or none of them: every
-    file is staged first and renamed only when all are (see `state/atomic.py`). With `into` the files
-    are staged there and the caller commits them, together with its own (a render's events log)."""
+           stems_dir: Path | None = None, clips_dir: Path | None = None, srt: Path | None = None,
+           vtt: Path | None = None, into: OutputSet | None = None) -> ExportResult:
+    """Lay out `lines`, normalise, and write whichever outputs are asked for (`out`: the mix; `stems_dir`:
+    one track per speaker; `clips_dir`: one clip per line; `srt`, `vtt`: subtitles), all or none of them:
+    every file is staged first and renamed only when all are (see `state/atomic.py`). With `into` the
+    files are staged there and the caller commits them, together with its own (a render's events log)."""
     if not lines:
         raise UserError("nothing to export: no line has been rendered yet")
     mix, cues, starts = layout(lines, settings.gap_s)
@@ -242,22 +344,34 @@ def export(lines: Sequence[RenderedLine], settings: ExportSettings, out: Path | 
     gain = np.float32(10 ** (gain_db / 20))
     mix = mix * gain
     files = into if into is not None else OutputSet()
-    folders = [p.parent for p in (out, srt, vtt) if p is not None] + ([stems_dir] if stems_dir is not None else [])
+    folders = [p.parent for p in (out, srt, vtt) if p is not None] + [d for d in (stems_dir, clips_dir) if d is not None]
     made = _make_folders(folders)
+    fmt, meta, kbps = settings.format, settings.metadata, settings.bitrate_kbps
     written: list[Path] = []
     try:
         if out is not None:
-            written.append(files.add(out, encode_audio(mix, settings.format, settings.metadata)))
+            written.append(files.add(out, encode_audio(mix, fmt, meta, bitrate_kbps=kbps)))
         if stems_dir is not None:
-            for i, (line, start) in enumerate(zip(lines, starts, strict=True)):
+            for i, speaker in enumerate(speakers_in_order(lines)):
                 stem = np.zeros(len(mix), np.float32)
-                stem[start:start + len(line.audio)] = np.asarray(line.audio, np.float32) * gain
-                written.append(files.add(stems_dir / stem_name(i, line, settings.format),
-                                         encode_audio(stem, settings.format, settings.metadata)))
+                voices: list[str] = []
+                for line, start in zip(lines, starts, strict=True):
+                    if line.speaker == speaker:
+                        stem[start:start + len(line.audio)] = np.asarray(line.audio, np.float32) * gain
+                        voices.append(line.voice)
+                tags = replace(meta, voices=tuple(v for v in dict.fromkeys(voices) if v) or meta.voices)
+                written.append(files.add(stems_dir / stem_name(i, speaker, fmt),
+                                         encode_audio(stem, fmt, tags, bitrate_kbps=kbps)))
+        if clips_dir is not None:
+            for line, name in zip(lines, _clip_names(lines, fmt), strict=True):
+                tags = replace(meta, title=without_tags(line.text)[:200] or meta.title,
+                                voices=(line.voice,) if line.voice else meta.voices)
+                written.append(files.add(clips_dir / name, encode_audio(np.asarray(line.audio, np.float32) * gain,
+                                                                        fmt, tags, bitrate_kbps=kbps)))
         if srt is not None:
-            written.append(files.add_text(srt, srt_text(cues)))
+            written.append(files.add_text(srt, srt_text(cues, keep_tags=settings.subtitle_tags)))
         if vtt is not None:
-            written.append(files.add_text(vtt, vtt_text(cues)))
+            written.append(files.add_text(vtt, vtt_text(cues, keep_tags=settings.subtitle_tags)))
         if into is None:
             files.commit()
     except BaseException:

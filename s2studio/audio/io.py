@@ -29,7 +29,7 @@ def read_channels(path: Path, max_seconds: float = MAX_SECONDS) -> tuple[np.ndar
     """`(samples (channels, N) float32, sample_rate)` of any file soundfile reads (WAV of every sample format,
     FLAC, OGG, MP3 …), refused with one line unless it can be a reference clip (`state.clips.read_audio`, the
     one reader and the one rule, shared with the voice library)."""
-    data, rate, _ = read_reference(Path(path), max_seconds, min_seconds=0.0)
+    data, rate, _ = read_reference(Path(path), max_seconds, voice_clip=False)
     return np.ascontiguousarray(data.T), rate
 
 

@@ -64,7 +64,10 @@ def add_script_arguments(parser: argparse.ArgumentParser,
         help="give the script's speaker NAME the library voice VOICE (id or name); once per speaker")
     add("--out", type=Path, metavar="FILE",
         help="the mixed audio; the format follows the extension: .wav .flac .ogg (Vorbis) .opus .mp3")
-    add("--stems", type=Path, metavar="DIR", help="also write one full-length file per line into DIR")
+    add("--stems", type=Path, metavar="DIR",
+        help="also write one full-length track per speaker into DIR (aligned to the mix, for a DAW)")
+    add("--clips", type=Path, metavar="DIR",
+        help="also write each line's take as its own file into DIR (NNN_speaker_first-words.wav)")
     add("--srt", type=Path, metavar="FILE", help="subtitles, one cue per spoken line (SubRip)")
     add("--vtt", type=Path, metavar="FILE", help="subtitles, one cue per spoken line (WebVTT)")
     add("--events", type=Path, metavar="FILE.jsonl", help="log every engine event as one JSON line (no sample data)")
@@ -72,6 +75,8 @@ def add_script_arguments(parser: argparse.ArgumentParser,
     add("--normalize", default="none", metavar="none|peak|loudness",
         help="peak: -1 dBFS peak; loudness: -16 LUFS, peak at most -1 dBFS (default none)")
     add("--title", metavar="TEXT", help="title tag of the audio files (default: the first heading)")
+    add("--bitrate", type=int, metavar="KBPS", help="MP3 or Opus bitrate (default 192 for MP3, 96 for Opus)")
+    add("--subtitle-tags", action="store_true", help="keep delivery tags such as [whispering] in the subtitles")
 
 
 # ----------------------------------------------------------------------------- checks before loading
@@ -81,6 +86,7 @@ def add_script_arguments(parser: argparse.ArgumentParser,
 class _Outputs:
     out: Path | None
     stems: Path | None
+    clips: Path | None
     srt: Path | None
     vtt: Path | None
     events: Path | None
@@ -91,12 +97,14 @@ def _check_outputs(args: argparse.Namespace) -> _Outputs:
     from s2studio.audio.export import format_for
 
     out, stems, srt, vtt, events = args.out, args.stems, args.srt, args.vtt, args.events
-    if out is None and stems is None and srt is None and vtt is None:
-        raise UserError("nothing to write; give --out FILE (and/or --stems DIR, --srt FILE, --vtt FILE)")
+    clips = getattr(args, "clips", None)
+    if out is None and stems is None and clips is None and srt is None and vtt is None:
+        raise UserError("nothing to write; give --out FILE (and/or --stems DIR, --clips DIR, --srt FILE, --vtt FILE)")
     fmt = format_for(out) if out is not None else "wav"
     for path, what in ((out, "--out"), (srt, "--srt"), (vtt, "--vtt"), (events, "--events")):
         check_file(path, what)
     check_folder(stems, "--stems")
+    check_folder(clips, "--clips")
     given = [p for p in (out, srt, vtt, events) if p is not None]
     if len({p.resolve() for p in given}) != len(given):
         raise UserError("two outputs name the same file; give each of --out, --srt, --vtt and --events its own")
@@ -104,7 +112,16 @@ def _check_outputs(args: argparse.Namespace) -> _Outputs:
         raise UserError(f"--gap must be between 0 and 60 seconds, got {args.gap}")
     if args.normalize not in NORMALIZE:
         raise UserError(f"unknown --normalize {args.normalize!r}; use none, peak or loudness")
-    return _Outputs(out, stems, srt, vtt, events, fmt)
+    bitrate = getattr(args, "bitrate", None)
+    if bitrate is not None:
+        from s2studio.audio.export import BITRATES_KBPS
+
+        if fmt not in BITRATES_KBPS:
+            raise UserError(f"--bitrate is for .mp3 and .opus files; {fmt} has none")
+        if bitrate not in BITRATES_KBPS[fmt]:
+            raise UserError(f"--bitrate {bitrate} is not offered for {fmt}; use one of "
+                            f"{', '.join(map(str, BITRATES_KBPS[fmt]))}")
+    return _Outputs(out, stems, clips, srt, vtt, events, fmt)
 
 
 def _parse_cast(items: Sequence[str]) -> dict[str, str]:
@@ -231,9 +248,10 @@ def _generate(engine: Engine, request: SynthesisRequest, log: EventLog, bar: Pro
     return takes
 
 
-def _rendered_lines(script: Script, request: SynthesisRequest, takes: Sequence[LineFinished]) -> list:
+def _rendered_lines(script: Script, request: SynthesisRequest, takes: Sequence[LineFinished],
+                    cast: dict[str, Voice]) -> list:
     """One `RenderedLine` per take, in script order. In upstream batching a take holds several lines
-    (from its own id up to the next take's): their speakers and texts are joined."""
+    (from its own id up to the next take's): their speakers, voices and texts are joined."""
     from s2studio.audio.export import RenderedLine
 
     by_id = {ln.line_id: ln for ln in script.lines}
@@ -245,7 +263,9 @@ def _rendered_lines(script: Script, request: SynthesisRequest, takes: Sequence[L
         later = [s for s in starts if s > first]
         group = [by_id[i] for i in order[first:later[0] if later else len(order)]]
         speakers = ", ".join(dict.fromkeys(ln.speaker for ln in group))
-        out.append(RenderedLine(take.line_id, speakers, " ".join(ln.text for ln in group), take.audio))
+        voices = ", ".join(dict.fromkeys(cast[ln.speaker].name for ln in group if ln.speaker in cast))
+        out.append(RenderedLine(take.line_id, speakers, " ".join(ln.text for ln in group), take.audio, voice=voices,
+                                number=first + 1))
     return out
 
 
@@ -255,8 +275,8 @@ def _export(lines: list, outputs: _Outputs, settings: Any, log: EventLog) -> Any
 
     files = OutputSet()
     try:
-        result = export(lines, settings, out=outputs.out, stems_dir=outputs.stems, srt=outputs.srt,
-                        vtt=outputs.vtt, into=files)
+        result = export(lines, settings, out=outputs.out, stems_dir=outputs.stems, clips_dir=outputs.clips,
+                        srt=outputs.srt, vtt=outputs.vtt, into=files)
         log.stage(files)
         files.commit()
     except BaseException:
@@ -324,13 +344,15 @@ def run_script(args: argparse.Namespace, engine_factory: EngineFactory | None = 
         t1 = time.perf_counter()
         takes = _generate(engine, request, log, bar)
         render_s = time.perf_counter() - t1
-        lines = _rendered_lines(script, request, takes)
+        lines = _rendered_lines(script, request, takes, cast)
         voices = tuple(dict.fromkeys(cast[ln.speaker].name for ln in script.lines))
         title = args.title if args.title is not None else (script.headings[0].text if script.headings
                                                            else Path(args.script).stem)
         settings = ExportSettings(format=outputs.format, gap_s=args.gap, normalize=args.normalize,  # type: ignore[arg-type]
                                   metadata=Metadata(title=title, model=info.name, voices=voices,
-                                                    software=f"S2 Studio {__version__}"))
+                                                    software=f"S2 Studio {__version__}"),
+                                  bitrate_kbps=getattr(args, "bitrate", None),
+                                  subtitle_tags=bool(getattr(args, "subtitle_tags", False)))
         result = _export(lines, outputs, settings, log)
     except BaseException:
         bar.close()
@@ -341,7 +363,10 @@ def run_script(args: argparse.Namespace, engine_factory: EngineFactory | None = 
     rtf = render_s / audio_s if audio_s else 0.0
     written = [printable(p) for p in (outputs.out, outputs.srt, outputs.vtt, outputs.events) if p is not None]
     if outputs.stems is not None:
-        written.append(f"{len(lines)} stems in {printable(outputs.stems)}")
+        speakers = len({ln.speaker for ln in lines})
+        written.append(f"{speakers} speaker stem{'s' * (speakers != 1)} in {printable(outputs.stems)}")
+    if outputs.clips is not None:
+        written.append(f"{len(lines)} line clip{'s' * (len(lines) != 1)} in {printable(outputs.clips)}")
     print(f"rendered {len(takes)} line(s), {frames} frames, {seconds:.2f} s in {render_s:.1f} s (RTF {rtf:.2f})"
           f" -> {', '.join(written)}", file=sys.stderr)
     return 0

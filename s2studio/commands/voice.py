@@ -1,8 +1,9 @@
 """`s2studio voice add|list|show|export|import|remove`: the voice library from the command line.
 
-`add` only stores clips and transcripts; codes are computed when a voice is first used for
-synthesis (by the real engine) and cached in the voice folder. The library lives under the data
-dir (`S2STUDIO_DATA_DIR` overrides it).
+`add` stores clips and transcripts (a clip given without `--text` is transcribed by the speech-recognition
+model; `--trim` keeps each clip from its first speech to its last, `--normalize` brings it to -23 LUFS, as the
+studio's new-voice dialog does); codes are computed when a voice is first used for synthesis (by the real
+engine) and cached in the voice folder. The library lives under the data dir (`S2STUDIO_DATA_DIR` overrides it).
 """
 
 from __future__ import annotations
@@ -12,7 +13,11 @@ import sys
 from pathlib import Path
 
 from s2studio import paths
+from s2studio.audio.asr import AsrSettings
+from s2studio.audio.clip_prep import prepared, speech_span
+from s2studio.commands.transcribe import add_asr_options, transcribe_samples
 from s2studio.errors import UserError, printable
+from s2studio.state.clips import ClipAudio, audio_warnings, read_audio
 from s2studio.state.voices import MAX_CLIPS, Voice, VoiceLibrary, check_clip
 
 
@@ -24,8 +29,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add.add_argument("--name", required=True)
     add.add_argument("--clip", action="append", type=Path, required=True, metavar="FILE",
                      help="reference audio (repeat for up to 4 clips)")
-    add.add_argument("--text", action="append", required=True, metavar="TRANSCRIPT",
-                     help="exactly what is said in the matching --clip (one per clip, same order)")
+    add.add_argument("--text", action="append", default=[], metavar="TRANSCRIPT",
+                     help="exactly what is said in the matching --clip (one per clip, same order); without "
+                          "--text every clip is transcribed")
+    add.add_argument("--trim", action="store_true", help="cut the silence before the first and after the last speech")
+    add.add_argument("--normalize", action="store_true", help="bring each clip to -23 LUFS (peak at most -1 dBFS)")
+    add_asr_options(add)
     add.add_argument("--notes", default="")
     add.add_argument("--consent", default="", help="where the voice comes from and who agreed to the cloning")
 
@@ -45,6 +54,25 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     rm.add_argument("voice", help="voice name or id")
 
 
+def _prepared(clip: Path, text: str, args: argparse.Namespace) -> tuple[Path | ClipAudio, str]:
+    """A clip as `voice add` stores it (trimmed and normalised when asked), its warnings on stderr, and its
+    transcript (the given text, or the speech-recognition model's)."""
+    source: Path | ClipAudio = clip
+    data, rate, subtype = read_audio(clip)
+    if args.trim or args.normalize:
+        span = speech_span(data.mean(axis=1), rate) if args.trim else None
+        source = ClipAudio(clip.name, prepared(data, rate, span, args.normalize), rate, subtype)
+        data = source.data
+    for warning in audio_warnings(data, rate):
+        print(f"warning: {printable(clip.name)}: {warning}", file=sys.stderr)
+    if not text:
+        text = transcribe_samples(data.mean(axis=1), rate, AsrSettings(args.asr_model, args.language), clip.name).text
+        if not text:
+            raise UserError(f"no speech recognised in {printable(clip.name)}; give its transcript with --text")
+        print(f"{printable(clip.name)}: “{printable(text, 500)}”", file=sys.stderr)
+    return source, text
+
+
 def _summary(v: Voice) -> str:
     seconds = sum(c.duration_s for c in v.clips)
     return f"{v.id}  {printable(v.name)}  ({len(v.clips)} clip{'s' if len(v.clips) != 1 else ''}, {seconds:.1f} s)"
@@ -57,14 +85,14 @@ def run(args: argparse.Namespace) -> int:
     lib.clean_leftovers()
     cmd = args.voice_command
     if cmd == "add":
-        if len(args.clip) != len(args.text):
-            raise UserError(f"got {len(args.clip)} --clip and {len(args.text)} --text; give one --text per --clip")
+        if args.text and len(args.clip) != len(args.text):
+            raise UserError(f"got {len(args.clip)} --clip and {len(args.text)} --text; give one --text per --clip, "
+                            "or none to transcribe every clip")
         if len(args.clip) > MAX_CLIPS:
             raise UserError(f"a voice takes at most {MAX_CLIPS} clips, got {len(args.clip)}")
-        for clip in args.clip:
-            for warning in check_clip(clip):
-                print(f"warning: {printable(clip.name)}: {warning}", file=sys.stderr)
-        voice = lib.create(args.name, list(zip(args.clip, args.text, strict=True)), args.notes, args.consent)
+        pairs = [_prepared(clip, text, args) for clip, text in zip(args.clip, args.text or [""] * len(args.clip),
+                                                                  strict=True)]
+        voice = lib.create(args.name, pairs, args.notes, args.consent)
         print(_summary(voice))
     elif cmd == "list":
         voices = lib.list()

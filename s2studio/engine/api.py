@@ -7,6 +7,7 @@ below; `S2Engine` (real) and `FakeEngine` (tones) both do.
 
 from __future__ import annotations
 
+import secrets
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -72,6 +73,11 @@ class SamplingParams:
             raise UserError(f"max-new-tokens must be 0 (no limit) or more, got {self.max_new_tokens}")
         if self.seed is not None and not SEED_RANGE[0] <= self.seed < SEED_RANGE[1]:
             raise UserError(f"seed must be between -2**63 and 2**64 - 1, got {self.seed}")
+
+    def base_seed(self) -> int:
+        """The request's base seed: `seed`, or one drawn now (line i is then drawn with base + i). Every engine
+        draws it here, so the fake, the remote and the real engine keep one contract."""
+        return self.seed if self.seed is not None else secrets.randbits(31)
 
 
 @dataclass(frozen=True)
@@ -165,6 +171,28 @@ class ModelInfo:
 
 
 @dataclass(frozen=True)
+class DeviceOption:
+    """A device the model may run on (`Device`), whether this computer has it, and why not (or which it is)."""
+
+    name: str
+    available: bool
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class DevicesRequest:
+    """Which devices does this computer have? (The studio asks once; the engine thread answers.)"""
+
+    job_id: str
+
+
+@dataclass(frozen=True)
+class DevicesFound:
+    job_id: str
+    devices: tuple[DeviceOption, ...]
+
+
+@dataclass(frozen=True)
 class ModelLoading:
     job_id: str
     progress: float
@@ -248,7 +276,7 @@ class JobFailed:
 
 Event = Union[
     ModelLoading, ModelReady, JobStarted, LineStarted, Progress, AudioChunk, LineFinished,
-    ClipEncoded, JobFinished, JobFailed,
+    ClipEncoded, DevicesFound, JobFinished, JobFailed,
 ]
 
 

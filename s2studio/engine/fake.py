@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import secrets
 import threading
 import time
 import uuid
@@ -32,8 +31,8 @@ import numpy as np
 import soundfile as sf
 
 from s2studio.engine.api import (
-    FRAME_SAMPLES, NUM_CODEBOOKS, SAMPLE_RATE, AudioChunk, ClipEncoded, EncodeRequest, Event, JobFailed,
-    JobFinished, JobStarted, LineFinished, LineStarted, LoadRequest, ModelInfo, ModelLoading, ModelReady,
+    FRAME_SAMPLES, NUM_CODEBOOKS, SAMPLE_RATE, AudioChunk, ClipEncoded, DeviceOption, EncodeRequest, Event,
+    JobFailed, JobFinished, JobStarted, LineFinished, LineStarted, LoadRequest, ModelInfo, ModelLoading, ModelReady,
     Progress, SynthesisRequest,
 )
 from s2studio.engine.plan import line_fingerprint
@@ -65,15 +64,26 @@ class FakeEngine:
     fail_after_frames: int = 2
     fail_on_encode: bool = False
     info: ModelInfo = field(default_factory=lambda: FAKE_INFO)
+    gpu: bool = False
+    """Whether the fake computer has a CUDA GPU (`devices`, and loads that ask for "cuda")."""
     loaded: bool = False
     calls: list[str] = field(default_factory=list)
     """Names of the methods called, in order (tests count them)."""
 
     # ------------------------------------------------------------------ load
 
+    def devices(self) -> tuple[DeviceOption, ...]:
+        """The fake computer's devices: the CPU, and a GPU when `gpu`."""
+        return (DeviceOption("auto", True), DeviceOption("cpu", True),
+                DeviceOption("cuda", self.gpu, "" if self.gpu else "no NVIDIA GPU found"),
+                DeviceOption("mps", False, "only on Macs with Apple silicon"))
+
     def load(self, request: LoadRequest, cancel: threading.Event) -> Iterator[Event]:
         self.calls.append("load")
         self.loaded = False
+        if request.device in ("cuda", "mps") and not (self.gpu and request.device == "cuda"):
+            yield JobFailed(request.job_id, f"device {request.device!r} requested but this computer has none")
+            return
         for step, message in enumerate(("reading weights", "building model", "warming up")):
             if cancel.is_set():
                 yield JobFinished(request.job_id, cancelled=True)
@@ -148,7 +158,7 @@ class FakeEngine:
             yield JobFailed(job, problem)
             return
         yield JobStarted(job, tuple(ln.line_id for ln in request.lines))
-        base_seed = request.sampling.seed if request.sampling.seed is not None else secrets.randbits(31)
+        base_seed = request.sampling.base_seed()
         for index, line in enumerate(request.lines):
             if cancel.is_set():
                 yield JobFinished(job, cancelled=True)

@@ -21,7 +21,6 @@ breaks or goes quiet ends the job with one clear `JobFailed`, never a hang.
 from __future__ import annotations
 
 import queue
-import secrets
 import threading
 import time
 import uuid
@@ -392,7 +391,7 @@ class RemoteEngine:
     def _generate_per_line(self, request: SynthesisRequest, cancel: threading.Event) -> Iterator[Event]:
         job = request.job_id
         yield JobStarted(job, tuple(ln.line_id for ln in request.lines))
-        base_seed = request.sampling.seed if request.sampling.seed is not None else secrets.randbits(31)
+        base_seed = request.sampling.base_seed()
         for index, line in enumerate(request.lines):
             if cancel.is_set():
                 yield JobFinished(job, cancelled=True)

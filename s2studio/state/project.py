@@ -33,8 +33,9 @@ class GenerationSettings:
     batching: Literal["line", "upstream"] = "line"
     device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
     precision: Literal["auto", "fp32", "bf16"] = "auto"
-    speed: Literal["exact", "fast"] = "exact"
-    """exact: bit-identical to upstream on CPU fp32; fast: prefix reuse and the fast decode path."""
+    speed: Literal["exact", "fast"] = "fast"
+    """exact: bit-identical to upstream on CPU fp32; fast: prefix reuse and the fast decode path. The settings
+    panel offers precision, speed and quantization together as one choice (`ui/inspector/settings_panel.MODES`)."""
     quantize: Literal["none", "int8", "int4"] = "none"
     threads: int = 0
     """CPU threads for the model; 0: automatic, the cores that were free at start (`s2studio/threads.py`)."""
@@ -117,6 +118,11 @@ class Project:
     """Silence between lines, the same for the player's timeline and for export."""
     line_ids: list[str] | None = None
     """The id of each line of `script`, in order (`state.line_ids`); None in projects saved before ids were."""
+    voice_names: dict[str, str] = field(default_factory=dict)
+    """Voice id -> the voice's name when last saved: on a machine whose library has other ids, the cast's
+    voices are found again by name (`state.project_voices`)."""
+    with_voices: bool = False
+    """Saved with the cast's voices packed inside (`voices/<id>.s2voice`), so it opens anywhere."""
 
     def add_take(self, take: Take, pick: bool = True) -> None:
         """Keep the take (and make it the one heard)."""

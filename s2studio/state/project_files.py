@@ -2,7 +2,8 @@
 a crash interrupted (design.md §7).
 
 A `.s2proj` folder holds `project.json` (the document below) and `takes/<take id>.flac` + `.npy` per
-take. A project may come from someone else, so opening one trusts nothing in it:
+take; one saved with its voices also `voices/<voice id>.s2voice` per voice of the cast (checked like any
+imported voice when used, `state/project_voices.py`). A project may come from someone else, so opening one trusts nothing in it:
 
 - the whole document is validated against `DOCUMENT` before anything is built, and the first problem is
   one `UserError` naming the field (`…/project.json: lines.l3fa….takes[2].seed must be an integer,
@@ -32,6 +33,7 @@ import logging
 import os
 import re
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,8 +48,8 @@ from s2studio.state.clips import soundfile_reason
 from s2studio.state.codes import NUM_CODEBOOKS, read_codes_file
 from s2studio.state.project import (FORMAT_VERSION, SETTINGS, SUFFIX, GenerationSettings,
                                     LineTakes, Project, Take)
-from s2studio.state.schema import (Field, Integer, ListOf, MapOf, Number, Record, SchemaError, Text, Timestamp,
-                                   child)
+from s2studio.state.schema import (Boolean, Field, Integer, ListOf, MapOf, Number, Record, SchemaError, Text,
+                                   Timestamp, child)
 from s2studio.state.staleness import TAKE_SETTINGS
 
 log = logging.getLogger(__name__)
@@ -55,6 +57,9 @@ log = logging.getLogger(__name__)
 TAKE_ID = re.compile(r"^[0-9a-z][0-9a-z_-]{0,63}$")
 """What the studio and the engines make (hex uuids); a take id names two files, so nothing else."""
 VOICE_REF = re.compile(r"^(v[0-9a-f]{12})?$")
+VOICE_ID = re.compile(r"^v[0-9a-f]{12}$")
+VOICES_FOLDER = "voices"
+"""Inside a project saved with its voices: one `<voice id>.s2voice` per voice of the cast."""
 MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
 MAX_TAKE_SECONDS = 3600.0
 
@@ -83,6 +88,8 @@ DOCUMENT = Record({
     "lines": Field(MapOf(LINE), dict),
     "line_ids": Field(ListOf(Text(max_chars=200)), None),
     "autosave_of": Field(Text(max_chars=4096), None),
+    "voice_names": Field(MapOf(Text(max_chars=200), key=Text(pattern=VOICE_ID, what="a voice id")), dict),
+    "with_voices": Field(Boolean(), False),
 })
 """project.json. A field here that `Project` also has is copied both ways by name; `lines` is built
 from the take files, `format` and `autosave_of` are the file's own."""
@@ -95,6 +102,8 @@ class ProjectFile:
     """Takes that could not be read and were left out: show them, they are never silent."""
     autosave_of: Path | None = None
     """For an autosave: the project file it was made from (None for an unsaved project)."""
+    packed_voices: Mapping[str, Path] = dataclasses.field(default_factory=dict)
+    """Voice id -> its `.s2voice` inside the project (a project saved with its voices): plain files only."""
 
 
 def project_path(path: Path) -> Path:
@@ -223,12 +232,17 @@ def _check_ids(project: Project) -> None:
             seen.add(take.take_id)
 
 
-def save_project(project: Project, path: Path, autosave_of: Path | None = None) -> Path:
+def save_project(project: Project, path: Path, autosave_of: Path | None = None,
+                 voices: Mapping[str, bytes] | None = None) -> Path:
     """Write `project` to the folder `path` (suffix `.s2proj` added when missing), recoverably (module
-    docstring); returns the folder. `autosave_of`: for an autosave, the project file it belongs to."""
+    docstring); returns the folder. `autosave_of`: for an autosave, the project file it belongs to.
+    `voices`: voice id -> its `.s2voice` bytes, packed into `voices/` (a project saved with its voices)."""
     path = project_path(path)
     tmp, old = _siblings(path)
     _check_ids(project)
+    for voice_id in voices or {}:
+        if not VOICE_ID.match(voice_id):
+            raise ValueError(f"{voice_id!r} is not a voice id")
     recover(path)
     if os.path.lexists(path) and not _complete(path):
         raise UserError(f"Cannot save the project to {printable(path)}: it exists and is not an S2 Studio "
@@ -244,6 +258,11 @@ def save_project(project: Project, path: Path, autosave_of: Path | None = None) 
                     write_durable(tmp / "takes" / f"{take.take_id}.flac", _flac_bytes(take.audio))
                     write_durable(tmp / "takes" / f"{take.take_id}.npy", _npy_bytes(take.codes))
         fsync_dir(tmp / "takes")
+        if voices:
+            os.mkdir(tmp / VOICES_FOLDER)
+            for voice_id, packed in voices.items():
+                write_durable(tmp / VOICES_FOLDER / f"{voice_id}.s2voice", packed)
+            fsync_dir(tmp / VOICES_FOLDER)
         write_durable(tmp / "project.json", data)
         fsync_dir(tmp)
         if os.path.lexists(path):
@@ -392,7 +411,28 @@ def read_project(path: Path) -> ProjectFile:
     values = {name: doc[name] for name in DOCUMENT.fields if name in _PROJECT_FIELDS and name != "lines"}
     project = Project(**values, lines=kept)
     origin = doc["autosave_of"]
-    return ProjectFile(project, tuple(problems), Path(origin) if origin else None)
+    return ProjectFile(project, tuple(problems), Path(origin) if origin else None, _packed_voices(path))
+
+
+def _packed_voices(path: Path) -> dict[str, Path]:
+    """The `.s2voice` files of `voices/`, named by voice id, never through a link (`read_project`'s rule)."""
+    folder = path / VOICES_FOLDER
+    try:
+        if not stat.S_ISDIR(folder.lstat().st_mode):
+            return {}
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return {}
+    found = {}
+    for name in names:
+        voice_id, _, suffix = name.partition(".")
+        try:
+            plain = stat.S_ISREG((folder / name).lstat().st_mode)
+        except OSError:
+            continue
+        if suffix == "s2voice" and VOICE_ID.match(voice_id) and plain:
+            found[voice_id] = folder / name
+    return found
 
 
 _TAKE_FIELDS = {f.name for f in dataclasses.fields(Take)}

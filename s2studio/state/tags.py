@@ -58,6 +58,25 @@ def find_tags(text: str, base: int = 0) -> tuple[tuple[Tag, ...], list[Problem]]
     return tuple(tags), problems
 
 
+def without_tags(text: str) -> str:
+    """`text` as it is heard, without its delivery tags: subtitles and file names do not show
+    "[whispering]". Runs of spaces collapse to one, and a tag removed before punctuation takes the space
+    before it along ("Hi [laughing], you" -> "Hi, you"); a stray bracket stays (it is text)."""
+    tags, _ = find_tags(text)
+    out, at = "", 0
+    for tag in tags:
+        out += text[at:tag.start]
+        at = tag.end
+        if text[at:].lstrip()[:1] in PUNCTUATION:
+            out = out.rstrip()
+            at += len(text[at:]) - len(text[at:].lstrip())
+    out += text[at:]
+    return " ".join(out.split())
+
+
+PUNCTUATION = tuple(",.;:!?…")
+
+
 @dataclass(frozen=True)
 class PaletteTag:
     tag: str

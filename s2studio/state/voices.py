@@ -36,13 +36,13 @@ import soundfile as sf
 from s2studio.errors import UserError, printable
 from s2studio.state.atomic import (WriteError, clean_stale, publish_folder, staged_folder, write_bytes_atomic,
                                    write_durable, write_error, write_text_atomic)
-from s2studio.state.clips import check_clip, read_audio
+from s2studio.state.clips import ClipAudio, check_clip, read_clip
 from s2studio.state.codes import codes_problem
 from s2studio.state.voice_archive import CODES_FILE, MAX_CLIPS, VOICE_FILE, check_entries, verify_import
 from s2studio.state.voice_format import (VOICE_ID, Clip, Voice, clean_name, clean_text, sha256_of, voice_from_json,
                                          voice_json)
 
-__all__ = ["MAX_CLIPS", "Clip", "Voice", "VoiceLibrary", "check_clip"]
+__all__ = ["MAX_CLIPS", "Clip", "ClipAudio", "Voice", "VoiceLibrary", "check_clip"]
 
 log = logging.getLogger(__name__)
 
@@ -159,15 +159,16 @@ class VoiceLibrary:
             candidate, n = f"{name} ({n})", n + 1
         return candidate
 
-    def create(self, name: str, clips: Sequence[tuple[Path, str]], notes: str = "", consent: str = "") -> Voice:
-        """A new voice from 1–4 (audio file, transcript) pairs; clips are stored as FLAC."""
+    def create(self, name: str, clips: Sequence[tuple[Path | ClipAudio, str]], notes: str = "",
+               consent: str = "") -> Voice:
+        """A new voice from 1–4 (audio file or prepared audio, transcript) pairs; clips are stored as FLAC."""
         name = clean_name(name)
         if self.find(name) is not None:
             raise UserError(f"a voice called {name!r} exists; pick another name or remove that voice")
         if not 1 <= len(clips) <= MAX_CLIPS:
             raise UserError(f"a voice needs 1–{MAX_CLIPS} clips, got {len(clips)}")
         notes, consent = clean_text(notes, "the notes", multiline=True), clean_text(consent, "the consent note")
-        audio = [(read_audio(Path(path)), _transcript(path, transcript)) for path, transcript in clips]
+        audio = [(read_clip(source), _transcript(source, transcript)) for source, transcript in clips]
         with self._staged(lambda exc: "") as tmp:
             stored = [_write_clip(tmp, i, a, transcript) for i, (a, transcript) in enumerate(audio, start=1)]
             voice = Voice(self._fresh_id(), name, notes, consent, tuple(stored),
@@ -176,14 +177,14 @@ class VoiceLibrary:
             self._commit_folder(tmp, voice.id)
         return voice
 
-    def add_clip(self, voice_id: str, path: Path, transcript: str) -> Voice:
+    def add_clip(self, voice_id: str, path: Path | ClipAudio, transcript: str) -> Voice:
         """Another reference clip for an existing voice (at most MAX_CLIPS). The other clips' cached
         codes stay valid (the cache is keyed by clip id and bytes), so only the new clip gets encoded."""
         voice = self.get(voice_id)
         if len(voice.clips) >= MAX_CLIPS:
             raise UserError(f"voice {voice.name!r} has {MAX_CLIPS} clips already; remove one before adding another")
         transcript = _transcript(path, transcript)
-        audio = read_audio(Path(path))
+        audio = read_clip(path)
         folder = self.folder(voice_id)
         used = {c.file for c in voice.clips}
         number = next(n for n in range(1, 10) if f"clip{n}.flac" not in used)
@@ -288,25 +289,46 @@ class VoiceLibrary:
 
     # ------------------------------------------------------------------ exchange
 
-    def export(self, voice_id: str, dest: Path) -> Path:
-        """Write the voice as one `.s2voice` zip (voice.json, clips, cached codes if any)."""
+    def archive(self, voice_id: str, compress: bool = True) -> bytes:
+        """The voice as the bytes of a `.s2voice` zip (voice.json, clips, cached codes if any). `compress=False`
+        stores the FLAC clips as they are (they do not shrink): what a project saved with its voices packs."""
         voice = self.get(voice_id)
         folder = self.folder(voice_id)
-        dest = Path(dest)
-        if dest.suffix != ".s2voice":
-            dest = dest.with_name(dest.name + ".s2voice")
         names = [VOICE_FILE] + [c.file for c in voice.clips]
         if (folder / CODES_FILE).is_file():
             names.append(CODES_FILE)
-
         buf = io.BytesIO()
         try:
-            with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+            with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED) as z:
                 for n in names:
                     z.write(folder / n, n)
         except OSError as exc:
             raise UserError(f"cannot read voice {voice.name!r}: {exc.strerror or exc}") from None
-        return write_bytes_atomic(dest, buf.getvalue())
+        return buf.getvalue()
+
+    def export(self, voice_id: str, dest: Path) -> Path:
+        """Write the voice as one `.s2voice` zip (`archive`)."""
+        dest = Path(dest)
+        if dest.suffix != ".s2voice":
+            dest = dest.with_name(dest.name + ".s2voice")
+        return write_bytes_atomic(dest, self.archive(voice_id))
+
+    @staticmethod
+    def peek(path: Path) -> Voice:
+        """The voice a `.s2voice` file holds (its voice.json, checked as an import checks it), without importing
+        it: a project's packed voices are compared with the library's before anything is added."""
+        path = Path(path)
+        try:
+            with zipfile.ZipFile(path) as z:
+                check_entries(path, z.infolist())
+                raw = json.loads(z.read(VOICE_FILE).decode("utf-8"))
+        except FileNotFoundError:
+            raise UserError(f"{path} does not exist") from None
+        except KeyError:
+            raise UserError(f"{path} has no voice.json; it is not a .s2voice file") from None
+        except (zipfile.BadZipFile, OSError, UnicodeDecodeError, json.JSONDecodeError, zlib.error) as exc:
+            raise UserError(f"{path} is not a readable .s2voice file ({printable(exc, 80)})") from None
+        return voice_from_json(raw, str(path))
 
     def import_voice(self, path: Path) -> Voice:
         """Add the voice in a `.s2voice` zip; refuses anything that is not exactly a voice folder."""
@@ -368,10 +390,11 @@ def _usable(voice: Voice, clip: Clip, codes: np.ndarray) -> bool:
     return problem is None
 
 
-def _transcript(path: Path, transcript: str) -> str:
+def _transcript(source: Path | ClipAudio, transcript: str) -> str:
     text = clean_text(transcript, "the transcript")
     if not text:
-        raise UserError(f"clip {printable(path)} has no transcript; type exactly what is said in it")
+        name = source.name if isinstance(source, ClipAudio) else source
+        raise UserError(f"clip {printable(name)} has no transcript; type exactly what is said in it")
     return text
 
 

@@ -21,9 +21,10 @@ class ActionSpec:
     menu: str
     icon: QStyle.StandardPixmap | None = None
     tip: str = ""
-    scope: Literal["window", "player"] = "window"
-    """window: anywhere in the window (and in its menu); player: while the player has the focus (the
-    keys a text field needs for itself: Space, Home, End, arrows), listed under "Player"."""
+    scope: Literal["window", "keys", "player"] = "window"
+    """window: anywhere in the window (and in its menu); keys: anywhere in the window but in no menu (Space:
+    text fields, buttons and boxes keep it, `keys.SpaceForPlayback`); player: while the player has the focus
+    (the keys a text field needs for itself: Home, End, arrows), listed under "Player"."""
     checkable: bool = False
     label: str = ""
     """A short text for a button without an icon (the player's view buttons)."""
@@ -35,13 +36,25 @@ SPECS: tuple[ActionSpec, ...] = (
     ActionSpec("open_project", "&Open Project…", "Ctrl+O", "File", SP.SP_DialogOpenButton),
     ActionSpec("save_project", "&Save Project", "Ctrl+S", "File", SP.SP_DialogSaveButton),
     ActionSpec("save_project_as", "Save Project &As…", "Ctrl+Shift+S", "File"),
+    ActionSpec("save_with_voices", "Save with &Voices", "Ctrl+Alt+S", "File", None,
+               "Pack the cast's voices into the project, so that it opens on another computer", checkable=True),
     ActionSpec("export", "&Export Audio…", "Ctrl+E", "File", SP.SP_DriveHDIcon, "Export the script as audio files"),
     ActionSpec("choose_model", "&Model…", "Ctrl+Shift+M", "File", SP.SP_ComputerIcon),
+    ActionSpec("cancel_load", "&Cancel Model Loading", "Ctrl+Shift+.", "File", SP.SP_DialogCancelButton,
+               "Stop loading the model"),
     ActionSpec("quit", "&Quit", "Ctrl+Q", "File"),
     ActionSpec("undo", "&Undo", "Ctrl+Z", "Edit"),
     ActionSpec("redo", "&Redo", "Ctrl+Shift+Z", "Edit"),
+    ActionSpec("cut", "Cu&t", "Ctrl+X", "Edit"),
+    ActionSpec("copy", "&Copy", "Ctrl+C", "Edit"),
+    ActionSpec("paste", "&Paste", "Ctrl+V", "Edit"),
+    ActionSpec("select_all", "Select &All", "Ctrl+A", "Edit"),
+    ActionSpec("find", "&Find…", "Ctrl+F", "Edit", None, "Find text in the script"),
+    ActionSpec("replace", "R&eplace…", "Ctrl+H", "Edit", None, "Find and replace text in the script"),
+    ActionSpec("find_next", "Find &Next", "F3", "Edit"),
+    ActionSpec("find_previous", "Find Pre&vious", "Shift+F3", "Edit"),
     ActionSpec("insert_tag", "Insert &Tag…", "Ctrl+T", "Edit", None, "Move to the tag palette"),
-    ActionSpec("find_voice", "Find &Voice", "Ctrl+F", "Edit"),
+    ActionSpec("find_voice", "Find &Voice", "Ctrl+Alt+F", "Edit", None, "Search the voice library"),
     ActionSpec("render_all", "Render &All", "Ctrl+R", "Render", SP.SP_CommandLink, "Render every line"),
     ActionSpec("render_stale", "Render &Stale Lines", "Ctrl+Shift+R", "Render", SP.SP_BrowserReload,
                "Render lines that are new or changed"),
@@ -57,7 +70,8 @@ SPECS: tuple[ActionSpec, ...] = (
     ActionSpec("zoom_in", "Zoom &In", "Ctrl+=", "Playback", None, "Zoom into the timeline", label="+"),
     ActionSpec("zoom_out", "Zoom &Out", "Ctrl+-", "Playback", None, "Zoom out of the timeline", label="−"),
     ActionSpec("zoom_fit", "&Fit Timeline", "Ctrl+0", "Playback", None, "Show the whole timeline", label="Fit"),
-    ActionSpec("player_play_pause", "Play / Pause", "Space", "Player", scope="player"),
+    ActionSpec("player_play_pause", "Play / Pause", "Space", "Playback", scope="keys",
+               tip="Play or pause (anywhere but in a text field or on a button)"),
     ActionSpec("player_start", "Go to Start", "Home", "Player", scope="player"),
     ActionSpec("player_end", "Go to End", "End", "Player", scope="player"),
     ActionSpec("player_back", "Back 5 s", "Left", "Player", scope="player"),
@@ -77,6 +91,9 @@ SPECS: tuple[ActionSpec, ...] = (
                "Play the clip selected in the voice details"),
     ActionSpec("settings", "Generation &Settings", "Ctrl+,", "View"),
     ActionSpec("shortcuts", "&Keyboard Shortcuts", "F1", "Help"),
+    ActionSpec("open_log_folder", "Open &Log Folder", "Ctrl+Shift+L", "Help", None,
+               "Open the folder of the studio's log (to attach it to a bug report)"),
+    ActionSpec("about", "&About S2 Studio", "Ctrl+Shift+F1", "Help"),
 )
 
 
@@ -112,7 +129,7 @@ class ShortcutsDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Keyboard Shortcuts")
         self.setObjectName("shortcutsDialog")
-        self.resize(520, 620)
+        self.resize(560, 640)
         table = QTableWidget(len(SPECS), 3, self)
         table.setAccessibleName("Keyboard shortcuts")
         table.setHorizontalHeaderLabels(["Menu", "Action", "Shortcut"])
@@ -122,7 +139,12 @@ class ShortcutsDialog(QDialog):
             seq = QKeySequence(spec.shortcut).toString(QKeySequence.SequenceFormat.NativeText)
             for col, text in enumerate((spec.menu, spec.text.replace("&", ""), seq)):
                 table.setItem(row, col, QTableWidgetItem(text))
-        table.horizontalHeader().setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        header = table.horizontalHeader()
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(2, QHeaderView.ResizeMode.ResizeToContents)
+        table.setWordWrap(False)
+        table.setTextElideMode(Qt.TextElideMode.ElideNone)
         self.table = table
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         buttons.rejected.connect(self.reject)

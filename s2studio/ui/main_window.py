@@ -8,15 +8,13 @@ The work is theirs: a slot here only passes what one part says to the parts that
 
 from __future__ import annotations
 
-import json
 import logging
-from dataclasses import asdict
 from pathlib import Path
 
 from PySide6.QtCore import QMimeData, Qt, QTimer
 from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
-from PySide6.QtWidgets import (QLabel, QMainWindow, QMessageBox, QSplitter, QTabWidget, QToolBar, QVBoxLayout,
-                               QWidget)
+from PySide6.QtWidgets import (QApplication, QLabel, QMainWindow, QMessageBox, QScrollArea, QSplitter, QTabWidget,
+                               QToolBar, QVBoxLayout, QWidget)
 
 from s2studio.audio.timeline import Timeline
 from s2studio.engine import api
@@ -25,7 +23,7 @@ from s2studio.state.project import GenerationSettings, Project
 from s2studio.state.script import Line, Script
 from s2studio.state.voices import VoiceLibrary
 from s2studio.ui.actions import SPECS, ShortcutsDialog, build_actions
-from s2studio.ui.colors import is_dark, speaker_color
+from s2studio.ui.colors import is_dark, speaker_colors
 from s2studio.ui.control.context import StudioContext
 from s2studio.ui.control.document import Document
 from s2studio.ui.control.live import LivePlayback
@@ -34,8 +32,12 @@ from s2studio.ui.control.player import Player
 from s2studio.ui.control.projects import ProjectStore
 from s2studio.ui.control.render import RenderFlow
 from s2studio.ui.control.session import RenderSession
+from s2studio.ui.desktop import open_folder
+from s2studio.ui.dialogs.about import show_about
+from s2studio.ui.dialogs.model_commands import ModelCommands, remembered_settings
 from s2studio.ui.dialogs.project_commands import ProjectCommands
 from s2studio.ui.inspector.line_states import LineStates
+from s2studio.ui.keys import SpaceForPlayback, run_edit
 from s2studio.ui.inspector.render_on import RenderOnBox
 from s2studio.ui.inspector.settings_panel import SettingsPanel
 from s2studio.ui.inspector.tag_palette import TagPalette
@@ -44,8 +46,11 @@ from s2studio.ui.player.player_bar import PlayerBar
 from s2studio.ui.player.transport import Transport
 from s2studio.ui.script.cast_panel import CastPanel
 from s2studio.ui.script.editor import InlineWarning, ScriptEditor
+from s2studio.ui.script.find_bar import FindBar
 from s2studio.ui.status import StatusPanel
+from s2studio.ui.voices.transcripts_box import TranscriptsBox
 from s2studio.ui.voices.voices_panel import VoicesPanel
+from s2studio.ui.window_memory import WindowMemory
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +67,7 @@ class MainWindow(QMainWindow):
         self.setAcceptDrops(True)
         self.resize(1280, 800)
         self.library = VoiceLibrary(ctx.voices_dir)
-        self.document = Document(Project(settings=self._remembered_settings()), self)
+        self.document = Document(Project(settings=remembered_settings(ctx.settings)), self)
         self.timeline = Timeline(gap_s=self.document.project.gap_s)
         self.player = Player(self.timeline, self)
         self.session = RenderSession(ctx.host, self.document, self.timeline, self)
@@ -70,7 +75,7 @@ class MainWindow(QMainWindow):
         self.live = LivePlayback(self.session, self.player, self)
         self.model = ModelController(ctx.host, self)
         self.store = ProjectStore(ctx.autosave_dir, ctx.settings, self)
-        self.projects = ProjectCommands(self, self.store, self.document)
+        self.projects = ProjectCommands(self, self.store, self.document, self.library)
         self.shortcuts_dialog = ShortcutsDialog(self)
         self.actions_by_name = build_actions(self, self._slots())
         self._build_ui()
@@ -80,6 +85,14 @@ class MainWindow(QMainWindow):
         self._wire()
         self.refresh_voices()
         self._update_enabled()
+        self._update_title()
+        self.memory = WindowMemory(self, ctx.settings, {"splitter_top": self.top_splitter,
+                                                        "splitter_outer": self.outer_splitter})
+        self.memory.restore()
+        ctx.host.devices_found.connect(lambda event: self.settings_panel.set_devices(event.devices))
+        ctx.host.find_devices()
+        self.space = SpaceForPlayback(self)
+        QApplication.instance().installEventFilter(self.space)
 
     # -- what tests and the composition root read --------------------------------------------------
 
@@ -109,13 +122,18 @@ class MainWindow(QMainWindow):
     def _slots(self) -> dict:
         return {
             "new_project": self.new_project, "open_project": self.open_project, "save_project": self.save_project,
-            "save_project_as": self.save_project_as, "export": self.open_export, "choose_model": self.open_model_page,
+            "save_project_as": self.save_project_as, "save_with_voices": self.projects.save_with_voices,
+            "export": self.open_export, "choose_model": self.open_model_page,
             "quit": self.close, "undo": lambda: self.editor.undo(), "redo": lambda: self.editor.redo(),
+            "cut": lambda: run_edit("cut", self.editor), "copy": lambda: run_edit("copy", self.editor),
+            "paste": lambda: run_edit("paste", self.editor), "select_all": lambda: run_edit("selectAll", self.editor),
+            "find": lambda: self.find_bar.open_find(), "replace": lambda: self.find_bar.open_find(replace=True),
+            "find_next": lambda: self.find_bar.find_next(), "find_previous": lambda: self.find_bar.find_previous(),
             "insert_tag": lambda: (self.inspector.setCurrentWidget(self.tag_palette), self.tag_palette.filter.setFocus()),
             "find_voice": lambda: self.voices.search.setFocus(),
             "render_all": lambda: self.render(list(self.script.lines)),
             "render_stale": lambda: self.render(self.document.stale_lines()),
-            "render_line": self.render_cursor_line, "stop_render": self.stop,
+            "render_line": self.render_cursor_line, "stop_render": self.stop, "cancel_load": lambda: self.model.cancel(),
             "play_pause": lambda: self.transport.play_pause(),
             "play_from_cursor": lambda: self.transport.play_from_cursor(),
             "loop_line": lambda on: self.transport.set_looping(on),
@@ -134,8 +152,10 @@ class MainWindow(QMainWindow):
             "new_voice": lambda: self.voices.browse(), "record_voice": lambda: self.voices.record(),
             "import_voice": lambda: self.voices.import_file(), "export_voice": lambda: self.voices.export_file(),
             "play_voice_clip": lambda: self.voices.play_clip(),
-            "settings": lambda: self.inspector.setCurrentWidget(self.settings_panel),
+            "settings": lambda: self.inspector.setCurrentWidget(self.settings_scroll),
             "shortcuts": self.show_shortcuts,
+            "about": lambda: show_about(self, self.model.info.name if self.model.info else None),
+            "open_log_folder": lambda: open_folder(self.ctx.data_dir / "logs"),
         }
 
     def _build_ui(self) -> None:
@@ -151,7 +171,7 @@ class MainWindow(QMainWindow):
             else:
                 toolbar.addAction(a[name])
         self.addToolBar(toolbar)
-        self.voices = VoicesPanel(self.library)
+        self.voices = VoicesPanel(self.library, settings=self.ctx.settings, host=self.ctx.host)
         self.cast_panel = CastPanel()
         self.editor = ScriptEditor()
         self.tag_palette = TagPalette()
@@ -162,6 +182,8 @@ class MainWindow(QMainWindow):
         cl.setSpacing(0)
         cl.addWidget(self.cast_panel)
         cl.addWidget(self.editor, 1)
+        self.find_bar = FindBar(self.editor)
+        cl.addWidget(self.find_bar)
         self.warning_bar = QLabel("")
         self.warning_bar.setObjectName("warningBar")
         self.warning_bar.setAccessibleName("Script warnings")
@@ -174,20 +196,29 @@ class MainWindow(QMainWindow):
         self.settings_panel = SettingsPanel()
         self.settings_panel.set_settings(self.project.settings)
         self.render_on = RenderOnBox(self.ctx.settings)
-        self.settings_panel.layout().addRow(self.render_on)
+        self.settings_panel.add_section(self.render_on)
+        self.transcripts_box = TranscriptsBox(self.ctx.settings)
+        self.settings_panel.add_section(self.transcripts_box)
         self.render_on.target_chosen.connect(self.render_on_target)
         self.inspector = QTabWidget()
         self.inspector.setObjectName("inspector")
         self.inspector.setAccessibleName("Inspector")
         self.inspector.addTab(self.tag_palette, "Tags")
         self.inspector.addTab(self.takes, "Takes")
-        self.inspector.addTab(self.settings_panel, "Settings")
+        self.settings_scroll = QScrollArea()  # the settings and their help are taller than a small window
+        self.settings_scroll.setObjectName("settingsScroll")
+        self.settings_scroll.setWidgetResizable(True)
+        self.settings_scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        self.settings_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)  # rows wrap instead
+        self.settings_scroll.setWidget(self.settings_panel)
+        self.inspector.addTab(self.settings_scroll, "Settings")
         top = QSplitter(Qt.Orientation.Horizontal)
         top.addWidget(self.voices)
         top.addWidget(centre)
         top.addWidget(self.inspector)
         top.setSizes([260, 720, 300])
         top.setStretchFactor(1, 1)
+        self.top_splitter = top
         self.player_bar = PlayerBar(self.timeline, a)
         self.player_bar.addActions([a[s.name] for s in SPECS if s.scope == "player"])
         self.waveform = self.player_bar.waveform
@@ -200,8 +231,11 @@ class MainWindow(QMainWindow):
         outer.addWidget(self.player_bar)
         outer.setSizes([600, 170])
         outer.setStretchFactor(0, 1)
+        self.outer_splitter = outer
         self.setCentralWidget(outer)
-        self.status = StatusPanel(self.statusBar())
+        self.addActions([a[s.name] for s in SPECS if s.scope == "keys"])
+        self.status = StatusPanel(self.statusBar(), a["cancel_load"])
+        self.models = ModelCommands(self, self.ctx, self.model, self.document, self.settings_panel, self.status)
         if not self.player.available:
             self.player_bar.set_notice(self.player.unavailable_reason)
 
@@ -213,7 +247,8 @@ class MainWindow(QMainWindow):
             menu = menus.get(spec.menu)
             if menu is None:
                 menu = menus[spec.menu] = self.menuBar().addMenu("&" + spec.menu)
-            if spec.name in ("quit", "undo", "render_all", "play_pause", "loop_line", "next_take", "new_voice"):
+            if spec.name in ("quit", "undo", "cut", "find", "insert_tag", "render_all", "play_pause", "loop_line",
+                             "next_take", "new_voice", "open_log_folder"):
                 if menu.actions():
                     menu.addSeparator()
             menu.addAction(self.actions_by_name[spec.name])
@@ -251,69 +286,51 @@ class MainWindow(QMainWindow):
         self.takes.ab_requested.connect(self.transport.compare)
         self.transport.loop_changed.connect(self.lines.show_takes)
         s.timeline_changed.connect(self.transport.timeline_changed)
+        self.player.buffering_changed.connect(self.player_bar.buffering.setVisible)
         s.audio_grew.connect(lambda _start: self.transport.timeline_changed(lines_moved=False))
         s.busy_changed.connect(self._busy_changed)
-        s.progress.connect(lambda event: self.status.on_progress(event, s.done_lines))
+        s.progress.connect(lambda _event: self.status.on_progress(s.pace))
         s.failed.connect(self._render_failed)
         s.finished.connect(lambda cancelled: self.status.stop("Render cancelled." if cancelled else "Render finished."))
         self.flow.failed.connect(self._render_failed)
         self.flow.preparing.connect(self._preparing)
         self.projects.about_to_switch.connect(self._before_switch)
         self.projects.message.connect(lambda text, ms: self.statusBar().showMessage(text, ms))
-        self.store.path_changed.connect(
-            lambda path: self.setWindowTitle(f"{path.name} — S2 Studio" if path else "S2 Studio"))
+        self.models.message.connect(lambda text, ms: self.statusBar().showMessage(text, ms))
+        self.projects.voices_added.connect(lambda: (self.voices.refresh(), self.refresh_voices()))
+        self.store.path_changed.connect(lambda _path: self._update_title())
+        self.store.unsaved_changed.connect(lambda _unsaved: self._update_title())
+
+    def _update_title(self) -> None:
+        """"scene.s2proj — S2 Studio", with "*" after the name while there are unsaved changes."""
+        path = self.store.path
+        self.setWindowTitle(f"{path.name if path else 'Untitled'}[*] — S2 Studio")
+        self.setWindowModified(self.store.unsaved_work)
 
     # -- model -----------------------------------------------------------------------------------
 
     def load_model(self, model_dir: Path) -> None:
-        self.ctx.model_dir = model_dir
-        self.status.model_loading(0.0)
-        self.model.load(model_dir, self.project.settings)
+        self.models.load(model_dir)
 
     def render_on_target(self, target: object) -> None:
-        """Settings ▸ Render on: load through the engine switch on a server (`RemoteSettings`) or on this
-        computer (None: the remembered model folder, else the model page). The fake engine has no switch."""
-        switch = self.ctx.engine_switch
-        if switch is None:
-            self.statusBar().showMessage("Rendering on a server needs the real engine (not S2STUDIO_ENGINE=fake).",
-                                         10000)
-            return
-        switch.choose(target)  # type: ignore[arg-type]
-        model_dir = self.ctx.model_dir
-        if target is None and model_dir is None:
-            self.open_model_page()
-            return
-        self.load_model(model_dir or Path("server"))
-        self.ctx.model_dir = model_dir
+        self.models.render_on_target(target)
+
+    def open_model_page(self) -> None:
+        self.models.open_model_page()
 
     def stop(self) -> None:
-        """Stop whatever runs: a render, the request being built for it, or a model load."""
+        """Stop the render, or the request being built for it (a model load has its own Cancel Loading)."""
         self.flow.cancel()
-        self.model.cancel()
 
     def _model_ready(self, info: api.ModelInfo) -> None:
-        from s2studio.ui.dialogs.model_page import is_demo  # noqa: PLC0415
-
         self.flow.set_codec(info.codec_fingerprint)
-        self.status.model_ready(info, self.ctx.model_dir is not None and is_demo(self.ctx.model_dir))
+        self.models.ready(info)
         self._update_enabled()
 
     def _model_unloaded(self, reason: str) -> None:
         self.status.model_unloaded(reason, still_loaded=self.model.info is not None)
-        if "cancelled" not in reason:
-            self.statusBar().showMessage(reason, 10000)
+        self.models.failed_without_fallback(reason)
         self._update_enabled()
-
-    def open_model_page(self) -> None:
-        from s2studio.ui.dialogs.model_page import ModelPage  # noqa: PLC0415 - rarely opened
-
-        page = ModelPage(self.ctx.data_dir / "models", self)
-        accepted = page.exec()
-        chosen = page.chosen
-        page.deleteLater()
-        if accepted and chosen is not None:
-            self.ctx.settings.setValue("model/dir", str(chosen))
-            self.load_model(chosen)
 
     # -- the script ------------------------------------------------------------------------------
 
@@ -332,8 +349,9 @@ class MainWindow(QMainWindow):
         self.editor.set_warnings([InlineWarning(w.start, w.end, w.message) for w in script.warnings])
         self._show_warning_summary()
         self.cast_panel.set_speakers(script.speakers, self.project.cast)
-        dark = is_dark(self.palette())
-        self.waveform.set_labels({ln.line_id: (ln.speaker, speaker_color(ln.speaker, dark)) for ln in script.lines})
+        colors = speaker_colors(script.speakers, is_dark(self.palette()))
+        self.editor.highlighter.set_speakers(tuple(script.speakers))
+        self.waveform.set_labels({ln.line_id: (ln.speaker, colors[ln.speaker]) for ln in script.lines})
         self.lines.show()
         self._update_enabled()
 
@@ -358,18 +376,8 @@ class MainWindow(QMainWindow):
     # -- cast and settings -----------------------------------------------------------------------
 
     def _settings_changed(self, settings: GenerationSettings) -> None:
-        reload = settings.load_key != self.project.settings.load_key
-        self.document.set_settings(settings)
-        if reload and self.ctx.model_dir is not None and not self.flow.busy:
-            self.load_model(self.ctx.model_dir)
-        self.ctx.settings.setValue("generation", json.dumps(asdict(settings)))
+        self.models.settings_changed(settings, rendering=self.flow.busy)
         self.lines.show()
-
-    def _remembered_settings(self) -> GenerationSettings:
-        try:
-            return GenerationSettings.from_dict(json.loads(self.ctx.settings.value("generation", "{}") or "{}"))
-        except ValueError:
-            return GenerationSettings()
 
     # -- rendering -------------------------------------------------------------------------------
 
@@ -396,7 +404,9 @@ class MainWindow(QMainWindow):
 
     def _busy_changed(self, busy: bool) -> None:
         if busy:
-            self.status.start(len(self.session.pending))
+            self.status.start()
+        else:
+            self.models.render_ended()
         self.lines.show()
         self._update_enabled()
 
@@ -434,6 +444,10 @@ class MainWindow(QMainWindow):
 
     def _project_replaced(self) -> None:
         project = self.project
+        pack_voices = self.actions_by_name["save_with_voices"]
+        pack_voices.blockSignals(True)  # showing the project's choice is not making it
+        pack_voices.setChecked(project.with_voices)
+        pack_voices.blockSignals(False)
         self.settings_panel.set_settings(project.settings)
         self.editor.blockSignals(True)  # the document has parsed this text already
         self.editor.setPlainText(project.script)
@@ -481,7 +495,9 @@ class MainWindow(QMainWindow):
     def open_export(self) -> None:
         from s2studio.ui.dialogs.export_dialog import ExportDialog  # noqa: PLC0415
 
-        dialog = ExportDialog(self.project, self.script, self.model.info, self)
+        names = {v.id: v.name for v in self.voices.voices()}
+        selected = [ln.line_id for ln in self.editor.lines_in_selection(self.script)]
+        dialog = ExportDialog(self.project, self.script, self.model.info, names, selected, self.ctx.settings, self)
         dialog.gap_changed.connect(self.set_gap)
         dialog.exec()
         dialog.deleteLater()
@@ -500,9 +516,11 @@ class MainWindow(QMainWindow):
         busy = self.flow.busy
         ready = self.model.info is not None
         has_lines = bool(self.script.lines)
+        loading = self.model.busy
         for name in ("render_all", "render_stale", "render_line"):
-            a[name].setEnabled(ready and has_lines and not busy)
-        a["stop_render"].setEnabled(busy or self.model.busy)
+            a[name].setEnabled(ready and has_lines and not busy and not loading)
+        a["stop_render"].setEnabled(busy)
+        a["cancel_load"].setEnabled(loading)
         a["export"].setEnabled(bool(self.project.lines))
         for name in ("play_pause", "play_from_cursor", "loop_line", "player_play_pause"):
             a[name].setEnabled(self.player.available)
@@ -514,5 +532,8 @@ class MainWindow(QMainWindow):
             return
         self.player.close()
         self.flow.cancel()
+        self.memory.save()
+        self.store.remember_last()
         self.store.end_session(discard=answer is None)
+        QApplication.instance().removeEventFilter(self.space)
         super().closeEvent(event)

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 from PySide6.QtCore import QTimer
-from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar, QToolButton
 
 from s2studio.engine import api
-
-FRAME_RATE = api.SAMPLE_RATE / api.FRAME_SAMPLES
-"""Codec frames per second of audio (44100 / 2048)."""
+from s2studio.ui.control.pace import Pace
 
 
 def resident_bytes() -> int:
@@ -31,9 +29,10 @@ def resident_bytes() -> int:
 
 
 class StatusPanel:
-    """Fills the window's QStatusBar; `on_progress` is fed every `api.Progress` of a render."""
+    """Fills the window's QStatusBar; `on_progress` is told after every `api.Progress` of a render."""
 
-    def __init__(self, bar: QStatusBar) -> None:
+    def __init__(self, bar: QStatusBar, cancel_load: QAction | None = None) -> None:
+        self.bar = bar
         self.model = QLabel("No model")
         self.model.setAccessibleName("Model")
         self.device = QLabel("")
@@ -56,9 +55,13 @@ class StatusPanel:
         self._memory_timer.start()
         self.update_memory()
         bar.addPermanentWidget(self.progress)
-        self._t0 = 0.0
-        self._frames_done = 0
-        self._line_frames: dict[str, int] = {}
+        self.cancel_load = QToolButton()
+        self.cancel_load.setAccessibleName("Cancel model loading")
+        self.cancel_load.setAutoRaise(True)
+        self.cancel_load.setVisible(False)
+        if cancel_load is not None:
+            self.cancel_load.setDefaultAction(cancel_load)
+        bar.addPermanentWidget(self.cancel_load)
 
     def update_memory(self) -> None:
         rss = resident_bytes()
@@ -73,8 +76,12 @@ class StatusPanel:
         self.device.setText(f"{info.device} · {info.precision}")
 
     def model_loading(self, progress: float, message: str = "") -> None:
-        """A model load started (progress 0) or went on."""
+        """A model load started (progress 0) or went on; what the last render said goes (it is old news)."""
         self.set_model(None, f"Loading model… {message}".rstrip())
+        if progress == 0.0:
+            self.speed.setText("")
+            self.bar.clearMessage()
+        self.cancel_load.setVisible(True)
         if not self.progress.isVisible():
             self.progress.setRange(0, 100)
             self.progress.setVisible(True)
@@ -82,6 +89,7 @@ class StatusPanel:
 
     def model_ready(self, info: api.ModelInfo, demo: bool) -> None:
         self.progress.setVisible(False)
+        self.cancel_load.setVisible(False)
         self.set_model(info)
         if demo:
             self.model.setText(f"Model: {info.name} (demo: random weights, produces noise)")
@@ -89,30 +97,21 @@ class StatusPanel:
     def model_unloaded(self, reason: str, still_loaded: bool) -> None:
         """A load ended without a model (cancelled or failed); `still_loaded`: the model before it is still there."""
         self.progress.setVisible(False)
+        self.cancel_load.setVisible(False)
         if not still_loaded:
             self.set_model(None, "No model (loading cancelled)" if "cancelled" in reason else "No model")
 
-    def start(self, lines: int) -> None:
-        self._t0 = time.monotonic()
-        self._line_frames.clear()
-        self._lines = max(lines, 1)
+    def start(self) -> None:
+        """A render started: progress from 0, the speed to come."""
         self.progress.setRange(0, 1000)
         self.progress.setValue(0)
         self.progress.setVisible(True)
         self.speed.setText("starting…")
 
-    def on_progress(self, event: api.Progress, done_lines: int) -> None:
-        self._line_frames[event.line_id] = event.frames
-        frames = sum(self._line_frames.values())
-        elapsed = max(time.monotonic() - self._t0, 1e-6)
-        fps = frames / elapsed
-        expected = max(event.expected, event.frames, 1)
-        fraction = (done_lines + event.frames / expected) / self._lines
-        self.progress.setValue(int(1000 * min(fraction, 1.0)))
-        per_line = frames / max(done_lines + event.frames / expected, 1e-6)
-        remaining = max(per_line * self._lines - frames, 0)
-        eta = remaining / fps if fps > 0 else 0
-        self.speed.setText(f"{fps:5.1f} frames/s · RTF {event.rtf:.2f} · ETA {eta:4.0f} s")
+    def on_progress(self, pace: Pace) -> None:
+        """The running render went on (`pace` is the session's, updated with the engine's report)."""
+        self.progress.setValue(int(1000 * pace.fraction))
+        self.speed.setText(f"{pace.fps:5.1f} frames/s · RTF {pace.rtf:.2f} · {pace.eta_text()}")
 
     def stop(self, message: str) -> None:
         self.progress.setVisible(False)

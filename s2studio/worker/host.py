@@ -18,6 +18,7 @@ from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from s2studio.engine import api
 from s2studio.errors import UserError
+from s2studio.worker.devices import find_devices
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +34,7 @@ _SIGNAL_OF: dict[type, str] = {
     api.AudioChunk: "audio_chunk",
     api.LineFinished: "line_finished",
     api.ClipEncoded: "clip_encoded",
+    api.DevicesFound: "devices_found",
     api.JobFinished: "job_finished",
     api.JobFailed: "job_failed",
 }
@@ -54,6 +56,8 @@ class EngineSignals(QObject):
     """`api.AudioChunk`: freshly allocated float32 samples the receiver owns."""
     line_finished = Signal(object)
     clip_encoded = Signal(object)
+    devices_found = Signal(object)
+    """`api.DevicesFound`: the devices this computer has for the model (and why not the others)."""
     job_finished = Signal(object)
     """`api.JobFinished`: the job ended (possibly cancelled); always the last event of a job that did not fail."""
     job_failed = Signal(object)
@@ -80,7 +84,8 @@ class EngineWorker(EngineSignals):
         finished = False
         try:
             engine = self._get_engine()
-            events: Iterator[api.Event] = getattr(engine, kind)(request, cancel)
+            events: Iterator[api.Event] = (find_devices(engine, request, cancel) if kind == "devices"
+                                           else getattr(engine, kind)(request, cancel))
             for event in events:
                 if isinstance(event, (api.JobFinished, api.JobFailed)):
                     finished = True
@@ -141,6 +146,10 @@ class EngineHost(EngineSignals):
 
     def generate(self, request: api.SynthesisRequest) -> str:
         return self._start("generate", request)
+
+    def find_devices(self) -> str:
+        """Ask the engine thread which devices this computer has (answered by `devices_found`)."""
+        return self._start("devices", api.DevicesRequest(self.new_job_id("devices")))
 
     def cancel(self, job_id: str | None = None) -> None:
         """Cancel one job, or every queued and running job. Safe to call at any time."""

@@ -71,6 +71,6 @@ def test_outputs_get_the_umask_mode(inputs, child_env, tmp_path):
     assert all(r["code"] == 0 for r in results), results
     files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
     assert files == ["a.jsonl", "a.mp3", "a.srt", "a.vtt", "alice.s2voice", "batches/batch_000.npy", "c.npy",
-                     "d.wav", "e.npy", "o.wav", "stems/0001_Alice.mp3", "stems/0002_Bob.mp3"]
+                     "d.wav", "e.npy", "o.wav", "stems/01_Alice.mp3", "stems/02_Bob.mp3"]
     assert {f: stat.S_IMODE((out / f).stat().st_mode) for f in files} == {f: 0o644 for f in files}
     assert not list(out.rglob(".*"))  # no temp file left

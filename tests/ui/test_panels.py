@@ -228,11 +228,14 @@ def test_a_model_load_can_be_cancelled_and_loaded_again(qtbot, data_dir):
     w.ask_on_close = False
     qtbot.addWidget(w)
     w.load_model(Path("fake-model"))
-    assert w.actions_by_name["stop_render"].isEnabled()
+    a = w.actions_by_name
+    assert a["cancel_load"].isEnabled() and not a["stop_render"].isEnabled()  # Stop Rendering is for renders
+    assert not a["render_all"].isEnabled()
     qtbot.waitUntil(lambda: w.status.model.text().startswith("Loading model"), timeout=5000)
-    w.actions_by_name["stop_render"].trigger()
+    assert w.status.cancel_load.isVisibleTo(w)
+    a["cancel_load"].trigger()
     qtbot.waitUntil(lambda: w.status.model.text() == "No model (loading cancelled)", timeout=5000)
-    assert w.model_info is None and not w.actions_by_name["stop_render"].isEnabled()
+    assert w.model_info is None and not a["cancel_load"].isEnabled() and not w.status.cancel_load.isVisibleTo(w)
     w.load_model(Path("fake-model"))
     qtbot.waitUntil(lambda: w.model_info is not None, timeout=10000)
     assert w.status.model.text() == "Model: fake"

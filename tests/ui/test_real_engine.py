@@ -36,7 +36,7 @@ def test_real_engine_on_the_demo_model(qtbot, tmp_path, monkeypatch, demo_model,
     b = w.library.create("B", [(write_wav(tmp_path / "b.wav", seconds=3.0, hz=330), "hi again")])
     w.voices.refresh()
     w.refresh_voices()
-    w.settings_panel.max_frames.setValue(48)
+    w.settings_panel.max_seconds.setValue(2.2)  # 47 frames
     w.settings_panel.seed_mode.setCurrentIndex(1)
     w.editor.setPlainText("Alice: Good [whispering] morning.\nBob: [laughing] Hello!")
     w.reparse()

@@ -61,7 +61,7 @@ def test_the_studio_renders_two_speakers_on_a_server_and_plays_while_it_generate
     b = w.library.create("B", [(write_wav(tmp_path / "b.wav", seconds=2.0, hz=330), "hi again")])
     w.voices.refresh()
     w.refresh_voices()
-    w.settings_panel.max_frames.setValue(40)
+    w.settings_panel.max_seconds.setValue(1.8)  # 39 frames, within the server's 40
     w.settings_panel.seed_mode.setCurrentIndex(1)
     w.editor.setPlainText("Alice: Good [whispering] morning to you.\nBob: [laughing] Hello, hello!")
     w.reparse()

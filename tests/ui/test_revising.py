@@ -310,14 +310,13 @@ def test_settings_that_cannot_change_the_audio_mark_nothing_stale(qtbot, studio,
     cast_two_voices(w, tmp_path, "Alice: One two three.\nBob: Four five.")
     render_all(qtbot, w)
     panel = w.settings_panel
-    for box, value in ((panel.speed, "fast"), (panel.precision, "bf16"), (panel.device, "cpu"),
-                       (panel.quantize, "int8")):
+    for box, value in ((panel.mode, "exact"), (panel.device, "cpu"), (panel.mode, "int8"), (panel.mode, "int4")):
         box.setCurrentIndex(box.findData(value))
         qtbot.waitUntil(lambda: not w.model.busy and w.model_info is not None, timeout=5000)  # reloaded
     panel.threads.setValue(1)
     qtbot.waitUntil(lambda: not w.model.busy and w.model_info is not None, timeout=5000)
     w.set_gap(1.5)
-    assert w.project.settings.speed == "fast" and w.project.settings.quantize == "int8"
+    assert w.project.settings.speed == "fast" and w.project.settings.quantize == "int4"
     assert w.project.settings.threads == 1 and panel.threads.text() == "1"
     assert w.document.stale_lines() == [] and kinds(w) == ["fresh", "fresh"]
     assert [w.editor.gutter.mark(b).kind for b in (0, 1)] == ["fresh", "fresh"]

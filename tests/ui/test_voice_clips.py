@@ -125,3 +125,35 @@ def test_voices_of_several_clips(qtbot, tmp_path, monkeypatch):
         assert not w.voices.remove_clip_button.isEnabled()  # the last clip stays
     finally:
         close_studio(w)
+
+
+def test_a_refused_voice_keeps_the_dialog_open_with_what_was_typed(qtbot, tmp_path, monkeypatch):
+    monkeypatch.setenv("S2STUDIO_DATA_DIR", str(tmp_path / "data"))
+    w = open_studio(qtbot, lambda: FakeEngine(frame_latency_s=0.001), begin_session=False)
+    try:
+        first, second = (write_wav(tmp_path / f"take_{i}.wav", seconds=4.0, hz=220 + 40 * i) for i in range(2))
+        on_modal(qtbot, NewVoiceDialog, fill(qtbot, "Alice", ["Clip words one."], []))
+        drop_files(w, [first])
+        qtbot.waitUntil(lambda: len(w.library.list()) == 1, timeout=5000)
+
+        # the same name again: refused in the dialog, which opens again with the transcript still typed
+        seen: list = []
+
+        def again(d: NewVoiceDialog) -> None:
+            seen.append((d.reason.text(), d.transcripts[0].toPlainText()))
+            d.name.setText("Alice B")
+            qtbot.mouseClick(d.buttons.button(QDialogButtonBox.StandardButton.Ok), Qt.MouseButton.LeftButton)
+
+        def refused(d: NewVoiceDialog) -> None:
+            fill(qtbot, "Alice", ["Clip words two."], [])(d)
+            on_modal(qtbot, NewVoiceDialog, again)
+
+        on_modal(qtbot, NewVoiceDialog, refused)
+        drop_files(w, [second])
+        qtbot.waitUntil(lambda: len(w.library.list()) == 2, timeout=5000)
+        assert seen == [("⚠ a voice called 'Alice' exists; pick another name or remove that voice",
+                         "Clip words two.")]
+        assert sorted(v.name for v in w.library.list()) == ["Alice", "Alice B"]
+        assert [c.transcript for c in w.library.get(w.voices.selected_id()).clips] == ["Clip words two."]
+    finally:
+        close_studio(w)

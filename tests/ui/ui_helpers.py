@@ -69,11 +69,13 @@ def drop_files(w: QWidget, paths: list[Path]) -> None:
 def open_studio(qtbot, factory: Callable[[], object], begin_session: bool = True):
     """The real main window on `factory`'s engine, model loaded, settings cleared, no autoplay (the
     end-to-end test covers live playback; elsewhere the fake speaker stays quiet)."""
+    from PySide6.QtCore import QSettings
+
     from s2studio import app
 
     app.make_application()
+    QSettings().clear()  # nothing remembered from another test (window geometry, the last project)
     w = app.build_window("fake", factory=factory)
-    w.ctx.settings.clear()
     w.ask_on_close = False
     w.live.enabled = False
     qtbot.addWidget(w)

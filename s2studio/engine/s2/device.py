@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from s2studio.engine.api import DEVICES
+from s2studio.engine.api import DEVICES, DeviceOption
 from s2studio.errors import UserError
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -71,3 +71,20 @@ def set_threads(n: int | None) -> None:
 def _mps_available() -> bool:
     backend = getattr(torch.backends, "mps", None)
     return bool(backend is not None and backend.is_available())
+
+
+def device_options() -> tuple[DeviceOption, ...]:
+    """Which devices this computer has for the model, and for those it lacks, why (the studio's settings grey
+    them out with the reason instead of failing a load)."""
+    cuda = torch.cuda.is_available()
+    if cuda:
+        names = ", ".join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))
+        cuda_option = DeviceOption("cuda", True, names)
+    elif torch.version.cuda is None:
+        cuda_option = DeviceOption("cuda", False, "this build of PyTorch has no CUDA support")
+    else:
+        cuda_option = DeviceOption("cuda", False, "no NVIDIA GPU found")
+    mps = _mps_available()
+    return (DeviceOption("auto", True, "the GPU" if cuda or mps else "the CPU (no GPU found)"),
+            DeviceOption("cpu", True, ""), cuda_option,
+            DeviceOption("mps", mps, "" if mps else "only on Macs with Apple silicon"))

@@ -25,7 +25,6 @@ from __future__ import annotations
 import gc
 import logging
 import re
-import secrets
 import threading
 import time
 import uuid
@@ -183,7 +182,7 @@ class S2Engine:
         references = [Reference(r.transcript if SPEAKER_TAG.search(r.transcript)
                                 else speaker_text(r.speaker, r.transcript), r.codes)
                       for r in request.references]
-        base_seed = request.sampling.seed if request.sampling.seed is not None else secrets.randbits(31)
+        base_seed = request.sampling.base_seed()
         if request.batching == "upstream":
             yield from self._generate_upstream(loaded, request, references, base_seed, cancel)
         else:

@@ -11,13 +11,12 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject, Signal
 
-from s2studio.errors import UserError
+from s2studio.errors import Cancelled, UserError
+
+__all__ = ["Background", "Cancelled"]
+"""`Cancelled` (from `s2studio.errors`) raised inside a task ends it with the message "Cancelled."."""
 
 logger = logging.getLogger(__name__)
-
-
-class Cancelled(Exception):
-    """Raised inside a task that saw `Background.cancel`; the task ends with the message "Cancelled."."""
 
 
 class Background(QObject):
@@ -54,17 +53,23 @@ class Background(QObject):
             try:
                 result = fn(self)
             except Cancelled:
-                self.done.emit(None, "Cancelled.")
+                self._report(None, "Cancelled.")
             except UserError as exc:
-                self.done.emit(None, str(exc))
+                self._report(None, str(exc))
             except Exception as exc:  # noqa: BLE001 - reported, never a crash of the studio
                 logger.exception("background task %s failed", self.name)
-                self.done.emit(None, f"{type(exc).__name__}: {exc}")
+                self._report(None, f"{type(exc).__name__}: {exc}")
             else:
-                self.done.emit(result, "")
+                self._report(result, "")
 
         self.thread = threading.Thread(target=run, name=self.name, daemon=True)
         self.thread.start()
+
+    def _report(self, result: object, error: str) -> None:
+        try:
+            self.done.emit(result, error)
+        except RuntimeError:  # the window that owned the task closed while it ran: nobody is told
+            logger.debug("background task %s ended after its owner was deleted", self.name)
 
     def wait(self) -> None:
         """Block until the task's thread ends (a dialog closing over a running export: seconds at most)."""

@@ -1,5 +1,7 @@
 """Play while rendering: the player starts on the first line of a render as soon as enough of it is there
-that playback will not stall, and waits at the end of the timeline while the job runs. QtCore only."""
+that playback will not stall, and waits at the end of the timeline while the job runs. How much is enough
+comes from the render's measured pace (`Pace.lead_s`): a render faster than real time starts at once, a
+slower one once the audio in hand covers what the render will lag behind by the end. QtCore only."""
 
 from __future__ import annotations
 
@@ -9,8 +11,6 @@ from s2studio.engine import api
 from s2studio.ui.control.player import Player
 from s2studio.ui.control.session import RenderSession
 
-AUTOPLAY_LEAD_S = 2.0
-"""Audio buffered before live playback starts when the engine is slower than real time."""
 FAST_RTF = 0.9
 """Below this real-time factor the engine outruns the player: the first chunk is enough to start."""
 
@@ -40,18 +40,18 @@ class LivePlayback(QObject):
 
     def _on_progress(self, event: api.Progress) -> None:
         self._rtf = event.rtf
+        self.player.set_buffer_lead(self.session.pace.lead_s())
 
     def _audio_grew(self, _start: int) -> None:
         """Faster than real time (RTF < FAST_RTF), the first chunk is enough. Slower, playback waits for
-        AUTOPLAY_LEAD_S of audio so that short stalls are absorbed (it never skips: an underrun only
-        pauses the playhead at the rendered end)."""
+        `Pace.lead_s` of audio (it never skips: running dry, the player buffers at the rendered end)."""
         if self._from is None or not self.enabled:
             return
         bounds = self.session.timeline.layout.bounds(self._from)
         if bounds is None:  # the first line is held (it has an old take): start when its new take is in
             return
         ahead = (self.session.timeline.layout.end - bounds[0]) / api.SAMPLE_RATE
-        if self._rtf >= FAST_RTF and ahead < AUTOPLAY_LEAD_S:
+        if self._rtf >= FAST_RTF and ahead < self.session.pace.lead_s():
             return
         self._start(bounds[0])
 

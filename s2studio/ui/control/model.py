@@ -1,7 +1,15 @@
-"""The model's lifecycle as the window sees it: loading (with progress), ready, or none. QtCore only."""
+"""The model's lifecycle as the window sees it: loading (with progress), ready, or none; and the configuration
+that last loaded, to fall back on. QtCore only.
+
+A load that fails (a GPU that is not there, too little memory for a mode) has already cost the model that
+worked: the engine unloads before it loads. So the controller loads the last configuration that worked again at
+once and says so (`fell_back`), and a configuration is only `working` once it has loaded: the window saves
+that one, never one that failed.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
@@ -12,6 +20,17 @@ from s2studio.state.project import GenerationSettings
 from s2studio.worker import EngineHost
 
 
+@dataclass(frozen=True)
+class LoadConfig:
+    """A model folder and the settings that decide how it loads (`GenerationSettings.load_key`)."""
+
+    folder: Path
+    settings: GenerationSettings
+
+    def same_load(self, other: LoadConfig | None) -> bool:
+        return other is not None and (self.folder, self.settings.load_key) == (other.folder, other.settings.load_key)
+
+
 class ModelController(QObject):
     loading = Signal(float, str)
     """(progress 0..1, what the engine is doing) of the running load."""
@@ -19,14 +38,20 @@ class ModelController(QObject):
     """`api.ModelInfo` of the loaded model."""
     unloaded = Signal(str)
     """No model any more: why ("No model (loading cancelled)", or the engine's error)."""
+    fell_back = Signal(str, object, object)
+    """(the engine's error, the `LoadConfig` that failed, the working `LoadConfig` being loaded again)."""
     busy_changed = Signal(bool)
 
     def __init__(self, host: EngineHost, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.host = host
         self.info: api.ModelInfo | None = None
-        self.folder: Path | None = None
+        self.working: LoadConfig | None = None
+        """The configuration of the last load that succeeded."""
+        self.attempt: LoadConfig | None = None
+        """The configuration of the running (or last) load."""
         self.job_id: str | None = None
+        self._falling_back = False
         host.model_loading.connect(self._on_loading)
         host.model_ready.connect(self._on_ready)
         host.job_finished.connect(self._on_finished)
@@ -36,11 +61,17 @@ class ModelController(QObject):
     def busy(self) -> bool:
         return self.job_id is not None
 
+    @property
+    def folder(self) -> Path | None:
+        return self.attempt.folder if self.attempt else None
+
     def load(self, folder: Path, settings: GenerationSettings) -> None:
         """Load (or reload with other settings) the model in `folder`."""
-        self.folder = folder
+        if self.job_id is not None:  # a newer choice replaces the load still running
+            self.host.cancel(self.job_id)
+        self.attempt = LoadConfig(Path(folder), settings)
         self.job_id = self.host.new_job_id("load")
-        self.host.load(load_request(self.job_id, folder, settings))
+        self.host.load(load_request(self.job_id, Path(folder), settings))
         self.busy_changed.emit(True)
 
     def cancel(self) -> None:
@@ -54,6 +85,8 @@ class ModelController(QObject):
     def _on_ready(self, event: api.ModelReady) -> None:
         if event.job_id == self.job_id:
             self.info = event.info
+            self.working = self.attempt
+            self._falling_back = False
             self.ready.emit(event.info)
 
     def _on_finished(self, event: api.JobFinished) -> None:
@@ -69,5 +102,12 @@ class ModelController(QObject):
             return
         self.job_id = None
         self.info = None
+        failed, working = self.attempt, self.working
+        if working is not None and failed is not None and not working.same_load(failed) and not self._falling_back:
+            self._falling_back = True
+            self.fell_back.emit(event.error, failed, working)
+            self.load(working.folder, working.settings)
+            return
+        self._falling_back = False
         self.busy_changed.emit(False)
         self.unloaded.emit(event.error)

@@ -5,7 +5,9 @@ buffer allocation, no Qt. Everything the GUI thread asks of it (seek, play one l
 tuple assigned in one step, which the callback picks up at its next block:
 
 - playing the whole timeline, the playhead waits at the rendered end while a render runs
-  (`set_wait_at_end`: it never skips), and stops at the end otherwise;
+  (`set_wait_at_end`: it never skips), and stops at the end otherwise. Having run dry it is *buffering*:
+  it stays silent until `lead` seconds are rendered ahead of it (`set_buffer_lead`, from the render's
+  pace), so that a render slower than real time plays in long stretches, not chunk by chunk;
 - playing one line stops at the line's end; looping it wraps to its start. The line is named by id and
   its bounds are read from each block's layout, so when A/B swaps the line's take the loop follows the
   new take at once and never plays a neighbour.
@@ -93,6 +95,8 @@ class Player(QObject):
     """True when playing."""
     started_audio = Signal()
     """The first non-silent block of a play reached the device (the test hook for live playback)."""
+    buffering_changed = Signal(bool)
+    """The playhead ran dry at the rendered end (True) or has enough ahead again (False)."""
 
     def __init__(self, timeline: Timeline, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -110,6 +114,10 @@ class Player(QObject):
         self._audio_flag = False
         self._announced = False
         self._playing = False
+        self._buffering = False
+        """Set by the callback when the play ran dry while a render runs; cleared by the GUI's poll."""
+        self._told_buffering = False
+        self._lead = round(0.5 * SAMPLE_RATE)
         self._timer = QTimer(self)
         self._timer.setInterval(33)
         self._timer.timeout.connect(self._poll)
@@ -135,9 +143,17 @@ class Player(QObject):
     def looping(self) -> bool:
         return self._scope[1]
 
+    @property
+    def buffering(self) -> bool:
+        return self._told_buffering
+
     def set_wait_at_end(self, wait: bool) -> None:
         """While a render runs, more audio may come: the playhead then waits at the end instead of stopping."""
         self._wait_at_end = wait
+
+    def set_buffer_lead(self, seconds: float) -> None:
+        """Audio that must be ahead of the playhead before a play that ran dry goes on."""
+        self._lead = max(round(seconds * SAMPLE_RATE), 1)
 
     def seek(self, sample: int) -> None:
         sample = int(min(max(sample, 0), self.timeline.layout.end))
@@ -169,6 +185,10 @@ class Player(QObject):
         if not self._playing:
             return
         self._playing = False
+        self._buffering = False
+        if self._told_buffering:
+            self._told_buffering = False
+            self.buffering_changed.emit(False)
         self._timer.stop()
         stream, self._stream = self._stream, None
         close_stream(stream)
@@ -183,11 +203,11 @@ class Player(QObject):
             return True
         if not self.available:
             return False
-        self._ended = self._announced = self._audio_flag = False
+        self._ended = self._announced = self._audio_flag = self._buffering = False
         self._applied_seek = self._seek[0]
-        try:
+        try:  # "high" latency: larger device buffers, no underruns on a CPU busy rendering
             self._stream = self._sd.OutputStream(samplerate=SAMPLE_RATE, channels=1, dtype="float32",
-                                                 callback=self._callback)
+                                                 latency="high", callback=self._callback)
             self._stream.start()
         except Exception as exc:  # noqa: BLE001 - a device can vanish between runs
             logger.warning("cannot open the output stream: %s", exc)
@@ -207,12 +227,18 @@ class Player(QObject):
         if number != self._applied_seek:
             self._applied_seek = number
             pos = sample
+            self._buffering = False
+        if self._buffering:
+            outdata[:] = 0.0
+            return
         line_id, loop = self._scope
         pos, audible, ended = fill(self.timeline.layout, outdata[:, 0], pos, line_id, loop)
         if audible:
             self._audio_flag = True
         self._ended = ended
         self._pos = pos
+        if ended and line_id is None and self._wait_at_end:
+            self._buffering = True
 
     # -- GUI thread -------------------------------------------------------------------------------
 
@@ -221,5 +247,10 @@ class Player(QObject):
             self._announced = True
             self.started_audio.emit()
         self.position_changed.emit(self._pos)
+        if self._buffering and (not self._wait_at_end or self.timeline.layout.end - self._pos >= self._lead):
+            self._buffering = False
+        if self._buffering != self._told_buffering:
+            self._told_buffering = self._buffering
+            self.buffering_changed.emit(self._buffering)
         if self._ended and not (self._scope[0] is None and self._wait_at_end):
             self.pause()

@@ -34,6 +34,8 @@ class ProjectStore(QObject):
     path_changed = Signal(object)
     """The project's file (None when unsaved) changed."""
     recent_changed = Signal()
+    unsaved_changed = Signal(bool)
+    """`unsaved_work` changed (the window's title marks it with "*")."""
 
     def __init__(self, autosave_dir: Path, settings: QSettings, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -41,12 +43,16 @@ class ProjectStore(QObject):
         self.settings = settings
         self.path: Path | None = None
         self.dirty = False
+        self._told: bool | None = None
+        """The last `unsaved_work` told by `unsaved_changed`."""
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(AUTOSAVE_DELAY_MS)
         self._project: Project | None = None
         self.problems: tuple[str, ...] = ()
         """Takes the last opened or restored project could not read (left out); the window shows them."""
+        self.packed_voices: dict[str, Path] = {}
+        """The voices packed in the last opened project (voice id -> its .s2voice inside it)."""
         self._timer.timeout.connect(self.autosave_now)
 
     @property
@@ -138,6 +144,7 @@ class ProjectStore(QObject):
         AUTOSAVE_DELAY_MS (an autosave already due sooner is not put off)."""
         self.dirty = True
         self._project = project
+        self._tell_unsaved()
         if soon:
             self._timer.start(0)
         elif not self._timer.isActive():
@@ -153,8 +160,9 @@ class ProjectStore(QObject):
 
     # -- files -----------------------------------------------------------------------------------
 
-    def save(self, project: Project, path: Path) -> Path:
-        path = save_project(project, path)
+    def save(self, project: Project, path: Path, voices: dict[str, bytes] | None = None) -> Path:
+        """Save to `path` (with `voices` packed: voice id -> .s2voice bytes); the project is clean then."""
+        path = save_project(project, path, voices=voices)
         moved = path != self.path
         self._clean(project)
         self.path = path
@@ -173,6 +181,7 @@ class ProjectStore(QObject):
             raise
         project = opened.project
         self.problems = opened.problems
+        self.packed_voices = dict(opened.packed_voices)
         for problem in self.problems:
             logger.warning("%s: %s", path, problem)
         self._clean(project)
@@ -192,6 +201,22 @@ class ProjectStore(QObject):
         self._timer.stop()
         self._project = project
         self.dirty = False
+        self._tell_unsaved()
+
+    def _tell_unsaved(self) -> None:
+        unsaved = self.unsaved_work
+        if unsaved != self._told:
+            self._told = unsaved
+            self.unsaved_changed.emit(unsaved)
+
+    def last(self) -> Path | None:
+        """The project that was open when the studio last closed (reopened at start), if it is still there."""
+        raw = self.settings.value("project/last", "")
+        return Path(raw) if isinstance(raw, str) and raw and exists(Path(raw)) else None
+
+    def remember_last(self) -> None:
+        """At a clean exit: the project file open now is the one to reopen (none for an unsaved project)."""
+        self.settings.setValue("project/last", str(self.path) if self.path is not None else "")
 
     def recent(self) -> list[Path]:
         raw = self.settings.value("recent", []) or []

@@ -112,7 +112,7 @@ def asked_of(inputs: RenderInputs) -> dict[str, Asked]:
             for ln in inputs.lines}
 
 
-class _EncodeBridge(QObject):
+class EncodeBridge(QObject):
     """Lets the background step ask the engine thread to encode one clip and wait for its codes: the ask
     crosses to the GUI thread (a queued signal), which starts the engine job; the answer comes back
     through a queue the background step waits on."""
@@ -181,7 +181,7 @@ class RenderFlow(QObject):
         super().__init__(parent)
         self.host, self.library, self.document, self.session = host, library, document, session
         self.codec_fingerprint = ""
-        self._bridge = _EncodeBridge(host, self)
+        self._bridge = EncodeBridge(host, self)
         self._task = Background("render-request", self)
         self._task.done.connect(self._built)
         self._asked: dict[str, Asked] = {}

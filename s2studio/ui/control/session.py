@@ -20,6 +20,7 @@ during it keeps the take (Undo brings both back).
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,7 @@ from s2studio.audio.timeline import Timeline
 from s2studio.engine import api
 from s2studio.state.project import Take, now_iso
 from s2studio.ui.control.document import Document
+from s2studio.ui.control.pace import Pace
 from s2studio.worker import EngineHost
 
 logger = logging.getLogger(__name__)
@@ -80,6 +82,8 @@ class RenderSession(QObject):
         self._project = document.project
         """The project the running job renders for: its takes never land in another one opened meanwhile."""
         self.done_lines = 0
+        self.pace = Pace()
+        """The running (or last) job's speed, ETA and the playback lead it needs."""
         host.line_started.connect(self._on_line_started)
         host.audio_chunk.connect(self._on_chunk)
         host.line_finished.connect(self._on_line_finished)
@@ -136,6 +140,7 @@ class RenderSession(QObject):
         self._project = self.document.project
         self.pending = [ln.line_id for ln in job.request.lines]
         self.live, self.done_lines = None, 0
+        self.pace = Pace({ln.line_id: len(ln.text) for ln in job.request.lines}, started=time.monotonic())
         self.host.generate(job.request)
         self.busy_changed.emit(True)
         for line_id in self.pending:
@@ -181,6 +186,7 @@ class RenderSession(QObject):
 
     def _on_progress(self, event: api.Progress) -> None:
         if self._mine(event):
+            self.pace.update(time.monotonic(), event.line_id, event.frames, event.expected, event.rtf)
             self.progress.emit(event)
 
     def _end(self) -> None:

@@ -8,6 +8,8 @@ when it loads. Downloading runs on a plain thread (`control.background`); the de
 
 from __future__ import annotations
 
+import errno
+import html
 import importlib.util
 import logging
 import subprocess
@@ -19,7 +21,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QCheckBox, QDialog, QDialogButtonBox, QFileDialog, QGroupBox, QHBoxLayout, QLabel,
                                QLineEdit, QProgressBar, QPushButton, QVBoxLayout, QWidget)
 
-from s2studio.errors import UserError
+from s2studio.errors import UserError, printable
 from s2studio.ui.control.background import Background, Cancelled
 
 logger = logging.getLogger(__name__)
@@ -52,6 +54,25 @@ def is_demo(path: Path) -> bool:
         return False
 
 
+OFFLINE = ("LocalEntryNotFoundError", "ConnectError", "ConnectTimeout", "NameResolutionError", "Name or service not known",
+           "Temporary failure in name resolution", "Network is unreachable", "offline")
+
+
+def download_error(exc: BaseException) -> str:
+    """One line a person can act on for a failed download (the exception itself goes to the log)."""
+    text = f"{type(exc).__name__}: {exc}"
+    name = type(exc).__name__
+    if any(mark in text for mark in OFFLINE):
+        return ("Cannot reach huggingface.co: check the internet connection and try again, or download S2 Pro "
+                "on another computer and choose its folder above.")
+    if name == "GatedRepoError" or " 401 " in text or " 403 " in text:
+        return ("huggingface.co refused the download: open the model's page, accept its licence while logged in, "
+                "then log in on this computer (`hf auth login`) and try again.")
+    if getattr(exc, "errno", None) in (errno.ENOSPC, errno.EDQUOT):
+        return "No space left on the disk for the model (about 11 GB): free some space and try again."
+    return f"The download failed ({printable(text, 160)}); details are in the log (Help ▸ Open Log Folder)."
+
+
 def _download(task: Background, dest: Path) -> Path:
     from huggingface_hub import snapshot_download  # noqa: PLC0415 - optional dependency
     from tqdm.auto import tqdm  # noqa: PLC0415 - comes with huggingface_hub
@@ -67,7 +88,13 @@ def _download(task: Background, dest: Path) -> Path:
                 task.progress.emit(min(self.n / self.total, 1.0), self.desc or "")
             return out
 
-    return Path(snapshot_download(REPO_ID, local_dir=dest, tqdm_class=Progress))
+    try:
+        return Path(snapshot_download(REPO_ID, local_dir=dest, tqdm_class=Progress))
+    except Cancelled:
+        raise
+    except Exception as exc:  # noqa: BLE001 - every failure becomes one line; the traceback goes to the log
+        logger.warning("downloading %s failed", REPO_ID, exc_info=True)
+        raise UserError(download_error(exc)) from None
 
 
 def _write_demo(task: Background, dest: Path) -> Path:
@@ -91,22 +118,32 @@ def _write_demo(task: Background, dest: Path) -> Path:
 
 
 class ModelPage(QDialog):
-    """`chosen` holds the validated folder when the dialog is accepted."""
+    """`chosen` holds the validated folder when the dialog is accepted (at once after the demo model is made).
 
-    def __init__(self, models_dir: Path, parent: QWidget | None = None) -> None:
+    Opened from File ▸ Model… it shows the model in use (`current`) and remembers that the licence was
+    accepted (`licence_accepted`); on the first run it explains what a model is."""
+
+    def __init__(self, models_dir: Path, parent: QWidget | None = None, current: Path | None = None,
+                 current_name: str = "", licence_accepted: bool = False) -> None:
         super().__init__(parent)
         self.setWindowTitle("Choose a model")
         self.setObjectName("modelPage")
         self.setMinimumWidth(560)
         self.models_dir = models_dir
         self.chosen: Path | None = None
+        self._making_demo = False
         self.task = Background("model-page", self)
         self.task.progress.connect(self._progress)
         self.task.done.connect(self._done)
         layout = QVBoxLayout(self)
         layout.setSpacing(12)
-        intro = QLabel("<h3>S2 Studio needs a model</h3>S2 Pro runs on this computer. Choose a folder that "
-                       "already holds it, download it, or try the studio with a tiny demo model.")
+        if current is not None:
+            shown = html.escape(current_name or current.name)
+            intro = QLabel(f"<h3>Model in use: {shown}</h3>From <code>{html.escape(str(current))}</code>. Choose "
+                           "another folder, download S2 Pro, or use the tiny demo model.")
+        else:
+            intro = QLabel("<h3>S2 Studio needs a model</h3>S2 Pro runs on this computer. Choose a folder that "
+                           "already holds it, download it, or try the studio with a tiny demo model.")
         intro.setWordWrap(True)
         layout.addWidget(intro)
 
@@ -133,13 +170,16 @@ class ModelPage(QDialog):
         dll = QVBoxLayout(dl)
         lic = QLabel(f"S2 Pro's weights are published by Fish Audio under the <b>Fish Audio Research License</b>, "
                      f"which limits how they may be used (commercial use needs a separate licence from Fish Audio). "
-                     f"Read it before downloading: <a href='{LICENSE_URL}'>{LICENSE_URL}</a>")
+                     f"Read it before downloading: <a href='{LICENSE_URL}'>the Fish Audio Research License on "
+                     f"huggingface.co</a>.")
+        lic.setToolTip(LICENSE_URL)
         lic.setWordWrap(True)
         lic.setOpenExternalLinks(True)
         lic.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
         dll.addWidget(lic)
         self.accept_license = QCheckBox("I have read and accept the Fish Audio Research License")
         self.accept_license.setAccessibleName("Accept the Fish Audio Research License")
+        self.accept_license.setChecked(licence_accepted)
         dll.addWidget(self.accept_license)
         drow = QHBoxLayout()
         self.download_button = QPushButton("Download")
@@ -181,6 +221,10 @@ class ModelPage(QDialog):
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
         self.ok_button = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
         self.ok_button.setText("Use this folder")
+        self.ok_button.setDefault(True)  # Enter uses the folder, never Cancel or another focused button
+        for button in (browse, self.download_button, self.cancel_button, self.demo_button,
+                       self.buttons.button(QDialogButtonBox.StandardButton.Cancel)):
+            button.setAutoDefault(False)
         self.buttons.accepted.connect(self._use)
         self.buttons.rejected.connect(self.reject)
         layout.addWidget(self.buttons)
@@ -189,6 +233,8 @@ class ModelPage(QDialog):
         self.download_button.clicked.connect(self.download)
         self.cancel_button.clicked.connect(self.task.cancel.set)
         self.demo_button.clicked.connect(self.make_demo)
+        if current is not None:
+            self.folder.setText(str(current))
         self._validate()
 
     def _browse(self) -> None:
@@ -234,6 +280,7 @@ class ModelPage(QDialog):
 
     def make_demo(self) -> None:
         dest = self.models_dir / "demo-tiny"
+        self._making_demo = True
         self.task.start(lambda task: _write_demo(task, dest))
         self._begin("Writing the demo model…")
 
@@ -251,11 +298,15 @@ class ModelPage(QDialog):
 
     def _done(self, result: object, error: str) -> None:
         self.progress.setVisible(False)
+        demo, self._making_demo = self._making_demo, False
         if error:
             self.status.setText(f"✗ {error}")
         else:
             self.status.setText("✓ Done.")
             self.folder.setText(str(result))
+            if demo and self._validate():  # the demo model is ready: use it, no second click
+                self._use()
+                return
         self._update()
 
     def done(self, code: int) -> None:  # noqa: D102 - a running task is cancelled and waited for

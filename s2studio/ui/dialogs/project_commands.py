@@ -1,7 +1,9 @@
-"""File ▸ New, Open, Save, Save As, and the restore offer at start-up, with their dialogs.
+"""File ▸ New, Open, Save, Save As, Save with Voices, and the restore offer at start-up, with their dialogs.
 
 Nothing unsaved is dropped without asking: New, Open and closing the window first offer to save the
-script text, cast and takes changed since the last save (Save, Discard or Cancel)."""
+script text, cast and takes changed since the last save (Save, Discard or Cancel). Every save records the
+names of the cast's voices; a project saved with its voices packs them too, and opening a project finds
+the voices this library lacks (`dialogs/project_voices.py`)."""
 
 from __future__ import annotations
 
@@ -13,8 +15,11 @@ from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 
 from s2studio.errors import UserError
 from s2studio.state.project import Project
+from s2studio.state.project_voices import note_voice_names, pack
+from s2studio.state.voices import VoiceLibrary
 from s2studio.ui.control.document import Document
 from s2studio.ui.control.projects import ProjectStore
+from s2studio.ui.dialogs.project_voices import resolve_voices
 
 logger = logging.getLogger(__name__)
 
@@ -26,10 +31,12 @@ class ProjectCommands(QObject):
     """Another project is about to replace the open one (stop rendering and playing)."""
     message = Signal(str, int)
     """(status bar text, milliseconds)."""
+    voices_added = Signal()
+    """Opening a project added voices to the library (its packed copies)."""
 
-    def __init__(self, window: QWidget, store: ProjectStore, document: Document) -> None:
+    def __init__(self, window: QWidget, store: ProjectStore, document: Document, library: VoiceLibrary) -> None:
         super().__init__(window)
-        self.window, self.store, self.document = window, store, document
+        self.window, self.store, self.document, self.library = window, store, document, library
         self.ask = True
         """Ask before unsaved changes are lost (tests and the screenshot tool turn it off)."""
 
@@ -75,8 +82,16 @@ class ProjectCommands(QObject):
         except UserError as exc:
             QMessageBox.warning(self.window, "Open project", str(exc))
             return False
+        before = len(self.library.list())
+        changed, notes = resolve_voices(self.window, self.library, project, self.store.packed_voices)
+        if len(self.library.list()) != before:
+            self.voices_added.emit()
         self.about_to_switch.emit()
         self.document.replace(project)
+        if changed:  # the cast now names this library's voices: worth saving
+            self.store.changed(project)
+        if notes:
+            self.message.emit("Voices: " + "; ".join(notes) + ".", 15000)
         self._report_unreadable_takes("Open project")
         return True
 
@@ -101,13 +116,29 @@ class ProjectCommands(QObject):
             path = Path(name)
         return self._save_to(path)
 
+    def save_with_voices(self, on: bool) -> bool:
+        """File ▸ Save with Voices: on, the project is saved now with its cast's voices packed in (and every
+        later save packs them too); off, later saves leave them out."""
+        project = self.document.project
+        if project.with_voices != on:
+            project.with_voices = on
+            self.store.changed(project)
+        if not on:
+            self.message.emit("The voices will be left out of the project from its next save on.", 6000)
+            return True
+        return self.save()
+
     def _save_to(self, path: Path) -> bool:
+        project = self.document.project
         try:
-            saved = self.store.save(self.document.project, path)
+            note_voice_names(project, self.library)
+            voices = pack(project, self.library) if project.with_voices else None
+            saved = self.store.save(project, path, voices)
         except UserError as exc:
             QMessageBox.warning(self.window, "Save project", str(exc))
             return False
-        self.message.emit(f"Saved {saved}.", 4000)
+        packed = f" with {len(voices)} voice{'s' * (len(voices) != 1)}" if voices else ""
+        self.message.emit(f"Saved {saved}{packed}.", 4000)
         return True
 
     # -- start-up --------------------------------------------------------------------------------

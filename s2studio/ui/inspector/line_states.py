@@ -75,7 +75,7 @@ class LineStates(QObject):
         entry = self.document.project.lines.get(line.line_id)
         notes = [describe(self.document.reasons(line, t)) or "up to date" for t in (entry.takes if entry else ())]
         looping = self.player.looping and self.player.line == line.line_id
-        self.takes.show_line(line.line_id, f"{line.speaker}: {line.text[:60]}", entry, self.words(line), notes,
+        self.takes.show_line(line.line_id, f"{line.speaker}: {line.text}", entry, self.words(line), notes,
                              looping)
         self.takes.set_can_restore(self.deleted is not None)
 

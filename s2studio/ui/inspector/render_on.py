@@ -2,29 +2,25 @@
 
 A server is `s2studio serve` on another machine, upstream fish-speech's API server, Fish Audio's cloud (its
 API key, and the model it should use: the `model` header) or an OpenAI-style speech server. "Test connection"
-asks the server for its model on a helper thread and reports it with the round-trip time; "Use" makes the
-studio render there (the window reloads through the engine switch). Remembered in QSettings under `render/`.
+asks the server for its model on a helper thread (`worker.servers.probe_server`: the window never imports
+the engine's modules) and reports it with the round-trip time; "Use" makes the studio render there (the window
+reloads through the engine switch). Remembered in QSettings under `render/`.
 """
 
 from __future__ import annotations
-
-import threading
-import time
-from pathlib import Path
 
 from PySide6.QtCore import QSettings, Signal
 from PySide6.QtWidgets import (
     QComboBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QPushButton, QWidget,
 )
 
-from s2studio.engine.api import JobFailed, LoadRequest, ModelReady
-from s2studio.engine.remote import RemoteEngine, RemoteSettings
+from s2studio.ui.control.background import Background
+from s2studio.worker.servers import ServerTarget, probe_server
 
 
 class RenderOnBox(QGroupBox):
     target_chosen = Signal(object)
-    """`RemoteSettings` to render on a server, None for this computer (after "Use" or choosing the computer)."""
-    _tested = Signal(str)
+    """`ServerTarget` to render on a server, None for this computer (after "Use" or choosing the computer)."""
 
     def __init__(self, settings: QSettings, parent: QWidget | None = None) -> None:
         super().__init__("Render on", parent)
@@ -63,13 +59,13 @@ class RenderOnBox(QGroupBox):
         self.where.currentIndexChanged.connect(self._where_changed)
         self.test_button.clicked.connect(self.test_connection)
         self.use_button.clicked.connect(self._use)
-        self._tested.connect(self._show_result)
+        self._probe = Background("test-connection", self)
+        self._probe.done.connect(self._show_result)
 
-    def target(self) -> RemoteSettings | None:
+    def target(self) -> ServerTarget | None:
         if self.where.currentData() != "server" or not self.url.text().strip():
             return None
-        return RemoteSettings(self.url.text().strip(), self.key.text().strip(), model=self.model.text().strip()
-                              or "s2-pro")
+        return ServerTarget(self.url.text().strip(), self.key.text().strip(), self.model.text().strip() or "s2-pro")
 
     def _sync(self) -> None:
         server = self.where.currentData() == "server"
@@ -104,29 +100,8 @@ class RenderOnBox(QGroupBox):
             return
         self.result.setText(f"Connecting to {target.url} …")
         self.test_button.setEnabled(False)
-        threading.Thread(target=self._probe, args=(target,), name="test-connection", daemon=True).start()
+        self._probe.start(lambda task: probe_server(target, task.cancel))
 
-    def _probe(self, target: RemoteSettings) -> None:
-        """On a helper thread: the GUI never waits for a network."""
-        try:
-            engine = RemoteEngine(target)
-        except ValueError as exc:
-            self._tested.emit(str(exc))
-            return
-        started = time.perf_counter()
-        message = "The server did not answer."
-        try:
-            for event in engine.load(LoadRequest("test", Path("remote")), threading.Event()):
-                if isinstance(event, ModelReady):
-                    ms = (time.perf_counter() - started) * 1000
-                    message = (f"Connected: {event.info.name} ({event.info.device}, {event.info.precision}), "
-                               f"{ms:.0f} ms round trip, {engine.protocol} protocol.")
-                elif isinstance(event, JobFailed):
-                    message = f"Not connected: {event.error}"
-        finally:
-            engine.close()
-        self._tested.emit(message)
-
-    def _show_result(self, message: str) -> None:
-        self.result.setText(message)
+    def _show_result(self, message: object, error: str) -> None:
+        self.result.setText(str(message) if not error else f"Not connected: {error}")
         self.test_button.setEnabled(self.where.currentData() == "server")

@@ -1,13 +1,86 @@
-"""Generation settings: seed, temperature, top-p/top-k, max frames, chunking, device, precision."""
+"""Settings ▸ generation: how the model runs and how it samples, in words a new user understands.
+
+One control chooses between speed and exactness (`MODES`: precision, decode loop and weight quantization together,
+the three of `GenerationSettings` that change how the answer is computed, never what is asked); the device says
+which ones this computer has (the engine thread reports them, `set_devices`) and which not, and why; the length
+limit is in seconds (kept in frames, the engine's unit, exactly as the project file holds it); every control has a
+line of help. The panel edits the project's `GenerationSettings`, the one settings type of the state layer; the
+engine's request settings are mapped from it in one place (`engine.plan`).
+"""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QComboBox, QDoubleSpinBox, QFormLayout, QHBoxLayout, QLabel, QSpinBox, QWidget
+from PySide6.QtGui import QStandardItemModel
+from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout,
+                               QWidget)
 
+from s2studio.audio import FRAME_SAMPLES, SAMPLE_RATE
 from s2studio.state.project import GenerationSettings
+
+FRAMES_PER_S = SAMPLE_RATE / FRAME_SAMPLES
+"""Codec frames per second of audio: what converts the length limit between seconds and frames."""
+
+
+@dataclass(frozen=True)
+class Mode:
+    key: str
+    label: str
+    help: str
+    precision: str
+    speed: str
+    quantize: str
+
+
+MODES: tuple[Mode, ...] = (
+    Mode("exact", "Exact — same as the reference implementation (slowest)",
+         "Computes every step as Fish Audio's own code does. On the CPU the result is identical to it, sample for "
+         "sample; use it to compare, or when a line must be reproducible anywhere.", "fp32", "exact", "none"),
+    Mode("fast", "Fast (recommended)",
+         "The same model in a faster loop: reuses the work shared between lines and, on a GPU, runs in 16-bit. "
+         "Sounds the same; the samples differ slightly from the exact mode's.", "auto", "fast", "none"),
+    Mode("int8", "Faster, less memory (8-bit weights)",
+         "Stores the model's weights in 8 bits: about half the memory (S2 Pro: 5.1 GB of weights against 9.1), "
+         "and faster where memory is the limit. "
+         "A very slight loss of quality.", "auto", "fast", "int8"),
+    Mode("int4", "Fastest, least memory (4-bit weights)",
+         "Stores the weights in 4 bits: S2 Pro's weights take 3.2 GB (2.1 GB of 4-bit layers, 1.0 GB of embedding "
+         "tables), for small GPUs and laptops, and the fastest on a CPU. Some loss of "
+         "quality; try a line before a long render.", "auto", "fast", "int4"),
+)
+DEVICES = (("auto", "Automatic (the GPU when there is one)"), ("cpu", "This computer's processor (CPU)"),
+           ("cuda", "NVIDIA GPU (CUDA)"), ("mps", "Apple GPU (Metal)"))
+HELP = {
+    "seed": "Random: every take differs. Fixed: the same seed and settings give the same take again.",
+    "temperature": "How adventurous the delivery is: lower is steadier, higher more varied (0.8 is the default).",
+    "top_p": "Keeps only the likeliest choices that together make up this share (0.8 is the default).",
+    "top_k": "Keeps at most this many choices at each step (30 is the default).",
+    "length": "A line stops here at the latest; a line that reaches it is cut off (raise it for long lines).",
+    "chunking": "One line at a time gives each line its own take. Groups of lines follow the reference "
+                "implementation's batching: fewer, longer takes.",
+    "device": "Where the model runs. Choices this computer lacks are greyed out with the reason.",
+    "threads": "Processor threads the model uses. Automatic takes the cores that were free when the studio "
+               "started; fewer leave more to other programs.",
+}
+
+
+def mode_of(settings: GenerationSettings) -> Mode | None:
+    """The mode whose precision, loop and quantization the settings hold (None: another combination, e.g. from
+    an older project or the command line)."""
+    return next((m for m in MODES if (m.precision, m.speed, m.quantize) ==
+                 (settings.precision, settings.speed, settings.quantize)), None)
+
+
+def fit_narrow(box: QComboBox) -> None:
+    """Let a combo box shrink to the inspector's width (its long choices are read whole in the list and the
+    tooltip) instead of widening the panel past the window, which would clip every row on the right."""
+    box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+    box.setMinimumContentsLength(12)
+    box.setToolTip(box.currentText())
+    box.currentTextChanged.connect(box.setToolTip)
 
 
 class SettingsPanel(QWidget):
@@ -20,61 +93,98 @@ class SettingsPanel(QWidget):
         self.setAccessibleName("Generation settings")
         form = QFormLayout(self)
         form.setContentsMargins(4, 4, 4, 4)
-        self.seed_mode = self._combo([("Random per take", "random"), ("Fixed", "fixed")], "Seed mode")
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapAllRows)  # each name above its field: the inspector is
+        # narrow, and the fields and their help get its whole width
+        self._settings = GenerationSettings()
+
+        self.mode = QComboBox()
+        self.mode.setAccessibleName("Speed or exactness")
+        for m in MODES:
+            self.mode.addItem(m.label, m.key)
+        self.mode.addItem("", "custom")  # shown only for a combination no mode has
+        self.mode_help = self._help("")
+        form.addRow("Speed", self._stack(self.mode, self.mode_help))
+        self.device = QComboBox()
+        self.device.setAccessibleName("Device")
+        for key, label in DEVICES:
+            self.device.addItem(label, key)
+        form.addRow("Device", self._stack(self.device, self._help(HELP["device"])))
+        self.threads = QSpinBox()
+        self.threads.setRange(0, 256)
+        self.threads.setSpecialValueText("Automatic (the free cores)")
+        self.threads.setAccessibleName("CPU threads")
+        form.addRow("CPU threads", self._stack(self.threads, self._help(HELP["threads"])))
+        reload_note = self._help("Changing the speed, the device or the threads loads the model again (seconds to a "
+                                 "minute).")
+        reload_note.setContentsMargins(0, 0, 0, 6)
+        form.addRow(reload_note)
+
+        self.seed_mode = self._combo([("Random, every take", "random"), ("Fixed", "fixed")], "Seed mode")
         self.seed = QSpinBox()
         self.seed.setRange(0, 2**31 - 1)
         self.seed.setAccessibleName("Seed")
         seed_row = QHBoxLayout()
-        seed_row.addWidget(self.seed_mode, 1)
-        seed_row.addWidget(self.seed, 1)
-        form.addRow("Seed", seed_row)
+        seed_row.addWidget(self.seed_mode, 3)
+        seed_row.addWidget(self.seed, 2)
+        form.addRow("Seed", self._stack(seed_row, self._help(HELP["seed"])))
         self.temperature = self._double(0.05, 1.95, 0.05, "Temperature")
-        form.addRow("Temperature", self.temperature)
+        form.addRow("Temperature", self._stack(self.temperature, self._help(HELP["temperature"])))
         self.top_p = self._double(0.05, 1.0, 0.05, "Top-p")
-        form.addRow("Top-p", self.top_p)
+        form.addRow("Top-p", self._stack(self.top_p, self._help(HELP["top_p"])))
         self.top_k = QSpinBox()
         self.top_k.setRange(1, 4096)
         self.top_k.setAccessibleName("Top-k")
-        form.addRow("Top-k", self.top_k)
-        self.max_frames = QSpinBox()
-        self.max_frames.setRange(16, 8192)
-        self.max_frames.setSingleStep(64)
-        self.max_frames.setSuffix(" frames")
-        self.max_frames.setAccessibleName("Maximum frames per line")
-        form.addRow("Max length", self.max_frames)
-        self.batching = self._combo([("One line at a time", "line"), ("Upstream batches", "upstream")], "Chunking")
-        form.addRow("Chunking", self.batching)
-        self.device = self._combo([("Automatic", "auto"), ("CPU", "cpu"), ("CUDA", "cuda"), ("Apple (MPS)", "mps")],
-                                  "Device")
-        form.addRow("Device", self.device)
-        self.precision = self._combo([("Automatic", "auto"), ("fp32 (exact)", "fp32"), ("bf16 (fast)", "bf16")],
-                                     "Precision")
-        form.addRow("Precision", self.precision)
-        self.speed = self._combo([("Exact (matches upstream)", "exact"), ("Fast", "fast")], "Speed")
-        form.addRow("Speed", self.speed)
-        self.quantize = self._combo([("Off", "none"), ("int8 weights (S2 Pro: 5.1 GB, faster)", "int8"),
-                                     ("int4 weights (S2 Pro: 3.2 GB, fastest)", "int4")], "Quantization")
-        self.quantize.setToolTip("S2 Pro's weights: 9.1 GB in bf16, 5.1 GB with int8, 3.2 GB with int4 "
-                                 "(2.1 GB of int4 layers and 1.0 GB of embedding tables); the codes differ a little")
-        form.addRow("Quantization", self.quantize)
-        self.threads = QSpinBox()
-        self.threads.setRange(0, 256)
-        self.threads.setSpecialValueText("Automatic (free cores)")
-        self.threads.setAccessibleName("CPU threads")
-        self.threads.setToolTip("CPU threads for the model; automatic uses the cores that were free at start")
-        form.addRow("CPU threads", self.threads)
-        note = QLabel("Device, precision, speed, quantization and threads reload the model.")
-        note.setWordWrap(True)
-        note.setEnabled(False)
-        form.addRow(note)
+        form.addRow("Top-k", self._stack(self.top_k, self._help(HELP["top_k"])))
+        self.max_seconds = QDoubleSpinBox()
+        self.max_seconds.setDecimals(1)
+        self.max_seconds.setRange(round(16 / FRAMES_PER_S, 1) + 0.1, round(8192 / FRAMES_PER_S, 1))
+        self.max_seconds.setSingleStep(5.0)
+        self.max_seconds.setSuffix(" s")
+        self.max_seconds.setAccessibleName("Longest line, in seconds")
+        form.addRow("Longest line", self._stack(self.max_seconds, self._help(HELP["length"])))
+        self.batching = self._combo([("One line at a time (recommended)", "line"),
+                                     ("Groups of lines, as the reference implementation", "upstream")], "Chunking")
+        form.addRow("Lines", self._stack(self.batching, self._help(HELP["chunking"])))
+        for box in (self.mode, self.device, self.seed_mode, self.batching):
+            fit_narrow(box)
         self._loading = False
         self.set_settings(GenerationSettings())
-        for w in (self.seed_mode, self.batching, self.device, self.precision, self.speed, self.quantize):
+        for w in (self.mode, self.device, self.seed_mode, self.batching):
             w.currentIndexChanged.connect(self._changed)
-        for w in (self.seed, self.top_k, self.max_frames, self.threads):
+        for w in (self.seed, self.top_k, self.temperature, self.top_p, self.max_seconds, self.threads):
             w.valueChanged.connect(self._changed)
-        for w in (self.temperature, self.top_p):
-            w.valueChanged.connect(self._changed)
+
+    def add_section(self, section: QWidget) -> None:
+        """A group of further settings below the generation's (where to render, transcripts), as narrow as the rest."""
+        for box in section.findChildren(QComboBox):
+            fit_narrow(box)
+        self.layout().addRow(section)
+
+    # -- building --------------------------------------------------------------------------------
+
+    @staticmethod
+    def _help(text: str) -> QLabel:
+        label = QLabel(text)
+        label.setWordWrap(True)
+        label.setObjectName("settingsHelp")
+        label.setStyleSheet("#settingsHelp { color: palette(placeholder-text); }")
+        return label
+
+    @staticmethod
+    def _stack(field: QWidget | QHBoxLayout, help_label: QLabel) -> QWidget:
+        box = QWidget()
+        column = QVBoxLayout(box)
+        column.setContentsMargins(0, 0, 0, 4)
+        column.setSpacing(2)
+        if isinstance(field, QHBoxLayout):
+            column.addLayout(field)
+        else:
+            column.addWidget(field)
+        column.addWidget(help_label)
+        field_name = field.accessibleName() if isinstance(field, QWidget) else ""
+        help_label.setAccessibleName(f"About {field_name}".strip())
+        return box
 
     @staticmethod
     def _combo(items: list[tuple[str, str]], name: str) -> QComboBox:
@@ -93,31 +203,73 @@ class SettingsPanel(QWidget):
         box.setAccessibleName(name)
         return box
 
+    # -- devices -----------------------------------------------------------------------------------
+
+    def set_devices(self, options: Sequence[object]) -> None:
+        """What the engine thread found (`api.DeviceOption`s): a device this computer lacks is greyed out, its
+        reason beside it and in its tooltip."""
+        model = self.device.model()
+        assert isinstance(model, QStandardItemModel)
+        found = {getattr(o, "name", ""): o for o in options}
+        for row, (key, label) in enumerate(DEVICES):
+            option = found.get(key)
+            item = model.item(row)
+            available = option is None or bool(getattr(option, "available", True))
+            reason = str(getattr(option, "reason", "")) if option is not None else ""
+            item.setEnabled(available)
+            item.setText(label if available or not reason else f"{label} — {reason}")
+            item.setToolTip(reason)
+
+    def device_available(self, key: str) -> bool:
+        model = self.device.model()
+        row = self.device.findData(key)
+        return row >= 0 and model.item(row).isEnabled()  # type: ignore[union-attr]
+
+    # -- the settings ------------------------------------------------------------------------------
+
     def set_settings(self, s: GenerationSettings) -> None:
         self._loading = True
         try:
-            for box, value in ((self.seed_mode, s.seed_mode), (self.batching, s.batching), (self.device, s.device),
-                               (self.precision, s.precision), (self.speed, s.speed), (self.quantize, s.quantize)):
+            self._settings = s
+            mode = mode_of(s)
+            custom = self.mode.findData("custom")
+            self.mode.setItemText(custom, f"As saved: {s.precision}, {s.speed} loop, weights {s.quantize}")
+            self._show_custom(mode is None)
+            self.mode.setCurrentIndex(self.mode.findData(mode.key) if mode else custom)
+            self.mode_help.setText(mode.help if mode else "A combination set elsewhere (an older project or the "
+                                   "command line). Choose a mode above to use one of the studio's.")
+            for box, value in ((self.seed_mode, s.seed_mode), (self.batching, s.batching), (self.device, s.device)):
                 box.setCurrentIndex(max(0, box.findData(value)))
             self.seed.setValue(s.seed)
             self.temperature.setValue(s.temperature)
             self.top_p.setValue(s.top_p)
             self.top_k.setValue(s.top_k)
-            self.max_frames.setValue(s.max_frames)
+            self.max_seconds.setValue(s.max_frames / FRAMES_PER_S)
             self.threads.setValue(s.threads)
             self.seed.setEnabled(s.seed_mode == "fixed")
         finally:
             self._loading = False
 
+    def _show_custom(self, show: bool) -> None:
+        view = self.mode.view()
+        view.setRowHidden(self.mode.findData("custom"), not show)
+
     def settings(self) -> GenerationSettings:
-        return replace(GenerationSettings(), seed_mode=self.seed_mode.currentData(), seed=self.seed.value(),
+        s = self._settings
+        mode = next((m for m in MODES if m.key == self.mode.currentData()), None)
+        loop = {"precision": mode.precision, "speed": mode.speed, "quantize": mode.quantize} if mode else {}
+        seconds = self.max_seconds.value()
+        frames = s.max_frames if abs(seconds - s.max_frames / FRAMES_PER_S) < 0.06 else round(seconds * FRAMES_PER_S)
+        return replace(s, seed_mode=self.seed_mode.currentData(), seed=self.seed.value(),
                        temperature=round(self.temperature.value(), 2), top_p=round(self.top_p.value(), 2),
-                       top_k=self.top_k.value(), max_frames=self.max_frames.value(),
+                       top_k=self.top_k.value(), max_frames=min(max(frames, 16), 8192),
                        batching=self.batching.currentData(), device=self.device.currentData(),
-                       precision=self.precision.currentData(), speed=self.speed.currentData(),
-                       quantize=self.quantize.currentData(), threads=self.threads.value())
+                       threads=self.threads.value(), **loop)
 
     def _changed(self) -> None:
         self.seed.setEnabled(self.seed_mode.currentData() == "fixed")
-        if not self._loading:
-            self.settings_changed.emit(self.settings())
+        if self._loading:
+            return
+        settings = self.settings()
+        self.set_settings(settings)  # the help follows the mode; a custom combination left behind is hidden
+        self.settings_changed.emit(settings)

@@ -4,6 +4,7 @@ inside the loop, delete a take and undo that."""
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -12,6 +13,9 @@ from PySide6.QtWidgets import (QGridLayout, QLabel, QListWidget, QListWidgetItem
                                QWidget)
 
 from s2studio.state.project import LineTakes, Take
+
+TITLE_CHARS = 120
+"""The selected line's text is shown whole up to this length, then cut with "…" (the whole text in its tooltip)."""
 
 
 def _when(take: Take) -> str:
@@ -89,7 +93,10 @@ class TakesPanel(QWidget):
         """`state`: the line's state in words; `notes`: per take, how it differs from the line now."""
         self._line_id, self._takes = line_id, takes
         self.list.clear()
-        self.title.setText("No line selected." if line_id is None else f"<b>{label}</b><br><small>{state}</small>")
+        shown = label if len(label) <= TITLE_CHARS else label[:TITLE_CHARS - 1].rstrip() + "…"
+        self.title.setText("No line selected." if line_id is None
+                           else f"<b>{html.escape(shown)}</b><br><small>{html.escape(state)}</small>")
+        self.title.setToolTip(label if shown != label else "")
         for i, take in enumerate(takes.takes if takes else ()):
             picked = i == takes.picked
             head = f"Take {i + 1}{'  ✓' if picked else ''}    {take.seconds:.1f} s    seed {take.seed}"

@@ -39,12 +39,18 @@ class PlayerBar(QWidget):
         self.from_cursor_button = tool_button(actions["play_from_cursor"])
         buttons.addWidget(self.play_button)
         buttons.addWidget(self.from_cursor_button)
-        self.time_label = QLabel("0:00.0\n0:00.0")
+        self.time_label = QLabel("0:00.0 / 0:00.0")
         self.time_label.setAccessibleName("Playback time")
         self.time_label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignTop)
         self.time_label.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
-        self.time_label.setMinimumWidth(70)
+        self.time_label.setToolTip("Playhead / length of the rendered timeline")
         buttons.addWidget(self.time_label)
+        self.buffering = QLabel("Buffering…")
+        self.buffering.setAccessibleName("Buffering")
+        self.buffering.setToolTip("The render is slower than playback: playing on once enough is rendered ahead")
+        self.buffering.setStyleSheet("color: #e0a030;")
+        self.buffering.setVisible(False)
+        buttons.addWidget(self.buffering)
         buttons.addStretch(1)
         outer.addLayout(buttons)
         centre = QVBoxLayout()
@@ -75,7 +81,7 @@ class PlayerBar(QWidget):
         self._sync_scrollbar()
 
     def set_time(self, position_s: float, length_s: float) -> None:
-        self.time_label.setText(f"{_clock(position_s)}\n{_clock(length_s)}")
+        self.time_label.setText(f"{_clock(position_s)} / {_clock(length_s)}")
 
     def set_notice(self, text: str) -> None:
         self.notice.setText(text)

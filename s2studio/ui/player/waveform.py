@@ -383,19 +383,30 @@ class WaveformView(QWidget):
         p.end()
         return pix
 
-    def _draw_ruler(self, p: QPainter, w: int, bottom: float, grid: QColor, muted: QColor) -> None:
-        p.setPen(QPen(grid, 1))
-        p.drawLine(QPointF(0, bottom), QPointF(w, bottom))
+    def ruler_marks(self, w: int) -> list[tuple[float, QRectF, str]]:
+        """The ruler's ticks: (x of the tick, the rectangle of its label, the label). A label sits right of
+        its tick, or left of it where the right would leave the view (the last one), never clipped."""
+        metrics = self.fontMetrics()
         seconds_visible = self.visible / SAMPLE_RATE
         steps = (0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 1200)
         step = next((s for s in steps if seconds_visible / s <= max(w / 70, 1)), 1800)
         first = np.ceil(self.origin / SAMPLE_RATE / step) * step
+        marks = []
         t = float(first)
         while t * SAMPLE_RATE <= self.origin + self.visible:
             x = self.x_of(t * SAMPLE_RATE)
+            text = f"{int(t // 60)}:{t % 60:04.1f}" if step < 1 else f"{int(t // 60)}:{int(round(t % 60)):02d}"
+            width = metrics.horizontalAdvance(text) + 2
+            left = x + 3 if x + 3 + width <= w else x - 3 - width
+            marks.append((x, QRectF(max(left, 0.0), 0, width, RULER - 1), text))
+            t += step
+        return marks
+
+    def _draw_ruler(self, p: QPainter, w: int, bottom: float, grid: QColor, muted: QColor) -> None:
+        p.setPen(QPen(grid, 1))
+        p.drawLine(QPointF(0, bottom), QPointF(w, bottom))
+        for x, rect, text in self.ruler_marks(w):
             p.setPen(QPen(grid, 1))
             p.drawLine(QPointF(x, bottom), QPointF(x, bottom + 4))
             p.setPen(muted)
-            text = f"{int(t // 60)}:{t % 60:04.1f}" if step < 1 else f"{int(t // 60)}:{int(round(t % 60)):02d}"
-            p.drawText(QRectF(x + 3, bottom + 1, 60, RULER - 1), Qt.AlignmentFlag.AlignLeft, text)
-            t += step
+            p.drawText(rect.translated(0, bottom + 1), Qt.AlignmentFlag.AlignLeft, text)

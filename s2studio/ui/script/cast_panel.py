@@ -12,7 +12,7 @@ from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QComboBox, QFrame, QHBoxLayout, QLabel, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
 
 from s2studio.state.script import near_name
-from s2studio.ui.colors import is_dark, speaker_color
+from s2studio.ui.colors import is_dark, speaker_colors
 from s2studio.ui.script.flow_layout import FlowLayout
 
 NO_VOICE = ""
@@ -96,14 +96,14 @@ class CastPanel(QWidget):
                 item.widget().deleteLater()
         self.combos.clear()
         self._hint.setVisible(not self._speakers)
-        dark = is_dark(self.palette())
+        colors = speaker_colors(self._speakers, is_dark(self.palette()))
         for speaker in self._speakers:
             chip = QWidget()
             row = QHBoxLayout(chip)
             row.setContentsMargins(0, 0, 0, 0)
             row.setSpacing(4)
             label = QLabel(speaker)
-            label.setStyleSheet(f"color: {speaker_color(speaker, dark).name()}; font-weight: 600;")
+            label.setStyleSheet(f"color: {colors[speaker].name()}; font-weight: 600;")
             combo = QComboBox()
             combo.setObjectName(f"cast:{speaker}")
             combo.setAccessibleName(f"Voice for {speaker}")

@@ -15,7 +15,7 @@ from PySide6.QtGui import (QColor, QFont, QFontDatabase, QKeyEvent, QPalette, QS
 from PySide6.QtWidgets import QCompleter, QPlainTextEdit, QTextEdit, QToolTip, QWidget
 
 from s2studio.state.script import Line, Script
-from s2studio.ui.colors import is_dark, speaker_color
+from s2studio.ui.colors import is_dark, speaker_color, speaker_colors
 from s2studio.ui.script.gutter import WIDTH as GUTTER_WIDTH
 from s2studio.ui.script.gutter import LineGutter, LineMark
 
@@ -35,10 +35,20 @@ class InlineWarning:
 class ScriptHighlighter(QSyntaxHighlighter):
     def __init__(self, document: QTextDocument, dark: bool) -> None:
         super().__init__(document)
+        self._speakers: tuple[str, ...] = ()
+        self._colors: dict[str, QColor] = {}
         self.set_dark(dark)
+
+    def set_speakers(self, speakers: tuple[str, ...]) -> None:
+        """The script's speakers in order: each name takes its place's colour (`colors.speaker_colors`)."""
+        if speakers != self._speakers:
+            self._speakers = speakers
+            self._colors = speaker_colors(speakers, self._dark)
+            self.rehighlight()
 
     def set_dark(self, dark: bool) -> None:
         self._dark = dark
+        self._colors = speaker_colors(self._speakers, dark)
         self._heading = QTextCharFormat()
         self._heading.setFontWeight(QFont.Weight.Bold)
         self._heading.setForeground(QColor("#9aa4b0") if dark else QColor("#5a6470"))
@@ -57,7 +67,8 @@ class ScriptHighlighter(QSyntaxHighlighter):
         m = SPEAKER.match(text)
         if m:
             fmt = QTextCharFormat()
-            fmt.setForeground(speaker_color(m.group(1), self._dark))
+            name = " ".join(m.group(1).split())
+            fmt.setForeground(self._colors.get(name) or speaker_color(name, self._dark))
             fmt.setFontWeight(QFont.Weight.Bold)
             self.setFormat(m.start(1), m.end() - m.start(1), fmt)
         for m in TAG.finditer(text):
@@ -186,6 +197,15 @@ class ScriptEditor(QPlainTextEdit):
             if ln.start <= pos <= ln.end:
                 return ln
         return on_block[0] if on_block else None
+
+    def lines_in_selection(self, script: Script) -> list[Line]:
+        """The script lines the selection touches, or the cursor's line when nothing is selected."""
+        cursor = self.textCursor()
+        if not cursor.hasSelection():
+            line = self.line_at_cursor(script)
+            return [line] if line is not None else []
+        first, last = cursor.selectionStart(), cursor.selectionEnd()
+        return [ln for ln in script.lines if ln.start < last and ln.end > first]
 
     def select_block(self, block: int, position: int | None = None) -> None:
         """Put the cursor on `block` (at `position` in the text when given) and scroll it into view."""

@@ -8,15 +8,17 @@ vanished device becomes a status-bar message.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
-import soundfile as sf
+import numpy as np
 from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QKeyEvent, QResizeEvent
-from PySide6.QtWidgets import (QAbstractItemView, QLabel, QListWidget, QListWidgetItem,
+from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QLabel, QListWidget, QListWidgetItem,
                                QPushButton, QSizePolicy, QStyle, QVBoxLayout, QWidget)
 
-from s2studio.errors import UserError
+from s2studio.errors import UserError, printable
+from s2studio.state.clips import read_audio
 from s2studio.state.voices import Clip, Voice, VoiceLibrary, check_clip
 from s2studio.ui.control.player import load_sounddevice
 
@@ -24,16 +26,35 @@ EMPTY_HINT = "Drop a WAV here, browse for one or record from the microphone to c
 
 
 def play_file(path: Path) -> str:
-    """Play an audio file through the default device; returns a reason when it cannot."""
+    """Play an audio file through the default device; returns a reason when it cannot (the reference
+    reader's one line for a file that is not audio)."""
+    try:
+        data, sr, _ = read_audio(Path(path), voice_clip=False)
+    except UserError as exc:
+        return f"Cannot play it: {exc}"
+    return play_samples(data.mean(axis=1), sr)
+
+
+def play_samples(samples: np.ndarray, rate: int) -> str:
+    """Play mono samples through the default device (replacing what plays); returns a reason when it cannot."""
     sd, reason = load_sounddevice()
     if sd is None or reason:
         return reason
     try:
-        data, sr = sf.read(str(path), dtype="float32", always_2d=True)
-        sd.play(data.mean(axis=1), sr)
-    except Exception as exc:  # noqa: BLE001 - a bad file or a vanished device
-        return f"Cannot play {path.name}: {exc}"
+        sd.play(np.asarray(samples, dtype=np.float32), rate)
+    except Exception as exc:  # noqa: BLE001 - a vanished device
+        return f"Cannot play: the sound device failed ({printable(exc, 120)})."
     return ""
+
+
+def stop_playing() -> None:
+    """Stop what `play_samples` started (nothing happens when nothing plays)."""
+    sd, reason = load_sounddevice()
+    if sd is not None and not reason:
+        try:
+            sd.stop()
+        except Exception as exc:  # noqa: BLE001
+            logging.getLogger(__name__).warning("stopping playback: %s", exc)
 
 
 def clip_warnings(path: Path) -> list[str]:
@@ -79,6 +100,8 @@ class ClipList(QListWidget):
 class VoiceDetails(QWidget):
     message = Signal(str)
     """A one-line notice for the status bar (why a clip could not be played)."""
+    preview_requested = Signal()
+    """"Preview voice": hear the shown voice say the test sentence."""
 
     def __init__(self, library: VoiceLibrary, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -109,7 +132,14 @@ class VoiceDetails(QWidget):
         self.play_button = QPushButton(self.style().standardIcon(QStyle.StandardPixmap.SP_MediaPlay), "Play clip")
         self.play_button.setAccessibleName("Play the selected clip")
         self.play_button.clicked.connect(lambda: self.play(self.clips.currentRow()))
-        layout.addWidget(self.play_button)
+        self.preview_button = QPushButton("Preview voice")
+        self.preview_button.setAccessibleName("Hear the voice say a test sentence")
+        self.preview_button.setToolTip("Renders a test sentence with this voice (once per voice and model)")
+        self.preview_button.clicked.connect(self.preview_requested)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.play_button)
+        buttons.addWidget(self.preview_button)
+        layout.addLayout(buttons)
         self.show_voice(None)
 
     def show_voice(self, voice: Voice | None, error: str = "") -> None:
@@ -122,6 +152,7 @@ class VoiceDetails(QWidget):
             self.header.setText(error or EMPTY_HINT)
             self.clips.setVisible(False)
             self.play_button.setVisible(False)
+            self.preview_button.setEnabled(False)
             return
         source = f"<br><small>Source: {voice.consent}</small>" if voice.consent else ""
         self.header.setText(f"<b>{voice.name}</b>{source}")
@@ -130,6 +161,7 @@ class VoiceDetails(QWidget):
             self.clips.addItem(self._row(voice, clip, icon))
         self.clips.setVisible(True)
         self.play_button.setVisible(True)
+        self.preview_button.setEnabled(True)
         self.clips.setCurrentRow(min(max(keep, 0), self.clips.count() - 1))
         self.clips.updateGeometry()
 

@@ -1,27 +1,64 @@
 """The voice library panel: search, new voice (drop, browse or record), clips with transcripts and
-checks, preview, rename, delete with undo, export/import `.s2voice`."""
+checks, a preview of the voice, rename, delete with undo, export/import `.s2voice`.
+
+Files dragged over the panel light it up (audio makes a new voice, a `.s2voice` is imported). The panel owns
+the worker that prepares and transcribes clips (`ClipJobs`, shared by its dialogs, so a loaded speech
+model stays loaded) and the voice preview (`VoicePreview`, on the engine host when there is one)."""
 
 from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from PySide6.QtCore import QSize, Qt, Signal
-from PySide6.QtGui import QColor, QFont, QIcon, QPainter, QPixmap
+from PySide6.QtCore import QPointF, QSettings, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import (QColor, QDragEnterEvent, QDragLeaveEvent, QDropEvent, QFont, QIcon, QPainter, QPainterPath,
+                           QPen, QPixmap)
 from PySide6.QtWidgets import (QDialog, QFileDialog, QHBoxLayout, QInputDialog, QLabel, QLineEdit, QListWidget,
                                QListWidgetItem, QMessageBox, QPushButton, QStyle, QToolButton, QVBoxLayout, QWidget)
 
 from s2studio.errors import UserError
 from s2studio.state.voices import MAX_CLIPS, Voice, VoiceLibrary
 from s2studio.ui.colors import is_dark, speaker_color
+from s2studio.ui.voices.clip_card import ClipDraft
+from s2studio.ui.voices.clip_jobs import ClipJobs
 from s2studio.ui.voices.new_voice_dialog import NewVoiceDialog
-from s2studio.ui.voices.voice_details import VoiceDetails
+from s2studio.ui.voices.transcripts_box import asr_settings
+from s2studio.ui.voices.voice_details import VoiceDetails, play_file
 
 logger = logging.getLogger(__name__)
 
 AUDIO_FILTER = "Audio (*.wav *.flac *.ogg *.mp3 *.aiff *.aif);;All files (*)"
+AUDIO_SUFFIXES = frozenset({".wav", ".flac", ".ogg", ".mp3", ".aiff", ".aif"})
+DROP_HINT = "Drop to make a voice of these clips"
+
+
+def add_voice_icon(color: QColor, size: int = 32) -> QIcon:
+    """"Add voice from a file": a sound wave with a plus, drawn so it reads at 16–32 px on any theme."""
+    icon = QIcon()
+    for px in (16, 24, size):
+        pix = QPixmap(px, px)
+        pix.fill(Qt.GlobalColor.transparent)
+        p = QPainter(pix)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing)
+        p.scale(px / 32, px / 32)
+        p.setPen(QPen(color, 2.6, Qt.PenStyle.SolidLine, Qt.PenCapStyle.RoundCap))
+        for x, h in ((4, 6), (9, 14), (14, 22), (19, 12), (24, 7)):
+            p.drawLine(QPointF(x, 16 - h / 2), QPointF(x, 16 + h / 2))
+        plus = QPainterPath()
+        p.setPen(Qt.PenStyle.NoPen)
+        p.setBrush(QColor("#2f9e44"))
+        p.drawEllipse(QPointF(25, 25), 6.5, 6.5)
+        p.setPen(QPen(QColor("#ffffff"), 2.2, Qt.PenStyle.SolidLine, Qt.PenCapStyle.RoundCap))
+        plus.moveTo(25, 21.5)
+        plus.lineTo(25, 28.5)
+        plus.moveTo(21.5, 25)
+        plus.lineTo(28.5, 25)
+        p.drawPath(plus)
+        p.end()
+        icon.addPixmap(pix)
+    return icon
 
 
 def avatar(name: str, dark: bool, size: int = 60) -> QIcon:
@@ -51,12 +88,23 @@ class VoicesPanel(QWidget):
     message = Signal(str)
     """A one-line notice for the status bar."""
 
-    def __init__(self, library: VoiceLibrary, parent: QWidget | None = None) -> None:
+    def __init__(self, library: VoiceLibrary, parent: QWidget | None = None, settings: QSettings | None = None,
+                 host=None) -> None:  # noqa: ANN001 - an EngineHost (None: no preview)
         super().__init__(parent)
         self.setObjectName("voicesPanel")
         self.setAccessibleName("Voice library")
         self.setAcceptDrops(True)
         self.library = library
+        self.settings = settings
+        self.jobs = ClipJobs(self)
+        stop = self.jobs.stop_event
+        self.destroyed.connect(lambda *_: stop.set())  # a transcript running when the window closes ends soon        self.preview = None
+        if host is not None:
+            from s2studio.ui.voices.voice_preview import VoicePreview  # noqa: PLC0415
+
+            self.preview = VoicePreview(host, library, self)
+            self.preview.message.connect(self.message)
+            self.preview.ready.connect(self._preview_ready)
         self._undo_file: Path | None = None
         self._undo_dir = Path(tempfile.mkdtemp(prefix="s2studio-undo-"))
         layout = QVBoxLayout(self)
@@ -76,9 +124,14 @@ class VoicesPanel(QWidget):
         self.list.setSpacing(3)
         self.list.currentItemChanged.connect(lambda *_: self._show_details())
         layout.addWidget(self.list, 1)
+        self.drop_hint = QLabel(DROP_HINT, self.list)
+        self.drop_hint.setObjectName("dropHint")
+        self.drop_hint.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.drop_hint.setWordWrap(True)
+        self.drop_hint.setVisible(False)
         style = self.style()
         row = QHBoxLayout()
-        self.add_button = self._tool("Add voice from a file", style.standardIcon(QStyle.StandardPixmap.SP_FileIcon),
+        self.add_button = self._tool("Add voice from a file", add_voice_icon(self.palette().text().color()),
                                      self.browse)
         self.record_button = self._tool("Record a voice", None, self.record, "●")
         self.import_button = self._tool("Import a .s2voice file",
@@ -102,6 +155,8 @@ class VoicesPanel(QWidget):
         layout.addWidget(self.undo_button)
         self.details = VoiceDetails(library)
         self.details.message.connect(self.message)
+        self.details.preview_button.setVisible(self.preview is not None)
+        self.details.preview_requested.connect(self.preview_voice)
         layout.addWidget(self.details)
         self.refresh()
 
@@ -177,12 +232,13 @@ class VoicesPanel(QWidget):
         """Record a clip from the microphone, then name the voice made of it."""
         from s2studio.ui.voices.record_dialog import RecordDialog  # noqa: PLC0415 - opened rarely
 
-        dialog = RecordDialog(self)
+        dialog = RecordDialog(self, [v.name for v in self.voices()])
         accepted = dialog.exec()
-        path, transcript = dialog.path, dialog.transcript.toPlainText().strip()
+        take = dialog.take() if accepted else None
+        transcript, name = dialog.transcript.toPlainText().strip(), dialog.suggested_name
         dialog.deleteLater()  # modal dialogs are deleted explicitly: a parented, unreferenced one crashed PySide at exit
-        if accepted and path is not None:
-            self.new_voice_from(path, transcript)
+        if take is not None:
+            self.new_voice_from([take], transcript, name=name)
 
     def browse(self) -> None:
         names, _ = QFileDialog.getOpenFileNames(self, f"Choose 1–{MAX_CLIPS} reference clips of one voice", "",
@@ -190,26 +246,39 @@ class VoicesPanel(QWidget):
         if names:
             self.new_voice_from([Path(n) for n in names])
 
-    def new_voice_from(self, clips: Path | Sequence[Path], transcript: str = "") -> Voice | None:
-        """Ask for the name and each clip's transcript, then create one voice of those clips (the first
-        MAX_CLIPS of them). Returns it (None when cancelled)."""
+    def new_voice_from(self, clips: Path | Sequence[Path | ClipDraft], transcript: str = "",
+                       name: str = "") -> Voice | None:
+        """Ask for the name and each clip's transcript (filled in automatically when there is none), then
+        create one voice of those clips (the first MAX_CLIPS of them). Returns it (None when cancelled)."""
         clips = [clips] if isinstance(clips, Path) else list(clips)
-        dialog = NewVoiceDialog(clips[:MAX_CLIPS], transcript, self)
+        dialog = self._dialog(clips[:MAX_CLIPS], transcript, name=name)
         if len(clips) > MAX_CLIPS:
             dialog.reason.setText(f"⚠ A voice takes 1–{MAX_CLIPS} clips: only the first {MAX_CLIPS} of the "
                                   f"{len(clips)} files are used.")
+        voice = self._until_accepted(dialog, lambda: self.library.create(dialog.name.text(), dialog.pairs(),
+                                                                         consent=dialog.consent.text()))
+        if voice is not None:
+            self._changed(voice, f"Voice “{voice.name}” created.")
+        return voice
+
+    @staticmethod
+    def _until_accepted(dialog: NewVoiceDialog, apply: Callable[[], Voice]) -> Voice | None:
+        """Run the dialog until `apply` succeeds or the person cancels: a refusal is shown in the dialog, which
+        stays open with everything typed in it. The dialog is released (its jobs, its players) either way."""
         try:
             while dialog.exec() == QDialog.DialogCode.Accepted:
                 try:
-                    voice = self.library.create(dialog.name.text(), dialog.pairs(), consent=dialog.consent.text())
+                    return apply()
                 except UserError as exc:
                     dialog.reason.setText(f"⚠ {exc}")
-                    continue
-                self._changed(voice, f"Voice “{voice.name}” created.")
-                return voice
             return None
         finally:
+            dialog.release()
             dialog.deleteLater()
+
+    def _dialog(self, clips: list, transcript: str, add_to: str | None = None, name: str = "") -> NewVoiceDialog:
+        return NewVoiceDialog(clips, transcript, self, add_to=add_to, asr=asr_settings(self.settings), jobs=self.jobs,
+                              name=name)
 
     def add_clip(self, clip: Path | None = None, transcript: str = "") -> Voice | None:
         """One more reference clip for the selected voice (chosen with a file dialog when not given)."""
@@ -225,19 +294,18 @@ class VoicesPanel(QWidget):
             if not name:
                 return None
             clip = Path(name)
-        dialog = NewVoiceDialog(clip, transcript, self, add_to=voice.name)
-        try:
-            while dialog.exec() == QDialog.DialogCode.Accepted:
-                try:
-                    voice = self.library.add_clip(vid, clip, dialog.transcript.toPlainText())
-                except UserError as exc:
-                    dialog.reason.setText(f"⚠ {exc}")
-                    continue
-                self._changed(voice, f"Clip added to “{voice.name}”.")
-                return voice
-            return None
-        finally:
-            dialog.deleteLater()
+        dialog = self._dialog([clip], transcript, add_to=voice.name)
+
+        def add() -> Voice:
+            pairs = dialog.pairs()
+            if not pairs:
+                raise UserError("Add a clip first.")
+            return self.library.add_clip(vid, *pairs[0])
+
+        added = self._until_accepted(dialog, add)
+        if added is not None:
+            self._changed(added, f"Clip added to “{added.name}”.")
+        return added
 
     def remove_clip(self) -> Voice | None:
         """Pick one of the selected voice's clips and remove it (the voice keeps at least one)."""
@@ -335,3 +403,83 @@ class VoicesPanel(QWidget):
     def play_clip(self) -> None:
         """Play the clip selected in the details (the first one until another is chosen)."""
         self.details.play()
+
+    # -- preview ---------------------------------------------------------------------------------
+
+    def preview_voice(self) -> None:
+        """Hear the selected voice say the test sentence (rendered once per voice and model, then cached)."""
+        vid = self.selected_id()
+        if vid is None or self.preview is None:
+            return
+        try:
+            voice = self.library.get(vid)
+        except UserError as exc:
+            self.message.emit(str(exc))
+            return
+        self.preview.preview(voice)
+
+    def _preview_ready(self, voice_id: str, path: Path) -> None:
+        reason = play_file(path)
+        if reason:
+            self.message.emit(reason)
+        elif voice_id == self.selected_id():
+            self.message.emit("Playing the preview.")
+
+    # -- drops -----------------------------------------------------------------------------------
+
+    @staticmethod
+    def droppable(paths: Sequence[Path]) -> list[Path]:
+        """What a drop on the panel takes: audio files and .s2voice files."""
+        return [p for p in paths if p.suffix.lower() in AUDIO_SUFFIXES or p.suffix == ".s2voice"]
+
+    @staticmethod
+    def _paths(event: QDragEnterEvent | QDropEvent) -> list[Path]:
+        return [Path(u.toLocalFile()) for u in event.mimeData().urls() if u.isLocalFile()]
+
+    def _highlight(self, on: bool, count: int = 0) -> None:
+        self.setProperty("dropTarget", on)
+        self.list.setStyleSheet("QListWidget { border: 2px dashed palette(highlight); "
+                                "background: palette(alternate-base); }" if on else "")
+        self.drop_hint.setText(DROP_HINT if count != 1 else "Drop to make a voice of this clip")
+        self.drop_hint.setGeometry(self.list.viewport().rect().adjusted(12, 12, -12, -12))
+        self.drop_hint.setVisible(on)
+
+    @property
+    def highlighted(self) -> bool:
+        return bool(self.property("dropTarget"))
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 - Qt override
+        paths = self.droppable(self._paths(event))
+        if paths:
+            event.acceptProposedAction()
+            self._highlight(True, len([p for p in paths if p.suffix != ".s2voice"]))
+        else:
+            event.ignore()  # a project file goes on to the window
+
+    def dragLeaveEvent(self, event: QDragLeaveEvent) -> None:  # noqa: N802 - Qt override
+        self._highlight(False)
+
+    def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802 - Qt override
+        self._highlight(False)
+        paths = self.droppable(self._paths(event))
+        if not paths:
+            event.ignore()
+            return
+        event.acceptProposedAction()
+        QTimer.singleShot(0, lambda: self.open_dropped(paths))
+
+    def open_dropped(self, paths: Sequence[Path]) -> None:
+        """Audio files together make one voice; each .s2voice is imported."""
+        audio = [p for p in paths if p.suffix.lower() in AUDIO_SUFFIXES]
+        if audio:
+            self.new_voice_from(audio)
+        for path in paths:
+            if path.suffix == ".s2voice":
+                try:
+                    voice = self.library.import_voice(path)
+                except UserError as exc:
+                    QMessageBox.warning(self, "Import voice", str(exc))
+                    continue
+                self.refresh()
+                self.select(voice.id)
+                self.voices_changed.emit()

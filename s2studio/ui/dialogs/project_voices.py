@@ -1,0 +1,80 @@
+"""Opening a project whose voices this library lacks: the plan of `state.project_voices`, carried out, with a
+question where it cannot decide (which library voice, or the project's own copy, stands for a voice)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+
+from PySide6.QtWidgets import QInputDialog, QWidget
+
+from s2studio.errors import UserError, printable
+from s2studio.state.project import Project
+from s2studio.state.project_voices import Missing, missing_voices, plan, remap
+from s2studio.state.voices import VoiceLibrary
+
+logger = logging.getLogger(__name__)
+
+IMPORT = "import"
+
+
+def _clips(n: int) -> str:
+    return f"{n} clip{'s' * (n != 1)}"
+
+
+def choices(m: Missing) -> list[tuple[str, str | None]]:
+    """What the person may choose for `m`: (label, library voice id | IMPORT | None for no voice)."""
+    out: list[tuple[str, str | None]] = []
+    if m.packed_voice is not None:
+        out.append((f"The project's own copy of “{printable(m.packed_voice.name, 60)}” "
+                    f"({_clips(len(m.packed_voice.clips))}): add it to the library", IMPORT))
+    for v in m.candidates:
+        out.append((f"The library's voice “{printable(v.name, 60)}” ({_clips(len(v.clips))})", v.id))
+    out.append(("No voice for now (choose one in the cast bar)", None))
+    return out
+
+
+def ask(parent: QWidget, m: Missing) -> str | None:
+    """The person's choice for `m` (a library voice id, IMPORT, or None)."""
+    options = choices(m)
+    label, ok = QInputDialog.getItem(
+        parent, "Which voice?",
+        f"This project's voice “{printable(m.name or m.voice_id, 60)}” is not in your library, and more than one "
+        "voice could be it. Use:", [text for text, _ in options], 0, False)
+    if not ok:
+        return None
+    return dict(options).get(label)
+
+
+def resolve_voices(parent: QWidget, library: VoiceLibrary, project: Project,
+                   packed: Mapping[str, Path]) -> tuple[bool, list[str]]:
+    """Find the project's missing voices (importing packed ones, asking where needed); returns whether the
+    project's cast changed or the library grew, and what was done, in words."""
+    p = plan(missing_voices(project, library, packed))
+    chosen: dict[str, str | None] = {m.voice_id: ask(parent, m) for m in p.ask}
+    changed = False
+    notes = list(p.notes)
+    for m in p.ask:
+        choice = chosen[m.voice_id]
+        if choice == IMPORT:
+            p.imports[m.voice_id] = m.packed  # type: ignore[assignment]
+        elif choice is not None:
+            p.use[m.voice_id] = choice
+    for old_id, path in p.imports.items():
+        try:
+            voice = library.import_voice(path)
+        except UserError as exc:
+            logger.warning("cannot import the packed voice %s: %s", path, exc)
+            notes.append(f"the project's copy of a voice could not be added: {exc}")
+            continue
+        remap(project, old_id, voice)
+        changed = True
+    for old_id, new_id in p.use.items():
+        try:
+            remap(project, old_id, library.get(new_id))
+        except UserError as exc:
+            notes.append(str(exc))
+            continue
+        changed = True
+    return changed, notes
