@@ -300,7 +300,7 @@ def s2_shape(args: argparse.Namespace, ceiling: float) -> None:
     runs = [("bf16 (torch)", 2, None), ("fp32 (torch)", 4, torch.float32),
             ("fp32 act., bf16 weights (kernel)", 2, "bf16 weights"),
             ("int8 weight-only, fp32 act. (kernel)", 1, "int8"), ("int8 fbgemm (8-bit act.)", 1, "pack"),
-            ("int4 groups of 128, bf16 act.", 0.5 + 4 / 128, "int4")]
+            ("int4 groups of 128 (kernel)", 0.5 + 4 / 128, "int4")]
     if DEVICE.type == "cuda":  # int8/int4 widen their rows on the fly there: memory, not speed
         runs = [("bf16", 2, None), ("int8 (widened per call)", 1, "int8"),
                 ("int4 (widened per call)", 0.5 + 4 / 128, "int4")]

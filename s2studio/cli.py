@@ -12,6 +12,7 @@ import logging
 import sys
 
 from s2studio.errors import UserError, printable
+from s2studio.threads import prepare_threads
 
 COMMANDS = ("synth", "codec", "voice", "transcribe", "demo-model", "serve", "train")
 """Subcommand name -> module `s2studio.commands.<name with '-' as '_'>`."""
@@ -47,6 +48,7 @@ def _one_line(exc: BaseException) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    prepare_threads()  # before anything imports torch: OpenMP reads these once
     for stream in (sys.stdout, sys.stderr):  # a path that is not UTF-8 is shown escaped, never a crash
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")

@@ -37,11 +37,13 @@ class GenerationSettings:
     """exact: bit-identical to upstream on CPU fp32; fast: prefix reuse and the fast decode path. The settings
     panel offers precision, speed and quantization together as one choice (`ui/inspector/settings_panel.MODES`)."""
     quantize: Literal["none", "int8", "int4"] = "none"
+    threads: int = 0
+    """CPU threads for the model; 0: automatic, the cores that were free at start (`s2studio/threads.py`)."""
 
     @property
-    def load_key(self) -> tuple[str, str, str, str]:
+    def load_key(self) -> tuple[str, str, str, str, int]:
         """The settings that need the model loaded again when they change."""
-        return (self.device, self.precision, self.speed, self.quantize)
+        return (self.device, self.precision, self.speed, self.quantize, self.threads)
 
     @classmethod
     def from_dict(cls, data: object, where: str = "settings") -> GenerationSettings:
@@ -53,7 +55,7 @@ class GenerationSettings:
 
 SETTINGS_LIMITS: dict[str, tuple[float, float]] = {
     "seed": (0, 2**31 - 1), "temperature": (0.05, 1.95), "top_p": (0.05, 1.0), "top_k": (1, 4096),
-    "max_frames": (16, 8192),
+    "max_frames": (16, 8192), "threads": (0, 256),
 }
 """What the settings panel offers (and the sampler accepts)."""
 SETTINGS = dataclass_kind(GenerationSettings, SETTINGS_LIMITS)

@@ -103,6 +103,7 @@ def legacy_fingerprint(line: Line, voice: Voice | None, settings: GenerationSett
     """The hash older studios stored as `Take.fingerprint`: speaker, text, voice id with its clips'
     checksums, and every setting (the seed only when fixed)."""
     values = asdict(settings)
+    values.pop("threads")  # added after these hashes were retired
     if settings.seed_mode == "random":
         values.pop("seed")
     voice_id = "" if voice is None else voice.id + ":" + ",".join(c.sha256[:12] for c in voice.clips)

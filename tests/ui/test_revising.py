@@ -313,8 +313,11 @@ def test_settings_that_cannot_change_the_audio_mark_nothing_stale(qtbot, studio,
     for box, value in ((panel.mode, "exact"), (panel.device, "cpu"), (panel.mode, "int8"), (panel.mode, "int4")):
         box.setCurrentIndex(box.findData(value))
         qtbot.waitUntil(lambda: not w.model.busy and w.model_info is not None, timeout=5000)  # reloaded
+    panel.threads.setValue(1)
+    qtbot.waitUntil(lambda: not w.model.busy and w.model_info is not None, timeout=5000)
     w.set_gap(1.5)
     assert w.project.settings.speed == "fast" and w.project.settings.quantize == "int4"
+    assert w.project.settings.threads == 1 and panel.threads.text() == "1"
     assert w.document.stale_lines() == [] and kinds(w) == ["fresh", "fresh"]
     assert [w.editor.gutter.mark(b).kind for b in (0, 1)] == ["fresh", "fresh"]
     panel.temperature.setValue(0.5)  # what the model is asked: every line stale, and why

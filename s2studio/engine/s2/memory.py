@@ -5,7 +5,7 @@ engine predicts the footprint from `config.json` alone (no weights read) and com
 is free right now, before it loads anything. The prediction counts:
 
 - weights: every parameter at the run dtype, except that int8 stores the transformers' linear layers as one
-  byte per weight plus one scale per output row, int4 as half a byte plus a scale and an offset per group
+  byte per weight plus one scale per output row, int4 as half a byte plus a bfloat16 scale and offset per group
   of 128 inputs (the embedding tables stay float), and the CPU fast path keeps them in bfloat16;
 - the KV cache: keys and values of every slow layer for every position the cache holds (the exact path holds
   the model's whole context; the fast path its own, shorter one), plus the fast model's 10 positions;
@@ -66,8 +66,9 @@ class ParamCounts:
 def param_counts(config: DualARConfig) -> ParamCounts:
     s, f = config.slow, config.fast
     linear = s.n_layer * layer_linear_params(s) + f.n_layer * layer_linear_params(f)
-    rows = (s.n_layer * (s.q_size + 2 * s.kv_size + s.dim + 2 * s.intermediate_size)
-            + f.n_layer * (f.q_size + 2 * f.kv_size + f.dim + 2 * f.intermediate_size))
+    # output rows of wqkv, wo, w1, w3 and w2 (wo and w2 both give `dim` rows)
+    rows = (s.n_layer * (s.q_size + 2 * s.kv_size + 2 * s.dim + 2 * s.intermediate_size)
+            + f.n_layer * (f.q_size + 2 * f.kv_size + 2 * f.dim + 2 * f.intermediate_size))
     linear += config.codebook_size * f.dim  # fast_output
     rows += config.codebook_size
     other = config.vocab_size * s.dim + config.codebook_size * config.num_codebooks * s.dim  # embeddings
@@ -124,7 +125,7 @@ def footprint(config: DualARConfig, *, precision: str, quantize: str = "none", c
     if quantize == "int8":
         weights = counts.linear + counts.linear_rows * size + counts.other * size
     elif quantize == "int4":
-        weights = counts.linear // 2 + 2 * (counts.linear // INT4_GROUP) * size + counts.other * size
+        weights = counts.linear // 2 + 4 * (counts.linear // INT4_GROUP) + counts.other * size  # bf16 ranges
     else:
         weights = counts.linear * (min(2, size) if bf16_linears else size) + counts.other * size
     if quantize != "none":

@@ -1,13 +1,15 @@
-// Linear layers with narrow (bf16 or int8) weights and float32 arithmetic on the CPU, for the fast path: decode
+// Linear layers with narrow (bf16, int8 or int4) weights and float32 arithmetic on the CPU, for the fast path: decode
 // steps stream the weights once at memory speed; prefills go through torch's GEMM a block of rows at a time.
 //
 // At batch 1 a decode step reads every weight once and does two flops with it, so its time is the weight
 // bytes over the memory bandwidth. Torch has no kernel that reads bfloat16 or int8 weights at that speed
 // with float32 activations on a CPU without AVX512-BF16/AMX: its bf16 GEMV and its weight-only int8 kernel
-// (`_weight_int8pack_mm`) are compute-bound at about half the bandwidth, and fbgemm's int8 kernel is fast only
-// because it also rounds the activations to 8 bits. Here each weight is widened to float32 in registers and
-// multiplied by the float32 activation, so the result is the float32 product of the stored weights (only the
-// order of the additions differs from a float32 GEMM).
+// (`_weight_int8pack_mm`) are compute-bound at about half the bandwidth, fbgemm's int8 kernel is fast only
+// because it also rounds the activations to 8 bits, and its int4 kernel (`_weight_int4pack_mm_for_cpu`, bfloat16
+// activations) is compute-bound too (about int8's speed, for half the bytes). Here each bf16 or int8 weight is
+// widened to float32 in registers and multiplied by the float32 activation, so the result is the float32 product
+// of the stored weights (only the order of the additions differs from a float32 GEMM); int4 sums exact integer
+// products against 16-bit activations instead (its section below says why).
 //
 // Built by s2studio/engine/weights/cpu_gemv.py with the vector width torch itself chose for this CPU (-mavx512* or
 // -mavx2); the generic code below is the same for every width, including the scalar one.
@@ -19,6 +21,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -107,27 +110,126 @@ float dot(const W* w, const float* x, int64_t K) {
   return s;
 }
 
+// int4 weights. The codes q (0..15) of a row lie in blocks of 64 codes over 32 bytes, read as 16 lanes of 16 bits:
+// bits 4i..4i+3 of lane j hold code 16i + j (int4.py packs them so), so one mask and one shift per 16 codes
+// unpack a block at every width. Each group of G codes of a row (G a multiple of 64) has a bfloat16 scale s and
+// offset z, w = (q - 8)·s + z (torch's int4 form), and over a group dot(w, x) = s·Σ q·x + (z - 8s)·Σ x.
+//
+// Widening every code to float32 makes the kernel compute-bound on an AVX2 core (~15 G codes/s measured on a
+// 2-core EPYC, a third short of what its memory delivers at half a byte per weight). So the activations are
+// rounded to 16 bits per group instead (x ≈ t·X with X an int16 and t = max|x| / 32767 of the group) and
+// Σ q·X is summed exactly in int32 by `madd` (16 products in two instructions): ~25 G codes/s. That rounding
+// is finer than the bfloat16 torch's int4 kernel rounds the activations to: a group's error is at most
+// 128 · t/2 · max|w| = max|x| · 2⁻⁹ · max|w|, what bfloat16 allows for its largest activation alone.
+constexpr int64_t kCodeBlock = 64;
+
+// Code k of an int4 row (the layout above).
+inline int code4(const uint8_t* row, int64_t k) {
+  const uint8_t* lane = row + (k / kCodeBlock) * 32 + 2 * (k % 16);
+  const int bits = lane[0] | (lane[1] << 8);
+  return (bits >> (4 * ((k % kCodeBlock) / 16))) & 15;
+}
+
+struct Rows16 {
+  // x (M, K) per group of G columns: the int16 values X, the step t and t·Σ X (the Σ x of the rounded values).
+  std::vector<int16_t> values;
+  std::vector<float> step, sum;
+  Rows16(const float* x, int64_t M, int64_t K, int64_t G) : values(M * K), step(M * (K / G)), sum(M * (K / G)) {
+    for (int64_t m = 0; m < M; ++m) {
+      for (int64_t g = 0; g < K / G; ++g) {
+        const float* xs = x + m * K + g * G;
+        float top = 0.0f;
+        for (int64_t k = 0; k < G; ++k) top = std::max(top, std::fabs(xs[k]));
+        const float t = top / 32767.0f, inverse = top > 0.0f ? 32767.0f / top : 0.0f;
+        int64_t total = 0;
+        for (int64_t k = 0; k < G; ++k) {
+          const int16_t v = static_cast<int16_t>(std::nearbyint(std::clamp(xs[k] * inverse, -32767.0f, 32767.0f)));
+          values[m * K + g * G + k] = v;
+          total += v;
+        }
+        step[m * (K / G) + g] = t;
+        sum[m * (K / G) + g] = t * static_cast<float>(total);
+      }
+    }
+  }
+};
+
+// dot(w_r, x) for R adjacent weight rows (R = 1 or 2: two rows share each load of x) against one row of x.
+// `w`, `sz`: the first row's codes and scale/offset pairs; `X` etc.: that row of x's `Rows16` parts.
+template <int R>
+void dot4(const uint8_t* w, const uint16_t* sz, const int16_t* X, const float* step, const float* xsum, int64_t K,
+          int64_t G, float* out) {
+  const int64_t groups = K / G;
+  float offsets[R] = {};
+#if defined(__AVX2__)
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  const __m256i low = _mm256_set1_epi16(15);
+  for (int64_t g = 0, k = 0; g < groups; ++g) {
+    __m256i p[R][2];
+    for (int r = 0; r < R; ++r) p[r][0] = p[r][1] = _mm256_setzero_si256();
+    for (const int64_t end = k + G; k < end; k += kCodeBlock) {
+      const __m256i* xv = reinterpret_cast<const __m256i*>(X + k);
+      const __m256i x0 = _mm256_loadu_si256(xv), x1 = _mm256_loadu_si256(xv + 1);
+      const __m256i x2 = _mm256_loadu_si256(xv + 2), x3 = _mm256_loadu_si256(xv + 3);
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* b = w + r * (K / 2) + k / 2;
+        if ((k & 127) == 0) __builtin_prefetch(b + kAhead, 0, 2);  // one 64-byte line per 128 codes
+        const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
+        p[r][0] = _mm256_add_epi32(p[r][0], _mm256_madd_epi16(_mm256_and_si256(c, low), x0));
+        p[r][1] = _mm256_add_epi32(p[r][1], _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi16(c, 4), low), x1));
+        p[r][0] = _mm256_add_epi32(p[r][0], _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi16(c, 8), low), x2));
+        p[r][1] = _mm256_add_epi32(p[r][1], _mm256_madd_epi16(_mm256_srli_epi16(c, 12), x3));
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      const float s = scalar(sz[r * groups * 2 + 2 * g]), z = scalar(sz[r * groups * 2 + 2 * g + 1]);
+      const __m256 q = _mm256_cvtepi32_ps(_mm256_add_epi32(p[r][0], p[r][1]));
+      acc[r] = _mm256_fmadd_ps(q, _mm256_set1_ps(s * step[g]), acc[r]);
+      offsets[r] += (z - 8.0f * s) * xsum[g];
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    __m128 t = _mm_add_ps(_mm256_castps256_ps128(acc[r]), _mm256_extractf128_ps(acc[r], 1));
+    t = _mm_add_ps(t, _mm_movehl_ps(t, t));
+    out[r] = _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t))) + offsets[r];
+  }
+#else
+  for (int r = 0; r < R; ++r) {
+    const uint8_t* row = w + r * (K / 2);
+    float acc = 0.0f;
+    for (int64_t g = 0; g < groups; ++g) {
+      int64_t p = 0;  // exact, as the vector code's int32 lanes
+      for (int64_t k = g * G; k < (g + 1) * G; ++k) p += code4(row, k) * X[k];
+      const float s = scalar(sz[r * groups * 2 + 2 * g]), z = scalar(sz[r * groups * 2 + 2 * g + 1]);
+      acc += static_cast<float>(p) * (s * step[g]);
+      offsets[r] += (z - 8.0f * s) * xsum[g];
+    }
+    out[r] = acc + offsets[r];
+  }
+#endif
+}
+
 constexpr int64_t kGemvRows = 8;  // up to this many rows of x, the weights are streamed once (gemv below)
 
 // y (M, N) = x (M, K) @ w (N, K)^T, times scale[n] when given. Rows are split between torch's threads; each
-// weight row is read from memory once and from cache for the other rows of x.
-template <typename W>
-void gemv(const float* x, const W* w, const float* scale, float* y, int64_t M, int64_t N, int64_t K) {
-  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / (K * int64_t(sizeof(W))));
+// weight row is read from memory once and from cache for the other rows of x. `row_bytes`: the weight bytes
+// of one row (the grain of the split: ~64 KiB of weights per task).
+template <typename RowDot>
+void gemv(int64_t M, int64_t N, int64_t row_bytes, float* y, RowDot row_dot) {
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / row_bytes);
   at::parallel_for(0, N, grain, [&](int64_t begin, int64_t end) {
     for (int64_t n = begin; n < end; ++n) {
-      for (int64_t m = 0; m < M; ++m) {
-        const float s = dot(w + n * K, x + m * K, K);
-        y[m * N + n] = scale ? s * scale[n] : s;
-      }
+      for (int64_t m = 0; m < M; ++m) y[m * N + n] = row_dot(n, m);
     }
   });
 }
 
-// y (M, N) = x (M, K) @ (w * scale)^T for many rows of x (a prefill): compute-bound, so the weights are
-// widened to float32 one block of rows at a time (in cache, never the whole matrix) for torch's GEMM.
-template <typename W>
-void gemm_widened(const at::Tensor& x, const W* w, const float* scale, at::Tensor& y) {
+// y (M, N) = x (M, K) @ W^T for many rows of x (a prefill): compute-bound, so the weights are widened to float32
+// one block of rows at a time (in cache, never the whole matrix) for torch's GEMM. `widen_row(n, dst)` writes
+// row n of W, K floats.
+template <typename WidenRow>
+void gemm_widened(const at::Tensor& x, at::Tensor& y, WidenRow widen_row) {
   constexpr int64_t kBlock = 256;
   const int64_t N = y.size(1), K = x.size(1);
   float* out = y.data_ptr<float>();
@@ -136,11 +238,7 @@ void gemm_widened(const at::Tensor& x, const W* w, const float* scale, at::Tenso
     float* b = block.data_ptr<float>();
     for (int64_t i = begin; i < end; ++i) {
       const int64_t n0 = i * kBlock, rows = std::min(kBlock, N - n0);
-      for (int64_t r = 0; r < rows; ++r) {
-        const W* src = w + (n0 + r) * K;
-        const float s = scale ? scale[n0 + r] : 1.0f;
-        for (int64_t k = 0; k < K; ++k) b[r * K + k] = scalar(src[k]) * s;
-      }
+      for (int64_t r = 0; r < rows; ++r) widen_row(n0 + r, b + r * K);
       // Raw copies into y: a worker thread is outside the caller's InferenceMode (it is thread-local), where
       // writing into y with a tensor op would be refused when y is an inference tensor.
       const at::Tensor part = at::mm(x, block.narrow(0, 0, rows).t()).contiguous();
@@ -151,22 +249,68 @@ void gemm_widened(const at::Tensor& x, const W* w, const float* scale, at::Tenso
   });
 }
 
+// bf16 and int8 rows (one scale per row, or none).
 template <typename W>
 void product(const at::Tensor& x, const W* w, const float* scale, at::Tensor& y) {
+  const int64_t K = x.size(1);
   if (x.size(0) <= kGemvRows) {
-    gemv(x.data_ptr<float>(), w, scale, y.data_ptr<float>(), x.size(0), y.size(1), x.size(1));
+    const float* xs = x.data_ptr<float>();
+    gemv(x.size(0), y.size(1), K * int64_t(sizeof(W)), y.data_ptr<float>(), [&](int64_t n, int64_t m) {
+      const float s = dot(w + n * K, xs + m * K, K);
+      return scale ? s * scale[n] : s;
+    });
   } else {
-    gemm_widened(x, w, scale, y);
+    gemm_widened(x, y, [&](int64_t n, float* dst) {
+      const W* src = w + n * K;
+      const float s = scale ? scale[n] : 1.0f;
+      for (int64_t k = 0; k < K; ++k) dst[k] = scalar(src[k]) * s;
+    });
+  }
+}
+
+// int4 rows: `w` (N, K/2) codes in the layout above, `sz` (N, K/G, 2) bfloat16 scale and offset bits.
+void product4(const at::Tensor& x, const uint8_t* w, const uint16_t* sz, int64_t G, at::Tensor& y) {
+  const int64_t M = x.size(0), N = y.size(1), K = x.size(1), groups = K / G;
+  if (M <= kGemvRows) {
+    const Rows16 rows(x.data_ptr<float>(), M, K, G);
+    float* out = y.data_ptr<float>();
+    const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / K);  // pairs of rows: ~64 KiB per task
+    at::parallel_for(0, (N + 1) / 2, grain, [&](int64_t begin, int64_t end) {
+      for (int64_t pair = begin; pair < end; ++pair) {
+        const int64_t n = 2 * pair;
+        for (int64_t m = 0; m < M; ++m) {
+          float two[2];
+          const int16_t* X = rows.values.data() + m * K;
+          const float *step = rows.step.data() + m * groups, *sum = rows.sum.data() + m * groups;
+          if (n + 1 < N) {
+            dot4<2>(w + n * (K / 2), sz + n * groups * 2, X, step, sum, K, G, two);
+            out[m * N + n + 1] = two[1];
+          } else {
+            dot4<1>(w + n * (K / 2), sz + n * groups * 2, X, step, sum, K, G, two);
+          }
+          out[m * N + n] = two[0];
+        }
+      }
+    });
+  } else {
+    gemm_widened(x, y, [&](int64_t n, float* dst) {
+      const uint8_t* row = w + n * (K / 2);
+      for (int64_t g = 0; g < groups; ++g) {
+        const float s = scalar(sz[(n * groups + g) * 2]), z = scalar(sz[(n * groups + g) * 2 + 1]);
+        for (int64_t k = g * G; k < (g + 1) * G; ++k) dst[k] = static_cast<float>(code4(row, k) - 8) * s + z;
+      }
+    });
   }
 }
 
 // The products below take x of any shape (..., K) and dtype, and return (..., N) in x's dtype: doing the
 // reshapes and casts here rather than in Python saves ~5 us per call, which is most of a small layer's time.
-at::Tensor as_rows(const at::Tensor& x, const at::Tensor& w) {
+// `columns`: the weights' input width (w.size(1), or twice it for int4's bytes of two codes).
+at::Tensor as_rows(const at::Tensor& x, const at::Tensor& w, int64_t columns) {
   TORCH_CHECK(x.device().is_cpu() && w.device().is_cpu(), "the CPU kernels take CPU tensors");
   TORCH_CHECK(w.dim() == 2 && w.is_contiguous(), "w must be a contiguous 2-D tensor");
-  TORCH_CHECK(x.dim() >= 1 && x.size(-1) == w.size(1), "x has ", x.size(-1), " columns but w has ", w.size(1));
-  return x.reshape({-1, w.size(1)}).to(at::kFloat).contiguous();
+  TORCH_CHECK(x.dim() >= 1 && x.size(-1) == columns, "x has ", x.size(-1), " columns but w has ", columns);
+  return x.reshape({-1, columns}).to(at::kFloat).contiguous();
 }
 
 at::Tensor as_output(const at::Tensor& y, const at::Tensor& x) {
@@ -178,7 +322,7 @@ at::Tensor as_output(const at::Tensor& y, const at::Tensor& x) {
 // w: bfloat16 (out, in), or its bits as int16 (how Bf16Linear keeps it out of model.to(dtype)).
 at::Tensor linear_bf16(const at::Tensor& x, const at::Tensor& w) {
   TORCH_CHECK(w.scalar_type() == at::kBFloat16 || w.scalar_type() == at::kShort, "w must be bfloat16 or int16 bits");
-  at::Tensor rows = as_rows(x, w);
+  at::Tensor rows = as_rows(x, w, w.size(1));
   at::Tensor y = at::empty({rows.size(0), w.size(0)}, rows.options());
   product(rows, static_cast<const uint16_t*>(w.data_ptr()), nullptr, y);
   return as_output(y, x);
@@ -187,11 +331,28 @@ at::Tensor linear_bf16(const at::Tensor& x, const at::Tensor& w) {
 // w: int8 (out, in); scale: one float32 per output row.
 at::Tensor linear_int8(const at::Tensor& x, const at::Tensor& w, const at::Tensor& scale) {
   TORCH_CHECK(w.scalar_type() == at::kChar, "w must be int8");
-  at::Tensor rows = as_rows(x, w);
+  at::Tensor rows = as_rows(x, w, w.size(1));
   at::Tensor s = scale.to(at::kFloat).contiguous();
   TORCH_CHECK(s.dim() == 1 && s.size(0) == w.size(0), "scale must have one value per row of w");
   at::Tensor y = at::empty({rows.size(0), w.size(0)}, rows.options());
   product(rows, w.data_ptr<int8_t>(), s.data_ptr<float>(), y);
+  return as_output(y, x);
+}
+
+// w: uint8 (out, in/2) int4 codes in the layout above; sz: (out, in/group, 2) scale and offset per group,
+// bfloat16 or its bits as int16 (Int4Linear keeps them out of model.to(dtype)).
+at::Tensor linear_int4(const at::Tensor& x, const at::Tensor& w, const at::Tensor& sz, int64_t group) {
+  TORCH_CHECK(w.scalar_type() == at::kByte, "w must be uint8 (two int4 codes per byte)");
+  TORCH_CHECK(sz.scalar_type() == at::kBFloat16 || sz.scalar_type() == at::kShort,
+              "scales must be bfloat16 or int16 bits");
+  at::Tensor rows = as_rows(x, w, 2 * w.size(1));
+  const int64_t K = rows.size(1);
+  TORCH_CHECK(group > 0 && group % kCodeBlock == 0 && K % group == 0, "the group (", group,
+              ") must be a multiple of 64 that divides the width ", K);
+  TORCH_CHECK(sz.dim() == 3 && sz.size(0) == w.size(0) && sz.size(1) == K / group && sz.size(2) == 2 &&
+              sz.is_contiguous(), "scales must be a contiguous (out, in/group, 2) tensor");
+  at::Tensor y = at::empty({rows.size(0), w.size(0)}, rows.options());
+  product4(rows, w.data_ptr<uint8_t>(), static_cast<const uint16_t*>(sz.data_ptr()), group, y);
   return as_output(y, x);
 }
 
@@ -200,6 +361,8 @@ at::Tensor linear_int8(const at::Tensor& x, const at::Tensor& w, const at::Tenso
 TORCH_LIBRARY(s2studio_cpu, m) {
   m.def("linear_bf16(Tensor x, Tensor w) -> Tensor");
   m.def("linear_int8(Tensor x, Tensor w, Tensor scale) -> Tensor");
+  m.def("linear_int4(Tensor x, Tensor w, Tensor scales_and_zeros, int group) -> Tensor");
   m.impl("linear_bf16", c10::DispatchKey::CPU, &linear_bf16);
   m.impl("linear_int8", c10::DispatchKey::CPU, &linear_int8);
+  m.impl("linear_int4", c10::DispatchKey::CPU, &linear_int4);
 }

@@ -1,4 +1,4 @@
-"""Build, load and call the CPU kernels of `cpu_gemv.cpp`: linear layers with bf16 or int8 weights, float32 math.
+"""Build, load and call the CPU kernels of `cpu_gemv.cpp`: linear layers with bf16, int8 or int4 weights, float32 math.
 
 Up to 8 rows of activations (decode steps) the weights stream once through a matrix-vector kernel at memory
 speed; longer inputs (a prefill) are widened to float32 a block of rows at a time for torch's GEMM.
@@ -225,7 +225,7 @@ def _load() -> bool:
     if os.environ.get(ENV_SWITCH, "1") == "0":
         log.info("CPU kernels off (%s=0): torch's kernels serve the fast path", ENV_SWITCH)
         return False
-    if hasattr(torch.ops.s2studio_cpu, "linear_bf16"):  # loaded by an earlier call in this process
+    if hasattr(torch.ops.s2studio_cpu, "linear_int4"):  # loaded by an earlier call in this process
         return True
     try:
         shipped = PREBUILT / library_name()
@@ -257,6 +257,13 @@ def linear_bf16(x: Tensor, weight: Tensor) -> Tensor:
 def linear_int8(x: Tensor, weight: Tensor, scale: Tensor) -> Tensor:
     """`F.linear(x.float(), weight.float()) * scale` in x's dtype, for int8 rows `weight` (out, in)."""
     return torch.ops.s2studio_cpu.linear_int8(x, weight, scale)
+
+
+def linear_int4(x: Tensor, nibbles: Tensor, scales_and_zeros: Tensor, group: int) -> Tensor:
+    """`F.linear(x.float(), w)` in x's dtype for int4 codes `nibbles` (out, in/2) in the kernel's block layout
+    (`weights/int4.py`) with w = (q - 8)·scale + zero per `group` inputs; `scales_and_zeros` (out, in/group, 2)
+    bfloat16 or its int16 bits."""
+    return torch.ops.s2studio_cpu.linear_int4(x, nibbles, scales_and_zeros, group)
 
 
 def main(argv: list[str] | None = None) -> int:
