@@ -131,3 +131,55 @@ def test_a_new_run_keeps_the_earlier_one_aside(tmp_path: Path) -> None:
     run.mkdir()
     assert set_aside(run).name == "v1.earlier-2" and not has_checkpoint(run)
     assert (tmp_path / "training" / "v1.earlier-1" / "checkpoints" / "step_000000001" / "lora.safetensors").exists()
+
+
+def test_estimate_times_a_real_step_scales_with_steps_and_refuses_what_does_not_fit(qtbot, tiny: Path,
+                                                                                     tmp_path: Path,
+                                                                                     monkeypatch) -> None:
+    from s2studio.engine.s2 import memory
+    from s2studio.ui.control import finetune
+
+    monkeypatch.setattr(finetune, "ESTIMATES", {})
+    lib = VoiceLibrary(tmp_path / "data" / "voices")
+    voice = voice_with(lib, tmp_path, 8.0)
+    dialog = FineTuneDialog(lib, voice.id, tiny, tmp_path / "data")
+    qtbot.addWidget(dialog)
+    dialog.show()
+    small(dialog, 10)
+    assert "not measured yet" in dialog.estimate_label.text()
+    with qtbot.waitSignal(dialog.run.estimated, timeout=240_000) as got:
+        qtbot.mouseClick(dialog.estimate_button, Qt.MouseButton.LeftButton)
+        assert not dialog.estimate_button.isEnabled() and not dialog.start_button.isEnabled()
+    est, error = got.args
+    assert error == "" and est.steps == 10 and est.seconds_per_step > 0 and est.peak_bytes > 0
+    assert est.measured_memory  # Linux: the step's resident peak
+    assert dialog.estimate_result == est and dialog.start_button.isEnabled()
+    assert dialog.estimate_label.text() == (f"This run: {est.describe()} ({est.seconds_per_step:.1f} s per step, "
+                                            "memory measured).")
+    assert f"{est.peak_bytes / 1e9:.1f} GB" in dialog.estimate_label.text()
+    assert not (tmp_path / "data" / "training").exists()  # estimating writes nothing
+
+    dialog.steps.setValue(1000)  # the cached step, scaled: no second measurement
+    assert dialog.estimate_result.steps == 1000
+    assert dialog.estimate_result.seconds == pytest.approx(1000 * est.seconds_per_step)
+    dialog.batch_size.setValue(2)  # another step's cost: not measured
+    assert dialog.estimate_result is None and "not measured yet" in dialog.estimate_label.text()
+
+    monkeypatch.setattr(memory, "free_memory", lambda _device: 1000)  # a machine with no memory left
+    with qtbot.waitSignal(dialog.run.estimated, timeout=240_000):
+        qtbot.mouseClick(dialog.estimate_button, Qt.MouseButton.LeftButton)
+    assert not dialog.estimate_result.fits and "Too much for this machine" in dialog.estimate_label.text()
+    assert not dialog.start_button.isEnabled() and "only 0.0 GB is free" in dialog.start_button.toolTip()
+    dialog.batch_size.setValue(1)  # back to the settings that fit
+    assert dialog.estimate_result.fits and dialog.start_button.isEnabled()
+
+
+def test_estimate_words() -> None:
+    from s2studio.train.estimate import Estimate, duration_words
+
+    assert [duration_words(s) for s in (0.5, 30, 60, 61, 3600, 7800)] == [
+        "a few seconds", "under a minute", "1 min", "2 min", "1 h", "2 h 10 min"]
+    e = Estimate(2.4, 100, 2_100_000_000, 8e9, True, "cpu")
+    assert e.describe() == "about 4 min, 2.1 GB" and e.fits
+    tight = Estimate(2.4, 100, 2_100_000_000, 1e9, True, "cpu")
+    assert tight.describe() == "about 4 min, 2.1 GB — only 1.0 GB is free on cpu" and not tight.fits

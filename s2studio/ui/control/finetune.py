@@ -4,11 +4,14 @@ Training is not engine work: it loads its own copy of the model (training needs 
 the optimiser state, which the engine's inference model has none of) and runs for minutes to hours, so it gets a
 thread of its own (`Background`) rather than the engine thread, which keeps rendering and previewing. Torch and
 the trainer are imported on that thread, never by the window. Stopping sets the run's `StopFlag`: the current
-step finishes, a checkpoint is saved, and the run can be resumed from it. QtCore only.
+step finishes, a checkpoint is saved, and the run can be resumed from it. The estimate before a run
+(`train.estimate.measure_step`: one real timed step) runs on the same thread, one job at a time, and is cached
+per model and settings for the session. QtCore only.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
@@ -37,12 +40,28 @@ def has_checkpoint(folder: Path) -> bool:
     return any((folder / "checkpoints").glob("step_*/lora.safetensors")) if folder.is_dir() else False
 
 
+def estimate_key(model_dir: Path, voice_id: str, durations: tuple[float, ...], settings: dict,
+                 device: str) -> tuple:
+    """What a step's cost depends on: the model (its folder and config file's time), the clips' lengths, the
+    preset, batch size, maximum length and device; not the number of steps (the estimate scales with it)."""
+    config = Path(model_dir) / "config.json"
+    stamp = config.stat().st_mtime_ns if config.is_file() else 0
+    return (str(Path(model_dir).resolve()), stamp, voice_id, durations, settings.get("preset"),
+            settings.get("batch_size"), settings.get("max_length"), device)
+
+
+ESTIMATES: dict[tuple, object] = {}
+"""`estimate_key` -> `train.estimate.Estimate`, for this session (a dialog opened again shows it at once)."""
+
+
 class FineTuneRun(QObject):
-    """One run at a time; `event` carries each `train.run.RunEvent` (step, checkpoint, status, stopped,
-    finished), `ended` the final LoRA's path ("" when stopped or failed) and the error message ("" if none)."""
+    """One job at a time; `event` carries each `train.run.RunEvent` (step, checkpoint, status, stopped,
+    finished), `ended` the final LoRA's path ("" when stopped or failed) and the error message ("" if none);
+    `estimated` an estimate (`train.estimate.Estimate`, or None) and its error message."""
 
     event = Signal(object)
     ended = Signal(str, str)
+    estimated = Signal(object, str)
 
     def __init__(self, library: VoiceLibrary, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -50,6 +69,7 @@ class FineTuneRun(QObject):
         self._task = Background("fine-tune", self)
         self._task.done.connect(self._done)
         self._stop: object | None = None
+        self._estimating: tuple | None = None
 
     @property
     def running(self) -> bool:
@@ -83,6 +103,30 @@ class FineTuneRun(QObject):
 
         self._task.start(work)
 
+    def cached_estimate(self, key: tuple, steps: int) -> object | None:
+        found = ESTIMATES.get(key)
+        return None if found is None else dataclasses.replace(found, steps=steps)  # type: ignore[type-var]
+
+    def estimate(self, voice_id: str, model_dir: Path, settings: dict, *, device: str = "auto") -> None:
+        """Time one real step of `settings` on the training thread; `estimated` follows (cached by key)."""
+        if self.running:
+            return
+        library = self.library
+        voice = library.get(voice_id)
+        self._estimating = estimate_key(model_dir, voice_id, tuple(c.duration_s for c in voice.clips), settings,
+                                        device)
+
+        def work(_task: Background) -> object:
+            from s2studio.train.clips import check_enough, clips_from_voice
+            from s2studio.train.estimate import measure_step
+            from s2studio.train.loop import TrainSettings
+
+            clips = tuple(clips_from_voice(library, voice_id))
+            check_enough(list(clips))
+            return measure_step(Path(model_dir), clips, TrainSettings(**settings), device)
+
+        self._task.start(work)
+
     def stop(self) -> None:
         """Finish the current step, save a checkpoint, end the run (resumable)."""
         self._task.cancel.set()
@@ -93,5 +137,11 @@ class FineTuneRun(QObject):
         self._task.wait()
 
     def _done(self, result: object, error: str) -> None:
+        if self._estimating is not None:
+            key, self._estimating = self._estimating, None
+            if result is not None:
+                ESTIMATES[key] = result
+            self.estimated.emit(result, error)
+            return
         self._stop = None
         self.ended.emit(str(result or ""), error)

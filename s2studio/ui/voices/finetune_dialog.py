@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, 
 
 from s2studio.errors import UserError
 from s2studio.state.voices import VoiceLibrary
-from s2studio.ui.control.finetune import FineTuneRun, has_checkpoint, run_folder, set_aside
+from s2studio.ui.control.finetune import FineTuneRun, estimate_key, has_checkpoint, run_folder, set_aside
 from s2studio.ui.voices.loss_plot import LossPlot
 
 MIN_SECONDS = 30.0
@@ -51,6 +51,9 @@ class FineTuneDialog(QDialog):
         self.run = FineTuneRun(library, self)
         self.run.event.connect(self._on_event)
         self.run.ended.connect(self._on_ended)
+        self.run.estimated.connect(self._on_estimated)
+        self.estimate_result: object | None = None
+        """The `train.estimate.Estimate` for the settings shown (None: not measured yet)."""
         self.total_steps = 0
         self._close_when_done = False
         self.setWindowTitle(f"Fine-tune voice: {self.voice.name}")
@@ -87,6 +90,20 @@ class FineTuneDialog(QDialog):
         self.max_length.setSingleStep(256)
         form.addRow("Max length", self.max_length)
         layout.addLayout(form)
+        estimate_row = QHBoxLayout()
+        self.estimate_label = QLabel("")
+        self.estimate_label.setWordWrap(True)
+        self.estimate_label.setAccessibleName("Estimate")
+        self.estimate_button = QPushButton("Estimate")
+        self.estimate_button.setToolTip("Time one real training step of these settings on this machine")
+        self.estimate_button.clicked.connect(self.measure)
+        estimate_row.addWidget(self.estimate_label, 1)
+        estimate_row.addWidget(self.estimate_button)
+        layout.addLayout(estimate_row)
+        for spin in (self.steps, self.batch_size, self.max_length):
+            spin.valueChanged.connect(self._show_estimate)
+        for combo in (self.preset, self.device):
+            combo.currentIndexChanged.connect(self._show_estimate)
         self.resume = QCheckBox("Resume from the last checkpoint")
         self.resume.setAccessibleName("Resume")
         layout.addWidget(self.resume)
@@ -121,6 +138,7 @@ class FineTuneDialog(QDialog):
         row.addWidget(buttons)
         layout.addLayout(row)
         self._refresh(seconds)
+        self._show_estimate()
 
     def _spin(self, lo: int, hi: int, value: int, name: str) -> QSpinBox:
         s = QSpinBox()
@@ -136,6 +154,11 @@ class FineTuneDialog(QDialog):
         elif seconds < MIN_SECONDS:
             reason = (f"This voice has only {seconds:.0f} s of speech; fine-tuning needs at least {MIN_SECONDS:.0f} s "
                       "(a minute or more is better). Add clips first.")
+        self.estimate_button.setEnabled(not reason)
+        est = self.estimate_result
+        if not reason and est is not None and not est.fits:  # type: ignore[attr-defined]
+            reason = (f"This run needs {est.peak_bytes / 1e9:.1f} GB and only {est.free_bytes / 1e9:.1f} GB is "  # type: ignore[attr-defined]
+                      "free: lower the batch size or the maximum length, or close other programs.")
         self.start_button.setEnabled(not reason)
         self.start_button.setToolTip(reason)
         self.resume.setEnabled(has_checkpoint(self.folder))
@@ -148,6 +171,43 @@ class FineTuneDialog(QDialog):
     def settings(self) -> dict:
         return {"preset": self.preset.currentData(), "steps": self.steps.value(),
                 "batch_size": self.batch_size.value(), "max_length": self.max_length.value()}
+
+    def _estimate_key(self) -> tuple | None:
+        if self.model_dir is None:
+            return None
+        return estimate_key(self.model_dir, self.voice.id, tuple(c.duration_s for c in self.voice.clips),
+                            self.settings(), self.device.currentData())
+
+    def _show_estimate(self) -> None:
+        """The estimate for the settings shown: the cached measurement scaled to the steps, or a prompt."""
+        key = self._estimate_key()
+        self.estimate_result = None if key is None else self.run.cached_estimate(key, self.steps.value())
+        est = self.estimate_result
+        if est is None:
+            self.estimate_label.setText("Time and memory: not measured yet for these settings (Estimate times one "
+                                        "real step).")
+        else:
+            how = "measured" if est.measured_memory else "planned"  # type: ignore[attr-defined]
+            warn = "" if est.fits else " Too much for this machine."  # type: ignore[attr-defined]
+            self.estimate_label.setText(f"This run: {est.describe()} ({est.seconds_per_step:.1f} s per step, "  # type: ignore[attr-defined]
+                                        f"memory {how}).{warn}")
+        if not self.run.running:
+            self._refresh(sum(c.duration_s for c in self.voice.clips))
+
+    def measure(self) -> None:
+        """Time one step of the chosen settings on the training thread (the window stays responsive)."""
+        if self.run.running or self.model_dir is None:
+            return
+        self.estimate_label.setText("Measuring one training step…")
+        self._running(True)
+        self.stop_button.setEnabled(False)
+        self.run.estimate(self.voice.id, self.model_dir, self.settings(), device=self.device.currentData())
+
+    def _on_estimated(self, _estimate: object, error: str) -> None:
+        self._running(False)
+        self._show_estimate()
+        if error:
+            self.estimate_label.setText(f"Cannot estimate: {error}")
 
     def start(self) -> None:
         if self.run.running or self.model_dir is None:
@@ -179,7 +239,7 @@ class FineTuneDialog(QDialog):
 
     def _running(self, on: bool) -> None:
         for w in (self.preset, self.steps, self.device, self.save_every, self.batch_size, self.max_length,
-                  self.resume, self.attach, self.start_button):
+                  self.resume, self.attach, self.start_button, self.estimate_button):
             w.setEnabled(not on)
         self.stop_button.setEnabled(on)
         if not on:

@@ -1,0 +1,152 @@
+"""How long a fine-tuning run will take and how much memory it needs, measured before it starts.
+
+One real training step of the chosen preset, batch size and maximum length is timed on this machine: the model
+is loaded and the LoRA attached exactly as `loop.Trainer` does, and one batch is drawn from the voice's clips.
+The clips are not encoded for it (that needs the codec and takes longer than the step): each clip stands in as
+codes of zeros with the frame count its duration gives, and a step's cost depends on the tokens' count, never on
+their values. The figure is then `seconds per step × steps` (plus nothing for encoding, which the run reports as
+it goes).
+
+Memory is the measured peak of that step: on CUDA the allocator's peak (`max_memory_allocated`), on the CPU the
+process's resident high-water mark (`VmHWM`, reset before through `/proc/self/clear_refs`) above what it held
+before. Where neither can be read the memory planner's figure stands in: the weights at the training precision
+plus the LoRA's parameters, gradients and AdamW moments (`engine.s2.memory.param_counts`). The estimate then
+says whether that fits in the memory free now (`engine.s2.memory.free_memory`).
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from s2studio.audio import FRAME_SAMPLES, SAMPLE_RATE
+from s2studio.train.clips import TrainClip
+
+GB = 1e9
+CLEAR_REFS = Path("/proc/self/clear_refs")
+STATUS = Path("/proc/self/status")
+
+
+@dataclass(frozen=True)
+class Estimate:
+    seconds_per_step: float
+    steps: int
+    peak_bytes: int
+    """Memory the run needs beyond what the process held before it."""
+    free_bytes: int | None
+    """Memory free on the device now (None: cannot be told)."""
+    measured_memory: bool
+    """True: `peak_bytes` was measured; False: the planner's figure."""
+    device: str
+
+    @property
+    def seconds(self) -> float:
+        return self.seconds_per_step * self.steps
+
+    @property
+    def fits(self) -> bool:
+        return self.free_bytes is None or self.peak_bytes <= self.free_bytes
+
+    def describe(self) -> str:
+        """"about 4 min, 2.1 GB" and, when it will not fit, what is free."""
+        text = f"about {duration_words(self.seconds)}, {self.peak_bytes / GB:.1f} GB"
+        if not self.fits and self.free_bytes is not None:
+            text += f" — only {self.free_bytes / GB:.1f} GB is free on {self.device}"
+        return text
+
+
+def duration_words(seconds: float) -> str:
+    """Plain words for a duration: "under a minute", "about 4 min", "2 h 10 min"."""
+    if seconds < 60:
+        return "under a minute" if seconds >= 1 else "a few seconds"
+    minutes = math.ceil(seconds / 60)
+    if minutes < 60:
+        return f"{minutes} min"
+    h, m = divmod(minutes, 60)
+    return f"{h} h {m} min" if m else f"{h} h"
+
+
+def stand_in_groups(clips: tuple[TrainClip, ...], num_codebooks: int) -> list:
+    """The clips as the trainer sees them, with codes of zeros of each clip's length in frames."""
+    from s2studio.train.run import groups_from
+
+    codes = [np.zeros((num_codebooks, max(1, math.ceil(c.seconds * SAMPLE_RATE / FRAME_SAMPLES))), np.int64)
+             for c in clips]
+    return groups_from(clips, codes)
+
+
+def _status_kb(field: str) -> int | None:
+    try:
+        for line in STATUS.read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _reset_cpu_peak() -> bool:
+    try:
+        CLEAR_REFS.write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+def planned_bytes(trainer) -> int:  # noqa: ANN001 - a loop.Trainer
+    """The planner's figure: every weight at the training precision plus the LoRA's parameter, gradient and two
+    AdamW moments in float32."""
+    from s2studio.engine.s2.memory import param_counts
+
+    counts = param_counts(trainer.model.config)
+    size = 2 if trainer.precision == "bf16-true" else 4
+    lora = sum(p.numel() for p in trainer.trainable)
+    return (counts.total + lora) * size + lora * 3 * 4
+
+
+def measure_step(model_dir: Path, clips: tuple[TrainClip, ...], settings, device: str = "auto") -> Estimate:
+    """Time one real training step of `settings` (a `loop.TrainSettings`) on `device`, and its memory."""
+    import torch
+
+    from s2studio.engine.s2.device import resolve_device
+    from s2studio.engine.s2.memory import free_memory
+    from s2studio.model.config import load_config
+    from s2studio.train.loop import Trainer
+
+    config = load_config(Path(model_dir))
+    groups = stand_in_groups(clips, config.num_codebooks)
+    where = resolve_device(device)
+    cuda = where.type == "cuda"
+    before = _status_kb("VmRSS")
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(where)
+        before = torch.cuda.memory_allocated(where)
+    cpu_peak = not cuda and before is not None and _reset_cpu_peak()
+    rng = torch.get_rng_state()
+    trainer = Trainer(Path(model_dir), groups, settings, device=device)
+    try:
+        started = time.perf_counter()
+        trainer.step()
+        seconds = time.perf_counter() - started
+        planned = planned_bytes(trainer)
+        if cuda:
+            peak: int | None = torch.cuda.max_memory_allocated(where) - int(before or 0)
+        elif cpu_peak:
+            high = _status_kb("VmHWM")
+            peak = None if high is None else high - int(before or 0)
+        else:
+            peak = None
+    finally:
+        del trainer
+        gc.collect()
+        torch.set_rng_state(rng)
+        if cuda:
+            torch.cuda.empty_cache()
+    measured = peak is not None and peak > 0
+    return Estimate(seconds, settings.steps, int(peak) if measured else planned,
+                    free_memory(str(where) if cuda else where.type), measured, str(where))
