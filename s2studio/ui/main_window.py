@@ -345,7 +345,8 @@ class MainWindow(QMainWindow):
         from s2studio.ui.voices.finetune_dialog import FineTuneDialog  # noqa: PLC0415 - opened rarely
 
         try:
-            dialog = FineTuneDialog(self.library, voice_id, self.model.folder, self.ctx.data_dir, self)
+            dialog = FineTuneDialog(self.library, voice_id, self.model.folder, self.ctx.data_dir, self,
+                                    host=self.ctx.host, model_info=self.model.info)
         except UserError as exc:
             QMessageBox.warning(self, "Fine-tune voice", str(exc))
             return

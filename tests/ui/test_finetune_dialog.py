@@ -183,3 +183,66 @@ def test_estimate_words() -> None:
     assert e.describe() == "about 4 min, 2.1 GB" and e.fits
     tight = Estimate(2.4, 100, 2_100_000_000, 1e9, True, "cpu")
     assert tight.describe() == "about 4 min, 2.1 GB — only 1.0 GB is free on cpu" and not tight.fits
+
+
+def test_each_checkpoint_gets_a_preview_to_play_and_can_be_the_one_kept(qtbot, tiny: Path, tmp_path: Path,
+                                                                        monkeypatch) -> None:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from ui_helpers import close_studio, open_studio, playback_raw
+
+    from s2studio.engine.fake import FakeEngine
+    from s2studio.ui.voices.voice_preview import preview_path
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    w = open_studio(qtbot, lambda: FakeEngine(frame_latency_s=0.001))
+    try:
+        lib = w.library
+        voice = voice_with(lib, tmp_path, 8.0)
+        dialog = FineTuneDialog(lib, voice.id, tiny, tmp_path / "data", host=w.ctx.host, model_info=w.model_info)
+        qtbot.addWidget(dialog)
+        dialog.show()
+        small(dialog, 2)
+        dialog.save_every.setValue(1)
+        with qtbot.waitSignal(dialog.run.ended, timeout=240_000):
+            qtbot.mouseClick(dialog.start_button, Qt.MouseButton.LeftButton)
+        folder = tmp_path / "data" / "training" / voice.id / "checkpoints"
+        assert [(r.step, r.folder) for r in dialog.checkpoints] == [(1, folder / "step_000000001"),
+                                                                   (2, folder / "step_000000002")]
+        assert [round(r.loss, 6) for r in dialog.checkpoints] == [round(p[1], 6) for p in dialog.plot.points]
+        assert dialog.table.item(1, 1).text() == f"{dialog.plot.points[1][1]:.4f}"
+        qtbot.waitUntil(lambda: all(r.state == "ready" for r in dialog.checkpoints), timeout=30_000)
+        first, second = dialog.checkpoints
+        assert first.preview == preview_path(dialog.voice, w.model_info, lora=first.lora)
+        assert first.preview.is_file() and second.preview.is_file()
+        assert first.preview.read_bytes() != second.preview.read_bytes()  # each spoken with its own LoRA
+        assert dialog.play_button(0).text() == "▶ Play" and dialog.play_button(0).isEnabled()
+
+        playback_raw().unlink(missing_ok=True)
+        qtbot.mouseClick(dialog.play_button(0), Qt.MouseButton.LeftButton)
+        assert dialog.status.text() == "Playing step 1's preview."
+        qtbot.waitUntil(lambda: playback_raw().exists() and np.any(np.fromfile(playback_raw(), "<i2")),
+                        timeout=10_000)
+
+        # the run attached its final LoRA; the person prefers step 1's
+        assert lib.lora_path(lib.get(voice.id)).read_bytes() == second.lora.read_bytes()
+        with qtbot.waitSignal(dialog.voice_changed):
+            qtbot.mouseClick(dialog.keep_button(0), Qt.MouseButton.LeftButton)
+        kept = lib.get(voice.id)
+        assert lib.lora_path(kept).read_bytes() == first.lora.read_bytes() != second.lora.read_bytes()
+        assert kept.lora.note.startswith("r_8_alpha_16, 1 steps, loss ")
+        assert "speaks with the LoRA of step 1" in dialog.status.text()
+        # the voice's own preview now speaks with the LoRA it carries: step 1's sentence, sample for sample
+        with qtbot.waitSignal(dialog.previews.ready, timeout=30_000) as own:
+            assert dialog.previews.preview(kept) is None
+        assert own.args[1] == preview_path(kept, w.model_info) != first.preview
+        assert own.args[1].read_bytes() == first.preview.read_bytes()
+
+        again = FineTuneDialog(lib, voice.id, tiny, tmp_path / "data", host=w.ctx.host, model_info=w.model_info)
+        qtbot.addWidget(again)  # reopened: the checkpoints are listed, their previews found in the cache
+        assert [(r.step, r.loss, r.state, r.preview) for r in again.checkpoints] == [
+            (1, None, "ready", first.preview), (2, None, "ready", second.preview)]
+        assert again.table.item(0, 1).text() == "—" and again.play_button(1).isEnabled()
+    finally:
+        close_studio(w)

@@ -5,20 +5,34 @@ learns speaking style more than timbre, it needs a minute or more of clean speec
 the voice keeps its reference clips. The run itself is `ui.control.finetune.FineTuneRun` (its own thread); the
 window stays responsive, Stop saves a checkpoint that Resume continues from, and the finished LoRA is attached
 to the voice (`VoiceLibrary.set_lora`), so the voice's lines render with it from then on.
+
+Before a run, Estimate times one real step of the chosen settings on the training thread and shows the time and
+memory in plain words; a run that would not fit in the free memory cannot start.
+
+Each saved checkpoint gets a row (step, loss, Play, Use this one) and a preview: the voice's test sentence
+(`voice_preview.SENTENCE`) spoken with that checkpoint's LoRA on the voice's reference clips. The preview is
+rendered by the studio's engine (`VoicePreview` on the engine host), not on the training thread: the engine has
+the model loaded already and switches LoRAs by merging them into it (seconds at most), whereas the trainer's
+model is a float32 copy in training mode with no codec loaded (it is freed after encoding), so rendering there
+would need a second codec load and an inference path through unmerged training layers. The engine thread keeps
+the window responsive either way. Use this one attaches that checkpoint's `lora.safetensors` to the voice.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import Signal
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QFormLayout, QHBoxLayout, QLabel,
-                               QProgressBar, QPushButton, QSpinBox, QVBoxLayout, QWidget)
+from PySide6.QtCore import QTimer, Signal
+from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QComboBox, QDialog, QDialogButtonBox, QFormLayout,
+                               QHBoxLayout, QHeaderView, QLabel, QProgressBar, QPushButton, QSpinBox, QTableWidget,
+                               QTableWidgetItem, QVBoxLayout, QWidget)
 
 from s2studio.errors import UserError
 from s2studio.state.voices import VoiceLibrary
 from s2studio.ui.control.finetune import FineTuneRun, estimate_key, has_checkpoint, run_folder, set_aside
 from s2studio.ui.voices.loss_plot import LossPlot
+
+from dataclasses import dataclass
 
 MIN_SECONDS = 30.0
 """The trainer's own floor (`train.clips.MIN_SECONDS`), repeated so the dialog can say it before importing torch."""
@@ -27,6 +41,20 @@ PRESETS = (("r_8_alpha_16", "Full (r 8, α 16): every layer, upstream's default"
 WARNING = ("<b>Before you start.</b> S2 Pro is RL-aligned: a LoRA learns a speaking style (pace, delivery, "
            "accent) more than a new timbre. It needs a minute or more of clean speech with exact transcripts; "
            "under 30 s is refused. The voice keeps its reference clips, which still carry its timbre.")
+
+
+@dataclass
+class CheckpointRow:
+    step: int
+    loss: float | None
+    folder: Path
+    preview: Path | None = None
+    state: str = "waiting"
+    """"waiting" (for the engine), "rendering", "ready" or "failed"."""
+
+    @property
+    def lora(self) -> Path:
+        return self.folder / "lora.safetensors"
 
 
 def eta_text(seconds: float) -> str:
@@ -42,7 +70,10 @@ class FineTuneDialog(QDialog):
     voice_changed = Signal(str)
 
     def __init__(self, library: VoiceLibrary, voice_id: str, model_dir: Path | None, data_dir: Path,
-                 parent: QWidget | None = None) -> None:
+                 parent: QWidget | None = None, *, host: object | None = None,
+                 model_info: object | None = None) -> None:
+        """`host`: the studio's `worker.EngineHost` (checkpoint previews render there; None: no previews),
+        `model_info` the model it has loaded."""
         super().__init__(parent)
         self.library = library
         self.voice = library.get(voice_id)
@@ -56,6 +87,16 @@ class FineTuneDialog(QDialog):
         """The `train.estimate.Estimate` for the settings shown (None: not measured yet)."""
         self.total_steps = 0
         self._close_when_done = False
+        self.checkpoints: list[CheckpointRow] = []
+        self._previewing: CheckpointRow | None = None
+        self.previews = None
+        if host is not None:
+            from s2studio.ui.voices.voice_preview import VoicePreview  # noqa: PLC0415 - only with an engine
+
+            self.previews = VoicePreview(host, library, self)  # type: ignore[arg-type]
+            self.previews.info = model_info  # type: ignore[assignment]
+            self.previews.ready.connect(self._preview_ready)
+            self.previews.busy_changed.connect(self._preview_busy)
         self.setWindowTitle(f"Fine-tune voice: {self.voice.name}")
         self.setAccessibleName("Fine-tune voice")
 
@@ -114,6 +155,15 @@ class FineTuneDialog(QDialog):
 
         self.plot = LossPlot()
         layout.addWidget(self.plot, 1)
+        self.table = QTableWidget(0, 4)
+        self.table.setHorizontalHeaderLabels(["Step", "Loss", "Preview", ""])
+        self.table.setAccessibleName("Checkpoints")
+        self.table.verticalHeader().setVisible(False)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        self.table.setMaximumHeight(150)
+        layout.addWidget(self.table)
         self.progress = QProgressBar()
         self.progress.setAccessibleName("Training progress")
         layout.addWidget(self.progress)
@@ -139,6 +189,9 @@ class FineTuneDialog(QDialog):
         layout.addLayout(row)
         self._refresh(seconds)
         self._show_estimate()
+        for folder in sorted((self.folder / "checkpoints").glob("step_*")):  # an earlier run's, to choose from
+            if (folder / "lora.safetensors").is_file() and folder.name[5:].isdigit():
+                self.add_checkpoint(CheckpointRow(int(folder.name[5:]), None, folder))
 
     def _spin(self, lo: int, hi: int, value: int, name: str) -> QSpinBox:
         s = QSpinBox()
@@ -242,6 +295,7 @@ class FineTuneDialog(QDialog):
                   self.resume, self.attach, self.start_button, self.estimate_button):
             w.setEnabled(not on)
         self.stop_button.setEnabled(on)
+        self._fill_table()
         if not on:
             self._refresh(sum(c.duration_s for c in self.voice.clips))
 
@@ -253,6 +307,10 @@ class FineTuneDialog(QDialog):
             self.progress.setValue(m.step)
             self.status.setText(f"Step {m.step} of {self.total_steps}: loss {m.loss:.4f}, {m.seconds:.1f} s per "
                                 f"step, about {eta_text(ev.eta_seconds or 0)} left")  # type: ignore[attr-defined]
+        elif kind == "checkpoint" and ev.path is not None:  # type: ignore[attr-defined]
+            loss = self.plot.points[-1][1] if self.plot.points else None
+            step = self.plot.points[-1][0] if self.plot.points else 0
+            self.add_checkpoint(CheckpointRow(step, loss, Path(ev.path)))  # type: ignore[attr-defined]
         elif kind == "status":
             self.status.setText(ev.message[:1].upper() + ev.message[1:] + "…")  # type: ignore[attr-defined]
         elif kind == "stopped":
@@ -283,6 +341,92 @@ class FineTuneDialog(QDialog):
             return
         self.voice = updated
         self.status.setText(f"Done. {self.voice.name} now speaks with this LoRA; its takes will render again.")
+        self.voice_changed.emit(self.voice.id)
+
+    # -- checkpoints -----------------------------------------------------------------------------
+
+    def add_checkpoint(self, row: CheckpointRow) -> None:
+        """A row for a saved checkpoint, its preview queued on the engine."""
+        self.checkpoints = [r for r in self.checkpoints if r.folder != row.folder]
+        self.checkpoints.append(row)
+        self.checkpoints.sort(key=lambda r: r.step)
+        if self.previews is None or self.previews.info is None:
+            row.state = "no model"
+        self._fill_table()
+        self._pump()
+
+    def _fill_table(self) -> None:
+        self.table.setRowCount(len(self.checkpoints))
+        for i, row in enumerate(self.checkpoints):
+            self.table.setItem(i, 0, QTableWidgetItem(str(row.step)))
+            self.table.setItem(i, 1, QTableWidgetItem("—" if row.loss is None else f"{row.loss:.4f}"))
+            play = QPushButton({"ready": "▶ Play", "rendering": "Rendering…", "failed": "No preview",
+                                "no model": "No preview"}.get(row.state, "Waiting…"))
+            play.setAccessibleName(f"Play the preview of step {row.step}")
+            play.setEnabled(row.state == "ready")
+            play.clicked.connect(lambda _=False, r=row: self.play(r))
+            self.table.setCellWidget(i, 2, play)
+            keep = QPushButton("Use this one")
+            keep.setAccessibleName(f"Use the LoRA of step {row.step} for this voice")
+            keep.setEnabled(not self.run.running)
+            keep.clicked.connect(lambda _=False, r=row: self.keep(r))
+            self.table.setCellWidget(i, 3, keep)
+
+    def play_button(self, index: int) -> QPushButton:
+        return self.table.cellWidget(index, 2)  # type: ignore[return-value]
+
+    def keep_button(self, index: int) -> QPushButton:
+        return self.table.cellWidget(index, 3)  # type: ignore[return-value]
+
+    def _pump(self) -> None:
+        """Render the next waiting checkpoint's preview (one at a time; a cached one is ready at once)."""
+        previews = self.previews
+        while previews is not None and self._previewing is None and not previews.busy:
+            row = next((r for r in self.checkpoints if r.state == "waiting"), None)
+            if row is None:
+                return
+            row.state = "rendering"
+            self._previewing = row
+            found = previews.preview(self.voice, lora=row.lora)
+            if found is None and not previews.busy:  # refused (no model): said in `message`
+                row.state, self._previewing = "failed", None
+            self._fill_table()
+
+    def _preview_ready(self, _voice_id: str, path: Path) -> None:
+        row = self._previewing
+        if row is not None:
+            row.preview, row.state, self._previewing = Path(path), "ready", None
+            self._fill_table()
+            QTimer.singleShot(0, self._pump)
+
+    def _preview_busy(self, busy: bool) -> None:
+        if not busy and self._previewing is not None:  # ended without a preview: the engine said why
+            self._previewing.state, self._previewing = "failed", None
+            self._fill_table()
+        if not busy:
+            QTimer.singleShot(0, self._pump)
+
+    def play(self, row: CheckpointRow) -> None:
+        from s2studio.ui.voices.voice_details import play_file  # noqa: PLC0415
+
+        if row.preview is None:
+            return
+        reason = play_file(row.preview)
+        self.status.setText(reason or f"Playing step {row.step}'s preview.")
+
+    def keep(self, row: CheckpointRow) -> None:
+        """Attach this checkpoint's LoRA to the voice."""
+        if self.run.running:
+            return
+        loss = "" if row.loss is None else f", loss {row.loss:.3f}"
+        try:
+            self.voice = self.library.set_lora(self.voice.id, row.lora,
+                                               f"{self.preset.currentData()}, {row.step} steps{loss}")
+        except UserError as exc:
+            self.status.setText(str(exc))
+            return
+        self.status.setText(f"{self.voice.name} now speaks with the LoRA of step {row.step}; its takes will "
+                            "render again.")
         self.voice_changed.emit(self.voice.id)
 
     def reject(self) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,7 @@ from PySide6.QtCore import QObject, Signal
 from s2studio import paths
 from s2studio.audio.io import write_wav
 from s2studio.engine import api
-from s2studio.engine.plan import compile_request
+from s2studio.engine.plan import compile_request, lora_digest
 from s2studio.errors import Cancelled, UserError
 from s2studio.state.script import parse_script
 from s2studio.state.staleness import voice_key
@@ -37,10 +38,15 @@ SEED = 20240517
 SPEAKER = "Voice"
 
 
-def preview_path(voice: Voice, info: api.ModelInfo, folder: Path | None = None) -> Path:
-    """Where the preview of `voice` by the model `info` is kept."""
+def preview_path(voice: Voice, info: api.ModelInfo, folder: Path | None = None, lora: Path | None = None) -> Path:
+    """Where the preview of `voice` by the model `info` is kept; `lora`: rendered with that LoRA file instead of
+    the voice's own (a fine-tuning checkpoint heard before it is kept), keyed by the file's content."""
     model = hashlib.sha256(f"{info.name}|{info.codec_fingerprint}|{info.precision}".encode()).hexdigest()[:12]
-    key = hashlib.sha256(voice_key(voice).encode()).hexdigest()[:16]
+    if lora is not None:  # the voice's own LoRA is not heard then
+        heard = voice_key(replace(voice, lora=None)) + f"|lora:{lora_digest(Path(lora))}"
+    else:
+        heard = voice_key(voice)
+    key = hashlib.sha256(heard.encode()).hexdigest()[:16]
     return (folder or paths.cache_dir() / "previews") / f"{voice.id}-{key}-{model}.wav"
 
 
@@ -60,6 +66,7 @@ class VoicePreview(QObject):
         self._task.done.connect(self._built)
         self.job_id: str | None = None
         self._voice: Voice | None = None
+        self._lora: Path | None = None
         host.model_ready.connect(self._model_ready)
         host.line_finished.connect(self._line_finished)
         host.job_finished.connect(self._job_finished)
@@ -72,9 +79,9 @@ class VoicePreview(QObject):
     def _model_ready(self, event: api.ModelReady) -> None:
         self.info = event.info
 
-    def preview(self, voice: Voice) -> Path | None:
+    def preview(self, voice: Voice, lora: Path | None = None) -> Path | None:
         """Play the cached preview of `voice` (returns its path), or start rendering it (returns None; `ready`
-        follows)."""
+        follows). It speaks with the voice's own LoRA, or with `lora` when given (a fine-tuning checkpoint)."""
         if self.busy:
             self.message.emit("A preview is being rendered; wait for it to finish.")
             return None
@@ -82,14 +89,16 @@ class VoicePreview(QObject):
         if info is None:
             self.message.emit("Load a model first (File ▸ Model…) to hear a preview of the voice.")
             return None
-        cached = preview_path(voice, info)
+        cached = preview_path(voice, info, lora=lora)
         if cached.is_file():
             self.ready.emit(voice.id, cached)
             return cached
-        self._voice = voice
+        self._voice, self._lora = voice, lora
         library, fingerprint = self.library, info.codec_fingerprint
         names = {str(library.clip_path(voice, c)): f"{voice.id}/{c.id}" for c in voice.clips}
         clip_paths = {voice.id: [library.clip_path(voice, c) for c in voice.clips]}
+        speaks_with = lora if lora is not None else library.lora_path(voice)
+        lora_paths = {voice.id: speaks_with} if speaks_with is not None else None
         job_id = self.host.new_job_id("preview")
 
         def build(task: Background) -> api.SynthesisRequest:
@@ -98,7 +107,7 @@ class VoicePreview(QObject):
                 raise Cancelled()
             script = parse_script(f"{SPEAKER}: {SENTENCE}")
             return compile_request(script, {SPEAKER: voice}, {voice.id: codes}, job_id,
-                                   api.SamplingParams(seed=SEED), clip_paths=clip_paths)
+                                   api.SamplingParams(seed=SEED), clip_paths=clip_paths, lora_paths=lora_paths)
 
         self._task.start(build)
         self.busy_changed.emit(True)
@@ -125,7 +134,7 @@ class VoicePreview(QObject):
     def _line_finished(self, event: api.LineFinished) -> None:
         if event.job_id != self.job_id or self._voice is None or self.info is None:
             return
-        voice, path = self._voice, preview_path(self._voice, self.info)
+        voice, path = self._voice, preview_path(self._voice, self.info, lora=self._lora)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             write_wav(path, np.asarray(event.audio, dtype=np.float32), self.info.sample_rate)
