@@ -130,3 +130,22 @@ def test_fingerprint_names_the_lora_only_when_there_is_one(models: tuple[Path, P
     with_lora = line_fingerprint(LineSpec("a", 0, "Hi.", lora), [], sampling)
     assert with_lora != plain
     assert line_fingerprint(LineSpec("a", 0, "Hi.", other), [], sampling) == with_lora  # the bytes, not the path
+
+
+def test_each_switch_is_reported_on_its_line(models: tuple[Path, Path, Path]) -> None:
+    from s2studio.engine.api import LineStarted
+    from s2studio.engine.remote_wire import event_to_record
+
+    torch.set_num_threads(1)
+    base_dir, lora, _merged = models
+    engine = loaded(base_dir)
+    started = [e for e in collect(engine.generate(script(lora), threading.Event())) if isinstance(e, LineStarted)]
+    # a: the LoRA merged, b: back to the base weights, c: merged again; each timed
+    assert [e.line_id for e in started] == ["a", "b", "c"]
+    assert all(e.lora_switch_s is not None and e.lora_switch_s > 0 for e in started)
+    assert started[-1].lora_switch_s == engine.last_switch_s
+    plain = [e for e in collect(loaded(base_dir).generate(script(None), threading.Event()))
+             if isinstance(e, LineStarted)]
+    assert [e.lora_switch_s for e in plain] == [None, None, None]  # the base weights were in place
+    assert event_to_record(started[0])["lora_switch_s"] == started[0].lora_switch_s  # over the wire too
+    assert "lora_switch_s" not in event_to_record(plain[0])

@@ -219,6 +219,9 @@ class JobStarted:
 class LineStarted:
     job_id: str
     line_id: str
+    lora_switch_s: float | None = None
+    """Seconds it took to change the model's LoRA for this line (merge a voice's, or go back to the base
+    weights) before it started; None when the weights in place were this line's already."""
 
 
 @dataclass(frozen=True)

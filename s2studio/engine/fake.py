@@ -66,6 +66,11 @@ class FakeEngine:
     info: ModelInfo = field(default_factory=lambda: FAKE_INFO)
     gpu: bool = False
     """Whether the fake computer has a CUDA GPU (`devices`, and loads that ask for "cuda")."""
+    lora_switch_latency_s: float = 0.0
+    """Sleep when a line needs other LoRA weights than the ones in place, to look like the real merge."""
+    current_lora: str | None = None
+    """Digest of the LoRA "merged" now (None: the base weights); a line with another one reports its switch time
+    in `LineStarted.lora_switch_s`, as the real engine does."""
     loaded: bool = False
     calls: list[str] = field(default_factory=list)
     """Names of the methods called, in order (tests count them)."""
@@ -81,6 +86,7 @@ class FakeEngine:
     def load(self, request: LoadRequest, cancel: threading.Event) -> Iterator[Event]:
         self.calls.append("load")
         self.loaded = False
+        self.current_lora = None
         if request.device in ("cuda", "mps") and not (self.gpu and request.device == "cuda"):
             yield JobFailed(request.job_id, f"device {request.device!r} requested but this computer has none")
             return
@@ -163,10 +169,17 @@ class FakeEngine:
             if cancel.is_set():
                 yield JobFinished(job, cancelled=True)
                 return
-            yield LineStarted(job, line.line_id)
             seed = base_seed + index
             # a voice's LoRA changes the take as it would with the real model (and nothing else does)
+            switching = time.perf_counter()
             lora = () if line.lora is None else (lora_digest(Path(line.lora)),)
+            switch_s = None
+            if (lora[0] if lora else None) != self.current_lora:
+                if self.lora_switch_latency_s:
+                    time.sleep(self.lora_switch_latency_s)
+                self.current_lora = lora[0] if lora else None
+                switch_s = time.perf_counter() - switching
+            yield LineStarted(job, line.line_id, switch_s)
             rng = np.random.default_rng(_stable_int(seed, line.text, line.speaker, *lora))
             frames = max(self.min_frames, math.ceil(len(line.text.encode()) * self.frames_per_char))
             frames = min(frames, request.sampling.max_new_tokens or frames)

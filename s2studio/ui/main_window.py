@@ -292,6 +292,7 @@ class MainWindow(QMainWindow):
         s.busy_changed.connect(self._busy_changed)
         s.progress.connect(lambda _event: self.status.on_progress(s.pace))
         s.failed.connect(self._render_failed)
+        s.lora_switched.connect(lambda text: self.statusBar().showMessage(text, 8000))
         s.finished.connect(lambda cancelled: self.status.stop("Render cancelled." if cancelled else "Render finished."))
         self.flow.failed.connect(self._render_failed)
         self.flow.preparing.connect(self._preparing)

@@ -198,13 +198,13 @@ class S2Engine:
         yield JobStarted(job, tuple(ln.line_id for ln in request.lines))
         for index, line in enumerate(request.lines):
             seed = base_seed + index
-            self._use_lora(loaded, line.lora)
+            switch_s = self._use_lora(loaded, line.lora)
             text = speaker_text(line.speaker, line.text)
             kept = self._fitting_context(loaded, references, history, text)
             batches = generate_batches(loaded.decoder, loaded.tokenizer, [text], references=references,
                                        sampling=request.sampling, generator=make_generator(seed, loaded.device),
                                        context=lambda _history, _text, kept=kept: kept, cancel=cancel)
-            finished = yield from self._stream(loaded, request, line, seed, batches)
+            finished = yield from self._stream(loaded, request, line, seed, batches, switch_s)
             if finished is None:
                 yield JobFinished(job, cancelled=True)
                 return
@@ -227,12 +227,15 @@ class S2Engine:
             kept = candidate
         return kept
 
-    def _use_lora(self, loaded: Runtime, lora: Path | None) -> None:
-        """Merge the line's voice's LoRA (or go back to the base weights); the switch's cost is logged."""
+    def _use_lora(self, loaded: Runtime, lora: Path | None) -> float | None:
+        """Merge the line's voice's LoRA (or go back to the base weights); returns the switch's seconds (None:
+        nothing changed), which the line's `LineStarted` reports and the log keeps."""
         started = time.perf_counter()
-        if loaded.use_lora(lora):
-            self.last_switch_s = time.perf_counter() - started
-            log.info("LoRA %s merged in %.3f s", lora.name if lora else "removed", self.last_switch_s)
+        if not loaded.use_lora(lora):
+            return None
+        self.last_switch_s = time.perf_counter() - started
+        log.info("LoRA %s merged in %.3f s", lora.name if lora else "removed", self.last_switch_s)
+        return self.last_switch_s
 
     def _generate_upstream(self, loaded: Runtime, request: SynthesisRequest, references: list[Reference],
                            base_seed: int, cancel: threading.Event) -> Iterator[Event]:
@@ -241,7 +244,7 @@ class S2Engine:
         if len(loras) > 1:
             raise UserError("upstream batching speaks several lines in one batch, so all its voices need the same "
                             "LoRA; use line batching for voices with different LoRAs")
-        self._use_lora(loaded, next(iter(loras)))
+        switch_s = self._use_lora(loaded, next(iter(loras)))
         texts = [speaker_text(ln.speaker, ln.text) for ln in request.lines]
         batches = plan_batches("\n".join(texts), "upstream", request.chunk_length, upstream_exact=True)
         # each line is one or more turns; a batch holds whole turns, so it starts at some line
@@ -255,19 +258,20 @@ class S2Engine:
         events = generate_batches(loaded.decoder, loaded.tokenizer, batches, references=references,
                                   sampling=request.sampling, generator=make_generator(base_seed, loaded.device),
                                   cancel=cancel)
-        for owner in owners:
-            finished = yield from self._stream(loaded, request, owner, base_seed, events)
+        for i, owner in enumerate(owners):
+            finished = yield from self._stream(loaded, request, owner, base_seed, events,
+                                               switch_s if i == 0 else None)
             if finished is None:
                 yield JobFinished(job, cancelled=True)
                 return
         yield JobFinished(job)
 
     def _stream(self, loaded: Runtime, request: SynthesisRequest, line: LineSpec, seed: int,
-                batch_events: Iterator[BatchEvent]) -> Iterator[Event]:
+                batch_events: Iterator[BatchEvent], switch_s: float | None = None) -> Iterator[Event]:
         """Relay one batch's frames as audio; returns its codes, or None when cancelled."""
         assert loaded.codec is not None
         job, decoder = request.job_id, IncrementalDecoder(loaded.codec)
-        yield LineStarted(job, line.line_id)
+        yield LineStarted(job, line.line_id, switch_s)
         started = time.perf_counter()
         expected = estimate_frames(line.text)
         pending: list[torch.Tensor] = []

@@ -53,6 +53,12 @@ class RenderJob:
     """line id -> what its take is asked for."""
 
 
+def lora_switch_message(speaker: str, seconds: float) -> str:
+    """What the status bar says when a line's render began by changing the model's LoRA weights."""
+    whose = f"{speaker}'s line" if speaker else "this line"
+    return f"Switched the model's LoRA for {whose} in {seconds:.2f} s."
+
+
 class RenderSession(QObject):
     timeline_changed = Signal()
     """Lines on the timeline moved, appeared or went (read `timeline.layout`)."""
@@ -64,6 +70,8 @@ class RenderSession(QObject):
     progress = Signal(object)
     """`api.Progress` of the running job."""
     failed = Signal(str)
+    lora_switched = Signal(str)
+    """A line's render began by changing the model's LoRA: the sentence that says for whom and how long it took."""
     finished = Signal(bool)
     """A render job ended; True when it was cancelled."""
 
@@ -163,6 +171,10 @@ class RenderSession(QObject):
         if not self._for_this_project(event):
             return
         self.live = event.line_id
+        if event.lora_switch_s is not None:
+            asked = self.job.asked.get(event.line_id) if self.job is not None else None
+            self.last_lora_switch_s = event.lora_switch_s
+            self.lora_switched.emit(lora_switch_message(asked.speaker if asked else "", event.lora_switch_s))
         if self.timeline.begin_stream(event.line_id):
             self.timeline_changed.emit()
 
