@@ -54,21 +54,21 @@ class Estimate:
 
     def describe(self) -> str:
         """"about 4 min, 2.1 GB" and, when it will not fit, what is free."""
-        text = f"about {duration_words(self.seconds)}, {self.peak_bytes / GB:.1f} GB"
+        text = f"{duration_words(self.seconds)}, {self.peak_bytes / GB:.1f} GB"
         if not self.fits and self.free_bytes is not None:
             text += f" — only {self.free_bytes / GB:.1f} GB is free on {self.device}"
         return text
 
 
 def duration_words(seconds: float) -> str:
-    """Plain words for a duration: "under a minute", "about 4 min", "2 h 10 min"."""
+    """Plain words for a duration: "a few seconds", "under a minute", "about 4 min", "about 2 h 10 min"."""
     if seconds < 60:
-        return "under a minute" if seconds >= 1 else "a few seconds"
+        return "under a minute" if seconds >= 10 else "a few seconds"
     minutes = math.ceil(seconds / 60)
     if minutes < 60:
-        return f"{minutes} min"
+        return f"about {minutes} min"
     h, m = divmod(minutes, 60)
-    return f"{h} h {m} min" if m else f"{h} h"
+    return f"about {h} h {m} min" if m else f"about {h} h"
 
 
 def stand_in_groups(clips: tuple[TrainClip, ...], num_codebooks: int) -> list:

@@ -178,7 +178,7 @@ def test_estimate_words() -> None:
     from s2studio.train.estimate import Estimate, duration_words
 
     assert [duration_words(s) for s in (0.5, 30, 60, 61, 3600, 7800)] == [
-        "a few seconds", "under a minute", "1 min", "2 min", "1 h", "2 h 10 min"]
+        "a few seconds", "under a minute", "about 1 min", "about 2 min", "about 1 h", "about 2 h 10 min"]
     e = Estimate(2.4, 100, 2_100_000_000, 8e9, True, "cpu")
     assert e.describe() == "about 4 min, 2.1 GB" and e.fits
     tight = Estimate(2.4, 100, 2_100_000_000, 1e9, True, "cpu")
