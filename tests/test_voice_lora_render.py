@@ -134,7 +134,6 @@ def test_fingerprint_names_the_lora_only_when_there_is_one(models: tuple[Path, P
 
 def test_each_switch_is_reported_on_its_line(models: tuple[Path, Path, Path]) -> None:
     from s2studio.engine.api import LineStarted
-    from s2studio.engine.remote_wire import event_to_record
 
     torch.set_num_threads(1)
     base_dir, lora, _merged = models
@@ -147,5 +146,3 @@ def test_each_switch_is_reported_on_its_line(models: tuple[Path, Path, Path]) ->
     plain = [e for e in collect(loaded(base_dir).generate(script(None), threading.Event()))
              if isinstance(e, LineStarted)]
     assert [e.lora_switch_s for e in plain] == [None, None, None]  # the base weights were in place
-    assert event_to_record(started[0])["lora_switch_s"] == started[0].lora_switch_s  # over the wire too
-    assert "lora_switch_s" not in event_to_record(plain[0])

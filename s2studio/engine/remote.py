@@ -366,9 +366,7 @@ class RemoteEngine:
                         yield JobStarted(job, tuple(record["plan"]))
                     elif kind == "line_started":
                         chunks = []
-                        switch = record.get("lora_switch_s")
-                        yield LineStarted(job, record["line_id"],
-                                          float(switch) if isinstance(switch, (int, float)) else None)
+                        yield LineStarted(job, record["line_id"])
                     elif kind == "progress":
                         yield Progress(job, record["line_id"], int(record["frames"]), int(record["expected"]),
                                        float(record["rtf"]))

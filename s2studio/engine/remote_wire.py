@@ -91,10 +91,7 @@ def event_to_record(event: Event) -> dict[str, Any] | None:
     if isinstance(event, JobStarted):
         return {"type": "job_started", "plan": list(event.plan)}
     if isinstance(event, LineStarted):
-        record = {"type": "line_started", "line_id": event.line_id}
-        if event.lora_switch_s is not None:
-            record["lora_switch_s"] = float(event.lora_switch_s)
-        return record
+        return {"type": "line_started", "line_id": event.line_id}
     if isinstance(event, Progress):
         return {"type": "progress", "line_id": event.line_id, "frames": event.frames, "expected": event.expected,
                 "rtf": event.rtf}

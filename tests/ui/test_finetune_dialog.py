@@ -246,3 +246,22 @@ def test_each_checkpoint_gets_a_preview_to_play_and_can_be_the_one_kept(qtbot, t
         assert again.table.item(0, 1).text() == "—" and again.play_button(1).isEnabled()
     finally:
         close_studio(w)
+
+
+def test_closing_while_estimating_waits_for_the_step_then_closes(qtbot, tiny: Path, tmp_path: Path,
+                                                                 monkeypatch) -> None:
+    from s2studio.ui.control import finetune
+
+    monkeypatch.setattr(finetune, "ESTIMATES", {})
+    lib = VoiceLibrary(tmp_path / "data" / "voices")
+    voice = voice_with(lib, tmp_path, 8.0)
+    dialog = FineTuneDialog(lib, voice.id, tiny, tmp_path / "data")
+    qtbot.addWidget(dialog)
+    dialog.show()
+    small(dialog, 5)
+    with qtbot.waitSignal(dialog.finished, timeout=240_000):
+        qtbot.mouseClick(dialog.estimate_button, Qt.MouseButton.LeftButton)
+        assert dialog.run.estimating
+        dialog.reject()
+        assert dialog.isVisible()  # the step is finished first; the window is never blocked on it
+    assert not dialog.isVisible() and not dialog.run.running and len(finetune.ESTIMATES) == 1

@@ -103,6 +103,10 @@ class FineTuneRun(QObject):
 
         self._task.start(work)
 
+    @property
+    def estimating(self) -> bool:
+        return self._estimating is not None
+
     def cached_estimate(self, key: tuple, steps: int) -> object | None:
         found = ESTIMATES.get(key)
         return None if found is None else dataclasses.replace(found, steps=steps)  # type: ignore[type-var]

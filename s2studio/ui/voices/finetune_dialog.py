@@ -258,6 +258,9 @@ class FineTuneDialog(QDialog):
 
     def _on_estimated(self, _estimate: object, error: str) -> None:
         self._running(False)
+        if self._close_when_done:
+            super().reject()
+            return
         self._show_estimate()
         if error:
             self.estimate_label.setText(f"Cannot estimate: {error}")
@@ -275,6 +278,8 @@ class FineTuneDialog(QDialog):
                                     "tick Resume to continue it instead.")
                 return
             note = f" (the earlier run is kept in {aside.name})"
+            self.checkpoints = []  # they moved aside with their run
+            self._fill_table()
         self.total_steps = self.steps.value()
         self.plot.clear(self.total_steps)
         self.progress.setRange(0, self.total_steps)
@@ -309,7 +314,8 @@ class FineTuneDialog(QDialog):
                                 f"step, about {eta_text(ev.eta_seconds or 0)} left")  # type: ignore[attr-defined]
         elif kind == "checkpoint" and ev.path is not None:  # type: ignore[attr-defined]
             loss = self.plot.points[-1][1] if self.plot.points else None
-            step = self.plot.points[-1][0] if self.plot.points else 0
+            name = Path(ev.path).name  # type: ignore[attr-defined]
+            step = int(name[5:]) if name[5:].isdigit() else (self.plot.points[-1][0] if self.plot.points else 0)
             self.add_checkpoint(CheckpointRow(step, loss, Path(ev.path)))  # type: ignore[attr-defined]
         elif kind == "status":
             self.status.setText(ev.message[:1].upper() + ev.message[1:] + "…")  # type: ignore[attr-defined]
@@ -434,6 +440,8 @@ class FineTuneDialog(QDialog):
         so the window never waits on a training step."""
         if self.run.running:
             self._close_when_done = True
+            if self.run.estimating:
+                return  # an estimate: one step, then the dialog goes
             self.stop()
             return
         super().reject()
