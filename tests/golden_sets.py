@@ -115,3 +115,22 @@ def machine() -> dict:
         pass
     return {"cpu": cpu or "unknown", "machine": platform.machine(), "cpu_capability": running_capability(),
             "torch": torch.__version__, "threads": torch.get_num_threads()}
+
+
+def port_version() -> str:
+    """The independent port a tool made its set with (installed in the tool's own venv, never ours)."""
+    import importlib.metadata as md  # noqa: PLC0415 - only the goldens tools ask
+
+    return f"mizuoto-fishspeech {md.version('mizuoto-fishspeech')} (mizuoto {md.version('mizuoto')})"
+
+
+def write_manifest(out_dir: Path, made_by: str, reference: str, cases: list[str], seconds: float | None) -> None:
+    """A set's `manifest.json`: who made it with what, on which machine, its cases and how long it took (kept
+    from the earlier manifest when only some cases were remade)."""
+    file = out_dir / MANIFEST
+    earlier = json.loads(file.read_text(encoding="utf-8")) if file.is_file() else {}
+    manifest = {
+        "made_by": made_by, **machine(), "reference": reference, "cases": sorted(cases),
+        "seconds_to_make": round(seconds, 1) if seconds is not None else earlier.get("seconds_to_make"),
+    }
+    file.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -29,7 +29,6 @@ called.
 from __future__ import annotations
 
 import argparse
-import importlib.metadata as md
 import json
 import sys
 import tempfile
@@ -44,9 +43,11 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from golden_sets import GOLDEN, MANIFEST, folder_to_write, machine  # noqa: E402
+from golden_sets import GOLDEN, MANIFEST, folder_to_write, machine, port_version, write_manifest  # noqa: E402
 
 from s2studio.demo_model import folder_digest, write_demo_model  # noqa: E402
+
+MADE_BY = "tools/make_lm_goldens.py with mizuoto-fishspeech (independent port), CPU fp32, static-cache attention"
 
 FORMAT_VERSION = 1
 
@@ -213,10 +214,6 @@ class _nothing:
 # ----------------------------------------------------------------------------- files
 
 
-def port_version() -> str:
-    return f"mizuoto-fishspeech {md.version('mizuoto-fishspeech')} (mizuoto {md.version('mizuoto')})"
-
-
 def make(case: Case, workdir: Path, out_dir: Path) -> Path:
     folder = workdir / case.name
     model_args = {"seed": 0, **case.model}
@@ -264,22 +261,6 @@ def make(case: Case, workdir: Path, out_dir: Path) -> Path:
     return out
 
 
-def write_manifest(out_dir: Path, seconds: float | None) -> None:
-    """The set's manifest: which machine, capability, torch and port made it (`seconds`: a whole run's time;
-    None keeps the earlier run's, after `--only`)."""
-    file = out_dir / MANIFEST
-    earlier = json.loads(file.read_text(encoding="utf-8")) if file.is_file() else {}
-    manifest = {
-        "made_by": ("tools/make_lm_goldens.py with mizuoto-fishspeech (independent port), CPU fp32, "
-                    "static-cache attention"),
-        **machine(),
-        "reference": port_version(),
-        "cases": sorted(p.stem for p in out_dir.glob("*.npz")),
-        "seconds_to_make": round(seconds, 1) if seconds is not None else earlier.get("seconds_to_make"),
-    }
-    file.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", help="case names to (re)make")
@@ -298,7 +279,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for case in cases:
             make(case, Path(tmp), out_dir)
-    write_manifest(out_dir, None if args.only else time.perf_counter() - start)
+    write_manifest(out_dir, MADE_BY, port_version(), [p.stem for p in out_dir.glob("*.npz")],
+                   None if args.only else time.perf_counter() - start)
     return 0
 
 

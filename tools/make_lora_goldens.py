@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib.metadata as md
 import io
 import json
 import random
@@ -36,18 +35,16 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tools")]
 
-from golden_sets import MANIFEST, folder_to_write, machine  # noqa: E402
+from golden_sets import MANIFEST, folder_to_write, machine, port_version, write_manifest  # noqa: E402
 from lora_cases import CASES, GOLDEN_KIND, SYNTH_FRAMES, SYNTH_SEED, SYNTH_TEXT, LoraCase, clip_text, speaker_codes  # noqa: E402
 from lora_cases import injected_lora  # noqa: E402
 
 from s2studio.demo_model import folder_digest, write_demo_model  # noqa: E402
 
+MADE_BY = "tools/make_lora_goldens.py with mizuoto-fishspeech (independent port), CPU fp32, one thread"
+
 FORMAT_VERSION = 1
 TRAINER = "mizuoto_fishspeech.train:FishSpeechTrainer"
-
-
-def port_version() -> str:
-    return f"mizuoto-fishspeech {md.version('mizuoto-fishspeech')} (mizuoto {md.version('mizuoto')})"
 
 
 def write_tokens(case: LoraCase, workdir: Path) -> None:
@@ -213,19 +210,6 @@ def make(case: LoraCase, tmp: Path, out_dir: Path) -> None:
     print(f"{case.name}: {len(steps)} steps, loss {losses} ..., {len(lora)} LoRA tensors")
 
 
-def write_manifest(out_dir: Path, seconds: float | None) -> None:
-    file = out_dir / MANIFEST
-    earlier = json.loads(file.read_text(encoding="utf-8")) if file.is_file() else {}
-    manifest = {
-        "made_by": "tools/make_lora_goldens.py with mizuoto-fishspeech (independent port), CPU fp32, one thread",
-        **machine(),
-        "reference": port_version(),
-        "cases": sorted(p.name.removesuffix(".json") for p in out_dir.glob("*.json") if p.name != MANIFEST),
-        "seconds_to_make": round(seconds, 1) if seconds is not None else earlier.get("seconds_to_make"),
-    }
-    file.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", help="case names to (re)make")
@@ -240,7 +224,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for case in cases:
             make(case, Path(tmp), out_dir)
-    write_manifest(out_dir, None if args.only else time.perf_counter() - start)
+    write_manifest(out_dir, MADE_BY, port_version(),
+                   [p.name.removesuffix(".json") for p in out_dir.glob("*.json") if p.name != MANIFEST],
+                   None if args.only else time.perf_counter() - start)
     return 0
 
 
