@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 
 from s2studio.state.voices import VoiceLibrary
 from s2studio.ui.control.background import Background
+
+if TYPE_CHECKING:
+    from s2studio.train.estimate import Estimate
 
 RUNS = "training"
 """Under the data folder: one run folder per voice id (its checkpoints, tokens and final LoRA)."""
@@ -50,7 +54,7 @@ def estimate_key(model_dir: Path, voice_id: str, durations: tuple[float, ...], s
             settings.get("batch_size"), settings.get("max_length"), device)
 
 
-ESTIMATES: dict[tuple, object] = {}
+ESTIMATES: dict[tuple, Estimate] = {}
 """`estimate_key` -> `train.estimate.Estimate`, for this session (a dialog opened again shows it at once)."""
 
 
@@ -107,9 +111,9 @@ class FineTuneRun(QObject):
     def estimating(self) -> bool:
         return self._estimating is not None
 
-    def cached_estimate(self, key: tuple, steps: int) -> object | None:
+    def cached_estimate(self, key: tuple, steps: int) -> Estimate | None:
         found = ESTIMATES.get(key)
-        return None if found is None else dataclasses.replace(found, steps=steps)  # type: ignore[type-var]
+        return None if found is None else dataclasses.replace(found, steps=steps)
 
     def estimate(self, voice_id: str, model_dir: Path, settings: dict, *, device: str = "auto") -> None:
         """Time one real step of `settings` on the training thread; `estimated` follows (cached by key)."""

@@ -20,7 +20,9 @@ the window responsive either way. Use this one attaches that checkpoint's `lora.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QComboBox, QDialog, QDialogButtonBox, QFormLayout,
@@ -32,7 +34,8 @@ from s2studio.state.voices import VoiceLibrary
 from s2studio.ui.control.finetune import FineTuneRun, estimate_key, has_checkpoint, run_folder, set_aside
 from s2studio.ui.voices.loss_plot import LossPlot
 
-from dataclasses import dataclass
+if TYPE_CHECKING:
+    from s2studio.train.estimate import Estimate
 
 MIN_SECONDS = 30.0
 """The trainer's own floor (`train.clips.MIN_SECONDS`), repeated so the dialog can say it before importing torch."""
@@ -83,7 +86,7 @@ class FineTuneDialog(QDialog):
         self.run.event.connect(self._on_event)
         self.run.ended.connect(self._on_ended)
         self.run.estimated.connect(self._on_estimated)
-        self.estimate_result: object | None = None
+        self.estimate_result: Estimate | None = None
         """The `train.estimate.Estimate` for the settings shown (None: not measured yet)."""
         self.total_steps = 0
         self._close_when_done = False
@@ -209,9 +212,10 @@ class FineTuneDialog(QDialog):
                       "(a minute or more is better). Add clips first.")
         self.estimate_button.setEnabled(not reason)
         est = self.estimate_result
-        if not reason and est is not None and not est.fits:  # type: ignore[attr-defined]
-            reason = (f"This run needs {est.peak_bytes / 1e9:.1f} GB and only {est.free_bytes / 1e9:.1f} GB is "  # type: ignore[attr-defined]
-                      "free: lower the batch size or the maximum length, or close other programs.")
+        if not reason and est is not None and not est.fits:
+            free = (est.free_bytes or 0) / 1e9
+            reason = (f"This run needs {est.peak_bytes / 1e9:.1f} GB and only {free:.1f} GB is free: lower the batch "
+                      "size or the maximum length, or close other programs.")
         self.start_button.setEnabled(not reason)
         self.start_button.setToolTip(reason)
         self.resume.setEnabled(has_checkpoint(self.folder))
@@ -240,9 +244,9 @@ class FineTuneDialog(QDialog):
             self.estimate_label.setText("Time and memory: not measured yet for these settings (Estimate times one "
                                         "real step).")
         else:
-            how = "measured" if est.measured_memory else "planned"  # type: ignore[attr-defined]
-            warn = "" if est.fits else " Too much for this machine."  # type: ignore[attr-defined]
-            self.estimate_label.setText(f"This run: {est.describe()} ({est.seconds_per_step:.1f} s per step, "  # type: ignore[attr-defined]
+            how = "measured" if est.measured_memory else "planned"
+            warn = "" if est.fits else " Too much for this machine."
+            self.estimate_label.setText(f"This run: {est.describe()} ({est.seconds_per_step:.1f} s per step, "
                                         f"memory {how}).{warn}")
         if not self.run.running:
             self._refresh(sum(c.duration_s for c in self.voice.clips))
