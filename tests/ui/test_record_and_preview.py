@@ -95,6 +95,18 @@ def test_the_clip_lamp_lights_on_a_full_scale_sample_and_stays_until_the_next_ta
     d.done(0)
 
 
+def test_a_take_that_reaches_the_maximum_is_as_long_as_its_seconds_say(qtbot):
+    d = RecordDialog()
+    qtbot.addWidget(d)
+    block = np.full((1024, 1), 0.1, np.float32)
+    for _ in range(int(record_dialog.MAX_SECONDS * d.rate) // 1024 + 3):  # past the maximum, in whole blocks
+        d._callback(block, 1024, None, None)
+    assert d.seconds == record_dialog.MAX_SECONDS
+    assert len(d.audio()) == len(d.take().data) == int(record_dialog.MAX_SECONDS * d.rate)
+    assert d.take().span.end == d.seconds
+    d.done(0)
+
+
 def test_without_a_microphone_one_line_and_record_stays_off(qtbot, monkeypatch):
     monkeypatch.setattr(record_dialog, "input_devices", lambda sd: [])
     d = RecordDialog()

@@ -272,12 +272,14 @@ class RecordDialog(QDialog):
         self.preview_button.setText("▶ Preview")
 
     def _callback(self, indata: Any, frames: int, time: Any, status: Any) -> None:
-        if self._frames >= MAX_SECONDS * self.rate:
+        # the last block is cut at the maximum, so that the take's length and `seconds` are the same number
+        room = int(MAX_SECONDS * self.rate) - self._frames
+        if room <= 0:
             return
-        block = indata[:, 0].copy()
+        block = indata[:room, 0].copy()
         self._blocks.append(block)
-        self._frames += frames
-        if frames:
+        self._frames += len(block)
+        if len(block):
             self._level = (float(np.sqrt(np.mean(block * block))), float(np.abs(block).max()))
 
     def _poll(self) -> None:
