@@ -101,6 +101,19 @@ def test_without_portaudio_the_studio_starts_and_says_why(qtbot, data_dir, monke
     close_studio(w)
 
 
+def test_without_a_sound_output_the_notice_is_in_words_and_the_error_in_the_log(monkeypatch, caplog):
+    import sounddevice  # noqa: PLC0415
+
+    def refuse(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - what PortAudio says on a machine without one
+        raise sounddevice.PortAudioError("Error querying device -1")
+
+    monkeypatch.setattr(sounddevice, "query_devices", refuse)
+    sd, reason = player_module.load_sounddevice()
+    assert sd is sounddevice and reason == player_module.NO_OUTPUT
+    assert "-1" not in reason and "Error" not in reason
+    assert "Error querying device -1" in caplog.text
+
+
 def test_model_folder_validation(tmp_path):
     with pytest.raises(UserError, match="is not a folder"):
         validate_model_dir(tmp_path / "nope")

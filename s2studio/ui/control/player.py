@@ -31,6 +31,9 @@ logger = logging.getLogger(__name__)
 
 Samples = npt.NDArray[np.float32]
 
+NO_OUTPUT = "No sound output on this computer: playback is off (rendering and export still work)."
+OUTPUT_FAILED = "The sound output could not be opened (details in the log): check the device and press Play again."
+
 
 def load_sounddevice() -> tuple[Any | None, str]:
     """Import sounddevice; without PortAudio return (None, reason) so the studio still starts."""
@@ -41,7 +44,8 @@ def load_sounddevice() -> tuple[Any | None, str]:
     try:
         sd.query_devices(kind="output")
     except Exception as exc:  # noqa: BLE001 - any PortAudio error means "no device"
-        return sd, f"No audio output device ({exc})."
+        logger.warning("no audio output device: %s", exc)
+        return sd, NO_OUTPUT
     return sd, ""
 
 
@@ -211,7 +215,7 @@ class Player(QObject):
             self._stream.start()
         except Exception as exc:  # noqa: BLE001 - a device can vanish between runs
             logger.warning("cannot open the output stream: %s", exc)
-            self.unavailable_reason = f"Cannot open the audio output ({exc})."
+            self.unavailable_reason = OUTPUT_FAILED
             self._stream = None
             return False
         self._playing = True
