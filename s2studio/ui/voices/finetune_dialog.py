@@ -109,7 +109,8 @@ class FineTuneDialog(QDialog):
         warning.setObjectName("fineTuneWarning")
         layout.addWidget(warning)
         seconds = sum(c.duration_s for c in self.voice.clips)
-        self.speech_label = QLabel(f"{len(self.voice.clips)} clip(s), {seconds:.0f} s of transcribed speech.")
+        clips = len(self.voice.clips)
+        self.speech_label = QLabel(f"{clips} clip{'s' if clips != 1 else ''}, {seconds:.0f} s of transcribed speech.")
         layout.addWidget(self.speech_label)
 
         form = QFormLayout()
