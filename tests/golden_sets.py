@@ -17,14 +17,23 @@ reference venv.
 
 from __future__ import annotations
 
+import argparse
 import json
 import platform
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 import torch
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
+class _Named(Protocol):
+    name: str
+
+
+Case = TypeVar("Case", bound=_Named)
+
 MANIFEST = "manifest.json"
 
 
@@ -134,3 +143,16 @@ def write_manifest(out_dir: Path, made_by: str, reference: str, cases: list[str]
         "seconds_to_make": round(seconds, 1) if seconds is not None else earlier.get("seconds_to_make"),
     }
     file.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def cases_to_make(parser: argparse.ArgumentParser, cases: Sequence[Case],
+                  argv: list[str] | None) -> tuple[list[Case], list[str] | None]:
+    """A goldens tool's command line: `--only NAME ...` picks cases by name (an unknown name is an error), none
+    means all. Returns the cases and the names asked for (None: all). The sets are made on one thread."""
+    parser.add_argument("--only", nargs="*", help="case names to (re)make")
+    only = parser.parse_args(argv).only
+    unknown = set(only or ()) - {c.name for c in cases}
+    if unknown:
+        parser.error(f"unknown case(s): {', '.join(sorted(unknown))}")
+    torch.set_num_threads(1)
+    return [c for c in cases if not only or c.name in only], only

@@ -43,7 +43,7 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from golden_sets import GOLDEN, MANIFEST, folder_to_write, machine, port_version, write_manifest  # noqa: E402
+from golden_sets import GOLDEN, MANIFEST, folder_to_write, cases_to_make, machine, port_version, write_manifest  # noqa: E402
 
 from s2studio.demo_model import folder_digest, write_demo_model  # noqa: E402
 
@@ -263,16 +263,10 @@ def make(case: Case, workdir: Path, out_dir: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", nargs="*", help="case names to (re)make")
-    args = parser.parse_args(argv)
-    torch.set_num_threads(1)
-    cases = [c for c in CASES if not args.only or c.name in args.only]
-    unknown = set(args.only or ()) - {c.name for c in CASES}
-    if unknown:
-        parser.error(f"unknown case(s): {', '.join(sorted(unknown))}")
+    cases, only = cases_to_make(parser, CASES, argv)
     out_dir = folder_to_write("lm")
     recorded = json.loads((out_dir / MANIFEST).read_text(encoding="utf-8")) if (out_dir / MANIFEST).is_file() else None
-    if args.only and recorded is not None and recorded["torch"] != torch.__version__:
+    if only and recorded is not None and recorded["torch"] != torch.__version__:
         parser.error(f"{out_dir.relative_to(GOLDEN)} was made with torch {recorded['torch']}, this is "
                      f"{torch.__version__}: remake the whole set (no --only), not a mix of builds")
     start = time.perf_counter()
@@ -280,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         for case in cases:
             make(case, Path(tmp), out_dir)
     write_manifest(out_dir, MADE_BY, port_version(), [p.stem for p in out_dir.glob("*.npz")],
-                   None if args.only else time.perf_counter() - start)
+                   None if only else time.perf_counter() - start)
     return 0
 
 

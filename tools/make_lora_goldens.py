@@ -35,7 +35,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tools")]
 
-from golden_sets import MANIFEST, folder_to_write, machine, port_version, write_manifest  # noqa: E402
+from golden_sets import MANIFEST, cases_to_make, folder_to_write, machine, port_version, write_manifest  # noqa: E402
 from lora_cases import CASES, GOLDEN_KIND, SYNTH_FRAMES, SYNTH_SEED, SYNTH_TEXT, LoraCase, clip_text, speaker_codes  # noqa: E402
 from lora_cases import injected_lora  # noqa: E402
 
@@ -212,13 +212,7 @@ def make(case: LoraCase, tmp: Path, out_dir: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", nargs="*", help="case names to (re)make")
-    args = parser.parse_args(argv)
-    torch.set_num_threads(1)
-    cases = [c for c in CASES if not args.only or c.name in args.only]
-    unknown = set(args.only or ()) - {c.name for c in CASES}
-    if unknown:
-        parser.error(f"unknown case(s): {', '.join(sorted(unknown))}")
+    cases, only = cases_to_make(parser, CASES, argv)
     out_dir = folder_to_write(GOLDEN_KIND)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
@@ -226,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
             make(case, Path(tmp), out_dir)
     write_manifest(out_dir, MADE_BY, port_version(),
                    [p.name.removesuffix(".json") for p in out_dir.glob("*.json") if p.name != MANIFEST],
-                   None if args.only else time.perf_counter() - start)
+                   None if only else time.perf_counter() - start)
     return 0
 
 

@@ -14,6 +14,7 @@ from PySide6.QtCore import Qt
 
 from s2studio.demo_model import write_demo_model
 from s2studio.state.voices import VoiceLibrary
+from s2studio.ui.control import finetune
 from s2studio.ui.voices.finetune_dialog import FineTuneDialog
 
 
@@ -35,6 +36,17 @@ def voice_with(lib: VoiceLibrary, tmp_path: Path, seconds: float, clips: int = 4
     return lib.create("Alice", pairs)
 
 
+def shown_dialog(qtbot, tiny: Path, tmp_path: Path, monkeypatch) -> tuple[VoiceLibrary, object, FineTuneDialog]:
+    """A library with Alice (4 clips of 8 s) and her Fine-tune dialog, shown, with no estimate cached."""
+    monkeypatch.setattr(finetune, "ESTIMATES", {})
+    lib = VoiceLibrary(tmp_path / "data" / "voices")
+    voice = voice_with(lib, tmp_path, 8.0)
+    dialog = FineTuneDialog(lib, voice.id, tiny, tmp_path / "data")
+    qtbot.addWidget(dialog)
+    dialog.show()
+    return lib, voice, dialog
+
+
 def small(dialog: FineTuneDialog, steps: int) -> None:
     dialog.steps.setValue(steps)
     dialog.batch_size.setValue(1)
@@ -42,12 +54,8 @@ def small(dialog: FineTuneDialog, steps: int) -> None:
     dialog.device.setCurrentIndex(dialog.device.findData("cpu"))
 
 
-def test_train_stop_resume_and_attach(qtbot, tiny: Path, tmp_path: Path) -> None:
-    lib = VoiceLibrary(tmp_path / "data" / "voices")
-    voice = voice_with(lib, tmp_path, 8.0)
-    dialog = FineTuneDialog(lib, voice.id, tiny, tmp_path / "data")
-    qtbot.addWidget(dialog)
-    dialog.show()
+def test_train_stop_resume_and_attach(qtbot, tiny: Path, tmp_path: Path, monkeypatch) -> None:
+    lib, voice, dialog = shown_dialog(qtbot, tiny, tmp_path, monkeypatch)
     assert dialog.start_button.isEnabled() and not dialog.resume.isEnabled()
     small(dialog, 3)
     dialog.save_every.setValue(1)
@@ -137,14 +145,8 @@ def test_estimate_times_a_real_step_scales_with_steps_and_refuses_what_does_not_
                                                                                      tmp_path: Path,
                                                                                      monkeypatch) -> None:
     from s2studio.engine.s2 import memory
-    from s2studio.ui.control import finetune
 
-    monkeypatch.setattr(finetune, "ESTIMATES", {})
-    lib = VoiceLibrary(tmp_path / "data" / "voices")
-    voice = voice_with(lib, tmp_path, 8.0)
-    dialog = FineTuneDialog(lib, voice.id, tiny, tmp_path / "data")
-    qtbot.addWidget(dialog)
-    dialog.show()
+    lib, voice, dialog = shown_dialog(qtbot, tiny, tmp_path, monkeypatch)
     small(dialog, 10)
     assert "not measured yet" in dialog.estimate_label.text()
     with qtbot.waitSignal(dialog.run.estimated, timeout=240_000) as got:
@@ -250,14 +252,7 @@ def test_each_checkpoint_gets_a_preview_to_play_and_can_be_the_one_kept(qtbot, t
 
 def test_closing_while_estimating_waits_for_the_step_then_closes(qtbot, tiny: Path, tmp_path: Path,
                                                                  monkeypatch) -> None:
-    from s2studio.ui.control import finetune
-
-    monkeypatch.setattr(finetune, "ESTIMATES", {})
-    lib = VoiceLibrary(tmp_path / "data" / "voices")
-    voice = voice_with(lib, tmp_path, 8.0)
-    dialog = FineTuneDialog(lib, voice.id, tiny, tmp_path / "data")
-    qtbot.addWidget(dialog)
-    dialog.show()
+    lib, voice, dialog = shown_dialog(qtbot, tiny, tmp_path, monkeypatch)
     small(dialog, 5)
     with qtbot.waitSignal(dialog.finished, timeout=240_000):
         qtbot.mouseClick(dialog.estimate_button, Qt.MouseButton.LeftButton)

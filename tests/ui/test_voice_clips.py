@@ -157,3 +157,25 @@ def test_a_refused_voice_keeps_the_dialog_open_with_what_was_typed(qtbot, tmp_pa
         assert [c.transcript for c in w.library.get(w.voices.selected_id()).clips] == ["Clip words two."]
     finally:
         close_studio(w)
+
+
+def test_dropped_voice_files_are_imported_and_a_bad_one_is_one_warning(qtbot, tmp_path, monkeypatch):
+    from s2studio.state.voices import VoiceLibrary  # noqa: PLC0415
+
+    other = VoiceLibrary(tmp_path / "elsewhere")
+    carol = other.create("Carol", [(write_wav(tmp_path / "carol.wav", seconds=4.0), "Carol speaking here.")])
+    good = other.export(carol.id, tmp_path / "carol.s2voice")
+    bad = tmp_path / "broken.s2voice"
+    bad.write_bytes(b"not a zip at all")
+    warnings: list[tuple[str, str]] = []
+    monkeypatch.setattr(voices_panel.QMessageBox, "warning", lambda parent, title, text: warnings.append((title, text)))
+    monkeypatch.setenv("S2STUDIO_DATA_DIR", str(tmp_path / "data"))
+    w = open_studio(qtbot, lambda: FakeEngine(frame_latency_s=0.001), begin_session=False)
+    try:
+        drop_files(w.voices, [bad, good])
+        qtbot.waitUntil(lambda: len(w.library.list()) == 1 and len(warnings) == 1, timeout=5000)
+        (voice,) = w.library.list()
+        assert voice.name == "Carol" and w.voices.selected_id() == voice.id
+        assert warnings[0][0] == "Import voice" and "broken.s2voice" in warnings[0][1]
+    finally:
+        close_studio(w)

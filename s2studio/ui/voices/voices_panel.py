@@ -400,14 +400,18 @@ class VoicesPanel(QWidget):
     def import_file(self) -> None:
         name, _ = QFileDialog.getOpenFileName(self, "Import voice", "", "S2 voice (*.s2voice)")
         if name:
-            try:
-                voice = self.library.import_voice(Path(name))
-            except UserError as exc:
-                QMessageBox.warning(self, "Import voice", str(exc))
-                return
-            self.refresh()
-            self.select(voice.id)
-            self.voices_changed.emit()
+            self._import(Path(name))
+
+    def _import(self, path: Path) -> None:
+        """Import one `.s2voice` file and select it; a refusal is one warning naming what is wrong."""
+        try:
+            voice = self.library.import_voice(path)
+        except UserError as exc:
+            QMessageBox.warning(self, "Import voice", str(exc))
+            return
+        self.refresh()
+        self.select(voice.id)
+        self.voices_changed.emit()
 
     def play_clip(self) -> None:
         """Play the clip selected in the details (the first one until another is chosen)."""
@@ -484,11 +488,4 @@ class VoicesPanel(QWidget):
             self.new_voice_from(audio)
         for path in paths:
             if path.suffix == ".s2voice":
-                try:
-                    voice = self.library.import_voice(path)
-                except UserError as exc:
-                    QMessageBox.warning(self, "Import voice", str(exc))
-                    continue
-                self.refresh()
-                self.select(voice.id)
-                self.voices_changed.emit()
+                self._import(path)
