@@ -168,7 +168,7 @@ def main() -> int:
     window.editor.setTextCursor(edit)
     window.editor.insertPlainText(" Every night.")
     window.reparse()
-    window.inspector.setCurrentWidget(window.takes)
+    window.inspector.show_takes()
     window.editor.setFocus()
     _wait(qapp, lambda: False, 0.5)
     window.grab().save(str(args.out / "revised-line.png"))
@@ -197,7 +197,7 @@ def main() -> int:
     window.resize(1360, 860)
 
     # the Settings tab after switching to 8-bit weights (a real reload); a GPU this computer lacks greyed out
-    window.inspector.setCurrentWidget(window.settings_scroll)
+    window.inspector.show_settings()
     mode = window.settings_panel.mode
     mode.setCurrentIndex(mode.findData("int8"))
     if not _wait(qapp, lambda: not window.model.busy and window.model_info is not None, 180):

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from PySide6.QtCore import QMimeData, Qt, QTimer
 from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
-from PySide6.QtWidgets import (QApplication, QLabel, QMainWindow, QMessageBox, QScrollArea, QSplitter, QTabWidget,
-                               QToolBar, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QApplication, QLabel, QMainWindow, QMessageBox, QSplitter, QToolBar, QVBoxLayout,
+                               QWidget)
 
 from s2studio.audio.timeline import Timeline
 from s2studio.engine import api
@@ -36,19 +36,15 @@ from s2studio.ui.desktop import open_folder
 from s2studio.ui.dialogs.about import show_about
 from s2studio.ui.dialogs.model_commands import ModelCommands, remembered_settings
 from s2studio.ui.dialogs.project_commands import ProjectCommands
+from s2studio.ui.inspector.inspector import Inspector
 from s2studio.ui.inspector.line_states import LineStates
 from s2studio.ui.keys import SpaceForPlayback, run_edit
-from s2studio.ui.inspector.render_on import RenderOnBox
-from s2studio.ui.inspector.settings_panel import SettingsPanel
-from s2studio.ui.inspector.tag_palette import TagPalette
-from s2studio.ui.inspector.takes_panel import TakesPanel
 from s2studio.ui.player.player_bar import PlayerBar
 from s2studio.ui.player.transport import Transport
 from s2studio.ui.script.cast_panel import CastPanel
 from s2studio.ui.script.editor import InlineWarning, ScriptEditor
 from s2studio.ui.script.find_bar import FindBar
 from s2studio.ui.status import StatusPanel
-from s2studio.ui.voices.transcripts_box import TranscriptsBox
 from s2studio.ui.voices.voices_panel import VoicesPanel
 from s2studio.ui.window_memory import WindowMemory
 
@@ -129,7 +125,7 @@ class MainWindow(QMainWindow):
             "paste": lambda: run_edit("paste", self.editor), "select_all": lambda: run_edit("selectAll", self.editor),
             "find": lambda: self.find_bar.open_find(), "replace": lambda: self.find_bar.open_find(replace=True),
             "find_next": lambda: self.find_bar.find_next(), "find_previous": lambda: self.find_bar.find_previous(),
-            "insert_tag": lambda: (self.inspector.setCurrentWidget(self.tag_palette), self.tag_palette.filter.setFocus()),
+            "insert_tag": lambda: self.inspector.show_tags(),
             "find_voice": lambda: self.voices.search.setFocus(),
             "render_all": lambda: self.render(list(self.script.lines)),
             "render_stale": lambda: self.render(self.document.stale_lines()),
@@ -152,7 +148,7 @@ class MainWindow(QMainWindow):
             "new_voice": lambda: self.voices.browse(), "record_voice": lambda: self.voices.record(),
             "import_voice": lambda: self.voices.import_file(), "export_voice": lambda: self.voices.export_file(),
             "play_voice_clip": lambda: self.voices.play_clip(),
-            "settings": lambda: self.inspector.setCurrentWidget(self.settings_scroll),
+            "settings": lambda: self.inspector.show_settings(),
             "shortcuts": self.show_shortcuts,
             "about": lambda: show_about(self, self.model.info.name if self.model.info else None),
             "open_log_folder": lambda: open_folder(self.ctx.data_dir / "logs"),
@@ -174,8 +170,6 @@ class MainWindow(QMainWindow):
         self.voices = VoicesPanel(self.library, settings=self.ctx.settings, host=self.ctx.host)
         self.cast_panel = CastPanel()
         self.editor = ScriptEditor()
-        self.tag_palette = TagPalette()
-        self.editor.set_tag_names(self.tag_palette.names())
         centre = QWidget()
         cl = QVBoxLayout(centre)
         cl.setContentsMargins(0, 0, 0, 0)
@@ -192,26 +186,13 @@ class MainWindow(QMainWindow):
         self.warning_bar.setStyleSheet("#warningBar { color: #c2410c; }")
         self.warning_bar.setVisible(False)
         cl.addWidget(self.warning_bar)
-        self.takes = TakesPanel()
-        self.settings_panel = SettingsPanel()
-        self.settings_panel.set_settings(self.project.settings)
-        self.render_on = RenderOnBox(self.ctx.settings)
-        self.settings_panel.add_section(self.render_on)
-        self.transcripts_box = TranscriptsBox(self.ctx.settings)
-        self.settings_panel.add_section(self.transcripts_box)
+        self.inspector = ins = Inspector(self.project.settings, self.ctx.settings)
+        # the inspector's parts under the window's names (controllers, tests and screenshots reach them here)
+        self.tag_palette, self.takes, self.settings_panel = ins.tag_palette, ins.takes, ins.settings_panel
+        self.settings_scroll, self.render_on = ins.settings_scroll, ins.render_on
+        self.transcripts_box = ins.transcripts_box
         self.render_on.target_chosen.connect(self.render_on_target)
-        self.inspector = QTabWidget()
-        self.inspector.setObjectName("inspector")
-        self.inspector.setAccessibleName("Inspector")
-        self.inspector.addTab(self.tag_palette, "Tags")
-        self.inspector.addTab(self.takes, "Takes")
-        self.settings_scroll = QScrollArea()  # the settings and their help are taller than a small window
-        self.settings_scroll.setObjectName("settingsScroll")
-        self.settings_scroll.setWidgetResizable(True)
-        self.settings_scroll.setFrameShape(QScrollArea.Shape.NoFrame)
-        self.settings_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)  # rows wrap instead
-        self.settings_scroll.setWidget(self.settings_panel)
-        self.inspector.addTab(self.settings_scroll, "Settings")
+        self.editor.set_tag_names(self.tag_palette.names())
         top = QSplitter(Qt.Orientation.Horizontal)
         top.addWidget(self.voices)
         top.addWidget(centre)

@@ -1,0 +1,55 @@
+"""The window's right-hand column: the tag palette, the selected line's takes, and the settings.
+
+The settings tab holds the generation settings with the Render-on and Transcripts sections under them, in a
+scroll area: with their help text they are taller than a small window, and their rows wrap instead of scrolling
+sideways. The window reaches the parts by name (`tag_palette`, `takes`, `settings_panel`, `render_on`,
+`transcripts_box`) and switches tabs with `show_tags` / `show_takes` / `show_settings`.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QSettings, Qt
+from PySide6.QtWidgets import QScrollArea, QTabWidget, QWidget
+
+from s2studio.state.project import GenerationSettings
+from s2studio.ui.inspector.render_on import RenderOnBox
+from s2studio.ui.inspector.settings_panel import SettingsPanel
+from s2studio.ui.inspector.tag_palette import TagPalette
+from s2studio.ui.inspector.takes_panel import TakesPanel
+from s2studio.ui.voices.transcripts_box import TranscriptsBox
+
+
+class Inspector(QTabWidget):
+    """Tags, Takes and Settings as tabs; `settings` are the project's, `store` the app's remembered choices."""
+
+    def __init__(self, settings: GenerationSettings, store: QSettings, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("inspector")
+        self.setAccessibleName("Inspector")
+        self.tag_palette = TagPalette()
+        self.takes = TakesPanel()
+        self.settings_panel = SettingsPanel()
+        self.settings_panel.set_settings(settings)
+        self.render_on = RenderOnBox(store)
+        self.settings_panel.add_section(self.render_on)
+        self.transcripts_box = TranscriptsBox(store)
+        self.settings_panel.add_section(self.transcripts_box)
+        self.settings_scroll = QScrollArea()
+        self.settings_scroll.setObjectName("settingsScroll")
+        self.settings_scroll.setWidgetResizable(True)
+        self.settings_scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        self.settings_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)  # rows wrap instead
+        self.settings_scroll.setWidget(self.settings_panel)
+        self.addTab(self.tag_palette, "Tags")
+        self.addTab(self.takes, "Takes")
+        self.addTab(self.settings_scroll, "Settings")
+
+    def show_tags(self) -> None:
+        self.setCurrentWidget(self.tag_palette)
+        self.tag_palette.filter.setFocus()
+
+    def show_takes(self) -> None:
+        self.setCurrentWidget(self.takes)
+
+    def show_settings(self) -> None:
+        self.setCurrentWidget(self.settings_scroll)
