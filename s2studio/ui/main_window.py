@@ -537,5 +537,6 @@ class MainWindow(QMainWindow):
         self.memory.save()
         self.store.remember_last()
         self.store.end_session(discard=answer is None)
+        self.voices.forget_undo()
         QApplication.instance().removeEventFilter(self.space)
         super().closeEvent(event)

@@ -3,6 +3,7 @@ page, shortcuts and accessible names, tag completion, voice delete with undo."""
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -193,6 +194,26 @@ def test_delete_voice_then_undo(qtbot, data_dir, tmp_path):
     assert [x.id for x in w.library.list()] == [v.id]
     assert w.voices.selected_id() == v.id
     close_studio(w)
+
+
+def test_the_voice_panel_leaves_nothing_in_the_temp_folder(qtbot, data_dir, tmp_path, monkeypatch):
+    """The undo copy of a deleted voice is made at the delete, and its folder goes when the window closes (an
+    earlier build made a folder per window and never removed it: thousands of them in /tmp)."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    w = open_studio(qtbot, fake_engine)
+    assert list(temp.iterdir()) == []  # nothing until something is deleted
+    first = w.library.create("First", [(write_wav(tmp_path / "a.wav"), "a clip")])
+    second = w.library.create("Second", [(write_wav(tmp_path / "b.wav"), "a clip")])
+    w.voices.refresh()
+    for voice in (first, second):
+        w.voices.select(voice.id)
+        qtbot.mouseClick(w.voices.delete_button, Qt.MouseButton.LeftButton)
+    (undo_dir,) = temp.iterdir()
+    assert [f.name for f in undo_dir.iterdir()] == [f"{second.id}.s2voice"]  # one level of undo
+    close_studio(w)
+    assert list(temp.iterdir()) == []
 
 
 def test_settings_are_remembered_between_sessions(qtbot, data_dir):

@@ -109,7 +109,8 @@ class VoicesPanel(QWidget):
             self.preview.message.connect(self.message)
             self.preview.ready.connect(self._preview_ready)
         self._undo_file: Path | None = None
-        self._undo_dir = Path(tempfile.mkdtemp(prefix="s2studio-undo-"))
+        # Made at the first delete; removed when the window closes (`forget_undo`) or at exit.
+        self._undo_dir: tempfile.TemporaryDirectory[str] | None = None
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 8, 4, 8)
         layout.setSpacing(6)
@@ -358,13 +359,25 @@ class VoicesPanel(QWidget):
         if vid is None:
             return
         voice = self.library.get(vid)
-        self._undo_file = self.library.export(vid, self._undo_dir / f"{vid}.s2voice")
+        if self._undo_dir is None:
+            self._undo_dir = tempfile.TemporaryDirectory(prefix="s2studio-undo-")
+        if self._undo_file is not None:  # one level of undo: the copy before it goes
+            self._undo_file.unlink(missing_ok=True)
+        self._undo_file = self.library.export(vid, Path(self._undo_dir.name) / f"{vid}.s2voice")
         self.library.delete(vid)
         self.undo_button.setText(f"Undo delete of “{voice.name}”")
         self.undo_button.setVisible(True)
         self.refresh()
         self.voices_changed.emit()
         self.message.emit(f"Voice “{voice.name}” deleted.")
+
+    def forget_undo(self) -> None:
+        """Drop the deleted voice's copy and its folder: nothing of the studio stays in the temp folder."""
+        self._undo_file = None
+        self.undo_button.setVisible(False)
+        if self._undo_dir is not None:
+            self._undo_dir.cleanup()
+            self._undo_dir = None
 
     def undo_delete(self) -> None:
         if self._undo_file is None:
