@@ -10,7 +10,8 @@ machine's load, in this order:
    bf16, int8 and int4 weights (the engine's CPU kernels), each beside its bound: the bytes one frame reads
    (weights, plus the keys and values the slow layers read) over the bandwidth measured just before that row;
 3. S2 Pro's codec (full size, random weights): incremental pushes of 4 frames around frame 100 (as the engine
-   streams a line after its first frame), per frame (float32 in every mode for now);
+   streams a line after its first frame), per frame, for the exact decoder (the exact mode's) and the non-exact
+   one (`IncrementalDecoder(exact=False)`, the fast, int8 and int4 modes'), pushes interleaved;
 4. the table: LM, codec and total RTF (seconds of compute per second of audio, S2 speaks 21.53 frames a
    second), the LM's bound, and the total against bound + codec;
 5. time to first audio of lines 1, 2 and 3 in the engine's line mode (`frame_speed.first_audio`, the mid model
@@ -115,18 +116,22 @@ def lm_rows(args: argparse.Namespace) -> list[tuple[str, float, float, float]]:
     return rows
 
 
-def codec_frame(frames_before: int = 100, reps: int = 5, chunk: int = 4) -> float:
-    """Seconds per frame of S2 Pro's codec streaming after `frames_before` frames: the median incremental push of
-    `chunk` frames (what the engine pushes after a line's first frame, `S2Engine.chunk_frames`) over `chunk`."""
+def codec_frames(frames_before: int = 100, reps: int = 5, chunk: int = 4) -> dict[bool, float]:
+    """Seconds per frame of S2 Pro's codec streaming after `frames_before` frames, exact (True) and not (False):
+    the median incremental push of `chunk` frames (what the engine pushes after a line's first frame,
+    `S2Engine.chunk_frames`) over `chunk`, the two decoders' pushes interleaved so that they share the load."""
     codec = random_codec(S2_CODEC, torch.device("cpu"))
     c = codec_codes(S2_CODEC, frames_before + (reps + 1) * chunk, torch.device("cpu"))
+    times: dict[bool, list[float]] = {True: [], False: []}
     with torch.inference_mode():
-        dec = IncrementalDecoder(codec)
-        dec.push(c[:, :frames_before])
-        times = []
-        for i in range(frames_before, frames_before + reps * chunk, chunk):
-            times.append(_timed(lambda i=i: dec.push(c[:, i:i + chunk])))
-    return statistics.median(times) / chunk
+        decoders = {exact: IncrementalDecoder(codec, exact=exact, step=chunk) for exact in times}
+        for dec in decoders.values():
+            dec.push(c[:, :frames_before])
+            dec.push(c[:, frames_before:frames_before + chunk])  # untimed: the non-exact one packs its weights
+        for i in range(frames_before + chunk, frames_before + (reps + 1) * chunk, chunk):
+            for exact, dec in decoders.items():
+                times[exact].append(_timed(lambda i=i, dec=dec: dec.push(c[:, i:i + chunk])))
+    return {exact: statistics.median(t) / chunk for exact, t in times.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -150,14 +155,15 @@ def main(argv: list[str] | None = None) -> int:
     rows = lm_rows(args)
     for name, frame, bound, bw in rows:
         print(f"  {name:36s} {frame:5.2f} s/frame, bound {bound:5.2f} s ({frame / bound:.2f}x) at {bw:.1f} GB/s")
-    codec = codec_frame()
-    print(f"== 3. S2 Pro codec, incremental pushes of 4 frames at frame 100: {codec * 1000:.0f} ms a frame "
-          f"(RTF {codec * FPS_AUDIO:.2f})")
+    codec = codec_frames()
+    print("== 3. S2 Pro codec, incremental pushes of 4 frames at frame 100: "
+          + ", ".join(f"{'exact' if exact else 'non-exact'} {t * 1000:.0f} ms a frame (RTF {t * FPS_AUDIO:.2f})"
+                      for exact, t in codec.items()))
     print(f"\n== 4. end to end, RTF = seconds of compute per second of audio ({args.threads} thread(s), "
           f"load {os.getloadavg()[0]:.1f})")
     print(f"  {'mode':36s} {'LM':>6s} {'codec':>6s} {'total':>6s}  {'LM bound':>8s}  total / (bound + codec)")
     for name, frame, bound, _ in rows:
-        lm, cd, b = frame * FPS_AUDIO, codec * FPS_AUDIO, bound * FPS_AUDIO
+        lm, cd, b = frame * FPS_AUDIO, codec[name.startswith("exact")] * FPS_AUDIO, bound * FPS_AUDIO
         print(f"  {name:36s} {lm:6.2f} {cd:6.2f} {lm + cd:6.2f}  {b:8.2f}  {(lm + cd) / (b + cd):.2f}x")
     if not args.skip_ttfa:
         ttfa = argparse.Namespace(ttfa_size="mid", ttfa_frames=args.ttfa_frames, precision="fp32")
