@@ -99,6 +99,15 @@ def test_weights_are_packed_once_per_piece_size(codec_dir: Path, codes) -> None:
     assert widths == [2] * len(convs)
 
 
+def test_without_packing_the_modules_own_convs_run(codec, codes, full, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where oneDNN's ops are missing (and on GPUs) the same time-major stack runs through the modules' convs."""
+    monkeypatch.setattr(fast_stream, "packing_available", lambda device: False)
+    calls = []
+    monkeypatch.setattr(fast_stream, "_pack", lambda *args: calls.append(args))
+    assert lsb_share(decode_in_chunks(codec, codes, 4, exact=False), full) <= LIMIT
+    assert calls == []
+
+
 def test_exact_decode_is_unchanged(codec, codes, full) -> None:
     """The flag's default keeps today's rounding rules: on this tiny codec, samples equal to the full decode's."""
     np.testing.assert_array_equal(decode_in_chunks(codec, codes[:, :128], 4), full[:128 * 2048])

@@ -15,7 +15,7 @@ speeds other than Exact take this path instead, measured on a 2-core AVX2 EPYC (
   blocking of the output channels follows it), and a weight packed for one width run at another is reordered
   again on every call, sometimes through a slow path (measured: 3 s for one conv); so the stack runs in pieces
   of exactly `step` frames or of 1 frame, and each conv holds at most two packed copies, made on first use
-  (full-size S2 codec: 233 MB per width).
+  (full-size S2 codec: 233 MB per width, `PACKED_SHARE`).
 
 bf16 and int8 weights were measured and not kept: this CPU has no bf16 or VNNI instructions, oneDNN's bf16
 convs there are emulated (tens of times slower), and int8 would need quantized activations, far more than
@@ -31,6 +31,10 @@ from torch import nn
 
 from s2studio.codec.codec import Codec, DecoderBlock
 from s2studio.codec.layers import CausalConv, CausalTransConv, ConvNeXtBlock, ResidualUnit, Snake1d, snake
+
+PACKED_SHARE = 0.3
+"""The packed copies' memory as a share of the codec's: the decode path's convs hold 58 M of the full-size codec's
+391 M parameters (15 %), packed for two widths (`S2Engine` packs both at load): 466 MB."""
 
 _PACKED: weakref.WeakKeyDictionary[nn.Module, dict[int, torch.Tensor]] = weakref.WeakKeyDictionary()
 """Per conv module, its weights in oneDNN's layout per input width (shared by every decoder of the codec)."""

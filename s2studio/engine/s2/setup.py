@@ -19,6 +19,7 @@ import torch
 
 from s2studio.audio import SAMPLE_RATE
 from s2studio.codec.codec import Codec
+from s2studio.codec.fast_stream import PACKED_SHARE, packing_available
 from s2studio.codec.loading import codec_fingerprint, load_codec
 from s2studio.engine.api import QUANTIZE_MODES, SPEEDS, ModelInfo, Quantize, Speed
 from s2studio.engine.plan import lora_digest
@@ -132,8 +133,11 @@ def load_steps(folder: Path, *, device: str = "auto", precision: str = "auto", q
     yield LoadStep(0.1, "loading the language model")
     positions = min(context or FAST_CONTEXT, config.slow.max_seq_len) if path == "fast" else None
     # refuse before reading gigabytes that cannot fit, naming a setting that does
+    codec_bytes = codec_bytes_of(folder) if codec else 0
+    if path != "exact" and packing_available(where):  # the non-exact decode's packed conv weights
+        codec_bytes += round(codec_bytes * PACKED_SHARE)
     check_fits(config, str(where), precision=name, quantize=quantize, context=positions,
-               codec_bytes=codec_bytes_of(folder) if codec else 0, bf16_linears=narrow == "bf16")
+               codec_bytes=codec_bytes, bf16_linears=narrow == "bf16")
     model = load_dual_ar(folder, device=where, dtype=DTYPES[name], narrow=narrow,
                          semantic_range=(tokenizer.semantic_begin_id, tokenizer.semantic_end_id),
                          im_end_id=tokenizer.im_end_id)
