@@ -9,17 +9,19 @@ speeds other than Exact take this path instead, measured on a 2-core AVX2 EPYC (
 - activations stay time-major, `(1, T, C)` contiguous, which is oneDNN's channels-last (nwc): its convs then
   read and write them in place instead of reordering each input and output;
 - each conv's weights are reordered once into the blocked layout oneDNN picks for its input width
-  (`torch.ops.mkldnn._reorder_convolution_weight`, as inductor's freezing does) instead of on every call. Today
-  that reorder is paid per call and dominates the large-weight convs at streaming widths (the first conv, 44
-  MB, and the first transposed conv, 75 MB: 4-7x their compute). oneDNN's layout depends on the width (its
+  (`torch.ops.mkldnn._reorder_convolution_weight`, as inductor's freezing does) instead of on every call, as a
+  plain conv call does; that reorder dominates the large-weight convs at streaming widths (the first conv, 44
+  MB, and the first transposed conv, 75 MB: 6-7x the packed conv's time at a 4-frame push). oneDNN's layout depends on the width (its
   blocking of the output channels follows it), and a weight packed for one width run at another is reordered
   again on every call, sometimes through a slow path (measured: 3 s for one conv); so the stack runs in pieces
   of exactly `step` frames or of 1 frame, and each conv holds at most two packed copies, made on first use
   (full-size S2 codec: 233 MB per width, `PACKED_SHARE`).
 
-bf16 and int8 weights were measured and not kept: this CPU has no bf16 or VNNI instructions, oneDNN's bf16
-convs there are emulated (tens of times slower), and int8 would need quantized activations, far more than
-one LSB off. On other devices the same layout runs through the modules' own convs (no packing).
+bf16 and int8 weights were measured and not kept (one conv each, 1 thread): this CPU has no bf16 or VNNI
+instructions; oneDNN refuses to pack bf16 weights without them, and torch's bf16 conv ran 17-200x slower than
+the packed float32 one, its outputs 0.4 % of their peak off (~100 LSB at full scale); int8 (fbgemm, per-channel
+weights, 8-bit activations) ran at 0.8-0.9x its time on the convs that dominate (k7, 96-384 channels), with 8-bit
+activations far further off. On other devices the same layout runs through the modules' own convs (no packing).
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ def conv_time_major(conv: nn.Conv1d | nn.ConvTranspose1d, x: torch.Tensor) -> to
 @torch.inference_mode()
 def _pack(conv: nn.Conv1d | nn.ConvTranspose1d, input_size: list[int]) -> torch.Tensor:
     weight = conv.weight.unsqueeze(2)  # the 1-D conv as a 2-D one of height 1, as PyTorch runs it
-    if conv.padding != (0,) or conv.groups != 1 and isinstance(conv, nn.ConvTranspose1d):
+    if conv.padding != (0,) or (conv.groups != 1 and isinstance(conv, nn.ConvTranspose1d)):
         raise TypeError("only unpadded convs (and ungrouped transposed convs) are packed here")
     if isinstance(conv, nn.ConvTranspose1d):
         return torch.ops.mkldnn._reorder_convolution_transpose_weight(
