@@ -346,18 +346,79 @@ def s2_shape(args: argparse.Namespace, ceiling: float) -> None:
 # ----------------------------------------------------------------------------- 4. time to first audio
 
 
+class Stages:
+    """Milliseconds spent in named calls, for the first-audio breakdown. While entered it wraps the given
+    methods (class, attribute, label) with a timer, so that the engine itself carries none; `reset` starts a new
+    count, `stop` freezes it (the breakdown covers a line's start up to its first audio chunk only)."""
+
+    def __init__(self, targets: list[tuple[object, str, str]]) -> None:
+        self.targets = targets
+        self.ms: dict[str, float] = {}
+        self.calls: dict[str, int] = {}
+        self.counting = False
+        self._saved: list[tuple[object, str, object]] = []
+
+    def __enter__(self) -> Stages:
+        for owner, name, label in self.targets:
+            original = owner.__dict__[name]
+            self._saved.append((owner, name, original))
+            setattr(owner, name, self._timed(original, label))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for owner, name, original in reversed(self._saved):
+            setattr(owner, name, original)
+        self._saved.clear()
+
+    def _timed(self, fn, label: str):
+        def timed_call(*a, **k):
+            if not self.counting:
+                return fn(*a, **k)
+            t = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                self.ms[label] = self.ms.get(label, 0.0) + (time.perf_counter() - t) * 1000
+                self.calls[label] = self.calls.get(label, 0) + 1
+        return timed_call
+
+    def reset(self) -> None:
+        self.ms.clear()
+        self.calls.clear()
+        self.counting = True
+
+    def stop(self) -> dict[str, float]:
+        self.counting = False
+        return dict(self.ms)
+
+
+def stage_targets(fast: bool) -> list[tuple[object, str, str]]:
+    """What the breakdown times: building prompts (tokenising; the engine's context fitting builds several), the
+    slow model over the new columns, the draws from its logits, the fast transformer, the codec's push."""
+    from s2studio.codec.streaming import IncrementalDecoder
+    from s2studio.engine.s2 import engine as engine_module, generate as generate_module
+    from s2studio.engine.s2.sampling import FrameSampler
+
+    prompts = [(engine_module, "build_prompt", "prompts"), (generate_module, "build_prompt", "prompts")]
+    codec = [(IncrementalDecoder, "push", "codec")]
+    if fast:
+        return prompts + [(FastDecoder, "prefill", "prefill"), (FastSampler, "main_token", "head+draws"),
+                          (FastSampler, "codes", "fast transformer")] + codec
+    return prompts + [(DualAR, "forward_slow", "prefill"), (FrameSampler, "frame", "draws+fast transformer")] + codec
+
+
 def first_audio(args: argparse.Namespace, tmp: Path) -> None:
     from s2studio.engine.api import (
-        AudioChunk, LineSpec, LineStarted, LoadRequest, Reference as EngineReference, SamplingParams,
-        SynthesisRequest,
+        AudioChunk, LineFinished, LineSpec, LineStarted, LoadRequest, Reference as EngineReference,
+        SamplingParams, SynthesisRequest,
     )
     from s2studio.engine.s2 import S2Engine
 
     size = args.ttfa_size
     folder = write_demo_model(tmp / f"{size}-codec", seed=1, size=size)
     print(f"\n== 4. time to first audio, engine line mode, {size} model + codec, {args.precision} on {DEVICE}; "
-          "line 1 has a 10 s reference; "
-          "ms from each line's start to its first audio chunk")
+          "line 1 has a 10 s reference; ms from each line's start (LineStarted) to its first audio chunk, "
+          "and below it where that time went, counted from the end of the line before (or the request's start)")
     codes = np.random.default_rng(0).integers(0, 32, size=(10, 215)).astype(np.int64)  # the tiny codec's codes
     lines = tuple(LineSpec(f"l{i}", 0, t) for i, t in enumerate(
         ["The first line of the scene, spoken at an even pace.", "Then a second line follows it.",
@@ -375,19 +436,34 @@ def first_audio(args: argparse.Namespace, tmp: Path) -> None:
         if decoder is not None and not reuse:
             decoder.reusable = lambda prompt: 0
         marks: list[str] = []
-        start = None
+        breakdowns: list[str] = []
         before = decoder.prefilled if decoder is not None else 0
-        for event in engine.generate(request, threading.Event()):
-            if isinstance(event, LineStarted):
-                start, got = time.perf_counter(), False
-            elif isinstance(event, AudioChunk) and not got:
-                got = True
-                text = f"{(time.perf_counter() - start) * 1000:6.0f} ms"
-                if decoder is not None:
-                    text += f" (prefilled {decoder.prefilled - before} columns)"
-                    before = decoder.prefilled
-                marks.append(text)
+        with Stages(stage_targets(fast)) as stages:
+            stages.reset()
+            ended = time.perf_counter()
+            for event in engine.generate(request, threading.Event()):
+                if isinstance(event, LineStarted):
+                    start, got = time.perf_counter(), False
+                elif isinstance(event, AudioChunk) and not got:
+                    got, now = True, time.perf_counter()
+                    spent = stages.stop()
+                    text = f"{(now - start) * 1000:6.0f} ms"
+                    columns = ""
+                    if decoder is not None:
+                        text += f" (prefilled {decoder.prefilled - before} columns)"
+                        columns = f" of {decoder.prefilled - before} columns"
+                        before = decoder.prefilled
+                    marks.append(text)
+                    total = (now - ended) * 1000
+                    rest = total - sum(spent.values())
+                    parts = [f"{label}{columns if label == 'prefill' else ''} {ms:.1f}" for label, ms in spent.items()]
+                    breakdowns.append(f"{total:6.0f} ms = " + " + ".join(parts) + f" + the rest {rest:.1f}")
+                elif isinstance(event, LineFinished):
+                    ended = time.perf_counter()
+                    stages.reset()
         print(f"  {name:22s} " + " | ".join(f"line {i + 1}: {m}" for i, m in enumerate(marks)) + f"  ({load()})")
+        for i, b in enumerate(breakdowns):
+            print(f"  {'':22s}   line {i + 1}: {b}")
         engine.unload()
 
 
