@@ -464,7 +464,63 @@ def first_audio(args: argparse.Namespace, tmp: Path) -> None:
         print(f"  {name:22s} " + " | ".join(f"line {i + 1}: {m}" for i, m in enumerate(marks)) + f"  ({load()})")
         for i, b in enumerate(breakdowns):
             print(f"  {'':22s}   line {i + 1}: {b}")
+        if fast and reuse:
+            print(f"  {'':22s}   on the studio's GUI thread (engine thread + queued signals), the same request again: "
+                  + gui_side(engine, request))
         engine.unload()
+
+
+def gui_side(engine, request) -> str:
+    """First audio of each line as the studio's GUI thread sees it: the engine on `worker/host.py`'s engine thread,
+    its events arriving as queued Qt signals while the engine goes on generating. Also the hop, the ms from the
+    engine thread handing an event over to its slot running on the GUI thread (median and worst over the
+    request's events)."""
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from PySide6.QtCore import QCoreApplication, QEventLoop, QTimer
+
+    from s2studio.engine.api import AudioChunk, LineStarted
+    from s2studio.worker.host import EngineHost
+
+    app = QCoreApplication.instance() or QCoreApplication([])
+    handed: dict[int, float] = {}
+
+    class Stamped:
+        """The engine, noting when each event leaves it for the worker's signal."""
+
+        def generate(self, req, cancel):
+            for event in engine.generate(req, cancel):
+                handed[id(event)] = time.perf_counter()
+                yield event
+
+    host = EngineHost(lambda: Stamped())
+    hops: list[float] = []
+    marks: list[float] = []
+    started = [0.0]
+
+    def on_line(event) -> None:
+        hops.append(time.perf_counter() - handed[id(event)])
+        started[0] = time.perf_counter()
+
+    def on_chunk(event) -> None:
+        now = time.perf_counter()
+        hops.append(now - handed[id(event)])
+        if event.start_sample == 0:
+            marks.append(now - started[0])
+
+    host.line_started.connect(on_line)
+    host.audio_chunk.connect(on_chunk)
+    loop = QEventLoop()
+    host.job_finished.connect(lambda _e: loop.quit())
+    host.job_failed.connect(lambda e: (print(f"  (GUI-side run failed: {e.error})"), loop.quit()))
+    host.generate(request)
+    QTimer.singleShot(600_000, loop.quit)
+    loop.exec()
+    host.shutdown()
+    del app
+    hops.sort()
+    lines = " | ".join(f"line {i + 1}: {m * 1000:.0f} ms" for i, m in enumerate(marks))
+    return (f"{lines}; hop engine -> GUI slot median {hops[len(hops) // 2] * 1000:.2f} ms, "
+            f"worst {hops[-1] * 1000:.2f} ms over {len(hops)} events" if hops else "no events")
 
 
 def main(argv: list[str] | None = None) -> int:
