@@ -3,8 +3,9 @@
 It loads through `setup.load_runtime`'s recipe (as `synth --text` does), owns the `Runtime` it returns (model,
 tokenizer, codec, the decoder chosen at load) and turns requests into the events of
 `engine/api.py`. Audio streams: every generated frame goes straight into an `IncrementalDecoder`, so a
-line's first `AudioChunk` leaves after its first kept frame (two generated frames: the generation
-loop only hands out a frame once it knows it is not the dropped last one), not at the end of a batch.
+line's first `AudioChunk` leaves after its first frame, before the next slow step (the generation loop hands a
+frame out as soon as it knows it is not the dropped last one, which for the prompt's frame is known before any
+step: it is never checked for `<|im_end|>`), not at the end of a batch.
 
 Two ways to render a request:
 
