@@ -467,7 +467,31 @@ def first_audio(args: argparse.Namespace, tmp: Path) -> None:
         if fast and reuse:
             print(f"  {'':22s}   on the studio's GUI thread (engine thread + queued signals), the same request again: "
                   + gui_side(engine, request))
+            print(f"  {'':22s}   " + past_the_window(engine, request))
         engine.unload()
+
+
+def past_the_window(engine, request) -> str:
+    """A later line whose context window slides: with `context_lines` earlier lines kept (the studio's 6), line
+    `context_lines + 2` no longer hears line 1, so its prompt differs from the cached one right after the
+    references and nearly all of it is prefilled again."""
+    from dataclasses import replace as replaced
+
+    from s2studio.engine.api import AudioChunk, LineSpec, LineStarted
+
+    n = engine.context_lines + 2
+    texts = [f"Line number {i + 1} of the scene says a few words." for i in range(n)]
+    longer = replaced(request, job_id="w", lines=tuple(LineSpec(f"w{i}", 0, t) for i, t in enumerate(texts)))
+    decoder = engine._loaded.decoder
+    marks: list[str] = []
+    for event in engine.generate(longer, threading.Event()):
+        if isinstance(event, LineStarted):
+            start, got, before = time.perf_counter(), False, decoder.prefilled
+        elif isinstance(event, AudioChunk) and not got:
+            got = True
+            marks.append(f"{(time.perf_counter() - start) * 1000:.0f} ms ({decoder.prefilled - before} columns)")
+    return (f"a {n}-line request, {engine.context_lines} earlier lines kept: line {n - 1} {marks[-2]}, "
+            f"line {n} (its window drops line 1) {marks[-1]}")
 
 
 def gui_side(engine, request) -> str:
