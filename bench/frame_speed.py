@@ -399,7 +399,7 @@ def stage_targets(fast: bool) -> list[tuple[object, str, str]]:
     from s2studio.engine.s2 import engine as engine_module, generate as generate_module
     from s2studio.engine.s2.sampling import FrameSampler
 
-    prompts = [(engine_module, "build_prompt", "prompts"), (generate_module, "build_prompt", "prompts")]
+    prompts = [(engine_module, "encoded_length", "prompts"), (generate_module, "build_prompt", "prompts")]
     codec = [(IncrementalDecoder, "push", "codec")]
     if fast:
         return prompts + [(FastDecoder, "prefill", "prefill"), (FastSampler, "main_token", "head+draws"),

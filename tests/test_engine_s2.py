@@ -187,3 +187,25 @@ def test_a_lines_first_audio_leaves_after_its_first_frame(model_dir: Path, speed
     assert set(at_first_chunk) == {"a", "b"}
     for calls in at_first_chunk.values():
         assert len(calls) == 1 and calls[0] > 1, calls  # the prefill of the prompt, and no step yet
+
+
+def test_line_mode_tokenizes_each_earlier_line_once_for_its_context(engine: S2Engine) -> None:
+    """Fitting a line's context adds up lengths kept for the request: an earlier line's text is tokenized once
+    for the fitting, plus once in each later line's prompt, and the context kept is the same as building every
+    candidate prompt would give."""
+    tokenizer = engine._loaded.tokenizer
+    seen: list[str] = []
+    encode = tokenizer.encode
+    lines = tuple(LineSpec(f"l{i}", 0, f"Line {i} has its words.") for i in range(4))
+    request = SynthesisRequest("t", lines, (Reference(0, "Reference words.", _codes(6)),),
+                               SamplingParams(max_new_tokens=5, seed=4))
+    tokenizer.encode = lambda text: (seen.append(text), encode(text))[1]
+    try:
+        events = collect(engine.generate(request, threading.Event()))
+    finally:
+        del tokenizer.encode
+    assert isinstance(events[-1], JobFinished) and not events[-1].cancelled
+    first = "<|speaker:0|>Line 0 has its words."
+    # line 1's own length and prompt, the fitting of line 2's context (kept for lines 3 and 4), then the prompts of
+    # lines 2, 3 and 4 (building every candidate prompt tokenized it once more for each of lines 3 and 4)
+    assert seen.count(first) == 2 + 1 + 3
