@@ -124,6 +124,9 @@ class S2Engine:
                 yield JobFinished(job, cancelled=True)
                 return
             yield ModelLoading(job, step.progress, step.message)
+        if runtime.codec is not None and not runtime.exact_audio:
+            yield ModelLoading(job, 0.95, "preparing the codec")
+            self._audio_decoder(runtime).push(np.zeros((10, 1 + self.chunk_frames), dtype=np.int64))
         self._loaded = runtime
         log.info("model ready: %s", runtime.info)
         yield ModelLoading(job, 1.0, "ready")
@@ -273,11 +276,17 @@ class S2Engine:
                 return
         yield JobFinished(job)
 
+    def _audio_decoder(self, loaded: Runtime) -> IncrementalDecoder:
+        """A line's streaming decoder: the exact one for the exact loop, else the fast one, in pieces of the
+        engine's chunk (pushing 1 + chunk frames once at load packs its weights for both sizes)."""
+        assert loaded.codec is not None
+        return IncrementalDecoder(loaded.codec, exact=loaded.exact_audio, step=self.chunk_frames)
+
     def _stream(self, loaded: Runtime, request: SynthesisRequest, line: LineSpec, seed: int,
                 batch_events: Iterator[BatchEvent], switch_s: float | None = None) -> Iterator[Event]:
         """Relay one batch's frames as audio; returns its codes, or None when cancelled."""
         assert loaded.codec is not None
-        job, decoder = request.job_id, IncrementalDecoder(loaded.codec)
+        job, decoder = request.job_id, self._audio_decoder(loaded)
         yield LineStarted(job, line.line_id, switch_s)
         started = time.perf_counter()
         expected = estimate_frames(line.text)

@@ -63,6 +63,9 @@ class Runtime:
     """What the loader narrowed the linear layers to (bf16 on the CPU fast path, or the int8/int4 asked for)."""
     lora: LoraSwitch
     """The LoRA merged into the model now (none at first) and the base weights to switch (weights/lora_apply.py)."""
+    exact_audio: bool
+    """Whether audio streams with the exact decoder's rounding rules (the exact loop: samples equal a full decode's)
+    or the faster non-exact decode (every other speed; within 1 LSB of it, see `codec/fast_stream.py`)."""
 
     @property
     def device(self) -> torch.device:
@@ -154,7 +157,7 @@ def load_steps(folder: Path, *, device: str = "auto", precision: str = "auto", q
                      sample_rate=loaded_codec.sample_rate if loaded_codec is not None else SAMPLE_RATE,
                      codec_fingerprint=codec_fingerprint(loaded_codec) if loaded_codec is not None else "",
                      max_context=decoder.length)
-    return Runtime(model, tokenizer, loaded_codec, decoder, info, narrowed, switch)
+    return Runtime(model, tokenizer, loaded_codec, decoder, info, narrowed, switch, exact_audio=path == "exact")
 
 
 def load_runtime(folder: Path, *, device: str = "auto", precision: str = "auto", quantize: Quantize = "none",
