@@ -7,9 +7,7 @@ read), counted with torch's sync debug mode.
 
 from __future__ import annotations
 
-import tempfile
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,11 +20,11 @@ TEXT = "<|speaker:0|>Hello from the graphics card."
 
 
 @pytest.fixture(scope="module")
-def folder_and_tok():
+def folder_and_tok(tmp_path_factory: pytest.TempPathFactory):
     from s2studio.demo_model import write_demo_model
     from s2studio.text.tokenizer import S2Tokenizer
 
-    folder = write_demo_model(Path(tempfile.mkdtemp(prefix="cuda-")) / "tiny", seed=0, codec=False)
+    folder = write_demo_model(tmp_path_factory.mktemp("cuda") / "tiny", seed=0, codec=False)
     return folder, S2Tokenizer.from_file(folder / "tokenizer.json")
 
 

@@ -8,7 +8,6 @@ prefix reuse that prefills only the new columns yet gives the same codes as a fu
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -25,8 +24,8 @@ from s2studio.text.prompt import Exchange, Reference, build_prompt
 
 
 @pytest.fixture(scope="module")
-def models() -> Models:
-    return Models(Path(tempfile.mkdtemp(prefix="fast-golden-")))
+def models(tmp_path_factory: pytest.TempPathFactory) -> Models:
+    return Models(tmp_path_factory.mktemp("fast-golden"))
 
 
 @pytest.fixture(scope="module")

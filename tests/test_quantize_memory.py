@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -47,13 +46,13 @@ def test_int8_linear_matches_the_float_product(dtype: torch.dtype) -> None:
     assert quant(x).dtype == dtype
 
 
-def test_quantized_tiny_model_generates_close_to_float() -> None:
+def test_quantized_tiny_model_generates_close_to_float(tmp_path: Path) -> None:
     from test_lm_golden import Models
 
     from s2studio.engine.s2.fast import FastDecoder
     from s2studio.text.prompt import build_prompt
 
-    models = Models(Path(tempfile.mkdtemp(prefix="int8-")))
+    models = Models(tmp_path)
     model, tok = models.load({"seed": 0})
     folder = models.folder({"seed": 0})
     q = load_dual_ar(folder, device="cpu", dtype=torch.float32, narrow="int8",
@@ -204,14 +203,14 @@ def test_the_planner_counts_the_bytes_a_narrowed_s2_pro_holds(quantize: str, pre
         assert round(held / GB, 2) == (4.21 if precision == "fp32" else 3.18)
 
 
-def test_int4_tiny_model_and_footprint() -> None:
+def test_int4_tiny_model_and_footprint(tmp_path: Path) -> None:
     from test_lm_golden import Models
 
     from s2studio.engine.s2.fast import FastDecoder
     from s2studio.engine.weights.int4 import Int4Linear
     from s2studio.text.prompt import build_prompt
 
-    models = Models(Path(tempfile.mkdtemp(prefix="int4-")))
+    models = Models(tmp_path)
     model, tok = models.load({"seed": 0})
     q = load_dual_ar(models.folder({"seed": 0}), device="cpu", dtype=torch.float32, narrow="int4",
                      semantic_range=(tok.semantic_begin_id, tok.semantic_end_id), im_end_id=tok.im_end_id)

@@ -13,7 +13,9 @@ and transcribed by the test package's tiny.en when it is installed) and the expo
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -73,6 +75,7 @@ def main() -> int:
     parser.add_argument("--dark", action="store_true", help="use a dark palette (Fusion)")
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="s2studio-shot-"))
+    atexit.register(shutil.rmtree, home, ignore_errors=True)  # a data folder of its own, gone afterwards
     os.environ["S2STUDIO_DATA_DIR"] = str(home / "data")
     os.environ["XDG_CONFIG_HOME"] = str(home / "config")
     os.environ["XDG_CACHE_HOME"] = str(home / "cache")
