@@ -16,7 +16,13 @@ share the machine's load:
    bandwidth bound: the frame's weight bytes / the bandwidth measured again just before that row. "(kernel)"
    rows use the project's CPU kernels (engine/weights/cpu_gemv.cpp), "(torch)" rows torch's own;
 4. time to first audio in the engine's line mode (mid model, codec included): line 1 with a 10 s reference,
-   then lines 2 and 3, on the exact path, the fast path without prefix reuse, and with it.
+   then lines 2 and 3, on the exact path, the fast path without prefix reuse, with it (the engine's fast speed),
+   and with it but the codec's exact streaming rules. Under each row, where each line's time went from the end
+   of the line before: building prompts, the prefill of the new columns, the head's draws, the fast
+   transformer, the codec's first push, the rest (`Stages` times the engine's calls from here). Then, for the
+   fast speed: the same request through the studio's engine thread and queued signals (first audio as the GUI
+   thread sees it, and the engine -> GUI hop), and a line past the context window (its prompt changes right
+   after the references, so nearly all of it is prefilled again).
 
 `<|im_end|>` is masked out of the sampler in parts 2 and 3 so that every run makes exactly `--frames` frames.
 Decode frames/s = frames after the first / time after the first. S2 speaks 21.53 frames per second of audio.
