@@ -27,10 +27,17 @@ identical; 150 frames: 1 LSB on 0.02 % of samples; with window 128, 544 frames: 
 weights, 160 frames, chunks 1 and 5, and 544 frames, chunks of 8: identical; 144 frames, chunks 1/3/8/random:
 1 LSB on 0.007 %, all in the last 16 frames; 600 frames, chunks of 8: 0.06 % (600 is one of the lengths at
 which the full decode's last transposed conv rounds unlike most). Before: 0.12-0.15 % (tiny), ~0.4 % (full).
-Those figures are an AVX512 Xeon's. On an AVX2 EPYC the last transposed conv of the full-size codec has two
-roundings of about equal share over T (oneDNN blocks a long input by its width: T = 160 one way, 161 the other),
-every stage before it bit-identical: 1 LSB on 0.096 % (T = 160) and 0.013 % (T = 161) of the samples, for
-chunks of 1, 3 and 4 alike (tests/test_codec_streaming_full.py).
+Those figures are an AVX512 Xeon's. On an AVX2 EPYC (torch 2.14, 1 thread) the full decode is less consistent with
+itself than that: oneDNN's deconvolution picks one of two accumulation orders for S2's last transposed conv by the
+input's width (T = 144, 150, 160, 170 one way, 145, 161, 200 the other; 119 and 106 of T = 8..232), SDPA rounds its
+rows from T/2 on unlike a longer pass for 193 ≤ T ≤ 383, and the last T mod 32 frames take leftover paths (1 LSB on
+0.35 % of their samples). The same codes decoded at T = 200 and at 231 frames are 1 LSB apart on 0.26 % of their
+common samples, so any causal streaming decoder is over 0.1 % from one of the two. This one, in chunks of 4, from
+232 random full-size frames: T = 144: 0.140 %, 145: 0.057 %, 150: 0.147 %, 160: 0.114 %, 161: 0.014 %,
+170: 0.128 %, 200: 0.206 %, 231: 0.262 % (tests/test_codec_streaming_full.py asserts its T = 160 case).
+Tried and not used, at T = 144..170: that conv in float64, rounded once, is no nearer either order (0.105-0.160 %:
+the two share most of their error); the mean of both orders, 0.079-0.123 %; the mean of the last block's outputs
+from both, 0.061-0.102 % (the leftover frames stay), for an estimated eighth more work per frame.
 """
 
 from __future__ import annotations

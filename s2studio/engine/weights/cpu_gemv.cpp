@@ -21,9 +21,13 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <memory>
+#include <thread>
 #include <vector>
 
 #if defined(__AVX512F__) || defined(__AVX2__)
@@ -111,14 +115,15 @@ float dot(const W* w, const float* x, int64_t K) {
 }
 
 // int4 weights. The codes q (0..15) of a row lie in blocks of 64 codes over 32 bytes, read as 16 lanes of 16 bits:
-// bits 4i..4i+3 of lane j hold code 16i + j (int4.py packs them so), so one mask and one shift per 16 codes
-// unpack a block at every width. Each group of G codes of a row (G a multiple of 64) has a bfloat16 scale s and
-// offset z, w = (q - 8)·s + z (torch's int4 form), and over a group dot(w, x) = s·Σ q·x + (z - 8s)·Σ x.
+// bits 4i..4i+3 of lane j hold code 16i + j (int4.py packs them so), so one mask (or one shift) per 16 codes
+// unpacks a block at every width (block_sums). Each group of G codes of a row (G a multiple of 64) has a bfloat16
+// scale s and offset z, w = (q - 8)·s + z (torch's int4 form), and over a group dot(w, x) = s·Σ q·x + (z - 8s)·Σ x.
 //
 // Widening every code to float32 makes the kernel compute-bound on an AVX2 core (~15 G codes/s measured on a
 // 2-core EPYC, a third short of what its memory delivers at half a byte per weight). So the activations are
 // rounded to 16 bits per group instead (x ≈ t·X with X an int16 and t = max|x| / 32767 of the group) and
-// Σ q·X is summed exactly in int32 by `madd` (16 products in two instructions): ~25 G codes/s. That rounding
+// Σ q·X is summed exactly in int32 by `madd` (16 products in two instructions): ~30 G codes/s per core
+// (CPU time, weights in L2, a 2.9 GHz Zen 3 core: 2.1 ns per block of 64 codes and row). That rounding
 // is finer than the bfloat16 torch's int4 kernel rounds the activations to: a group's error is at most
 // 128 · t/2 · max|w| = max|x| · 2⁻⁹ · max|w|, what bfloat16 allows for its largest activation alone.
 constexpr int64_t kCodeBlock = 64;
@@ -154,9 +159,44 @@ struct Rows16 {
   }
 };
 
+#if defined(__AVX2__)
+// Σ q·X over `blocks` blocks of 64 codes for R rows `row_bytes` apart, from `b` (codes) and `xk` (X): the int32
+// lane sums, 8 lanes of pairs of products. Masking a lane in place leaves code 16 + j times 16 and code 32 + j
+// times 256 (one instruction each, where a shift and a mask would be two), so those products are summed apart
+// and divided back by a shift, exactly (every such sum is a multiple of 16 or 256; with |X| <= 32767 the
+// times-256 sums of 8 blocks stay below 2^31). A lane's sum is the same set of integer products in any order.
+// `Blocks` > 0: that many blocks, known when compiled (the loop disappears); 0: `blocks` (<= 8) at run time.
+template <int R, int Blocks>
+inline void block_sums(const uint8_t* b, int64_t row_bytes, const int16_t* xk, int64_t blocks, __m256i* lanes) {
+  const __m256i nibble0 = _mm256_set1_epi16(0x000F), nibble1 = _mm256_set1_epi16(0x00F0);
+  const __m256i nibble2 = _mm256_set1_epi16(0x0F00);
+  __m256i ones[R], sixteens[R], many[R];
+  for (int r = 0; r < R; ++r) ones[r] = sixteens[r] = many[r] = _mm256_setzero_si256();
+  const int64_t count = Blocks > 0 ? Blocks : blocks;
+  for (int64_t i = 0; i < count; ++i, b += 32, xk += kCodeBlock) {
+    const __m256i* xv = reinterpret_cast<const __m256i*>(xk);
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* row = b + r * row_bytes;
+      if (Blocks != 2 || i == 0) __builtin_prefetch(row + kAhead, 0, 2);  // Blocks 2: one 64-byte line
+      const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row));
+      ones[r] = _mm256_add_epi32(ones[r], _mm256_madd_epi16(_mm256_and_si256(c, nibble0), _mm256_loadu_si256(xv)));
+      sixteens[r] =
+          _mm256_add_epi32(sixteens[r], _mm256_madd_epi16(_mm256_and_si256(c, nibble1), _mm256_loadu_si256(xv + 1)));
+      many[r] = _mm256_add_epi32(many[r], _mm256_madd_epi16(_mm256_and_si256(c, nibble2), _mm256_loadu_si256(xv + 2)));
+      ones[r] = _mm256_add_epi32(ones[r], _mm256_madd_epi16(_mm256_srli_epi16(c, 12), _mm256_loadu_si256(xv + 3)));
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    const __m256i scaled = _mm256_add_epi32(_mm256_srai_epi32(sixteens[r], 4), _mm256_srai_epi32(many[r], 8));
+    lanes[r] = _mm256_add_epi32(lanes[r], _mm256_add_epi32(ones[r], scaled));
+  }
+}
+#endif
+
 // dot(w_r, x) for R adjacent weight rows (R = 1 or 2: two rows share each load of x) against one row of x.
-// `w`, `sz`: the first row's codes and scale/offset pairs; `X` etc.: that row of x's `Rows16` parts.
-template <int R>
+// `w`, `sz`: the first row's codes and scale/offset pairs; `X` etc.: that row of x's `Rows16` parts. `Blocks`:
+// the blocks of a group when known at compile time (block_sums), else 0.
+template <int R, int Blocks>
 void dot4(const uint8_t* w, const uint16_t* sz, const int16_t* X, const float* step, const float* xsum, int64_t K,
           int64_t G, float* out) {
   const int64_t groups = K / G;
@@ -164,28 +204,24 @@ void dot4(const uint8_t* w, const uint16_t* sz, const int16_t* X, const float* s
 #if defined(__AVX2__)
   __m256 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-  const __m256i low = _mm256_set1_epi16(15);
-  for (int64_t g = 0, k = 0; g < groups; ++g) {
-    __m256i p[R][2];
-    for (int r = 0; r < R; ++r) p[r][0] = p[r][1] = _mm256_setzero_si256();
-    for (const int64_t end = k + G; k < end; k += kCodeBlock) {
-      const __m256i* xv = reinterpret_cast<const __m256i*>(X + k);
-      const __m256i x0 = _mm256_loadu_si256(xv), x1 = _mm256_loadu_si256(xv + 1);
-      const __m256i x2 = _mm256_loadu_si256(xv + 2), x3 = _mm256_loadu_si256(xv + 3);
-      for (int r = 0; r < R; ++r) {
-        const uint8_t* b = w + r * (K / 2) + k / 2;
-        if ((k & 127) == 0) __builtin_prefetch(b + kAhead, 0, 2);  // one 64-byte line per 128 codes
-        const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
-        p[r][0] = _mm256_add_epi32(p[r][0], _mm256_madd_epi16(_mm256_and_si256(c, low), x0));
-        p[r][1] = _mm256_add_epi32(p[r][1], _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi16(c, 4), low), x1));
-        p[r][0] = _mm256_add_epi32(p[r][0], _mm256_madd_epi16(_mm256_and_si256(_mm256_srli_epi16(c, 8), low), x2));
-        p[r][1] = _mm256_add_epi32(p[r][1], _mm256_madd_epi16(_mm256_srli_epi16(c, 12), x3));
+  const int64_t row_bytes = K / 2, blocks = G / kCodeBlock;
+  const uint8_t* b = w;
+  const int16_t* xk = X;
+  for (int64_t g = 0; g < groups; ++g) {
+    __m256i lanes[R];
+    for (int r = 0; r < R; ++r) lanes[r] = _mm256_setzero_si256();
+    if constexpr (Blocks > 0) {
+      block_sums<R, Blocks>(b, row_bytes, xk, Blocks, lanes);
+    } else {
+      for (int64_t i = 0; i < blocks; i += 8) {
+        block_sums<R, 0>(b + 32 * i, row_bytes, xk + kCodeBlock * i, std::min<int64_t>(8, blocks - i), lanes);
       }
     }
+    b += G / 2;
+    xk += G;
     for (int r = 0; r < R; ++r) {
       const float s = scalar(sz[r * groups * 2 + 2 * g]), z = scalar(sz[r * groups * 2 + 2 * g + 1]);
-      const __m256 q = _mm256_cvtepi32_ps(_mm256_add_epi32(p[r][0], p[r][1]));
-      acc[r] = _mm256_fmadd_ps(q, _mm256_set1_ps(s * step[g]), acc[r]);
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes[r]), _mm256_set1_ps(s * step[g]), acc[r]);
       offsets[r] += (z - 8.0f * s) * xsum[g];
     }
   }
@@ -212,13 +248,65 @@ void dot4(const uint8_t* w, const uint16_t* sz, const int16_t* X, const float* s
 
 constexpr int64_t kGemvRows = 8;  // up to this many rows of x, the weights are streamed once (gemv below)
 
-// y (M, N) = x (M, K) @ w (N, K)^T, times scale[n] when given. Rows are split between torch's threads; each
-// weight row is read from memory once and from cache for the other rows of x. `row_bytes`: the weight bytes
-// of one row (the grain of the split: ~64 KiB of weights per task).
+// Rows [0, N) of a decode step shared between the calling thread and torch's other threads, without waiting for
+// a thread that has not started. On a desktop (or this 2-core machine with other work) a woken thread often finds
+// its core taken for milliseconds: split in fixed halves (at::parallel_for), every call then lasts until that
+// thread has had its turn and done its half, 2-4x the time of the call alone (measured: per-call medians 3.5x
+// their minimum at 2 threads with other work running). Here the caller starts at once and takes the rows in
+// shrinking pieces ("guided": a quarter of what is left at 2 threads, down to `grain` rows), as does each helper
+// (posted to torch's inter-op pool) once it runs; the caller waits only for pieces already taken, so rows a late
+// helper never took are the caller's. Each row is computed by one thread alone, so the result does not depend
+// on who took which rows. `rows(begin, end)` must not throw.
+struct SharedRows {
+  int64_t N, grain, threads;
+  std::atomic<int64_t> next{0};
+  std::atomic<int> active{0};
+  std::atomic<bool> open{true};
+  const std::function<void(int64_t, int64_t)>* rows;
+
+  void take() {
+    for (int64_t begin = next.load(); begin < N;) {
+      const int64_t size = std::max(grain, (N - begin) / (2 * threads));
+      if (next.compare_exchange_weak(begin, std::min(N, begin + size))) {
+        (*rows)(begin, std::min(N, begin + size));
+        begin = next.load();
+      }
+    }
+  }
+  void help() {
+    active.fetch_add(1);
+    if (open.load()) take();  // after the caller closed the job, `rows` may be gone: touch nothing
+    active.fetch_sub(1);
+  }
+};
+
+template <typename Rows>
+void share_rows(int64_t N, int64_t grain, const Rows& rows) {
+  const int64_t threads = at::get_num_threads();
+  if (threads <= 1 || N <= grain || at::in_parallel_region()) {
+    rows(int64_t{0}, N);
+    return;
+  }
+  const std::function<void(int64_t, int64_t)> call = rows;
+  auto job = std::make_shared<SharedRows>();
+  job->N = N;
+  job->grain = grain;
+  job->threads = threads;
+  job->rows = &call;
+  for (int64_t t = 1; t < threads; ++t) at::launch([job] { job->help(); });
+  job->take();
+  job->open.store(false);
+  for (int spins = 0; job->active.load() != 0; ++spins) {  // a helper finishing the rows it took
+    if (spins > 64) std::this_thread::yield();
+  }
+}
+
+// y (M, N) = x (M, K) @ w (N, K)^T, times scale[n] when given. Each weight row is read from memory once and from
+// cache for the other rows of x. `row_bytes`: the weight bytes of one row (pieces of at least ~64 KiB).
 template <typename RowDot>
 void gemv(int64_t M, int64_t N, int64_t row_bytes, float* y, RowDot row_dot) {
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / row_bytes);
-  at::parallel_for(0, N, grain, [&](int64_t begin, int64_t end) {
+  share_rows(N, grain, [&](int64_t begin, int64_t end) {
     for (int64_t n = begin; n < end; ++n) {
       for (int64_t m = 0; m < M; ++m) y[m * N + n] = row_dot(n, m);
     }
@@ -275,7 +363,10 @@ void product4(const at::Tensor& x, const uint8_t* w, const uint16_t* sz, int64_t
     const Rows16 rows(x.data_ptr<float>(), M, K, G);
     float* out = y.data_ptr<float>();
     const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / K);  // pairs of rows: ~64 KiB per task
-    at::parallel_for(0, (N + 1) / 2, grain, [&](int64_t begin, int64_t end) {
+    // the group's blocks known when compiled for the layouts int4.py makes (groups of 128, or 64)
+    const auto pair_dot = G == 128 ? dot4<2, 2> : G == 64 ? dot4<2, 1> : dot4<2, 0>;
+    const auto one_dot = G == 128 ? dot4<1, 2> : G == 64 ? dot4<1, 1> : dot4<1, 0>;
+    share_rows((N + 1) / 2, grain, [&](int64_t begin, int64_t end) {
       for (int64_t pair = begin; pair < end; ++pair) {
         const int64_t n = 2 * pair;
         for (int64_t m = 0; m < M; ++m) {
@@ -283,10 +374,10 @@ void product4(const at::Tensor& x, const uint8_t* w, const uint16_t* sz, int64_t
           const int16_t* X = rows.values.data() + m * K;
           const float *step = rows.step.data() + m * groups, *sum = rows.sum.data() + m * groups;
           if (n + 1 < N) {
-            dot4<2>(w + n * (K / 2), sz + n * groups * 2, X, step, sum, K, G, two);
+            pair_dot(w + n * (K / 2), sz + n * groups * 2, X, step, sum, K, G, two);
             out[m * N + n + 1] = two[1];
           } else {
-            dot4<1>(w + n * (K / 2), sz + n * groups * 2, X, step, sum, K, G, two);
+            one_dot(w + n * (K / 2), sz + n * groups * 2, X, step, sum, K, G, two);
           }
           out[m * N + n] = two[0];
         }

@@ -1,0 +1,140 @@
+"""GB/s of the CPU kernels on single S2-shaped linear layers at batch 1: `python bench/gemv_speed.py`.
+
+A benchmark, not a test: it prints figures and asserts nothing. For each kind of weight (bf16, int8, int4 g=128)
+and each of S2 Pro's linear shapes (the slow and the fast transformer share them), one decode-step row of
+activations through the layer, the weights cycled over enough copies (>= 4x the L3 cache) that every call reads
+them from memory, as in a frame. Printed: microseconds per call, GB/s of weight bytes, and the ratio of the
+time to its bound (bytes / the bandwidth `frame_speed.bandwidth` measures at the same thread count, just
+before). `--threads 1 2` runs each count. A tiny layer gives the fixed cost of one call.
+
+`--compare FILE.cpp` builds another version of `cpu_gemv.cpp` (e.g. `git show main:s2studio/engine/weights/
+cpu_gemv.cpp > /tmp/old.cpp`) under a second op namespace and times it interleaved with this one, call for call,
+so that the ratio between them shares the machine's load (the machine is shared; absolute figures move).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from s2studio.threads import prepare_threads  # noqa: E402
+
+prepare_threads()
+
+import torch  # noqa: E402
+
+from frame_speed import bandwidth  # noqa: E402
+from s2studio.engine.weights import cpu_gemv  # noqa: E402
+from s2studio.engine.weights.int4 import pack_codes, quantize_groups  # noqa: E402
+from s2studio.engine.weights.int8 import quantize_rows  # noqa: E402
+
+SHAPES = {"wqkv 6144x2560": (6144, 2560), "wo 2560x4096": (2560, 4096), "w1/w3 9728x2560": (9728, 2560),
+          "w2 2560x9728": (2560, 9728), "fast head 4096x2560": (4096, 2560)}
+COLD_BYTES = 128 << 20
+"""Weights cycled per shape: 4x this machine's 32 MiB L3, so each call streams from memory."""
+
+
+def build_compare(source: Path) -> str:
+    """Compile `source` under the op namespace `s2studio_cmp`; returns that namespace."""
+    text = source.read_text().replace("TORCH_LIBRARY(s2studio_cpu,", "TORCH_LIBRARY(s2studio_cmp,")
+    key = hashlib.sha256(text.encode()).hexdigest()[:16]
+    out = Path(tempfile.gettempdir()) / f"gemv_cmp_{os.getuid()}_{key}.so"
+    if not out.exists():
+        src = out.with_suffix(".cpp")
+        src.write_text(text)
+        cmd = cpu_gemv.compile_command(out)
+        cmd[cmd.index(str(cpu_gemv.SOURCE))] = str(src)
+        subprocess.run(cmd, check=True)
+    torch.ops.load_library(str(out))
+    return "s2studio_cmp"
+
+
+def layer_copies(kind: str, n: int, k: int, cold: int = COLD_BYTES) -> tuple[list[tuple], int]:
+    """Argument tuples (after x) for copies of one random layer, and the weight bytes of one."""
+    w = torch.randn(n, k) * 0.02
+    if kind == "bf16":
+        args, size = (w.to(torch.bfloat16).view(torch.int16),), n * k * 2
+    elif kind == "int8":
+        q, s = quantize_rows(w)
+        args, size = (q, s), n * k + 4 * n
+    else:
+        q, sz = quantize_groups(w, 128)
+        args, size = (pack_codes(q), sz.view(torch.int16), 128), n * k // 2 + n * (k // 128) * 4
+    copies = max(1, cold // size)
+    return [tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args) for _ in range(copies)], size
+
+
+def per_call(op, x, copies: list[tuple], calls: int) -> float:
+    """Best of 5 mean seconds per call over `calls` calls cycling the copies."""
+    best = float("inf")
+    for _ in range(5):
+        t = time.perf_counter()
+        for i in range(calls):
+            op(x, *copies[i % len(copies)])
+        best = min(best, (time.perf_counter() - t) / calls)
+    return best
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--threads", type=int, nargs="*", default=[1, 2])
+    p.add_argument("--kinds", nargs="*", default=["int4", "int8", "bf16"])
+    p.add_argument("--shapes", nargs="*", default=list(SHAPES), help="of: " + ", ".join(SHAPES))
+    p.add_argument("--rows", type=int, default=1, help="rows of activations (1: a decode step)")
+    p.add_argument("--hot", action="store_true", help="one copy of each layer (in cache when it fits): compute speed")
+    p.add_argument("--compare", type=Path, help="another cpu_gemv.cpp, timed interleaved as 'cmp'")
+    args = p.parse_args(argv)
+    assert cpu_gemv.available(), "the CPU kernels did not load"
+    spaces = {"new": "s2studio_cpu"}
+    if args.compare:
+        spaces["cmp"] = build_compare(args.compare)
+    ops = {name: {kind: getattr(getattr(torch.ops, ns), f"linear_{kind}") for kind in ("bf16", "int8", "int4")}
+           for name, ns in spaces.items()}
+    print(f"torch {torch.__version__}, {torch.backends.cpu.get_cpu_capability()}, load {os.getloadavg()[0]:.1f}, "
+          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
+    torch.manual_seed(0)
+    for threads in args.threads:
+        torch.set_num_threads(threads)
+        bw = max(bandwidth())
+        print(f"\n== {threads} thread(s): bandwidth {bw:.1f} GB/s")
+        for kind in args.kinds:
+            x = torch.randn(args.rows, 1)
+            tiny, _ = layer_copies(kind, 64, 128)
+            fixed = {name: per_call(op[kind], torch.randn(args.rows, 128), tiny, 2000) for name, op in ops.items()}
+            print(f"  {kind}: fixed cost of a call (64x128): "
+                  + ", ".join(f"{name} {s * 1e6:.1f} us" for name, s in fixed.items()))
+            for shape in args.shapes:
+                n, k = SHAPES[shape]
+                copies, size = layer_copies(kind, n, k, 0 if args.hot else COLD_BYTES)
+                x = torch.randn(args.rows, k)
+                ref = ops["new"][kind](x, *copies[0])
+                for name, op in ops.items():
+                    if name != "new" and not torch.equal(op[kind](x, *copies[0]), ref):
+                        print(f"    ({name} differs from new on {shape}: max "
+                              f"{(op[kind](x, *copies[0]) - ref).abs().max().item():.3g})")
+                calls = max(20, int(0.3 / (size / (bw * 1e9))) // 5)
+                times = {name: [] for name in ops}
+                for _ in range(3):  # interleaved
+                    for name, op in ops.items():
+                        times[name].append(per_call(op[kind], x, copies, calls))
+                line = f"    {shape:20s} {size / 2**20:6.1f} MiB"
+                for name, ts in times.items():
+                    t = min(ts)
+                    line += f" | {name} {t * 1e6:7.0f} us {size / t / 1e9:5.1f} GB/s {t / (size / (bw * 1e9)):.2f}x"
+                print(line)
+                del copies
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
