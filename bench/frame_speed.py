@@ -16,7 +16,13 @@ share the machine's load:
    bandwidth bound: the frame's weight bytes / the bandwidth measured again just before that row. "(kernel)"
    rows use the project's CPU kernels (engine/weights/cpu_gemv.cpp), "(torch)" rows torch's own;
 4. time to first audio in the engine's line mode (mid model, codec included): line 1 with a 10 s reference,
-   then lines 2 and 3, on the exact path, the fast path without prefix reuse, and with it.
+   then lines 2 and 3, on the exact path, the fast path without prefix reuse, with it (the engine's fast speed),
+   and with it but the codec's exact streaming rules. Under each row, where each line's time went from the end
+   of the line before: building prompts, the prefill of the new columns, the head's draws, the fast
+   transformer, the codec's first push, the rest (`Stages` times the engine's calls from here). Then, for the
+   fast speed: the same request through the studio's engine thread and queued signals (first audio as the GUI
+   thread sees it, and the engine -> GUI hop), and a line past the context window (its prompt changes right
+   after the references, so nearly all of it is prefilled again).
 
 `<|im_end|>` is masked out of the sampler in parts 2 and 3 so that every run makes exactly `--frames` frames.
 Decode frames/s = frames after the first / time after the first. S2 speaks 21.53 frames per second of audio.
@@ -346,49 +352,208 @@ def s2_shape(args: argparse.Namespace, ceiling: float) -> None:
 # ----------------------------------------------------------------------------- 4. time to first audio
 
 
+class Stages:
+    """Milliseconds spent in named calls, for the first-audio breakdown. While entered it wraps the given
+    methods (class, attribute, label) with a timer, so that the engine itself carries none; `reset` starts a new
+    count, `stop` freezes it (the breakdown covers a line's start up to its first audio chunk only)."""
+
+    def __init__(self, targets: list[tuple[object, str, str]]) -> None:
+        self.targets = targets
+        self.ms: dict[str, float] = {}
+        self.calls: dict[str, int] = {}
+        self.counting = False
+        self._saved: list[tuple[object, str, object]] = []
+
+    def __enter__(self) -> Stages:
+        for owner, name, label in self.targets:
+            original = owner.__dict__[name]
+            self._saved.append((owner, name, original))
+            setattr(owner, name, self._timed(original, label))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for owner, name, original in reversed(self._saved):
+            setattr(owner, name, original)
+        self._saved.clear()
+
+    def _timed(self, fn, label: str):
+        def timed_call(*a, **k):
+            if not self.counting:
+                return fn(*a, **k)
+            t = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                self.ms[label] = self.ms.get(label, 0.0) + (time.perf_counter() - t) * 1000
+                self.calls[label] = self.calls.get(label, 0) + 1
+        return timed_call
+
+    def reset(self) -> None:
+        self.ms.clear()
+        self.calls.clear()
+        self.counting = True
+
+    def stop(self) -> dict[str, float]:
+        self.counting = False
+        return dict(self.ms)
+
+
+def stage_targets(fast: bool) -> list[tuple[object, str, str]]:
+    """What the breakdown times: building prompts (tokenising; the engine's context fitting builds several), the
+    slow model over the new columns, the draws from its logits, the fast transformer, the codec's push."""
+    from s2studio.codec.streaming import IncrementalDecoder
+    from s2studio.engine.s2 import engine as engine_module, generate as generate_module
+    from s2studio.engine.s2.sampling import FrameSampler
+
+    prompts = [(engine_module, "encoded_length", "prompts"), (generate_module, "build_prompt", "prompts")]
+    codec = [(IncrementalDecoder, "push", "codec")]
+    if fast:
+        return prompts + [(FastDecoder, "prefill", "prefill"), (FastSampler, "main_token", "head+draws"),
+                          (FastSampler, "codes", "fast transformer")] + codec
+    return prompts + [(DualAR, "forward_slow", "prefill"), (FrameSampler, "frame", "draws+fast transformer")] + codec
+
+
 def first_audio(args: argparse.Namespace, tmp: Path) -> None:
     from s2studio.engine.api import (
-        AudioChunk, LineSpec, LineStarted, LoadRequest, Reference as EngineReference, SamplingParams,
-        SynthesisRequest,
+        AudioChunk, LineFinished, LineSpec, LineStarted, LoadRequest, Reference as EngineReference,
+        SamplingParams, SynthesisRequest,
     )
     from s2studio.engine.s2 import S2Engine
 
     size = args.ttfa_size
     folder = write_demo_model(tmp / f"{size}-codec", seed=1, size=size)
     print(f"\n== 4. time to first audio, engine line mode, {size} model + codec, {args.precision} on {DEVICE}; "
-          "line 1 has a 10 s reference; "
-          "ms from each line's start to its first audio chunk")
+          "line 1 has a 10 s reference; ms from each line's start (LineStarted) to its first audio chunk, "
+          "and below it where that time went, counted from the end of the line before (or the request's start)")
     codes = np.random.default_rng(0).integers(0, 32, size=(10, 215)).astype(np.int64)  # the tiny codec's codes
     lines = tuple(LineSpec(f"l{i}", 0, t) for i, t in enumerate(
         ["The first line of the scene, spoken at an even pace.", "Then a second line follows it.",
          "And a third line closes the scene."]))
     request = SynthesisRequest("b", lines, (EngineReference(0, "A reference clip of a voice, read aloud.", codes),),
                                SamplingParams(max_new_tokens=args.ttfa_frames, seed=3))
-    variants = (("exact", False, True), ("fast, no reuse", True, False), ("fast + prefix reuse", True, True))
-    for name, fast, reuse in variants:
+    # (name, fast path, prefix reuse, the codec's exact streaming rules); the third row is the engine's fast speed
+    variants = (("exact", False, True, True), ("fast, no reuse", True, False, False),
+                ("fast + prefix reuse", True, True, False), ("  the same, exact codec", True, True, True))
+    for name, fast, reuse, exact_audio in variants:
         engine = S2Engine()
         loading = LoadRequest("l", folder, device=str(DEVICE), precision=args.precision,
                               speed="fast" if fast else "exact")
         for _ in engine.load(loading, threading.Event()):
             pass
+        engine._loaded = replace(engine._loaded, exact_audio=exact_audio)
         decoder = engine._loaded.decoder if fast else None
         if decoder is not None and not reuse:
             decoder.reusable = lambda prompt: 0
         marks: list[str] = []
-        start = None
+        breakdowns: list[str] = []
         before = decoder.prefilled if decoder is not None else 0
-        for event in engine.generate(request, threading.Event()):
-            if isinstance(event, LineStarted):
-                start, got = time.perf_counter(), False
-            elif isinstance(event, AudioChunk) and not got:
-                got = True
-                text = f"{(time.perf_counter() - start) * 1000:6.0f} ms"
-                if decoder is not None:
-                    text += f" (prefilled {decoder.prefilled - before} columns)"
-                    before = decoder.prefilled
-                marks.append(text)
+        with Stages(stage_targets(fast)) as stages:
+            stages.reset()
+            ended = time.perf_counter()
+            for event in engine.generate(request, threading.Event()):
+                if isinstance(event, LineStarted):
+                    start, got = time.perf_counter(), False
+                elif isinstance(event, AudioChunk) and not got:
+                    got, now = True, time.perf_counter()
+                    spent = stages.stop()
+                    text = f"{(now - start) * 1000:6.0f} ms"
+                    columns = ""
+                    if decoder is not None:
+                        text += f" (prefilled {decoder.prefilled - before} columns)"
+                        columns = f" of {decoder.prefilled - before} columns"
+                        before = decoder.prefilled
+                    marks.append(text)
+                    total = (now - ended) * 1000
+                    rest = total - sum(spent.values())
+                    parts = [f"{label}{columns if label == 'prefill' else ''} {ms:.1f}" for label, ms in spent.items()]
+                    breakdowns.append(f"{total:6.0f} ms = " + " + ".join(parts) + f" + the rest {rest:.1f}")
+                elif isinstance(event, LineFinished):
+                    ended = time.perf_counter()
+                    stages.reset()
         print(f"  {name:22s} " + " | ".join(f"line {i + 1}: {m}" for i, m in enumerate(marks)) + f"  ({load()})")
+        for i, b in enumerate(breakdowns):
+            print(f"  {'':22s}   line {i + 1}: {b}")
+        if fast and reuse and not exact_audio:
+            print(f"  {'':22s}   on the studio's GUI thread (engine thread + queued signals), the same request again: "
+                  + gui_side(engine, request))
+            print(f"  {'':22s}   " + past_the_window(engine, request))
         engine.unload()
+
+
+def past_the_window(engine, request) -> str:
+    """A later line whose context window slides: with `context_lines` earlier lines kept (the studio's 6), line
+    `context_lines + 2` no longer hears line 1, so its prompt differs from the cached one right after the
+    references and nearly all of it is prefilled again."""
+    from dataclasses import replace as replaced
+
+    from s2studio.engine.api import AudioChunk, LineSpec, LineStarted
+
+    n = engine.context_lines + 2
+    texts = [f"Line number {i + 1} of the scene says a few words." for i in range(n)]
+    longer = replaced(request, job_id="w", lines=tuple(LineSpec(f"w{i}", 0, t) for i, t in enumerate(texts)))
+    decoder = engine._loaded.decoder
+    marks: list[str] = []
+    for event in engine.generate(longer, threading.Event()):
+        if isinstance(event, LineStarted):
+            start, got, before = time.perf_counter(), False, decoder.prefilled
+        elif isinstance(event, AudioChunk) and not got:
+            got = True
+            marks.append(f"{(time.perf_counter() - start) * 1000:.0f} ms ({decoder.prefilled - before} columns)")
+    return (f"a {n}-line request, {engine.context_lines} earlier lines kept: line {n - 1} {marks[-2]}, "
+            f"line {n} (its window drops line 1) {marks[-1]}")
+
+
+def gui_side(engine, request) -> str:
+    """First audio of each line as the studio's GUI thread sees it: the engine on `worker/host.py`'s engine thread,
+    its events arriving as queued Qt signals while the engine goes on generating. Also the hop, the ms from the
+    engine thread handing an event over to its slot running on the GUI thread (median and worst over the
+    request's events)."""
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from PySide6.QtCore import QCoreApplication, QEventLoop, QTimer
+
+    from s2studio.engine.api import AudioChunk, LineStarted
+    from s2studio.worker.host import EngineHost
+
+    app = QCoreApplication.instance() or QCoreApplication([])
+    handed: dict[int, float] = {}
+
+    class Stamped:
+        """The engine, noting when each event leaves it for the worker's signal."""
+
+        def generate(self, req, cancel):
+            for event in engine.generate(req, cancel):
+                handed[id(event)] = time.perf_counter()
+                yield event
+
+    host = EngineHost(lambda: Stamped())
+    hops: list[float] = []
+    marks: list[float] = []
+    started = [0.0]
+
+    def on_line(event) -> None:
+        hops.append(time.perf_counter() - handed[id(event)])
+        started[0] = time.perf_counter()
+
+    def on_chunk(event) -> None:
+        now = time.perf_counter()
+        hops.append(now - handed[id(event)])
+        if event.start_sample == 0:
+            marks.append(now - started[0])
+
+    host.line_started.connect(on_line)
+    host.audio_chunk.connect(on_chunk)
+    loop = QEventLoop()
+    host.job_finished.connect(lambda _e: loop.quit())
+    host.job_failed.connect(lambda e: (print(f"  (GUI-side run failed: {e.error})"), loop.quit()))
+    host.generate(request)
+    QTimer.singleShot(600_000, loop.quit)
+    loop.exec()
+    host.shutdown()
+    del app
+    hops.sort()
+    lines = " | ".join(f"line {i + 1}: {m * 1000:.0f} ms" for i, m in enumerate(marks))
+    return (f"{lines}; hop engine -> GUI slot median {hops[len(hops) // 2] * 1000:.2f} ms, "
+            f"worst {hops[-1] * 1000:.2f} ms over {len(hops)} events" if hops else "no events")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -151,3 +151,61 @@ def test_reference_codes_outside_the_codecs_codebooks_are_refused(engine: S2Engi
     assert isinstance(events[-1], JobFailed)
     assert events[-1].error == ("context line 1 ('Before.') holds code 4096, beyond the codebook size 4096; "
                                 "render that line again")
+
+
+@pytest.mark.parametrize("speed", ["exact", "fast"])
+def test_a_lines_first_audio_leaves_after_its_first_frame(model_dir: Path, speed: str) -> None:
+    """The first chunk of every line is the prompt's frame alone, decoded before the model takes its next slow
+    step: time to first audio is one prefill, one frame and one codec push, never two frames."""
+    engine = S2Engine()
+    collect(engine.load(LoadRequest("l", model_dir, device="cpu", precision="fp32", speed=speed), threading.Event()))
+    loaded = engine._loaded
+    slow_calls: list[int] = []
+
+    def counted(fn):
+        def call(*args, **kwargs):
+            slow_calls.append(args[0].shape[-1])  # the columns of this slow pass
+            return fn(*args, **kwargs)
+        return call
+
+    if speed == "exact":  # one `model.forward_slow` per prefill and per step
+        loaded.model.forward_slow = counted(loaded.model.forward_slow)
+    else:
+        loaded.decoder.prefill = counted(loaded.decoder.prefill)
+        loaded.decoder.step = counted(loaded.decoder.step)
+    lines = (LineSpec("a", 0, "The first line here."), LineSpec("b", 0, "And a second one."))
+    request = SynthesisRequest("t", lines, (Reference(0, "Reference words.", _codes(6)),),
+                               SamplingParams(max_new_tokens=12, seed=4))
+    at_first_chunk: dict[str, list[int]] = {}
+    for event in engine.generate(request, threading.Event()):
+        if isinstance(event, AudioChunk) and event.line_id not in at_first_chunk:
+            assert event.start_sample == 0 and len(event.samples) == 2048
+            at_first_chunk[event.line_id] = list(slow_calls)
+        elif isinstance(event, LineFinished):
+            assert event.codes.shape[1] > 2  # the line went on after its first chunk
+            slow_calls.clear()
+    assert set(at_first_chunk) == {"a", "b"}
+    for calls in at_first_chunk.values():
+        assert len(calls) == 1 and calls[0] > 1, calls  # the prefill of the prompt, and no step yet
+
+
+def test_line_mode_tokenizes_each_earlier_line_once_for_its_context(engine: S2Engine) -> None:
+    """Fitting a line's context adds up lengths kept for the request: an earlier line's text is tokenized once
+    for the fitting, plus once in each later line's prompt, and the context kept is the same as building every
+    candidate prompt would give."""
+    tokenizer = engine._loaded.tokenizer
+    seen: list[str] = []
+    encode = tokenizer.encode
+    lines = tuple(LineSpec(f"l{i}", 0, f"Line {i} has its words.") for i in range(4))
+    request = SynthesisRequest("t", lines, (Reference(0, "Reference words.", _codes(6)),),
+                               SamplingParams(max_new_tokens=5, seed=4))
+    tokenizer.encode = lambda text: (seen.append(text), encode(text))[1]
+    try:
+        events = collect(engine.generate(request, threading.Event()))
+    finally:
+        del tokenizer.encode
+    assert isinstance(events[-1], JobFinished) and not events[-1].cancelled
+    first = "<|speaker:0|>Line 0 has its words."
+    # line 1's own length and prompt, the fitting of line 2's context (kept for lines 3 and 4), then the prompts of
+    # lines 2, 3 and 4 (building every candidate prompt tokenized it once more for each of lines 3 and 4)
+    assert seen.count(first) == 2 + 1 + 3

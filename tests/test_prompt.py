@@ -12,7 +12,8 @@ from test_tokenizer import write_tokenizer
 
 from s2studio.errors import UserError
 from s2studio.text.prompt import (
-    Exchange, Reference, build_prompt, check_codes, group_turns, line_batches, split_turns, upstream_batches,
+    Exchange, Reference, build_prompt, check_codes, conversation, encoded_length, exchange_parts, group_turns,
+    line_batches, split_turns, upstream_batches,
 )
 from s2studio.text.tokenizer import S2Tokenizer
 
@@ -102,6 +103,21 @@ def test_growth_across_batches(tok: S2Tokenizer) -> None:
                         USER, "<|speaker:1|>second", END, ASSISTANT, c1, END,
                         USER, "<|speaker:0|>third", END, ASSISTANT])
     np.testing.assert_array_equal(got, want)
+
+
+def test_a_prompts_length_is_the_sum_of_its_parts(tok: S2Tokenizer) -> None:
+    """The engine fits its context by adding lengths (each exchange tokenized once): the sum must be the
+    built prompt's length for every history, with and without references, text merging across no boundary."""
+    refs = [Reference("<|speaker:0|>ref words", codes(5, 1)), Reference("two", codes(3, 2))]
+    exchanges = [Exchange("<|speaker:0|>first line, said", codes(6, 3)), Exchange("<|speaker:1|>ab", codes(1, 4)),
+                 Exchange("[laughing] third", codes(9, 5))]
+    for references in (refs, []):
+        for n in range(len(exchanges) + 1):
+            history = exchanges[-n:] if n else []
+            text = "<|speaker:0|>the new line"
+            added = encoded_length(conversation(references, [], text), tok) + sum(
+                encoded_length(exchange_parts(ex), tok) for ex in history)
+            assert added == build_prompt(tok, references, history, text).shape[1]
 
 
 def test_reference_codes_must_have_ten_rows(tok: S2Tokenizer) -> None:

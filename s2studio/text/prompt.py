@@ -90,12 +90,16 @@ def system_message(references: Sequence[Reference]) -> list[Part]:
     return message("system", [SYSTEM_REFERENCES, transcripts, SYSTEM_SPEECH, codes])
 
 
+def exchange_parts(exchange: Exchange) -> list[Part]:
+    """One earlier batch in the prompt: its user turn and the assistant's voice answer."""
+    return message("user", [exchange.text]) + message("assistant", [exchange.codes], voice=True)
+
+
 def conversation(references: Sequence[Reference], history: Sequence[Exchange], text: str) -> list[Part]:
     """The prompt of one batch: system, every earlier exchange, the new user turn, an open answer."""
     parts = system_message(references)
     for ex in history:
-        parts += message("user", [ex.text])
-        parts += message("assistant", [ex.codes], voice=True)
+        parts += exchange_parts(ex)
     parts += message("user", [text])
     parts += message("assistant", [], voice=True, end=False)
     return parts
@@ -129,6 +133,14 @@ def encode_parts(parts: Sequence[Part], tokenizer: TokenizerLike, num_codebooks:
 def build_prompt(tokenizer: TokenizerLike, references: Sequence[Reference], history: Sequence[Exchange],
                  text: str, num_codebooks: int = NUM_CODEBOOKS) -> Codes:
     return encode_parts(conversation(references, history, text), tokenizer, num_codebooks)
+
+
+def encoded_length(parts: Sequence[Part], tokenizer: TokenizerLike) -> int:
+    """The columns `encode_parts(parts)` has, without building it. Parts are tokenized one by one, so a prompt's
+    length is the sum of its parts': `build_prompt(refs, history, text)` has
+    `encoded_length(conversation(refs, [], text))` plus `encoded_length(exchange_parts(ex))` for each exchange,
+    which lets a caller try many histories while tokenizing each exchange once."""
+    return sum(len(tokenizer.encode(p)) if isinstance(p, str) else np.asarray(p).shape[1] for p in parts)
 
 
 # ----------------------------------------------------------------------------- batching

@@ -3,8 +3,9 @@
 It loads through `setup.load_runtime`'s recipe (as `synth --text` does), owns the `Runtime` it returns (model,
 tokenizer, codec, the decoder chosen at load) and turns requests into the events of
 `engine/api.py`. Audio streams: every generated frame goes straight into an `IncrementalDecoder`, so a
-line's first `AudioChunk` leaves after its first kept frame (two generated frames: the generation
-loop only hands out a frame once it knows it is not the dropped last one), not at the end of a batch.
+line's first `AudioChunk` leaves after its first frame, before the next slow step (the generation loop hands a
+frame out as soon as it knows it is not the dropped last one, which for the prompt's frame is known before any
+step: it is never checked for `<|im_end|>`), not at the end of a batch.
 
 Two ways to render a request:
 
@@ -49,7 +50,7 @@ from s2studio.engine.s2.generate import (
 from s2studio.engine.s2.setup import Runtime, load_steps
 from s2studio.errors import UserError
 from s2studio.state.codes import check_codes
-from s2studio.text.prompt import Exchange, Reference, build_prompt, split_turns
+from s2studio.text.prompt import Exchange, Reference, conversation, encoded_length, exchange_parts, split_turns
 
 log = logging.getLogger(__name__)
 
@@ -198,12 +199,13 @@ class S2Engine:
         job = request.job_id
         history = [Exchange(speaker_text(t.speaker, t.text), np.asarray(t.codes, dtype=np.int64))
                    for t in request.context]
+        lengths: dict[int, int] = {}  # columns of each exchange in `history`, tokenized once
         yield JobStarted(job, tuple(ln.line_id for ln in request.lines))
         for index, line in enumerate(request.lines):
             seed = base_seed + index
             switch_s = self._use_lora(loaded, line.lora)
             text = speaker_text(line.speaker, line.text)
-            kept = self._fitting_context(loaded, references, history, text)
+            kept = self._fitting_context(loaded, references, history, text, lengths)
             batches = generate_batches(loaded.decoder, loaded.tokenizer, [text], references=references,
                                        sampling=request.sampling, generator=make_generator(seed, loaded.device),
                                        context=lambda _history, _text, kept=kept: kept, cancel=cancel)
@@ -215,19 +217,24 @@ class S2Engine:
         yield JobFinished(job)
 
     def _fitting_context(self, loaded: Runtime, references: list[Reference], history: Sequence[Exchange],
-                         text: str) -> list[Exchange]:
+                         text: str, lengths: dict[int, int] | None = None) -> list[Exchange]:
         """The newest earlier exchanges (at most `context_lines`) whose prompt still leaves room to speak, in the
-        model's context and in the decoder's cache (the fast path's may be shorter)."""
+        model's context and in the decoder's cache (the fast path's may be shorter).
+
+        Lengths are added up part by part (`encoded_length`), so each exchange is tokenized once per request:
+        `lengths` (id of an exchange -> its columns) is the request's memo, kept while `history` holds them."""
         limit = min(int(loaded.model.config.slow.max_seq_len) - PROMPT_RESERVE,
                     loaded.decoder.length - PROMPT_RESERVE // 4)
+        lengths = {} if lengths is None else lengths
+        length = encoded_length(conversation(references, [], text), loaded.tokenizer)
         kept: list[Exchange] = []
         for exchange in reversed(history[-self.context_lines:] if self.context_lines else []):
-            candidate = [exchange, *kept]
-            length = build_prompt(loaded.tokenizer, references, candidate, text,
-                                  loaded.model.config.num_codebooks).shape[1]
+            if id(exchange) not in lengths:
+                lengths[id(exchange)] = encoded_length(exchange_parts(exchange), loaded.tokenizer)
+            length += lengths[id(exchange)]
             if length > limit:
                 break
-            kept = candidate
+            kept.insert(0, exchange)
         return kept
 
     def _use_lora(self, loaded: Runtime, lora: Path | None) -> float | None:
