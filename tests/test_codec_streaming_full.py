@@ -1,18 +1,22 @@
-"""The incremental decode on S2 Pro's full-size codec (random weights in the real shape): within 1 LSB of a full
-decode on at most 0.1 % of the PCM16 samples, for the engine's 4-frame chunks and for 1- and 3-frame chunks.
+"""Both incremental decodes on S2 Pro's full-size codec (random weights in the real shape) against a full decode,
+for the engine's 4-frame chunks and for 1- and 3-frame chunks:
+
+- the exact decoder (the Exact speed): 1 LSB on at most 0.1 % of the PCM16 samples, at T = 160;
+- the non-exact decoder (every other speed, `codec/fast_stream.py`): 1 LSB on at most 1 %, never 2, at T = 150
+  (past the 128-frame window, and a length no chunk divides, so pieces of the step and of 1 frame both run).
 
 The tiny codec cannot show what only the real widths exercise (1536..96 decoder channels, 16 heads, the 128-frame
-window). Slow: a 1.9 GB checkpoint is written, and 160 frames are decoded four times on one thread (several
-minutes); `-m slow` runs it.
+window, oneDNN's weights packed per width). Slow: a 1.9 GB checkpoint is written once, and each length is decoded
+four times on one thread (several minutes); `-m slow` runs it.
 
-What is measured here (AVX2 EPYC, torch 2.14, 1 thread), and why only T = 160 is asserted: the full decode is not
-consistent with itself at the bound. oneDNN rounds S2's last transposed conv one of two ways by the input's width
+Why the exact bound is asserted at T = 160 only (AVX2 EPYC, torch 2.14, 1 thread): the full decode is not
+consistent with itself at that bound. oneDNN rounds S2's last transposed conv one of two ways by the input's width
 (about half of all T each), SDPA rounds the rows from T/2 on differently for 193 ≤ T ≤ 383, and the last T mod 32
 frames take leftover paths; the same codes decoded at T = 200 and 231 are 1 LSB apart on 0.26 % of their common
-samples, so no causal streaming decoder stays within 0.1 % of both. Here: 0.096 % at T = 160 for each chunking;
-other lengths and the approaches tried (a float64 conv, the mean of both roundings) are in codec/streaming.py's
-docstring and the session report. On the AVX512 machine the streaming constants were first tuned on, 160 frames
-were identical and 144 frames 0.007 % away.
+samples, so no causal streaming decoder stays within 0.1 % of both. Measured here: 0.096 % at T = 160 for each
+chunking; the other lengths and the approaches tried (a float64 conv, the mean of both roundings) are in
+codec/streaming.py's docstring. On the AVX512 machine the streaming constants were first tuned on, 160 frames were
+identical and 144 frames 0.007 % away. The non-exact decoder measured 0.10-0.11 % at T = 150, SNR 119 dB.
 """
 
 from __future__ import annotations
@@ -30,9 +34,10 @@ from s2studio.demo_model.codec_weights import write_codec_checkpoint
 
 pytestmark = pytest.mark.slow
 
-FRAMES = 160
-LIMIT = 0.001
-"""The issue's bound: 1 LSB on at most 0.1 % of the samples."""
+EXACT = (160, 0.001, 1e-6)
+"""Frames, the issue's bound (1 LSB on at most 0.1 % of the samples), the largest float difference."""
+NON_EXACT = (150, 0.01, 1e-5)
+"""The non-exact decode's: at most 1 % of the samples 1 LSB off."""
 
 
 @pytest.fixture(scope="module")
@@ -53,20 +58,25 @@ def one_thread():
 
 
 @pytest.fixture(scope="module")
-def codes_and_full(codec, one_thread) -> tuple[np.ndarray, np.ndarray]:
-    codes = random_codes(12, FRAMES)
-    with torch.inference_mode():
-        full = codec.decode(torch.from_numpy(codes)[None]).reshape(-1).numpy()
-    return codes, full
+def full_decodes(codec, one_thread) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Frames -> (codes, their full decode), each made once for the module."""
+    made: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for frames in (EXACT[0], NON_EXACT[0]):
+        codes = random_codes(12, frames)
+        with torch.inference_mode():
+            made[frames] = codes, codec.decode(torch.from_numpy(codes)[None]).reshape(-1).numpy()
+    return made
 
 
+@pytest.mark.parametrize("exact", [True, False], ids=["exact", "non-exact"])
 @pytest.mark.parametrize("chunk", [4, 1, 3])
-def test_streaming_the_full_size_codec_stays_within_a_tenth_of_a_percent(codec, codes_and_full, chunk: int) -> None:
+def test_streaming_the_full_size_codec_stays_within_its_bound(codec, full_decodes, chunk: int, exact: bool) -> None:
     assert codec.config == S2
-    codes, full = codes_and_full
-    streamed = decode_in_chunks(codec, codes, chunk)
-    assert streamed.shape == full.shape == (2048 * FRAMES,)
-    assert np.abs(streamed - full).max() <= 1e-6  # float rounding only; a lost context shows as >= 1e-3
+    frames, limit, largest = EXACT if exact else NON_EXACT
+    codes, full = full_decodes[frames]
+    streamed = decode_in_chunks(codec, codes, chunk, exact=exact)
+    assert streamed.shape == full.shape == (2048 * frames,)
+    assert np.abs(streamed - full).max() <= largest  # float rounding only; a lost context shows as >= 1e-3
     lsb = np.abs(pcm16(streamed).astype(np.int32) - pcm16(full).astype(np.int32))
     assert lsb.max() <= 1
-    assert np.count_nonzero(lsb) / lsb.size <= LIMIT, f"{np.count_nonzero(lsb) / lsb.size:.4%} of samples"
+    assert np.count_nonzero(lsb) / lsb.size <= limit, f"{np.count_nonzero(lsb) / lsb.size:.4%} of samples"
