@@ -13,12 +13,12 @@ import torch
 from engine_contract import collect
 
 from codec_clips import random_codes
-from s2studio.audio.io import pcm16
+from streaming_checks import codec, codec_dir, full_decode  # noqa: F401 - fixtures
+from streaming_checks import lsb_share as shared_lsb_share
 from s2studio.codec import fast_stream
 from s2studio.codec.loading import load_codec
 from s2studio.codec.streaming import IncrementalDecoder, decode_in_chunks
 from s2studio.demo_model import write_demo_model
-from s2studio.demo_model.codec_weights import write_codec_checkpoint
 from s2studio.engine.api import (
     AudioChunk, JobFinished, LineFinished, LineSpec, LoadRequest, Reference, SamplingParams, SynthesisRequest,
 )
@@ -30,35 +30,17 @@ LIMIT = 0.01
 
 
 @pytest.fixture(scope="module")
-def codec_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("codec")
-    write_codec_checkpoint(folder / "codec.pth", seed=3, size="tiny")
-    return folder
-
-
-@pytest.fixture(scope="module")
-def codec(codec_dir: Path):
-    return load_codec(codec_dir)
-
-
-@pytest.fixture(scope="module")
 def codes() -> np.ndarray:
     return random_codes(11, FRAMES)
 
 
 @pytest.fixture(scope="module")
 def full(codec, codes) -> np.ndarray:
-    return codec.decode(torch.from_numpy(codes)[None]).reshape(-1).numpy()
+    return full_decode(codec, codes)
 
 
 def lsb_share(streamed: np.ndarray, full: np.ndarray) -> float:
-    """Share of PCM16 samples that differ, after checking that none differs by more than 1 LSB and that the
-    float difference is rounding (a lost or misplaced context shows as |Δ| ≥ 1e-3)."""
-    assert streamed.shape == full.shape
-    assert np.abs(streamed - full).max() <= 1e-5
-    lsb = np.abs(pcm16(streamed).astype(np.int32) - pcm16(full).astype(np.int32))
-    assert lsb.max() <= 1
-    return np.count_nonzero(lsb) / lsb.size
+    return shared_lsb_share(streamed, full, largest=1e-5)
 
 
 @pytest.mark.parametrize("chunk", [1, 3, 4])

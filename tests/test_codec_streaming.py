@@ -11,27 +11,14 @@ import pytest
 import torch
 
 from codec_clips import random_codes
-from s2studio.audio.io import pcm16
+from streaming_checks import codec, codec_dir, full_decode, lsb_share  # noqa: F401 - fixtures
 from s2studio.codec.config import TINY
 from s2studio.codec.loading import load_codec
 from s2studio.codec.streaming import IncrementalDecoder, decode_in_chunks
-from s2studio.demo_model.codec_weights import write_codec_checkpoint
 
 FRAMES = 160
 """> 128, the real codec's window, and far more than the tiny codec's 4. A multiple of 32: a full decode then
 computes every frame with the kernels the streaming decoder uses (see `test_ragged_length` for the rest)."""
-
-@pytest.fixture(scope="module")
-def codec_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("codec")
-    write_codec_checkpoint(folder / "codec.pth", seed=3, size="tiny")
-    return folder
-
-
-@pytest.fixture(scope="module")
-def codec(codec_dir: Path):
-    return load_codec(codec_dir)
-
 
 @pytest.fixture(scope="module")
 def codes() -> np.ndarray:
@@ -40,15 +27,7 @@ def codes() -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def full(codec, codes) -> np.ndarray:
-    return codec.decode(torch.from_numpy(codes)[None]).reshape(-1).numpy()
-
-
-def lsb_fraction(streamed: np.ndarray, full: np.ndarray) -> float:
-    """Share of PCM16 samples that differ, after checking none differs by more than 1 LSB."""
-    assert streamed.shape == full.shape
-    lsb = np.abs(pcm16(streamed).astype(np.int32) - pcm16(full).astype(np.int32))
-    assert lsb.max() <= 1
-    return np.count_nonzero(lsb) / lsb.size
+    return full_decode(codec, codes)
 
 
 def assert_close(streamed: np.ndarray, full: np.ndarray) -> None:
@@ -58,7 +37,7 @@ def assert_close(streamed: np.ndarray, full: np.ndarray) -> None:
     samples here; other CPUs may pick other kernels. Before that, 1 LSB on 0.12-0.15 % of the samples; a lost
     or misplaced context would show as |Δ| ≥ 1e-3."""
     assert np.abs(streamed - full).max() <= 5e-7
-    assert lsb_fraction(streamed, full) <= 0.0003
+    assert lsb_share(streamed, full) <= 0.0003
 
 
 @pytest.mark.parametrize("chunk", [1, 2, 3, 5, 8])
@@ -88,12 +67,12 @@ def test_ragged_length(codec, chunk: int) -> None:
     (RMSNorm's and SDPA's leftover paths), which a streaming decoder cannot know are the last. Measured 1 LSB on
     0.02 % of the samples, all but a third of them in those frames."""
     codes = random_codes(11, 150)
-    full = codec.decode(torch.from_numpy(codes)[None]).reshape(-1).numpy()
+    full = full_decode(codec, codes)
     streamed = decode_in_chunks(codec, codes, chunk)
     assert np.abs(streamed - full).max() <= 5e-7
-    assert lsb_fraction(streamed, full) <= 0.001
+    assert lsb_share(streamed, full) <= 0.001
     head = (150 - 22) * 2048
-    assert lsb_fraction(streamed[:head], full[:head]) <= 0.0003
+    assert lsb_share(streamed[:head], full[:head]) <= 0.0003
 
 
 LENGTH_MODE_LIMIT = 0.001
@@ -112,10 +91,10 @@ def test_window_of_128_frames(codec_dir: Path) -> None:
     `LENGTH_MODE_LIMIT`): the bound is the issue's, not the tightened one."""
     codec = load_codec(codec_dir, config=replace(TINY, quantizer_window=128))
     codes = random_codes(12, 544)
-    full = codec.decode(torch.from_numpy(codes)[None]).reshape(-1).numpy()
+    full = full_decode(codec, codes)
     streamed = decode_in_chunks(codec, codes, 7)
     assert np.abs(streamed - full).max() <= 5e-7
-    assert lsb_fraction(streamed, full) <= LENGTH_MODE_LIMIT
+    assert lsb_share(streamed, full) <= LENGTH_MODE_LIMIT
 
 
 def test_state_does_not_grow(codec, codes) -> None:

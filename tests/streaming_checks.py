@@ -1,0 +1,44 @@
+"""What the streaming-decode tests share: the tiny codec's folder, a full decode to compare with, and the share of
+PCM16 samples a streamed decode rounds 1 LSB away from it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from s2studio.audio.io import pcm16
+from s2studio.codec.loading import load_codec
+from s2studio.demo_model.codec_weights import write_codec_checkpoint
+
+
+@pytest.fixture(scope="module")
+def codec_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder with the tiny random codec (seed 3) that both decoders' tests decode (import the fixture)."""
+    folder = tmp_path_factory.mktemp("codec")
+    write_codec_checkpoint(folder / "codec.pth", seed=3, size="tiny")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def codec(codec_dir: Path):
+    return load_codec(codec_dir)
+
+
+def full_decode(codec, codes: np.ndarray) -> np.ndarray:
+    """`codes (10, T)` decoded in one pass: 1-D float32 samples."""
+    with torch.inference_mode():
+        return codec.decode(torch.from_numpy(codes)[None]).reshape(-1).numpy()
+
+
+def lsb_share(streamed: np.ndarray, full: np.ndarray, largest: float | None = None) -> float:
+    """Share of PCM16 samples that differ, after checking that none differs by more than 1 LSB and, with
+    `largest`, that the float difference is rounding (a lost or misplaced context shows as |Δ| ≥ 1e-3)."""
+    assert streamed.shape == full.shape
+    if largest is not None:
+        assert np.abs(streamed - full).max() <= largest
+    lsb = np.abs(pcm16(streamed).astype(np.int32) - pcm16(full).astype(np.int32))
+    assert lsb.max() <= 1
+    return np.count_nonzero(lsb) / lsb.size
