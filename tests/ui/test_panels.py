@@ -196,6 +196,24 @@ def test_delete_voice_then_undo(qtbot, data_dir, tmp_path):
     close_studio(w)
 
 
+def test_a_delete_that_cannot_keep_its_undo_copy_deletes_nothing(qtbot, data_dir, tmp_path, monkeypatch):
+    from s2studio.state.atomic import WriteError
+    from s2studio.ui.voices import voices_panel
+
+    w = open_studio(qtbot, fake_engine)
+    v = w.library.create("Narrator voice", [(write_wav(tmp_path / "n.wav"), "a clip")])
+    w.voices.refresh()
+    w.voices.select(v.id)
+    warnings: list[str] = []
+    monkeypatch.setattr(voices_panel.QMessageBox, "warning", lambda _parent, _title, text: warnings.append(text))
+    monkeypatch.setattr(w.library, "export", lambda *_: (_ for _ in ()).throw(WriteError("No space left on device", tmp_path, 28)))
+    qtbot.mouseClick(w.voices.delete_button, Qt.MouseButton.LeftButton)
+    assert [x.id for x in w.library.list()] == [v.id]
+    assert warnings == ["No space left on device\n“Narrator voice” was not deleted."]
+    assert not w.voices.undo_button.isVisibleTo(w)
+    close_studio(w)
+
+
 def test_the_voice_panel_leaves_nothing_in_the_temp_folder(qtbot, data_dir, tmp_path, monkeypatch):
     """The undo copy of a deleted voice is made at the delete, and its folder goes when the window closes (an
     earlier build made a folder per window and never removed it: thousands of them in /tmp)."""

@@ -363,7 +363,13 @@ class VoicesPanel(QWidget):
             self._undo_dir = tempfile.TemporaryDirectory(prefix="s2studio-undo-")
         if self._undo_file is not None:  # one level of undo: the copy before it goes
             self._undo_file.unlink(missing_ok=True)
-        self._undo_file = self.library.export(vid, Path(self._undo_dir.name) / f"{vid}.s2voice")
+        try:
+            self._undo_file = self.library.export(vid, Path(self._undo_dir.name) / f"{vid}.s2voice")
+        except UserError as exc:  # no undo copy, no delete: the voice stays as it was
+            self._undo_file = None
+            self.undo_button.setVisible(False)
+            QMessageBox.warning(self, "Delete voice", f"{exc}\n“{voice.name}” was not deleted.")
+            return
         self.library.delete(vid)
         self.undo_button.setText(f"Undo delete of “{voice.name}”")
         self.undo_button.setVisible(True)
