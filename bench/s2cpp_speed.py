@@ -15,7 +15,8 @@ random codec is written once and shared, because s2.cpp's converter and loader h
    quantizes the language model's 2-D tensors with ggml's own quantizer (`ggml_quantize_chunk` from the build's
    libggml-base, what ggml's and llama.cpp's quantize tools call; the port's README sends users to such a tool)
    to q8_0 and q4_K (q4_K needs rows that are a multiple of 256: narrower tensors, all of the tiny model's, fall
-   back to q4_1, counted in the row's label). The codec's tensors stay f16, as in the port's published files. Kept in `--work` for reruns;
+   back to q4_1, counted in the row's label). The codec's tensors stay f16, as in the port's published files.
+   All kept in `--work` for reruns;
 2. for each pair of matching precisions: ours loaded as the engine's CPU fast path loads it (float32 math,
    linear layers narrowed: "bf16" weights, int8 per-row, int4 groups of 128 with a scale and an offset) and s2.cpp
    on the GGUF nearest in bytes and kind:
@@ -26,9 +27,10 @@ random codec is written once and shared, because s2.cpp's converter and loader h
      6-bit scales and minimums per 32 in blocks of 256: 4.5 bits). q4_K_M, the port's published 4-bit file, is
      q4_K with a few tensors in q6_K, more bytes; plain q4_K is the nearer match to our int4 everywhere;
 3. for each thread count: one warm-up each, then `--runs` runs alternating ours and s2.cpp, each making exactly
-   `--frames` frames from the same prompt (a 10 s reference of random codes + a sentence; the port reads the
-   reference's codes from a voice profile written here, so it encodes no audio): ours with `<|im_end|>` left out
-   of the head as in `bench/frame_speed.py`, the port with `--min-tokens-before-end` = `--max-tokens` = frames.
+   `--frames` frames from the same prompt (a 10 s reference of random codes + a sentence, `--reference-frames`;
+   the port reads the reference's codes from a voice profile written here, so it encodes no audio): ours with
+   `<|im_end|>` left out of the head as in `bench/frame_speed.py`, the port with `--min-tokens-before-end` =
+   `--max-tokens` = frames.
    Both with OMP_WAIT_POLICY=PASSIVE and OMP_NUM_THREADS = threads (the port's ggml uses OpenMP, and torch too).
 
 Figures: decode frames/s, median over runs (ours: frames after the first / time after the first; the port's
@@ -42,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import gc
 import os
 import re
 import shutil
@@ -85,18 +88,23 @@ class Port:
 def find_port(build: Path | None, python: Path | None) -> Port | str:
     """The port in `build`, or a one-line reason why it cannot be used."""
     if build is None:
-        return "give --s2cpp BUILD_DIR: a CMake build folder of github.com/rodrigomatta/s2.cpp (see this file's docstring)"
+        return ("give --s2cpp BUILD_DIR: a CMake build folder of github.com/rodrigomatta/s2.cpp "
+                "(see this file's docstring)")
     binary, ggml_base, cache = build / "s2", build / "ggml" / "src" / "libggml-base.so", build / "CMakeCache.txt"
     for need in (binary, ggml_base, cache):
         if not need.exists():
-            return f"{need} is missing: build s2.cpp there first (cmake -B {build} -DGGML_NATIVE=ON; cmake --build {build} --target s2)"
+            return (f"{need} is missing: build s2.cpp there first "
+                    f"(cmake -B {build} -DGGML_NATIVE=ON; cmake --build {build} --target s2)")
     source = re.search(r"^s2cpp_SOURCE_DIR:STATIC=(.*)$", cache.read_text(errors="replace"), re.M)
     converter = Path(source.group(1)) / "quantize" / "unified_export_gguf.py" if source else None
     if converter is None or not converter.is_file():
-        return f"s2.cpp's converter (quantize/unified_export_gguf.py) not found in the source folder {build}'s CMakeCache.txt names"
+        return (f"s2.cpp's converter (quantize/unified_export_gguf.py) is not in the source folder that "
+                f"{cache} names")
     if python is None:
-        return "give --python: a venv's python with the converter's packages (torch, numpy, gguf, safetensors), not the project's"
-    probe = subprocess.run([str(python), "-c", "import torch, numpy, gguf, safetensors"], capture_output=True, text=True)
+        return ("give --python: a venv's python with the converter's packages (torch, numpy, gguf, safetensors), "
+                "not the project's")
+    probe = subprocess.run([str(python), "-c", "import torch, numpy, gguf, safetensors"], capture_output=True,
+                           text=True)
     if probe.returncode:
         return f"{python} cannot import the converter's packages: {probe.stderr.strip().splitlines()[-1:]}"
     return Port(binary, ggml_base, converter, python)
@@ -105,14 +113,14 @@ def find_port(build: Path | None, python: Path | None) -> Port | str:
 def gguf_of(port: Port, work: Path, size: str, folder: Path, codec: Path, kind: str) -> tuple[Path, str]:
     """The model folder as s2.cpp's GGUF of `kind` (made once, kept in `work`), and a note on fallbacks."""
     f16 = work / f"{size}-f16.gguf"
-    if not f16.exists():
+    out = work / f"{size}-{kind}.gguf"
+    note = out.with_suffix(".note")
+    if not f16.exists() and not (kind != "f16" and out.exists()):  # a kept quantized file needs no f16
         run_checked([str(port.python), str(port.converter), "--checkpoint-path", str(folder),
                      "--codec-checkpoint-path", str(codec), "--output", str(f16) + ".part", "--out-dtype", "f16"])
         os.replace(str(f16) + ".part", f16)
     if kind == "f16":
         return f16, ""
-    out = work / f"{size}-{kind}.gguf"
-    note = out.with_suffix(".note")
     if not out.exists():
         run_checked([str(port.python), __file__, "--quantize", str(f16), str(out) + ".part", kind,
                      "--ggml-base", str(port.ggml_base)])
@@ -223,12 +231,13 @@ class Run:
     prompt: int
 
 
-def port_run(port: Port, gguf_path: Path, tokenizer: Path, voices: Path, text: str, frames: int,
+def port_run(port: Port, gguf_path: Path, tokenizer: Path, voices: Path | None, text: str, frames: int,
              threads: int) -> Run:
     """One s2.cpp process: load, prefill, `frames` frames; stopped as soon as it prints its generation metrics."""
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS=str(threads))
-    cmd = [str(port.binary), "-m", str(gguf_path), "-t", str(tokenizer), "--voice", "bench", "--voice-dir",
-           str(voices), "--text", text, "--threads", str(threads), "--max-tokens", str(frames),
+    voice = ["--voice", "bench", "--voice-dir", str(voices)] if voices is not None else []
+    cmd = [str(port.binary), "-m", str(gguf_path), "-t", str(tokenizer), *voice, "--text", text,
+           "--threads", str(threads), "--max-tokens", str(frames),
            "--min-tokens-before-end", str(frames), "--temp", "1.0", "--top-p", "0.9", "--top-k", "30",
            "--codec-cpu", "-o", os.devnull]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
@@ -314,16 +323,18 @@ def bench(args: argparse.Namespace, port: Port) -> None:
     if not codec.exists():
         print("writing the full-size random codec (1.9 GB, once)", flush=True)
         write_codec_checkpoint(codec, seed=1, size="full")
-    codes = np.random.default_rng(0).integers(0, 1024, size=(10, 215)).astype(np.int64)
-    voices = work / "voices"
-    write_voice(voices / "bench.s2voice", fs.REF_TEXT, codes)
+    codes = np.random.default_rng(0).integers(0, 1024, size=(10, args.reference_frames)).astype(np.int64)
+    voices = work / "voices" if args.reference_frames else None
+    if voices is not None:
+        write_voice(voices / "bench.s2voice", fs.REF_TEXT, codes)
+    references = [Reference(fs.REF_TEXT, codes)] if args.reference_frames else []
     for size in args.sizes:
         folder = work / size
         if not (folder / "config.json").exists():
             print(f"writing the {size} demo model", flush=True)
             write_demo_model(folder, seed=1, size=size, codec=False)
         tok = S2Tokenizer.from_file(folder / "tokenizer.json")
-        prompt = build_prompt(tok, [Reference(fs.REF_TEXT, codes)], [], fs.TEXT, 10)
+        prompt = build_prompt(tok, references, [], fs.TEXT, 10)
         print(f"\n== {size}: decode frames/s (first frame ms); ratio = ours / s2.cpp", flush=True)
         for ours_kind, port_kind in PAIRS:
             if ours_kind not in args.precisions:
@@ -348,6 +359,7 @@ def bench(args: argparse.Namespace, port: Port) -> None:
                       f"  {a / b:5.2f}x  [prompt {mine[0].prompt} / {theirs[0].prompt} tokens, {load()}]",
                       flush=True)
             del ours
+            gc.collect()  # the next precision's model loads into the memory this one held
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -361,6 +373,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", nargs="*", type=int, default=[1, 2])
     p.add_argument("--frames", type=int, default=64)
     p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--reference-frames", type=int, default=215,
+                   help="frames of the prompt's reference (215: 10 s; 0: the sentence alone, e.g. for s2pro, whose "
+                        "prefill of a 10 s reference takes tens of seconds a run here)")
     p.add_argument("--quantize", nargs=3, metavar=("SRC", "DST", "KIND"), help=argparse.SUPPRESS)
     p.add_argument("--ggml-base", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
