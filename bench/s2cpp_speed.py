@@ -355,7 +355,7 @@ def bench(args: argparse.Namespace, port: Port) -> None:
                 b = statistics.median(r.decode_fps for r in theirs)
                 fa = statistics.median(r.first_frame_s for r in mine) * 1000
                 fb = statistics.median(r.first_frame_s for r in theirs) * 1000
-                print(f"  {label:44s} {threads} thr: ours {a:7.1f} ({fa:6.1f}), s2.cpp {b:7.1f} ({fb:6.1f}~)"
+                print(f"  {label:44s} {threads} thr: ours {a:7.2f} ({fa:6.0f}), s2.cpp {b:7.2f} ({fb:6.0f}~)"
                       f"  {a / b:5.2f}x  [prompt {mine[0].prompt} / {theirs[0].prompt} tokens, {load()}]",
                       flush=True)
             del ours
