@@ -295,3 +295,26 @@ def test_decode_attention_is_sdpas_grouped_attention(filled: int) -> None:
     # head 5 reads key/value head 5 // 4 = 1, not 5 % 2
     alone = F.scaled_dot_product_attention(q[:, 5:6], keys[:, 1:2], values[:, 1:2])
     torch.testing.assert_close(ours[:, 5:6], alone, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("start", [0, 5])
+def test_the_last_layer_of_a_prefill_writes_every_key_and_returns_the_last_position(tiny, start: int) -> None:
+    """`block(..., last_only=True)` is `block(...)[:, -1:]` (the last query over every filled key) and leaves the
+    cache as the full layer does: later steps read the keys and values of all the prefill's positions."""
+    from s2studio.model.fast_forward import FastCaches, block
+
+    model, _ = tiny
+    layer = model.layers[-1]
+    full, last = (FastCaches.allocate(model, 32, torch.float32, torch.device("cpu")) for _ in range(2))
+    g = torch.Generator().manual_seed(start)
+    x = torch.randn(1, 9, model.config.slow.dim, generator=g)
+    for caches in (full, last):  # the same kept prefix at positions 0..start-1
+        caches.slow[-1].k[:, :, :start] = caches.slow[-1].v[:, :, :start] = 0.5
+    rope = full.rope.narrow(0, start, 9)
+    with torch.inference_mode():
+        expected = block(layer, x, rope, full.slow[-1], start)
+        ours = block(layer, x, rope, last.slow[-1], start, last_only=True)
+    assert ours.shape == (1, 1, model.config.slow.dim)
+    torch.testing.assert_close(ours, expected[:, -1:], rtol=1e-5, atol=1e-6)
+    assert torch.equal(last.slow[-1].k, full.slow[-1].k) and torch.equal(last.slow[-1].v, full.slow[-1].v)
+    assert last.slow[-1].k[:, :, start + 8].abs().sum() > 0  # the last position's keys were written
