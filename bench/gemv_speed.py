@@ -109,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     ops = {name: {kind: getattr(getattr(torch.ops, ns), f"linear_{kind}") for kind in ("bf16", "int8", "int4")}
            for name, ns in spaces.items()}
     print(f"torch {torch.__version__}, {torch.backends.cpu.get_cpu_capability()}, load {os.getloadavg()[0]:.1f}, "
-          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}, weights on {'4 KiB' if args.small_pages else '2 MiB'} pages")
+          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}, "
+          f"weights on {'4 KiB' if args.small_pages else '2 MiB'} pages")
     torch.manual_seed(0)
     for threads in args.threads:
         torch.set_num_threads(threads)
