@@ -7,6 +7,9 @@ them from memory, as in a frame. Printed: microseconds per call, GB/s of weight 
 time to its bound (bytes / the bandwidth `frame_speed.bandwidth` measures at the same thread count, just
 before). `--threads 1 2` runs each count. A tiny layer gives the fixed cost of one call.
 
+The weights lie on 2 MiB pages, as the layer types keep them (`engine/weights/pages.py`); `--small-pages` puts
+them on the allocator's 4 KiB pages instead (the bandwidth is measured on those either way).
+
 `--compare FILE.cpp` builds another version of `cpu_gemv.cpp` (e.g. `git show main:s2studio/engine/weights/
 cpu_gemv.cpp > /tmp/old.cpp`) under a second op namespace and times it interleaved with this one, call for call,
 so that the ratio between them shares the machine's load (the machine is shared; absolute figures move).
@@ -37,6 +40,7 @@ from frame_speed import bandwidth  # noqa: E402
 from s2studio.engine.weights import cpu_gemv  # noqa: E402
 from s2studio.engine.weights.int4 import pack_codes, quantize_groups  # noqa: E402
 from s2studio.engine.weights.int8 import quantize_rows  # noqa: E402
+from s2studio.engine.weights.pages import on_huge_pages  # noqa: E402
 
 SHAPES = {"wqkv 6144x2560": (6144, 2560), "wo 2560x4096": (2560, 4096), "w1/w3 9728x2560": (9728, 2560),
           "w2 2560x9728": (2560, 9728), "fast head 4096x2560": (4096, 2560)}
@@ -59,8 +63,9 @@ def build_compare(source: Path) -> str:
     return "s2studio_cmp"
 
 
-def layer_copies(kind: str, n: int, k: int, cold: int = COLD_BYTES) -> tuple[list[tuple], int]:
-    """Argument tuples (after x) for copies of one random layer, and the weight bytes of one."""
+def layer_copies(kind: str, n: int, k: int, cold: int = COLD_BYTES, huge: bool = True) -> tuple[list[tuple], int]:
+    """Argument tuples (after x) for copies of one random layer, and the weight bytes of one; `huge`: the weights
+    on 2 MiB pages, as the layer types keep them (`weights/pages.py`), else on the allocator's 4 KiB pages."""
     w = torch.randn(n, k) * 0.02
     if kind == "bf16":
         args, size = (w.to(torch.bfloat16).view(torch.int16),), n * k * 2
@@ -71,7 +76,9 @@ def layer_copies(kind: str, n: int, k: int, cold: int = COLD_BYTES) -> tuple[lis
         q, sz = quantize_groups(w, 128)
         args, size = (pack_codes(q), sz.view(torch.int16), 128), n * k // 2 + n * (k // 128) * 4
     copies = max(1, cold // size)
-    return [tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args) for _ in range(copies)], size
+    place = on_huge_pages if huge else torch.clone
+    return [(place(args[0]), *(a.clone() if isinstance(a, torch.Tensor) else a for a in args[1:]))
+            for _ in range(copies)], size
 
 
 def per_call(op, x, copies: list[tuple], calls: int) -> float:
@@ -93,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rows", type=int, default=1, help="rows of activations (1: a decode step)")
     p.add_argument("--hot", action="store_true", help="one copy of each layer (in cache when it fits): compute speed")
     p.add_argument("--compare", type=Path, help="another cpu_gemv.cpp, timed interleaved as 'cmp'")
+    p.add_argument("--small-pages", action="store_true", help="weights on 4 KiB pages (the layers use 2 MiB ones)")
     args = p.parse_args(argv)
     assert cpu_gemv.available(), "the CPU kernels did not load"
     spaces = {"new": "s2studio_cpu"}
@@ -101,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     ops = {name: {kind: getattr(getattr(torch.ops, ns), f"linear_{kind}") for kind in ("bf16", "int8", "int4")}
            for name, ns in spaces.items()}
     print(f"torch {torch.__version__}, {torch.backends.cpu.get_cpu_capability()}, load {os.getloadavg()[0]:.1f}, "
-          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
+          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}, "
+          f"weights on {'4 KiB' if args.small_pages else '2 MiB'} pages")
     torch.manual_seed(0)
     for threads in args.threads:
         torch.set_num_threads(threads)
@@ -115,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
                   + ", ".join(f"{name} {s * 1e6:.1f} us" for name, s in fixed.items()))
             for shape in args.shapes:
                 n, k = SHAPES[shape]
-                copies, size = layer_copies(kind, n, k, 0 if args.hot else COLD_BYTES)
+                copies, size = layer_copies(kind, n, k, 0 if args.hot else COLD_BYTES, not args.small_pages)
                 x = torch.randn(args.rows, k)
                 ref = ops["new"][kind](x, *copies[0])
                 for name, op in ops.items():

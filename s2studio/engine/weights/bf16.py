@@ -17,6 +17,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from s2studio.engine.weights import cpu_gemv
+from s2studio.engine.weights.pages import on_huge_pages
 
 SMALL = 1 << 18
 """Weights below which a layer stays float32: its float32 matrix (<= 1 MiB) stays in the core's cache between
@@ -29,7 +30,8 @@ class Bf16Linear(nn.Module):
     def __init__(self, weight: Tensor, bias: Tensor | None = None) -> None:
         super().__init__()
         self.out_features, self.in_features = weight.shape
-        self.register_buffer("bits", weight.detach().to(torch.bfloat16).contiguous().view(torch.int16))
+        bits = weight.detach().to(torch.bfloat16).contiguous().view(torch.int16)
+        self.register_buffer("bits", on_huge_pages(bits))  # streamed once per step: pages.py
         self.register_buffer("bias", None if bias is None else bias.detach().clone())
         self.kernel = cpu_gemv.available()
 

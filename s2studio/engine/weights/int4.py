@@ -25,6 +25,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from s2studio.engine.weights import cpu_gemv
+from s2studio.engine.weights.pages import on_huge_pages
 
 GROUP = 128
 """Input columns per scale/offset pair (64 for a layer whose width 128 does not divide).
@@ -84,7 +85,7 @@ class Int4Linear(nn.Module):
         if group % BLOCK or self.in_features % group:
             raise ValueError(f"a group of {group} does not tile {self.in_features} inputs in blocks of {BLOCK}")
         self.group = group
-        self.register_buffer("nibbles", pack_codes(codes))  # (out, in/2) uint8
+        self.register_buffer("nibbles", on_huge_pages(pack_codes(codes)))  # (out, in/2) uint8; pages.py
         # bfloat16 bits as int16, so that model.to(dtype) leaves them as torch's int4 kernels take them
         self.register_buffer("range_bits", scales_and_zeros.to(torch.bfloat16).contiguous().view(torch.int16))
         self.packed: Tensor | None = None

@@ -27,6 +27,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from s2studio.engine.weights import cpu_gemv
+from s2studio.engine.weights.pages import on_huge_pages
 
 
 def quantize_rows(weight: Tensor) -> tuple[Tensor, Tensor]:
@@ -43,7 +44,7 @@ class Int8Linear(nn.Module):
     def __init__(self, weight_q: Tensor, scale: Tensor, bias: Tensor | None) -> None:
         super().__init__()
         self.in_features, self.out_features = weight_q.shape[1], weight_q.shape[0]
-        self.register_buffer("weight_q", weight_q)
+        self.register_buffer("weight_q", on_huge_pages(weight_q))  # streamed once per step: pages.py
         self.register_buffer("scale", scale)
         self.register_buffer("bias", bias)
 
