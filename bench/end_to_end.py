@@ -3,9 +3,8 @@
 A benchmark, not a test: it prints figures and asserts nothing. One run, so that every figure shares the
 machine's load, in this order:
 
-1. the memory bandwidth (`frame_speed.bandwidth`, best of 7 at this run's threads and at all cores), and for
-   comparison torch.sum over the same 1 GiB on 2 MiB pages (where the narrowed weights lie, `weights/pages.py`;
-   the bounds use the first figure, on the allocator's 4 KiB pages);
+1. the memory bandwidth (`frame_speed.bandwidth`, best of 7 at this run's threads, on 4 KiB pages and on the 2 MiB
+   pages where the narrowed weights lie: the bounds use the best);
 2. the LM at S2 Pro's shape (random weights; `--layers` of the 36 slow layers built, timed at that depth and at
    half of it, scaled to 36 as `frame_speed.py` part 3 does; the 4 fast layers as they are) for the exact path
    (float32 weights, the model's whole-context KV cache read at every step, as upstream) and the fast path with
@@ -51,7 +50,6 @@ from s2studio.codec.config import S2 as S2_CODEC  # noqa: E402
 from s2studio.codec.streaming import IncrementalDecoder  # noqa: E402
 from s2studio.engine.s2.generate import ensure_caches, generate_frames, make_generator, make_sampler  # noqa: E402
 from s2studio.engine.weights.narrow import narrow_linears  # noqa: E402
-from s2studio.engine.weights.pages import on_huge_pages  # noqa: E402
 
 LAYER = 2560 * (4096 + 2 * 1024) + 4096 * 2560 + 3 * 2560 * 9728
 """Weights of one transformer layer at S2's shape (both stacks: the same widths)."""
@@ -78,13 +76,6 @@ def exact_frame(model, frames: int) -> float:
     for _ in generate_frames(model, prompt, sampler, max_new_tokens=frames + 1):
         stamps.append(time.perf_counter())
     return statistics.median(b - a for a, b in zip(stamps, stamps[1:], strict=False))
-
-
-def huge_page_bandwidth() -> float:
-    """GB/s of torch.sum over 1 GiB of float32 on 2 MiB pages, best of 7 (as `frame_speed.bandwidth` on 4 KiB)."""
-    a = on_huge_pages(torch.ones(2**28))
-    a.sum()
-    return a.numel() * 4 / min(_timed(a.sum) for _ in range(7)) / 1e9
 
 
 def scaled(full: float, half: float, built: int) -> float:
@@ -161,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
           f"load {os.getloadavg()[0]:.1f}")
     rates = bandwidth()
     print(f"\n== 1. bandwidth at {args.threads} thread(s): {max(rates):.1f} GB/s (each row measures it again); "
-          f"torch.sum on 2 MiB pages {huge_page_bandwidth():.1f} GB/s")
+          f"(torch.sum {rates[0]:.1f} on 4 KiB pages, {rates[3]:.1f} on 2 MiB pages)")
     print(f"== 2. LM at S2 Pro's shape, {args.layers} of 36 slow layers built, scaled to 36")
     rows = lm_rows(args)
     for name, frame, bound, bw in rows:
