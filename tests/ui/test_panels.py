@@ -206,10 +206,18 @@ def test_a_delete_that_cannot_keep_its_undo_copy_deletes_nothing(qtbot, data_dir
     w.voices.select(v.id)
     warnings: list[str] = []
     monkeypatch.setattr(voices_panel.QMessageBox, "warning", lambda _parent, _title, text: warnings.append(text))
+    making = voices_panel.tempfile.TemporaryDirectory
+    monkeypatch.setattr(voices_panel.tempfile, "TemporaryDirectory",  # the temp folder cannot be made
+                        lambda **_: (_ for _ in ()).throw(OSError(28, "No space left on device")))
+    qtbot.mouseClick(w.voices.delete_button, Qt.MouseButton.LeftButton)
+    assert [x.id for x in w.library.list()] == [v.id]
+    assert warnings == ["The temp folder cannot hold the undo copy (No space left on device); free some space "
+                        "there.\n“Narrator voice” was not deleted."]
+    monkeypatch.setattr(voices_panel.tempfile, "TemporaryDirectory", making)  # it can; the copy cannot be written
     monkeypatch.setattr(w.library, "export", lambda *_: (_ for _ in ()).throw(WriteError("No space left on device", tmp_path, 28)))
     qtbot.mouseClick(w.voices.delete_button, Qt.MouseButton.LeftButton)
     assert [x.id for x in w.library.list()] == [v.id]
-    assert warnings == ["No space left on device\n“Narrator voice” was not deleted."]
+    assert warnings[-1] == "No space left on device\n“Narrator voice” was not deleted."
     assert not w.voices.undo_button.isVisibleTo(w)
     close_studio(w)
 

@@ -359,16 +359,18 @@ class VoicesPanel(QWidget):
         if vid is None:
             return
         voice = self.library.get(vid)
-        if self._undo_dir is None:
-            self._undo_dir = tempfile.TemporaryDirectory(prefix="s2studio-undo-")
         if self._undo_file is not None:  # one level of undo: the copy before it goes
             self._undo_file.unlink(missing_ok=True)
-        try:
-            self._undo_file = self.library.export(vid, Path(self._undo_dir.name) / f"{vid}.s2voice")
-        except UserError as exc:  # no undo copy, no delete: the voice stays as it was
             self._undo_file = None
+        try:
+            if self._undo_dir is None:
+                self._undo_dir = tempfile.TemporaryDirectory(prefix="s2studio-undo-")
+            self._undo_file = self.library.export(vid, Path(self._undo_dir.name) / f"{vid}.s2voice")
+        except (UserError, OSError) as exc:  # no undo copy, no delete: the voice stays as it was
             self.undo_button.setVisible(False)
-            QMessageBox.warning(self, "Delete voice", f"{exc}\n“{voice.name}” was not deleted.")
+            reason = exc if isinstance(exc, UserError) else (
+                f"The temp folder cannot hold the undo copy ({exc.strerror or exc}); free some space there.")
+            QMessageBox.warning(self, "Delete voice", f"{reason}\n“{voice.name}” was not deleted.")
             return
         self.library.delete(vid)
         self.undo_button.setText(f"Undo delete of “{voice.name}”")
