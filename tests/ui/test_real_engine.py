@@ -30,7 +30,7 @@ def test_real_engine_on_the_demo_model(qtbot, tmp_path, monkeypatch, demo_model,
     qtbot.addWidget(w)
     w.show()
     w.load_model(demo_model)
-    qtbot.waitUntil(lambda: w.model_info is not None, timeout=120000)
+    qtbot.waitUntil(lambda: w.model_info is not None and not w.model.busy, timeout=120000)
     assert (w.model_info.sample_rate, w.model_info.device) == (44100, "cpu")
     a = w.library.create("A", [(write_wav(tmp_path / "a.wav", seconds=3.0), "hello there")])
     b = w.library.create("B", [(write_wav(tmp_path / "b.wav", seconds=3.0, hz=330), "hi again")])

@@ -53,7 +53,7 @@ def test_the_studio_renders_two_speakers_on_a_server_and_plays_while_it_generate
     qtbot.waitUntil(lambda: box.result.text().startswith("Connected"), timeout=30000)
     assert f"tiny on 127.0.0.1:{server.state.config.port}" in box.result.text() and "ms round trip" in box.result.text()
     box.use_button.click()
-    qtbot.waitUntil(lambda: w.model_info is not None, timeout=60000)
+    qtbot.waitUntil(lambda: w.model_info is not None and not w.model.busy, timeout=60000)
     assert w.model_info.codec_fingerprint == server.state.info.codec_fingerprint
     assert w.ctx.settings.value("render/on") == "server" and w.ctx.settings.value("render/url") == server.url
 

@@ -83,7 +83,8 @@ def open_studio(qtbot, factory: Callable[[], object], begin_session: bool = True
     if begin_session:
         w.store.begin_session()
     app.start_engine(w)
-    qtbot.waitUntil(lambda: w.model_info is not None, timeout=5000)
+    # ready is not the end of the load job: Render stays disabled until its JobFinished clears `model.busy`
+    qtbot.waitUntil(lambda: w.model_info is not None and not w.model.busy, timeout=5000)
     return w
 
 
