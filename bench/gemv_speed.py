@@ -44,6 +44,11 @@ from s2studio.engine.weights.pages import on_huge_pages  # noqa: E402
 
 SHAPES = {"wqkv 6144x2560": (6144, 2560), "wo 2560x4096": (2560, 4096), "w1/w3 9728x2560": (9728, 2560),
           "w2 2560x9728": (2560, 9728), "fast head 4096x2560": (4096, 2560)}
+MID_SHAPES = {"mid w1/w3 1536x512": (1536, 512), "mid w2 512x1536": (512, 1536), "mid wqkv 768x512": (768, 512),
+              "mid wo 512x512": (512, 512)}
+"""The mid model's linears (`--sizes mid`): 50-200 us calls, where a call's fixed costs and the helper thread's
+wake-up show, and ~230 of them make a mid frame."""
+SIZES = {"s2": SHAPES, "mid": MID_SHAPES}
 COLD_BYTES = 128 << 20
 """Weights cycled per shape: 4x this machine's 32 MiB L3, so each call streams from memory."""
 
@@ -96,12 +101,16 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--threads", type=int, nargs="*", default=[1, 2])
     p.add_argument("--kinds", nargs="*", default=["int4", "int8", "bf16"])
-    p.add_argument("--shapes", nargs="*", default=list(SHAPES), help="of: " + ", ".join(SHAPES))
+    p.add_argument("--sizes", nargs="*", default=["s2"], choices=list(SIZES), help="which model's shapes")
+    p.add_argument("--shapes", nargs="*", help="of: " + ", ".join([*SHAPES, *MID_SHAPES]) + " (default: --sizes')")
     p.add_argument("--rows", type=int, default=1, help="rows of activations (1: a decode step)")
     p.add_argument("--hot", action="store_true", help="one copy of each layer (in cache when it fits): compute speed")
     p.add_argument("--compare", type=Path, help="another cpu_gemv.cpp, timed interleaved as 'cmp'")
     p.add_argument("--small-pages", action="store_true", help="weights on 4 KiB pages (the layers use 2 MiB ones)")
     args = p.parse_args(argv)
+    shapes = {name: shape for size in args.sizes for name, shape in SIZES[size].items()}
+    if args.shapes:
+        shapes = {name: {**SHAPES, **MID_SHAPES}[name] for name in args.shapes}
     assert cpu_gemv.available(), "the CPU kernels did not load"
     spaces = {"new": "s2studio_cpu"}
     if args.compare:
@@ -122,8 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             fixed = {name: per_call(op[kind], torch.randn(args.rows, 128), tiny, 2000) for name, op in ops.items()}
             print(f"  {kind}: fixed cost of a call (64x128): "
                   + ", ".join(f"{name} {s * 1e6:.1f} us" for name, s in fixed.items()))
-            for shape in args.shapes:
-                n, k = SHAPES[shape]
+            for shape, (n, k) in shapes.items():
                 copies, size = layer_copies(kind, n, k, 0 if args.hot else COLD_BYTES, not args.small_pages)
                 x = torch.randn(args.rows, k)
                 ref = ops["new"][kind](x, *copies[0])
