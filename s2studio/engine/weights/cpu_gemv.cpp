@@ -22,19 +22,34 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
 #if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
+#if defined(_WIN32)
+#include <process.h>
+#else
+#include <unistd.h>
+#endif
 
 namespace {
+
+#if defined(_WIN32)
+inline int64_t process_id() { return _getpid(); }
+#else
+inline int64_t process_id() { return getpid(); }
+#endif
 
 #if defined(__AVX512F__)
 constexpr int64_t kLanes = 16;
@@ -266,21 +281,24 @@ void dot4(const uint8_t* w, const uint16_t* sz, const int16_t* X, const float* s
 
 constexpr int64_t kGemvRows = 8;  // up to this many rows of x, the weights are streamed once (gemv below)
 
-// Rows [0, N) of a decode step shared between the calling thread and torch's other threads, without waiting for
-// a thread that has not started. On a desktop (or this 2-core machine with other work) a woken thread often finds
+// Rows [0, N) of a decode step shared between the calling thread and helper threads, without waiting for a
+// thread that has not started. On a desktop (or this 2-core machine with other work) a woken thread often finds
 // its core taken for milliseconds: split in fixed halves (at::parallel_for), every call then lasts until that
 // thread has had its turn and done its half, 2-4x the time of the call alone (measured: per-call medians 3.5x
 // their minimum at 2 threads with other work running). Here the caller starts at once and takes the rows in
 // shrinking pieces ("guided": a quarter of what is left at 2 threads, down to `grain` rows), as does each helper
-// (posted to torch's inter-op pool) once it runs; the caller waits only for pieces already taken, so rows a late
-// helper never took are the caller's. Each row is computed by one thread alone, so the result does not depend
-// on who took which rows. `rows(begin, end)` must not throw.
-struct SharedRows {
-  int64_t N, grain, threads;
+// once it runs; the caller waits only for pieces already taken, so rows a late helper never took are the
+// caller's. Each row is computed by one thread alone, so the result does not depend on who took which rows.
+//
+// The helpers are threads of our own (`Helpers`), not torch's inter-op pool: a task posted there wakes a
+// sleeping thread through a condition variable on every call, and a mid-model frame makes ~230 calls of
+// 30-150 us, back to back with small torch ops between them, where a wake-up arrives late or not at all. Ours
+// spin a short while after each job (`kSpin`), yielding their core to anything else that wants it, so the next
+// call of a frame finds them awake; then they sleep, so an idle studio burns nothing.
+struct Job {
+  int64_t N = 0, grain = 1, threads = 1;
+  const std::function<void(int64_t, int64_t)>* rows = nullptr;
   std::atomic<int64_t> next{0};
-  std::atomic<int> active{0};
-  std::atomic<bool> open{true};
-  const std::function<void(int64_t, int64_t)>* rows;
 
   void take() {
     for (int64_t begin = next.load(); begin < N;) {
@@ -291,9 +309,102 @@ struct SharedRows {
       }
     }
   }
-  void help() {
+};
+
+// How long an idle helper keeps looking for the next job before it sleeps. A frame's linears come 5-50 us
+// apart (the small ops between them), so 200 us catches them; between frames or lines the helpers sleep.
+constexpr auto kSpin = std::chrono::microseconds(200);
+
+// One job at a time, posted by whichever thread holds `posting` (another caller meanwhile computes its rows
+// alone: correct, and on 2 cores no slower). The job lives here, never freed, and a caller ends its job only
+// when no helper is inside it (`active`), so a helper never touches a job's rows after the call returned.
+// The threads are created on first use, one more whenever torch's thread count grows, and never stopped:
+// detached, they die with the process (at exit they are asleep or spinning on this object, which is never
+// destroyed). In a forked child none of them exist; the caller there computes its rows alone.
+class Helpers {
+ public:
+  static Helpers& get() {
+    static Helpers* helpers = new Helpers;  // never destroyed: detached threads may still look at it at exit
+    return *helpers;
+  }
+
+  void share(int64_t N, int64_t grain, int64_t threads, const std::function<void(int64_t, int64_t)>& rows) {
+    std::unique_lock<std::mutex> mine(posting, std::try_to_lock);
+    if (!mine.owns_lock() || process_id() != owner || !hire(threads - 1)) {
+      rows(0, N);
+      return;
+    }
+    job.N = N;
+    job.grain = grain;
+    job.threads = threads;
+    job.rows = &rows;
+    job.next.store(0);
+    wanted.store(threads - 1);
+    open.store(++serial);  // seq_cst, read by a helper after it entered (`active`): see `help`
+    if (sleepers.load() > 0) {
+      std::unique_lock<std::mutex> lock(sleep, std::try_to_lock);  // never wait here; a helper holding it is
+      if (lock.owns_lock()) wake.notify_all();                      // about to see the new job anyway
+    }
+    job.take();
+    open.store(0);
+    for (int spins = 0; active.load() != 0; ++spins) {  // a helper finishing the rows it took
+      if (spins > 64) std::this_thread::yield();
+    }
+  }
+
+ private:
+  std::mutex posting, sleep;
+  std::condition_variable wake;
+  std::atomic<uint64_t> open{0};  // the serial of the job open to helpers, 0 for none
+  std::atomic<int> active{0}, sleepers{0};
+  std::atomic<int64_t> wanted{0};
+  uint64_t serial = 0;  // under `posting`
+  Job job;
+  std::vector<std::thread> threads_;  // under `posting`
+  const int64_t owner = process_id();
+
+  // At least `count` helpers running; false if a thread cannot be made (the caller then works alone).
+  bool hire(int64_t count) {
+    try {
+      while (static_cast<int64_t>(threads_.size()) < count) {
+        const int64_t index = static_cast<int64_t>(threads_.size());
+        threads_.emplace_back([this, index] { run(index); });
+        threads_.back().detach();
+      }
+    } catch (const std::system_error&) {
+      return false;
+    }
+    return true;
+  }
+
+  void run(int64_t index) {
+    uint64_t seen = 0;
+    for (;;) {
+      const auto until = std::chrono::steady_clock::now() + kSpin;
+      uint64_t now = open.load();
+      for (int spins = 1; now == 0 || now == seen; ++spins) {
+        if (spins % 16 == 0) {
+          if (std::chrono::steady_clock::now() >= until) break;
+          std::this_thread::yield();  // a core that other work wants is theirs
+        }
+        now = open.load();
+      }
+      if (now == 0 || now == seen) {
+        std::unique_lock<std::mutex> lock(sleep);
+        sleepers.fetch_add(1);
+        wake.wait(lock, [&] { now = open.load(); return now != 0 && now != seen; });
+        sleepers.fetch_sub(1);
+      }
+      seen = now;
+      if (index < wanted.load()) help(now);
+    }
+  }
+
+  // Enter first, then look: a caller that closed its job before we entered never waits for us, and one that
+  // closes it after waits until we leave, so the job's fields are not rewritten while we read them.
+  void help(uint64_t serial_seen) {
     active.fetch_add(1);
-    if (open.load()) take();  // after the caller closed the job, `rows` may be gone: touch nothing
+    if (open.load() == serial_seen) job.take();
     active.fetch_sub(1);
   }
 };
@@ -306,17 +417,7 @@ void share_rows(int64_t N, int64_t grain, const Rows& rows) {
     return;
   }
   const std::function<void(int64_t, int64_t)> call = rows;
-  auto job = std::make_shared<SharedRows>();
-  job->N = N;
-  job->grain = grain;
-  job->threads = threads;
-  job->rows = &call;
-  for (int64_t t = 1; t < threads; ++t) at::launch([job] { job->help(); });
-  job->take();
-  job->open.store(false);
-  for (int spins = 0; job->active.load() != 0; ++spins) {  // a helper finishing the rows it took
-    if (spins > 64) std::this_thread::yield();
-  }
+  Helpers::get().share(N, grain, threads, call);
 }
 
 // y (M, N) = x (M, K) @ w (N, K)^T, times scale[n] when given. Each weight row is read from memory once and from
