@@ -13,6 +13,8 @@ them on the allocator's 4 KiB pages instead (the bandwidth is measured on those 
 `--compare FILE.cpp` builds another version of `cpu_gemv.cpp` (e.g. `git show main:s2studio/engine/weights/
 cpu_gemv.cpp > /tmp/old.cpp`) under a second op namespace and times it interleaved with this one, call for call,
 so that the ratio between them shares the machine's load (the machine is shared; absolute figures move).
+`--busy N` runs it all beside N busy `python -c 'while True: pass'` processes (started here, stopped at the end):
+a desktop is never idle, and a 2-thread call must not wait for a helper whose core another program took.
 """
 
 from __future__ import annotations
@@ -106,8 +108,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rows", type=int, default=1, help="rows of activations (1: a decode step)")
     p.add_argument("--hot", action="store_true", help="one copy of each layer (in cache when it fits): compute speed")
     p.add_argument("--compare", type=Path, help="another cpu_gemv.cpp, timed interleaved as 'cmp'")
+    p.add_argument("--busy", type=int, default=0, help="busy processes beside the run (one per core: loaded)")
     p.add_argument("--small-pages", action="store_true", help="weights on 4 KiB pages (the layers use 2 MiB ones)")
     args = p.parse_args(argv)
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
+    try:
+        return run(args)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+
+
+def run(args: argparse.Namespace) -> int:
     shapes = {name: shape for size in args.sizes for name, shape in SIZES[size].items()}
     if args.shapes:
         shapes = {name: {**SHAPES, **MID_SHAPES}[name] for name in args.shapes}
@@ -119,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
            for name, ns in spaces.items()}
     print(f"torch {torch.__version__}, {torch.backends.cpu.get_cpu_capability()}, load {os.getloadavg()[0]:.1f}, "
           f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}, "
-          f"weights on {'4 KiB' if args.small_pages else '2 MiB'} pages")
+          f"weights on {'4 KiB' if args.small_pages else '2 MiB'} pages, {args.busy} busy processes beside")
     torch.manual_seed(0)
     for threads in args.threads:
         torch.set_num_threads(threads)
