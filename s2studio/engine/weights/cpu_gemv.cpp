@@ -40,6 +40,7 @@
 #if defined(_WIN32)
 #include <process.h>
 #else
+#include <pthread.h>
 #include <unistd.h>
 #endif
 
@@ -320,6 +321,8 @@ constexpr auto kSpin = std::chrono::microseconds(200);
 // 0.4-0.6x of those with a helper that sleeps at once); the helper sleeps instead.
 constexpr auto kTaken = std::chrono::microseconds(20);
 
+constexpr char kHelperName[] = "s2studio-rows";
+
 // One job at a time, posted by whichever thread holds `posting` (another caller meanwhile computes its rows
 // alone: correct, and on 2 cores no slower). The job lives here, never freed, and a caller ends its job only
 // when no helper is inside it (`active`), so a helper never touches a job's rows after the call returned.
@@ -383,6 +386,9 @@ class Helpers {
   }
 
   void run(int64_t index) {
+#if defined(__linux__)
+    pthread_setname_np(pthread_self(), kHelperName);  // how `top -H` and the tests tell them apart
+#endif
     uint64_t seen = 0;
     for (;;) {
       const auto until = std::chrono::steady_clock::now() + kSpin;
