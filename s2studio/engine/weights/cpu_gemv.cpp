@@ -41,6 +41,7 @@
 #include <process.h>
 #else
 #include <pthread.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #endif
 
@@ -296,7 +297,8 @@ constexpr int64_t kGemvRows = 8;  // up to this many rows of x, the weights are 
 // 30-150 us, back to back with small torch ops between them, where a wake-up arrives late or not at all. Ours
 // spin a short while after each job (`kSpin`) so that the next call of a frame finds them awake, yielding their
 // core as they spin; then they sleep, so an idle studio burns nothing. When a yield shows that other work wants
-// the core (`kTaken`), they sleep at once: on a busy machine they are woken per call, as torch's pool would be.
+// the core (`kTaken`, `switches`), they stop spinning for a while (`kBusy`): on a busy machine a spinning helper
+// takes turns from the caller, and they are woken per call instead, as torch's pool would be.
 struct Job {
   int64_t N = 0, grain = 1, threads = 1;
   const std::function<void(int64_t, int64_t)>* rows = nullptr;
@@ -320,6 +322,19 @@ constexpr auto kSpin = std::chrono::microseconds(200);
 // there would take turns from that work and from the caller (measured: mid frames beside two busy processes
 // 0.4-0.6x of those with a helper that sleeps at once); the helper sleeps instead.
 constexpr auto kTaken = std::chrono::microseconds(20);
+// After that, or once the helper was switched out while it spun (another thread ran on its core), it does not
+// spin for this long: it is woken per call, as torch's pool would be.
+constexpr auto kBusy = std::chrono::milliseconds(20);
+
+// Times the calling thread was switched out while it could have run (a yield that let another thread run, or
+// a preemption); 0 where the platform does not count them per thread.
+inline int64_t switches() {
+#if defined(__linux__)
+  rusage usage;
+  if (getrusage(RUSAGE_THREAD, &usage) == 0) return usage.ru_nivcsw;
+#endif
+  return 0;
+}
 
 constexpr char kHelperName[] = "s2studio-rows";
 
@@ -390,15 +405,20 @@ class Helpers {
     pthread_setname_np(pthread_self(), kHelperName);  // how `top -H` and the tests tell them apart
 #endif
     uint64_t seen = 0;
+    auto calm = std::chrono::steady_clock::time_point{};  // no spinning before this: the machine was busy
     for (;;) {
-      const auto until = std::chrono::steady_clock::now() + kSpin;
+      const auto start = std::chrono::steady_clock::now();
+      const int64_t switched = switches();
       uint64_t now = open.load();
-      for (int spins = 1; now == 0 || now == seen; ++spins) {
+      for (int spins = 1; (now == 0 || now == seen) && start >= calm; ++spins) {
         if (spins % 16 == 0) {
           const auto before = std::chrono::steady_clock::now();
-          if (before >= until) break;
-          std::this_thread::yield();  // a core that other work wants is theirs, and then we sleep
-          if (std::chrono::steady_clock::now() - before > kTaken) break;
+          if (before - start >= kSpin) break;
+          std::this_thread::yield();  // a core that other work wants is theirs
+          if (std::chrono::steady_clock::now() - before > kTaken || switches() != switched) {
+            calm = std::chrono::steady_clock::now() + kBusy;
+            break;
+          }
         }
         now = open.load();
       }
