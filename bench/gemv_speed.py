@@ -1,7 +1,8 @@
 """GB/s of the CPU kernels on single S2-shaped linear layers at batch 1: `python bench/gemv_speed.py`.
 
 A benchmark, not a test: it prints figures and asserts nothing. For each kind of weight (bf16, int8, int4 g=128)
-and each of S2 Pro's linear shapes (the slow and the fast transformer share them), one decode-step row of
+and each of S2 Pro's linear shapes (the slow and the fast transformer share them; `--sizes mid` for the mid demo
+model's, `--sizes s2 mid` for both), one decode-step row of
 activations through the layer, the weights cycled over enough copies (>= 4x the L3 cache) that every call reads
 them from memory, as in a frame. Printed: microseconds per call, GB/s of weight bytes, and the ratio of the
 time to its bound (bytes / the bandwidth `frame_speed.bandwidth` measures at the same thread count, just
