@@ -27,6 +27,7 @@ from torch.nn import functional as F
 
 from s2studio.engine.api import SamplingParams
 from s2studio.engine.s2.sampling import RAS_WINDOW, request_constants
+from s2studio.engine.weights.cpu_step import step_ops
 from s2studio.engine.weights.narrow import narrow_head, narrowing_of
 from s2studio.errors import UserError
 from s2studio.model.dual_ar import DualAR
@@ -61,7 +62,9 @@ class FastDecoder:
         self.model = model
         self.device, self.dtype = p.device, p.dtype
         self.length = min(length or c.slow.max_seq_len, c.slow.max_seq_len)
-        self.caches = FastCaches.allocate(model, self.length, self.dtype, self.device)
+        # a float32 model on the CPU steps through the C++ kernels' fused ops (cpu_step.py); elsewhere torch's
+        self.caches = FastCaches.allocate(model, self.length, self.dtype, self.device,
+                                          ops=step_ops(self.device, self.dtype))
         # `allowed`: a subset of the sampler's ids (benchmarks leave out <|im_end|> so that runs never stop)
         self.ids = (allowed_ids(model, im_end_id) if allowed is None else allowed).to(self.device)
         self.head = narrow_head(head_weight(model, self.ids), narrowing_of(model).mode)

@@ -37,6 +37,8 @@ from torch import Tensor
 log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("cpu_gemv.cpp")
+SOURCES = (SOURCE, Path(__file__).with_name("cpu_step.cpp"))
+"""Every source of the library: the linear layers, and the small ops of a fast-path step (`cpu_step.cpp`)."""
 PREBUILT = Path(__file__).with_name("prebuilt")
 """Builds shipped with the package (packaging/build.sh puts them in the bundle): looked up before the cache."""
 MANIFEST = "SHA256SUMS"
@@ -67,13 +69,15 @@ def compile_command(output: Path, capability: str | None = None) -> list[str]:
     cmd = [os.environ.get("CXX", "c++"), "-O3", "-std=c++20", "-shared", "-fPIC", "-fopenmp",
            f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}", *ARCH_FLAGS.get(capability, [])]
     cmd += [f"-I{root / 'include'}"]
-    cmd += [str(SOURCE), "-o", str(output), f"-L{torch_lib}", "-lc10", "-ltorch_cpu", f"-Wl,-rpath,{torch_lib}"]
+    cmd += [*map(str, SOURCES), "-o", str(output), f"-L{torch_lib}", "-lc10", "-ltorch_cpu", f"-Wl,-rpath,{torch_lib}"]
     return cmd
 
 
 def library_name(capability: str | None = None) -> str:
-    """The file name of the kernels for this source, this torch and a CPU width (default: this CPU's)."""
-    key = hashlib.sha256(SOURCE.read_bytes())
+    """The file name of the kernels for these sources, this torch and a CPU width (default: this CPU's)."""
+    key = hashlib.sha256()
+    for source in SOURCES:
+        key.update(hashlib.sha256(source.read_bytes()).digest())
     key.update(f"{torch.__version__} {capability or torch.backends.cpu.get_cpu_capability()}".encode())
     return f"cpu_gemv-{key.hexdigest()[:16]}.so"
 
@@ -225,7 +229,7 @@ def _load() -> bool:
     if os.environ.get(ENV_SWITCH, "1") == "0":
         log.info("CPU kernels off (%s=0): torch's kernels serve the fast path", ENV_SWITCH)
         return False
-    if hasattr(torch.ops.s2studio_cpu, "linear_int4"):  # loaded by an earlier call in this process
+    if hasattr(torch.ops.s2studio_cpu, "attend"):  # loaded by an earlier call in this process
         return True
     try:
         shipped = PREBUILT / library_name()

@@ -1,0 +1,216 @@
+// The small ops of one fast-path step on the CPU (model/fast_forward.py's `StepOps`), float32, each one call.
+//
+// At batch 1 a layer-step of a small model does little arithmetic but ran ~50-60 torch ops (norm, qk-norm, RoPE
+// through complex views, cache writes, two batched products and a softmax, reshapes), each with a fixed cost of
+// several microseconds: torch's CPU rms_norm alone decomposes into five kernels (24-31 us on 512 floats). Here a
+// layer-step is a handful of calls: the norm with the residual add, the attention of the new positions (qk-norm,
+// RoPE, the cache writes and grouped-query attention over the filled cache), and silu(a) * b. The math is the
+// torch code's they replace, step by step (x * rsqrt(mean(x²) + eps) * w; RoPE as the complex product; scores of
+// q·scale against the keys, softmax, the weighted values); only the order of the additions differs.
+//
+// Built into the same library as cpu_gemv.cpp (cpu_gemv.py compiles both), registered as a fragment of its
+// `s2studio_cpu` library.
+
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <tuple>
+#include <vector>
+
+namespace {
+
+// Σ a[k]·b[k] in 8 partial sums (a pattern the compiler turns into one vector accumulator at every width).
+inline float dot(const float* a, const float* b, int64_t n) {
+  float part[8] = {};
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    for (int l = 0; l < 8; ++l) part[l] += a[k + l] * b[k + l];
+  }
+  float s = ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7]));
+  for (; k < n; ++k) s += a[k] * b[k];
+  return s;
+}
+
+// One row: out = x * rsqrt(mean(x²) + eps) * w, in that order (torch's composite rms_norm).
+inline void norm_row(const float* x, const float* w, float eps, int64_t n, float* out) {
+  const float r = 1.0f / std::sqrt(dot(x, x, n) / static_cast<float>(n) + eps);
+  if (w != nullptr) {
+    for (int64_t k = 0; k < n; ++k) out[k] = (x[k] * r) * w[k];
+  } else {
+    for (int64_t k = 0; k < n; ++k) out[k] = x[k] * r;
+  }
+}
+
+void check_float(const at::Tensor& t, const char* name) {
+  TORCH_CHECK(t.device().is_cpu() && t.scalar_type() == at::kFloat && t.is_contiguous(), name,
+              " must be a contiguous float32 CPU tensor");
+}
+
+void check_weight(const at::Tensor& weight, int64_t n, const char* name) {
+  check_float(weight, name);
+  TORCH_CHECK(weight.dim() == 1 && weight.size(0) == n, name, " has ", weight.numel(), " values for rows of ", n);
+}
+
+// F.rms_norm(x, (n,), weight, eps) over the last dimension.
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  check_float(x, "x");
+  const int64_t n = x.size(-1), rows = x.numel() / n;
+  check_weight(weight, n, "weight");
+  at::Tensor out = at::empty_like(x);
+  const float *xs = x.data_ptr<float>(), *w = weight.data_ptr<float>();
+  float* o = out.data_ptr<float>();
+  for (int64_t r = 0; r < rows; ++r) norm_row(xs + r * n, w, static_cast<float>(eps), n, o + r * n);
+  return out;
+}
+
+// (h, rms_norm(h)) with h = x + delta: a block's residual add and the norm after it in one call.
+std::tuple<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& weight,
+                                                double eps) {
+  check_float(x, "x");
+  check_float(delta, "delta");
+  TORCH_CHECK(x.sizes() == delta.sizes(), "x ", x.sizes(), " and delta ", delta.sizes(), " differ in shape");
+  const int64_t n = x.size(-1), rows = x.numel() / n;
+  check_weight(weight, n, "weight");
+  at::Tensor h = at::empty_like(x), out = at::empty_like(x);
+  const float *xs = x.data_ptr<float>(), *d = delta.data_ptr<float>(), *w = weight.data_ptr<float>();
+  float *hs = h.data_ptr<float>(), *o = out.data_ptr<float>();
+  for (int64_t i = 0; i < rows * n; ++i) hs[i] = xs[i] + d[i];
+  for (int64_t r = 0; r < rows; ++r) norm_row(hs + r * n, w, static_cast<float>(eps), n, o + r * n);
+  return {h, out};
+}
+
+// F.silu(a) * b = a / (1 + exp(-a)) * b.
+at::Tensor silu_mul(const at::Tensor& a, const at::Tensor& b) {
+  check_float(a, "a");
+  check_float(b, "b");
+  TORCH_CHECK(a.sizes() == b.sizes(), "a ", a.sizes(), " and b ", b.sizes(), " differ in shape");
+  at::Tensor out = at::empty_like(a);
+  const float *as = a.data_ptr<float>(), *bs = b.data_ptr<float>();
+  float* o = out.data_ptr<float>();
+  for (int64_t i = 0; i < a.numel(); ++i) o[i] = as[i] / (1.0f + std::exp(-as[i])) * bs[i];
+  return out;
+}
+
+// Below this many cached floats (keys and values of all kv heads) the attention runs on the calling thread: a
+// woken helper costs more than it saves (see kParallelFloats' measurement in the report of issue 18).
+constexpr int64_t kParallelFloats = int64_t{1} << 17;
+
+// The attention of S new positions pos..pos+S-1 of one layer (`fast_forward.attention` for a few positions):
+// qkv (1, S, (H + 2·KV)·D) from wqkv, rows q heads, k heads, v heads; per-head RMSNorm of q and k with their
+// weights (when given); RoPE on adjacent pairs with `rope` (S, D/2) complex64; keys and values written into the
+// caches (1, KV, L, D) at pos..pos+S-1; query s of head h attends to keys 0..pos+s of kv head h / (H / KV) with
+// scale D^-0.5. Returns (1, S, H·D), the input of wo.
+at::Tensor attend(const at::Tensor& qkv, const std::optional<at::Tensor>& q_norm, const std::optional<at::Tensor>& k_norm,
+                  double eps, const at::Tensor& rope, const at::Tensor& k_cache, const at::Tensor& v_cache, int64_t pos,
+                  int64_t heads, int64_t kv_heads) {
+  check_float(qkv, "qkv");
+  check_float(k_cache, "k_cache");
+  check_float(v_cache, "v_cache");
+  TORCH_CHECK(rope.device().is_cpu() && rope.scalar_type() == at::kComplexFloat && rope.is_contiguous(),
+              "rope must be a contiguous complex64 CPU tensor");
+  TORCH_CHECK(k_cache.dim() == 4 && k_cache.size(0) == 1 && k_cache.size(1) == kv_heads &&
+              v_cache.sizes() == k_cache.sizes(), "the caches must both be (1, ", kv_heads, ", length, head_dim)");
+  TORCH_CHECK(heads > 0 && kv_heads > 0 && heads % kv_heads == 0, heads, " query heads do not group over ", kv_heads,
+              " kv heads");
+  const int64_t D = k_cache.size(3), L = k_cache.size(2), S = qkv.numel() / ((heads + 2 * kv_heads) * D);
+  TORCH_CHECK(D % 2 == 0 && qkv.dim() == 3 && qkv.size(0) == 1 && qkv.size(2) == (heads + 2 * kv_heads) * D,
+              "qkv must be (1, S, ", (heads + 2 * kv_heads) * D, ")");
+  TORCH_CHECK(S >= 1 && pos >= 0 && pos + S <= L, "positions ", pos, "..", pos + S - 1, " do not fit the ", L,
+              "-position cache");
+  TORCH_CHECK(rope.dim() == 2 && rope.size(0) == S && rope.size(1) == D / 2, "rope must be (", S, ", ", D / 2, ")");
+  if (q_norm) check_weight(*q_norm, D, "q_norm");
+  if (k_norm) check_weight(*k_norm, D, "k_norm");
+  const int64_t group = heads / kv_heads, width = (heads + 2 * kv_heads) * D;
+  const float* in = qkv.data_ptr<float>();
+  const float* table = reinterpret_cast<const float*>(rope.data_ptr());  // (S, D/2, 2): real, imaginary
+  float *keys = k_cache.data_ptr<float>(), *values = v_cache.data_ptr<float>();
+  const float* qn = q_norm ? q_norm->data_ptr<float>() : nullptr;
+  const float* kn = k_norm ? k_norm->data_ptr<float>() : nullptr;
+
+  // q heads (normed, rotated) per position, and the new keys and values into the caches
+  std::vector<float> q(S * heads * D), normed(D);
+  for (int64_t s = 0; s < S; ++s) {
+    const float* row = in + s * width;
+    const float* turn = table + s * D;
+    auto rotate = [&](const float* x, const float* weight, float* out) {
+      const float* src = x;
+      if (weight != nullptr) {
+        norm_row(x, weight, static_cast<float>(eps), D, normed.data());
+        src = normed.data();
+      }
+      for (int64_t i = 0; i < D / 2; ++i) {
+        const float a = src[2 * i], b = src[2 * i + 1], c = turn[2 * i], d = turn[2 * i + 1];
+        out[2 * i] = a * c - b * d;
+        out[2 * i + 1] = a * d + b * c;
+      }
+    };
+    for (int64_t h = 0; h < heads; ++h) rotate(row + h * D, qn, q.data() + (s * heads + h) * D);
+    for (int64_t j = 0; j < kv_heads; ++j) {
+      rotate(row + (heads + j) * D, kn, keys + (j * L + pos + s) * D);
+      std::copy_n(row + (heads + kv_heads + j) * D, D, values + (j * L + pos + s) * D);
+    }
+  }
+
+  at::Tensor out = at::empty({1, S, heads * D}, qkv.options());
+  float* y = out.data_ptr<float>();
+  const float scale = static_cast<float>(std::pow(static_cast<double>(D), -0.5));
+  const int64_t end = pos + S;
+  auto kv_head = [&](int64_t j) {
+    const float* k = keys + j * L * D;
+    const float* v = values + j * L * D;
+    std::vector<float> scaled(D), weights(end);
+    for (int64_t s = 0; s < S; ++s) {
+      const int64_t seen = pos + s + 1;  // causal: query s sees keys 0..pos+s
+      for (int64_t i = 0; i < group; ++i) {
+        const int64_t h = j * group + i;
+        const float* qh = q.data() + (s * heads + h) * D;
+        for (int64_t d = 0; d < D; ++d) scaled[d] = qh[d] * scale;
+        float top = -INFINITY;
+        for (int64_t t = 0; t < seen; ++t) {
+          weights[t] = dot(scaled.data(), k + t * D, D);
+          top = std::max(top, weights[t]);
+        }
+        float sum = 0.0f;
+        for (int64_t t = 0; t < seen; ++t) {
+          weights[t] = std::exp(weights[t] - top);
+          sum += weights[t];
+        }
+        float* yh = y + s * heads * D + h * D;
+        std::fill_n(yh, D, 0.0f);
+        for (int64_t t = 0; t < seen; ++t) {
+          const float w = weights[t] / sum;
+          const float* vt = v + t * D;
+          for (int64_t d = 0; d < D; ++d) yh[d] += w * vt[d];
+        }
+      }
+    }
+  };
+  if (kv_heads > 1 && 2 * kv_heads * end * D >= kParallelFloats && !at::in_parallel_region()) {
+    at::parallel_for(0, kv_heads, 1, [&](int64_t begin, int64_t stop) {
+      for (int64_t j = begin; j < stop; ++j) kv_head(j);
+    });
+  } else {
+    for (int64_t j = 0; j < kv_heads; ++j) kv_head(j);
+  }
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(s2studio_cpu, m) {
+  m.def("rms_norm(Tensor x, Tensor weight, float eps) -> Tensor");
+  m.def("add_rms_norm(Tensor x, Tensor delta, Tensor weight, float eps) -> (Tensor, Tensor)");
+  m.def("silu_mul(Tensor a, Tensor b) -> Tensor");
+  m.def("attend(Tensor qkv, Tensor? q_norm, Tensor? k_norm, float eps, Tensor rope, Tensor(a!) k_cache, "
+        "Tensor(b!) v_cache, int pos, int heads, int kv_heads) -> Tensor");
+  m.impl("rms_norm", c10::DispatchKey::CPU, &rms_norm);
+  m.impl("add_rms_norm", c10::DispatchKey::CPU, &add_rms_norm);
+  m.impl("silu_mul", c10::DispatchKey::CPU, &silu_mul);
+  m.impl("attend", c10::DispatchKey::CPU, &attend);
+}
