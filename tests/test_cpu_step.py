@@ -197,10 +197,10 @@ def test_step_ops_keep_the_fast_path_logits_on_the_exact_forwards(tiny_model) ->
     c = model.config
     decoder = FastDecoder(model, im_end_id=c.semantic_begin_id - 1, length=128)
     assert isinstance(decoder.caches.ops, CpuStepOps)
-    prompt = torch.randint(0, 200, (c.num_codebooks + 1, 40), generator=torch.Generator().manual_seed(0))
+    prompt = torch.randint(0, c.vocab_size, (c.num_codebooks + 1, 40), generator=torch.Generator().manual_seed(0))
     prompt[1:] %= c.codebook_size
     column = torch.zeros(c.num_codebooks + 1, 1, dtype=torch.long)
-    column[0, 0], column[1:, 0] = c.semantic_begin_id + 5, torch.arange(c.num_codebooks) * 3
+    column[0, 0], column[1:, 0] = c.semantic_begin_id + 5, torch.arange(c.num_codebooks) * 3 % c.codebook_size
     model.setup_caches(c.slow.max_seq_len, torch.float32)
     with torch.inference_mode():
         model.forward_slow(prompt[None], torch.arange(40))
