@@ -216,3 +216,66 @@ def test_step_ops_keep_the_fast_path_logits_on_the_exact_forwards(tiny_model) ->
         exact = model.forward_fast(x[:, :1], torch.tensor([0]))
         exact = model.forward_fast(x[:, 1:], torch.tensor([1]))
         torch.testing.assert_close(ours.reshape(-1), exact.reshape(-1), rtol=1e-5, atol=1e-5)
+
+
+def test_the_sampler_ops_are_torchs_top_k_and_draw(ops: CpuStepOps) -> None:
+    """`top_k_cum` is `FastSampler.top`'s topk + logsumexp + cumsum; `kept_draw` is `kept` + `draw` on the same
+    uniforms: the same winner on every trial (temperatures and top-p that keep one row, a few or all of them)."""
+    from s2studio.engine.s2.sampling import request_constants
+
+    rng = torch.Generator().manual_seed(0)
+    same = 0
+    for trial in range(300):
+        logits = torch.randn(4097, generator=rng) * (1 + trial % 7)
+        k = (30, 1, 4097)[trial % 3]
+        values, rows = torch.topk(logits, k)
+        cum = torch.cumsum(torch.exp(values - torch.logsumexp(logits, dim=-1)), dim=-1)
+        ours = ops.top(logits, k)
+        # equal logits may come in either order (torch's topk leaves ties unordered; 4097 normal floats often
+        # hold a pair): the same values, rows that hold them, each row once, the same row wherever it is untied
+        assert torch.equal(ours[0], values) and torch.equal(logits[ours[1]], values)
+        assert len(set(ours[1].tolist())) == k
+        untied = torch.ones(k, dtype=torch.bool)
+        untied[1:] &= values[1:] != values[:-1]
+        untied[:-1] &= values[:-1] != values[1:]
+        assert torch.equal(ours[1][untied], rows[untied])
+        torch.testing.assert_close(ours[2], cum, rtol=1e-5, atol=1e-6)
+        temperature, top_p, _, _ = request_constants((0.1, 0.7, 1.0)[trial % 3], (0.1, 0.8, 1.0)[trial % 4 % 3],
+                                                     "cpu", torch.float32)
+        remove = (cum > top_p) & (torch.arange(k) > 0)
+        probs = torch.softmax(torch.where(remove, float("-inf"), values) / torch.clip(temperature, min=1e-5), dim=-1)
+        table = torch.randperm(155776, generator=rng)[:4097] if trial % 2 else None
+        ids = rows if table is None else table[rows]
+        u = torch.rand(155776, generator=rng)
+        ids = ours[1] if table is None else table[ours[1]]  # the row order the race reads
+        expected = ids[torch.argmax(probs / -torch.log(u[ids]))]
+        got = ops.kept_draw(values, ours[1], cum, temperature, top_p, u, table)
+        assert got.dtype == torch.int32 and got.shape == (1,)
+        same += int(got) == int(expected)
+    assert same == 300
+    with pytest.raises(RuntimeError, match="outside the 10 uniforms"):
+        ops.kept_draw(*ops.top(torch.randn(50), 5), torch.tensor(1.0), torch.tensor(1.0), torch.rand(10), None)
+
+
+def test_the_cpu_sampler_draws_through_the_cpp_ops_from_the_same_stream(tiny_model) -> None:
+    """A sampler of the C++-stepping decoder draws with the C++ ops and makes the same frames as torch's sampler
+    and torch's step from the same seed, consuming the same uniforms."""
+    from s2studio.engine.s2.fast import FastDecoder, FastSampler, generate_frames_fast
+
+    model = tiny_model
+    c = model.config
+    decoder = FastDecoder(model, im_end_id=c.semantic_begin_id - 1, length=96)
+    prompt = torch.randint(0, c.codebook_size, (c.num_codebooks + 1, 20), generator=torch.Generator().manual_seed(1))
+    prompt[0] = torch.randint(0, c.vocab_size, (20,), generator=torch.Generator().manual_seed(2))
+    frames, states = {}, {}
+    for name, ops in (("cpp", decoder.caches.ops), ("torch", None)):
+        decoder.caches.ops = ops
+        generator = torch.Generator().manual_seed(3)
+        sampler = FastSampler(decoder, temperature=0.8, top_p=0.9, top_k=8, generator=generator)
+        assert (sampler.kernels is not None) == (name == "cpp")
+        frames[name] = torch.stack(list(generate_frames_fast(decoder, prompt, sampler, max_new_tokens=40,
+                                                             reuse=False)))
+        states[name] = generator.get_state()
+    assert frames["cpp"].shape == (39, c.num_codebooks)
+    assert torch.equal(frames["cpp"], frames["torch"])
+    assert torch.equal(states["cpp"], states["torch"])

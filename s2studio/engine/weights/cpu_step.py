@@ -39,6 +39,17 @@ class CpuStepOps:
         return torch.ops.s2studio_cpu.attend(qkv, q_norm, k_norm, eps, rope, cache.k, cache.v, pos, attn.n_head,
                                              attn.n_local_heads)
 
+    # the fast sampler's draws (engine/s2/fast.py: FastSampler), not part of the model's StepOps
+
+    def top(self, logits: Tensor, k: int) -> tuple[Tensor, Tensor, Tensor]:
+        """`FastSampler.top` in one call: (top-k values, their rows, cumulative probabilities over all rows)."""
+        return torch.ops.s2studio_cpu.top_k_cum(logits, k)
+
+    def kept_draw(self, values: Tensor, rows: Tensor, cum: Tensor, temperature: Tensor, top_p: Tensor, u: Tensor,
+                  ids: Tensor | None) -> Tensor:
+        """`FastSampler.kept` then `draw` with the uniforms `u` already drawn: (1,) int32, `ids[rows]`'s winner."""
+        return torch.ops.s2studio_cpu.kept_draw(values, rows, cum, temperature, top_p, u, ids)
+
 
 def step_ops(device: torch.device, dtype: torch.dtype) -> StepOps | None:
     """The C++ step ops for a model on `device` in `dtype`, or None where they do not apply (then torch's)."""
