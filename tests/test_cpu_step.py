@@ -99,8 +99,8 @@ def _filled_cache(attn: Attention, pos: int, seed: int) -> LayerCache:
 def test_attend_is_the_torch_attention_and_writes_only_the_new_cache_rows(ops: CpuStepOps, qk_norm: bool, pos: int,
                                                                           positions: int) -> None:
     """Against `fast_forward.attention` (attention_step for one position, SDPA under a causal mask for two):
-    8 query heads over 2 kv heads, a cache filled before `pos` (3000: long enough to share the kv heads
-    between threads)."""
+    8 query heads over 2 kv heads, a cache filled before `pos` (700 and 3000: past `kGemmPositions`, where the
+    products go to torch's batched GEMM)."""
     attn = _attention(qk_norm)
     rope = complex_table(precompute_freqs_cis(LENGTH, attn.head_dim, 10000.0), torch.device("cpu"))
     rope = rope.narrow(0, pos, positions)
@@ -120,25 +120,27 @@ def test_attend_is_the_torch_attention_and_writes_only_the_new_cache_rows(ops: C
 
 
 def test_attend_groups_query_heads_by_division_and_ignores_the_thread_count(ops: CpuStepOps) -> None:
-    """Query head h reads kv head h // (H / KV): changing kv head 1 moves heads 4..7 only. A long cache splits
-    the kv heads between threads, each head computed by one thread, so the bits do not depend on the count."""
+    """Query head h reads kv head h // (H / KV): changing kv head 1 moves heads 4..7 only; at a short cache (our
+    loops) and a long one (torch's GEMM, threaded by torch). The bits do not depend on the thread count."""
     attn = _attention(qk_norm=True)
-    rope = complex_table(precompute_freqs_cis(LENGTH, attn.head_dim, 10000.0), torch.device("cpu")).narrow(0, 3000, 1)
-    qkv = _randn(1, 1, (8 + 4) * 16, seed=3)
-    cache = _filled_cache(attn, 3000, seed=4)
-    threads = torch.get_num_threads()
-    try:
-        torch.set_num_threads(1)
-        one = ops.attend(attn, qkv, rope, cache, 3000)
-        torch.set_num_threads(2)
-        two = ops.attend(attn, qkv, rope, cache, 3000)
-    finally:
-        torch.set_num_threads(threads)
-    assert torch.equal(one, two)
-    cache.v[:, 1, :10] += 1.0
-    moved = ops.attend(attn, qkv, rope, cache, 3000).view(8, 16)
-    changed = (moved != one.view(8, 16)).any(dim=1)
-    assert changed.tolist() == [False] * 4 + [True] * 4
+    for pos in (40, 3000):
+        rope = complex_table(precompute_freqs_cis(LENGTH, attn.head_dim, 10000.0), torch.device("cpu"))
+        rope = rope.narrow(0, pos, 1)
+        qkv = _randn(1, 1, (8 + 4) * 16, seed=3)
+        cache = _filled_cache(attn, pos, seed=4)
+        threads = torch.get_num_threads()
+        try:
+            torch.set_num_threads(1)
+            one = ops.attend(attn, qkv, rope, cache, pos)
+            torch.set_num_threads(2)
+            two = ops.attend(attn, qkv, rope, cache, pos)
+        finally:
+            torch.set_num_threads(threads)
+        assert torch.equal(one, two)
+        cache.v[:, 1, :10] += 1.0
+        moved = ops.attend(attn, qkv, rope, cache, pos).view(8, 16)
+        changed = (moved != one.view(8, 16)).any(dim=1)
+        assert changed.tolist() == [False] * 4 + [True] * 4, pos
 
 
 def test_attend_refuses_positions_past_the_cache(ops: CpuStepOps) -> None:
