@@ -396,9 +396,24 @@ def test_the_build_lands_in_the_user_cache_keyed_by_source_and_torch(monkeypatch
     assert cpu_gemv.library_path() != path
 
 
-def test_a_prebuilt_library_is_used_and_a_new_build_clears_old_ones(tmp_path: Path) -> None:
+def _copy_command(output: Path, capability: str | None = None) -> list[str]:
+    """A "compiler" that copies this session's library: `build` still runs all its steps (the temporary file, the
+    modes, the recorded hash, the atomic rename) around it. The real compiler runs for this session's build and
+    in the width test above; a compile takes half a minute here, so the tests of what happens around a build
+    (a bundle's list, old builds cleared, a tampered entry rebuilt) do not repeat it."""
+    return ["cp", str(cpu_gemv.library_path()), str(output)]
+
+
+def _copying_compiler() -> str:
+    """`_copy_command` for a subprocess: a line of Python to run after importing `cpu_gemv`."""
+    library = str(cpu_gemv.library_path())
+    return f"cpu_gemv.compile_command = lambda output, capability=None: ['cp', {library!r}, str(output)]\n"
+
+
+def test_a_prebuilt_library_is_used_and_a_new_build_clears_old_ones(tmp_path: Path, monkeypatch) -> None:
     """A bundle ships the kernels prebuilt (no compiler needed); a cache build removes older builds."""
     prebuilt = tmp_path / "prebuilt"
+    monkeypatch.setattr(cpu_gemv, "compile_command", _copy_command)
     assert cpu_gemv.main([str(prebuilt), "--widths", torch.backends.cpu.get_cpu_capability()]) == 0
     (built,) = prebuilt.glob("cpu_gemv-*.so")
     cache = tmp_path / "cache"
@@ -406,11 +421,13 @@ def test_a_prebuilt_library_is_used_and_a_new_build_clears_old_ones(tmp_path: Pa
     old.parent.mkdir(parents=True)
     old.write_bytes(b"an older build")
     script = ("import sys, torch; from pathlib import Path; from s2studio.engine.weights import cpu_gemv\n"
-              "cpu_gemv.PREBUILT = Path(sys.argv[1])\n"
+              "cpu_gemv.PREBUILT = Path(sys.argv[1])\n{copy}"
               "print('available', cpu_gemv.available())\n")
+    # CXX=false: any build would fail, so "available" means the prebuilt library was used
     for prebuilt_dir, compiler, cleared in ((prebuilt, "false", False), (tmp_path / "none", "c++", True)):
         env = {**os.environ, "XDG_CACHE_HOME": str(cache), "CXX": compiler}
-        done = subprocess.run([sys.executable, "-c", script, str(prebuilt_dir)], cwd=ROOT, env=env,
+        copy = _copying_compiler() if cleared else ""
+        done = subprocess.run([sys.executable, "-c", script.format(copy=copy), str(prebuilt_dir)], cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=300)
         assert done.returncode == 0 and "available True" in done.stdout, done.stderr
         assert old.exists() != cleared  # the prebuilt library needed no build; the cache build removed the old one
@@ -539,7 +556,7 @@ def test_a_tampered_cache_entry_is_rebuilt_and_a_foreign_cache_is_not_used(tmp_p
     entry = kernels / built.name
     entry.write_bytes(entry.read_bytes() + b"\0")  # changed after it was built and its hash recorded
 
-    done = _run_available(cache)
+    done = _run_available(cache, _copying_compiler())
     assert done.returncode == 0 and "available True" in done.stdout, done.stderr
     assert f"refusing the cached build ({built.name} does not hash to the value recorded" in done.stderr
     assert hashlib.sha256(entry.read_bytes()).hexdigest() == (kernels / (built.name + ".sha256")).read_text().strip()

@@ -55,3 +55,29 @@ def test_the_narrowed_layers_stream_from_huge_pages_and_compute_what_they_did(mo
     plain = layers()
     for a, b in zip(huge, plain, strict=True):
         assert torch.equal(a(x), b(x)), type(a).__name__
+
+
+def _mapped(address: int) -> bool:
+    """Whether `address` lies in one of this process's mappings (/proc/self/maps)."""
+    with open("/proc/self/maps", encoding="ascii") as f:
+        for line in f:
+            low, high = (int(v, 16) for v in line.split(None, 1)[0].split("-"))
+            if low <= address < high:
+                return True
+    return False
+
+
+@huge_pages_here
+def test_the_pages_are_given_back_with_the_last_tensor_that_uses_them() -> None:
+    """Each copy is a mapping of its own: a weight dropped (a model unloaded, a LoRA merged again) frees it."""
+    import gc
+
+    copy = pages.on_huge_pages(torch.ones(3 << 20, dtype=torch.uint8))
+    view = copy.view(torch.int16)
+    address = copy.data_ptr()
+    del copy
+    gc.collect()
+    assert _mapped(address) and int(view[0]) == 0x0101  # a view keeps it
+    del view
+    gc.collect()
+    assert not _mapped(address)

@@ -6,18 +6,20 @@ pages the same read has 512x fewer. On this project's 2-core AVX2 machine, torch
 from 2 MiB pages, and the CPU kernels' S2-shaped layers 5-35 % (bench/gemv_speed.py, interleaved). Most Linux
 systems run huge pages in "madvise" mode: a program gets them only where it asks (`madvise(MADV_HUGEPAGE)`).
 
-`on_huge_pages(t)` copies a large weight into memory that starts on a 2 MiB boundary and is advised so before it
-is touched (the page faults of the copy then take whole huge pages); memory that the allocator recycles was
-already touched in 4 KiB pages, so the range is also collapsed in place (`MADV_COLLAPSE`, Linux 6.1+) where the
-kernel has that. The copy holds the same bytes: nothing computed changes. The 2 MiB of address space before the
-boundary is never touched, so it costs no memory; the tail after the last whole huge page stays on 4 KiB pages.
-Elsewhere (another OS, huge pages off, a device tensor, a small weight) the tensor is returned as it is.
+`on_huge_pages(t)` copies a large weight into a fresh anonymous mapping of its own (`mmap`), advised so from a
+2 MiB boundary on before anything touches it: the copy's page faults then take whole huge pages, and nothing is
+copied twice. (Memory that torch's allocator recycles was already touched in 4 KiB pages; making it huge after the
+fact, `MADV_COLLAPSE`, is a second copy done by the kernel: measured, that made the copy twice a clone's time.)
+The copy holds the same bytes: nothing computed changes. The up to 2 MiB of address space before the boundary is
+never touched, so it costs no memory; the tail after the last whole huge page stays on 4 KiB pages. The mapping is
+freed with the last tensor that uses it. Elsewhere (another OS, huge pages off, a device tensor, a small weight)
+the tensor is returned as it is.
 """
 
 from __future__ import annotations
 
-import ctypes
 import logging
+import mmap
 import sys
 
 import torch
@@ -26,21 +28,8 @@ from torch import Tensor
 log = logging.getLogger(__name__)
 
 HUGE_PAGE = 2 << 20
-MADV_HUGEPAGE = 14
-MADV_COLLAPSE = 25
-"""Linux's advice values (asm-generic/mman-common.h; Python's mmap module has no MADV_COLLAPSE before 3.13)."""
-
-_madvise = None
-
-
-def _libc_madvise():
-    global _madvise
-    if _madvise is None:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-        libc.madvise.restype = ctypes.c_int
-        _madvise = libc.madvise
-    return _madvise
+MADV_HUGEPAGE = getattr(mmap, "MADV_HUGEPAGE", 14)
+"""Linux's value (asm-generic/mman-common.h), where Python's mmap module does not name it."""
 
 
 def huge_pages_offered() -> bool:
@@ -61,16 +50,16 @@ def on_huge_pages(t: Tensor) -> Tensor:
     nbytes = t.numel() * t.element_size()
     if t.device.type != "cpu" or nbytes < HUGE_PAGE or not huge_pages_offered():
         return t
-    raw = torch.empty(nbytes + HUGE_PAGE, dtype=torch.uint8)
+    mapping = mmap.mmap(-1, nbytes + HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    raw = torch.frombuffer(mapping, dtype=torch.uint8)  # holds the mapping until the last view of it is gone
     offset = -raw.data_ptr() % HUGE_PAGE
-    start, whole = raw.data_ptr() + offset, nbytes // HUGE_PAGE * HUGE_PAGE
-    madvise = _libc_madvise()
-    if madvise(start, whole, MADV_HUGEPAGE) != 0:
-        log.debug("madvise(MADV_HUGEPAGE) refused (errno %d); the weight stays on 4 KiB pages", ctypes.get_errno())
+    try:
+        mapping.madvise(MADV_HUGEPAGE, offset, nbytes // HUGE_PAGE * HUGE_PAGE)
+    except OSError as exc:
+        log.debug("madvise(MADV_HUGEPAGE) refused (%s); the weight stays on 4 KiB pages", exc)
         return t
     region = raw.narrow(0, offset, nbytes)
     region.copy_(t.contiguous().view(-1).view(torch.uint8))
-    madvise(start, whole, MADV_COLLAPSE)  # recycled pages, already touched; refused by kernels before 6.1: no matter
     return region.view(t.dtype).view(t.shape)
 
 
