@@ -1,5 +1,8 @@
 """Build, load and call the CPU kernels of `cpu_gemv.cpp`: linear layers with bf16, int8 or int4 weights, float32 math.
 
+The same library holds the fast path's fused step ops (`cpu_step.cpp`, called through `cpu_step.py`): one build of
+every source in `SOURCES`, named by the hash of them all.
+
 Up to 8 rows of activations (decode steps) the weights stream once through a matrix-vector kernel at memory
 speed; longer inputs (a prefill) are widened to float32 a block of rows at a time for torch's GEMM.
 
