@@ -14,7 +14,10 @@ preallocated slow KV cache (32768 keys for S2) under a boolean mask on every ste
   as the main token is drawn), which saves one of its ten weight passes per frame;
 - the last slow layer of a prefill computes only the last position past its keys and values (nothing reads the
   others): for a line's 38 new columns on the mid model that skips 37 of 38 rows of an eighth of the work;
-- a one-position step on the CPU keeps the heads as rows of one matrix (`attention_step`), a third fewer ops.
+- a one-position step on the CPU keeps the heads as rows of one matrix (`attention_step`), a third fewer ops;
+- with a `StepOps` backend (the engine's C++ kernels on the CPU in float32), a step of one or two positions
+  (every decode step, every fast-transformer pass) runs as a handful of calls per layer instead of ~50 torch ops
+  (`step_layers`): at batch 1 the fixed cost per op is most of a small layer's time.
 
 Mathematically this is the exact forward; in floating point the logits differ in the last bits (spec §10, ~1e-5
 on the tiny model), so the codes equal the exact path's for almost every seed, not all.
@@ -26,7 +29,9 @@ each other and a model can serve both.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 from torch import Tensor
@@ -43,6 +48,31 @@ class LayerCache:
     v: Tensor
 
 
+class StepOps(Protocol):
+    """Fused ops for a step of up to `max_positions` positions, with the math of the torch code in this module
+    (only the order of additions may differ). The model does not know who implements them: the engine passes its
+    C++ kernels (`engine/weights/cpu_step.py`) through `FastCaches.ops`; without them the torch code runs."""
+
+    max_positions: int
+
+    def rms_norm(self, x: Tensor, weight: Tensor, eps: float) -> Tensor:
+        """`F.rms_norm(x, (dim,), weight, eps)`."""
+        ...
+
+    def add_rms_norm(self, x: Tensor, delta: Tensor, weight: Tensor, eps: float) -> tuple[Tensor, Tensor]:
+        """(h, rms_norm(h, weight, eps)) for h = x + delta."""
+        ...
+
+    def silu_mul(self, a: Tensor, b: Tensor) -> Tensor:
+        """`F.silu(a) * b`."""
+        ...
+
+    def attend(self, attn: Attention, qkv: Tensor, rope: Tensor, cache: LayerCache, pos: int) -> Tensor:
+        """`attention` between `wqkv` and `wo`: qkv (1, S, (H + 2 KV) D) of positions pos..pos+S-1 -> (1, S, H D),
+        with the keys and values written into `cache`."""
+        ...
+
+
 @dataclass
 class FastCaches:
     """Static KV caches for the slow and the fast transformer, allocated once and written in place."""
@@ -54,9 +84,12 @@ class FastCaches:
     rope: Tensor
     """The slow RoPE table as complex64 (positions, head_dim / 2): the bf16-rounded values of `freqs_cis`."""
     fast_rope: Tensor
+    ops: StepOps | None = None
+    """Fused step ops for these caches' device and dtype (None: torch's ops throughout)."""
 
     @classmethod
-    def allocate(cls, model: DualAR, length: int, dtype: torch.dtype, device: torch.device) -> FastCaches:
+    def allocate(cls, model: DualAR, length: int, dtype: torch.dtype, device: torch.device,
+                 ops: StepOps | None = None) -> FastCaches:
         c = model.config
 
         def zeros(heads: int, n: int, head_dim: int) -> LayerCache:
@@ -67,7 +100,7 @@ class FastCaches:
         return cls(slow=[zeros(c.slow.n_local_heads, length, c.slow.head_dim) for _ in range(c.slow.n_layer)],
                    fast=[zeros(c.fast.n_local_heads, c.num_codebooks, c.fast.head_dim) for _ in range(c.fast.n_layer)],
                    length=length, rope=complex_table(model.freqs_cis[:length], device),
-                   fast_rope=complex_table(model.fast_freqs_cis, device))
+                   fast_rope=complex_table(model.fast_freqs_cis, device), ops=ops)
 
 
 def complex_table(freqs_cis: Tensor, device: torch.device) -> Tensor:
@@ -174,6 +207,30 @@ def block(layer: TransformerBlock, x: Tensor, rope: Tensor, cache: LayerCache, s
     return h + ffn.w2.forward(F.silu(ffn.w1.forward(normed)).mul_(ffn.w3.forward(normed)))
 
 
+def norm_eps(norm: torch.nn.Module) -> float:
+    """The epsilon a norm adds (torch's RMSNorm may hold None: then its dtype's machine epsilon)."""
+    return torch.finfo(torch.float32).eps if norm.eps is None else float(norm.eps)
+
+
+def step_layers(layers: Sequence[TransformerBlock], caches: Sequence[LayerCache], x: Tensor, rope: Tensor,
+                start: int, ops: StepOps, norm: torch.nn.Module) -> tuple[Tensor, Tensor]:
+    """`block` over every layer for a step of a few positions through `ops`, then `norm`: (x, norm(x)).
+
+    Each residual add is fused with the norm that follows it (the next layer's, and at the end `norm`), so a
+    layer is 9 calls: norm, wqkv, attend, wo, norm, w1, w3, silu_mul, w2."""
+    first = layers[0].attention_norm
+    normed = ops.rms_norm(x, first.weight, norm_eps(first))
+    delta = None
+    for layer, cache in zip(layers, caches):
+        if delta is not None:
+            x, normed = ops.add_rms_norm(x, delta, layer.attention_norm.weight, norm_eps(layer.attention_norm))
+        attn, ffn = layer.attention, layer.feed_forward
+        attended = attn.wo.forward(ops.attend(attn, attn.wqkv.forward(normed), rope, cache, start))
+        x, normed = ops.add_rms_norm(x, attended, layer.ffn_norm.weight, norm_eps(layer.ffn_norm))
+        delta = ffn.w2.forward(ops.silu_mul(ffn.w1.forward(normed), ffn.w3.forward(normed)))
+    return ops.add_rms_norm(x, delta, norm.weight, norm_eps(norm))
+
+
 def embed(model: DualAR, tokens: Tensor) -> Tensor:
     """(1 + K, S) token matrix -> (1, S, dim): `DualAR.embed` with one gather for all codebooks."""
     c = model.config
@@ -199,6 +256,11 @@ def forward_slow(model: DualAR, caches: FastCaches, tokens: Tensor, start: int, 
         raise ValueError(f"positions up to {start + seqlen} do not fit the {caches.length}-position cache")
     x = embed(model, tokens)
     rope = caches.rope.narrow(0, start, seqlen)
+    if caches.ops is not None and seqlen <= caches.ops.max_positions:
+        x, slow_out = step_layers(model.layers, caches.slow, x, rope, start, caches.ops, model.norm)
+        x, slow_out = x.narrow(1, seqlen - 1, 1), slow_out.narrow(1, seqlen - 1, 1)
+        hidden = slow_out if model.config.norm_fastlayer_input else x
+        return head(slow_out), model.fast_project_in(hidden)
     last = len(model.layers) - 1
     for i, (layer, cache) in enumerate(zip(model.layers, caches.slow)):
         # nothing reads the last layer's output at the earlier positions (only their keys and values, written
@@ -213,6 +275,9 @@ def forward_fast(model: DualAR, caches: FastCaches, x: Tensor, start: int) -> Te
     """Fast model on `x` (1, S, fast_dim) at codebook positions start..start+S-1 -> last logits (1, 1, codebook)."""
     seqlen = x.shape[1]
     rope = caches.fast_rope.narrow(0, start, seqlen)
+    if caches.ops is not None and seqlen <= caches.ops.max_positions:
+        _, normed = step_layers(model.fast_layers, caches.fast, x, rope, start, caches.ops, model.fast_norm)
+        return model.fast_output.forward(normed.narrow(1, seqlen - 1, 1))
     for layer, cache in zip(model.fast_layers, caches.fast):
         x = block(layer, x, rope, cache, start)
     return model.fast_output.forward(rms_norm(model.fast_norm, x[:, -1:]))

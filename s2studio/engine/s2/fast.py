@@ -13,6 +13,8 @@ codes equal the exact path's for almost every seed; only the float bits of the l
   ring buffer. It still draws a full vocabulary-sized (and codebook-sized) uniform vector per draw and reads
   it at the kept tokens, so the random stream is the exact path's.
 - one host read per frame: the `<|im_end|>` check.
+- on the CPU in float32 the model's steps and the sampler's draws run through the C++ kernels (`cpu_step.py`):
+  a few calls per layer and two per draw instead of dozens of torch ops, each with a fixed cost at batch 1.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from torch.nn import functional as F
 
 from s2studio.engine.api import SamplingParams
 from s2studio.engine.s2.sampling import RAS_WINDOW, request_constants
+from s2studio.engine.weights.cpu_step import CpuStepOps, step_ops
 from s2studio.engine.weights.narrow import narrow_head, narrowing_of
 from s2studio.errors import UserError
 from s2studio.model.dual_ar import DualAR
@@ -61,7 +64,9 @@ class FastDecoder:
         self.model = model
         self.device, self.dtype = p.device, p.dtype
         self.length = min(length or c.slow.max_seq_len, c.slow.max_seq_len)
-        self.caches = FastCaches.allocate(model, self.length, self.dtype, self.device)
+        # a float32 model on the CPU steps through the C++ kernels' fused ops (cpu_step.py); elsewhere torch's
+        self.caches = FastCaches.allocate(model, self.length, self.dtype, self.device,
+                                          ops=step_ops(self.device, self.dtype))
         # `allowed`: a subset of the sampler's ids (benchmarks leave out <|im_end|> so that runs never stop)
         self.ids = (allowed_ids(model, im_end_id) if allowed is None else allowed).to(self.device)
         self.head = narrow_head(head_weight(model, self.ids), narrowing_of(model).mode)
@@ -136,6 +141,8 @@ class FastSampler:
             self.eos_mask = torch.where(decoder.ids == decoder.im_end_id, float("-inf"), 0.0).to(dtype)
         self.window = torch.zeros(RAS_WINDOW, dtype=torch.int32, device=device)
         self.not_first = torch.arange(top_k, device=device) > 0
+        self.kernels = decoder.caches.ops if isinstance(decoder.caches.ops, CpuStepOps) else None
+        """The C++ draws (`top`, `pick`) where the decoder steps through the C++ ops, else None: torch's."""
         self.made = 0
         self.tail = None
         """With `graphs` (CUDA only): the frame after the slow step replayed as one CUDA graph (graphs.py)."""
@@ -156,6 +163,8 @@ class FastSampler:
         The cumulative probability uses the softmax over ALL rows (via logsumexp) of the un-tempered logits, as
         `sampling.logits_to_probs` does, so it serves every temperature and top-p drawn from the same logits.
         """
+        if self.kernels is not None:
+            return self.kernels.top(logits, self.top_k)
         values, rows = torch.topk(logits, min(self.top_k, logits.shape[-1]))
         return values, rows, torch.cumsum(torch.exp(values - torch.logsumexp(logits, dim=-1)), dim=-1)
 
@@ -176,14 +185,25 @@ class FastSampler:
         best = torch.argmax(probs / -torch.log(u.index_select(0, ids)), dim=-1, keepdim=True)
         return ids.index_select(0, best).to(torch.int32)
 
+    def pick(self, values: Tensor, rows: Tensor, cum: Tensor, temperature: Tensor, top_p: Tensor, size: int,
+             table: Tensor | None = None) -> Tensor:
+        """`draw(kept(...))` over the top-k rows, of the ids `table[rows]` (or the rows themselves); (1,) int32."""
+        if self.kernels is not None:
+            u = torch.empty(size, dtype=self.dtype, device=values.device).uniform_(generator=self.generator)
+            return self.kernels.kept_draw(values, rows, cum, temperature, top_p, u, table)
+        ids = rows if table is None else table.index_select(0, rows)
+        return self.draw(self.kept(values, cum, temperature, top_p), ids, size)
+
     def main_token(self, logits: Tensor, check: bool | Tensor) -> Tensor:
         """Draw 1 and 2 and the repetition check; `check` is False for the prompt's frame (a 0-d bool tensor in
         a CUDA graph, where Python cannot branch on it)."""
         logits = logits.reshape(-1) if self.eos_mask is None else logits.reshape(-1) + self.eos_mask
         values, rows, cum = self.top(logits)
-        ids = self.decoder.ids.index_select(0, rows)
-        main = self.draw(self.kept(values, cum, self.temperature, self.top_p), ids, self.vocab_size)
-        fallback = self.draw(self.kept(values, cum, self.ras_temperature, self.ras_top_p), ids, self.vocab_size)
+        table = self.decoder.ids
+        if self.kernels is None:  # the ids once for both draws
+            rows, table = table.index_select(0, rows), None
+        main = self.pick(values, rows, cum, self.temperature, self.top_p, self.vocab_size, table)
+        fallback = self.pick(values, rows, cum, self.ras_temperature, self.ras_top_p, self.vocab_size, table)
         if check is not False:
             repeated = (self.window == main).any() & check
             semantic = (main >= self.semantic_begin_id) & (main <= self.semantic_end_id)
@@ -214,8 +234,8 @@ class FastSampler:
         start = 0
         for k in range(1, self.num_codebooks):
             fast_logits = forward_fast(model, caches, x, start).reshape(-1)
-            probs, rows = self.probs(fast_logits, self.temperature, self.top_p)
-            code = self.draw(probs, rows, self.codebook_size)
+            values, rows, cum = self.top(fast_logits)
+            code = self.pick(values, rows, cum, self.temperature, self.top_p, self.codebook_size)
             codes.append(code)
             start += x.shape[1]
             x = F.embedding(code, table).view(1, 1, -1)

@@ -1,5 +1,8 @@
 """Build, load and call the CPU kernels of `cpu_gemv.cpp`: linear layers with bf16, int8 or int4 weights, float32 math.
 
+The same library holds the fast path's fused step ops (`cpu_step.cpp`, called through `cpu_step.py`): one build of
+every source in `SOURCES`, named by the hash of them all.
+
 Up to 8 rows of activations (decode steps) the weights stream once through a matrix-vector kernel at memory
 speed; longer inputs (a prefill) are widened to float32 a block of rows at a time for torch's GEMM.
 
@@ -37,6 +40,8 @@ from torch import Tensor
 log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("cpu_gemv.cpp")
+SOURCES = (SOURCE, Path(__file__).with_name("cpu_step.cpp"))
+"""Every source of the library: the linear layers, and the small ops of a fast-path step (`cpu_step.cpp`)."""
 PREBUILT = Path(__file__).with_name("prebuilt")
 """Builds shipped with the package (packaging/build.sh puts them in the bundle): looked up before the cache."""
 MANIFEST = "SHA256SUMS"
@@ -67,13 +72,15 @@ def compile_command(output: Path, capability: str | None = None) -> list[str]:
     cmd = [os.environ.get("CXX", "c++"), "-O3", "-std=c++20", "-shared", "-fPIC", "-fopenmp",
            f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}", *ARCH_FLAGS.get(capability, [])]
     cmd += [f"-I{root / 'include'}"]
-    cmd += [str(SOURCE), "-o", str(output), f"-L{torch_lib}", "-lc10", "-ltorch_cpu", f"-Wl,-rpath,{torch_lib}"]
+    cmd += [*map(str, SOURCES), "-o", str(output), f"-L{torch_lib}", "-lc10", "-ltorch_cpu", f"-Wl,-rpath,{torch_lib}"]
     return cmd
 
 
 def library_name(capability: str | None = None) -> str:
-    """The file name of the kernels for this source, this torch and a CPU width (default: this CPU's)."""
-    key = hashlib.sha256(SOURCE.read_bytes())
+    """The file name of the kernels for these sources, this torch and a CPU width (default: this CPU's)."""
+    key = hashlib.sha256()
+    for source in SOURCES:
+        key.update(hashlib.sha256(source.read_bytes()).digest())
     key.update(f"{torch.__version__} {capability or torch.backends.cpu.get_cpu_capability()}".encode())
     return f"cpu_gemv-{key.hexdigest()[:16]}.so"
 
@@ -225,7 +232,7 @@ def _load() -> bool:
     if os.environ.get(ENV_SWITCH, "1") == "0":
         log.info("CPU kernels off (%s=0): torch's kernels serve the fast path", ENV_SWITCH)
         return False
-    if hasattr(torch.ops.s2studio_cpu, "linear_int4"):  # loaded by an earlier call in this process
+    if hasattr(torch.ops.s2studio_cpu, "attend"):  # loaded by an earlier call in this process
         return True
     try:
         shipped = PREBUILT / library_name()

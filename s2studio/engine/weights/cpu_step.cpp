@@ -1,0 +1,467 @@
+// The small ops of one fast-path step on the CPU (model/fast_forward.py's `StepOps`), float32, each one call.
+//
+// At batch 1 a layer-step of a small model does little arithmetic but ran ~50-60 torch ops (norm, qk-norm, RoPE
+// through complex views, cache writes, two batched products and a softmax, reshapes), each with a fixed cost of
+// several microseconds: torch's CPU rms_norm alone decomposes into five kernels (24-31 us on 512 floats). Here a
+// layer-step is a handful of calls: the norm with the residual add, the attention of the new positions (qk-norm,
+// RoPE, the cache writes and grouped-query attention over the filled cache), and silu(a) * b. The math is the
+// torch code's they replace, step by step (x * rsqrt(mean(x²) + eps) * w; RoPE as the complex product; scores of
+// q·scale against the keys, softmax, the weighted values); only the order of the additions differs.
+//
+// Built into the same library as cpu_gemv.cpp (cpu_gemv.py compiles both), registered as a fragment of its
+// `s2studio_cpu` library.
+
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/bmm.h>
+#include <ATen/ops/empty_like.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <tuple>
+#include <vector>
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
+
+namespace {
+
+// exp(x) within 1 ulp (measured over -87..20: 0.92 ulp with FMA, 1.2 without; torch's vectorised exp is a 1-ulp
+// one too). Range reduction x = n·ln2 + r with ln2 in two parts, then the degree-7 Taylor polynomial of exp(r) on
+// |r| <= ln2/2, times 2^n through the exponent bits. Below -87.33 (where float32's exp underflows) the result is 0,
+// as exp(-inf); above 88 it stays at exp(88) (no input here is). std::exp is a scalar call per value (40 us for
+// the 4097 logits of a draw); the vector form below does 8 at a time.
+constexpr float kExpLow = -87.33f, kExpHigh = 88.0f, kLog2e = 1.44269504f, kLn2Hi = 0.693359375f,
+                kLn2Lo = -2.12194440e-4f;
+constexpr float kExpTerms[] = {1.0f / 5040.0f, 1.0f / 720.0f, 1.0f / 120.0f, 1.0f / 24.0f, 1.0f / 6.0f, 0.5f, 1.0f,
+                               1.0f};
+
+inline float exp_approx(float x) {
+  const float clamped = std::min(std::max(x, kExpLow), kExpHigh);
+  const float n = std::floor(clamped * kLog2e + 0.5f);
+  const float r = (clamped - n * kLn2Hi) - n * kLn2Lo;
+  float p = kExpTerms[0];
+  for (int i = 1; i < 8; ++i) p = p * r + kExpTerms[i];
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return x < kExpLow ? 0.0f : p * scale;
+}
+
+#if defined(__AVX2__) && defined(__FMA__)
+constexpr int64_t kWide = 8;
+inline __m256 exp8(__m256 x) {
+  const __m256 low = _mm256_set1_ps(kExpLow);
+  const __m256 clamped = _mm256_min_ps(_mm256_max_ps(x, low), _mm256_set1_ps(kExpHigh));
+  const __m256 n = _mm256_floor_ps(_mm256_fmadd_ps(clamped, _mm256_set1_ps(kLog2e), _mm256_set1_ps(0.5f)));
+  const __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Lo), _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Hi), clamped));
+  __m256 p = _mm256_set1_ps(kExpTerms[0]);
+  for (int i = 1; i < 8; ++i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpTerms[i]));
+  const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23);
+  const __m256 result = _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+  return _mm256_andnot_ps(_mm256_cmp_ps(x, low, _CMP_LT_OQ), result);
+}
+inline float lanes_total(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+#else
+constexpr int64_t kWide = 0;  // no vector code: every loop below runs its scalar tail
+#endif
+
+// y[i] = exp(x[i] - shift)
+inline void exp_shifted(const float* x, float shift, int64_t n, float* y) {
+  int64_t k = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+  const __m256 by = _mm256_set1_ps(shift);
+  for (; k + kWide <= n; k += kWide) _mm256_storeu_ps(y + k, exp8(_mm256_sub_ps(_mm256_loadu_ps(x + k), by)));
+#endif
+  for (; k < n; ++k) y[k] = exp_approx(x[k] - shift);
+}
+
+// Σ a[k]·b[k]
+inline float dot(const float* a, const float* b, int64_t n) {
+  int64_t k = 0;
+  float s = 0.0f;
+#if defined(__AVX2__) && defined(__FMA__)
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  for (; k + 2 * kWide <= n; k += 2 * kWide) {
+    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), a0);
+    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k + kWide), _mm256_loadu_ps(b + k + kWide), a1);
+  }
+  for (; k + kWide <= n; k += kWide) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), a0);
+  s = lanes_total(_mm256_add_ps(a0, a1));
+#endif
+  for (; k < n; ++k) s += a[k] * b[k];
+  return s;
+}
+
+// y[k] += w·x[k]
+inline void add_scaled(float w, const float* x, int64_t n, float* y) {
+  int64_t k = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+  const __m256 wv = _mm256_set1_ps(w);
+  for (; k + kWide <= n; k += kWide) {
+    _mm256_storeu_ps(y + k, _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + k), _mm256_loadu_ps(y + k)));
+  }
+#endif
+  for (; k < n; ++k) y[k] += w * x[k];
+}
+
+// Σ x, in float32 lanes, each block of 64 values added into a double: about as exact as torch's reductions (a plain
+// float loop over 4097 values drifts by ~1e-5).
+inline double sum_of(const float* x, int64_t n) {
+  double total = 0.0;
+  int64_t k = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+  for (; k + 64 <= n; k += 64) {
+    __m256 part = _mm256_loadu_ps(x + k);
+    for (int64_t b = kWide; b < 64; b += kWide) part = _mm256_add_ps(part, _mm256_loadu_ps(x + k + b));
+    total += lanes_total(part);
+  }
+#endif
+  for (; k < n; ++k) total += x[k];
+  return total;
+}
+
+// max x over n >= 1 values
+inline float max_of(const float* x, int64_t n) {
+  float top = -INFINITY;
+  int64_t k = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+  if (n >= kWide) {
+    __m256 m = _mm256_loadu_ps(x);
+    for (k = kWide; k + kWide <= n; k += kWide) m = _mm256_max_ps(m, _mm256_loadu_ps(x + k));
+    float lanes[kWide];
+    _mm256_storeu_ps(lanes, m);
+    top = *std::max_element(lanes, lanes + kWide);
+  }
+#endif
+  for (; k < n; ++k) top = std::max(top, x[k]);
+  return top;
+}
+
+// One row: out = x * rsqrt(mean(x²) + eps) * w, in that order (torch's composite rms_norm).
+inline void norm_row(const float* x, const float* w, float eps, int64_t n, float* out) {
+  const float r = 1.0f / std::sqrt(dot(x, x, n) / static_cast<float>(n) + eps);
+  if (w != nullptr) {
+    for (int64_t k = 0; k < n; ++k) out[k] = (x[k] * r) * w[k];
+  } else {
+    for (int64_t k = 0; k < n; ++k) out[k] = x[k] * r;
+  }
+}
+
+void check_float(const at::Tensor& t, const char* name) {
+  TORCH_CHECK(t.device().is_cpu() && t.scalar_type() == at::kFloat && t.is_contiguous(), name,
+              " must be a contiguous float32 CPU tensor");
+}
+
+void check_weight(const at::Tensor& weight, int64_t n, const char* name) {
+  check_float(weight, name);
+  TORCH_CHECK(weight.dim() == 1 && weight.size(0) == n, name, " has ", weight.numel(), " values for rows of ", n);
+}
+
+// F.rms_norm(x, (n,), weight, eps) over the last dimension.
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  check_float(x, "x");
+  const int64_t n = x.size(-1), rows = x.numel() / n;
+  check_weight(weight, n, "weight");
+  at::Tensor out = at::empty_like(x);
+  const float *xs = x.data_ptr<float>(), *w = weight.data_ptr<float>();
+  float* o = out.data_ptr<float>();
+  for (int64_t r = 0; r < rows; ++r) norm_row(xs + r * n, w, static_cast<float>(eps), n, o + r * n);
+  return out;
+}
+
+// (h, rms_norm(h)) with h = x + delta: a block's residual add and the norm after it in one call.
+std::tuple<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& weight,
+                                                double eps) {
+  check_float(x, "x");
+  check_float(delta, "delta");
+  TORCH_CHECK(x.sizes() == delta.sizes(), "x ", x.sizes(), " and delta ", delta.sizes(), " differ in shape");
+  const int64_t n = x.size(-1), rows = x.numel() / n;
+  check_weight(weight, n, "weight");
+  at::Tensor h = at::empty_like(x), out = at::empty_like(x);
+  const float *xs = x.data_ptr<float>(), *d = delta.data_ptr<float>(), *w = weight.data_ptr<float>();
+  float *hs = h.data_ptr<float>(), *o = out.data_ptr<float>();
+  for (int64_t i = 0; i < rows * n; ++i) hs[i] = xs[i] + d[i];
+  for (int64_t r = 0; r < rows; ++r) norm_row(hs + r * n, w, static_cast<float>(eps), n, o + r * n);
+  return {h, out};
+}
+
+// F.silu(a) * b = a / (1 + exp(-a)) * b.
+at::Tensor silu_mul(const at::Tensor& a, const at::Tensor& b) {
+  check_float(a, "a");
+  check_float(b, "b");
+  TORCH_CHECK(a.sizes() == b.sizes(), "a ", a.sizes(), " and b ", b.sizes(), " differ in shape");
+  at::Tensor out = at::empty_like(a);
+  const float *as = a.data_ptr<float>(), *bs = b.data_ptr<float>();
+  float* o = out.data_ptr<float>();
+  const int64_t n = a.numel();
+  int64_t i = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+  const __m256 one = _mm256_set1_ps(1.0f), none = _mm256_setzero_ps();
+  for (; i + kWide <= n; i += kWide) {
+    const __m256 x = _mm256_loadu_ps(as + i);
+    const __m256 silu = _mm256_div_ps(x, _mm256_add_ps(one, exp8(_mm256_sub_ps(none, x))));
+    _mm256_storeu_ps(o + i, _mm256_mul_ps(silu, _mm256_loadu_ps(bs + i)));
+  }
+#endif
+  for (; i < n; ++i) o[i] = as[i] / (1.0f + exp_approx(-as[i])) * bs[i];
+  return out;
+}
+
+// From this many cached positions the products go to torch's batched GEMM: measured on this 2-core AVX2 EPYC at 1
+// thread, H 32 / KV 8 / D 128 (S2): 96 us here against 128 us for torch's two bmm at 100 positions, 256 against
+// 210 at 300, 845 against 678 at 1000; H 8 / KV 2 / D 64 (mid): 78 against 115 at 300, 229 against 165 at 1000.
+// The GEMM also spreads the kv heads over torch's threads; below the threshold a second thread gained nothing.
+constexpr int64_t kGemmPositions = 384;
+
+// The attention of S new positions pos..pos+S-1 of one layer (`fast_forward.attention` for a few positions):
+// qkv (1, S, (H + 2·KV)·D) from wqkv, rows q heads, k heads, v heads; per-head RMSNorm of q and k with their
+// weights (when given); RoPE on adjacent pairs with `rope` (S, D/2) complex64; keys and values written into the
+// caches (1, KV, L, D) at pos..pos+S-1; query s of head h attends to keys 0..pos+s of kv head h / (H / KV) with
+// scale D^-0.5. Returns (1, S, H·D), the input of wo.
+at::Tensor attend(const at::Tensor& qkv, const std::optional<at::Tensor>& q_norm, const std::optional<at::Tensor>& k_norm,
+                  double eps, const at::Tensor& rope, const at::Tensor& k_cache, const at::Tensor& v_cache, int64_t pos,
+                  int64_t heads, int64_t kv_heads) {
+  check_float(qkv, "qkv");
+  check_float(k_cache, "k_cache");
+  check_float(v_cache, "v_cache");
+  TORCH_CHECK(rope.device().is_cpu() && rope.scalar_type() == at::kComplexFloat && rope.is_contiguous(),
+              "rope must be a contiguous complex64 CPU tensor");
+  TORCH_CHECK(k_cache.dim() == 4 && k_cache.size(0) == 1 && k_cache.size(1) == kv_heads &&
+              v_cache.sizes() == k_cache.sizes(), "the caches must both be (1, ", kv_heads, ", length, head_dim)");
+  TORCH_CHECK(heads > 0 && kv_heads > 0 && heads % kv_heads == 0, heads, " query heads do not group over ", kv_heads,
+              " kv heads");
+  const int64_t D = k_cache.size(3), L = k_cache.size(2), S = qkv.numel() / ((heads + 2 * kv_heads) * D);
+  TORCH_CHECK(D % 2 == 0 && qkv.dim() == 3 && qkv.size(0) == 1 && qkv.size(2) == (heads + 2 * kv_heads) * D,
+              "qkv must be (1, S, ", (heads + 2 * kv_heads) * D, ")");
+  TORCH_CHECK(S >= 1 && pos >= 0 && pos + S <= L, "positions ", pos, "..", pos + S - 1, " do not fit the ", L,
+              "-position cache");
+  TORCH_CHECK(rope.dim() == 2 && rope.size(0) == S && rope.size(1) == D / 2, "rope must be (", S, ", ", D / 2, ")");
+  if (q_norm) check_weight(*q_norm, D, "q_norm");
+  if (k_norm) check_weight(*k_norm, D, "k_norm");
+  const int64_t group = heads / kv_heads, width = (heads + 2 * kv_heads) * D;
+  const float* in = qkv.data_ptr<float>();
+  const float* table = reinterpret_cast<const float*>(rope.data_ptr());  // (S, D/2, 2): real, imaginary
+  float *keys = k_cache.data_ptr<float>(), *values = v_cache.data_ptr<float>();
+  const float* qn = q_norm ? q_norm->data_ptr<float>() : nullptr;
+  const float* kn = k_norm ? k_norm->data_ptr<float>() : nullptr;
+
+  // q heads (normed, rotated) per position, and the new keys and values into the caches
+  std::vector<float> q(S * heads * D), normed(D);
+  for (int64_t s = 0; s < S; ++s) {
+    const float* row = in + s * width;
+    const float* turn = table + s * D;
+    auto rotate = [&](const float* x, const float* weight, float* out) {
+      const float* src = x;
+      if (weight != nullptr) {
+        norm_row(x, weight, static_cast<float>(eps), D, normed.data());
+        src = normed.data();
+      }
+      for (int64_t i = 0; i < D / 2; ++i) {
+        const float a = src[2 * i], b = src[2 * i + 1], c = turn[2 * i], d = turn[2 * i + 1];
+        out[2 * i] = a * c - b * d;
+        out[2 * i + 1] = a * d + b * c;
+      }
+    };
+    for (int64_t h = 0; h < heads; ++h) rotate(row + h * D, qn, q.data() + (s * heads + h) * D);
+    for (int64_t j = 0; j < kv_heads; ++j) {
+      rotate(row + (heads + j) * D, kn, keys + (j * L + pos + s) * D);
+      std::copy_n(row + (heads + kv_heads + j) * D, D, values + (j * L + pos + s) * D);
+    }
+  }
+
+  at::Tensor out = at::empty({1, S, heads * D}, qkv.options());
+  float* y = out.data_ptr<float>();
+  const float scale = static_cast<float>(std::pow(static_cast<double>(D), -0.5));
+  const int64_t end = pos + S;
+  // kv head j serves query heads j·group .. j·group + group - 1 at every new position: S·group queries, each key
+  // and value row read once for all of them
+  const int64_t queries = S * group;
+  auto kv_head = [&](int64_t j) {
+    const float* k = keys + j * L * D;
+    const float* v = values + j * L * D;
+    std::vector<float> scaled(queries * D), weights(queries * end);
+    for (int64_t s = 0; s < S; ++s) {
+      for (int64_t i = 0; i < group; ++i) {
+        const float* qh = q.data() + (s * heads + j * group + i) * D;
+        for (int64_t d = 0; d < D; ++d) scaled[(s * group + i) * D + d] = qh[d] * scale;
+      }
+    }
+    for (int64_t t = 0; t < end; ++t) {
+      for (int64_t n = 0; n < queries; ++n) {  // causal: the query of position pos + s sees keys 0..pos + s
+        weights[n * end + t] = t <= pos + n / group ? dot(scaled.data() + n * D, k + t * D, D) : -INFINITY;
+      }
+    }
+    for (int64_t n = 0; n < queries; ++n) {
+      float* w = weights.data() + n * end;
+      const float top = max_of(w, end);
+      exp_shifted(w, top, end, w);
+      const float sum = static_cast<float>(sum_of(w, end));
+      for (int64_t t = 0; t < end; ++t) w[t] /= sum;
+      const int64_t s = n / group, h = j * group + n % group;
+      std::fill_n(y + (s * heads + h) * D, D, 0.0f);
+    }
+    for (int64_t t = 0; t < end; ++t) {
+      const float* vt = v + t * D;
+      for (int64_t n = 0; n < queries; ++n) {
+        const float w = weights[n * end + t];
+        float* yh = y + ((n / group) * heads + j * group + n % group) * D;
+        add_scaled(w, vt, D, yh);
+      }
+    }
+  };
+  if (end < kGemmPositions) {
+    for (int64_t j = 0; j < kv_heads; ++j) kv_head(j);
+    return out;
+  }
+  // a long cache: the two products as torch's batched GEMM over the kv heads (threaded by torch), the
+  // mask and softmax here in between
+  at::Tensor grouped = at::empty({kv_heads, queries, D}, qkv.options());
+  float* g = grouped.data_ptr<float>();
+  for (int64_t j = 0; j < kv_heads; ++j) {
+    for (int64_t n = 0; n < queries; ++n) {
+      const float* qh = q.data() + ((n / group) * heads + j * group + n % group) * D;
+      for (int64_t d = 0; d < D; ++d) g[(j * queries + n) * D + d] = qh[d] * scale;
+    }
+  }
+  at::Tensor scores = at::bmm(grouped, k_cache.select(0, 0).narrow(1, 0, end).transpose(1, 2)).contiguous();
+  float* w = scores.data_ptr<float>();
+  for (int64_t row = 0; row < kv_heads * queries; ++row) {
+    float* r = w + row * end;
+    const int64_t seen = pos + (row % queries) / group + 1;
+    std::fill(r + seen, r + end, -INFINITY);
+    const float top = max_of(r, end);
+    exp_shifted(r, top, end, r);
+    const float sum = static_cast<float>(sum_of(r, end));
+    for (int64_t t = 0; t < end; ++t) r[t] /= sum;
+  }
+  at::Tensor attended = at::bmm(scores, v_cache.select(0, 0).narrow(1, 0, end)).contiguous();  // (KV, Q, D)
+  const float* a = attended.data_ptr<float>();
+  for (int64_t j = 0; j < kv_heads; ++j) {
+    for (int64_t n = 0; n < queries; ++n) {
+      std::copy_n(a + (j * queries + n) * D, D, y + ((n / group) * heads + j * group + n % group) * D);
+    }
+  }
+  return out;
+}
+
+// ----------------------------------------------------------------------------- the sampler's draws
+//
+// `FastSampler` (engine/s2/fast.py) per draw: top-k of the logits, the cumulative probabilities of those rows under
+// the softmax over ALL rows (logsumexp), then top-p and temperature over the k rows, a softmax, and the race
+// argmax(p / -log u) at the kept ids. Eleven times a frame, ~10 torch ops each (logsumexp alone 30-150 us on 4097
+// floats at batch 1); here two calls: `top_k_cum` once per logits, `kept_draw` once per draw. The uniforms u stay
+// torch's own (`uniform_` from the request's generator, read at the same ids), so the random stream is unchanged.
+
+// (values, rows, cum): the k largest logits in descending order (ties: the lower row first), their rows, and
+// cumsum(exp(values - logsumexp(logits))).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> top_k_cum(const at::Tensor& logits, int64_t k) {
+  check_float(logits, "logits");
+  TORCH_CHECK(logits.dim() == 1 && logits.numel() >= 1, "logits must be 1-D");
+  const int64_t n = logits.numel();
+  k = std::min(k, n);
+  TORCH_CHECK(k >= 1, "k must be at least 1");
+  const float* x = logits.data_ptr<float>();
+  const float top = max_of(x, n);
+  const float shift = std::isinf(top) ? 0.0f : top;  // as logsumexp: an infinite maximum is not subtracted
+  std::vector<float> exps(n);
+  exp_shifted(x, shift, n, exps.data());
+  const float lse = static_cast<float>(std::log(sum_of(exps.data(), n))) + shift;
+  std::vector<int64_t> order;
+  if (k <= 64) {  // a sorted list of the best k so far: a random row rarely enters it (~k·ln(n/k) insertions)
+    order.reserve(k + 1);
+    for (int64_t i = 0; i < n; ++i) {
+      if (static_cast<int64_t>(order.size()) == k && !(x[i] > x[order.back()])) continue;
+      auto at = std::upper_bound(order.begin(), order.end(), x[i], [x](float v, int64_t j) { return v > x[j]; });
+      order.insert(at, i);  // after the rows of equal value: the lower row first
+      if (static_cast<int64_t>(order.size()) > k) order.pop_back();
+    }
+  } else {
+    order.resize(n);
+    for (int64_t i = 0; i < n; ++i) order[i] = i;
+    auto before = [x](int64_t a, int64_t b) { return x[a] > x[b] || (x[a] == x[b] && a < b); };
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
+  }
+  at::Tensor values = at::empty({k}, logits.options()), cum = at::empty({k}, logits.options());
+  at::Tensor rows = at::empty({k}, logits.options().dtype(at::kLong));
+  float *v = values.data_ptr<float>(), *c = cum.data_ptr<float>();
+  int64_t* r = rows.data_ptr<int64_t>();
+  double running = 0.0;  // torch's CPU cumsum of float32 accumulates in double too
+  for (int64_t i = 0; i < k; ++i) {
+    r[i] = order[i];
+    v[i] = x[order[i]];
+    running += std::exp(v[i] - lse);
+    c[i] = static_cast<float>(running);
+  }
+  return {values, rows, cum};
+}
+
+// One draw over the top-k rows: rows whose cumulative probability passed top_p are removed (the first always
+// kept), the rest tempered and softmaxed to p; the winner is argmax(p / -log u[id]) (the first on a tie) over the
+// kept rows' ids (`ids[rows]`, or `rows` themselves without `ids`); returns it as a (1,) int32 tensor.
+at::Tensor kept_draw(const at::Tensor& values, const at::Tensor& rows, const at::Tensor& cum, const at::Tensor& temperature,
+                     const at::Tensor& top_p, const at::Tensor& u, const std::optional<at::Tensor>& ids) {
+  check_float(values, "values");
+  check_float(cum, "cum");
+  check_float(u, "u");
+  TORCH_CHECK(rows.scalar_type() == at::kLong && rows.is_contiguous() && rows.numel() == values.numel() &&
+              cum.numel() == values.numel() && values.numel() >= 1, "values, rows and cum must be k each");
+  if (ids) TORCH_CHECK(ids->scalar_type() == at::kLong && ids->is_contiguous() && ids->dim() == 1, "ids must be int64");
+  const int64_t k = values.numel();
+  const float t = std::max(temperature.item<float>(), 1e-5f), p_max = top_p.item<float>();
+  const float *v = values.data_ptr<float>(), *c = cum.data_ptr<float>(), *us = u.data_ptr<float>();
+  const int64_t* r = rows.data_ptr<int64_t>();
+  const int64_t* table = ids ? ids->data_ptr<int64_t>() : nullptr;
+  std::vector<float> scaled(k);
+  float top = -INFINITY;
+  for (int64_t i = 0; i < k; ++i) {
+    scaled[i] = (i > 0 && c[i] > p_max ? -INFINITY : v[i]) / t;
+    top = std::max(top, scaled[i]);
+  }
+  double sum = 0.0;
+  for (int64_t i = 0; i < k; ++i) {
+    scaled[i] = std::exp(scaled[i] - top);
+    sum += scaled[i];
+  }
+  int64_t best = 0;
+  float best_score = -INFINITY;
+  for (int64_t i = 0; i < k; ++i) {
+    const int64_t id = table ? table[r[i]] : r[i];
+    TORCH_CHECK(id >= 0 && id < u.numel(), "id ", id, " is outside the ", u.numel(), " uniforms");
+    const float score = (scaled[i] / static_cast<float>(sum)) / -std::log(us[id]);
+    if (score > best_score) {
+      best_score = score;
+      best = id;
+    }
+  }
+  at::Tensor out = at::empty({1}, values.options().dtype(at::kInt));
+  out.data_ptr<int32_t>()[0] = static_cast<int32_t>(best);
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(s2studio_cpu, m) {
+  m.def("rms_norm(Tensor x, Tensor weight, float eps) -> Tensor");
+  m.def("add_rms_norm(Tensor x, Tensor delta, Tensor weight, float eps) -> (Tensor, Tensor)");
+  m.def("silu_mul(Tensor a, Tensor b) -> Tensor");
+  m.def("attend(Tensor qkv, Tensor? q_norm, Tensor? k_norm, float eps, Tensor rope, Tensor(a!) k_cache, "
+        "Tensor(b!) v_cache, int pos, int heads, int kv_heads) -> Tensor");
+  m.def("top_k_cum(Tensor logits, int k) -> (Tensor, Tensor, Tensor)");
+  m.def("kept_draw(Tensor values, Tensor rows, Tensor cum, Tensor temperature, Tensor top_p, Tensor u, Tensor? ids) "
+        "-> Tensor");
+  m.impl("top_k_cum", c10::DispatchKey::CPU, &top_k_cum);
+  m.impl("kept_draw", c10::DispatchKey::CPU, &kept_draw);
+  m.impl("rms_norm", c10::DispatchKey::CPU, &rms_norm);
+  m.impl("add_rms_norm", c10::DispatchKey::CPU, &add_rms_norm);
+  m.impl("silu_mul", c10::DispatchKey::CPU, &silu_mul);
+  m.impl("attend", c10::DispatchKey::CPU, &attend);
+}

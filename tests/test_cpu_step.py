@@ -1,0 +1,283 @@
+"""The fast path's fused step ops on the CPU (`engine/weights/cpu_step.cpp`) against the torch code they replace.
+
+Each op must give the torch code's values within float32 rounding (only the order of additions differs), write
+the same cache rows and nothing else, and the fast path must actually use them on a float32 CPU model (a silent
+fallback to torch would keep every other test green and lose the speed).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+from s2studio.engine.weights import cpu_gemv
+from s2studio.engine.weights.cpu_step import CpuStepOps, step_ops
+from s2studio.model.config import TransformerConfig
+from s2studio.model.fast_forward import FastCaches, LayerCache, attention, complex_table
+from s2studio.model.rope import precompute_freqs_cis
+from s2studio.model.transformer import Attention
+
+LENGTH = 4096
+
+
+@pytest.fixture()
+def tiny_model():
+    """Spec §12's test model: qk-norm in the slow layers, none in the fast ones; 8 query heads over 2 kv heads."""
+    from test_model_forward import tiny_model as make
+
+    return make()
+
+
+@pytest.fixture(scope="module")
+def ops() -> CpuStepOps:
+    assert cpu_gemv.available(), "the CPU kernels must build here (a C++ compiler is part of the test setup)"
+    found = step_ops(torch.device("cpu"), torch.float32)
+    assert isinstance(found, CpuStepOps)
+    return found
+
+
+def _randn(*shape: int, seed: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 512), (1, 2, 64), (3, 40)])
+def test_rms_norm_and_its_residual_form_are_torchs(ops: CpuStepOps, shape: tuple[int, ...]) -> None:
+    x, delta = _randn(*shape, seed=1) * 3, _randn(*shape, seed=2)
+    weight = _randn(shape[-1], seed=3)
+    ours = ops.rms_norm(x, weight, 1e-6)
+    assert ours.shape == x.shape
+    torch.testing.assert_close(ours, F.rms_norm(x, (shape[-1],), weight, 1e-6), rtol=2e-6, atol=2e-6)
+    h, normed = ops.add_rms_norm(x, delta, weight, 1e-6)
+    assert torch.equal(h, x + delta)  # one float addition: no rounding freedom
+    torch.testing.assert_close(normed, F.rms_norm(x + delta, (shape[-1],), weight, 1e-6), rtol=2e-6, atol=2e-6)
+    # eps matters where the row is tiny
+    small = torch.full((1, 1, 8), 1e-4)
+    torch.testing.assert_close(ops.rms_norm(small, torch.ones(8), 1e-2),
+                               F.rms_norm(small, (8,), torch.ones(8), 1e-2))
+
+
+def test_silu_mul_is_silu_times_the_other(ops: CpuStepOps) -> None:
+    a, b = _randn(1, 2, 1536, seed=4) * 6, _randn(1, 2, 1536, seed=5)
+    ours = ops.silu_mul(a, b)
+    assert ours.shape == a.shape
+    torch.testing.assert_close(ours, F.silu(a) * b, rtol=2e-6, atol=1e-6)
+
+
+def test_wrong_dtypes_and_shapes_are_refused_with_a_reason(ops: CpuStepOps) -> None:
+    with pytest.raises(RuntimeError, match="float32"):
+        ops.rms_norm(torch.ones(1, 4, dtype=torch.float64), torch.ones(4), 1e-6)
+    with pytest.raises(RuntimeError, match="differ in shape"):
+        ops.silu_mul(torch.ones(4), torch.ones(5))
+    with pytest.raises(RuntimeError, match="3 values for rows of 4"):
+        ops.rms_norm(torch.ones(1, 4), torch.ones(3), 1e-6)
+
+
+def _attention(qk_norm: bool, heads: int = 8, kv: int = 2, dim: int = 16, seed: int = 0) -> Attention:
+    config = TransformerConfig(dim=48, n_layer=1, n_head=heads, n_local_heads=kv, head_dim=dim,
+                               intermediate_size=64, rope_base=10000.0, norm_eps=1e-6, max_seq_len=LENGTH,
+                               qk_norm=qk_norm, qkv_bias=True, o_bias=False)
+    torch.manual_seed(seed)
+    attn = Attention(config, fast=False)
+    if qk_norm:  # not the ones they start as, so that a norm's weight that is ignored shows
+        with torch.no_grad():
+            attn.q_norm.weight.copy_(_randn(dim, seed=seed + 1) + 1)
+            attn.k_norm.weight.copy_(_randn(dim, seed=seed + 2) + 1)
+    return attn
+
+
+def _filled_cache(attn: Attention, pos: int, seed: int) -> LayerCache:
+    shape = (1, attn.n_local_heads, LENGTH, attn.head_dim)
+    cache = LayerCache(torch.zeros(shape), torch.zeros(shape))
+    cache.k[:, :, :pos] = _randn(1, attn.n_local_heads, pos, attn.head_dim, seed=seed)
+    cache.v[:, :, :pos] = _randn(1, attn.n_local_heads, pos, attn.head_dim, seed=seed + 1)
+    return cache
+
+
+@pytest.mark.parametrize("qk_norm", [False, True])
+@pytest.mark.parametrize(("pos", "positions"), [(0, 1), (0, 2), (5, 1), (700, 1), (700, 2), (3000, 1)])
+def test_attend_is_the_torch_attention_and_writes_only_the_new_cache_rows(ops: CpuStepOps, qk_norm: bool, pos: int,
+                                                                          positions: int) -> None:
+    """Against `fast_forward.attention` (attention_step for one position, SDPA under a causal mask for two):
+    8 query heads over 2 kv heads, a cache filled before `pos` (700 and 3000: past `kGemmPositions`, where the
+    products go to torch's batched GEMM)."""
+    attn = _attention(qk_norm)
+    rope = complex_table(precompute_freqs_cis(LENGTH, attn.head_dim, 10000.0), torch.device("cpu"))
+    rope = rope.narrow(0, pos, positions)
+    x = _randn(1, positions, 48, seed=pos + 7)
+    theirs, ours = _filled_cache(attn, pos, seed=9), _filled_cache(attn, pos, seed=9)
+    before = LayerCache(ours.k.clone(), ours.v.clone())
+    with torch.inference_mode():
+        expected = attention(attn, x, rope, theirs, pos)
+        got = ops.attend(attn, attn.wqkv.forward(x), rope, ours, pos)
+        assert got.shape == (1, positions, attn.n_head * attn.head_dim)
+        torch.testing.assert_close(attn.wo.forward(got), expected, rtol=1e-5, atol=1e-6)
+    new = slice(pos, pos + positions)
+    torch.testing.assert_close(ours.k[:, :, new], theirs.k[:, :, new], rtol=1e-6, atol=1e-6)
+    assert torch.equal(ours.v[:, :, new], theirs.v[:, :, new])  # values are copied, not computed
+    for mine, old in ((ours.k, before.k), (ours.v, before.v)):
+        assert torch.equal(mine[:, :, :pos], old[:, :, :pos]) and not mine[:, :, pos + positions:].any()
+
+
+def test_attend_groups_query_heads_by_division_and_ignores_the_thread_count(ops: CpuStepOps) -> None:
+    """Query head h reads kv head h // (H / KV): changing kv head 1 moves heads 4..7 only; at a short cache (our
+    loops) and a long one (torch's GEMM, threaded by torch). The bits do not depend on the thread count."""
+    attn = _attention(qk_norm=True)
+    for pos in (40, 3000):
+        rope = complex_table(precompute_freqs_cis(LENGTH, attn.head_dim, 10000.0), torch.device("cpu"))
+        rope = rope.narrow(0, pos, 1)
+        qkv = _randn(1, 1, (8 + 4) * 16, seed=3)
+        cache = _filled_cache(attn, pos, seed=4)
+        threads = torch.get_num_threads()
+        try:
+            torch.set_num_threads(1)
+            one = ops.attend(attn, qkv, rope, cache, pos)
+            torch.set_num_threads(2)
+            two = ops.attend(attn, qkv, rope, cache, pos)
+        finally:
+            torch.set_num_threads(threads)
+        assert torch.equal(one, two)
+        cache.v[:, 1, :10] += 1.0
+        moved = ops.attend(attn, qkv, rope, cache, pos).view(8, 16)
+        changed = (moved != one.view(8, 16)).any(dim=1)
+        assert changed.tolist() == [False] * 4 + [True] * 4, pos
+
+
+def test_attend_refuses_positions_past_the_cache(ops: CpuStepOps) -> None:
+    attn = _attention(qk_norm=False)
+    rope = complex_table(precompute_freqs_cis(LENGTH, attn.head_dim, 10000.0), torch.device("cpu")).narrow(0, 0, 1)
+    cache = _filled_cache(attn, 0, seed=1)
+    with pytest.raises(RuntimeError, match="do not fit the 4096-position cache"):
+        ops.attend(attn, torch.zeros(1, 1, 12 * 16), rope, cache, LENGTH)
+
+
+class CountingOps(CpuStepOps):
+    """The C++ ops, counting the attention calls by the kv heads of the cache they write."""
+
+    def __init__(self) -> None:
+        self.calls: dict[int, int] = {}
+
+    def attend(self, attn, qkv, rope, cache, pos):  # noqa: ANN001, ANN201 - the Protocol's signature
+        self.calls[cache.k.shape[2]] = self.calls.get(cache.k.shape[2], 0) + 1
+        return super().attend(attn, qkv, rope, cache, pos)
+
+
+def test_the_cpu_fast_path_steps_through_the_cpp_ops(ops: CpuStepOps, tiny_model) -> None:
+    """A float32 CPU model gets the C++ ops (elsewhere None: torch's code); one frame's decode step and fast
+    passes all go through `attend`: one call per slow layer, and per fast layer one call per fast pass
+    (the 2-position first pass included)."""
+    from s2studio.engine.api import SamplingParams
+    from s2studio.engine.s2.fast import FastDecoder
+    from s2studio.engine.s2.generate import make_generator
+
+    model = tiny_model
+    c = model.config
+    decoder = FastDecoder(model, im_end_id=c.semantic_begin_id - 1, length=64)
+    assert isinstance(decoder.caches.ops, CpuStepOps)
+    assert step_ops(torch.device("cpu"), torch.bfloat16) is None
+    assert step_ops(torch.device("meta"), torch.float32) is None
+    counting = CountingOps()
+    decoder.caches.ops = counting
+    prompt = torch.zeros(c.num_codebooks + 1, 6, dtype=torch.long)
+    sampler = decoder.sampler(SamplingParams(), make_generator(0))
+    with torch.inference_mode():
+        logits, hidden = decoder.prefill(prompt)  # 6 columns: torch's prefill, no step ops
+        assert counting.calls == {}
+        sampler.frame(logits, hidden)  # 9 fast passes
+        decoder.step(torch.zeros(c.num_codebooks + 1, 1, dtype=torch.long))  # one slow step
+    fast_positions = c.num_codebooks
+    assert counting.calls == {fast_positions: c.fast.n_layer * (c.num_codebooks - 1), 64: c.slow.n_layer}
+
+
+def test_step_ops_keep_the_fast_path_logits_on_the_exact_forwards(tiny_model) -> None:
+    """The fused step against the exact forward (the golden path), within the float tolerance the torch fast
+    path is held to (test_fast_path): a decode step at a late position and the fast transformer's passes."""
+    from s2studio.engine.s2.fast import FastDecoder
+    from s2studio.model.fast_forward import forward_fast
+
+    model = tiny_model
+    c = model.config
+    decoder = FastDecoder(model, im_end_id=c.semantic_begin_id - 1, length=128)
+    assert isinstance(decoder.caches.ops, CpuStepOps)
+    prompt = torch.randint(0, c.vocab_size, (c.num_codebooks + 1, 40), generator=torch.Generator().manual_seed(0))
+    prompt[1:] %= c.codebook_size
+    column = torch.zeros(c.num_codebooks + 1, 1, dtype=torch.long)
+    column[0, 0], column[1:, 0] = c.semantic_begin_id + 5, torch.arange(c.num_codebooks) * 3 % c.codebook_size
+    model.setup_caches(c.slow.max_seq_len, torch.float32)
+    with torch.inference_mode():
+        model.forward_slow(prompt[None], torch.arange(40))
+        exact_logits, exact_hidden = model.forward_slow(column[None], torch.tensor([40]))
+        decoder.prefill(prompt)
+        fast_logits, fast_hidden = decoder.step(column)
+        torch.testing.assert_close(fast_logits.reshape(-1), exact_logits.reshape(-1)[decoder.ids],
+                                   rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(fast_hidden, exact_hidden, rtol=1e-5, atol=1e-5)
+        codes = torch.arange(c.num_codebooks) * 7 % c.codebook_size
+        x = torch.cat([exact_hidden.view(1, 1, -1), model.fast_embeddings(codes[:1]).view(1, 1, -1)], dim=1)
+        ours = forward_fast(model, decoder.caches, x, 0)
+        exact = model.forward_fast(x[:, :1], torch.tensor([0]))
+        exact = model.forward_fast(x[:, 1:], torch.tensor([1]))
+        torch.testing.assert_close(ours.reshape(-1), exact.reshape(-1), rtol=1e-5, atol=1e-5)
+
+
+def test_the_sampler_ops_are_torchs_top_k_and_draw(ops: CpuStepOps) -> None:
+    """`top_k_cum` is `FastSampler.top`'s topk + logsumexp + cumsum; `kept_draw` is `kept` + `draw` on the same
+    uniforms: the same winner on every trial (temperatures and top-p that keep one row, a few or all of them)."""
+    from s2studio.engine.s2.sampling import request_constants
+
+    rng = torch.Generator().manual_seed(0)
+    same = 0
+    for trial in range(300):
+        logits = torch.randn(4097, generator=rng) * (1 + trial % 7)
+        k = (30, 1, 4097)[trial % 3]
+        values, rows = torch.topk(logits, k)
+        cum = torch.cumsum(torch.exp(values - torch.logsumexp(logits, dim=-1)), dim=-1)
+        ours = ops.top(logits, k)
+        # equal logits may come in either order (torch's topk leaves ties unordered; 4097 normal floats often
+        # hold a pair): the same values, rows that hold them, each row once, the same row wherever it is untied
+        assert torch.equal(ours[0], values) and torch.equal(logits[ours[1]], values)
+        assert len(set(ours[1].tolist())) == k
+        untied = torch.ones(k, dtype=torch.bool)
+        untied[1:] &= values[1:] != values[:-1]
+        untied[:-1] &= values[:-1] != values[1:]
+        assert torch.equal(ours[1][untied], rows[untied])
+        torch.testing.assert_close(ours[2], cum, rtol=1e-5, atol=1e-6)
+        temperature, top_p, _, _ = request_constants((0.1, 0.7, 1.0)[trial % 3], (0.1, 0.8, 1.0)[trial % 4 % 3],
+                                                     "cpu", torch.float32)
+        remove = (cum > top_p) & (torch.arange(k) > 0)
+        probs = torch.softmax(torch.where(remove, float("-inf"), values) / torch.clip(temperature, min=1e-5), dim=-1)
+        table = torch.randperm(155776, generator=rng)[:4097] if trial % 2 else None
+        ids = rows if table is None else table[rows]
+        u = torch.rand(155776, generator=rng)
+        ids = ours[1] if table is None else table[ours[1]]  # the row order the race reads
+        expected = ids[torch.argmax(probs / -torch.log(u[ids]))]
+        got = ops.kept_draw(values, ours[1], cum, temperature, top_p, u, table)
+        assert got.dtype == torch.int32 and got.shape == (1,)
+        same += int(got) == int(expected)
+    assert same == 300
+    with pytest.raises(RuntimeError, match="outside the 10 uniforms"):
+        ops.kept_draw(*ops.top(torch.randn(50), 5), torch.tensor(1.0), torch.tensor(1.0), torch.rand(10), None)
+
+
+def test_the_cpu_sampler_draws_through_the_cpp_ops_from_the_same_stream(tiny_model) -> None:
+    """A sampler of the C++-stepping decoder draws with the C++ ops and makes the same frames as torch's sampler
+    and torch's step from the same seed, consuming the same uniforms."""
+    from s2studio.engine.s2.fast import FastDecoder, FastSampler, generate_frames_fast
+
+    model = tiny_model
+    c = model.config
+    decoder = FastDecoder(model, im_end_id=c.semantic_begin_id - 1, length=96)
+    prompt = torch.randint(0, c.codebook_size, (c.num_codebooks + 1, 20), generator=torch.Generator().manual_seed(1))
+    prompt[0] = torch.randint(0, c.vocab_size, (20,), generator=torch.Generator().manual_seed(2))
+    frames, states = {}, {}
+    for name, ops in (("cpp", decoder.caches.ops), ("torch", None)):
+        decoder.caches.ops = ops
+        generator = torch.Generator().manual_seed(3)
+        sampler = FastSampler(decoder, temperature=0.8, top_p=0.9, top_k=8, generator=generator)
+        assert (sampler.kernels is not None) == (name == "cpp")
+        frames[name] = torch.stack(list(generate_frames_fast(decoder, prompt, sampler, max_new_tokens=40,
+                                                             reuse=False)))
+        states[name] = generator.get_state()
+    assert frames["cpp"].shape == (39, c.num_codebooks)
+    assert torch.equal(frames["cpp"], frames["torch"])
+    assert torch.equal(states["cpp"], states["torch"])
