@@ -257,6 +257,9 @@ def test_the_sampler_ops_are_torchs_top_k_and_draw(ops: CpuStepOps) -> None:
     assert same == 300
     with pytest.raises(RuntimeError, match="outside the 10 uniforms"):
         ops.kept_draw(*ops.top(torch.randn(50), 5), torch.tensor(1.0), torch.tensor(1.0), torch.rand(10), None)
+    with pytest.raises(RuntimeError, match="row 49 is outside the 20 ids"):  # rows 45..49 of 50, 20 ids
+        ops.kept_draw(*ops.top(torch.arange(50.0), 5), torch.tensor(1.0), torch.tensor(1.0), torch.rand(100),
+                      torch.arange(20))
 
 
 def test_the_cpu_sampler_draws_through_the_cpp_ops_from_the_same_stream(tiny_model) -> None:

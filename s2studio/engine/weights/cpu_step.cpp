@@ -434,6 +434,7 @@ at::Tensor kept_draw(const at::Tensor& values, const at::Tensor& rows, const at:
   int64_t best = 0;
   float best_score = -INFINITY;
   for (int64_t i = 0; i < k; ++i) {
+    TORCH_CHECK(!table || (r[i] >= 0 && r[i] < ids->numel()), "row ", r[i], " is outside the ", ids->numel(), " ids");
     const int64_t id = table ? table[r[i]] : r[i];
     TORCH_CHECK(id >= 0 && id < u.numel(), "id ", id, " is outside the ", u.numel(), " uniforms");
     const float score = (scaled[i] / static_cast<float>(sum)) / -std::log(us[id]);
