@@ -2,8 +2,9 @@
 
 The kernels are built by the first test that needs them (a few seconds, into this session's temporary cache).
 What must hold: the float32 product of the stored weights (to float32 rounding, for every width and both the
-matrix-vector and the widened-GEMM path), the same bits for any number of threads, the input's shape and dtype
-kept, clear errors, and a model that still runs when the kernels cannot be built.
+matrix-vector and the widened-GEMM path; a decode step of int8 or int4 rows multiplies them by the activations
+rounded to 16 bits per group of 128, exactly), the same bits for any number of threads, the input's shape and
+dtype kept, clear errors, and a model that still runs when the kernels cannot be built.
 """
 
 from __future__ import annotations
@@ -50,10 +51,27 @@ def _data(m: int, n: int, k: int, seed: int = 0):
     return x, w, q, scale
 
 
+def rounded16(x: torch.Tensor, group: int = 128) -> tuple[torch.Tensor, torch.Tensor]:
+    """x (M, K) rounded as the int8 and int4 decode kernels round it, computed here from the rule: per group of
+    `group` columns (the last one shorter), X = round(x · 32767 / max|x|) to even within ±32767, in float32 as the
+    kernels compute it. Returns (X as float64, each column's step max|x| / 32767 as float64)."""
+    X, steps = torch.empty_like(x, dtype=torch.float64), torch.empty_like(x, dtype=torch.float64)
+    for start in range(0, x.shape[1], group):
+        part = x[:, start:start + group].float()
+        top = part.abs().amax(dim=1, keepdim=True)
+        inverse = torch.where(top > 0, torch.tensor(32767.0) / top, torch.tensor(0.0))
+        X[:, start:start + group] = torch.round(torch.clamp(part * inverse, -32767.0, 32767.0)).double()
+        steps[:, start:start + group] = (top / 32767.0).double()
+    return X, steps
+
+
 @pytest.mark.parametrize("inference", [False, True])
 @pytest.mark.parametrize("m,n,k", SHAPES)
 def test_products_equal_the_float64_product_to_float32_rounding(m: int, n: int, k: int, inference: bool) -> None:
-    """Also under inference mode, as the engine calls them (the worker threads of the GEMM path are not in it)."""
+    """bf16: the float32 product of the stored weights. int8: with 8 rows and fewer (a decode step) the exact
+    product of the int8 rows and x rounded to 16 bits per group of 128 (`rounded16`), which stays within that
+    rounding's bound of the unrounded product; more rows (a prefill) widen the weights for float32 GEMM.
+    Also under inference mode, as the engine calls them (the worker threads of the GEMM path are not in it)."""
     x, w, q, scale = _data(m, n, k)
     ref = x.double() @ w.double().T
     ref8 = (x.double() @ q.double().T) * scale.double()
@@ -66,7 +84,16 @@ def test_products_equal_the_float64_product_to_float32_rounding(m: int, n: int, 
         torch.set_num_threads(before)
     bound = 1e-6 * np.sqrt(k)  # relative to the largest output: float32 sums of k terms
     assert float((y.double() - ref).abs().max() / ref.abs().max()) < bound
-    assert float((y8.double() - ref8).abs().max() / ref8.abs().max()) < bound
+    if m > 8:
+        assert float((y8.double() - ref8).abs().max() / ref8.abs().max()) < bound
+        return
+    X, steps = rounded16(x)
+    exact = ((X * steps) @ q.double().T) * scale.double()
+    assert float((y8.double() - exact).abs().max() / exact.abs().max()) < bound
+    # the rounding moves each activation by at most half its step: bounded per output, and far inside it
+    reach = ((steps / 2) @ q.double().abs().T) * scale.double()
+    assert bool(((y8.double() - ref8).abs() <= reach + bound * ref8.abs().max()).all())
+    assert float((y8.double() - ref8).abs().max() / ref8.abs().max()) < 1e-4
 
 
 def test_shape_and_dtype_of_the_input_are_kept_and_bits_are_accepted() -> None:
@@ -117,16 +144,28 @@ def test_bf16_linear_is_the_float_linear_at_half_the_bytes() -> None:
         torch.testing.assert_close(layer(x), linear(x), rtol=1e-5, atol=1e-5)
 
 
-def test_int8_linear_on_the_cpu_is_weight_only() -> None:
-    """fbgemm's kernel rounds activations to 8 bits (bench/fbgemm_int8.py shows it); ours does not: a tiny
-    activation beside a huge one survives."""
+def test_int8_rounds_a_decode_steps_activations_far_finer_than_8_bits_and_than_its_weights() -> None:
+    """fbgemm's kernel rounds activations to 8 bits per call (bench/fbgemm_int8.py shows it): an outlier then sets
+    a step that erases everything else. Ours rounds them to 16 bits per group of 128: a tiny activation in another
+    group keeps its own step, and even in the outlier's group the product stays within 1e-4 of the unrounded
+    one, under a tenth of what rounding the weights to int8 costs the same product."""
     g = torch.Generator().manual_seed(3)
-    layer = Int8Linear.from_weight(torch.randn(64, 256, generator=g))
-    x = torch.randn(1, 256, generator=g) * 1e-3
-    x[0, 0] = 100.0  # an outlier sets an 8-bit activation scale that erases everything else
-    deq = x.double() @ layer.dequantized().double().T
-    ours = layer(x).double()
-    assert float((ours - deq).abs().max() / deq.abs().max()) < 1e-6
+    w = torch.randn(64, 256, generator=g)
+    layer = Int8Linear.from_weight(w)
+    for at in (0, 200):  # the outlier in the first or the second group
+        x = torch.randn(1, 256, generator=g) * 1e-3
+        x[0, at] = 100.0
+        deq = x.double() @ layer.dequantized().double().T
+        ours = float((layer(x).double() - deq).abs().max() / deq.abs().max())
+        weights = float((deq - x.double() @ w.double().T).abs().max() / deq.abs().max())
+        assert ours < 1e-4 and ours < weights / 10, (ours, weights)
+        # the other group alone (the outlier's columns zeroed in the weights): its tiny activations keep 16 bits
+        other = slice(128, 256) if at < 128 else slice(0, 128)
+        x_other = torch.zeros_like(x)
+        x_other[:, other] = x[:, other]
+        deq_other = x_other.double() @ layer.dequantized().double().T
+        alone = float((layer(x_other).double() - deq_other).abs().max() / deq_other.abs().max())
+        assert alone < 1e-4, alone
 
 
 def _int4_layer(n: int, k: int, group: int = 128, seed: int = 0) -> Int4Linear:

@@ -6,10 +6,10 @@
 // with float32 activations on a CPU without AVX512-BF16/AMX: its bf16 GEMV and its weight-only int8 kernel
 // (`_weight_int8pack_mm`) are compute-bound at about half the bandwidth, fbgemm's int8 kernel is fast only
 // because it also rounds the activations to 8 bits, and its int4 kernel (`_weight_int4pack_mm_for_cpu`, bfloat16
-// activations) is compute-bound too (about int8's speed, for half the bytes). Here each bf16 or int8 weight is
-// widened to float32 in registers and multiplied by the float32 activation, so the result is the float32 product
-// of the stored weights (only the order of the additions differs from a float32 GEMM); int4 sums exact integer
-// products against 16-bit activations instead (its section below says why).
+// activations) is compute-bound too (about int8's speed, for half the bytes). Here each bf16 weight is widened
+// to float32 in registers and multiplied by the float32 activation, so the result is the float32 product of the
+// stored weights (only the order of the additions differs from a float32 GEMM); int8 and int4 weights sum exact
+// integer products against the activations rounded to 16 bits per group of 128 (`Rows16` says why and how close).
 //
 // Built by s2studio/engine/weights/cpu_gemv.py with the vector width torch itself chose for this CPU (-mavx512* or
 // -mavx2); the generic code below is the same for every width, including the scalar one.
@@ -58,28 +58,24 @@ constexpr int64_t kLanes = 16;
 using Vec = __m512;
 inline Vec zero() { return _mm512_setzero_ps(); }
 inline Vec load(const float* p) { return _mm512_loadu_ps(p); }
-inline Vec widen(const int8_t* p) {
-  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
-}
 inline Vec widen(const uint16_t* p) {  // bfloat16 bits are the high half of a float32
   __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
 }
 inline Vec fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+inline Vec splat(float v) { return _mm512_set1_ps(v); }
 inline float total(Vec v) { return _mm512_reduce_add_ps(v); }
 #elif defined(__AVX2__) && defined(__FMA__)
 constexpr int64_t kLanes = 8;
 using Vec = __m256;
 inline Vec zero() { return _mm256_setzero_ps(); }
 inline Vec load(const float* p) { return _mm256_loadu_ps(p); }
-inline Vec widen(const int8_t* p) {
-  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
-}
 inline Vec widen(const uint16_t* p) {
   __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
 }
 inline Vec fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+inline Vec splat(float v) { return _mm256_set1_ps(v); }
 inline float total(Vec v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -91,6 +87,7 @@ using Vec = float;
 inline Vec zero() { return 0.0f; }
 inline Vec load(const float* p) { return *p; }
 inline Vec fma(Vec a, Vec b, Vec c) { return a * b + c; }
+inline Vec splat(float v) { return v; }
 inline float total(Vec v) { return v; }
 #endif
 
@@ -102,7 +99,6 @@ inline float scalar(uint16_t w) {
   return f;
 }
 #if !defined(__AVX512F__) && !(defined(__AVX2__) && defined(__FMA__))
-inline Vec widen(const int8_t* p) { return scalar(*p); }
 inline Vec widen(const uint16_t* p) { return scalar(*p); }
 #endif
 
@@ -131,18 +127,164 @@ float dot(const W* w, const float* x, int64_t K) {
   return s;
 }
 
+// max |x| over n values.
+inline float abs_max(const float* x, int64_t n) {
+  float top = 0.0f;
+  int64_t k = 0;
+#if defined(__AVX512F__)
+  __m512 v = _mm512_setzero_ps();
+  for (; k + 16 <= n; k += 16) v = _mm512_max_ps(v, _mm512_abs_ps(_mm512_loadu_ps(x + k)));
+  top = _mm512_reduce_max_ps(v);
+#elif defined(__AVX2__)
+  const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  __m256 v = _mm256_setzero_ps();
+  for (; k + 8 <= n; k += 8) v = _mm256_max_ps(v, _mm256_and_ps(_mm256_loadu_ps(x + k), magnitude));
+  float lanes[8];
+  _mm256_storeu_ps(lanes, v);
+  for (float lane : lanes) top = std::max(top, lane);
+#endif
+  for (; k < n; ++k) top = std::max(top, std::fabs(x[k]));
+  return top;
+}
+
+// X = x·inverse rounded to the nearest integer (ties to even), within ±32767, into `out`; returns Σ X. The vector
+// code rounds as the scalar one does (the same product, clamp and rounding mode), so every width makes the same X.
+inline int64_t round16(const float* x, int64_t n, float inverse, int16_t* out) {
+  int64_t k = 0, total = 0;
+#if defined(__AVX512F__)
+  const __m512 scale = _mm512_set1_ps(inverse), high = _mm512_set1_ps(32767.0f), low = _mm512_set1_ps(-32767.0f);
+  __m512i sums = _mm512_setzero_si512();
+  for (; k + 16 <= n; k += 16) {
+    const __m512 v = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(_mm512_loadu_ps(x + k), scale), low), high);
+    const __m512i q = _mm512_cvtps_epi32(v);
+    sums = _mm512_add_epi32(sums, q);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + k), _mm512_cvtepi32_epi16(q));
+  }
+  total = _mm512_reduce_add_epi32(sums);  // at most 32767 per lane and step: exact for rows below 2^20 values
+#elif defined(__AVX2__)
+  const __m256 scale = _mm256_set1_ps(inverse), high = _mm256_set1_ps(32767.0f), low = _mm256_set1_ps(-32767.0f);
+  __m256i sums = _mm256_setzero_si256();
+  for (; k + 16 <= n; k += 16) {
+    const __m256i a = _mm256_cvtps_epi32(
+        _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(_mm256_loadu_ps(x + k), scale), low), high));
+    const __m256i b = _mm256_cvtps_epi32(
+        _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(_mm256_loadu_ps(x + k + 8), scale), low), high));
+    sums = _mm256_add_epi32(sums, _mm256_add_epi32(a, b));
+    // packs works within 128-bit halves: (a0-3 b0-3 a4-7 b4-7), put back in order
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + k),
+                        _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xD8));
+  }
+  int32_t lanes[8];
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes), sums);
+  for (int32_t lane : lanes) total += lane;
+#endif
+  for (; k < n; ++k) {
+    const int16_t v = static_cast<int16_t>(std::nearbyint(std::clamp(x[k] * inverse, -32767.0f, 32767.0f)));
+    out[k] = v;
+    total += v;
+  }
+  return total;
+}
+
+// Activations rounded to 16 bits, for the int8 and int4 rows. Widening every narrow weight to float32 makes a
+// decode step compute-bound (measured, weights in L2, one core: int8 ~23 GB/s on a Zen 4 core at AVX512 against
+// ~26 GB/s of memory bandwidth per core there; int4 ~15 G codes/s on an AVX2 Zen 3 core). So each row of x is
+// rounded per group of G columns instead, x ≈ t·X with X an int16 and t = max|x| / 32767 of the group, and the
+// weights' integers are multiplied by X exactly in int32 by `madd` (16 or 32 products and their pairwise sums in
+// one instruction, the weights widened to 16 bits only): int8 ~46 GB/s a core (the same Zen 4, in L2). The
+// rounding moves each activation by at most t/2 = max|x|·2⁻¹⁶ of its group: 256 times finer than the int8
+// weights' own rounding (max|row|·2⁻⁸), and finer than the bfloat16 activations torch's int4 and int8 kernels
+// take.
+struct Rows16 {
+  // x (M, K) per group of G columns (the last one shorter when G does not divide K): the int16 values X, the
+  // step t and t·Σ X (the Σ x of the rounded values), `groups` per row.
+  int64_t groups;
+  std::vector<int16_t> values;
+  std::vector<float> step, sum;
+  Rows16(const float* x, int64_t M, int64_t K, int64_t G)
+      : groups((K + G - 1) / G), values(M * K), step(M * groups), sum(M * groups) {
+    for (int64_t m = 0; m < M; ++m) {
+      for (int64_t g = 0; g < groups; ++g) {
+        const int64_t k0 = g * G, n = std::min(G, K - k0);
+        const float top = abs_max(x + m * K + k0, n);
+        const float t = top / 32767.0f, inverse = top > 0.0f ? 32767.0f / top : 0.0f;
+        const int64_t total = round16(x + m * K + k0, n, inverse, values.data() + m * K + k0);
+        step[m * groups + g] = t;
+        sum[m * groups + g] = t * static_cast<float>(total);
+      }
+    }
+  }
+};
+
+// int8 rows (one float scale per row): over a group, dot(w, x) = t·Σ q·X. A group's Σ q·X is exact in int32: its
+// |q| <= 127 and |X| <= 32767 allow 516 products.
+constexpr int64_t kGroup8 = 128;
+
+// The int32 lane sums of Σ q·X over the first n8 = n rounded down to the vector block (returned) of n values.
+#if defined(__AVX512F__)
+using Lanes = __m512i;
+constexpr int64_t kBlock8 = 64;
+inline Lanes sums8(const int8_t* w, const int16_t* X, int64_t n) {
+  __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
+  for (int64_t k = 0; k + kBlock8 <= n; k += kBlock8) {
+    __builtin_prefetch(reinterpret_cast<const char*>(w + k) + kAhead, 0, 2);
+    const __m512i w0 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k)));
+    const __m512i w1 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k + 32)));
+    a0 = _mm512_add_epi32(a0, _mm512_madd_epi16(w0, _mm512_loadu_si512(X + k)));
+    a1 = _mm512_add_epi32(a1, _mm512_madd_epi16(w1, _mm512_loadu_si512(X + k + 32)));
+  }
+  return _mm512_add_epi32(a0, a1);
+}
+inline Vec lanes_to_float(Lanes l) { return _mm512_cvtepi32_ps(l); }
+#elif defined(__AVX2__) && defined(__FMA__)
+using Lanes = __m256i;
+constexpr int64_t kBlock8 = 64;
+inline Lanes sums8(const int8_t* w, const int16_t* X, int64_t n) {
+  __m256i a[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+  for (int64_t k = 0; k + kBlock8 <= n; k += kBlock8) {
+    __builtin_prefetch(reinterpret_cast<const char*>(w + k) + kAhead, 0, 2);
+    for (int i = 0; i < 4; ++i) {
+      const __m256i wi = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + k + 16 * i)));
+      a[i] = _mm256_add_epi32(a[i], _mm256_madd_epi16(wi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(X + k + 16 * i))));
+    }
+  }
+  return _mm256_add_epi32(_mm256_add_epi32(a[0], a[1]), _mm256_add_epi32(a[2], a[3]));
+}
+inline Vec lanes_to_float(Lanes l) { return _mm256_cvtepi32_ps(l); }
+#else
+using Lanes = int32_t;
+constexpr int64_t kBlock8 = 1;
+inline Lanes sums8(const int8_t* w, const int16_t* X, int64_t n) {
+  int32_t s = 0;
+  for (int64_t k = 0; k < n; ++k) s += int32_t{w[k]} * X[k];
+  return s;
+}
+inline Vec lanes_to_float(Lanes l) { return static_cast<float>(l); }
+#endif
+
+// dot(w, x) of one int8 row against one row of x's `Rows16` parts (X, steps), groups of kGroup8.
+float dot8(const int8_t* w, const int16_t* X, const float* step, int64_t K) {
+  Vec acc = zero();
+  float rest = 0.0f;  // the values past a group's last whole vector block
+  for (int64_t k0 = 0, g = 0; k0 < K; k0 += kGroup8, ++g) {
+    const int64_t n = std::min(kGroup8, K - k0), whole = n / kBlock8 * kBlock8;
+    if (whole > 0) acc = fma(lanes_to_float(sums8(w + k0, X + k0, whole)), splat(step[g]), acc);
+    int32_t tail = 0;
+    for (int64_t k = k0 + whole; k < k0 + n; ++k) tail += int32_t{w[k]} * X[k];
+    rest += step[g] * static_cast<float>(tail);
+  }
+  return total(acc) + rest;
+}
+
 // int4 weights. The codes q (0..15) of a row lie in blocks of 64 codes over 32 bytes, read as 16 lanes of 16 bits:
 // bits 4i..4i+3 of lane j hold code 16i + j (int4.py packs them so), so one mask (or one shift) per 16 codes
 // unpacks a block at every width (block_sums). Each group of G codes of a row (G a multiple of 64) has a bfloat16
 // scale s and offset z, w = (q - 8)·s + z (torch's int4 form), and over a group dot(w, x) = s·Σ q·x + (z - 8s)·Σ x.
 //
-// Widening every code to float32 makes the kernel compute-bound on an AVX2 core (~15 G codes/s measured on a
-// 2-core EPYC, a third short of what its memory delivers at half a byte per weight). So the activations are
-// rounded to 16 bits per group instead (x ≈ t·X with X an int16 and t = max|x| / 32767 of the group) and
-// Σ q·X is summed exactly in int32 by `madd` (16 products in two instructions): ~30 G codes/s per core
-// (CPU time, weights in L2, a 2.9 GHz Zen 3 core: 2.1 ns per block of 64 codes and row). That rounding
-// is finer than the bfloat16 torch's int4 kernel rounds the activations to: a group's error is at most
-// 128 · t/2 · max|w| = max|x| · 2⁻⁹ · max|w|, what bfloat16 allows for its largest activation alone.
+// Against x rounded to 16 bits per group (`Rows16`, the group of the weights' ranges) Σ q·X is summed exactly in
+// int32 by `madd`: ~30 G codes/s per core (CPU time, weights in L2, a 2.9 GHz Zen 3 core: 2.1 ns per block of 64
+// codes and row), twice what widening every code to float32 gave there. A group's error is at most
+// 128 · t/2 · max|w| = max|x| · 2⁻⁹ · max|w|, what bfloat16 activations allow for their largest value alone.
 constexpr int64_t kCodeBlock = 64;
 
 // Code k of an int4 row (the layout above).
@@ -169,30 +311,6 @@ void widen4(const uint8_t* row, const uint16_t* sz, int64_t K, int64_t G, float*
     }
   }
 }
-
-struct Rows16 {
-  // x (M, K) per group of G columns: the int16 values X, the step t and t·Σ X (the Σ x of the rounded values).
-  std::vector<int16_t> values;
-  std::vector<float> step, sum;
-  Rows16(const float* x, int64_t M, int64_t K, int64_t G) : values(M * K), step(M * (K / G)), sum(M * (K / G)) {
-    for (int64_t m = 0; m < M; ++m) {
-      for (int64_t g = 0; g < K / G; ++g) {
-        const float* xs = x + m * K + g * G;
-        float top = 0.0f;
-        for (int64_t k = 0; k < G; ++k) top = std::max(top, std::fabs(xs[k]));
-        const float t = top / 32767.0f, inverse = top > 0.0f ? 32767.0f / top : 0.0f;
-        int64_t total = 0;
-        for (int64_t k = 0; k < G; ++k) {
-          const int16_t v = static_cast<int16_t>(std::nearbyint(std::clamp(xs[k] * inverse, -32767.0f, 32767.0f)));
-          values[m * K + g * G + k] = v;
-          total += v;
-        }
-        step[m * (K / G) + g] = t;
-        sum[m * (K / G) + g] = t * static_cast<float>(total);
-      }
-    }
-  }
-};
 
 #if defined(__AVX2__)
 // Σ q·X over `blocks` blocks of 64 codes for R rows `row_bytes` apart, from `b` (codes) and `xk` (X): the int32
@@ -489,23 +607,33 @@ void gemm_widened(const at::Tensor& x, at::Tensor& y, WidenRow widen_row) {
   });
 }
 
-// bf16 and int8 rows (one scale per row, or none).
+// A prefill's rows of narrow weights: `scalar(w)·scale` widened for torch's GEMM.
 template <typename W>
-void product(const at::Tensor& x, const W* w, const float* scale, at::Tensor& y) {
+void gemm_scaled(const at::Tensor& x, const W* w, const float* scale, at::Tensor& y) {
   const int64_t K = x.size(1);
-  if (x.size(0) <= kGemvRows) {
-    const float* xs = x.data_ptr<float>();
-    gemv(x.size(0), y.size(1), K * int64_t(sizeof(W)), y.data_ptr<float>(), [&](int64_t n, int64_t m) {
-      const float s = dot(w + n * K, xs + m * K, K);
-      return scale ? s * scale[n] : s;
-    });
-  } else {
-    gemm_widened(x, y, [&](int64_t n, float* dst) {
-      const W* src = w + n * K;
-      const float s = scale ? scale[n] : 1.0f;
-      for (int64_t k = 0; k < K; ++k) dst[k] = scalar(src[k]) * s;
-    });
-  }
+  gemm_widened(x, y, [&](int64_t n, float* dst) {
+    const W* src = w + n * K;
+    const float s = scale ? scale[n] : 1.0f;
+    for (int64_t k = 0; k < K; ++k) dst[k] = scalar(src[k]) * s;
+  });
+}
+
+// bf16 rows: each weight widened to float32 in registers (exactly: its bits are a float32's high half).
+void product16(const at::Tensor& x, const uint16_t* w, at::Tensor& y) {
+  const int64_t K = x.size(1);
+  if (x.size(0) > kGemvRows) return gemm_scaled(x, w, nullptr, y);
+  const float* xs = x.data_ptr<float>();
+  gemv(x.size(0), y.size(1), K * 2, y.data_ptr<float>(), [&](int64_t n, int64_t m) { return dot(w + n * K, xs + m * K, K); });
+}
+
+// int8 rows with one scale each, against x rounded to 16 bits per group (`Rows16`, `dot8`).
+void product8(const at::Tensor& x, const int8_t* w, const float* scale, at::Tensor& y) {
+  const int64_t M = x.size(0), K = x.size(1);
+  if (M > kGemvRows) return gemm_scaled(x, w, scale, y);
+  const Rows16 rows(x.data_ptr<float>(), M, K, kGroup8);
+  gemv(M, y.size(1), K, y.data_ptr<float>(), [&](int64_t n, int64_t m) {
+    return dot8(w + n * K, rows.values.data() + m * K, rows.step.data() + m * rows.groups, K) * scale[n];
+  });
 }
 
 // int4 rows: `w` (N, K/2) codes in the layout above, `sz` (N, K/G, 2) bfloat16 scale and offset bits.
@@ -561,7 +689,7 @@ at::Tensor linear_bf16(const at::Tensor& x, const at::Tensor& w) {
   TORCH_CHECK(w.scalar_type() == at::kBFloat16 || w.scalar_type() == at::kShort, "w must be bfloat16 or int16 bits");
   at::Tensor rows = as_rows(x, w, w.size(1));
   at::Tensor y = at::empty({rows.size(0), w.size(0)}, rows.options());
-  product(rows, static_cast<const uint16_t*>(w.data_ptr()), nullptr, y);
+  product16(rows, static_cast<const uint16_t*>(w.data_ptr()), y);
   return as_output(y, x);
 }
 
@@ -572,7 +700,7 @@ at::Tensor linear_int8(const at::Tensor& x, const at::Tensor& w, const at::Tenso
   at::Tensor s = scale.to(at::kFloat).contiguous();
   TORCH_CHECK(s.dim() == 1 && s.size(0) == w.size(0), "scale must have one value per row of w");
   at::Tensor y = at::empty({rows.size(0), w.size(0)}, rows.options());
-  product(rows, w.data_ptr<int8_t>(), s.data_ptr<float>(), y);
+  product8(rows, w.data_ptr<int8_t>(), s.data_ptr<float>(), y);
   return as_output(y, x);
 }
 
