@@ -5,19 +5,20 @@ bytes / bandwidth. Storing the linear weights as int8 with one float scale per o
 bf16 (a quarter of fp32), and the error stays small because each row is scaled to its own largest magnitude
 (symmetric, no zero point): |w - q·s| <= s/2 = max|row| / 254.
 
-The kernels, chosen for speed as measured on a 2-core AVX512 Xeon (bench/frame_speed.py):
+The kernels, chosen for speed as measured (bench/gemv_speed.py, bench/frame_speed.py):
 
-- CPU: the project's own kernels (`cpu_gemv.cpp`), which widen each int8 weight to float32 in registers and
-  multiply it by the float32 activation: weight-only, at ~0.9x the speed of streaming float32 through
-  `torch.sum` in a decode step; a prefill widens a block of rows at a time for torch's GEMM;
+- CPU: the project's own kernels (`cpu_gemv.cpp`). A decode step multiplies the int8 rows by the activations
+  rounded to 16 bits per group of 128 columns, exactly in integers: each activation moves by at most 2^-16 of
+  its group's largest, 256 times finer than the weights' own rounding (widening every weight to float32 instead
+  was compute-bound at the bandwidth of one core, and 3x slower on 9728-wide rows). A prefill widens a block of
+  rows at a time to float32 for torch's GEMM;
 - CPU without those kernels (no compiler): `torch._weight_int8pack_mm` with bfloat16 activations (its float32
   variant is ~6x slower; it is compute-bound at about half the bandwidth at batch 1);
 - elsewhere the rows are widened on the fly (`F.linear(x, q.to(dtype)) * s`): the memory is saved, if not all
   of the time.
 
-fbgemm's int8 GEMM is faster still but rounds the activations to 8 bits per call, which large language models'
-outlier activations do not tolerate (and its AVX2 path saturates); `bench/fbgemm_int8.py` keeps it for
-comparison. Which layers become int8 is `narrow.py`'s business, not this file's.
+fbgemm's int8 GEMM rounds the activations to 8 bits per call, which large language models' outlier activations
+do not tolerate (and its AVX2 path saturates); `bench/fbgemm_int8.py` keeps it for comparison. Which layers become int8 is `narrow.py`'s business, not this file's.
 """
 
 from __future__ import annotations
