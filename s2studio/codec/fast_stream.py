@@ -32,13 +32,15 @@ bench/codec_speed.py, `--profile` for the shares):
 - each conv at its 4-frame-push width took 0.25-0.85x its packed float32 time at 1 thread (the k7 convs
   0.4-0.6x, oneDNN at about twice float32's GFLOP/s); the post-module's linears 0.22x (half the bytes, and
   oneDNN's packed bfloat16 GEMM against MKL's float32 one at a few rows);
-- a 4-frame push of the full-size codec: 0.54-0.56x the float32 non-exact decoder's time at 1 thread (52-61
-  against 96-108 ms a frame), 0.58-0.61x at 2 threads; with float32 linears it was 0.67x;
-- quality, against a float32 full decode: SNR 43.2 dB on the full-size random codec (300 frames, chunks of 1 and
-  4; 95 % of the PCM16 samples off, at most 35 LSB), 41.5 dB on the tests' tiny codec; upstream's own CPU server
-  decode (bf16 autocast, spec s2-codec.md §7.1), on the same codes, 39.8 and 38.0 dB. So it cannot hold 1 LSB on
-  99 % (bfloat16 keeps 8 significant bits; each conv alone is 51 dB from float32), but it is 3.4-3.5 dB nearer
-  float32 than what upstream serves on a CPU. The float32 decode stays within 1 LSB (0.07-0.1 % of the samples).
+- a 4-frame push of the full-size codec: 0.54-0.56x the float32 non-exact decoder's time at 1 thread (52-63
+  against 96-121 ms a frame), 0.53-0.67x at 2 threads (the machine busy: its two threads shared about one core);
+  with float32 linears 0.67x at 1 thread;
+- quality, against a float32 full decode: SNR 43.2 dB on the full-size random codec of bench/codec_speed.py (300
+  frames, chunks of 1 and 4; 95 % of the PCM16 samples off, at most 35 LSB), 41.8 dB on the slow test's full-size
+  demo codec (150 frames), 41.5 dB on the tests' tiny codec; upstream's own CPU server decode (bf16 autocast, spec
+  s2-codec.md §7.1), on the same codes, 39.8, 37.3 and 38.0 dB. So it cannot hold 1 LSB on 99 % (bfloat16 keeps 8
+  significant bits; each conv alone is 51 dB from float32), but it is 3.4-4.5 dB nearer float32 than what
+  upstream serves on a CPU. The float32 decode stays within 1 LSB (0.07-0.44 % of the samples).
   Most of the error is made at 44.1 kHz: that block in float32 gave 51.8 dB for 8 % more time (not taken); a
   bfloat16 residual stream 39.6 dB and a bfloat16 last conv 41.1 dB (tiny codec) instead of 41.5;
 - int8 (oneDNN, VNNI; per-channel weights, 8-bit activations) ran a k7 conv at 0.64-0.85x bfloat16's time, its
