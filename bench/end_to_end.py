@@ -12,7 +12,8 @@ machine's load, in this order:
    (weights, plus the keys and values the slow layers read) over the bandwidth measured just before that row;
 3. S2 Pro's codec (full size, random weights): incremental pushes of 4 frames around frame 100 (as the engine
    streams a line after its first frame), per frame, for the exact decoder (the exact mode's) and the non-exact
-   one (`IncrementalDecoder(exact=False)`, the fast, int8 and int4 modes'), pushes interleaved;
+   one (`IncrementalDecoder(exact=False)`, the fast, int8 and int4 modes', in the dtype this CPU gives it:
+   bfloat16 where it multiplies bfloat16 natively, else float32), pushes interleaved;
 4. the table: LM, codec and total RTF (seconds of compute per second of audio, S2 speaks 21.53 frames a
    second), the LM's bound, and the total against bound + codec;
 5. time to first audio of lines 1, 2 and 3 in the engine's line mode (`frame_speed.first_audio`, the mid model
@@ -47,6 +48,7 @@ from codec_speed import random_codec  # noqa: E402
 from frame_speed import FPS_AUDIO, UPSTREAM, _timed, bandwidth, random_s2, s2_frame_time  # noqa: E402
 
 from s2studio.codec.config import S2 as S2_CODEC  # noqa: E402
+from s2studio.codec.fast_stream import fast_dtype  # noqa: E402
 from s2studio.codec.streaming import IncrementalDecoder  # noqa: E402
 from s2studio.engine.s2.generate import ensure_caches, generate_frames, make_generator, make_sampler  # noqa: E402
 from s2studio.engine.weights.narrow import narrow_linears  # noqa: E402
@@ -158,9 +160,10 @@ def main(argv: list[str] | None = None) -> int:
     for name, frame, bound, bw in rows:
         print(f"  {name:36s} {frame:5.2f} s/frame, bound {bound:5.2f} s ({frame / bound:.2f}x) at {bw:.1f} GB/s")
     codec = codec_frames()
+    fast = str(fast_dtype(torch.device("cpu"))).removeprefix("torch.")
     print("== 3. S2 Pro codec, incremental pushes of 4 frames at frame 100: "
-          + ", ".join(f"{'exact' if exact else 'non-exact'} {t * 1000:.0f} ms a frame (RTF {t * FPS_AUDIO:.2f})"
-                      for exact, t in codec.items()))
+          + ", ".join(f"{'exact' if exact else f'non-exact ({fast})'} {t * 1000:.0f} ms a frame "
+                      f"(RTF {t * FPS_AUDIO:.2f})" for exact, t in codec.items()))
     print(f"\n== 4. end to end, RTF = seconds of compute per second of audio ({args.threads} thread(s), "
           f"load {os.getloadavg()[0]:.1f})")
     print(f"  {'mode':36s} {'LM':>6s} {'codec':>6s} {'total':>6s}  {'LM bound':>8s}  total / (bound + codec)")

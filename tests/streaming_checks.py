@@ -1,5 +1,5 @@
-"""What the streaming-decode tests share: the tiny codec's folder, a full decode to compare with, and the share of
-PCM16 samples a streamed decode rounds 1 LSB away from it."""
+"""What the streaming-decode tests share: the tiny codec's folder, a full decode to compare with, the share of
+PCM16 samples a streamed decode rounds 1 LSB away from it, and (for the bfloat16 decode) its SNR."""
 
 from __future__ import annotations
 
@@ -42,3 +42,12 @@ def lsb_share(streamed: np.ndarray, full: np.ndarray, largest: float | None = No
     lsb = np.abs(pcm16(streamed).astype(np.int32) - pcm16(full).astype(np.int32))
     assert lsb.max() <= 1
     return np.count_nonzero(lsb) / lsb.size
+
+
+def snr_db(streamed: np.ndarray, full: np.ndarray, per: int | None = None) -> float:
+    """Signal-to-noise ratio of `streamed` against `full` in dB, over the whole clip or (with `per`) the worst of
+    its pieces of `per` samples (a lost or misplaced context shows there first)."""
+    assert streamed.shape == full.shape
+    ref = full.astype(np.float64).reshape(-1, per or full.size)
+    noise = ((streamed.astype(np.float64).reshape(ref.shape) - ref) ** 2).sum(axis=1)
+    return float((10 * np.log10((ref ** 2).sum(axis=1) / np.maximum(noise, 1e-300))).min())

@@ -3,7 +3,7 @@
 The exact streaming decoder (`streaming.py`) pays for rounding like a full decode: row-wise ops on at least
 32 frames, every conv input padded past 20,480 elements, the last transposed convs run frame by frame. None of
 that changes what a listener hears (a full decode's samples differ from it by float32 rounding only), so the
-speeds other than Exact take this path instead, measured on a 2-core AVX2 EPYC (bench/codec_speed.py):
+speeds other than Exact take this path instead, measured first on a 2-core AVX2 EPYC (bench/codec_speed.py):
 
 - every op runs at the push's own size (no padding rows or columns), each transposed conv as one conv;
 - activations stay time-major, `(1, T, C)` contiguous, which is oneDNN's channels-last (nwc): its convs then
@@ -17,15 +17,44 @@ speeds other than Exact take this path instead, measured on a 2-core AVX2 EPYC (
   of exactly `step` frames or of 1 frame, and each conv holds at most two packed copies, made on first use
   (full-size S2 codec: 233 MB per width, `PACKED_SHARE`).
 
-bf16 and int8 weights were measured and not kept (one conv each, 1 thread): this CPU has no bf16 or VNNI
-instructions; oneDNN refuses to pack bf16 weights without them, and torch's bf16 conv ran 17-200x slower than
-the packed float32 one, its outputs 0.4 % of their peak off (~100 LSB at full scale); int8 (fbgemm, per-channel
-weights, 8-bit activations) ran at 0.8-0.9x its time on the convs that dominate (k7, 96-384 channels), with 8-bit
-activations far further off. On other devices the same layout runs through the modules' own convs (no packing).
+Where the CPU multiplies bfloat16 natively (AVX512-BF16 or AMX: `native_bf16`, `fast_dtype`; logged, and readable
+as `IncrementalDecoder.dtype`) the convs and the linears (the post-module's, the ConvNeXt MLPs') run in bfloat16
+through oneDNN: weights packed once in bfloat16, inputs rounded to it, products accumulated in float32 inside
+oneDNN. Snake, the norms, attention, the residual streams (transposed convs' outputs are widened back), the
+depthwise convs (memory-bound) and the last conv stay float32; each conv keeps its past inputs as it reads them.
+Measured on a 2-vCPU AMD EPYC Zen 4 (AVX512-BF16, torch 2.14, oneDNN 3.12; the machine shared, load 1-4;
+bench/codec_speed.py, `--profile` for the shares):
+
+- where a float32 push of 4 frames went (full size, 2 threads): the k7 convs 42 %, the post-module 20 %, Snake
+  11 %, the transposed convs 10 %, the k1 convs 8 %, the ConvNeXt blocks 5 %; in bfloat16 (1 thread): the k7 convs
+  42 %, Snake 18 % (float32 torch ops, now the largest thing bfloat16 does not touch), the post-module 12 %, the
+  transposed and the k1 convs 10 % each;
+- each conv at its 4-frame-push width took 0.25-0.85x its packed float32 time at 1 thread (the k7 convs
+  0.4-0.6x, oneDNN at about twice float32's GFLOP/s); the post-module's linears 0.22x (half the bytes, and
+  oneDNN's packed bfloat16 GEMM against MKL's float32 one at a few rows);
+- a 4-frame push of the full-size codec: 0.54-0.56x the float32 non-exact decoder's time at 1 thread (52-63
+  against 96-121 ms a frame), 0.53-0.67x at 2 threads (the machine busy: its two threads shared about one core);
+  with float32 linears 0.67x at 1 thread;
+- quality, against a float32 full decode: SNR 43.2 dB on the full-size random codec of bench/codec_speed.py (300
+  frames, chunks of 1 and 4; 95 % of the PCM16 samples off, at most 35 LSB), 41.8 dB on the slow test's full-size
+  demo codec (150 frames), 41.5 dB on the tests' tiny codec; upstream's own CPU server decode (bf16 autocast, spec
+  s2-codec.md §7.1), on the same codes, 39.8, 37.3 and 38.0 dB. So it cannot hold 1 LSB on 99 % (bfloat16 keeps 8
+  significant bits; each conv alone is 51 dB from float32), but it is 3.4-4.5 dB nearer float32 than what
+  upstream serves on a CPU. The float32 decode stays within 1 LSB (0.07-0.44 % of the samples).
+  Most of the error is made at 44.1 kHz: that block in float32 gave 51.8 dB for 8 % more time (not taken); a
+  bfloat16 residual stream 39.6 dB and a bfloat16 last conv 41.1 dB (tiny codec) instead of 41.5;
+- int8 (oneDNN, VNNI; per-channel weights, 8-bit activations) ran a k7 conv at 0.64-0.85x bfloat16's time, its
+  output 36 dB from float32 against bfloat16's 51: not used.
+
+Elsewhere (`S2STUDIO_CODEC_BF16=0`, or no native bfloat16) the decode is float32. On an AVX2 EPYC oneDNN refused to
+pack bfloat16 weights, and torch's own bfloat16 conv ran 17-200x slower than the packed float32 one; int8 (fbgemm)
+ran at 0.8-0.9x its time. On other devices the same layout runs through the modules' own convs (no packing).
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import weakref
 
 import torch
@@ -34,12 +63,23 @@ from torch import nn
 from s2studio.codec.codec import Codec, DecoderBlock
 from s2studio.codec.layers import CausalConv, CausalTransConv, ConvNeXtBlock, ResidualUnit, Snake1d, snake
 
-PACKED_SHARE = 0.3
-"""The packed copies' memory as a share of the codec's: the decode path's convs hold 58 M of the full-size codec's
-391 M parameters (15 %), packed for two widths (`S2Engine` packs both at load): 466 MB."""
+log = logging.getLogger(__name__)
 
-_PACKED: weakref.WeakKeyDictionary[nn.Module, dict[int, torch.Tensor]] = weakref.WeakKeyDictionary()
-"""Per conv module, its weights in oneDNN's layout per input width (shared by every decoder of the codec)."""
+PACKED_SHARE = 0.31
+"""The packed copies' memory as a share of the codec's float32 weights (full-size S2 codec, 391 M parameters,
+1.57 GB), made on first use (`S2Engine` makes them at load). float32: the decode path's convs (58 M parameters)
+for two widths, 466 MB (0.30). bfloat16: the same convs at half the bytes, 233 MB, plus the post-module's and the
+upsampling ConvNeXt blocks' linears once (126 M parameters), 252 MB: 485 MB (0.31)."""
+
+ENV_SWITCH = "S2STUDIO_CODEC_BF16"
+"""Set to 0 to keep the non-exact decode in float32 on a CPU that could run it in bfloat16."""
+
+_PACKED: weakref.WeakKeyDictionary[nn.Module, dict[tuple[int, torch.dtype], torch.Tensor]] = \
+    weakref.WeakKeyDictionary()
+"""Per conv or linear module, its weights in oneDNN's layout per input width and dtype (shared by every decoder of
+the codec); a linear's do not depend on the width (key 0)."""
+
+_announced: set[str] = set()
 
 
 def packing_available(device: torch.device) -> bool:
@@ -48,15 +88,46 @@ def packing_available(device: torch.device) -> bool:
             and hasattr(torch.ops.mkldnn, "_convolution_pointwise"))
 
 
-def conv_time_major(conv: nn.Conv1d | nn.ConvTranspose1d, x: torch.Tensor) -> torch.Tensor:
-    """`conv` over time-major `x (1, T, C)` → time-major `(1, T', C')`, from packed weights where possible."""
+def native_bf16() -> bool:
+    """Whether this CPU has bfloat16 dot-product instructions (AVX512-BF16 or AMX) and oneDNN runs bfloat16.
+    oneDNN refuses bfloat16 weights on AVX2 (measured on an AVX2 EPYC, where torch's own bfloat16 conv then ran
+    17-200x slower than the packed float32 one) and emulates it on AVX512 CPUs without those instructions (not
+    measured, not used)."""
+    supported = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+    if not torch.backends.mkldnn.is_available() or supported is None or not supported():
+        return False
+    checks = (getattr(torch.cpu, "_is_avx512_bf16_supported", None), getattr(torch.cpu, "_is_amx_tile_supported", None))
+    return any(check is not None and check() for check in checks)
+
+
+def fast_dtype(device: torch.device) -> torch.dtype:
+    """The dtype of the non-exact decode's convs and linears on `device`: bfloat16 (float32 accumulation inside
+    oneDNN) where the CPU multiplies it natively, float32 elsewhere or with `S2STUDIO_CODEC_BF16=0`. Logged once
+    per outcome, so that a log says which one a machine ran."""
+    dtype = torch.float32
+    if not packing_available(device):
+        why = "no oneDNN convs on this device"
+    elif not native_bf16():
+        why = "this CPU has no bfloat16 dot products"
+    elif os.environ.get(ENV_SWITCH) == "0":
+        why = f"{ENV_SWITCH}=0"
+    else:
+        dtype, why = torch.bfloat16, "this CPU multiplies bfloat16 natively"
+    message = f"codec: the non-exact decode multiplies in {str(dtype).removeprefix('torch.')} on {device.type} ({why})"
+    if message not in _announced:
+        _announced.add(message)
+        log.info(message)
+    return dtype
+
+
+def conv_time_major(conv: nn.Conv1d | nn.ConvTranspose1d, x: torch.Tensor,
+                    dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """`conv` over time-major `x (1, T, C)` → time-major `(1, T', C')`, from packed weights where possible, in
+    `dtype` (the output too: its consumers widen it as they read it)."""
     if not packing_available(x.device):
         return conv(x.transpose(1, 2)).transpose(1, 2)
-    x4 = x.transpose(1, 2).unsqueeze(2)  # (1, C, 1, T): a channels-last view of the same memory
-    packed = _PACKED.setdefault(conv, {})
-    weight = packed.get(x.shape[1])
-    if weight is None:
-        weight = packed[x.shape[1]] = _pack(conv, list(x4.shape))
+    x4 = x.to(dtype).transpose(1, 2).unsqueeze(2)  # (1, C, 1, T): a channels-last view of the same memory
+    weight = _packed(conv, x4.shape[3], dtype, lambda: _pack(conv, list(x4.shape), dtype))
     if isinstance(conv, nn.ConvTranspose1d):
         y = torch.ops.mkldnn._convolution_transpose_pointwise(
             x4, weight, conv.bias, [0, 0], [0, 0], [1, conv.stride[0]], [1, 1], 1, "none", [], "")
@@ -66,9 +137,24 @@ def conv_time_major(conv: nn.Conv1d | nn.ConvTranspose1d, x: torch.Tensor) -> to
     return y.squeeze(2).transpose(1, 2)
 
 
-@torch.inference_mode()
-def _pack(conv: nn.Conv1d | nn.ConvTranspose1d, input_size: list[int]) -> torch.Tensor:
-    weight = conv.weight.unsqueeze(2)  # the 1-D conv as a 2-D one of height 1, as PyTorch runs it
+def linear_packed(linear: nn.Linear, x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """`linear(x)` with its weight packed once in `dtype` and `x` rounded to it; the result in `x`'s dtype."""
+    weight = _packed(linear, 0, dtype, lambda: torch.ops.mkldnn._reorder_linear_weight(
+        linear.weight.detach().to(dtype), None))
+    return torch.ops.mkldnn._linear_pointwise(x.to(dtype), weight, linear.bias, "none", [], "").to(x.dtype)
+
+
+def _packed(module: nn.Module, width: int, dtype: torch.dtype, pack) -> torch.Tensor:
+    copies = _PACKED.setdefault(module, {})
+    weight = copies.get((width, dtype))
+    if weight is None:
+        with torch.inference_mode():
+            weight = copies[(width, dtype)] = pack()
+    return weight
+
+
+def _pack(conv: nn.Conv1d | nn.ConvTranspose1d, input_size: list[int], dtype: torch.dtype) -> torch.Tensor:
+    weight = conv.weight.unsqueeze(2).to(dtype)  # the 1-D conv as a 2-D one of height 1, as PyTorch runs it
     if conv.padding != (0,) or (conv.groups != 1 and isinstance(conv, nn.ConvTranspose1d)):
         raise TypeError("only unpadded convs (and ungrouped transposed convs) are packed here")
     if isinstance(conv, nn.ConvTranspose1d):
@@ -79,16 +165,31 @@ def _pack(conv: nn.Conv1d | nn.ConvTranspose1d, input_size: list[int]) -> torch.
 
 
 class FastConvStack:
-    """The quantizer's upsampling and the decoder, streamed time-major; carries each conv's past inputs."""
+    """The quantizer's upsampling and the decoder, streamed time-major; carries each conv's past inputs.
 
-    def __init__(self, codec: Codec, step: int) -> None:
+    `dtype` (default: `fast_dtype` for the codec's device) is that of its convs and of the linears it applies
+    (`linear`, also the post-module's); float32 elsewhere: Snake, the norms, the residual sums, the carried state,
+    the depthwise convs (memory-bound) and the last conv (the waveform's own rounding stays float32's)."""
+
+    def __init__(self, codec: Codec, step: int, dtype: torch.dtype | None = None) -> None:
         if step < 1:
             raise ValueError("step must be at least 1 frame")
-        self.codec, self.step = codec, step
+        if dtype is None:
+            dtype = fast_dtype(codec.device)
+        if dtype not in (torch.float32, torch.bfloat16):
+            raise ValueError(f"the fast decode runs in float32 or bfloat16, not {dtype}")
+        if dtype != torch.float32 and not packing_available(codec.device):
+            raise ValueError(f"bfloat16 convs need oneDNN on the CPU, not {codec.device}")
+        self.codec, self.step, self.dtype = codec, step, dtype
+        self._last = codec.decoder.model[-2]  # the conv to one channel before tanh
         self._state: dict[int, torch.Tensor] = {}
 
     def reset(self) -> None:
         self._state.clear()
+
+    def linear(self, layer: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+        """`layer(x)` in this stack's dtype (`layers.LinearFn`): float32 as the module runs it, bfloat16 packed."""
+        return layer(x) if self.dtype == torch.float32 else linear_packed(layer, x, self.dtype)
 
     def run(self, z: torch.Tensor) -> torch.Tensor:
         """The post-module's output `z (1, D, n)` → `(1, 2048·n, 1)` samples, in pieces of `step` or 1 frames."""
@@ -112,7 +213,7 @@ class FastConvStack:
             return self._run(module.block, x)
         if isinstance(module, ConvNeXtBlock):
             y = self._run(module.dwconv, x)
-            return module.pointwise(x.transpose(1, 2), y.transpose(1, 2)).transpose(1, 2)
+            return module.pointwise(x.transpose(1, 2), y.transpose(1, 2), self.linear).transpose(1, 2)
         if isinstance(module, CausalConv):
             return self._conv(module, x)
         if isinstance(module, CausalTransConv):
@@ -123,21 +224,29 @@ class FastConvStack:
             return module(x)
         raise TypeError(f"no streaming rule for {type(module).__name__}")
 
+    def _dtype_of(self, m: CausalConv | CausalTransConv) -> torch.dtype:
+        return torch.float32 if m is self._last or m.conv.groups != 1 else self.dtype
+
     def _conv(self, m: CausalConv, x: torch.Tensor) -> torch.Tensor:
         if m.stride != 1:
             raise TypeError("strided causal convs are not on the decode path")
+        dtype = self._dtype_of(m)
+        x = x.to(dtype)  # before joining the past: the past is kept as the conv reads it, at half the bytes in bf16
         if m.left_pad:
             past = self._state.get(id(m))
             if past is None:  # a full decode's zero padding
                 past = x.new_zeros(x.shape[0], m.left_pad, x.shape[2])
             x = torch.cat([past, x], dim=1)
             self._state[id(m)] = x[:, -m.left_pad:].clone()
-        return conv_time_major(m.conv, x)
+        return conv_time_major(m.conv, x, dtype)
 
     def _trans_conv(self, m: CausalTransConv, x: torch.Tensor) -> torch.Tensor:
-        n, s = x.shape[1], m.stride
+        """The outputs are widened to float32: each starts a residual stream (of ConvNeXt or residual units),
+        which stays float32 throughout (a bfloat16 stream would round every sum to 8 bits)."""
+        n, s, dtype = x.shape[1], m.stride, self._dtype_of(m)
+        x = x.to(dtype)
         if m.crop == 0:  # kernel == stride: exactly n·s outputs, nothing to carry
-            return conv_time_major(m.conv, x)
+            return conv_time_major(m.conv, x, dtype).float()
         if m.crop != m.stride:
             raise TypeError("transposed convs with kernel other than stride or 2·stride are not streamable here")
         past = self._state.get(id(m))
@@ -145,4 +254,4 @@ class FastConvStack:
             past = x.new_zeros(x.shape[0], 1, x.shape[2])
         self._state[id(m)] = x[:, -1:].clone()
         # with the previous input frame in front, outputs s … s + n·s are the new frames' (kernel 2·stride)
-        return conv_time_major(m.conv, torch.cat([past, x], dim=1))[:, s: s + n * s]
+        return conv_time_major(m.conv, torch.cat([past, x], dim=1), dtype)[:, s: s + n * s].float()

@@ -11,9 +11,20 @@ Module and attribute names mirror upstream's so that state-dict keys map one to 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 from torch.nn import functional as F
+
+
+LinearFn = Callable[[nn.Linear, torch.Tensor], torch.Tensor]
+"""How a layer's `nn.Linear` is applied: `via(linear, x)` in place of `linear(x)`. The exact paths never pass one;
+the non-exact streaming decoder passes its narrowed matrix products (`fast_stream.FastConvStack.linear`)."""
+
+
+def apply_linear(linear: nn.Linear, x: torch.Tensor, via: LinearFn | None) -> torch.Tensor:
+    return linear(x) if via is None else via(linear, x)
 
 
 class CausalConv(nn.Module):
@@ -91,10 +102,11 @@ class ConvNeXtBlock(nn.Module):
         self.pwconv2 = nn.Linear(4 * dim, dim)
         self.gamma = nn.Parameter(torch.ones(dim))
 
-    def pointwise(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """Everything after the depthwise conv; shared with the streaming decoder, which supplies `y` itself."""
+    def pointwise(self, x: torch.Tensor, y: torch.Tensor, linear: LinearFn | None = None) -> torch.Tensor:
+        """Everything after the depthwise conv; shared with the streaming decoders, which supply `y` themselves
+        (and the non-exact one its own `linear`)."""
         y = y.permute(0, 2, 1)
-        y = self.pwconv2(F.gelu(self.pwconv1(self.norm(y))))
+        y = apply_linear(self.pwconv2, F.gelu(apply_linear(self.pwconv1, self.norm(y), linear)), linear)
         return x + (self.gamma * y).permute(0, 2, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -176,14 +188,14 @@ class Attention(nn.Module):
 
     def forward(self, x: torch.Tensor, freqs: torch.Tensor, mask: torch.Tensor,
                 cache: KVCache | None = None, keep: int = 0, new: int | None = None,
-                layout: tuple[int, int] | None = None) -> torch.Tensor:
+                layout: tuple[int, int] | None = None, linear: LinearFn | None = None) -> torch.Tensor:
         """Full attention over `x`, or (with `cache`) the new frames' queries over the cached keys plus their own;
         the cache then keeps the last `keep` keys of the first `new` frames of `x` (default: all of them; the
         rest is padding that later frames must not see). `layout = (lead, total)` places those keys after
         `lead` zero keys in a zero-filled row of `total` (see `WindowLimitedTransformer.step`)."""
         bsz, seqlen, _ = x.shape
         size = self.n_head * self.head_dim
-        q, k, v = self.wqkv(x).split([size, size, size], dim=-1)
+        q, k, v = apply_linear(self.wqkv, x, linear).split([size, size, size], dim=-1)
         q = apply_rope(q.view(bsz, seqlen, self.n_head, self.head_dim), freqs)
         k = apply_rope(k.view(bsz, seqlen, self.n_head, self.head_dim), freqs)
         v = v.view(bsz, seqlen, self.n_head, self.head_dim)
@@ -200,7 +212,7 @@ class Attention(nn.Module):
                 k = F.pad(k, (0, 0, lead, total - lead - k.shape[2]))
                 v = F.pad(v, (0, 0, lead, total - lead - v.shape[2]))
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=0.0)
-        return self.wo(y.transpose(1, 2).contiguous().view(bsz, seqlen, size))
+        return apply_linear(self.wo, y.transpose(1, 2).contiguous().view(bsz, seqlen, size), linear)
 
 
 class FeedForward(nn.Module):
@@ -210,8 +222,9 @@ class FeedForward(nn.Module):
         self.w3 = nn.Linear(dim, hidden, bias=False)
         self.w2 = nn.Linear(hidden, dim, bias=False)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+    def forward(self, x: torch.Tensor, linear: LinearFn | None = None) -> torch.Tensor:
+        return apply_linear(self.w2, F.silu(apply_linear(self.w1, x, linear)) * apply_linear(self.w3, x, linear),
+                            linear)
 
 
 class TransformerBlock(nn.Module):
@@ -226,10 +239,10 @@ class TransformerBlock(nn.Module):
 
     def forward(self, x: torch.Tensor, freqs: torch.Tensor, mask: torch.Tensor,
                 cache: KVCache | None = None, keep: int = 0, new: int | None = None,
-                layout: tuple[int, int] | None = None) -> torch.Tensor:
-        attention = self.attention(self.attention_norm(x), freqs, mask, cache, keep, new, layout)
+                layout: tuple[int, int] | None = None, linear: LinearFn | None = None) -> torch.Tensor:
+        attention = self.attention(self.attention_norm(x), freqs, mask, cache, keep, new, layout, linear)
         h = x + self.attention_layer_scale(attention)
-        return h + self.ffn_layer_scale(self.feed_forward(self.ffn_norm(h)))
+        return h + self.ffn_layer_scale(self.feed_forward(self.ffn_norm(h), linear))
 
 
 KEY_SPLIT = 256
@@ -264,19 +277,27 @@ class WindowLimitedTransformer(nn.Module):
             x = layer(x, freqs, mask)
         return self.norm(x).transpose(1, 2)
 
-    def step(self, x: torch.Tensor, start: int, caches: list[KVCache], new: int | None = None) -> torch.Tensor:
+    def step(self, x: torch.Tensor, start: int, caches: list[KVCache], new: int | None = None,
+             exact: bool = True, linear: LinearFn | None = None) -> torch.Tensor:
         """`x (B, D, n)`: the frames at absolute positions `start … start + n - 1`, given `caches` filled by
         the previous calls (one `KVCache` per layer). With `new`, only the first `new` frames are real and
         enter the caches; the others are padding (causal: no real frame sees them), which the streaming
-        decoder adds so that every matrix product has enough rows to take the same kernel as a long pass."""
+        decoder adds so that every matrix product has enough rows to take the same kernel as a long pass.
+
+        `exact=False` (the non-exact decoder) attends to the cached and new keys alone instead of laying them
+        out in `KEY_SPLIT`'s zero-filled row of 512 or more (filling and attending over that row cost 1-7 % of a
+        4-frame push at S2's size, measured interleaved), and `linear` applies its linears (`LinearFn`)."""
         x = x.transpose(1, 2)
         n = x.shape[1]
         cached = 0 if caches[0].k is None else caches[0].k.shape[2]
         first = start - cached  # position of the oldest cached key
         base = first // (2 * KEY_SPLIT) * (2 * KEY_SPLIT)
         total = max(2 * KEY_SPLIT, -(-(start + n - base) // KEY_SPLIT) * KEY_SPLIT)
+        layout: tuple[int, int] | None = (first - base, total)
+        if not exact:
+            base, total, layout = first, cached + n, None
         mask = window_mask(start, n, base, total, self.window, x.device)
         freqs = rope_table(start + n, self.head_dim, self.rope_base)[start:start + n].to(x.device)
         for layer, cache in zip(self.layers, caches, strict=True):
-            x = layer(x, freqs, mask, cache, self.window - 1, new, (first - base, total))
+            x = layer(x, freqs, mask, cache, self.window - 1, new, layout, linear)
         return self.norm(x).transpose(1, 2)

@@ -66,7 +66,8 @@ class Runtime:
     """The LoRA merged into the model now (none at first) and the base weights to switch (weights/lora_apply.py)."""
     exact_audio: bool
     """Whether audio streams with the exact decoder's rounding rules (the exact loop: samples equal a full decode's)
-    or the faster non-exact decode (every other speed; within 1 LSB of it, see `codec/fast_stream.py`)."""
+    or the faster non-exact decode (every other speed; 1 LSB from it in float32, ~42 dB SNR where the CPU runs it in
+    bfloat16, see `codec/fast_stream.py`)."""
 
     @property
     def device(self) -> torch.device:
@@ -134,7 +135,7 @@ def load_steps(folder: Path, *, device: str = "auto", precision: str = "auto", q
     positions = min(context or FAST_CONTEXT, config.slow.max_seq_len) if path == "fast" else None
     # refuse before reading gigabytes that cannot fit, naming a setting that does
     codec_bytes = codec_bytes_of(folder) if codec else 0
-    if path != "exact" and packing_available(where):  # the non-exact decode's packed conv weights
+    if path != "exact" and packing_available(where):  # the non-exact decode's packed weights (either dtype)
         codec_bytes += round(codec_bytes * PACKED_SHARE)
     check_fits(config, str(where), precision=name, quantize=quantize, context=positions,
                codec_bytes=codec_bytes, bf16_linears=narrow == "bf16")
