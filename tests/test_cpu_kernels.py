@@ -303,27 +303,36 @@ def test_int4_fast_path_follows_the_dequantized_float_model_closer_than_torchs_k
 WIDTH_CHECK = """
 import sys, torch
 torch.ops.load_library(sys.argv[1])
-case = torch.load(sys.argv[2])
 ops = torch.ops.s2studio_cpu
-for name, x in case["inputs"].items():
-    got = {"bf16": ops.linear_bf16(x, case["w"]), "int8": ops.linear_int8(x, case["q"], case["scale"]),
-           "int4": ops.linear_int4(x, case["nibbles"], case["ranges"], 128)}
-    for kind, y in got.items():
-        want = case["outputs"][name][kind]
-        error = float((y.double() - want.double()).abs().max() / want.double().abs().max())
-        print(name, kind, error)
-        assert error < 1e-5, (name, kind, error)
+for shape, case in torch.load(sys.argv[2]).items():
+    for name, x in case["inputs"].items():
+        got = {"bf16": ops.linear_bf16(x, case["w"]), "int8": ops.linear_int8(x, case["q"], case["scale"]),
+               "int4": ops.linear_int4(case["inputs4"][name], case["nibbles"], case["ranges"], case["group"])}
+        for kind, y in got.items():
+            want = case["outputs"][name][kind]
+            error = float((y.double() - want.double()).abs().max() / want.double().abs().max())
+            print(shape, name, kind, error)
+            assert error < 1e-5, (shape, name, kind, error)
+            if kind == "int4" and name == "decode" and sys.argv[3] != "DEFAULT":  # the same 8 lanes of int32 sums
+                assert torch.equal(y, want), (shape, name, kind)
 print("widths agree")
 """
 
+WIDTHS = ("DEFAULT", "AVX2", "AVX512")
+"""The vector widths the kernels are built for (`cpu_gemv.ARCH_FLAGS`, and the scalar one), narrowest first."""
 
-def test_the_scalar_width_computes_what_this_cpus_width_does_and_the_avx512_width_compiles(tmp_path: Path) -> None:
-    """The build picks the vector width torch picked for the CPU; all widths are one generic source. Here the
-    scalar build runs (in a subprocess: one library of the kernels per process) on the inputs this CPU's build
-    answered, and the AVX512 build is compiled (this machine may not run it)."""
+
+def test_every_width_computes_what_this_cpus_width_does(tmp_path: Path) -> None:
+    """The build picks the vector width torch picked for the CPU; the others are other code paths of one source.
+    Each other width is built, and each this CPU can run (the narrower ones) is run in a subprocess (one library of
+    the kernels per process) on the inputs this CPU's build answered: widths that are and are not multiples of
+    the vectors, groups with a tail, an odd number of int4 blocks, bf16 rows in pairs; int4's AVX2 and AVX512 code
+    sum the same 8 lanes, so their decode steps are equal bit for bit. A wider width is compiled only."""
     import threading
 
-    libraries = {width: tmp_path / f"cpu_gemv-{width}.so" for width in ("DEFAULT", "AVX512")}
+    mine = torch.backends.cpu.get_cpu_capability()
+    others = [width for width in WIDTHS if width != mine]
+    libraries = {width: tmp_path / f"cpu_gemv-{width}.so" for width in others}
     failures: dict[str, BaseException] = {}
 
     def build(width: str) -> None:
@@ -335,20 +344,33 @@ def test_the_scalar_width_computes_what_this_cpus_width_does_and_the_avx512_widt
     builders = [threading.Thread(target=build, args=(width,)) for width in libraries]
     for b in builders:
         b.start()
-    x, w, q, scale = _data(12, 300, 256, seed=7)
-    layer = _int4_layer(301, 256, seed=8)
-    inputs = {"decode": x[:3], "prefill": x}
-    case = {"w": w, "q": q, "scale": scale, "nibbles": layer.nibbles, "ranges": layer.range_bits, "inputs": inputs,
+    cases = {}
+    for m, n, k, group in ((12, 300, 256, 128), (12, 33, 200, None), (3, 9, 192, 64), (3, 31, 6400, 128)):
+        x, w, q, scale = _data(m, n, k, seed=k)
+        if group is None:  # int4 needs whole blocks: its part of this shape is another width's
+            layer, x4 = _int4_layer(n, 256, 128, seed=8), torch.randn(m, 256)
+        else:
+            layer, x4 = _int4_layer(n + 1, k, group, seed=8), x
+        inputs = {"decode": (x[:3], x4[:3]), "prefill": (x, x4)}
+        cases[f"{m}x{n}x{k}"] = {
+            "w": w, "q": q, "scale": scale, "nibbles": layer.nibbles, "ranges": layer.range_bits,
+            "group": layer.group, "inputs": {name: v for name, (v, _) in inputs.items()},
+            "inputs4": {name: v4 for name, (_, v4) in inputs.items()},
             "outputs": {name: {"bf16": cpu_gemv.linear_bf16(v, w), "int8": cpu_gemv.linear_int8(v, q, scale),
-                               "int4": layer(v)} for name, v in inputs.items()}}
-    torch.save(case, tmp_path / "case.pt")
+                               "int4": layer(v4)} for name, (v, v4) in inputs.items()}}
+    torch.save(cases, tmp_path / "case.pt")
     for b in builders:
         b.join()
     assert not failures, failures
-    assert libraries["AVX512"].stat().st_size > 0
-    done = subprocess.run([sys.executable, "-c", WIDTH_CHECK, str(libraries["DEFAULT"]), str(tmp_path / "case.pt")],
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0 and "widths agree" in done.stdout, done.stdout + done.stderr
+    runnable = WIDTHS[:WIDTHS.index(mine)] if mine in WIDTHS else ("DEFAULT",)
+    for width in others:
+        assert libraries[width].stat().st_size > 0
+        if width not in runnable:
+            continue
+        done = subprocess.run([sys.executable, "-c", WIDTH_CHECK, str(libraries[width]), str(tmp_path / "case.pt"),
+                               width],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0 and "widths agree" in done.stdout, width + done.stdout + done.stderr
 
 
 def test_narrowing_to_bf16_replaces_only_large_lossless_layers(tiny_model, monkeypatch) -> None:
