@@ -14,7 +14,8 @@ codes equal the exact path's for almost every seed; only the float bits of the l
   it at the kept tokens, so the random stream is the exact path's.
 - one host read per frame: the `<|im_end|>` check.
 - on the CPU in float32 the model's steps and the sampler's draws run through the C++ kernels (`cpu_step.py`):
-  a few calls per layer and two per draw instead of dozens of torch ops, each with a fixed cost at batch 1.
+  one call per slow step, one for the fast transformer's passes and draws of a frame, two per draw of the main
+  token, instead of hundreds of torch ops, each with a fixed cost at batch 1.
 """
 
 from __future__ import annotations
@@ -227,6 +228,11 @@ class FastSampler:
         """The frame (1 + K, 1) int32 from the main token: code 0 from it, codes 1..K-1 from the fast model."""
         model, caches = self.decoder.model, self.decoder.caches
         code = torch.clamp(main - self.semantic_begin_id, min=0, max=self.codebook_size - 1)
+        if self.kernels is not None and self.num_codebooks > 1:  # the passes and their draws in one C++ call
+            rest = self.kernels.fast_codes(model, caches, hidden, int(code), self.generator, self.temperature,
+                                           self.top_p, self.top_k, self.codebook_size)
+            if rest is not None:
+                return torch.cat([main, code, rest]).view(-1, 1)
         codes = [main, code]
         # positions 0 (the slow state) and 1 (code 0) in one step
         table = model.fast_embeddings.weight
