@@ -416,7 +416,7 @@ def stage_targets(fast: bool) -> list[tuple[object, str, str]]:
     prompts = [(engine_module, "encoded_length", "prompts"), (generate_module, "build_prompt", "prompts")]
     codec = [(IncrementalDecoder, "push", "codec")]
     if fast:
-        return prompts + [(FastDecoder, "prefill", "prefill"), (FastSampler, "main_token", "head+draws"),
+        return prompts + [(FastDecoder, "prefill", "prefill"), (FastSampler, "next_main", "head+draws"),
                           (FastSampler, "codes", "fast transformer")] + codec
     return prompts + [(DualAR, "forward_slow", "prefill"), (FrameSampler, "frame", "draws+fast transformer")] + codec
 

@@ -493,3 +493,44 @@ def test_fast_codes_refuses_codes_outside_its_table(ops: CpuStepOps) -> None:
     with pytest.raises(RuntimeError, match="size at least 16"):
         torch.ops.s2studio_cpu.fast_codes(stack, model.fast_embeddings.weight, torch.zeros(64), 1, None,
                                           caches.fast_rope, torch.tensor(1.0), torch.tensor(0.9), 5, 8, 10)
+
+
+def test_main_token_is_the_samplers_draws_check_and_window(tiny_model) -> None:
+    """`main_token` (one C++ call) against `FastSampler.main_token` and its window write on the same logits,
+    window and stream: the same token (the repetition fallback taken as often, on semantic tokens only), the same
+    window after, the same uniforms consumed."""
+    from s2studio.engine.s2.fast import FastDecoder, FastSampler
+    from s2studio.engine.s2.sampling import RAS_WINDOW
+
+    model = tiny_model
+    c = model.config
+    decoder = FastDecoder(model, im_end_id=c.semantic_begin_id - 1, length=32)  # <|im_end|> among the ids
+    samplers = {}
+    for name in ("cpp", "torch"):
+        samplers[name] = FastSampler(decoder, temperature=0.7, top_p=0.8, top_k=4,
+                                     generator=torch.Generator().manual_seed(2))
+    samplers["torch"].kernels = None
+    assert samplers["cpp"].kernels is not None
+    rng = torch.Generator().manual_seed(3)
+    ids = decoder.ids
+    replaced = 0
+    for trial in range(300):
+        logits = torch.randn(len(ids), generator=rng) * (1 + trial % 4)
+        logits[-1] += 3.0 * (trial % 5 == 0)  # <|im_end|> (the last id) often best: never replaced
+        window = ids[torch.randint(0, len(ids), (RAS_WINDOW,), generator=rng)].to(torch.int32)
+        window[trial % RAS_WINDOW] = ids[int(torch.argmax(logits))]  # the likely winner already in it, often
+        made = trial % 3  # 0: the prompt's frame (no check, no window write)
+        state = samplers["torch"].generator.get_state()
+        got = {}
+        for name, sampler in samplers.items():
+            sampler.window = window.clone()
+            sampler.made = made
+            got[name] = (sampler.next_main(logits), sampler.window)
+        assert torch.equal(got["cpp"][0], got["torch"][0]) and got["cpp"][0].dtype == torch.int32, trial
+        assert torch.equal(got["cpp"][1], got["torch"][1]), trial
+        probe = FastSampler(decoder, temperature=0.7, top_p=0.8, top_k=4, generator=torch.Generator())
+        probe.generator.set_state(state)
+        probe.kernels = None
+        replaced += made > 0 and not torch.equal(probe.main_token(logits, False), got["torch"][0])
+    assert replaced > 20, replaced
+    assert torch.equal(samplers["cpp"].generator.get_state(), samplers["torch"].generator.get_state())

@@ -134,8 +134,9 @@ class FastSampler:
         self.im_end_id = decoder.im_end_id
         self.top_k = top_k
         self.dtype = dtype
-        self.temperature, self.top_p, self.ras_temperature, self.ras_top_p = request_constants(
-            temperature, top_p, device, dtype)
+        self.constants = request_constants(temperature, top_p, device, dtype)
+        self.temperature, self.top_p, self.ras_temperature, self.ras_top_p = self.constants
+        self.semantic = (self.semantic_begin_id, self.semantic_end_id)
         self.eos_mask = None
         """With `ignore_eos`: -inf at `<|im_end|>`'s row of the allowed ids (if it is one), 0 elsewhere."""
         if ignore_eos:
@@ -217,12 +218,22 @@ class FastSampler:
             frame = self.tail.run(logits, hidden, self.made > 0)
             self.made += 1
             return frame
-        main = self.main_token(logits, self.made > 0)  # the prompt's frame is never checked
-        frame = self.codes(main, hidden)
-        if self.made:  # ... and never enters the window
-            self.window[(self.made - 1) % RAS_WINDOW] = main[0]
+        main = self.next_main(logits)
         self.made += 1
-        return frame
+        return self.codes(main, hidden)
+
+    def next_main(self, logits: Tensor) -> Tensor:
+        """This frame's main token (`main_token`, checked from the second frame on), entered in the repetition
+        window; on the C++ route the draws, the check and the window's update are one call."""
+        slot = (self.made - 1) % RAS_WINDOW if self.made else -1  # the prompt's frame never enters the window
+        if self.kernels is not None:
+            logits = logits.reshape(-1) if self.eos_mask is None else logits.reshape(-1) + self.eos_mask
+            return self.kernels.main_token(logits, self.decoder.ids, self.generator, self.constants, self.top_k,
+                                           self.vocab_size, self.window, self.made > 0, slot, self.semantic)
+        main = self.main_token(logits, self.made > 0)
+        if slot >= 0:
+            self.window[slot] = main[0]
+        return main
 
     def codes(self, main: Tensor, hidden: Tensor) -> Tensor:
         """The frame (1 + K, 1) int32 from the main token: code 0 from it, codes 1..K-1 from the fast model."""

@@ -465,6 +465,43 @@ at::Tensor kept_draw(const at::Tensor& values, const at::Tensor& rows, const at:
   return out;
 }
 
+// `FastSampler.main_token` and its window update in one call (a dozen torch ops at ~5 us each): the top k of the
+// head's logits over the allowed `ids`; the main draw (`temperature`, `top_p`) and the repetition fallback's draw
+// (`ras_temperature`, `ras_top_p`), each over `size` fresh uniforms from `generator` in that order; with `check`,
+// a semantic main token already in `window` is replaced by the fallback; with `slot` >= 0 the token is then written
+// to window[slot]. Returns it as a (1,) int32 tensor.
+at::Tensor main_token(const at::Tensor& logits, const at::Tensor& ids, std::optional<at::Generator> generator,
+                      const at::Tensor& temperature, const at::Tensor& top_p, const at::Tensor& ras_temperature,
+                      const at::Tensor& ras_top_p, int64_t top_k, int64_t size, const at::Tensor& window, bool check,
+                      int64_t slot, int64_t semantic_begin, int64_t semantic_end) {
+  check_float(logits, "logits");
+  TORCH_CHECK(ids.scalar_type() == at::kLong && ids.is_contiguous() && ids.numel() == logits.numel(),
+              "ids must be int64, one per logit");
+  TORCH_CHECK(window.scalar_type() == at::kInt && window.is_contiguous() && window.dim() == 1, "window must be int32");
+  TORCH_CHECK(slot < window.numel(), "slot ", slot, " is outside the window of ", window.numel());
+  const int64_t n = logits.numel(), k = std::min(top_k, n);
+  TORCH_CHECK(k >= 1, "k must be at least 1");
+  std::vector<float> values(k), cum(k), exps, scaled;
+  std::vector<int64_t> rows(k), order;
+  top_k_into(logits.data_ptr<float>(), n, k, values.data(), rows.data(), cum.data(), exps, order);
+  auto draw = [&](const at::Tensor& t, const at::Tensor& p) {
+    const at::Tensor u = at::empty({size}, logits.options()).uniform_(0.0, 1.0, generator);
+    return draw_from(values.data(), rows.data(), cum.data(), k, t.item<float>(), p.item<float>(), u.data_ptr<float>(),
+                     size, ids.data_ptr<int64_t>(), n, scaled);
+  };
+  int64_t main = draw(temperature, top_p);
+  const int64_t fallback = draw(ras_temperature, ras_top_p);
+  int32_t* seen = window.data_ptr<int32_t>();
+  if (check && main >= semantic_begin && main <= semantic_end &&
+      std::find(seen, seen + window.numel(), static_cast<int32_t>(main)) != seen + window.numel()) {
+    main = fallback;
+  }
+  if (slot >= 0) seen[slot] = static_cast<int32_t>(main);
+  at::Tensor out = at::empty({1}, logits.options().dtype(at::kInt));
+  out.data_ptr<int32_t>()[0] = static_cast<int32_t>(main);
+  return out;
+}
+
 // ----------------------------------------------------------------------------- a whole step of a stack of layers
 //
 // `fast_forward.step_layers` calls the ops above 9 times per layer from Python, and each Python call costs ~5-10 us
@@ -731,6 +768,10 @@ TORCH_LIBRARY_FRAGMENT(s2studio_cpu, m) {
   m.def("fast_codes(__torch__.torch.classes.s2studio_cpu.Stack stack, Tensor table, Tensor hidden, int code0, "
         "Generator? generator, Tensor rope, Tensor temperature, Tensor top_p, int top_k, int size, int count) "
         "-> Tensor");
+  m.def("main_token(Tensor logits, Tensor ids, Generator? generator, Tensor temperature, Tensor top_p, "
+        "Tensor ras_temperature, Tensor ras_top_p, int top_k, int size, Tensor(a!) window, bool check, int slot, "
+        "int semantic_begin, int semantic_end) -> Tensor");
+  m.impl("main_token", c10::DispatchKey::CPU, &main_token);
   m.impl("stack_step", c10::DispatchKey::CPU, &stack_step);
   m.impl("fast_codes", c10::DispatchKey::CPU, &fast_codes);
 }

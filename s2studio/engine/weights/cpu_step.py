@@ -169,6 +169,14 @@ class CpuStepOps:
         """`FastSampler.kept` then `draw` with the uniforms `u` already drawn: (1,) int32, `ids[rows]`'s winner."""
         return torch.ops.s2studio_cpu.kept_draw(values, rows, cum, temperature, top_p, u, ids)
 
+    def main_token(self, logits: Tensor, ids: Tensor, generator: torch.Generator, constants: Sequence[Tensor],
+                   top_k: int, size: int, window: Tensor, check: bool, slot: int, semantic: tuple[int, int]) -> Tensor:
+        """`FastSampler.main_token` and its window update in one call: `top`, the main draw and the repetition
+        fallback's draw over `size` uniforms each (`constants`: temperature, top-p, and the fallback's), the check
+        against `window` (`check`) for a token in the `semantic` id range, then window[slot] = the token (slot >= 0)."""
+        return torch.ops.s2studio_cpu.main_token(logits, ids, generator, *constants, top_k, size, window, check, slot,
+                                                 *semantic)
+
     def fast_codes(self, model: DualAR, caches: FastCaches, hidden: Tensor, code0: int, generator: torch.Generator,
                    temperature: Tensor, top_p: Tensor, top_k: int, size: int) -> Tensor | None:
         """`FastSampler.codes` after code 0 in one call: the fast transformer's passes, each with `top` and `pick`
