@@ -364,7 +364,8 @@ def test_the_cpp_linear_is_the_layers_own_product(ops: CpuStepOps, mode: str) ->
              model.fast_output]
     if mode in ("none", "wide"):
         assert {m.weight.numel() > SMALL_FLOAT for m in found[2:4]} == {mode == "wide"}
-        found.append(torch.nn.Linear(found[0].in_features, 40))  # with a bias
+        # with a bias; 43 outputs: 5 blocks of 8 rows and 3 alone; 20 inputs: no whole vectors
+        found += [torch.nn.Linear(found[0].in_features, 43), torch.nn.Linear(20, 13)]
     elif mode in ("bf16", "int8"):
         found[0].bias = _randn(found[0].out_features if mode == "bf16" else found[0].weight_q.shape[0], seed=5)
     for i, module in enumerate(found):

@@ -549,7 +549,19 @@ const c10::TypedOperatorHandle<Int4Fn>& int4_kernel() {
 // ~3-5 us to dispatch before it starts (MKL/oneDNN's small-GEMV path); larger ones go to torch, threaded.
 constexpr int64_t kSmallFloat = int64_t{1} << 18;
 
-// y (rows, N) = x (rows, K) @ w (N, K)^T + bias, one dot product per output (torch's mm adds in another order).
+#if defined(__AVX2__) && defined(__FMA__)
+// The totals of eight vectors, as the eight lanes of one: a row's dot product ends in a horizontal sum that costs
+// as much as the products of a 64-wide row; summing eight rows' accumulators together shares it.
+inline __m256 totals8(const __m256* a) {
+  const __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
+  const __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
+  const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);  // halves: (0 1 2 3 | 0 1 2 3), (4..7 | 4..7)
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+#endif
+
+// y (rows, N) = x (rows, K) @ w (N, K)^T + bias, one sum of products per output (torch's mm adds in another order):
+// eight weight rows at a time where K is a multiple of the vector width, else a row at a time.
 at::Tensor gemv_f32(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
   const int64_t N = w.size(0), K = w.size(1), rows = x.numel() / K;
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
@@ -559,7 +571,26 @@ at::Tensor gemv_f32(const at::Tensor& x, const at::Tensor& w, const at::Tensor& 
   const float* b = bias.defined() ? bias.data_ptr<float>() : nullptr;
   float* out = y.data_ptr<float>();
   for (int64_t m = 0; m < rows; ++m) {
-    for (int64_t n = 0; n < N; ++n) out[m * N + n] = dot(ws + n * K, xs + m * K, K) + (b ? b[n] : 0.0f);
+    const float* xm = xs + m * K;
+    float* ym = out + m * N;
+    int64_t n = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+    if (K % kWide == 0) {
+      for (; n + 8 <= N; n += 8) {
+        __m256 acc[8];
+        for (int r = 0; r < 8; ++r) acc[r] = _mm256_setzero_ps();
+        const float* wn = ws + n * K;
+        for (int64_t k = 0; k < K; k += kWide) {
+          const __m256 xv = _mm256_loadu_ps(xm + k);
+          for (int r = 0; r < 8; ++r) acc[r] = _mm256_fmadd_ps(_mm256_loadu_ps(wn + r * K + k), xv, acc[r]);
+        }
+        __m256 sums = totals8(acc);
+        if (b) sums = _mm256_add_ps(sums, _mm256_loadu_ps(b + n));
+        _mm256_storeu_ps(ym + n, sums);
+      }
+    }
+#endif
+    for (; n < N; ++n) ym[n] = dot(ws + n * K, xm, K) + (b ? b[n] : 0.0f);
   }
   return y;
 }
