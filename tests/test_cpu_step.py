@@ -535,3 +535,34 @@ def test_main_token_is_the_samplers_draws_check_and_window(tiny_model) -> None:
         replaced += made > 0 and not torch.equal(probe.main_token(logits, False), got["torch"][0])
     assert replaced > 20, replaced
     assert torch.equal(samplers["cpp"].generator.get_state(), samplers["torch"].generator.get_state())
+
+
+@pytest.mark.parametrize("start", [0, 5])
+def test_a_prefill_with_the_cpp_norms_is_torchs_prefill(ops: CpuStepOps, tiny_model, start: int) -> None:
+    """`forward_slow` over 9 columns with the C++ ops (torch's attention, the C++ norms and silu·mul, the last
+    layer at the last position only) against the same prefill on torch's ops alone: the same logits and hidden
+    state within float rounding, and every layer's keys and values written alike."""
+    from s2studio.engine.s2.fast import head_weight
+    from s2studio.engine.weights.narrow import RowsLinear
+    from s2studio.model.fast_forward import forward_slow
+
+    model = tiny_model
+    c = model.config
+    head = RowsLinear(head_weight(model, torch.arange(c.vocab_size)))
+    tokens = torch.randint(0, c.vocab_size, (c.num_codebooks + 1, 9), generator=torch.Generator().manual_seed(start))
+    tokens[1:] %= c.codebook_size
+    results = {}
+    for name, step in (("cpp", ops), ("torch", None)):
+        caches = FastCaches.allocate(model, 32, torch.float32, torch.device("cpu"), ops=step)
+        for cache in caches.slow:  # the same kept prefix at positions 0..start-1
+            cache.k[:, :, :start] = cache.v[:, :, :start] = 0.5
+        with torch.inference_mode():
+            results[name] = (*forward_slow(model, caches, tokens, start, head), caches)
+    (logits, hidden, cpp), (t_logits, t_hidden, torch_caches) = results["cpp"], results["torch"]
+    assert logits.shape == t_logits.shape == (1, 1, c.vocab_size)
+    torch.testing.assert_close(logits, t_logits, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(hidden, t_hidden, rtol=1e-5, atol=1e-5)
+    for mine, theirs in zip(cpp.slow, torch_caches.slow, strict=True):
+        torch.testing.assert_close(mine.k, theirs.k, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(mine.v, theirs.v, rtol=1e-5, atol=1e-5)
+        assert mine.k[:, :, start + 8].abs().sum() > 0
