@@ -416,7 +416,7 @@ def stage_targets(fast: bool) -> list[tuple[object, str, str]]:
     prompts = [(engine_module, "encoded_length", "prompts"), (generate_module, "build_prompt", "prompts")]
     codec = [(IncrementalDecoder, "push", "codec")]
     if fast:
-        return prompts + [(FastDecoder, "prefill", "prefill"), (FastSampler, "main_token", "head+draws"),
+        return prompts + [(FastDecoder, "prefill", "prefill"), (FastSampler, "next_main", "head+draws"),
                           (FastSampler, "codes", "fast transformer")] + codec
     return prompts + [(DualAR, "forward_slow", "prefill"), (FrameSampler, "frame", "draws+fast transformer")] + codec
 
@@ -485,8 +485,8 @@ def first_audio(args: argparse.Namespace, tmp: Path) -> None:
         for i, b in enumerate(breakdowns):
             print(f"  {'':22s}   line {i + 1}: {b}")
         if fast and reuse and not exact_audio:
-            print(f"  {'':22s}   on the studio's GUI thread (engine thread + queued signals), the same request again: "
-                  + gui_side(engine, request))
+            print(f"  {'':22s}   on the studio's GUI thread (engine thread + queued signals), the same request again "
+                  + gui_side(engine, request, max(1, repeats)))
             if repeats:  # before past_the_window, which leaves another request's lines in the cache
                 print(f"  {'':22s}   " + repeated(engine, request, repeats))
             print(f"  {'':22s}   " + past_the_window(engine, request))
@@ -537,15 +537,15 @@ def past_the_window(engine, request) -> str:
             f"line {n} (its window drops line 1) {marks[-1]}")
 
 
-def gui_side(engine, request) -> str:
+def gui_side(engine, request, times: int = 1) -> str:
     """First audio of each line as the studio's GUI thread sees it: the engine on `worker/host.py`'s engine thread,
-    its events arriving as queued Qt signals while the engine goes on generating. Also the hop, the ms from the
-    engine thread handing an event over to its slot running on the GUI thread (median and worst over the
-    request's events)."""
+    its events arriving as queued Qt signals while the engine goes on generating; the request `times` times
+    (min / median per line: compare it with `repeated`'s figures, not with a single run's, since one run on a
+    busy machine moves by tens of ms). Also the hop, the ms from the engine thread handing an event over to its
+    slot running on the GUI thread (median and worst over the requests' events)."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtCore import QCoreApplication, QEventLoop, QTimer
 
-    from s2studio.engine.api import AudioChunk, LineStarted
     from s2studio.worker.host import EngineHost
 
     app = QCoreApplication.instance() or QCoreApplication([])
@@ -561,32 +561,42 @@ def gui_side(engine, request) -> str:
 
     host = EngineHost(lambda: Stamped())
     hops: list[float] = []
-    marks: list[float] = []
-    started = [0.0]
+    marks: dict[int, list[float]] = {}
+    line, started = [-1], [0.0]
 
     def on_line(event) -> None:
         hops.append(time.perf_counter() - handed[id(event)])
+        line[0] += 1
         started[0] = time.perf_counter()
 
     def on_chunk(event) -> None:
         now = time.perf_counter()
         hops.append(now - handed[id(event)])
         if event.start_sample == 0:
-            marks.append(now - started[0])
+            marks.setdefault(line[0], []).append(now - started[0])
 
+    failed: list[str] = []
+    loop = QEventLoop()
     host.line_started.connect(on_line)
     host.audio_chunk.connect(on_chunk)
-    loop = QEventLoop()
     host.job_finished.connect(lambda _e: loop.quit())
-    host.job_failed.connect(lambda e: (print(f"  (GUI-side run failed: {e.error})"), loop.quit()))
-    host.generate(request)
-    QTimer.singleShot(600_000, loop.quit)
-    loop.exec()
+    host.job_failed.connect(lambda e: (failed.append(e.error), loop.quit()))
+    for _ in range(times):
+        line[0] = -1
+        host.generate(request)
+        QTimer.singleShot(600_000, loop.quit)
+        loop.exec()
+        if failed:
+            break
     host.shutdown()
+    if failed:
+        return f"(GUI-side run failed: {failed[0]})"
     del app
     hops.sort()
-    lines = " | ".join(f"line {i + 1}: {m * 1000:.0f} ms" for i, m in enumerate(marks))
-    return (f"{lines}; hop engine -> GUI slot median {hops[len(hops) // 2] * 1000:.2f} ms, "
+    lines = " | ".join(f"line {i + 1}: {min(m) * 1000:.0f}" + (f" / {statistics.median(m) * 1000:.0f}" if times > 1
+                                                                else "") + " ms" for i, m in sorted(marks.items()))
+    what = f"{times} times, min / median: " if times > 1 else ""
+    return (f"{what}{lines}; hop engine -> GUI slot median {hops[len(hops) // 2] * 1000:.2f} ms, "
             f"worst {hops[-1] * 1000:.2f} ms over {len(hops)} events" if hops else "no events")
 
 

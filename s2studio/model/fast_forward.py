@@ -16,8 +16,10 @@ preallocated slow KV cache (32768 keys for S2) under a boolean mask on every ste
   others): for a line's 38 new columns on the mid model that skips 37 of 38 rows of an eighth of the work;
 - a one-position step on the CPU keeps the heads as rows of one matrix (`attention_step`), a third fewer ops;
 - with a `StepOps` backend (the engine's C++ kernels on the CPU in float32), a step of one or two positions
-  (every decode step, every fast-transformer pass) runs as a handful of calls per layer instead of ~50 torch ops
-  (`step_layers`): at batch 1 the fixed cost per op is most of a small layer's time.
+  (every decode step, every fast-transformer pass) runs as one call for the whole stack of layers
+  (`StepOps.layers_step`; `step_layers` is the same step as a handful of calls per layer) instead of ~50 torch
+  ops per layer, and a prefill's norms and silu·mul go through it too: at batch 1 the fixed cost per op is most
+  of a small layer's time.
 
 Mathematically this is the exact forward; in floating point the logits differ in the last bits (spec §10, ~1e-5
 on the tiny model), so the codes equal the exact path's for almost every seed, not all.
@@ -70,6 +72,12 @@ class StepOps(Protocol):
     def attend(self, attn: Attention, qkv: Tensor, rope: Tensor, cache: LayerCache, pos: int) -> Tensor:
         """`attention` between `wqkv` and `wo`: qkv (1, S, (H + 2 KV) D) of positions pos..pos+S-1 -> (1, S, H D),
         with the keys and values written into `cache`."""
+        ...
+
+    def layers_step(self, layers: Sequence[TransformerBlock], caches: Sequence[LayerCache], x: Tensor, rope: Tensor,
+                    start: int, norm: torch.nn.Module) -> tuple[Tensor, Tensor]:
+        """`step_layers(layers, caches, x, rope, start, self, norm)` for a step of up to `max_positions`
+        positions: every layer and the norm after them, where an implementation may fuse them into one call."""
         ...
 
 
@@ -213,19 +221,29 @@ def norm_eps(norm: torch.nn.Module) -> float:
 
 
 def step_layers(layers: Sequence[TransformerBlock], caches: Sequence[LayerCache], x: Tensor, rope: Tensor,
-                start: int, ops: StepOps, norm: torch.nn.Module) -> tuple[Tensor, Tensor]:
-    """`block` over every layer for a step of a few positions through `ops`, then `norm`: (x, norm(x)).
+                start: int, ops: StepOps, norm: torch.nn.Module, last_only: bool = False) -> tuple[Tensor, Tensor]:
+    """`block` over every layer with `ops`' norms and silu·mul, then `norm`: (x, norm(x)).
 
     Each residual add is fused with the norm that follows it (the next layer's, and at the end `norm`), so a
-    layer is 9 calls: norm, wqkv, attend, wo, norm, w1, w3, silu_mul, w2."""
+    layer of a step of up to `ops.max_positions` positions is 9 calls: norm, wqkv, attend, wo, norm, w1, w3,
+    silu_mul, w2. A longer input (a prefill) keeps torch's batched attention (`attention`) between them, and with
+    `last_only` its last layer computes only the last position, as `block`'s."""
+    seqlen = x.shape[1]
+    fused = seqlen <= ops.max_positions
     first = layers[0].attention_norm
     normed = ops.rms_norm(x, first.weight, norm_eps(first))
     delta = None
-    for layer, cache in zip(layers, caches):
+    last = len(layers) - 1
+    for i, (layer, cache) in enumerate(zip(layers, caches)):
         if delta is not None:
             x, normed = ops.add_rms_norm(x, delta, layer.attention_norm.weight, norm_eps(layer.attention_norm))
         attn, ffn = layer.attention, layer.feed_forward
-        attended = attn.wo.forward(ops.attend(attn, attn.wqkv.forward(normed), rope, cache, start))
+        if fused:
+            attended = attn.wo.forward(ops.attend(attn, attn.wqkv.forward(normed), rope, cache, start))
+        else:
+            attended = attention(attn, normed, rope, cache, start, last_only and i == last)
+            if last_only and i == last:
+                x = x.narrow(1, seqlen - 1, 1)
         x, normed = ops.add_rms_norm(x, attended, layer.ffn_norm.weight, norm_eps(layer.ffn_norm))
         delta = ffn.w2.forward(ops.silu_mul(ffn.w1.forward(normed), ffn.w3.forward(normed)))
     return ops.add_rms_norm(x, delta, norm.weight, norm_eps(norm))
@@ -256,9 +274,13 @@ def forward_slow(model: DualAR, caches: FastCaches, tokens: Tensor, start: int, 
         raise ValueError(f"positions up to {start + seqlen} do not fit the {caches.length}-position cache")
     x = embed(model, tokens)
     rope = caches.rope.narrow(0, start, seqlen)
-    if caches.ops is not None and seqlen <= caches.ops.max_positions:
-        x, slow_out = step_layers(model.layers, caches.slow, x, rope, start, caches.ops, model.norm)
-        x, slow_out = x.narrow(1, seqlen - 1, 1), slow_out.narrow(1, seqlen - 1, 1)
+    ops = caches.ops
+    if ops is not None:
+        if seqlen <= ops.max_positions:
+            x, slow_out = ops.layers_step(model.layers, caches.slow, x, rope, start, model.norm)
+        else:  # a prefill: torch's attention over all its positions, the norms and silu·mul in `ops`
+            x, slow_out = step_layers(model.layers, caches.slow, x, rope, start, ops, model.norm, last_only=True)
+        x, slow_out = x.narrow(1, x.shape[1] - 1, 1), slow_out.narrow(1, x.shape[1] - 1, 1)
         hidden = slow_out if model.config.norm_fastlayer_input else x
         return head(slow_out), model.fast_project_in(hidden)
     last = len(model.layers) - 1
@@ -276,7 +298,7 @@ def forward_fast(model: DualAR, caches: FastCaches, x: Tensor, start: int) -> Te
     seqlen = x.shape[1]
     rope = caches.fast_rope.narrow(0, start, seqlen)
     if caches.ops is not None and seqlen <= caches.ops.max_positions:
-        _, normed = step_layers(model.fast_layers, caches.fast, x, rope, start, caches.ops, model.fast_norm)
+        _, normed = caches.ops.layers_step(model.fast_layers, caches.fast, x, rope, start, model.fast_norm)
         return model.fast_output.forward(normed.narrow(1, seqlen - 1, 1))
     for layer, cache in zip(model.fast_layers, caches.fast):
         x = block(layer, x, rope, cache, start)

@@ -14,7 +14,8 @@ codes equal the exact path's for almost every seed; only the float bits of the l
   it at the kept tokens, so the random stream is the exact path's.
 - one host read per frame: the `<|im_end|>` check.
 - on the CPU in float32 the model's steps and the sampler's draws run through the C++ kernels (`cpu_step.py`):
-  a few calls per layer and two per draw instead of dozens of torch ops, each with a fixed cost at batch 1.
+  one call per slow step, one for the fast transformer's passes and draws of a frame, two per draw of the main
+  token, instead of hundreds of torch ops, each with a fixed cost at batch 1.
 """
 
 from __future__ import annotations
@@ -133,8 +134,9 @@ class FastSampler:
         self.im_end_id = decoder.im_end_id
         self.top_k = top_k
         self.dtype = dtype
-        self.temperature, self.top_p, self.ras_temperature, self.ras_top_p = request_constants(
-            temperature, top_p, device, dtype)
+        self.constants = request_constants(temperature, top_p, device, dtype)
+        self.temperature, self.top_p, self.ras_temperature, self.ras_top_p = self.constants
+        self.semantic = (self.semantic_begin_id, self.semantic_end_id)
         self.eos_mask = None
         """With `ignore_eos`: -inf at `<|im_end|>`'s row of the allowed ids (if it is one), 0 elsewhere."""
         if ignore_eos:
@@ -216,17 +218,32 @@ class FastSampler:
             frame = self.tail.run(logits, hidden, self.made > 0)
             self.made += 1
             return frame
-        main = self.main_token(logits, self.made > 0)  # the prompt's frame is never checked
-        frame = self.codes(main, hidden)
-        if self.made:  # ... and never enters the window
-            self.window[(self.made - 1) % RAS_WINDOW] = main[0]
+        main = self.next_main(logits)
         self.made += 1
-        return frame
+        return self.codes(main, hidden)
+
+    def next_main(self, logits: Tensor) -> Tensor:
+        """This frame's main token (`main_token`, checked from the second frame on), entered in the repetition
+        window; on the C++ route the draws, the check and the window's update are one call."""
+        slot = (self.made - 1) % RAS_WINDOW if self.made else -1  # the prompt's frame never enters the window
+        if self.kernels is not None:
+            logits = logits.reshape(-1) if self.eos_mask is None else logits.reshape(-1) + self.eos_mask
+            return self.kernels.main_token(logits, self.decoder.ids, self.generator, self.constants, self.top_k,
+                                           self.vocab_size, self.window, self.made > 0, slot, self.semantic)
+        main = self.main_token(logits, self.made > 0)
+        if slot >= 0:
+            self.window[slot] = main[0]
+        return main
 
     def codes(self, main: Tensor, hidden: Tensor) -> Tensor:
         """The frame (1 + K, 1) int32 from the main token: code 0 from it, codes 1..K-1 from the fast model."""
         model, caches = self.decoder.model, self.decoder.caches
         code = torch.clamp(main - self.semantic_begin_id, min=0, max=self.codebook_size - 1)
+        if self.kernels is not None and self.num_codebooks > 1:  # the passes and their draws in one C++ call
+            rest = self.kernels.fast_codes(model, caches, hidden, int(code), self.generator, self.temperature,
+                                           self.top_p, self.top_k, self.codebook_size)
+            if rest is not None:
+                return torch.cat([main, code, rest]).view(-1, 1)
         codes = [main, code]
         # positions 0 (the slow state) and 1 (code 0) in one step
         table = model.fast_embeddings.weight

@@ -15,6 +15,9 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/bmm.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/linear.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/custom_class.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -361,21 +364,16 @@ at::Tensor attend(const at::Tensor& qkv, const std::optional<at::Tensor>& q_norm
 // floats at batch 1); here two calls: `top_k_cum` once per logits, `kept_draw` once per draw. The uniforms u stay
 // torch's own (`uniform_` from the request's generator, read at the same ids), so the random stream is unchanged.
 
-// (values, rows, cum): the k largest logits in descending order (ties: the lower row first), their rows, and
-// cumsum(exp(values - logsumexp(logits))).
-std::tuple<at::Tensor, at::Tensor, at::Tensor> top_k_cum(const at::Tensor& logits, int64_t k) {
-  check_float(logits, "logits");
-  TORCH_CHECK(logits.dim() == 1 && logits.numel() >= 1, "logits must be 1-D");
-  const int64_t n = logits.numel();
-  k = std::min(k, n);
-  TORCH_CHECK(k >= 1, "k must be at least 1");
-  const float* x = logits.data_ptr<float>();
+// The k largest of the n logits `x` in descending order (ties: the lower row first) into `v` and their rows into
+// `r`, and cumsum(exp(v - logsumexp(x))) into `c`; k <= n. `exps` and `order` are scratch space.
+void top_k_into(const float* x, int64_t n, int64_t k, float* v, int64_t* r, float* c, std::vector<float>& exps,
+                std::vector<int64_t>& order) {
   const float top = max_of(x, n);
   const float shift = std::isinf(top) ? 0.0f : top;  // as logsumexp: an infinite maximum is not subtracted
-  std::vector<float> exps(n);
+  exps.resize(n);
   exp_shifted(x, shift, n, exps.data());
   const float lse = static_cast<float>(std::log(sum_of(exps.data(), n))) + shift;
-  std::vector<int64_t> order;
+  order.clear();
   if (k <= 64) {  // a sorted list of the best k so far: a random row rarely enters it (~k·ln(n/k) insertions)
     order.reserve(k + 1);
     for (int64_t i = 0; i < n; ++i) {
@@ -390,10 +388,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> top_k_cum(const at::Tensor& logit
     auto before = [x](int64_t a, int64_t b) { return x[a] > x[b] || (x[a] == x[b] && a < b); };
     std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
   }
-  at::Tensor values = at::empty({k}, logits.options()), cum = at::empty({k}, logits.options());
-  at::Tensor rows = at::empty({k}, logits.options().dtype(at::kLong));
-  float *v = values.data_ptr<float>(), *c = cum.data_ptr<float>();
-  int64_t* r = rows.data_ptr<int64_t>();
   double running = 0.0;  // torch's CPU cumsum of float32 accumulates in double too
   for (int64_t i = 0; i < k; ++i) {
     r[i] = order[i];
@@ -401,26 +395,32 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> top_k_cum(const at::Tensor& logit
     running += std::exp(v[i] - lse);
     c[i] = static_cast<float>(running);
   }
+}
+
+// (values, rows, cum): `top_k_into` as tensors.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> top_k_cum(const at::Tensor& logits, int64_t k) {
+  check_float(logits, "logits");
+  TORCH_CHECK(logits.dim() == 1 && logits.numel() >= 1, "logits must be 1-D");
+  const int64_t n = logits.numel();
+  k = std::min(k, n);
+  TORCH_CHECK(k >= 1, "k must be at least 1");
+  at::Tensor values = at::empty({k}, logits.options()), cum = at::empty({k}, logits.options());
+  at::Tensor rows = at::empty({k}, logits.options().dtype(at::kLong));
+  std::vector<float> exps;
+  std::vector<int64_t> order;
+  top_k_into(logits.data_ptr<float>(), n, k, values.data_ptr<float>(), rows.data_ptr<int64_t>(),
+             cum.data_ptr<float>(), exps, order);
   return {values, rows, cum};
 }
 
-// One draw over the top-k rows: rows whose cumulative probability passed top_p are removed (the first always
-// kept), the rest tempered and softmaxed to p; the winner is argmax(p / -log u[id]) (the first on a tie) over the
-// kept rows' ids (`ids[rows]`, or `rows` themselves without `ids`); returns it as a (1,) int32 tensor.
-at::Tensor kept_draw(const at::Tensor& values, const at::Tensor& rows, const at::Tensor& cum, const at::Tensor& temperature,
-                     const at::Tensor& top_p, const at::Tensor& u, const std::optional<at::Tensor>& ids) {
-  check_float(values, "values");
-  check_float(cum, "cum");
-  check_float(u, "u");
-  TORCH_CHECK(rows.scalar_type() == at::kLong && rows.is_contiguous() && rows.numel() == values.numel() &&
-              cum.numel() == values.numel() && values.numel() >= 1, "values, rows and cum must be k each");
-  if (ids) TORCH_CHECK(ids->scalar_type() == at::kLong && ids->is_contiguous() && ids->dim() == 1, "ids must be int64");
-  const int64_t k = values.numel();
-  const float t = std::max(temperature.item<float>(), 1e-5f), p_max = top_p.item<float>();
-  const float *v = values.data_ptr<float>(), *c = cum.data_ptr<float>(), *us = u.data_ptr<float>();
-  const int64_t* r = rows.data_ptr<int64_t>();
-  const int64_t* table = ids ? ids->data_ptr<int64_t>() : nullptr;
-  std::vector<float> scaled(k);
+// One draw over the k top rows (`top_k_into`'s v, r, c): rows whose cumulative probability passed `p_max` are
+// removed (the first always kept), the rest tempered by max(t, 1e-5) and softmaxed to p; returns the winner
+// argmax(p / -log u[id]) (the first on a tie) over the kept rows' ids (`table[r]` of `table_n`, or `r` itself
+// without a table), read from the `u_n` uniforms `us`.
+int64_t draw_from(const float* v, const int64_t* r, const float* c, int64_t k, float t, float p_max, const float* us,
+                  int64_t u_n, const int64_t* table, int64_t table_n, std::vector<float>& scaled) {
+  t = std::max(t, 1e-5f);
+  scaled.resize(k);
   float top = -INFINITY;
   for (int64_t i = 0; i < k; ++i) {
     scaled[i] = (i > 0 && c[i] > p_max ? -INFINITY : v[i]) / t;
@@ -434,18 +434,340 @@ at::Tensor kept_draw(const at::Tensor& values, const at::Tensor& rows, const at:
   int64_t best = 0;
   float best_score = -INFINITY;
   for (int64_t i = 0; i < k; ++i) {
-    TORCH_CHECK(!table || (r[i] >= 0 && r[i] < ids->numel()), "row ", r[i], " is outside the ", ids->numel(), " ids");
+    TORCH_CHECK(!table || (r[i] >= 0 && r[i] < table_n), "row ", r[i], " is outside the ", table_n, " ids");
     const int64_t id = table ? table[r[i]] : r[i];
-    TORCH_CHECK(id >= 0 && id < u.numel(), "id ", id, " is outside the ", u.numel(), " uniforms");
+    TORCH_CHECK(id >= 0 && id < u_n, "id ", id, " is outside the ", u_n, " uniforms");
     const float score = (scaled[i] / static_cast<float>(sum)) / -std::log(us[id]);
     if (score > best_score) {
       best_score = score;
       best = id;
     }
   }
+  return best;
+}
+
+// `draw_from` on tensors: values, rows and cum of `top_k_cum`, the uniforms `u` already drawn, the optional id
+// table; returns the winner as a (1,) int32 tensor.
+at::Tensor kept_draw(const at::Tensor& values, const at::Tensor& rows, const at::Tensor& cum, const at::Tensor& temperature,
+                     const at::Tensor& top_p, const at::Tensor& u, const std::optional<at::Tensor>& ids) {
+  check_float(values, "values");
+  check_float(cum, "cum");
+  check_float(u, "u");
+  TORCH_CHECK(rows.scalar_type() == at::kLong && rows.is_contiguous() && rows.numel() == values.numel() &&
+              cum.numel() == values.numel() && values.numel() >= 1, "values, rows and cum must be k each");
+  if (ids) TORCH_CHECK(ids->scalar_type() == at::kLong && ids->is_contiguous() && ids->dim() == 1, "ids must be int64");
+  std::vector<float> scaled;
+  const int64_t best = draw_from(values.data_ptr<float>(), rows.data_ptr<int64_t>(), cum.data_ptr<float>(),
+                                 values.numel(), temperature.item<float>(), top_p.item<float>(), u.data_ptr<float>(),
+                                 u.numel(), ids ? ids->data_ptr<int64_t>() : nullptr, ids ? ids->numel() : 0, scaled);
   at::Tensor out = at::empty({1}, values.options().dtype(at::kInt));
   out.data_ptr<int32_t>()[0] = static_cast<int32_t>(best);
   return out;
+}
+
+// `FastSampler.main_token` and its window update in one call (a dozen torch ops at ~5 us each): the top k of the
+// head's logits over the allowed `ids`; the main draw (`temperature`, `top_p`) and the repetition fallback's draw
+// (`ras_temperature`, `ras_top_p`), each over `size` fresh uniforms from `generator` in that order; with `check`,
+// a semantic main token already in `window` is replaced by the fallback; with `slot` >= 0 the token is then written
+// to window[slot]. Returns it as a (1,) int32 tensor.
+at::Tensor main_token(const at::Tensor& logits, const at::Tensor& ids, std::optional<at::Generator> generator,
+                      const at::Tensor& temperature, const at::Tensor& top_p, const at::Tensor& ras_temperature,
+                      const at::Tensor& ras_top_p, int64_t top_k, int64_t size, const at::Tensor& window, bool check,
+                      int64_t slot, int64_t semantic_begin, int64_t semantic_end) {
+  check_float(logits, "logits");
+  TORCH_CHECK(ids.scalar_type() == at::kLong && ids.is_contiguous() && ids.numel() == logits.numel(),
+              "ids must be int64, one per logit");
+  TORCH_CHECK(window.scalar_type() == at::kInt && window.is_contiguous() && window.dim() == 1, "window must be int32");
+  TORCH_CHECK(slot < window.numel(), "slot ", slot, " is outside the window of ", window.numel());
+  const int64_t n = logits.numel(), k = std::min(top_k, n);
+  TORCH_CHECK(k >= 1, "k must be at least 1");
+  std::vector<float> values(k), cum(k), exps, scaled;
+  std::vector<int64_t> rows(k), order;
+  top_k_into(logits.data_ptr<float>(), n, k, values.data(), rows.data(), cum.data(), exps, order);
+  auto draw = [&](const at::Tensor& t, const at::Tensor& p) {
+    const at::Tensor u = at::empty({size}, logits.options()).uniform_(0.0, 1.0, generator);
+    return draw_from(values.data(), rows.data(), cum.data(), k, t.item<float>(), p.item<float>(), u.data_ptr<float>(),
+                     size, ids.data_ptr<int64_t>(), n, scaled);
+  };
+  int64_t main = draw(temperature, top_p);
+  const int64_t fallback = draw(ras_temperature, ras_top_p);
+  int32_t* seen = window.data_ptr<int32_t>();
+  if (check && main >= semantic_begin && main <= semantic_end &&
+      std::find(seen, seen + window.numel(), static_cast<int32_t>(main)) != seen + window.numel()) {
+    main = fallback;
+  }
+  if (slot >= 0) seen[slot] = static_cast<int32_t>(main);
+  at::Tensor out = at::empty({1}, logits.options().dtype(at::kInt));
+  out.data_ptr<int32_t>()[0] = static_cast<int32_t>(main);
+  return out;
+}
+
+// ----------------------------------------------------------------------------- a whole step of a stack of layers
+//
+// `fast_forward.step_layers` calls the ops above 9 times per layer from Python, and each Python call costs ~5-10 us
+// whatever it computes: on a small model (the tiny demo's 64-wide layers) that is most of a frame, ~100 calls of
+// the fast transformer and ~20 of the slow step. `Stack` holds one stack's layers (norm weights, linears, heads,
+// its key/value caches) and `stack_step` runs `step_layers` over all of them in one call, the same ops in the same
+// order, so the values are those of the per-op route. `fast_codes` runs the fast transformer's 9 passes of a frame
+// with their draws (`FastSampler.codes`) in one call.
+
+// What a linear layer's weights are, and so which kernel multiplies them.
+enum LinearKind : int64_t {
+  kFloat = 0,       // float32 weights small enough to stay in cache: `gemv_f32` here
+  kTorchFloat = 1,  // larger float32 weights: torch's threaded GEMV (at::linear), as nn.Linear runs them
+  kBf16 = 2,        // the project's kernels (cpu_gemv.cpp) ...
+  kInt8 = 3,
+  kInt4 = 4,
+};
+
+// The project's weight kernels live in cpu_gemv.cpp's own anonymous namespace and are that file's to change: they are
+// called here through the dispatcher, by name and signature. A signature that changed is refused when a `Linear`
+// is made (the Python side then keeps its per-op route), never at a step.
+using Bf16Fn = at::Tensor(const at::Tensor&, const at::Tensor&);
+using Int8Fn = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&);
+using Int4Fn = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t);
+
+template <typename Fn>
+c10::TypedOperatorHandle<Fn> find_kernel(const char* name) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Fn>();
+}
+const c10::TypedOperatorHandle<Bf16Fn>& bf16_kernel() {
+  static const auto op = find_kernel<Bf16Fn>("s2studio_cpu::linear_bf16");
+  return op;
+}
+const c10::TypedOperatorHandle<Int8Fn>& int8_kernel() {
+  static const auto op = find_kernel<Int8Fn>("s2studio_cpu::linear_int8");
+  return op;
+}
+const c10::TypedOperatorHandle<Int4Fn>& int4_kernel() {
+  static const auto op = find_kernel<Int4Fn>("s2studio_cpu::linear_int4");
+  return op;
+}
+
+// Weights (<= this many) that `kFloat` takes: 1 MiB of float32, the size below which narrowing leaves a layer in
+// float32 (bf16.py's SMALL). At batch 1 such a product is a few microseconds of arithmetic, and torch's mm costs
+// ~3-5 us to dispatch before it starts (MKL/oneDNN's small-GEMV path); larger ones go to torch, threaded.
+constexpr int64_t kSmallFloat = int64_t{1} << 18;
+
+#if defined(__AVX2__) && defined(__FMA__)
+// The totals of eight vectors, as the eight lanes of one: a row's dot product ends in a horizontal sum that costs
+// as much as the products of a 64-wide row; summing eight rows' accumulators together shares it.
+inline __m256 totals8(const __m256* a) {
+  const __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
+  const __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
+  const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);  // halves: (0 1 2 3 | 0 1 2 3), (4..7 | 4..7)
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+#endif
+
+// y (rows, N) = x (rows, K) @ w (N, K)^T + bias, one sum of products per output (torch's mm adds in another order):
+// eight weight rows at a time where K is a multiple of the vector width, else a row at a time.
+at::Tensor gemv_f32(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
+  const int64_t N = w.size(0), K = w.size(1), rows = x.numel() / K;
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+  shape.back() = N;
+  at::Tensor y = at::empty(shape, x.options());
+  const float *xs = x.data_ptr<float>(), *ws = w.data_ptr<float>();
+  const float* b = bias.defined() ? bias.data_ptr<float>() : nullptr;
+  float* out = y.data_ptr<float>();
+  for (int64_t m = 0; m < rows; ++m) {
+    const float* xm = xs + m * K;
+    float* ym = out + m * N;
+    int64_t n = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+    if (K % kWide == 0) {
+      for (; n + 8 <= N; n += 8) {
+        __m256 acc[8];
+        for (int r = 0; r < 8; ++r) acc[r] = _mm256_setzero_ps();
+        const float* wn = ws + n * K;
+        for (int64_t k = 0; k < K; k += kWide) {
+          const __m256 xv = _mm256_loadu_ps(xm + k);
+          for (int r = 0; r < 8; ++r) acc[r] = _mm256_fmadd_ps(_mm256_loadu_ps(wn + r * K + k), xv, acc[r]);
+        }
+        __m256 sums = totals8(acc);
+        if (b) sums = _mm256_add_ps(sums, _mm256_loadu_ps(b + n));
+        _mm256_storeu_ps(ym + n, sums);
+      }
+    }
+#endif
+    for (; n < N; ++n) ym[n] = dot(ws + n * K, xm, K) + (b ? b[n] : 0.0f);
+  }
+  return y;
+}
+
+// One linear layer as the Python side found it (`cpu_step.linear_of`): its kind, weights, the kind's second
+// tensor (int8: the row scales; int4: the groups' scales and offsets), int4's group and an optional float32 bias.
+struct Linear : torch::CustomClassHolder {
+  int64_t kind, group, in, out;
+  at::Tensor w, aux, bias;
+
+  Linear(int64_t kind_, at::Tensor w_, std::optional<at::Tensor> aux_, int64_t group_, std::optional<at::Tensor> bias_)
+      : kind(kind_), group(group_), w(std::move(w_)), aux(aux_ ? *aux_ : at::Tensor()),
+        bias(bias_ ? *bias_ : at::Tensor()) {
+    TORCH_CHECK(w.device().is_cpu() && w.dim() == 2 && w.is_contiguous(), "w must be a contiguous 2-D CPU tensor");
+    out = w.size(0);
+    in = kind == kInt4 ? 2 * w.size(1) : w.size(1);
+    switch (kind) {
+      case kFloat:
+      case kTorchFloat:
+        check_float(w, "w");
+        TORCH_CHECK(kind == kTorchFloat || w.numel() <= kSmallFloat, "a float32 weight of ", w.numel(),
+                    " values is torch's (kind ", kTorchFloat, ")");
+        break;
+      case kBf16:
+        TORCH_CHECK(w.scalar_type() == at::kShort || w.scalar_type() == at::kBFloat16, "bf16 weights as int16 bits");
+        bf16_kernel();
+        break;
+      case kInt8:
+        TORCH_CHECK(w.scalar_type() == at::kChar && aux.defined(), "int8 weights with their row scales");
+        int8_kernel();
+        break;
+      case kInt4:
+        TORCH_CHECK(w.scalar_type() == at::kByte && aux.defined() && group > 0, "int4 codes with their groups");
+        int4_kernel();
+        break;
+      default:
+        TORCH_CHECK(false, "unknown linear kind ", kind);
+    }
+    if (bias.defined()) check_weight(bias, out, "bias");
+  }
+
+  // x (..., in) contiguous float32 -> (..., out)
+  at::Tensor forward(const at::Tensor& x) const {
+    TORCH_CHECK(x.size(-1) == in, "x has ", x.size(-1), " columns but the layer takes ", in);
+    at::Tensor y;
+    switch (kind) {
+      case kFloat:
+        return gemv_f32(x, w, bias);
+      case kTorchFloat:
+        return at::linear(x, w, bias.defined() ? std::optional<at::Tensor>(bias) : std::nullopt);
+      case kBf16:
+        y = bf16_kernel().call(x, w);
+        break;
+      case kInt8:
+        y = int8_kernel().call(x, w, aux);
+        break;
+      default:
+        y = int4_kernel().call(x, w, aux, group);
+    }
+    if (bias.defined()) {  // the Python layers add it after the product, as here
+      float* ys = y.data_ptr<float>();
+      const float* b = bias.data_ptr<float>();
+      for (int64_t i = 0; i < y.numel(); ++i) ys[i] += b[i % out];
+    }
+    return y;
+  }
+};
+
+using LinearRef = c10::intrusive_ptr<Linear>;
+
+// One stack of transformer layers (the slow or the fast one) with its key/value caches and the norm after it,
+// optionally with the output layer after that norm (the fast transformer's, which `fast_codes` needs).
+struct Stack : torch::CustomClassHolder {
+  struct Layer {
+    at::Tensor attention_norm, ffn_norm, q_norm, k_norm, k_cache, v_cache;
+    double attention_eps, ffn_eps, qk_eps;
+    int64_t heads, kv_heads;
+    LinearRef wqkv, wo, w1, w3, w2;
+  };
+  std::vector<Layer> layers;
+  at::Tensor norm;
+  double norm_eps = 0.0;
+  LinearRef output;
+
+  Stack(at::Tensor norm_, double eps) : norm(std::move(norm_)), norm_eps(eps) { check_float(norm, "norm"); }
+
+  void add_layer(at::Tensor attention_norm, double attention_eps, at::Tensor ffn_norm, double ffn_eps,
+                 std::optional<at::Tensor> q_norm, std::optional<at::Tensor> k_norm, double qk_eps, int64_t heads,
+                 int64_t kv_heads, at::Tensor k_cache, at::Tensor v_cache, LinearRef wqkv, LinearRef wo, LinearRef w1,
+                 LinearRef w3, LinearRef w2) {
+    const int64_t dim = norm.numel();
+    check_weight(attention_norm, dim, "attention_norm");
+    check_weight(ffn_norm, dim, "ffn_norm");
+    check_float(k_cache, "k_cache");
+    check_float(v_cache, "v_cache");
+    TORCH_CHECK(wqkv->in == dim && wo->out == dim && w1->in == dim && w3->in == dim && w2->out == dim &&
+                w1->out == w3->out && w2->in == w1->out, "the layer's linears do not chain over width ", dim);
+    layers.push_back(Layer{attention_norm, ffn_norm, q_norm ? *q_norm : at::Tensor(), k_norm ? *k_norm : at::Tensor(),
+                           k_cache, v_cache, attention_eps, ffn_eps, qk_eps, heads, kv_heads, wqkv, wo, w1, w3, w2});
+  }
+
+  void set_output(LinearRef linear) {
+    TORCH_CHECK(linear->in == norm.numel(), "the output layer takes ", linear->in, " inputs, not ", norm.numel());
+    output = std::move(linear);
+  }
+
+  // `step_layers`: x (1, S, dim) at positions pos..pos+S-1 through every layer, then the norm: (x, norm(x)).
+  std::tuple<at::Tensor, at::Tensor> step(const at::Tensor& x0, const at::Tensor& rope, int64_t pos) const {
+    TORCH_CHECK(!layers.empty(), "the stack has no layers");
+    check_float(x0, "x");
+    TORCH_CHECK(x0.dim() == 3 && x0.size(0) == 1 && x0.size(2) == norm.numel(), "x must be (1, S, ", norm.numel(), ")");
+    const Layer& first = layers.front();
+    at::Tensor x = x0, normed = rms_norm(x, first.attention_norm, first.attention_eps), delta;
+    for (const Layer& layer : layers) {
+      if (delta.defined()) std::tie(x, normed) = add_rms_norm(x, delta, layer.attention_norm, layer.attention_eps);
+      const std::optional<at::Tensor> qn = layer.q_norm.defined() ? std::optional(layer.q_norm) : std::nullopt;
+      const std::optional<at::Tensor> kn = layer.k_norm.defined() ? std::optional(layer.k_norm) : std::nullopt;
+      const at::Tensor attended = layer.wo->forward(attend(layer.wqkv->forward(normed), qn, kn, layer.qk_eps, rope,
+                                                           layer.k_cache, layer.v_cache, pos, layer.heads,
+                                                           layer.kv_heads));
+      std::tie(x, normed) = add_rms_norm(x, attended, layer.ffn_norm, layer.ffn_eps);
+      delta = layer.w2->forward(silu_mul(layer.w1->forward(normed), layer.w3->forward(normed)));
+    }
+    return add_rms_norm(x, delta, norm, norm_eps);
+  }
+};
+
+using StackRef = c10::intrusive_ptr<Stack>;
+
+std::tuple<at::Tensor, at::Tensor> stack_step(const StackRef& stack, const at::Tensor& x, const at::Tensor& rope,
+                                              int64_t pos) {
+  return stack->step(x, rope, pos);
+}
+
+// `FastSampler.codes` after code 0, for a stack with its output layer: positions 0 (`hidden`, the slow model's
+// state) and 1 (`table[code0]`) as one step, then one position per code; after each step the output layer's
+// logits, their top k (`top_k_into`), `size` uniforms from `generator` (drawn as torch's `uniform_` draws them, so
+// the random stream is the torch sampler's) and the draw (`draw_from`); the code drawn is the next position's
+// input, `table`'s row. `rope`: the fast RoPE table, one row per position. Returns codes 1..count-1, int32.
+at::Tensor fast_codes(const StackRef& stack, const at::Tensor& table, const at::Tensor& hidden, int64_t code0,
+                      std::optional<at::Generator> generator, const at::Tensor& rope, const at::Tensor& temperature,
+                      const at::Tensor& top_p, int64_t top_k, int64_t size, int64_t count) {
+  TORCH_CHECK(stack->output, "the stack has no output layer");
+  check_float(table, "table");
+  check_float(hidden, "hidden");
+  const int64_t dim = stack->norm.numel(), n = stack->output->out, k = std::min(top_k, n);
+  TORCH_CHECK(table.dim() == 2 && table.size(1) == dim && hidden.numel() == dim, "table rows and hidden must be ",
+              dim, " wide");
+  TORCH_CHECK(count >= 2 && rope.size(0) >= count, "count must be 2..", rope.size(0));
+  TORCH_CHECK(k >= 1 && size >= n, "top_k must be at least 1 and size at least ", n);
+  const float t = temperature.item<float>(), p_max = top_p.item<float>();
+  const float* rows = table.data_ptr<float>();
+  auto row_of = [&](int64_t code) {
+    TORCH_CHECK(code >= 0 && code < table.size(0), "code ", code, " is outside the ", table.size(0), " rows");
+    return rows + code * dim;
+  };
+  at::Tensor x = at::empty({1, 2, dim}, table.options());
+  std::copy_n(hidden.data_ptr<float>(), dim, x.data_ptr<float>());
+  std::copy_n(row_of(code0), dim, x.data_ptr<float>() + dim);
+  at::Tensor codes = at::empty({count - 1}, table.options().dtype(at::kInt));
+  std::vector<float> values(k), cum(k), exps, scaled;
+  std::vector<int64_t> top(k), order;
+  int64_t start = 0;
+  for (int64_t i = 0; i + 1 < count; ++i) {
+    const int64_t S = x.size(1);
+    const at::Tensor normed = std::get<1>(stack->step(x, rope.narrow(0, start, S), start));
+    const at::Tensor logits = stack->output->forward(normed.narrow(1, S - 1, 1));
+    top_k_into(logits.data_ptr<float>(), n, k, values.data(), top.data(), cum.data(), exps, order);
+    const at::Tensor u = at::empty({size}, table.options()).uniform_(0.0, 1.0, generator);
+    const int64_t code = draw_from(values.data(), top.data(), cum.data(), k, t, p_max, u.data_ptr<float>(), size,
+                                   nullptr, 0, scaled);
+    codes.data_ptr<int32_t>()[i] = static_cast<int32_t>(code);
+    start += S;
+    x = at::empty({1, 1, dim}, table.options());
+    std::copy_n(row_of(code), dim, x.data_ptr<float>());
+  }
+  return codes;
 }
 
 }  // namespace
@@ -465,4 +787,22 @@ TORCH_LIBRARY_FRAGMENT(s2studio_cpu, m) {
   m.impl("add_rms_norm", c10::DispatchKey::CPU, &add_rms_norm);
   m.impl("silu_mul", c10::DispatchKey::CPU, &silu_mul);
   m.impl("attend", c10::DispatchKey::CPU, &attend);
+  m.class_<Linear>("Linear")
+      .def(torch::init<int64_t, at::Tensor, std::optional<at::Tensor>, int64_t, std::optional<at::Tensor>>())
+      .def("forward", &Linear::forward);
+  m.class_<Stack>("Stack")
+      .def(torch::init<at::Tensor, double>())
+      .def("add_layer", &Stack::add_layer)
+      .def("set_output", &Stack::set_output);
+  m.def("stack_step(__torch__.torch.classes.s2studio_cpu.Stack stack, Tensor x, Tensor rope, int pos) -> "
+        "(Tensor, Tensor)");
+  m.def("fast_codes(__torch__.torch.classes.s2studio_cpu.Stack stack, Tensor table, Tensor hidden, int code0, "
+        "Generator? generator, Tensor rope, Tensor temperature, Tensor top_p, int top_k, int size, int count) "
+        "-> Tensor");
+  m.def("main_token(Tensor logits, Tensor ids, Generator? generator, Tensor temperature, Tensor top_p, "
+        "Tensor ras_temperature, Tensor ras_top_p, int top_k, int size, Tensor(a!) window, bool check, int slot, "
+        "int semantic_begin, int semantic_end) -> Tensor");
+  m.impl("main_token", c10::DispatchKey::CPU, &main_token);
+  m.impl("stack_step", c10::DispatchKey::CPU, &stack_step);
+  m.impl("fast_codes", c10::DispatchKey::CPU, &fast_codes);
 }
