@@ -63,6 +63,7 @@ inline Vec widen(const uint16_t* p) {  // bfloat16 bits are the high half of a f
   return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
 }
 inline Vec fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+inline Vec add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
 inline Vec splat(float v) { return _mm512_set1_ps(v); }
 inline float total(Vec v) { return _mm512_reduce_add_ps(v); }
 #elif defined(__AVX2__) && defined(__FMA__)
@@ -75,6 +76,7 @@ inline Vec widen(const uint16_t* p) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
 }
 inline Vec fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+inline Vec add(Vec a, Vec b) { return _mm256_add_ps(a, b); }
 inline Vec splat(float v) { return _mm256_set1_ps(v); }
 inline float total(Vec v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -87,6 +89,7 @@ using Vec = float;
 inline Vec zero() { return 0.0f; }
 inline Vec load(const float* p) { return *p; }
 inline Vec fma(Vec a, Vec b, Vec c) { return a * b + c; }
+inline Vec add(Vec a, Vec b) { return a + b; }
 inline Vec splat(float v) { return v; }
 inline float total(Vec v) { return v; }
 #endif
@@ -122,7 +125,7 @@ float dot(const W* w, const float* x, int64_t K) {
     a3 = fma(widen(w + k + 3 * kLanes), load(x + k + 3 * kLanes), a3);
   }
   for (; k + kLanes <= K; k += kLanes) a0 = fma(widen(w + k), load(x + k), a0);
-  float s = total(a0) + total(a1) + total(a2) + total(a3);
+  float s = total(add(add(a0, a1), add(a2, a3)));  // one horizontal sum a row, not four
   for (; k < K; ++k) s += x[k] * scalar(w[k]);
   return s;
 }
@@ -204,7 +207,7 @@ void dot2(const W* w0, const W* w1, const float* x, int64_t K, float* out) {
     b0 = fma(widen(w1 + k), x0, b0);
     b1 = fma(widen(w1 + k + kLanes), x1, b1);
   }
-  float s0 = total(a0) + total(a1), s1 = total(b0) + total(b1);
+  float s0 = total(add(a0, a1)), s1 = total(add(b0, b1));
   for (; k < K; ++k) {
     s0 += x[k] * scalar(w0[k]);
     s1 += x[k] * scalar(w1[k]);
