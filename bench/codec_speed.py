@@ -1,18 +1,20 @@
 """Codec decode speed: full vs incremental, exact vs non-exact, tiny vs S2's full-size codec (random weights).
 
     .venv/bin/python bench/codec_speed.py [--device cpu|cuda] [--sizes tiny,full] [--frames N] [--threads T]
-                                          [--chunk C] [--far F] [--profile]
+                                          [--chunk C] [--far F] [--profile] [--no-fused] [--clock wall|cpu]
 
 Prints, per size: seconds of audio decoded per second of wall time for a full decode and for the incremental
 decoders (the exact one, the Exact mode's; `exact=False`, every other mode's, in float32 and, where the CPU
-multiplies bfloat16 natively, in bfloat16, which the other modes then use) at 1 and `--chunk` frames per push,
+multiplies bfloat16 natively, in bfloat16, which the other modes then use; each also with the engine's fused C++
+Snake, "fused", where the CPU kernels build, unless `--no-fused`) at 1 and `--chunk` frames per push,
 with how far their samples are from the full decode's (PCM16 samples off, the largest difference, the SNR); then
 the time per frame of a push of `--chunk` frames (the engine's) at frame 10, 100 and `--far` (1000) of a sequence,
 the decoders side by side, their pushes interleaved so that they share the machine's load (read the ratios on a
-busy machine). The incremental decoders keep a bounded state, so the three figures of each should be about equal
-(flat); if they grow with the frame index, something re-decodes the past. A script, not a test: figures vary by
+busy machine; `--clock cpu` times them in the process's CPU time instead of wall time, which another job on the
+machine disturbs less). The incremental decoders keep a bounded state, so the three figures of each should be about
+equal (flat); if they grow with the frame index, something re-decodes the past. A script, not a test: figures vary by
 machine. `--profile` prints instead where the non-exact decoders' pushes of `--chunk` frames at frame 100 spend
-their time, per kind of op (each op's own wall time, summed over 10 pushes).
+their time, per kind of op (each op's own time, summed over 10 pushes).
 """
 
 from __future__ import annotations
@@ -38,13 +40,16 @@ from s2studio.audio.io import pcm16  # noqa: E402
 from s2studio.codec.codec import Codec  # noqa: E402
 from s2studio.codec import fast_stream  # noqa: E402
 from s2studio.codec.config import S2, TINY, CodecConfig  # noqa: E402
-from s2studio.codec.fast_stream import fast_dtype  # noqa: E402
+from s2studio.codec.fast_stream import CodecOps, fast_dtype  # noqa: E402
 from s2studio.codec.layers import (  # noqa: E402
     CausalConv, CausalTransConv, ConvNeXtBlock, Snake1d, WindowLimitedTransformer,
 )
 from s2studio.codec.streaming import IncrementalDecoder  # noqa: E402
+from s2studio.engine.weights.cpu_codec import codec_ops  # noqa: E402
 
 SIZES = {"tiny": TINY, "full": S2}
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+clock = CLOCKS["wall"]
 
 
 def random_codec(config: CodecConfig, device: torch.device) -> Codec:
@@ -72,18 +77,28 @@ def sync(device: torch.device) -> None:
 
 def timed(fn, device: torch.device) -> float:
     sync(device)
-    t = time.perf_counter()
+    t = clock()
     fn()
     sync(device)
-    return time.perf_counter() - t
+    return clock() - t
 
 
-def modes(device: torch.device) -> dict[str, tuple[bool, torch.dtype]]:
-    """name -> (exact, dtype) of each decoder to time: the exact one, the non-exact one in float32, and in
-    bfloat16 where this machine picks it for the non-exact modes."""
-    found = {"exact": (True, torch.float32), "non-exact f32": (False, torch.float32)}
-    if fast_dtype(device) == torch.bfloat16:
-        found["non-exact bf16"] = (False, torch.bfloat16)
+Mode = tuple[bool, torch.dtype, CodecOps | None]
+fused = True
+
+
+def modes(device: torch.device) -> dict[str, Mode]:
+    """name -> (exact, dtype, ops) of each decoder to time: the exact one, the non-exact one in float32, and in
+    bfloat16 where this machine picks it for the non-exact modes; each non-exact one also with the engine's fused
+    ops where they build (unless `--no-fused`)."""
+    ops = codec_ops(device) if fused else None
+    found: dict[str, Mode] = {"exact": (True, torch.float32, None)}
+    for dtype in (torch.float32, torch.bfloat16):
+        if dtype == torch.float32 or fast_dtype(device) == torch.bfloat16:
+            name = f"non-exact {'bf16' if dtype == torch.bfloat16 else 'f32'}"
+            found[name] = (False, dtype, None)
+            if ops is not None:
+                found[name + " fused"] = (False, dtype, ops)
     return found
 
 
@@ -96,17 +111,17 @@ def bench(size: str, frames: int, device: torch.device, chunk: int, far: int) ->
     config = SIZES[size]
     codec = random_codec(config, device)
     seconds_per_frame = config.frame_length / config.sample_rate
-    c = codes(config, max(frames, far + 3 * chunk + 10), device)
+    c = codes(config, max(frames, 100, far) + 3 * chunk + 10, device)  # frame 100 is always timed
     audio_s = frames * seconds_per_frame
     codec.decode(c[:, :4][None])  # warm-up: kernels, RoPE table
     out: list = []
     full = timed(lambda: out.append(codec.decode(c[:, :frames][None]).reshape(-1).cpu().numpy()), device)
     print(f"{size}: full decode of {frames} frames ({audio_s:.1f} s): {audio_s / full:7.2f} s audio/s")
     kinds = modes(device)
-    for name, (exact, dtype) in kinds.items():
+    for name, (exact, dtype, ops) in kinds.items():
         for push in (1, chunk):
-            IncrementalDecoder(codec, exact, chunk, dtype).push(c[:, :push + 1])  # untimed: packs weights
-            dec = IncrementalDecoder(codec, exact, chunk, dtype)
+            IncrementalDecoder(codec, exact, chunk, dtype, ops).push(c[:, :push + 1])  # untimed: packs weights
+            dec = IncrementalDecoder(codec, exact, chunk, dtype, ops)
             parts: list = []
 
             def run() -> None:
@@ -116,11 +131,12 @@ def bench(size: str, frames: int, device: torch.device, chunk: int, far: int) ->
             t = timed(run, device)
             streamed = np.concatenate(parts)
             lsb = np.abs(pcm16(streamed).astype(np.int32) - pcm16(out[0]).astype(np.int32))
-            print(f"{size}: {name:14s} incremental, {push} frame(s) per push: {audio_s / t:7.2f} s audio/s; "
+            print(f"{size}: {name:20s} incremental, {push} frame(s) per push: {audio_s / t:7.2f} s audio/s; "
                   f"vs full decode: max |Δ| {np.abs(streamed - out[0]).max():.1e}, PCM16 off on "
                   f"{np.count_nonzero(lsb) / lsb.size:.3%} (max {lsb.max()} LSB), "
                   f"SNR {snr_db(streamed, out[0]):.1f} dB")
-    decoders = {name: IncrementalDecoder(codec, exact, chunk, dtype) for name, (exact, dtype) in kinds.items()}
+    decoders = {name: IncrementalDecoder(codec, exact, chunk, dtype, ops)
+                for name, (exact, dtype, ops) in kinds.items()}
     at: dict[str, dict[int, float]] = {name: {} for name in kinds}
     flops = {}
     for target in (10, 100, far):
@@ -142,7 +158,7 @@ def bench(size: str, frames: int, device: torch.device, chunk: int, far: int) ->
             at[name][target] = statistics.median(times[name])
     targets = (10, 100, far)
     for name in kinds:
-        print(f"{size}: {name:14s} push of {chunk} at frame " + " / ".join(map(str, targets)) + ": "
+        print(f"{size}: {name:20s} push of {chunk} at frame " + " / ".join(map(str, targets)) + ": "
               + " / ".join(f"{at[name][k] * 1000:.1f}" for k in targets) + " ms a frame"
               + (f"  (real time needs < {seconds_per_frame * 1000:.1f} ms); GFLOP a frame "
                  + " / ".join(f"{flops[k] / 1e9:.3f}" for k in targets) if name == "exact" else
@@ -171,9 +187,9 @@ def profile(size: str, device: torch.device, chunk: int, pushes: int = 10) -> No
 
     def counted(kind: str, fn, *args, **kwargs):
         before = inner[0]
-        t = time.perf_counter()
+        t = clock()
         out = fn(*args, **kwargs)
-        took = time.perf_counter() - t
+        took = clock() - t
         spent[kind] = spent.get(kind, 0.0) + took - (inner[0] - before)
         inner[0] = before + took
         return out
@@ -185,10 +201,10 @@ def profile(size: str, device: torch.device, chunk: int, pushes: int = 10) -> No
     fast_stream.FastConvStack._run = run
     WindowLimitedTransformer.step = lambda *a, **k: counted("post-module (transformer)", step, *a, **k)
     try:
-        for name, (exact, dtype) in modes(device).items():
+        for name, (exact, dtype, ops) in modes(device).items():
             if exact:
                 continue
-            dec = IncrementalDecoder(codec, exact, chunk, dtype)
+            dec = IncrementalDecoder(codec, exact, chunk, dtype, ops)
             dec.push(c[:, :100])
             dec.push(c[:, 100:100 + chunk])
             spent.clear()
@@ -212,12 +228,16 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=4, help="frames per push (the engine's chunk)")
     parser.add_argument("--far", type=int, default=1000, help="the last frame index the push cost is taken at")
     parser.add_argument("--profile", action="store_true", help="where the non-exact pushes' time goes, per op kind")
+    parser.add_argument("--no-fused", action="store_true", help="leave out the decoders with the fused C++ Snake")
+    parser.add_argument("--clock", choices=CLOCKS, default="wall", help="time pushes in wall or process CPU time")
     args = parser.parse_args()
+    global clock, fused
+    clock, fused = CLOCKS[args.clock], not args.no_fused
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     print(f"torch {torch.__version__}, device {device}, {torch.get_num_threads()} CPU thread(s), "
-          f"load {os.getloadavg()[0]:.1f}")
+          f"load {os.getloadavg()[0]:.1f}, {args.clock} clock")
     with torch.inference_mode():
         for size in args.sizes.split(","):
             if args.profile:

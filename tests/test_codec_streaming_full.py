@@ -4,7 +4,8 @@ for the engine's 4-frame chunks and for 1- and 3-frame chunks:
 - the exact decoder (the Exact speed): 1 LSB on at most 0.1 % of the PCM16 samples, at T = 160;
 - the non-exact decoder (every other speed, `codec/fast_stream.py`) in float32: 1 LSB on at most 1 %, never 2, at
   T = 150 (past the 128-frame window, and a length no chunk divides, so pieces of the step and of 1 frame both run);
-- the same in bfloat16, where the CPU has it: an SNR against the full decode of at least `BF16_SNR`.
+- the same in bfloat16, where the CPU has it: an SNR against the full decode of at least `BF16_SNR`;
+- both non-exact ones with torch's Snake and with the engine's fused one (`engine/weights/cpu_codec.py`).
 
 The tiny codec cannot show what only the real widths exercise (1536..96 decoder channels, 16 heads, the 128-frame
 window, oneDNN's weights packed per width). Slow: a 1.9 GB checkpoint is written once, and each length is decoded
@@ -33,6 +34,7 @@ from s2studio.codec.config import S2
 from s2studio.codec.loading import load_codec
 from s2studio.codec.streaming import decode_in_chunks
 from s2studio.demo_model.codec_weights import write_codec_checkpoint
+from s2studio.engine.weights.cpu_codec import CpuCodecOps, codec_ops
 
 pytestmark = pytest.mark.slow
 
@@ -53,6 +55,20 @@ def codec(tmp_path_factory: pytest.TempPathFactory):
     codec = load_codec(folder)
     (folder / "codec.pth").unlink()
     return codec
+
+
+@pytest.fixture(scope="module")
+def fused() -> CpuCodecOps:
+    """The engine's C++ Snake (which must build here)."""
+    ops = codec_ops(torch.device("cpu"))
+    assert isinstance(ops, CpuCodecOps), "the CPU kernels must build here (a C++ compiler is part of the test setup)"
+    return ops
+
+
+@pytest.fixture(params=["torch", "fused"])
+def snake_ops(request, fused) -> CpuCodecOps | None:
+    """The non-exact decode's Snake: torch's or the engine's."""
+    return None if request.param == "torch" else fused
 
 
 @pytest.fixture(scope="module")
@@ -85,11 +101,22 @@ def test_streaming_the_full_size_codec_stays_within_its_bound(codec, full_decode
     assert share <= limit, f"{share:.4%} of samples"
 
 
+@pytest.mark.parametrize("chunk", [4, 1, 3])
+def test_the_fused_snake_keeps_the_float32_bound(codec, full_decodes, fused, chunk: int) -> None:
+    frames, limit, largest = NON_EXACT
+    codes, full = full_decodes[frames]
+    streamed = decode_in_chunks(codec, codes, chunk, exact=False, dtype=torch.float32, ops=fused)
+    assert streamed.shape == full.shape == (2048 * frames,)
+    share = lsb_share(streamed, full, largest)  # float rounding only; a lost context shows as >= 1e-3
+    assert share <= limit, f"{share:.4%} of samples"
+
+
 @pytest.mark.skipif(not fast_stream.native_bf16(), reason="this CPU has no native bfloat16")
 @pytest.mark.parametrize("chunk", [4, 1, 3])
-def test_the_bfloat16_decode_of_the_full_size_codec_holds_its_snr(codec, full_decodes, server_snr, chunk: int) -> None:
+def test_the_bfloat16_decode_of_the_full_size_codec_holds_its_snr(codec, full_decodes, server_snr, snake_ops,
+                                                                   chunk: int) -> None:
     codes, full = full_decodes[NON_EXACT[0]]
-    streamed = decode_in_chunks(codec, codes, chunk, exact=False, dtype=torch.bfloat16)
+    streamed = decode_in_chunks(codec, codes, chunk, exact=False, dtype=torch.bfloat16, ops=snake_ops)
     whole, worst = snr_db(streamed, full), snr_db(streamed, full, per=2048)
     assert whole >= BF16_SNR[0] and worst >= BF16_SNR[1], (whole, worst)
     assert whole >= server_snr + BF16_SNR[2], (whole, server_snr)

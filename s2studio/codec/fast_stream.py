@@ -27,8 +27,8 @@ bench/codec_speed.py, `--profile` for the shares):
 
 - where a float32 push of 4 frames went (full size, 2 threads): the k7 convs 42 %, the post-module 20 %, Snake
   11 %, the transposed convs 10 %, the k1 convs 8 %, the ConvNeXt blocks 5 %; in bfloat16 (1 thread): the k7 convs
-  42 %, Snake 18 % (float32 torch ops, now the largest thing bfloat16 does not touch), the post-module 12 %, the
-  transposed and the k1 convs 10 % each;
+  42 %, Snake 18 % (float32 torch ops, the largest thing bfloat16 did not touch: now fused, below), the post-module
+  12 %, the transposed and the k1 convs 10 % each;
 - each conv at its 4-frame-push width took 0.25-0.85x its packed float32 time at 1 thread (the k7 convs
   0.4-0.6x, oneDNN at about twice float32's GFLOP/s); the post-module's linears 0.22x (half the bytes, and
   oneDNN's packed bfloat16 GEMM against MKL's float32 one at a few rows);
@@ -41,10 +41,22 @@ bench/codec_speed.py, `--profile` for the shares):
   s2-codec.md §7.1), on the same codes, 39.8, 37.3 and 38.0 dB. So it cannot hold 1 LSB on 99 % (bfloat16 keeps 8
   significant bits; each conv alone is 51 dB from float32), but it is 3.4-4.5 dB nearer float32 than what
   upstream serves on a CPU. The float32 decode stays within 1 LSB (0.07-0.44 % of the samples).
-  Most of the error is made at 44.1 kHz: that block in float32 gave 51.8 dB for 8 % more time (not taken); a
+  Most of the error is made at 44.1 kHz: that block in float32 gave 51.8 dB for 8 % more time (not taken; with the
+  fused Snake below still 8 %: 45.4 against 49.2 ms a frame at 1 thread, less than bfloat16 without it); a
   bfloat16 residual stream 39.6 dB and a bfloat16 last conv 41.1 dB (tiny codec) instead of 41.5;
 - int8 (oneDNN, VNNI; per-channel weights, 8-bit activations) ran a k7 conv at 0.64-0.85x bfloat16's time, its
   output 36 dB from float32 against bfloat16's 51: not used.
+
+Snake runs fused where the engine hands over its C++ op (`CodecOps`; `engine/weights/cpu_codec.cpp`: one pass,
+its own vectorised sine, written directly in bfloat16 where a bfloat16 conv reads it, which then rounds nothing);
+torch's five elementwise ops otherwise (no compiler, `S2STUDIO_CPU_KERNELS=0`, other devices). Measured on the Zen 4
+(full size, 4-frame pushes from frame 100, the decoders interleaved, process CPU time; load 2.2-3.4): 0.83-0.85x
+the bfloat16 decode's time at 1 thread (54.5-54.7 → 45.2-46.2 ms a frame), 0.81-0.85x at 2 threads; float32
+0.88-0.93x (99.6-103.7 → 91.4-92.8) and 0.91-0.96x. Snake itself went from 17 % of a bfloat16 push to 5 % (10.7 →
+2.4 ms a frame) and from 10 % to 3 % of a float32 one (9.7 → 3.4), `bench/codec_speed.py --profile`. Its rounding
+differs from torch's (the sine within 1.8 ulp; tests/test_cpu_codec.py), and the decodes are as near a full one:
+float32 1 LSB off on 0.18-0.19 % of the samples (tiny codec; torch's Snake also 0.18-0.19 %), 0.38-0.44 % (the
+slow test's full-size codec; 0.37-0.44 %), 0.10 % (the bench's; 0.09 %); bfloat16 SNRs unchanged to 0.01 dB.
 
 Elsewhere (`S2STUDIO_CODEC_BF16=0`, or no native bfloat16) the decode is float32. On an AVX2 EPYC oneDNN refused to
 pack bfloat16 weights, and torch's own bfloat16 conv ran 17-200x slower than the packed float32 one; int8 (fbgemm)
@@ -56,6 +68,7 @@ from __future__ import annotations
 import logging
 import os
 import weakref
+from typing import Protocol
 
 import torch
 from torch import nn
@@ -80,6 +93,18 @@ _PACKED: weakref.WeakKeyDictionary[nn.Module, dict[tuple[int, torch.dtype], torc
 the codec); a linear's do not depend on the width (key 0)."""
 
 _announced: set[str] = set()
+
+
+class CodecOps(Protocol):
+    """Fused ops for the non-exact decode, with the math of the torch code they replace (only the rounding may differ).
+    The codec does not know who implements them: the engine passes its C++ kernels (`engine/weights/cpu_codec.py`)
+    into `IncrementalDecoder` where they apply (a CPU with the kernels built); without them torch's ops run."""
+
+    def snake(self, x: torch.Tensor, alpha: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
+        """`layers.snake` over time-major `x (1, T, C)` (float32 or bfloat16, channels contiguous) with `alpha`'s
+        C values, in one pass: a contiguous result in `out_dtype` (bfloat16 where a bfloat16 conv reads it next,
+        which then rounds nothing itself)."""
+        ...
 
 
 def packing_available(device: torch.device) -> bool:
@@ -169,9 +194,12 @@ class FastConvStack:
 
     `dtype` (default: `fast_dtype` for the codec's device) is that of its convs and of the linears it applies
     (`linear`, also the post-module's); float32 elsewhere: Snake, the norms, the residual sums, the carried state,
-    the depthwise convs (memory-bound) and the last conv (the waveform's own rounding stays float32's)."""
+    the depthwise convs (memory-bound) and the last conv (the waveform's own rounding stays float32's).
 
-    def __init__(self, codec: Codec, step: int, dtype: torch.dtype | None = None) -> None:
+    `ops` (`CodecOps`, from the engine) runs Snake fused, writing each one's result in the dtype of the conv that
+    reads it; without it, torch's `snake`."""
+
+    def __init__(self, codec: Codec, step: int, dtype: torch.dtype | None = None, ops: CodecOps | None = None) -> None:
         if step < 1:
             raise ValueError("step must be at least 1 frame")
         if dtype is None:
@@ -180,9 +208,21 @@ class FastConvStack:
             raise ValueError(f"the fast decode runs in float32 or bfloat16, not {dtype}")
         if dtype != torch.float32 and not packing_available(codec.device):
             raise ValueError(f"bfloat16 convs need oneDNN on the CPU, not {codec.device}")
-        self.codec, self.step, self.dtype = codec, step, dtype
+        self.codec, self.step, self.dtype, self.ops = codec, step, dtype, ops
         self._last = codec.decoder.model[-2]  # the conv to one channel before tanh
         self._state: dict[int, torch.Tensor] = {}
+        self._snake_dtype = self._snake_outputs()
+
+    def _snake_outputs(self) -> dict[nn.Module, torch.dtype]:
+        """Per Snake of the stack, the dtype of the conv that reads its output (each Snake feeds one conv, the
+        next module of its `nn.Sequential`): bfloat16 for the bfloat16 convs, float32 for the last conv."""
+        found: dict[nn.Module, torch.dtype] = {}
+        for seq in (*self.codec.quantizer.upsample.modules(), *self.codec.decoder.modules()):
+            if isinstance(seq, nn.Sequential):
+                for m, reader in zip(seq, list(seq)[1:]):
+                    if isinstance(m, Snake1d) and isinstance(reader, CausalConv | CausalTransConv):
+                        found[m] = self._dtype_of(reader)
+        return found
 
     def reset(self) -> None:
         self._state.clear()
@@ -219,7 +259,9 @@ class FastConvStack:
         if isinstance(module, CausalTransConv):
             return self._trans_conv(module, x)
         if isinstance(module, Snake1d):
-            return snake(x, module.alpha.view(1, 1, -1))
+            if self.ops is None:
+                return snake(x, module.alpha.view(1, 1, -1))
+            return self.ops.snake(x, module.alpha.view(-1), self._snake_dtype.get(module, torch.float32))
         if isinstance(module, nn.Tanh):
             return module(x)
         raise TypeError(f"no streaming rule for {type(module).__name__}")

@@ -48,7 +48,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from s2studio.codec.codec import Codec, DecoderBlock
-from s2studio.codec.fast_stream import FastConvStack
+from s2studio.codec.fast_stream import CodecOps, FastConvStack
 from s2studio.codec.layers import CausalConv, CausalTransConv, ConvNeXtBlock, KVCache, ResidualUnit, Snake1d
 
 
@@ -62,8 +62,10 @@ class IncrementalDecoder:
     codec; tested against the issue's 1 %); in bfloat16 by an SNR of 41-43 dB, above the 38-40 dB of upstream's
     own CPU server decode (bf16 autocast). The speeds other than Exact decode so."""
 
-    def __init__(self, codec: Codec, exact: bool = True, step: int = 4, dtype: torch.dtype | None = None) -> None:
-        """`dtype`: the non-exact decode's (`FastConvStack`; default: what this machine runs best)."""
+    def __init__(self, codec: Codec, exact: bool = True, step: int = 4, dtype: torch.dtype | None = None,
+                 ops: CodecOps | None = None) -> None:
+        """`dtype`: the non-exact decode's (`FastConvStack`; default: what this machine runs best); `ops`: its fused
+        ops (`fast_stream.CodecOps`, the engine's C++ Snake), None for torch's. The exact decode takes neither."""
         self.codec = codec
         self.exact = exact
         self.frames = 0
@@ -72,7 +74,9 @@ class IncrementalDecoder:
         self._push_frames = 0  # code frames of the push under way (`_trans_conv` windows by them)
         if exact and dtype not in (None, torch.float32):
             raise ValueError("the exact decode runs in float32")
-        self._fast = None if exact else FastConvStack(codec, step, dtype)
+        if exact and ops is not None:
+            raise ValueError("the exact decode runs torch's own ops")
+        self._fast = None if exact else FastConvStack(codec, step, dtype, ops)
 
     @property
     def dtype(self) -> torch.dtype:
@@ -193,11 +197,11 @@ def _wide(x: torch.Tensor) -> torch.Tensor:
 
 
 def decode_in_chunks(codec: Codec, codes: np.ndarray | torch.Tensor, chunk: int, exact: bool = True,
-                     dtype: torch.dtype | None = None) -> np.ndarray:
+                     dtype: torch.dtype | None = None, ops: CodecOps | None = None) -> np.ndarray:
     """Decode `(10, T)` codes `chunk` frames at a time through one `IncrementalDecoder`; 1-D float32 samples."""
     if chunk < 1:
         raise ValueError("chunk must be at least 1 frame")
-    decoder = IncrementalDecoder(codec, exact=exact, step=chunk, dtype=dtype)
+    decoder = IncrementalDecoder(codec, exact=exact, step=chunk, dtype=dtype, ops=ops)
     codes_t = torch.as_tensor(np.asarray(codes) if not isinstance(codes, torch.Tensor) else codes)
     parts = [decoder.push(codes_t[..., i: i + chunk]) for i in range(0, codes_t.shape[-1], chunk)]
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)

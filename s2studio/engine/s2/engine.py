@@ -48,6 +48,7 @@ from s2studio.engine.s2.generate import (
     plan_batches,
 )
 from s2studio.engine.s2.setup import Runtime, load_steps
+from s2studio.engine.weights.cpu_codec import codec_ops
 from s2studio.errors import UserError
 from s2studio.state.codes import check_codes
 from s2studio.text.prompt import Exchange, Reference, conversation, encoded_length, exchange_parts, split_turns
@@ -277,10 +278,13 @@ class S2Engine:
         yield JobFinished(job)
 
     def _audio_decoder(self, loaded: Runtime) -> IncrementalDecoder:
-        """A line's streaming decoder: the exact one for the exact loop, else the fast one, in pieces of the
-        engine's chunk (pushing 1 + chunk frames once at load packs its weights for both sizes)."""
+        """A line's streaming decoder: the exact one for the exact loop, else the fast one with the C++ Snake where
+        the kernels run, in pieces of the engine's chunk (pushing 1 + chunk frames once at load packs its weights
+        for both sizes, and builds the kernels if this machine has none yet)."""
         assert loaded.codec is not None
-        return IncrementalDecoder(loaded.codec, exact=loaded.exact_audio, step=self.chunk_frames)
+        if loaded.exact_audio:
+            return IncrementalDecoder(loaded.codec, step=self.chunk_frames)
+        return IncrementalDecoder(loaded.codec, exact=False, step=self.chunk_frames, ops=codec_ops(loaded.codec.device))
 
     def _stream(self, loaded: Runtime, request: SynthesisRequest, line: LineSpec, seed: int,
                 batch_events: Iterator[BatchEvent], switch_s: float | None = None) -> Iterator[Event]:

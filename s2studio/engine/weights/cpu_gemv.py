@@ -1,7 +1,8 @@
 """Build, load and call the CPU kernels of `cpu_gemv.cpp`: linear layers with bf16, int8 or int4 weights, float32 math.
 
-The same library holds the fast path's fused step ops (`cpu_step.cpp`, called through `cpu_step.py`): one build of
-every source in `SOURCES`, named by the hash of them all.
+The same library holds the fast path's fused step ops (`cpu_step.cpp`, called through `cpu_step.py`) and the codec's
+fused Snake (`cpu_codec.cpp`, through `cpu_codec.py`): one build of every source in `SOURCES`, named by the hash of
+them all.
 
 Up to 8 rows of activations (decode steps) the weights stream once through a matrix-vector kernel at memory
 speed; longer inputs (a prefill) are widened to float32 a block of rows at a time for torch's GEMM.
@@ -40,8 +41,9 @@ from torch import Tensor
 log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("cpu_gemv.cpp")
-SOURCES = (SOURCE, Path(__file__).with_name("cpu_step.cpp"))
-"""Every source of the library: the linear layers, and the small ops of a fast-path step (`cpu_step.cpp`)."""
+SOURCES = (SOURCE, Path(__file__).with_name("cpu_step.cpp"), Path(__file__).with_name("cpu_codec.cpp"))
+"""Every source of the library: the linear layers, the small ops of a fast-path step (`cpu_step.cpp`) and the
+codec's fused Snake (`cpu_codec.cpp`)."""
 PREBUILT = Path(__file__).with_name("prebuilt")
 """Builds shipped with the package (packaging/build.sh puts them in the bundle): looked up before the cache."""
 MANIFEST = "SHA256SUMS"
