@@ -267,11 +267,12 @@ class _Tok:
     im_end_id = 151645
 
 
-def s2_frame_time(model: DualAR, reps: int, context: int = 64) -> tuple[float, float, float]:
-    """(slow step with all model layers, slow step with half of them, fast part) in seconds, each the best of
-    `reps`: the same statistic as the bandwidth it is compared with (best of 7), so that another process's
-    burst of memory traffic on a shared machine inflates neither. `context`: positions already in the cache
-    (every slow layer reads their keys and values at each step)."""
+def s2_frame_samples(model: DualAR, reps: int, context: int = 64, between=None
+                     ) -> list[tuple[float, float, float]]:
+    """`reps` samples of (slow step with all model layers, slow step with half of them, fast part) in seconds, after
+    one untimed round; `between()` runs before each sample (`end_to_end.py` samples the bandwidth there, so that
+    each frame has one measured beside it). `context`: positions already in the cache (every slow layer reads
+    their keys and values at each step)."""
     decoder = fast_decoder(model, _Tok, context + 64)
     sampler = FastSampler(decoder, temperature=1.0, top_p=0.9, top_k=30, generator=make_generator(1, DEVICE))
     prompt = torch.zeros(11, context, dtype=torch.long, device=DEVICE)
@@ -279,6 +280,8 @@ def s2_frame_time(model: DualAR, reps: int, context: int = 64) -> tuple[float, f
     column = torch.zeros(11, 1, dtype=torch.long, device=DEVICE)
     column[0, 0] = 151678 + 7
     layers, caches = model.layers, decoder.caches.slow
+    half = len(layers) // 2
+    samples = []
     with torch.inference_mode():
         logits, hidden = decoder.prefill(prompt)
 
@@ -288,16 +291,27 @@ def s2_frame_time(model: DualAR, reps: int, context: int = 64) -> tuple[float, f
         def fast() -> float:
             return _timed(lambda: sampler.frame(logits, hidden))
 
-        slow(), fast()
-        full = min(slow() for _ in range(reps))
-        half = len(layers) // 2
-        model.layers, decoder.caches.slow = layers[:half], caches[:half]
-        try:
-            part = min(slow() for _ in range(reps))
-        finally:
-            model.layers, decoder.caches.slow = layers, caches
-        frame_fast = min(fast() for _ in range(reps))
-    return full, part, frame_fast
+        def halved() -> float:
+            model.layers, decoder.caches.slow = layers[:half], caches[:half]
+            try:
+                return slow()
+            finally:
+                model.layers, decoder.caches.slow = layers, caches
+
+        slow(), halved(), fast()
+        for _ in range(reps):
+            if between is not None:
+                between()
+            samples.append((slow(), halved(), fast()))
+    return samples
+
+
+def s2_frame_time(model: DualAR, reps: int, context: int = 64) -> tuple[float, float, float]:
+    """(slow step with all model layers, slow step with half of them, fast part) in seconds, each the best of
+    `reps` (`s2_frame_samples`): the same statistic as the bandwidth it is compared with (best of 7), so that
+    another process's burst of memory traffic on a shared machine inflates neither."""
+    full, part, fast = zip(*s2_frame_samples(model, reps, context), strict=True)
+    return min(full), min(part), min(fast)
 
 
 def s2_shape(args: argparse.Namespace, ceiling: float) -> None:

@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from s2studio.codec.codec import Codec
 from s2studio.codec.config import CodecConfig
 from s2studio.codec.resample import encode_file
 from s2studio.codec.streaming import IncrementalDecoder
@@ -81,6 +82,14 @@ def speaker_text(speaker: int, text: str) -> str:
 
 def estimate_frames(text: str) -> int:
     return max(1, round(FRAMES_PER_CHAR * len(TAG.sub("", SPEAKER_TAG.sub("", text)).strip())))
+
+
+def line_decoder(codec: Codec, exact: bool, step: int) -> IncrementalDecoder:
+    """A line's streaming decoder as the engine makes it (benchmarks time this one): the exact one for the exact
+    loop, else the fast one, with the C++ Snake where the kernels run."""
+    if exact:
+        return IncrementalDecoder(codec, step=step)
+    return IncrementalDecoder(codec, exact=False, step=step, ops=codec_ops(codec.device))
 
 
 class S2Engine:
@@ -278,13 +287,10 @@ class S2Engine:
         yield JobFinished(job)
 
     def _audio_decoder(self, loaded: Runtime) -> IncrementalDecoder:
-        """A line's streaming decoder: the exact one for the exact loop, else the fast one with the C++ Snake where
-        the kernels run, in pieces of the engine's chunk (pushing 1 + chunk frames once at load packs its weights
-        for both sizes, and builds the kernels if this machine has none yet)."""
+        """A line's streaming decoder (`line_decoder`) in pieces of the engine's chunk (pushing 1 + chunk frames once
+        at load packs its weights for both sizes, and builds the kernels if this machine has none yet)."""
         assert loaded.codec is not None
-        if loaded.exact_audio:
-            return IncrementalDecoder(loaded.codec, step=self.chunk_frames)
-        return IncrementalDecoder(loaded.codec, exact=False, step=self.chunk_frames, ops=codec_ops(loaded.codec.device))
+        return line_decoder(loaded.codec, loaded.exact_audio, self.chunk_frames)
 
     def _stream(self, loaded: Runtime, request: SynthesisRequest, line: LineSpec, seed: int,
                 batch_events: Iterator[BatchEvent], switch_s: float | None = None) -> Iterator[Event]:
