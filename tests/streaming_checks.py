@@ -1,5 +1,6 @@
 """What the streaming-decode tests share: the tiny codec's folder, a full decode to compare with, the share of
-PCM16 samples a streamed decode rounds 1 LSB away from it, and (for the bfloat16 decode) its SNR."""
+PCM16 samples a streamed decode rounds 1 LSB away from it, (for the bfloat16 decode) its SNR, and the C++ codec ops
+that must build."""
 
 from __future__ import annotations
 
@@ -25,6 +26,16 @@ def codec_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def codec(codec_dir: Path):
     return load_codec(codec_dir)
+
+
+def built_codec_ops():
+    """The engine's C++ codec ops (the fused Snake), which must build here: a C++ compiler is part of the test
+    setup, and a silent fallback to torch's Snake would leave the fused one untested."""
+    from s2studio.engine.weights.cpu_codec import CpuCodecOps, codec_ops
+
+    ops = codec_ops(torch.device("cpu"))
+    assert isinstance(ops, CpuCodecOps), "the CPU kernels must build here (a C++ compiler is part of the test setup)"
+    return ops
 
 
 def full_decode(codec, codes: np.ndarray) -> np.ndarray:

@@ -17,7 +17,7 @@ import torch
 from engine_contract import collect
 
 from codec_clips import random_codes
-from streaming_checks import codec, codec_dir, full_decode, snr_db  # noqa: F401 - fixtures
+from streaming_checks import built_codec_ops, codec, codec_dir, full_decode, snr_db  # noqa: F401 - fixtures
 from streaming_checks import lsb_share as shared_lsb_share
 from s2studio.codec import fast_stream
 from s2studio.codec.loading import load_codec
@@ -26,7 +26,7 @@ from s2studio.demo_model import write_demo_model
 from s2studio.engine.api import (
     AudioChunk, JobFinished, LineFinished, LineSpec, LoadRequest, Reference, SamplingParams, SynthesisRequest,
 )
-from s2studio.engine.weights.cpu_codec import CpuCodecOps, codec_ops
+from s2studio.engine.weights.cpu_codec import CpuCodecOps
 
 FRAMES = 150
 """More than the tiny codec's window (4) and not a multiple of 32 or of any chunk below: every piece size runs."""
@@ -48,9 +48,7 @@ def snake_ops(request) -> CpuCodecOps | None:
     """The non-exact decode's Snake: torch's, or the engine's C++ one (which must build here)."""
     if request.param == "torch":
         return None
-    ops = codec_ops(torch.device("cpu"))
-    assert isinstance(ops, CpuCodecOps), "the CPU kernels must build here (a C++ compiler is part of the test setup)"
-    return ops
+    return built_codec_ops()
 
 
 @pytest.fixture(scope="module")
@@ -195,7 +193,9 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def as_the_engine_pushes(codec, codes: np.ndarray, exact: bool) -> np.ndarray:
     """The line's first frame alone, then chunks of 4 (`S2Engine(chunk_frames=4)`), the non-exact decode with the
     fused Snake."""
-    decoder = IncrementalDecoder(codec, exact=exact, step=4, ops=None if exact else codec_ops(codec.device))
+    from s2studio.engine.s2.engine import line_decoder
+
+    decoder = line_decoder(codec, exact, 4)
     return np.concatenate([decoder.push(codes[:, :1])]
                           + [decoder.push(codes[:, i:i + 4]) for i in range(1, codes.shape[1], 4)])
 

@@ -28,13 +28,13 @@ import pytest
 import torch
 
 from codec_clips import random_codes
-from streaming_checks import full_decode, lsb_share, snr_db
+from streaming_checks import built_codec_ops, full_decode, lsb_share, snr_db
 from s2studio.codec import fast_stream
 from s2studio.codec.config import S2
 from s2studio.codec.loading import load_codec
 from s2studio.codec.streaming import decode_in_chunks
 from s2studio.demo_model.codec_weights import write_codec_checkpoint
-from s2studio.engine.weights.cpu_codec import CpuCodecOps, codec_ops
+from s2studio.engine.weights.cpu_codec import CpuCodecOps
 
 pytestmark = pytest.mark.slow
 
@@ -60,9 +60,7 @@ def codec(tmp_path_factory: pytest.TempPathFactory):
 @pytest.fixture(scope="module")
 def fused() -> CpuCodecOps:
     """The engine's C++ Snake (which must build here)."""
-    ops = codec_ops(torch.device("cpu"))
-    assert isinstance(ops, CpuCodecOps), "the CPU kernels must build here (a C++ compiler is part of the test setup)"
-    return ops
+    return built_codec_ops()
 
 
 @pytest.fixture(params=["torch", "fused"])
@@ -89,23 +87,16 @@ def full_decodes(codec, one_thread) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     return made
 
 
-@pytest.mark.parametrize("exact", [True, False], ids=["exact", "non-exact"])
+@pytest.mark.parametrize("mode", ["exact", "non-exact", "non-exact, fused Snake"])
 @pytest.mark.parametrize("chunk", [4, 1, 3])
-def test_streaming_the_full_size_codec_stays_within_its_bound(codec, full_decodes, chunk: int, exact: bool) -> None:
+def test_streaming_the_full_size_codec_stays_within_its_bound(codec, full_decodes, fused, chunk: int,
+                                                              mode: str) -> None:
     assert codec.config == S2
+    exact = mode == "exact"
     frames, limit, largest = EXACT if exact else NON_EXACT
     codes, full = full_decodes[frames]
-    streamed = decode_in_chunks(codec, codes, chunk, exact=exact, dtype=torch.float32)
-    assert streamed.shape == full.shape == (2048 * frames,)
-    share = lsb_share(streamed, full, largest)  # float rounding only; a lost context shows as >= 1e-3
-    assert share <= limit, f"{share:.4%} of samples"
-
-
-@pytest.mark.parametrize("chunk", [4, 1, 3])
-def test_the_fused_snake_keeps_the_float32_bound(codec, full_decodes, fused, chunk: int) -> None:
-    frames, limit, largest = NON_EXACT
-    codes, full = full_decodes[frames]
-    streamed = decode_in_chunks(codec, codes, chunk, exact=False, dtype=torch.float32, ops=fused)
+    ops = fused if mode.endswith("fused Snake") else None
+    streamed = decode_in_chunks(codec, codes, chunk, exact=exact, dtype=torch.float32, ops=ops)
     assert streamed.shape == full.shape == (2048 * frames,)
     share = lsb_share(streamed, full, largest)  # float rounding only; a lost context shows as >= 1e-3
     assert share <= limit, f"{share:.4%} of samples"

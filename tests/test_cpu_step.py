@@ -445,8 +445,14 @@ def test_a_replaced_layer_rebuilds_the_stack_and_an_unknown_one_keeps_the_per_op
         ffn.w2 = wrapped
         assert ops.stack(layers, own, norm) is None
         doubled = ops.layers_step(layers, own, x, rope, 0, norm)[1]
-        wrapped.weight.data.zero_()  # the wrapper's own forward is what ran: its weights matter
-        assert not torch.equal(doubled, ops.layers_step(layers, own, x, rope, 0, norm)[1])
+        plain = torch.nn.Linear(wrapped.in_features, wrapped.out_features, bias=False)
+        plain.weight = wrapped.weight  # the same weights as a plain layer: the stack takes it, without the doubling
+        ffn.w2 = plain
+        assert ops.stack(layers, own, norm) is not None
+        single = ops.layers_step(layers, own, x, rope, 0, norm)[1]
+        assert not torch.equal(doubled, single)  # the wrapper's own forward is what ran
+        ffn.w2 = wrapped
+        assert torch.allclose(doubled, step_layers(layers, _copy(own), x, rope, 0, ops, norm)[1], atol=1e-6)
 
 
 @pytest.mark.parametrize("mode", ["none", "int8"])

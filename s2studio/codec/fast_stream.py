@@ -193,8 +193,9 @@ class FastConvStack:
     """The quantizer's upsampling and the decoder, streamed time-major; carries each conv's past inputs.
 
     `dtype` (default: `fast_dtype` for the codec's device) is that of its convs and of the linears it applies
-    (`linear`, also the post-module's); float32 elsewhere: Snake, the norms, the residual sums, the carried state,
-    the depthwise convs (memory-bound) and the last conv (the waveform's own rounding stays float32's).
+    (`linear`, also the post-module's) and of the past inputs each conv carries; float32 elsewhere: Snake, the
+    norms, the residual sums, the depthwise convs (memory-bound) and the last conv (the waveform's own rounding stays
+    float32's).
 
     `ops` (`CodecOps`, from the engine) runs Snake fused, writing each one's result in the dtype of the conv that
     reads it; without it, torch's `snake`."""

@@ -14,8 +14,8 @@ codes equal the exact path's for almost every seed; only the float bits of the l
   it at the kept tokens, so the random stream is the exact path's.
 - one host read per frame: the `<|im_end|>` check.
 - on the CPU in float32 the model's steps and the sampler's draws run through the C++ kernels (`cpu_step.py`):
-  one call per slow step, one for the fast transformer's passes and draws of a frame, two per draw of the main
-  token, instead of hundreds of torch ops, each with a fixed cost at batch 1.
+  one call per slow step, one for the fast transformer's passes and draws of a frame, one for the main token's
+  draws with the repetition check, instead of hundreds of torch ops, each with a fixed cost at batch 1.
 """
 
 from __future__ import annotations
@@ -144,7 +144,8 @@ class FastSampler:
         self.window = torch.zeros(RAS_WINDOW, dtype=torch.int32, device=device)
         self.not_first = torch.arange(top_k, device=device) > 0
         self.kernels = decoder.caches.ops if isinstance(decoder.caches.ops, CpuStepOps) else None
-        """The C++ draws (`top`, `pick`) where the decoder steps through the C++ ops, else None: torch's."""
+        """The C++ draws (`top`, `kept_draw`, `main_token`, `fast_codes`) where the decoder steps through the C++
+        ops, else None: torch's."""
         self.made = 0
         self.tail = None
         """With `graphs` (CUDA only): the frame after the slow step replayed as one CUDA graph (graphs.py)."""
@@ -196,11 +197,14 @@ class FastSampler:
         ids = rows if table is None else table.index_select(0, rows)
         return self.draw(self.kept(values, cum, temperature, top_p), ids, size)
 
+    def masked(self, logits: Tensor) -> Tensor:
+        """The main token's logits as one row, `<|im_end|>` masked out with `ignore_eos`."""
+        return logits.reshape(-1) if self.eos_mask is None else logits.reshape(-1) + self.eos_mask
+
     def main_token(self, logits: Tensor, check: bool | Tensor) -> Tensor:
         """Draw 1 and 2 and the repetition check; `check` is False for the prompt's frame (a 0-d bool tensor in
         a CUDA graph, where Python cannot branch on it)."""
-        logits = logits.reshape(-1) if self.eos_mask is None else logits.reshape(-1) + self.eos_mask
-        values, rows, cum = self.top(logits)
+        values, rows, cum = self.top(self.masked(logits))
         table = self.decoder.ids
         if self.kernels is None:  # the ids once for both draws
             rows, table = table.index_select(0, rows), None
@@ -227,8 +231,7 @@ class FastSampler:
         window; on the C++ route the draws, the check and the window's update are one call."""
         slot = (self.made - 1) % RAS_WINDOW if self.made else -1  # the prompt's frame never enters the window
         if self.kernels is not None:
-            logits = logits.reshape(-1) if self.eos_mask is None else logits.reshape(-1) + self.eos_mask
-            return self.kernels.main_token(logits, self.decoder.ids, self.generator, self.constants, self.top_k,
+            return self.kernels.main_token(self.masked(logits), self.decoder.ids, self.generator, self.constants, self.top_k,
                                            self.vocab_size, self.window, self.made > 0, slot, self.semantic)
         main = self.main_token(logits, self.made > 0)
         if slot >= 0:

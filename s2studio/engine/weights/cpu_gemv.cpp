@@ -9,7 +9,8 @@
 // activations) is compute-bound too (about int8's speed, for half the bytes). Here each bf16 weight is widened
 // to float32 in registers and multiplied by the float32 activation, so the result is the float32 product of the
 // stored weights (only the order of the additions differs from a float32 GEMM); int8 and int4 weights sum exact
-// integer products against the activations rounded to 16 bits per group of 128 (`Rows16` says why and how close).
+// integer products against the activations rounded to 16 bits per group (int8: of 128; int4: the weights' own group
+// of 64 or 128 columns; `Rows16` says why and how close).
 //
 // Built by s2studio/engine/weights/cpu_gemv.py with the vector width torch itself chose for this CPU (-mavx512* or
 // -mavx2); the generic code below is the same for every width, including the scalar one.
@@ -27,6 +28,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -36,6 +38,9 @@
 
 #if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
+#endif
+#if defined(__AVX512F__) && !defined(__AVX512BW__)
+#error "the 512-bit code needs AVX512BW too (cpu_gemv.py's AVX512 flags give both)"
 #endif
 #if defined(_WIN32)
 #include <process.h>
@@ -130,24 +135,39 @@ float dot(const W* w, const float* x, int64_t K) {
   return s;
 }
 
-// max |x| over n values.
+// max |x| over n values, or NaN if one of them is NaN (a max instruction would drop it).
 inline float abs_max(const float* x, int64_t n) {
   float top = 0.0f;
   int64_t k = 0;
+  bool nan = false;
 #if defined(__AVX512F__)
   __m512 v = _mm512_setzero_ps();
-  for (; k + 16 <= n; k += 16) v = _mm512_max_ps(v, _mm512_abs_ps(_mm512_loadu_ps(x + k)));
+  __mmask16 unordered = 0;
+  for (; k + 16 <= n; k += 16) {
+    const __m512 a = _mm512_loadu_ps(x + k);
+    unordered |= _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q);
+    v = _mm512_max_ps(v, _mm512_abs_ps(a));
+  }
   top = _mm512_reduce_max_ps(v);
+  nan = unordered != 0;
 #elif defined(__AVX2__)
   const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
-  __m256 v = _mm256_setzero_ps();
-  for (; k + 8 <= n; k += 8) v = _mm256_max_ps(v, _mm256_and_ps(_mm256_loadu_ps(x + k), magnitude));
+  __m256 v = _mm256_setzero_ps(), unordered = _mm256_setzero_ps();
+  for (; k + 8 <= n; k += 8) {
+    const __m256 a = _mm256_loadu_ps(x + k);
+    unordered = _mm256_or_ps(unordered, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+    v = _mm256_max_ps(v, _mm256_and_ps(a, magnitude));
+  }
   float lanes[8];
   _mm256_storeu_ps(lanes, v);
   for (float lane : lanes) top = std::max(top, lane);
+  nan = _mm256_movemask_ps(unordered) != 0;
 #endif
-  for (; k < n; ++k) top = std::max(top, std::fabs(x[k]));
-  return top;
+  for (; k < n; ++k) {
+    nan = nan || std::isnan(x[k]);
+    top = std::max(top, std::fabs(x[k]));
+  }
+  return nan ? std::numeric_limits<float>::quiet_NaN() : top;
 }
 
 // X = x·inverse rounded to the nearest integer (ties to even), within ±32767, into `out`; returns Σ X. The vector
@@ -163,7 +183,7 @@ inline int64_t round16(const float* x, int64_t n, float inverse, int16_t* out) {
     sums = _mm512_add_epi32(sums, q);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + k), _mm512_cvtepi32_epi16(q));
   }
-  total = _mm512_reduce_add_epi32(sums);  // at most 32767 per lane and step: exact for rows below 2^20 values
+  total = _mm512_reduce_add_epi32(sums);  // |X| <= 32767: the int32 total is exact below 2^16 values (a group)
 #elif defined(__AVX2__)
   const __m256 scale = _mm256_set1_ps(inverse), high = _mm256_set1_ps(32767.0f), low = _mm256_set1_ps(-32767.0f);
   __m256i sums = _mm256_setzero_si256();
@@ -240,6 +260,11 @@ struct Rows16 {
       for (int64_t g = 0; g < groups; ++g) {
         const int64_t k0 = g * G, n = std::min(G, K - k0);
         const float top = abs_max(x + m * K + k0, n);
+        if (!std::isfinite(top)) {  // NaN or infinity in x: NaN out, as a float32 product would give
+          std::fill_n(values.data() + m * K + k0, n, int16_t{0});
+          step[m * groups + g] = sum[m * groups + g] = std::numeric_limits<float>::quiet_NaN();
+          continue;
+        }
         const float t = top / 32767.0f, inverse = top > 0.0f ? 32767.0f / top : 0.0f;
         const int64_t total = round16(x + m * K + k0, n, inverse, values.data() + m * K + k0);
         step[m * groups + g] = t;
@@ -660,6 +685,28 @@ void gemv(int64_t M, int64_t N, int64_t row_bytes, float* y, RowDot row_dot) {
   });
 }
 
+// `gemv` with the rows taken in pairs that share each load of x (`dot2`, `dot4<2, ...>`): `pair(n, m, two)` writes
+// rows n and n + 1 against x's row m, `one(n, m)` returns the last row alone when N is odd. `pair_bytes`: the
+// weight bytes of two rows (pieces of at least ~64 KiB, as `gemv`'s).
+template <typename PairDot, typename RowDot>
+void gemv_pairs(int64_t M, int64_t N, int64_t pair_bytes, float* y, PairDot pair, RowDot one) {
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / pair_bytes);
+  share_rows((N + 1) / 2, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t n = 2 * begin; n < std::min(N, 2 * end); n += 2) {
+      for (int64_t m = 0; m < M; ++m) {
+        if (n + 1 < N) {
+          float two[2];
+          pair(n, m, two);
+          y[m * N + n] = two[0];
+          y[m * N + n + 1] = two[1];
+        } else {
+          y[m * N + n] = one(n, m);
+        }
+      }
+    }
+  });
+}
+
 // y (M, N) = x (M, K) @ W^T for many rows of x (a prefill): compute-bound, so the weights are widened to float32
 // one block of rows at a time (in cache, never the whole matrix) for torch's GEMM. `widen_row(n, dst)` writes
 // row n of W, K floats.
@@ -705,22 +752,9 @@ void product16(const at::Tensor& x, const uint16_t* w, at::Tensor& y) {
     gemv(M, N, K * 2, out, [&](int64_t n, int64_t m) { return dot(w + n * K, xs + m * K, K); });
     return;
   }
-  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / K);  // pairs of rows: ~64 KiB per piece
-  share_rows((N + 1) / 2, grain, [&](int64_t begin, int64_t end) {
-    for (int64_t pair = begin; pair < end; ++pair) {
-      const int64_t n = 2 * pair;
-      for (int64_t m = 0; m < M; ++m) {
-        if (n + 1 < N) {
-          float two[2];
-          dot2(w + n * K, w + (n + 1) * K, xs + m * K, K, two);
-          out[m * N + n] = two[0];
-          out[m * N + n + 1] = two[1];
-        } else {
-          out[m * N + n] = dot(w + n * K, xs + m * K, K);
-        }
-      }
-    }
-  });
+  gemv_pairs(
+      M, N, 4 * K, out, [&](int64_t n, int64_t m, float* two) { dot2(w + n * K, w + (n + 1) * K, xs + m * K, K, two); },
+      [&](int64_t n, int64_t m) { return dot(w + n * K, xs + m * K, K); });
 }
 
 // int8 rows with one scale each, against x rounded to 16 bits per group (`Rows16`, `dot8`).
@@ -738,28 +772,19 @@ void product4(const at::Tensor& x, const uint8_t* w, const uint16_t* sz, int64_t
   const int64_t M = x.size(0), N = y.size(1), K = x.size(1), groups = K / G;
   if (M <= kGemvRows) {
     const Rows16 rows(x.data_ptr<float>(), M, K, G);
-    float* out = y.data_ptr<float>();
-    const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / K);  // pairs of rows: ~64 KiB per task
     // the group's blocks known when compiled for the layouts int4.py makes (groups of 128, or 64)
     const auto pair_dot = G == 128 ? dot4<2, 2> : G == 64 ? dot4<2, 1> : dot4<2, 0>;
     const auto one_dot = G == 128 ? dot4<1, 2> : G == 64 ? dot4<1, 1> : dot4<1, 0>;
-    share_rows((N + 1) / 2, grain, [&](int64_t begin, int64_t end) {
-      for (int64_t pair = begin; pair < end; ++pair) {
-        const int64_t n = 2 * pair;
-        for (int64_t m = 0; m < M; ++m) {
-          float two[2];
-          const int16_t* X = rows.values.data() + m * K;
-          const float *step = rows.step.data() + m * groups, *sum = rows.sum.data() + m * groups;
-          if (n + 1 < N) {
-            pair_dot(w + n * (K / 2), sz + n * groups * 2, X, step, sum, K, G, two);
-            out[m * N + n + 1] = two[1];
-          } else {
-            one_dot(w + n * (K / 2), sz + n * groups * 2, X, step, sum, K, G, two);
-          }
-          out[m * N + n] = two[0];
-        }
-      }
-    });
+    const auto dot_of = [&](auto dot_fn, int64_t n, int64_t m, float* out) {
+      dot_fn(w + n * (K / 2), sz + n * groups * 2, rows.values.data() + m * K, rows.step.data() + m * groups,
+             rows.sum.data() + m * groups, K, G, out);
+    };
+    gemv_pairs(M, N, K, y.data_ptr<float>(), [&](int64_t n, int64_t m, float* two) { dot_of(pair_dot, n, m, two); },
+               [&](int64_t n, int64_t m) {
+                 float one[1];
+                 dot_of(one_dot, n, m, one);
+                 return one[0];
+               });
   } else {
     gemm_widened(x, y, [&](int64_t n, float* dst) { widen4(w + n * (K / 2), sz + n * groups * 2, K, G, dst); });
   }

@@ -634,6 +634,7 @@ struct Linear : torch::CustomClassHolder {
 
   // x (..., in) contiguous float32 -> (..., out)
   at::Tensor forward(const at::Tensor& x) const {
+    check_float(x, "x");
     TORCH_CHECK(x.size(-1) == in, "x has ", x.size(-1), " columns but the layer takes ", in);
     at::Tensor y;
     switch (kind) {
@@ -763,6 +764,7 @@ at::Tensor fast_codes(const StackRef& stack, const at::Tensor& table, const at::
     const int64_t code = draw_from(values.data(), top.data(), cum.data(), k, t, p_max, u.data_ptr<float>(), size,
                                    nullptr, 0, scaled);
     codes.data_ptr<int32_t>()[i] = static_cast<int32_t>(code);
+    if (i + 2 == count) break;  // the last code: no pass follows it
     start += S;
     x = at::empty({1, 1, dim}, table.options());
     std::copy_n(row_of(code), dim, x.data_ptr<float>());

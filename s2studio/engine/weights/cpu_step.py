@@ -145,7 +145,7 @@ class CpuStepOps:
               output: nn.Module | None = None) -> torch.ScriptObject | None:
         """The C++ `Stack` of these layers and caches (built now if none is, or a linear layer was replaced since),
         or None where the layers are not all of types it takes."""
-        key = (id(layers), id(caches))
+        key = (id(layers), id(caches), id(output))  # the fast stack with its head (fast_codes) and without
         built = self._stacks.get(key)
         current = linears(layers, output)
         if (built is None or built.layers is not layers or built.caches is not caches

@@ -10,7 +10,7 @@ The kernels, chosen for speed as measured (bench/gemv_speed.py, bench/frame_spee
 - CPU: the project's own kernels (`cpu_gemv.cpp`). A decode step multiplies the int8 rows by the activations
   rounded to 16 bits per group of 128 columns, exactly in integers: each activation moves by at most 2^-16 of
   its group's largest, 256 times finer than the weights' own rounding (widening every weight to float32 instead
-  was compute-bound at the bandwidth of one core, and 3x slower on 9728-wide rows). A prefill widens a block of
+  was compute-bound: half the speed a core, 3x the bandwidth bound on 9728-wide rows). A prefill widens a block of
   rows at a time to float32 for torch's GEMM;
 - CPU without those kernels (no compiler): `torch._weight_int8pack_mm` with bfloat16 activations (its float32
   variant is ~6x slower; it is compute-bound at about half the bandwidth at batch 1);
