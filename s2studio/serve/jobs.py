@@ -10,6 +10,7 @@ frames.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 
 from starlette.requests import Request
@@ -19,11 +20,15 @@ from s2studio.engine.api import AudioChunk, Event, JobFailed, JobFinished
 from s2studio.serve.errors import ApiError
 from s2studio.serve.runner import EngineRunner, QueueFull, Work
 
-DISCONNECT_POLL_S = 0.25
+log = logging.getLogger(__name__)
 
 
 class Disconnected(Exception):
     pass
+
+
+HUNG_UP = object()
+"""Put in a stream's queue when its client hangs up."""
 
 
 def failure_status(error: str) -> int:
@@ -35,7 +40,7 @@ def failure_status(error: str) -> int:
 class JobStream:
     def __init__(self, runner: EngineRunner, work: Work) -> None:
         loop = asyncio.get_running_loop()
-        self._queue: asyncio.Queue[Event] = asyncio.Queue()
+        self._queue: asyncio.Queue[Event | object] = asyncio.Queue()
         self.done = False
         self.samples = 0
 
@@ -55,32 +60,42 @@ class JobStream:
     def cancel(self) -> None:
         self.job.cancel.set()
 
-    async def _next(self, request: Request | None, heartbeat_s: float | None = None) -> Event | None:
-        """The next event; None after `heartbeat_s` without one (when given)."""
-        waited = 0.0
-        while True:
-            try:
-                event = await asyncio.wait_for(self._queue.get(), DISCONNECT_POLL_S)
-            except asyncio.TimeoutError:
-                if request is not None and await request.is_disconnected():
-                    self.cancel()
-                    raise Disconnected() from None
-                waited += DISCONNECT_POLL_S
-                if heartbeat_s is not None and waited >= heartbeat_s:
-                    return None
-                continue
-            if isinstance(event, (JobFinished, JobFailed)):
-                self.done = True
-            if isinstance(event, AudioChunk):
-                self.samples += len(event.samples)
-            return event
+    async def _next(self, heartbeat_s: float | None = None) -> Event | None:
+        """The next event; None after `heartbeat_s` without one (when given). Raises Disconnected once the
+        client has hung up (`_watch`)."""
+        try:
+            event = await asyncio.wait_for(self._queue.get(), heartbeat_s)
+        except asyncio.TimeoutError:
+            return None
+        if event is HUNG_UP:
+            raise Disconnected()
+        if isinstance(event, (JobFinished, JobFailed)):
+            self.done = True
+        if isinstance(event, AudioChunk):
+            self.samples += len(event.samples)
+        return event
+
+    async def _watch(self, request: Request) -> None:
+        """Cancels the job the moment the client hangs up, and wakes `_next`. The body is read by then, so the
+        server's next message is the disconnect: awaited, not polled, so that a queued job whose client left is
+        cancelled before the job ahead of it can end and hand it to the engine (polling every 0.25 s let it
+        through on a busy machine)."""
+        try:
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+        except Exception:  # noqa: BLE001 - a server that cannot say: the job runs on, as it would have
+            log.debug("cannot watch job %s for a disconnect", self.job_id, exc_info=True)
+            return
+        self.cancel()
+        self._queue.put_nowait(HUNG_UP)
 
     async def first_audio(self, request: Request) -> list[Event]:
         """The job's events up to its first audio (or its end); a failure before any audio is an ApiError."""
         events: list[Event] = []
+        watcher = asyncio.ensure_future(self._watch(request))
         try:
             while True:
-                event = await self._next(request)
+                event = await self._next()
                 assert event is not None
                 events.append(event)
                 if isinstance(event, JobFailed):
@@ -90,12 +105,16 @@ class JobStream:
         except asyncio.CancelledError:
             self.cancel()
             raise
+        finally:
+            watcher.cancel()
 
     async def events(self, heartbeat_s: float | None = None) -> AsyncIterator[Event | None]:
         """The remaining events (None: `heartbeat_s` passed without one); leaving early cancels the job."""
         try:
             while not self.done:
-                yield await self._next(None, heartbeat_s)
+                yield await self._next(heartbeat_s)
+        except Disconnected:  # the client left just as its first audio came: the job is cancelled already
+            return
         finally:
             if not self.done:
                 self.cancel()
