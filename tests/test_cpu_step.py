@@ -334,7 +334,7 @@ def _narrowed(mode: str, seed: int = 0):
     from s2studio.engine.weights.bf16 import Bf16Linear
     from s2studio.engine.weights.narrow import linear_slots, narrow_linears
 
-    if mode == "wide":  # 1024 x 1536 feed-forward weights: past SMALL_FLOAT
+    if mode == "wide":  # 1024 x 1536 feed-forward weights: past kSmallFloat, torch's
         model = make(tiny_config(dim=1024, intermediate_size=1536), seed=seed)
     else:
         model = make(seed=seed)
@@ -356,14 +356,14 @@ def test_the_cpp_linear_is_the_layers_own_product(ops: CpuStepOps, mode: str) ->
     """`linear_of(m).forward(x)` against `m.forward(x)` for every kind of layer, with and without a bias: the very
     same kernel for the narrowed kinds and torch's (equal bits), one dot product per output for small float32
     weights (close)."""
-    from s2studio.engine.weights.cpu_step import SMALL_FLOAT, linear_of
+    from s2studio.engine.weights.cpu_step import FLOAT, TORCH_FLOAT, linear_of
 
     model = _narrowed(mode)
     layer = model.layers[0]
     found = [layer.attention.wqkv, layer.attention.wo, layer.feed_forward.w1, layer.feed_forward.w2,
              model.fast_output]
     if mode in ("none", "wide"):
-        assert {m.weight.numel() > SMALL_FLOAT for m in found[2:4]} == {mode == "wide"}
+        assert {linear_of(m).kind() for m in found[2:4]} == {TORCH_FLOAT if mode == "wide" else FLOAT}
         # with a bias; 43 outputs: 5 blocks of 8 rows and 3 alone; 20 inputs: no whole vectors
         found += [torch.nn.Linear(found[0].in_features, 43), torch.nn.Linear(20, 13)]
     elif mode in ("bf16", "int8"):
@@ -377,7 +377,7 @@ def test_the_cpp_linear_is_the_layers_own_product(ops: CpuStepOps, mode: str) ->
             with torch.inference_mode():
                 ours, theirs = made.forward(x), module.forward(x)
             assert ours.shape == theirs.shape == (1, positions, width)
-            if type(module) is torch.nn.Linear and module.weight.numel() <= SMALL_FLOAT:  # C++'s own product
+            if made.kind() == FLOAT:  # C++'s own product
                 torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5)  # sums of up to 1024
             else:  # torch's product or the kernels', as the layer runs it
                 assert torch.equal(ours, theirs), (mode, i, positions)

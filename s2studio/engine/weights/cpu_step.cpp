@@ -513,8 +513,8 @@ at::Tensor main_token(const at::Tensor& logits, const at::Tensor& ids, std::opti
 
 // What a linear layer's weights are, and so which kernel multiplies them.
 enum LinearKind : int64_t {
-  kFloat = 0,       // float32 weights small enough to stay in cache: `gemv_f32` here
-  kTorchFloat = 1,  // larger float32 weights: torch's threaded GEMV (at::linear), as nn.Linear runs them
+  kFloat = 0,       // float32 weights small enough to stay in cache (`kSmallFloat`): `gemv_f32` here
+  kTorchFloat = 1,  // larger float32 weights (a kFloat layer becomes one): torch's threaded GEMV, as nn.Linear's
   kBf16 = 2,        // the project's kernels (cpu_gemv.cpp) ...
   kInt8 = 3,
   kInt4 = 4,
@@ -611,8 +611,7 @@ struct Linear : torch::CustomClassHolder {
       case kFloat:
       case kTorchFloat:
         check_float(w, "w");
-        TORCH_CHECK(kind == kTorchFloat || w.numel() <= kSmallFloat, "a float32 weight of ", w.numel(),
-                    " values is torch's (kind ", kTorchFloat, ")");
+        if (w.numel() > kSmallFloat) kind = kTorchFloat;
         break;
       case kBf16:
         TORCH_CHECK(w.scalar_type() == at::kShort || w.scalar_type() == at::kBFloat16, "bf16 weights as int16 bits");
@@ -791,7 +790,8 @@ TORCH_LIBRARY_FRAGMENT(s2studio_cpu, m) {
   m.impl("attend", c10::DispatchKey::CPU, &attend);
   m.class_<Linear>("Linear")
       .def(torch::init<int64_t, at::Tensor, std::optional<at::Tensor>, int64_t, std::optional<at::Tensor>>())
-      .def("forward", &Linear::forward);
+      .def("forward", &Linear::forward)
+      .def("kind", [](const c10::intrusive_ptr<Linear>& self) { return self->kind; });
   m.class_<Stack>("Stack")
       .def(torch::init<at::Tensor, double>())
       .def("add_layer", &Stack::add_layer)

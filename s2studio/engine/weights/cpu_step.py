@@ -33,10 +33,8 @@ from s2studio.model.transformer import Attention, TransformerBlock
 log = logging.getLogger(__name__)
 
 FLOAT, TORCH_FLOAT, BF16, INT8, INT4 = range(5)
-"""`LinearKind` of cpu_step.cpp: which kernel multiplies a layer's weights."""
-SMALL_FLOAT = 1 << 18
-"""Float32 weights up to this many values are multiplied in cpu_step.cpp (no dispatch cost; they stay in cache);
-larger ones by torch's threaded GEMV, as nn.Linear does (`kSmallFloat` there)."""
+"""`LinearKind` of cpu_step.cpp: which kernel multiplies a layer's weights. FLOAT layers too large to stay in cache
+become TORCH_FLOAT there (`kSmallFloat`: torch's threaded GEMV, as nn.Linear's); `Linear.kind()` says which."""
 
 
 def linear_of(module: nn.Module) -> torch.ScriptObject | None:
@@ -55,7 +53,7 @@ def linear_of(module: nn.Module) -> torch.ScriptObject | None:
         w = module.weight
         if w.dtype != torch.float32 or w.device.type != "cpu" or not w.is_contiguous():
             return None
-        return make(FLOAT if w.numel() <= SMALL_FLOAT else TORCH_FLOAT, w, None, 0, getattr(module, "bias", None))
+        return make(FLOAT, w, None, 0, getattr(module, "bias", None))
     return None
 
 
