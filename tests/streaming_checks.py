@@ -44,6 +44,13 @@ def full_decode(codec, codes: np.ndarray) -> np.ndarray:
         return codec.decode(torch.from_numpy(codes)[None]).reshape(-1).numpy()
 
 
+def server_decode(codec, codes: np.ndarray) -> np.ndarray:
+    """`codes` decoded as upstream's CPU server does: a full decode under bfloat16 autocast (the bar the bfloat16
+    streaming decode must clear), 1-D float32 samples."""
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        return codec.decode(torch.from_numpy(codes)[None]).float().reshape(-1).numpy()
+
+
 def lsb_share(streamed: np.ndarray, full: np.ndarray, largest: float | None = None) -> float:
     """Share of PCM16 samples that differ, after checking that none differs by more than 1 LSB and, with
     `largest`, that the float difference is rounding (a lost or misplaced context shows as |Δ| ≥ 1e-3)."""

@@ -17,7 +17,8 @@ import torch
 from engine_contract import collect
 
 from codec_clips import random_codes
-from streaming_checks import built_codec_ops, codec, codec_dir, full_decode, snr_db  # noqa: F401 - fixtures
+from streaming_checks import (built_codec_ops, codec, codec_dir, full_decode, server_decode,  # noqa: F401 - fixtures
+                              snr_db)
 from streaming_checks import lsb_share as shared_lsb_share
 from s2studio.codec import fast_stream
 from s2studio.codec.loading import load_codec
@@ -85,8 +86,7 @@ def test_float32_decode_is_within_one_lsb_of_a_full_decode(codec, codes, full, s
 def test_bfloat16_decode_is_nearer_a_full_decode_than_upstreams_server(codec, codes, full, snake_ops,
                                                                        chunk: int) -> None:
     streamed = decode_in_chunks(codec, codes, chunk, exact=False, dtype=torch.bfloat16, ops=snake_ops)
-    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
-        server = codec.decode(torch.from_numpy(codes)[None]).float().reshape(-1).numpy()
+    server = server_decode(codec, codes)
     assert_near_full(streamed, full, torch.bfloat16)
     assert snr_db(streamed, full) >= snr_db(server, full) + BF16_SNR[2]
 

@@ -28,7 +28,7 @@ import pytest
 import torch
 
 from codec_clips import random_codes
-from streaming_checks import built_codec_ops, full_decode, lsb_share, snr_db
+from streaming_checks import built_codec_ops, full_decode, lsb_share, server_decode, snr_db
 from s2studio.codec import fast_stream
 from s2studio.codec.config import S2
 from s2studio.codec.loading import load_codec
@@ -117,6 +117,4 @@ def test_the_bfloat16_decode_of_the_full_size_codec_holds_its_snr(codec, full_de
 def server_snr(codec, full_decodes) -> float:
     """The SNR of upstream's CPU server decode (a full decode under bf16 autocast) at T = 150."""
     codes, full = full_decodes[NON_EXACT[0]]
-    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
-        server = codec.decode(torch.from_numpy(codes)[None]).float().reshape(-1).numpy()
-    return snr_db(server, full)
+    return snr_db(server_decode(codec, codes), full)
