@@ -64,6 +64,25 @@ def test_silu_mul_is_silu_times_the_other(ops: CpuStepOps) -> None:
     torch.testing.assert_close(ours, F.silu(a) * b, rtol=2e-6, atol=1e-6)
 
 
+def test_a_prefills_elementwise_ops_share_the_threads_and_give_the_same_bits(ops: CpuStepOps) -> None:
+    """A prefill's norms and silu·mul (hundreds of rows) are spread over torch's threads: every value is the one a
+    single thread makes, including a silu·mul whose size is no whole number of vectors (its scalar tail)."""
+    x, delta, weight = _randn(1, 300, 640, seed=6) * 3, _randn(1, 300, 640, seed=7), _randn(640, seed=8)
+    a, b = _randn(1, 301, 1537, seed=9) * 6, _randn(1, 301, 1537, seed=10)
+    before = torch.get_num_threads()
+    results = []
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            results.append([ops.rms_norm(x, weight, 1e-6), *ops.add_rms_norm(x, delta, weight, 1e-6),
+                            ops.silu_mul(a, b)])
+    finally:
+        torch.set_num_threads(before)
+    assert all(torch.equal(one, two) for one, two in zip(*results))
+    torch.testing.assert_close(results[1][0], F.rms_norm(x, (640,), weight, 1e-6), rtol=2e-6, atol=2e-6)
+    torch.testing.assert_close(results[1][3], F.silu(a) * b, rtol=2e-6, atol=1e-6)
+
+
 def test_wrong_dtypes_and_shapes_are_refused_with_a_reason(ops: CpuStepOps) -> None:
     with pytest.raises(RuntimeError, match="float32"):
         ops.rms_norm(torch.ones(1, 4, dtype=torch.float64), torch.ones(4), 1e-6)

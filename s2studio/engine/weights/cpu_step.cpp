@@ -11,6 +11,7 @@
 // Built into the same library as cpu_gemv.cpp (cpu_gemv.py compiles both), registered as a fragment of its
 // `s2studio_cpu` library.
 
+#include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/bmm.h>
@@ -169,6 +170,11 @@ void check_weight(const at::Tensor& weight, int64_t n, const char* name) {
   TORCH_CHECK(weight.dim() == 1 && weight.size(0) == n, name, " has ", weight.numel(), " values for rows of ", n);
 }
 
+// Elementwise work of a prefill (many rows) spread over torch's threads, pieces of at least this many values; a
+// decode step's one or two rows stay on the calling thread (at::parallel_for runs a range below its grain inline).
+// Each value is computed alone, so the result does not depend on the thread count.
+constexpr int64_t kParallelValues = int64_t{1} << 16;
+
 // F.rms_norm(x, (n,), weight, eps) over the last dimension.
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
   check_float(x, "x");
@@ -177,7 +183,9 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
   at::Tensor out = at::empty_like(x);
   const float *xs = x.data_ptr<float>(), *w = weight.data_ptr<float>();
   float* o = out.data_ptr<float>();
-  for (int64_t r = 0; r < rows; ++r) norm_row(xs + r * n, w, static_cast<float>(eps), n, o + r * n);
+  at::parallel_for(0, rows, std::max<int64_t>(1, kParallelValues / n), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) norm_row(xs + r * n, w, static_cast<float>(eps), n, o + r * n);
+  });
   return out;
 }
 
@@ -192,8 +200,10 @@ std::tuple<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& x, const at::T
   at::Tensor h = at::empty_like(x), out = at::empty_like(x);
   const float *xs = x.data_ptr<float>(), *d = delta.data_ptr<float>(), *w = weight.data_ptr<float>();
   float *hs = h.data_ptr<float>(), *o = out.data_ptr<float>();
-  for (int64_t i = 0; i < rows * n; ++i) hs[i] = xs[i] + d[i];
-  for (int64_t r = 0; r < rows; ++r) norm_row(hs + r * n, w, static_cast<float>(eps), n, o + r * n);
+  at::parallel_for(0, rows, std::max<int64_t>(1, kParallelValues / n), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin * n; i < end * n; ++i) hs[i] = xs[i] + d[i];
+    for (int64_t r = begin; r < end; ++r) norm_row(hs + r * n, w, static_cast<float>(eps), n, o + r * n);
+  });
   return {h, out};
 }
 
@@ -206,16 +216,21 @@ at::Tensor silu_mul(const at::Tensor& a, const at::Tensor& b) {
   const float *as = a.data_ptr<float>(), *bs = b.data_ptr<float>();
   float* o = out.data_ptr<float>();
   const int64_t n = a.numel();
-  int64_t i = 0;
+  // in whole vectors, so that each value takes the path (vector or scalar tail) it takes on one thread
+  constexpr int64_t block = kWide > 0 ? kWide : 1;
+  at::parallel_for(0, (n + block - 1) / block, kParallelValues / block, [&](int64_t first, int64_t last) {
+    const int64_t end = std::min(n, last * block);
+    int64_t i = first * block;
 #if defined(__AVX2__) && defined(__FMA__)
-  const __m256 one = _mm256_set1_ps(1.0f), none = _mm256_setzero_ps();
-  for (; i + kWide <= n; i += kWide) {
-    const __m256 x = _mm256_loadu_ps(as + i);
-    const __m256 silu = _mm256_div_ps(x, _mm256_add_ps(one, exp8(_mm256_sub_ps(none, x))));
-    _mm256_storeu_ps(o + i, _mm256_mul_ps(silu, _mm256_loadu_ps(bs + i)));
-  }
+    const __m256 one = _mm256_set1_ps(1.0f), none = _mm256_setzero_ps();
+    for (; i + kWide <= end; i += kWide) {
+      const __m256 x = _mm256_loadu_ps(as + i);
+      const __m256 silu = _mm256_div_ps(x, _mm256_add_ps(one, exp8(_mm256_sub_ps(none, x))));
+      _mm256_storeu_ps(o + i, _mm256_mul_ps(silu, _mm256_loadu_ps(bs + i)));
+    }
 #endif
-  for (; i < n; ++i) o[i] = as[i] / (1.0f + exp_approx(-as[i])) * bs[i];
+    for (; i < end; ++i) o[i] = as[i] / (1.0f + exp_approx(-as[i])) * bs[i];
+  });
   return out;
 }
 
