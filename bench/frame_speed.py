@@ -595,11 +595,15 @@ def gui_side(engine, request, times: int = 1) -> str:
     host.audio_chunk.connect(on_chunk)
     host.job_finished.connect(lambda _e: loop.quit())
     host.job_failed.connect(lambda e: (failed.append(e.error), loop.quit()))
+    deadline = QTimer()  # one timer, restarted per run: a stale one-shot would quit a later run early
+    deadline.setSingleShot(True)
+    deadline.timeout.connect(loop.quit)
     for _ in range(times):
         line[0] = -1
         host.generate(request)
-        QTimer.singleShot(600_000, loop.quit)
+        deadline.start(600_000)
         loop.exec()
+        deadline.stop()
         if failed:
             break
     host.shutdown()
@@ -649,8 +653,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     bw = max(rates)
     print(f"\n== 1. memory bandwidth over 1 GiB of float32, best of 7, {args.threads} thread(s): torch.sum "
-          f"{rates[0]:.1f}, numpy sum {rates[1]:.1f}, torch copy_ {rates[2]:.1f}, torch.sum on 2 MiB pages {rates[3]:.1f} "
-          f"GB/s; all {os.cpu_count()} cores: "
+          f"{rates[0]:.1f}, numpy sum {rates[1]:.1f}, torch copy_ {rates[2]:.1f}, "
+          f"torch.sum on 2 MiB pages {rates[3]:.1f} GB/s; all {os.cpu_count()} cores: "
           f"{ceiling:.1f} GB/s.\n   Bounds below: weight bytes / {bw:.1f} GB/s (this run's threads) and / "
           f"{max(bw, ceiling):.1f} GB/s (all cores)")
     with tempfile.TemporaryDirectory(prefix="frame-speed-") as tmp:

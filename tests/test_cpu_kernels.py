@@ -364,7 +364,8 @@ def test_every_width_computes_what_this_cpus_width_does(tmp_path: Path) -> None:
     for m, n, k, group in ((12, 300, 256, 128), (12, 33, 200, None), (3, 9, 192, 64), (3, 31, 6400, 128)):
         x, w, q, scale = _data(m, n, k, seed=k)
         if group is None:  # int4 needs whole blocks: its part of this shape is another width's
-            layer, x4 = _int4_layer(n, 256, 128, seed=8), torch.randn(m, 256, generator=torch.Generator().manual_seed(9))
+            layer = _int4_layer(n, 256, 128, seed=8)
+            x4 = torch.randn(m, 256, generator=torch.Generator().manual_seed(9))
         else:
             layer, x4 = _int4_layer(n + 1, k, group, seed=8), x
         inputs = {"decode": (x[:3], x4[:3]), "prefill": (x, x4)}

@@ -11,11 +11,11 @@ speeds other than Exact take this path instead, measured first on a 2-core AVX2 
 - each conv's weights are reordered once into the blocked layout oneDNN picks for its input width
   (`torch.ops.mkldnn._reorder_convolution_weight`, as inductor's freezing does) instead of on every call, as a
   plain conv call does; that reorder dominates the large-weight convs at streaming widths (the first conv, 44
-  MB, and the first transposed conv, 75 MB: 6-7x the packed conv's time at a 4-frame push). oneDNN's layout depends on the width (its
-  blocking of the output channels follows it), and a weight packed for one width run at another is reordered
-  again on every call, sometimes through a slow path (measured: 3 s for one conv); so the stack runs in pieces
-  of exactly `step` frames or of 1 frame, and each conv holds at most two packed copies, made on first use
-  (full-size S2 codec: 233 MB per width, `PACKED_SHARE`).
+  MB, and the first transposed conv, 75 MB: 6-7x the packed conv's time at a 4-frame push). oneDNN's layout
+  depends on the width (its blocking of the output channels follows it), and a weight packed for one width run
+  at another is reordered again on every call, sometimes through a slow path (measured: 3 s for one conv); so
+  the stack runs in pieces of exactly `step` frames or of 1 frame, and each conv holds at most two packed
+  copies, made on first use (full-size S2 codec: 233 MB per width, `PACKED_SHARE`).
 
 Where the CPU multiplies bfloat16 natively (AVX512-BF16 or AMX: `native_bf16`, `fast_dtype`; logged, and readable
 as `IncrementalDecoder.dtype`) the convs and the linears (the post-module's, the ConvNeXt MLPs') run in bfloat16

@@ -7,7 +7,8 @@ Decode is causal at the frame level: the 2048 samples of frame t depend on codes
   frames, with the new frames at their absolute positions (RoPE's bf16 table makes positions matter, §10.4);
 - every causal conv of the decode path (stride 1): its last `kernel_span - 1` inputs, which take the place of
   the zero padding a full decode sees at the start;
-- every transposed conv with kernel 2·stride: its previous input frame (output n needs inputs ⌊n/s⌋−1, ⌊n/s⌋);
+- every transposed conv with kernel 2·stride: its previous input frame (output n needs inputs ⌊n/s⌋−1 and
+  ⌊n/s⌋);
 - VQ lookups, Snake, the ConvNeXt MLPs and tanh are pointwise in time and need nothing.
 
 The work per frame is therefore bounded by the window, whatever the length already decoded (the same FLOPs per

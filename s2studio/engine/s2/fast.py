@@ -231,8 +231,9 @@ class FastSampler:
         window; on the C++ route the draws, the check and the window's update are one call."""
         slot = (self.made - 1) % RAS_WINDOW if self.made else -1  # the prompt's frame never enters the window
         if self.kernels is not None:
-            return self.kernels.main_token(self.masked(logits), self.decoder.ids, self.generator, self.constants, self.top_k,
-                                           self.vocab_size, self.window, self.made > 0, slot, self.semantic)
+            return self.kernels.main_token(self.masked(logits), self.decoder.ids, self.generator, self.constants,
+                                           self.top_k, self.vocab_size, self.window, self.made > 0, slot,
+                                           self.semantic)
         main = self.main_token(logits, self.made > 0)
         if slot >= 0:
             self.window[slot] = main[0]

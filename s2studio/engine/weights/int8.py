@@ -18,7 +18,8 @@ The kernels, chosen for speed as measured (bench/gemv_speed.py, bench/frame_spee
   of the time.
 
 fbgemm's int8 GEMM rounds the activations to 8 bits per call, which large language models' outlier activations
-do not tolerate (and its AVX2 path saturates); `bench/fbgemm_int8.py` keeps it for comparison. Which layers become int8 is `narrow.py`'s business, not this file's.
+do not tolerate (and its AVX2 path saturates); `bench/fbgemm_int8.py` keeps it for comparison. Which layers
+become int8 is `narrow.py`'s business, not this file's.
 """
 
 from __future__ import annotations
