@@ -125,3 +125,21 @@ def test_a_line_that_comes_back_brings_its_audio() -> None:
     tl.set_order(["a"], takes)
     tl.set_order(["a", "b"], takes)  # Undo of the delete
     assert [(s.line_id, s.start) for s in tl.segments()] == [("a", 0), ("b", 10)]
+
+
+def test_a_tracks_peaks_follow_it_as_it_streams_and_equal_the_peaks_of_its_whole_audio():
+    from s2studio.audio.timeline import PEAK_BIN
+
+    t = Timeline(gap_s=0.0)
+    t.set_lines(["a"], {})
+    assert t.begin_stream("a")
+    rng = np.random.default_rng(3)
+    audio = rng.uniform(-1, 1, 5 * PEAK_BIN + 17).astype(np.float32)
+    track = t.layout.tracks[0]
+    for lo in range(0, len(audio), 300):  # chunks that end inside bins: the partial last bin is redone
+        t.append("a", lo, audio[lo:lo + 300])
+        n = track.length
+        whole = np.pad(np.abs(audio[:n]), (0, (-n) % PEAK_BIN)).reshape(-1, PEAK_BIN).max(axis=1)
+        np.testing.assert_array_equal(track.peaks(), whole)
+    np.testing.assert_array_equal(track.read(PEAK_BIN, 10), audio[PEAK_BIN:PEAK_BIN + 10])
+    assert len(track.read(len(audio) - 4, 10)) == 4

@@ -32,6 +32,8 @@ Audio = npt.NDArray[np.float32]
 
 STREAM_CAPACITY_S = 8.0
 """A streaming line's first buffer; it doubles whenever a chunk does not fit."""
+PEAK_BIN = 256
+"""Samples per value of `Track.peaks`: what a view draws from when a pixel spans a bin or more."""
 
 
 class Track:
@@ -39,17 +41,37 @@ class Track:
     `data[length:]` (or a larger copy, assigned to `data`) before it raises `length`, and a reader reads
     `length` before `data`, so it never sees samples that are not there yet."""
 
-    __slots__ = ("line_id", "data", "length", "growing")
+    __slots__ = ("line_id", "data", "length", "growing", "_peaks", "_peaked")
 
     def __init__(self, line_id: str, data: Audio, length: int, growing: bool) -> None:
         self.line_id = line_id
         self.data = data
         self.length = length
         self.growing = growing
+        self._peaks = np.zeros(0, np.float32)
+        self._peaked = 0
+        """Samples `_peaks` covers; the last bin may be partial and is recomputed when the track grows."""
 
     def audio(self) -> Audio:
         n = self.length
         return self.data[:n]
+
+    def read(self, offset: int, frames: int) -> Audio:
+        """Samples `offset .. offset + frames` of this line (fewer at its end). Views read through this and
+        `peaks`, never `data`, so a track's audio need not be one array in memory."""
+        n = self.length
+        return self.data[max(0, offset):min(n, offset + frames)]
+
+    def peaks(self) -> Audio:
+        """Max |sample| per `PEAK_BIN` samples (the last bin may be partial), extended as the track grows."""
+        n = self.length
+        if n > self._peaked:
+            keep = self._peaked // PEAK_BIN
+            tail = np.abs(self.data[keep * PEAK_BIN:n])
+            new = np.pad(tail, (0, (-len(tail)) % PEAK_BIN)).reshape(-1, PEAK_BIN).max(axis=1)
+            self._peaks = np.concatenate([self._peaks[:keep], new])
+            self._peaked = n
+        return self._peaks
 
 
 @dataclass(frozen=True)

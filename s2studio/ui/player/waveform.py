@@ -2,8 +2,8 @@
 rendered marked, the rendered-up-to marker, the playhead; zoom (Ctrl+wheel, +/−, fit) and horizontal
 scroll; a click seeks and selects the line under it.
 
-It draws from the timeline's layout, one line's audio at a time: peaks are kept per line (every `BIN`
-samples, extended as a streaming line grows), so zoomed out it reads a few values per pixel, and zoomed
+It draws from the timeline's layout, one line's audio at a time, through `Track.peaks` (every `BIN` samples,
+extended as a streaming line grows) and `Track.read`, so zoomed out it reads a few values per pixel, and zoomed
 in it reads the samples on screen only.
 """
 
@@ -14,40 +14,16 @@ from PySide6.QtCore import QLineF, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QMouseEvent, QPainter, QPaintEvent, QPalette, QPen, QPixmap, QWheelEvent
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
+from s2studio.audio.timeline import PEAK_BIN as BIN
 from s2studio.audio.timeline import Timeline, Track
 from s2studio.engine.api import SAMPLE_RATE
 
-BIN = 256
 MIN_SPAN = SAMPLE_RATE * 8
 """Fitted, the view spans at least this much, so the first chunks of a render do not fill the width."""
 MIN_SAMPLES_PER_PIXEL = 2.0
 ZOOM_STEP = 1.5
 RULER = 16
 TOP = 18
-
-
-class _Peaks:
-    """Max |sample| per BIN samples of one track, extended when the track grows."""
-
-    __slots__ = ("data", "length", "peaks")
-
-    def __init__(self) -> None:
-        self.data: object = None
-        self.length = 0
-        self.peaks = np.zeros(0, np.float32)
-
-    def of(self, track: Track) -> np.ndarray:
-        n, data = track.length, track.data
-        if data is not self.data or n < self.length:
-            self.data, self.length, self.peaks = data, 0, np.zeros(0, np.float32)
-        if n > self.length:
-            keep = self.length // BIN  # the last bin may have been partial: recompute from its start
-            tail = np.abs(data[keep * BIN:n])
-            pad = (-len(tail)) % BIN
-            new = np.pad(tail, (0, pad)).reshape(-1, BIN).max(axis=1)
-            self.peaks = np.concatenate([self.peaks[:keep], new])
-            self.length = n
-        return self.peaks
 
 
 class WaveformView(QWidget):
@@ -68,7 +44,6 @@ class WaveformView(QWidget):
         self.setCursor(Qt.CursorShape.PointingHandCursor)
         self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         self.timeline = timeline
-        self._peaks: dict[str, _Peaks] = {}
         self._playhead = 0
         self._current: str | None = None
         self._selected: str | None = None
@@ -185,9 +160,6 @@ class WaveformView(QWidget):
     def refresh(self, lines_moved: bool = True) -> None:
         """The timeline changed: lines moved or a take swapped, or (`lines_moved=False`) only the streaming
         line grew, which costs no work per line of the script."""
-        if lines_moved:
-            layout = self.timeline.layout
-            self._peaks = {k: v for k, v in self._peaks.items() if k in layout.index}
         if not self._fit:
             self._origin = min(self._origin, max(0.0, self.span() - self.visible))
         self._changed()
@@ -289,11 +261,11 @@ class WaveformView(QWidget):
         n = track.length
         edges = np.clip(self.origin + np.arange(x0, x1 + 1) * spp - start, 0, n).astype(np.int64)
         if spp >= BIN:
-            values = self._peaks.setdefault(track.line_id, _Peaks()).of(track)
+            values = track.peaks()
             lo, hi = edges[:-1] // BIN, -(-edges[1:] // BIN)
         else:
             first = int(edges[0])
-            values = np.abs(track.data[first:int(edges[-1])])
+            values = np.abs(track.read(first, int(edges[-1]) - first))
             lo, hi = edges[:-1] - first, edges[1:] - first
         values = np.append(values, np.float32(0))  # a zero past the end, so every index is in range
         last = len(values) - 1
