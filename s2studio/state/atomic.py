@@ -12,12 +12,17 @@ and never hides the error. Every `OSError` becomes one `WriteError` line ("No sp
 
 A killed process leaves its temp files behind (no cleanup runs on SIGKILL): `clean_stale` removes those
 that are older than this process and that no live process holds locked.
+
+On Windows a virus scanner, an indexer or a media player often holds a file open for a moment, and a rename
+over it fails with a sharing violation (Windows errors 5, 32, 33): `replace` retries for up to
+`REPLACE_PATIENCE_S`, then fails with one line that says the file is in use (the temp file is removed, the old
+file stays). Windows has no `flock` (files are locked with `msvcrt.locking`; an open file cannot be deleted there
+anyway), no folder descriptors to fsync (skipped) and no `fchmod` (modes do not apply).
 """
 
 from __future__ import annotations
 
 import errno
-import fcntl
 import logging
 import os
 import secrets
@@ -31,11 +36,27 @@ from pathlib import Path
 
 from s2studio.errors import UserError, printable
 
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None  # type: ignore[assignment]
+    import msvcrt
+
 log = logging.getLogger(__name__)
 
 PROCESS_STARTED = time.time()
 """Files older than this were not made by this process: a leftover is only removed when it is older."""
 TEMP_SUFFIX = ".tmp"
+IN_USE_WINERRORS = frozenset({5, 32, 33})
+"""ERROR_ACCESS_DENIED, ERROR_SHARING_VIOLATION, ERROR_LOCK_VIOLATION: another program holds the file for now."""
+REPLACE_PATIENCE_S = 5.0
+"""How long a rename is retried while Windows says the file is in use."""
+_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)  # Windows has neither flag (nor symlinks a writer could be fooled by)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_BINARY = getattr(os, "O_BINARY", 0)  # Windows: no newline translation
+OPEN_FLAGS = _NO_FOLLOW | _CLOEXEC | _BINARY
+"""For `os.open` of a file of ours: never through a link, not inherited by children, bytes as they are (each
+flag where the platform has it)."""
 
 
 class WriteError(UserError):
@@ -52,7 +73,10 @@ def write_error(exc: BaseException, path: Path) -> WriteError:
     code = getattr(exc, "errno", None)
     shown = printable(path)
     folder = printable(path if Path(path).is_dir() else Path(path).parent)
-    if code in (errno.ENOSPC, errno.EDQUOT):
+    if getattr(exc, "winerror", None) in IN_USE_WINERRORS:
+        msg = (f"cannot write {shown}: another program has it open (a virus scanner, an indexer, a player); "
+               "close it or wait a moment, then try again")
+    elif code in (errno.ENOSPC, errno.EDQUOT):
         msg = f"No space left on device on {folder}; free some space or write somewhere else"
     elif code in (errno.EACCES, errno.EPERM):
         msg = f"permission denied: {shown}; choose a folder you can write to"
@@ -97,21 +121,56 @@ def new_file_mode() -> int:
     return 0o666 & ~current_umask()
 
 
+def _lock(fd: int, wait: bool = True) -> None:
+    """Lock the open file `fd` for this process (OSError when another holds it and `wait` is False)."""
+    if fcntl is not None:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    else:  # the first byte, from the start (msvcrt locks ranges from the current position)
+        os.lseek(fd, 0, os.SEEK_SET)
+        msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+
+
 def _try_lock(fd: int) -> bool:
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        _lock(fd, wait=False)
     except OSError:
         return False
     return True
 
 
+def _set_mode(fd: int) -> None:
+    if hasattr(os, "fchmod"):  # not on Windows before Python 3.13, where modes do not apply
+        os.fchmod(fd, new_file_mode())
+
+
 def fsync_dir(folder: Path) -> None:
-    """Make the names in `folder` (a rename, a new file) durable."""
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    """Make the names in `folder` (a rename, a new file) durable; nothing where folders cannot be opened (Windows:
+    its renames are durable once the call returns)."""
+    if not hasattr(os, "O_DIRECTORY"):
+        return
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def replace(src: Path, dst: Path, folder: bool = False) -> None:
+    """`os.replace(src, dst)` (`os.rename` for a `folder`: never over an existing one), retried for up to
+    `REPLACE_PATIENCE_S` while Windows says another program holds one of them; then the last error is raised."""
+    move = os.rename if folder else os.replace
+    deadline = time.monotonic() + REPLACE_PATIENCE_S
+    pause = 0.01
+    while True:
+        try:
+            move(src, dst)
+            return
+        except PermissionError as exc:
+            if getattr(exc, "winerror", None) not in IN_USE_WINERRORS or time.monotonic() >= deadline:
+                raise
+            log.info("%s is in use (Windows error %s); trying again", dst, exc.winerror)
+        time.sleep(pause)
+        pause = min(pause * 2, 0.25)
 
 
 def remove_quietly(path: Path) -> None:
@@ -137,12 +196,12 @@ def write_durable(path: Path, data: bytes) -> None:
     voice's temp folder, renamed into place as a whole): written, fsynced, given the umask's mode.
     A failure leaves no file and raises `WriteError`."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | OPEN_FLAGS, 0o600)
     except OSError as exc:
         raise write_error(exc, path) from None
     try:
         _write_all(fd, data)
-        os.fchmod(fd, new_file_mode())
+        _set_mode(fd)
         os.fsync(fd)
     except OSError as exc:
         os.close(fd)
@@ -160,8 +219,8 @@ def is_stale(path: Path) -> bool:
         st = path.lstat()
         if st.st_mtime >= PROCESS_STARTED or stat.S_ISLNK(st.st_mode):
             return False
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
+        fd = os.open(path, os.O_RDONLY | OPEN_FLAGS)
+    except OSError:  # (on Windows also a folder: it cannot be opened there, so it is never taken for stale)
         return False
     try:
         return _try_lock(fd)
@@ -235,15 +294,15 @@ class OutputSet:
             raise WriteError(f"cannot write {printable(path)}: it is a folder; give a file name", path, errno.EISDIR)
         tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}{TEMP_SUFFIX}")
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | OPEN_FLAGS, 0o600)
         except OSError as exc:
             raise write_error(exc, path) from None
         staged = _Staged(path, tmp, fd)
         self._staged.append(staged)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            _lock(fd)
             _write_all(fd, data)
-            os.fchmod(fd, new_file_mode())
+            _set_mode(fd)
             os.fsync(fd)
         except OSError as exc:
             self._drop(staged)
@@ -257,7 +316,10 @@ class OutputSet:
         done: list[_Staged] = []
         try:
             for s in self._staged:
-                os.replace(s.tmp, s.target)
+                if fcntl is None:  # Windows renames no file that is open, our own temp file included
+                    os.close(s.fd)
+                    s.fd = -1
+                replace(s.tmp, s.target)
                 done.append(s)
             for folder in dict.fromkeys(s.target.parent for s in self._staged):
                 fsync_dir(folder)
@@ -269,7 +331,8 @@ class OutputSet:
             raise write_error(exc, failed.target) from None
         targets = self.targets
         for s in self._staged:
-            os.close(s.fd)
+            if s.fd >= 0:
+                os.close(s.fd)
         self._staged.clear()
         return targets
 
@@ -279,11 +342,13 @@ class OutputSet:
             self._drop(s)
 
     def _drop(self, s: _Staged) -> None:
-        remove_quietly(s.tmp)
         try:
-            os.close(s.fd)
+            if s.fd >= 0:
+                os.close(s.fd)  # first: Windows removes no file that is open
         except OSError:
             pass
+        s.fd = -1
+        remove_quietly(s.tmp)
         if s in self._staged:
             self._staged.remove(s)
 
@@ -311,24 +376,27 @@ def staged_folder(parent: Path, prefix: str) -> Iterator[Path]:
         parent.mkdir(parents=True, exist_ok=True)
         folder = parent / f"{prefix}{secrets.token_hex(6)}"
         folder.mkdir(mode=0o700)
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        # locked through a descriptor of the folder; Windows opens no folder (nor removes one a process works in)
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC) if hasattr(os, "O_DIRECTORY") else -1
     except OSError as exc:
         raise write_error(exc, parent / prefix) from None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        if fd >= 0:
+            _lock(fd)
         yield folder
     except BaseException:
         remove_quietly(folder)
         raise
     finally:
-        os.close(fd)
+        if fd >= 0:
+            os.close(fd)
 
 
 def publish_folder(folder: Path, target: Path) -> None:
     """Give a staged folder the user's mode and rename it to `target` (which must not exist)."""
     try:
         os.chmod(folder, 0o777 & ~current_umask())
-        os.rename(folder, target)
+        replace(folder, target, folder=True)
         fsync_dir(target.parent)
     except OSError as exc:
         raise write_error(exc, target) from None

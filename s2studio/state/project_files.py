@@ -43,7 +43,15 @@ import soundfile as sf
 
 from s2studio.audio import SAMPLE_RATE
 from s2studio.errors import UserError, printable
-from s2studio.state.atomic import WriteError, fsync_dir, remove_quietly, write_durable, write_error
+from s2studio.state.atomic import (
+    OPEN_FLAGS,
+    WriteError,
+    fsync_dir,
+    remove_quietly,
+    replace,
+    write_durable,
+    write_error,
+)
 from s2studio.state.clips import soundfile_reason
 from s2studio.state.codes import NUM_CODEBOOKS, read_codes_file
 from s2studio.state.project import (FORMAT_VERSION, SETTINGS, SUFFIX, GenerationSettings,
@@ -267,8 +275,8 @@ def save_project(project: Project, path: Path, autosave_of: Path | None = None,
         fsync_dir(tmp)
         if os.path.lexists(path):
             remove_quietly(old)
-            os.rename(path, old)
-        os.rename(tmp, path)
+            replace(path, old, folder=True)  # retried while Windows says a file inside is in use
+        replace(tmp, path, folder=True)
         fsync_dir(path.parent)
     except (OSError, WriteError) as exc:
         remove_quietly(tmp)
@@ -339,7 +347,7 @@ def _plain_file(path: Path) -> int:
     """An fd of `path` when it is a plain file, never through a link."""
     if path.is_symlink():
         raise ValueError(f"{path.name} is a link; a project's take files must be plain files inside it")
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    fd = os.open(path, os.O_RDONLY | OPEN_FLAGS)
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise OSError(f"{path.name} is not a plain file")

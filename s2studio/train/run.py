@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from s2studio.errors import UserError, printable
-from s2studio.state.atomic import OutputSet, write_error, write_text_atomic
+from s2studio.state.atomic import OPEN_FLAGS, OutputSet, write_error, write_text_atomic
 from s2studio.train.clips import TrainClip, check_enough, speaker_folder_name
 from s2studio.train.data import Group, Sentence, pack_text
 from s2studio.train.loop import StepMetrics, Trainer, TrainSettings, latest_checkpoint
@@ -150,7 +150,7 @@ class MetricsLog:
 
     def append(self, metrics: StepMetrics) -> None:
         try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | OPEN_FLAGS)
             try:
                 os.write(fd, (metrics.json() + "\n").encode("utf-8"))
             finally:
