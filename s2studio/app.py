@@ -93,9 +93,11 @@ def make_application(argv: list[str] | None = None) -> QApplication:
     app.setOrganizationName("s2studio")
     app.setApplicationDisplayName("S2 Studio")
     app.setDesktopFileName(APP_ID)
+    from s2studio.ui import wheel_guard  # noqa: PLC0415
     from s2studio.ui.icons import app_icon  # noqa: PLC0415
 
     app.setWindowIcon(app_icon())
+    wheel_guard.install(app)  # the wheel scrolls; it changes a field only when that field has the focus
     return app  # type: ignore[return-value]
 
 

@@ -207,7 +207,7 @@ def main() -> int:
         print("the model did not reload with 8-bit weights", file=sys.stderr)
         return 1
     _wait(qapp, lambda: False, 0.3)
-    window.settings_panel.grab().save(str(args.out / "settings-panel.png"))  # whole, as far as it scrolls
+    window.inspector.settings_page.grab().save(str(args.out / "settings-panel.png"))  # whole, as far as it scrolls
 
     page = ModelPage(home / "data" / "models", window)
     page.folder.setText(str(model_dir))

@@ -29,7 +29,8 @@ class GenerationSettings:
     temperature: float = 0.8
     top_p: float = 0.8
     top_k: int = 30
-    max_frames: int = 1024
+    max_frames: int = 1077
+    """The longest a line may be, in codec frames (21.53 a second): 50.0 s, a round figure in the settings."""
     batching: Literal["line", "upstream"] = "line"
     device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
     precision: Literal["auto", "fp32", "bf16"] = "auto"

@@ -4,8 +4,13 @@ A take is stale when what the model would be asked for its line differs from wha
 
 - the line's text (tags included) or its speaker            -> TEXT, SPEAKER
 - the speaker's voice: another voice, or its clips or their transcripts changed          -> VOICE
-- the sampling settings: temperature, top-p, top-k, max length, batching, and the seed when
-  it is fixed (a take made with any seed is a fair sample of "random")                  -> SETTINGS
+- the sampling settings: temperature, top-p, top-k, max length, batching; and a fixed seed changed
+  to another one for a take made with a fixed seed                                      -> SETTINGS
+
+The seed mode is not part of it: Random or Fixed says how the *next* takes are seeded. Every take records the
+seed it was made with (`Take.seed`), so switching Random -> Fixed leaves the takes as they are (a take drawn at
+random is a take of its recorded seed), and Fixed -> Random too (any seed is a fair sample of "random"). Only a
+take made with a fixed seed, when the fixed seed is then changed, no longer answers what is asked.
 
 Never for how the answer is computed or where it is placed: device, precision, speed mode,
 quantization, the gap between lines. Those fields of `GenerationSettings` are not in
@@ -31,7 +36,7 @@ from s2studio.state.script import Line
 from s2studio.state.voices import Voice
 
 SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "max_frames", "batching")
-"""The settings that change what the model is asked, besides a fixed seed."""
+"""The settings that change what the model is asked, besides a fixed seed (module docstring)."""
 
 TAKE_SETTINGS = Record({
     "temperature": Field(Number(), None), "top_p": Field(Number(), None), "top_k": Field(Integer(), None),
@@ -88,7 +93,8 @@ def _settings_differ(made: dict[str, Any] | None, now: GenerationSettings) -> bo
     wanted = take_settings(now)
     if any(made.get(name) != wanted[name] for name in SAMPLING_FIELDS):
         return True
-    return wanted["seed"] is not None and made.get("seed") != wanted["seed"]
+    fixed_then, fixed_now = made.get("seed"), wanted["seed"]
+    return fixed_then is not None and fixed_now is not None and fixed_then != fixed_now
 
 
 def describe(reasons: tuple[Stale, ...]) -> str:

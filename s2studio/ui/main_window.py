@@ -32,7 +32,7 @@ from s2studio.ui.control.player import Player
 from s2studio.ui.control.projects import ProjectStore
 from s2studio.ui.control.render import RenderFlow
 from s2studio.ui.control.session import RenderSession
-from s2studio.ui.desktop import open_folder
+from s2studio.ui.desktop import reveal_folder
 from s2studio.ui.dialogs.about import show_about
 from s2studio.ui.dialogs.model_commands import ModelCommands, remembered_settings
 from s2studio.ui.dialogs.project_commands import ProjectCommands
@@ -151,7 +151,7 @@ class MainWindow(QMainWindow):
             "settings": lambda: self.inspector.show_settings(),
             "shortcuts": self.show_shortcuts,
             "about": lambda: show_about(self, self.model.info.name if self.model.info else None),
-            "open_log_folder": lambda: open_folder(self.ctx.data_dir / "logs"),
+            "open_log_folder": lambda: reveal_folder(self.ctx.data_dir / "logs", "The log", self),
         }
 
     def _build_ui(self) -> None:

@@ -39,7 +39,8 @@ def probe_server(target: ServerTarget, cancel: threading.Event | None = None) ->
         for event in engine.load(LoadRequest("test", Path("remote")), cancel or threading.Event()):
             if isinstance(event, ModelReady):
                 ms = (time.perf_counter() - started) * 1000
-                message = (f"Connected: {event.info.name} ({event.info.device}, {event.info.precision}), "
+                device = event.info.device.rsplit(" on ", 1)[0]  # the name says where already
+                message = (f"Connected: {event.info.name} ({device}, {event.info.precision}), "
                            f"{ms:.0f} ms round trip, {engine.protocol} protocol.")
             elif isinstance(event, JobFailed):
                 message = f"Not connected: {event.error}"

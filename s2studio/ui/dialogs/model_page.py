@@ -184,11 +184,7 @@ class ModelPage(QDialog):
         drow = QHBoxLayout()
         self.download_button = QPushButton("Download")
         self.download_button.setAccessibleName("Download S2 Pro")
-        self.cancel_button = QPushButton("Cancel download")
-        self.cancel_button.setAccessibleName("Cancel the download")
-        self.cancel_button.setEnabled(False)
         drow.addWidget(self.download_button)
-        drow.addWidget(self.cancel_button)
         drow.addStretch(1)
         dll.addLayout(drow)
         self.has_hub = importlib.util.find_spec("huggingface_hub") is not None
@@ -212,11 +208,16 @@ class ModelPage(QDialog):
 
         self.progress = QProgressBar()
         self.progress.setRange(0, 1000)
-        self.progress.setVisible(False)
         self.progress.setAccessibleName("Progress")
+        self.cancel_button = QPushButton("Cancel")  # stops what runs: the download or writing the demo model
+        prow = QHBoxLayout()
+        prow.addWidget(self.progress, 1)
+        prow.addWidget(self.cancel_button)
+        for w in (self.progress, self.cancel_button):
+            w.setVisible(False)
         self.status = QLabel("")
         self.status.setWordWrap(True)
-        layout.addWidget(self.progress)
+        layout.addLayout(prow)
         layout.addWidget(self.status)
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
         self.ok_button = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
@@ -265,6 +266,18 @@ class ModelPage(QDialog):
         self.download_button.setEnabled(self.has_hub and self.accept_license.isChecked() and not running)
         self.cancel_button.setEnabled(running)
         self.demo_button.setEnabled(not running)
+        self._fit_height()
+
+    def _fit_height(self) -> None:
+        """Grow to the height the texts need at this width: a progress bar or a long message appearing would
+        otherwise squeeze the wrapped texts above it (the licence link cut in half)."""
+        layout = self.layout()
+        if layout is None:
+            return
+        layout.activate()
+        needed = layout.totalHeightForWidth(self.width()) if layout.hasHeightForWidth() else layout.sizeHint().height()
+        if needed > self.height():
+            self.resize(self.width(), needed)
 
     def _use(self) -> None:
         if self._validate():
@@ -276,28 +289,31 @@ class ModelPage(QDialog):
             return
         dest = self.models_dir / "s2-pro"
         self.task.start(lambda task: _download(task, dest))
-        self._begin(f"Downloading {REPO_ID} to {dest}…")
+        self._begin(f"Downloading {REPO_ID} to {dest}…", "Cancel the download")
 
     def make_demo(self) -> None:
         dest = self.models_dir / "demo-tiny"
         self._making_demo = True
         self.task.start(lambda task: _write_demo(task, dest))
-        self._begin("Writing the demo model…")
+        self._begin("Writing the demo model…", "Stop writing the demo model")
 
-    def _begin(self, message: str) -> None:
+    def _begin(self, message: str, cancel_name: str) -> None:
         self.progress.setValue(0)
-        self.progress.setVisible(True)
+        self.cancel_button.setAccessibleName(cancel_name)
+        for w in (self.progress, self.cancel_button):
+            w.setVisible(True)
         self.status.setText(message)
         self._update()
-        self.cancel_button.setEnabled(True)
 
     def _progress(self, fraction: float, message: str) -> None:
         self.progress.setValue(int(fraction * 1000))
         if message:
             self.status.setText(message)
+            self._fit_height()
 
     def _done(self, result: object, error: str) -> None:
-        self.progress.setVisible(False)
+        for w in (self.progress, self.cancel_button):
+            w.setVisible(False)
         demo, self._making_demo = self._making_demo, False
         if error:
             self.status.setText(f"✗ {error}")

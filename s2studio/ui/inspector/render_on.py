@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QSettings, Signal
 from PySide6.QtWidgets import (
-    QComboBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QPushButton, QWidget,
+    QComboBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QPushButton, QVBoxLayout, QWidget,
 )
 
 from s2studio.ui.control.background import Background
@@ -26,7 +26,9 @@ class RenderOnBox(QGroupBox):
         super().__init__("Render on", parent)
         self.setAccessibleName("Render on")
         self._settings = settings
-        form = QFormLayout(self)
+        column = QVBoxLayout(self)  # the form, then the connection's result under it at its full height
+        form = QFormLayout()
+        column.addLayout(form)
         self.where = QComboBox()
         self.where.setAccessibleName("Render on")
         self.where.addItem("This computer", "local")
@@ -53,7 +55,8 @@ class RenderOnBox(QGroupBox):
         self.result = QLabel("")
         self.result.setWordWrap(True)
         self.result.setAccessibleName("Connection result")
-        form.addRow(self.result)
+        self.result.setVisible(False)
+        column.addWidget(self.result)
         self.where.setCurrentIndex(max(0, self.where.findData(settings.value("render/on", "local"))))
         self._sync()
         self.where.currentIndexChanged.connect(self._where_changed)
@@ -79,16 +82,22 @@ class RenderOnBox(QGroupBox):
         s.setValue("render/key", self.key.text().strip())
         s.setValue("render/model", self.model.text().strip())
 
+    def _show(self, text: str) -> None:
+        self.result.setText(text)
+        self.result.setVisible(bool(text))
+
     def _where_changed(self) -> None:
         self._sync()
         self._remember()
         if self.where.currentData() == "local":
+            self._probe.cancel.set()  # a test still running says nothing any more
+            self._show("")
             self.target_chosen.emit(None)
 
     def _use(self) -> None:
         target = self.target()
         if target is None:
-            self.result.setText("Type the server's address first, e.g. http://gpu-box:8000")
+            self._show("Type the server's address first, e.g. http://gpu-box:8000")
             return
         self._remember()
         self.target_chosen.emit(target)
@@ -96,12 +105,14 @@ class RenderOnBox(QGroupBox):
     def test_connection(self) -> None:
         target = self.target()
         if target is None:
-            self.result.setText("Type the server's address first, e.g. http://gpu-box:8000")
+            self._show("Type the server's address first, e.g. http://gpu-box:8000")
             return
-        self.result.setText(f"Connecting to {target.url} …")
+        self._show(f"Connecting to {target.url} …")
         self.test_button.setEnabled(False)
         self._probe.start(lambda task: probe_server(target, task.cancel))
 
     def _show_result(self, message: object, error: str) -> None:
-        self.result.setText(str(message) if not error else f"Not connected: {error}")
-        self.test_button.setEnabled(self.where.currentData() == "server")
+        server = self.where.currentData() == "server"
+        if server:
+            self._show(str(message) if not error else f"Not connected: {error}")
+        self.test_button.setEnabled(server)

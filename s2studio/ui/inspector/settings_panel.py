@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from PySide6.QtCore import Signal
 from PySide6.QtGui import QStandardItemModel
-from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout,
+from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout,
                                QWidget)
 
 from s2studio.audio import FRAME_SAMPLES, SAMPLE_RATE
@@ -36,17 +36,18 @@ class Mode:
 
 
 MODES: tuple[Mode, ...] = (
-    Mode("exact", "Exact — same as the reference implementation (slowest)",
-         "Computes every step as Fish Audio's own code does. On the CPU the result is identical to it, sample for "
-         "sample; use it to compare, or when a line must be reproducible anywhere.", "fp32", "exact", "none"),
+    Mode("exact", "Exact (slowest)",
+         "Computes every step as Fish Audio's own code (the reference implementation) does. On the CPU the result "
+         "is identical to it, sample for sample; use it to compare, or when a line must be reproducible "
+         "anywhere.", "fp32", "exact", "none"),
     Mode("fast", "Fast (recommended)",
          "The same model in a faster loop: reuses the work shared between lines and, on a GPU, runs in 16-bit. "
          "Sounds the same; the samples differ slightly from the exact mode's.", "auto", "fast", "none"),
-    Mode("int8", "Faster, less memory (8-bit weights)",
+    Mode("int8", "Faster, less memory (8-bit)",
          "Stores the model's weights in 8 bits: about half the memory (S2 Pro: 5.1 GB of weights against 9.1), "
          "and faster where memory is the limit. "
          "A very slight loss of quality.", "auto", "fast", "int8"),
-    Mode("int4", "Fastest, least memory (4-bit weights)",
+    Mode("int4", "Fastest, least memory (4-bit)",
          "Stores the weights in 4 bits: S2 Pro's weights take 3.2 GB (2.1 GB of 4-bit layers, 1.0 GB of embedding "
          "tables), for small GPUs and laptops, and the fastest on a CPU. Some loss of "
          "quality; try a line before a long render.", "auto", "fast", "int4"),
@@ -83,6 +84,26 @@ def fit_narrow(box: QComboBox) -> None:
     box.currentTextChanged.connect(box.setToolTip)
 
 
+class NameAbove(QVBoxLayout):
+    """Rows of a name above its field. A box layout, not a QFormLayout that wraps its rows: the form's height for
+    a width came out short once a help text had changed, squeezing the wrapped texts of every row."""
+
+    def __init__(self, parent: QWidget) -> None:
+        super().__init__(parent)
+        self.setContentsMargins(0, 0, 0, 0)
+        self.setSpacing(2)
+
+    def addRow(self, name: str | QWidget, field: QWidget | None = None) -> None:  # noqa: N802 - QFormLayout's name
+        if field is None:
+            assert isinstance(name, QWidget)
+            self.addWidget(name)
+            return
+        label = QLabel(str(name))
+        label.setBuddy(field)
+        self.addWidget(label)
+        self.addWidget(field)
+
+
 class SettingsPanel(QWidget):
     settings_changed = Signal(object)
     """`GenerationSettings` after any edit."""
@@ -91,11 +112,8 @@ class SettingsPanel(QWidget):
         super().__init__(parent)
         self.setObjectName("settingsPanel")
         self.setAccessibleName("Generation settings")
-        form = QFormLayout(self)
-        form.setContentsMargins(4, 4, 4, 4)
-        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
-        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapAllRows)  # each name above its field: the inspector is
-        # narrow, and the fields and their help get its whole width
+        form = NameAbove(self)  # each name above its field: the inspector is narrow, and the fields and their
+        # help get its whole width
         self._settings = GenerationSettings()
 
         self.mode = QComboBox()
@@ -155,12 +173,6 @@ class SettingsPanel(QWidget):
         for w in (self.seed, self.top_k, self.temperature, self.top_p, self.max_seconds, self.threads):
             w.valueChanged.connect(self._changed)
 
-    def add_section(self, section: QWidget) -> None:
-        """A group of further settings below the generation's (where to render, transcripts), as narrow as the rest."""
-        for box in section.findChildren(QComboBox):
-            fit_narrow(box)
-        self.layout().addRow(section)
-
     # -- building --------------------------------------------------------------------------------
 
     @staticmethod
@@ -175,7 +187,7 @@ class SettingsPanel(QWidget):
     def _stack(field: QWidget | QHBoxLayout, help_label: QLabel) -> QWidget:
         box = QWidget()
         column = QVBoxLayout(box)
-        column.setContentsMargins(0, 0, 0, 4)
+        column.setContentsMargins(0, 0, 0, 8)
         column.setSpacing(2)
         if isinstance(field, QHBoxLayout):
             column.addLayout(field)

@@ -32,6 +32,8 @@ logger = logging.getLogger(__name__)
 AUDIO_FILTER = "Audio (*.wav *.flac *.ogg *.mp3 *.aiff *.aif);;All files (*)"
 AUDIO_SUFFIXES = frozenset({".wav", ".flac", ".ogg", ".mp3", ".aiff", ".aif"})
 DROP_HINT = "Drop to make a voice of these clips"
+LIST_ROWS = 4
+"""Voices the list always shows: the selected voice's details take only the height left below them."""
 
 
 def add_voice_icon(color: QColor, size: int = 32) -> QIcon:
@@ -127,6 +129,10 @@ class VoicesPanel(QWidget):
         self.list.setIconSize(QSize(30, 30))
         self.list.setSpacing(3)
         self.list.currentItemChanged.connect(lambda *_: self._show_details())
+        # four voices stay in view whatever the details below need (a voice's clip list scrolls instead)
+        row_height = (max(self.list.iconSize().height(), 2 * self.fontMetrics().lineSpacing())
+                      + 2 * self.list.spacing() + 4)
+        self.list.setMinimumHeight(LIST_ROWS * row_height + 2 * self.list.frameWidth())
         layout.addWidget(self.list, 1)
         self.drop_hint = QLabel(DROP_HINT, self.list)
         self.drop_hint.setObjectName("dropHint")
