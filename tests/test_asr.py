@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from fake_hub import FakeHub
-from s2studio.audio import asr, asr_models
+from s2studio.audio import asr, asr_local, asr_models
 from s2studio.audio.asr import AsrSettings, Recognizer, TranscriptCache, transcribe
 from s2studio.errors import Cancelled, UserError
 from speech import PARAGRAPHS, SENTENCE, espeak, padded, tiny_model, word_error_rate
@@ -119,9 +119,16 @@ def test_cancel_stops_a_download_mid_file_and_the_next_one_resumes(cache_home):
     assert hub.bytes_sent - first_bytes < total  # the second download did not start from nothing
 
 
-def test_offline_without_the_model_is_one_clear_line(tmp_path, cache_home):
+def test_offline_without_the_model_is_one_clear_line(tmp_path, cache_home, monkeypatch):
     samples, rate = espeak(SENTENCE, tmp_path / "s.wav")
-    tiny_model()  # faster-whisper installed
+    tiny_model()  # faster-whisper installed, and the tests' tiny.en with it
+    with pytest.raises(UserError) as err:
+        transcribe(samples, rate, AsrSettings("small"), endpoint="http://127.0.0.1:9")
+    assert str(err.value) == ("the speech-recognition model “small” (484 MB) is not on this computer and Hugging "
+                              "Face cannot be reached; “Tiny, English only (installed with the tests)” is on this "
+                              "computer: choose it in Settings ▸ Transcripts (or connect to the internet once to "
+                              "download “small”)")
+    monkeypatch.setattr(asr_local, "local_models", lambda: [])  # nothing else on this computer
     with pytest.raises(UserError) as err:
         transcribe(samples, rate, AsrSettings("small"), endpoint="http://127.0.0.1:9")
     assert str(err.value) == ("the speech-recognition model “small” (484 MB) is not on this computer and Hugging "
@@ -157,3 +164,32 @@ def test_a_damaged_cache_entry_is_a_miss(tmp_path):
     cache.path("ab" * 32, "m1").write_text("{not json")
     assert cache.get("ab" * 32, "m1") is None
     assert t.language_label == "English (90%)" and asr.Transcript("x", "de", 1.0, "t").language_label == "German"
+
+
+def _copy_model(src: Path, dest: Path) -> Path:
+    dest.mkdir(parents=True)
+    for f in src.iterdir():
+        (dest / f.name).symlink_to(f)
+    return dest
+
+
+def test_models_on_this_computer_are_found_and_a_folder_must_hold_a_whisper(tmp_path, cache_home, monkeypatch):
+    tiny = tiny_model()
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    _copy_model(tiny, tmp_path / "hub" / "models--Systran--faster-whisper-tiny.en" / "snapshots" / "abc")
+    (tmp_path / "hub" / "models--someone--other" / "snapshots" / "def").mkdir(parents=True)  # not a model
+    found = asr_local.local_models()
+    assert [m.label for m in found] == ["Systran/faster-whisper-tiny.en (Hugging Face cache)",
+                                        "Tiny, English only (installed with the tests)"]
+    assert found[1].model == str(tiny)
+    assert asr_local.present_instead(str(tiny)) == found[0]
+    transcript = transcribe(*espeak(SENTENCE, tmp_path / "s.wav"), AsrSettings(found[0].model))
+    assert word_error_rate(SENTENCE, transcript.text) <= 0.2  # offline, from the other program's download
+    fake = _copy_model(tiny, tmp_path / "fake")
+    (fake / "model.bin").unlink()
+    (fake / "model.bin").write_bytes(b"\x06\0\0\0\x0d\0TransformerS\0" + bytes(64))
+    with pytest.raises(UserError, match="holds a CTranslate2 TransformerS, not a Whisper model"):
+        asr_models.model_folder(fake)
+    (fake / "model.bin").write_bytes(b"PK\x03\x04 a zip, not a CTranslate2 model")
+    with pytest.raises(UserError, match="its model.bin is not a CTranslate2 model"):
+        asr_models.model_folder(fake)

@@ -29,7 +29,9 @@ import numpy as np
 
 from s2studio import paths
 from s2studio.audio.asr_languages import language_name
-from s2studio.audio.asr_models import DEFAULT_MODEL, INSTALL_HINT, Progress, asr_missing, describe, ensure_model
+from s2studio.audio.asr_local import present_instead
+from s2studio.audio.asr_models import (DEFAULT_MODEL, INSTALL_HINT, NotHere, Progress, asr_missing, describe,
+                                       ensure_model)
 from s2studio.audio.dsp import resample
 from s2studio.errors import Cancelled, UserError, printable
 from s2studio.state.atomic import write_text_atomic
@@ -156,7 +158,13 @@ def transcribe(samples: np.ndarray, rate: int, settings: AsrSettings = AsrSettin
     cache = cache or TranscriptCache()
     audio = np.asarray(samples, dtype=np.float32).reshape(-1)
     audio = resample(audio, rate, ASR_RATE) if rate != ASR_RATE else audio
-    folder = ensure_model(settings.model, progress, cancel, endpoint=endpoint)
+    try:
+        folder = ensure_model(settings.model, progress, cancel, endpoint=endpoint)
+    except NotHere as exc:  # offline: offer a model that is on this computer, when there is one
+        other = present_instead(settings.model)
+        if other is None:
+            raise
+        raise UserError(exc.offering(other.label)) from None
     key_audio, key_model = audio_key(audio), model_key(folder, settings)
     hit = cache.get(key_audio, key_model)
     if hit is not None:

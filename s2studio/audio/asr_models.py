@@ -80,7 +80,38 @@ def model_folder(path: Path) -> Path:
     missing = [f for f in ("model.bin", "config.json", "tokenizer.json") if not (path / f).is_file()]
     if missing:
         raise UserError(f"{printable(path)} is not a faster-whisper model folder ({', '.join(missing)} missing)")
+    spec = ctranslate2_spec(path / "model.bin")
+    if spec is None:
+        raise UserError(f"{printable(path)} is not a faster-whisper model folder (its model.bin is not a CTranslate2 "
+                        "model)")
+    if spec and not spec.startswith("Whisper"):
+        raise UserError(f"{printable(path)} holds a CTranslate2 {printable(spec, 40)}, not a Whisper model; choose a "
+                        "faster-whisper model folder")
     return path
+
+
+def ctranslate2_spec(weights: Path) -> str | None:
+    """The model type a CTranslate2 `model.bin` names in its header ("WhisperSpec"); "" for a version-1 file,
+    which names none; None when it is not a CTranslate2 file (or cannot be read). The header is a little-endian
+    int32 version, then from version 2 on a uint16 length and the spec's name, NUL-terminated."""
+    try:
+        with open(weights, "rb") as f:
+            head = f.read(262)
+    except OSError:
+        return None
+    version = int.from_bytes(head[:4], "little") if len(head) >= 4 else 0
+    if version == 1:
+        return ""
+    if not 2 <= version < 100 or len(head) < 6:
+        return None
+    length = int.from_bytes(head[4:6], "little")
+    name = head[6:6 + length]
+    if length == 0 or len(name) < length or not name.endswith(b"\0"):
+        return None
+    try:
+        return name[:-1].decode("ascii")
+    except UnicodeDecodeError:
+        return None
 
 
 def _size(model: str) -> ModelSize:
@@ -145,8 +176,25 @@ def download_model(model: str, progress: Progress | None = None, cancel: threadi
         raise
     except Exception as exc:  # noqa: BLE001 - every hub failure becomes one line; details to the log
         log.info("downloading %s failed: %r", size.repo, exc)
-        raise UserError(download_problem(size, exc)) from None
+        problem = download_problem(size, exc)
+        raise (NotHere(size) if problem == str(NotHere(size)) else UserError(problem)) from None
     return model_folder(Path(folder))
+
+
+class NotHere(UserError):
+    """A size that is not on this computer while Hugging Face cannot be reached (`offering` names one that is)."""
+
+    def __init__(self, size: ModelSize) -> None:
+        self.size = size
+        self.what = f"the speech-recognition model “{size.name}” ({size.megabytes} MB)"
+        super().__init__(f"{self.what} is not on this computer and Hugging Face cannot be reached; connect to the "
+                         "internet once to download it, or type the transcript")
+
+    def offering(self, label: str) -> str:
+        """The same line, offering the model `label` that is on this computer."""
+        return (f"{self.what} is not on this computer and Hugging Face cannot be reached; “{label}” is on this "
+                f"computer: choose it in Settings ▸ Transcripts (or connect to the internet once to download "
+                f"“{self.size.name}”)")
 
 
 def download_problem(size: ModelSize, exc: BaseException) -> str:
@@ -155,8 +203,7 @@ def download_problem(size: ModelSize, exc: BaseException) -> str:
     names = {cls.__name__ for cls in type(exc).__mro__}
     if names & {"LocalEntryNotFoundError", "ConnectError", "TimeoutException", "OfflineModeIsEnabled",
                 "ConnectionError", "ConnectTimeout"}:
-        return (f"{what} is not on this computer and Hugging Face cannot be reached; connect to the internet "
-                "once to download it, or type the transcript")
+        return str(NotHere(size))
     if names & {"RepositoryNotFoundError", "RevisionNotFoundError", "EntryNotFoundError"}:
         return f"{what} was not found on Hugging Face ({size.repo}); choose another size in Settings"
     if isinstance(exc, OSError):

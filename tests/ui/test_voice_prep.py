@@ -250,8 +250,9 @@ def test_stopping_a_download_and_the_message_offline(qtbot, studio, tmp_path, mo
     try:
         qtbot.waitUntil(lambda: d.status.text().startswith("⚠"), timeout=20000)
         assert d.status.text() == ("⚠ the speech-recognition model “base” (145 MB) is not on this computer and "
-                                   "Hugging Face cannot be reached; connect to the internet once to download it, "
-                                   "or type the transcript.")
+                                   "Hugging Face cannot be reached; “Tiny: fastest, least exact” is on this "
+                                   "computer: choose it in Settings ▸ Transcripts (or connect to the internet once "
+                                   "to download “base”).")
         assert d.cards[0].tag.text() == "type it"
     finally:
         d.done(0)
@@ -260,12 +261,12 @@ def test_stopping_a_download_and_the_message_offline(qtbot, studio, tmp_path, mo
 def test_settings_choose_the_model_and_language(qtbot, studio):
     w = studio
     box = w.transcripts_box
-    assert isinstance(box, TranscriptsBox) and box.parent() is w.settings_panel
+    assert isinstance(box, TranscriptsBox) and box.parent() is w.inspector.settings_page
     box.model.setCurrentIndex(box.model.findData("small"))
     box.language.setCurrentIndex(box.language.findData("de"))
     assert w.ctx.settings.value(MODEL_KEY) == "small" and w.ctx.settings.value(LANGUAGE_KEY) == "de"
     assert asr_settings(w.ctx.settings).model == "small" and asr_settings(w.ctx.settings).language == "de"
-    assert box.note.text() == "Downloaded from Hugging Face the first time a clip is transcribed (484 MB)."
+    assert box.note.text().startswith("Downloaded from Hugging Face the first time a clip is transcribed (484 MB).")
     assert box.language.itemText(0) == "Detect automatically"
 
 
