@@ -2,9 +2,11 @@
 
 A script's first ids are the parser's content ids (`script.make_line_id`): a new script, and a project
 saved before ids were stored, start with them. From then on `LineIds.carry` maps the lines before an
-edit to the lines after it with a line diff (difflib's `SequenceMatcher` over (speaker, text)):
+edit to the lines after it:
 
-- lines the diff finds equal keep their ids;
+- the lines equal (speaker and text) at the start and at the end keep their ids;
+- between those, a line diff (difflib's `SequenceMatcher` over (speaker, text)) pairs them: lines it
+  finds equal keep their ids;
 - in a replaced block, old and new lines are paired by text similarity in order (an edited line, a
   split line's larger half, a joined line's larger part), a one-line block always pairs: those keep
   their ids, whatever changed in them;
@@ -13,16 +15,19 @@ edit to the lines after it with a line diff (difflib's `SequenceMatcher` over (s
   line, finds its takes again; otherwise it gets an id this project never used (not even by takes of
   deleted lines).
 
-Pure Python, no Qt: the window calls it after every (debounced) edit.
+Pure Python, no Qt: the window calls it after every (debounced) edit, over the lines the edit touched
+(`script_edits.Edit`), so that the cost follows the edit and not the length of the script.
 """
 
 from __future__ import annotations
 
 import difflib
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 
 from s2studio.state.script import Line, Script, make_line_id
+from s2studio.state.script_edits import Edit
 
 logger = logging.getLogger(__name__)
 
@@ -101,47 +106,77 @@ class LineIds:
         """Ids now in use elsewhere (new takes, the first ids of a script)."""
         self._used.update(ids)
 
-    def carry(self, before: Script, after: Script) -> Script:
-        """`after` (a fresh parse) with the ids of `before`'s lines carried over (module docstring)."""
+    def carry(self, before: Script, after: Script, edit: Edit | None = None) -> Script:
+        """`after` (a parse of the edited text) with the ids of `before`'s lines carried over (module
+        docstring). `edit` (from `ScriptParser.reparse`) says which lines can have changed: the others
+        carry their ids already, so the work is proportional to the edit."""
         old, new = before.lines, after.lines
-        self._used.update(before.line_ids)
-        ids: list[str | None] = [None] * len(new)
+        if edit is None:
+            edit = Edit.everything(before, after)
+        n = min(len(old), len(new))
+        prefix = edit.first
+        while prefix < n and old[prefix].key == new[prefix].key:
+            prefix += 1
+        suffix = min(len(old) - edit.old_end, n - prefix)
+        while suffix < n - prefix and old[-1 - suffix].key == new[-1 - suffix].key:
+            suffix += 1
+        old_end, new_end, moved = len(old) - suffix, len(new) - suffix, len(new) - len(old)
+        stop = max(edit.new_end, new_end)
+        self._used.update(ln.line_id for ln in old[edit.first:max(edit.old_end, old_end)])
+        ids: dict[int, str] = {j: old[j].line_id for j in range(edit.first, prefix)}
+        ids.update((j, old[j - moved].line_id) for j in range(new_end, stop))
         paired_old: set[int] = set()
-        matcher = difflib.SequenceMatcher(None, [ln.key for ln in old], [ln.key for ln in new], autojunk=False)
+        matcher = difflib.SequenceMatcher(None, [ln.key for ln in old[prefix:old_end]],
+                                          [ln.key for ln in new[prefix:new_end]], autojunk=False)
         for tag, i1, i2, j1, j2 in matcher.get_opcodes():
             if tag == "equal":
-                for k in range(i2 - i1):
-                    ids[j1 + k] = old[i1 + k].line_id
-                    paired_old.add(i1 + k)
+                pairs = [(k, k) for k in range(i2 - i1)]
             elif tag == "replace":
-                for i, j in _align(old[i1:i2], new[j1:j2]):
-                    ids[j1 + j] = old[i1 + i].line_id
-                    paired_old.add(i1 + i)
-        for i, line in enumerate(old):
+                pairs = _align(old[prefix + i1:prefix + i2], new[prefix + j1:prefix + j2])
+            else:
+                continue
+            for i, j in pairs:
+                ids[prefix + j1 + j] = old[prefix + i1 + i].line_id
+                paired_old.add(prefix + i1 + i)
+        for i in range(prefix, old_end):
             if i not in paired_old:
-                self._retired.setdefault(line.key, []).append(line.line_id)
-        taken = {i for i in ids if i is not None}
-        for j, line in enumerate(new):
-            if ids[j] is None:
-                ids[j] = self._recall(line.key, taken) or self._fresh(line, taken)
+                self._retired.setdefault(old[i].key, []).append(old[i].line_id)
+        taken = set(ids.values())
+
+        def in_use(line_id: str) -> bool:
+            """Held by a line of the new script: one placed already, or one of `before` outside the middle."""
+            if line_id in taken:
+                return True
+            line = before.line(line_id)
+            return line is not None and not prefix <= line.index < old_end
+
+        def used(line_id: str) -> bool:
+            return line_id in self._used or in_use(line_id) or before.line(line_id) is not None
+
+        for j in range(prefix, new_end):
+            if j not in ids:
+                line = new[j]
+                ids[j] = self._recall(line.key, in_use) or self._fresh(line, used)
                 taken.add(ids[j])
         self._used.update(taken)
-        return after.with_ids([i for i in ids if i is not None])
+        changed = tuple(ln if ln.line_id == ids[j] else replace(ln, line_id=ids[j])
+                        for j, ln in enumerate(new[edit.first:stop], start=edit.first))
+        return replace(after, lines=new[:edit.first] + changed + new[stop:])
 
-    def _recall(self, key: Key, taken: set[str]) -> str | None:
+    def _recall(self, key: Key, in_use: Callable[[str], bool]) -> str | None:
         for pool in (self._retired, self._orphans):
             candidates = pool.get(key, [])
             while candidates:
                 line_id = candidates.pop()
-                if line_id not in taken:
+                if not in_use(line_id):
                     return line_id
         return None
 
-    def _fresh(self, line: Line, taken: set[str]) -> str:
+    def _fresh(self, line: Line, used: Callable[[str], bool]) -> str:
         """The content id when this project never used it, else the next free occurrence of it."""
         occurrence = 0
         while True:
             line_id = make_line_id(line.speaker, line.text, occurrence)
-            if line_id not in self._used and line_id not in taken:
+            if not used(line_id):
                 return line_id
             occurrence += 1

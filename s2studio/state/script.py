@@ -192,10 +192,17 @@ def match_name(text: str) -> re.Match[str] | None:
     return m
 
 
-class _Parser:
-    def __init__(self, source: str, known: Collection[str] | None) -> None:
+class RowParser:
+    """Parses a script's text lines (rows) one at a time, in order: `parse_script` runs it over every row,
+    `script_edits` over the rows an edit touched. What a row gives depends on the row and on the speaker in
+    force before it (`speaker`), never on other rows, apart from the narrator's "unknown" warning, which
+    only its first row gets."""
+
+    def __init__(self, source: str, known: Collection[str] | None, first_index: int = 0) -> None:
         self.src = source
         self.known = None if known is None else set(known)
+        self.first_index = first_index
+        """Index of the first line this parser makes (a reparse of part of a script: `script_edits`)."""
         self.lines: list[Line] = []
         self.headings: list[Heading] = []
         self.warnings: list[ScriptWarning] = []
@@ -216,13 +223,19 @@ class _Parser:
         hint = f"did you mean {near}?" if near else "give it a voice or fix the name"
         self.warn(start, end, "unknown_speaker", f"'{name}' is not in the cast: {hint}")
 
-    def run(self) -> Script:
+    def run(self, rows: list[str], speakers_before: list[str] | None = None) -> Script:
+        """Parse `rows` (the source's text lines); `speakers_before` receives the speaker in force before
+        each row, and after the last one."""
         pos = 0
-        for number, raw in enumerate(self.src.split("\n"), start=1):
+        for number, raw in enumerate(rows, start=1):
+            if speakers_before is not None:
+                speakers_before.append(self.speaker)
             self.text_line(raw, pos, number)
             pos += len(raw) + 1
-        speakers = tuple(dict.fromkeys(ln.speaker for ln in self.lines))
-        return Script(tuple(self.lines), tuple(self.headings), speakers, tuple(self.warnings), self.src)
+        if speakers_before is not None:
+            speakers_before.append(self.speaker)
+        return Script(tuple(self.lines), tuple(self.headings), speakers_of(self.lines), tuple(self.warnings),
+                      self.src)
 
     def text_line(self, raw: str, offset: int, number: int) -> None:
         start, end = _strip_span(raw, 0, len(raw))
@@ -273,8 +286,8 @@ class _Parser:
         key = (speaker, text)
         occurrence = self.occurrences.get(key, 0)
         self.occurrences[key] = occurrence + 1
-        self.lines.append(Line(len(self.lines), make_line_id(speaker, text, occurrence), speaker, text,
-                               tags, offset + start, offset + end, number))
+        self.lines.append(Line(self.first_index + len(self.lines), make_line_id(speaker, text, occurrence), speaker,
+                               text, tags, offset + start, offset + end, number))
 
     def check_sentences(self, text: str, base: int, tags: tuple[Tag, ...]) -> None:
         sentence_start = 0
@@ -298,7 +311,12 @@ def _spoken_words(text: str, base: int, tags: tuple[Tag, ...]) -> bool:
 
 def parse_script(text: str, known_speakers: Collection[str] | None = None) -> Script:
     """Parse any string (never raises). `known_speakers`: the cast's names, for warnings."""
-    return _Parser(text, known_speakers).run()
+    return RowParser(text, known_speakers).run(text.split("\n"))
+
+
+def speakers_of(lines: Sequence[Line]) -> tuple[str, ...]:
+    """The speakers that have lines, in order of first appearance (`Script.speakers`)."""
+    return tuple(dict.fromkeys(ln.speaker for ln in lines))
 
 
 def _needs_name(text: str) -> bool:
