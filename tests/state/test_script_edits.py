@@ -14,7 +14,9 @@ from s2studio.state.script_edits import Edit, ScriptParser
 
 PIECES = ["Alice: ", "Bob: ", "Carol：", "# Chapter ", "## ", "[pause]", "[sigh", "]", "<|speaker:1|>", "<|x|>",
           "Hello there.", "one two", " ", "\n", "\n", "\n", "\r\n", ":", "？", "a", "Z", "é", "0", "\t"]
-text = st.lists(st.sampled_from(PIECES), max_size=40).map("".join)
+ROWS = ["hi\n", "Alice: hi\n", "hi\nhi\n", "Bob: hi\n"]
+"""Whole rows, often the same: repeated lines are where a diff's choices show."""
+text = st.lists(st.sampled_from(PIECES + ROWS), max_size=40).map("".join)
 KNOWN = st.sampled_from([None, ("Alice", "Narrator"), ("Alice", "Bob", "Narrator", "Speaker 1"), ("Alice",)])
 
 
