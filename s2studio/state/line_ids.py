@@ -27,7 +27,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
 from s2studio.state.script import Line, Script, make_line_id
-from s2studio.state.script_edits import Edit
+from s2studio.state.script_edits import Edit, move_line
+from s2studio.state.script_pieces import Pieces, Shift
 
 logger = logging.getLogger(__name__)
 
@@ -159,9 +160,12 @@ class LineIds:
                 ids[j] = self._recall(line.key, in_use) or self._fresh(line, used)
                 taken.add(ids[j])
         self._used.update(taken)
-        changed = tuple(ln if ln.line_id == ids[j] else replace(ln, line_id=ids[j])
-                        for j, ln in enumerate(new[edit.first:stop], start=edit.first))
-        return replace(after, lines=new[:edit.first] + changed + new[stop:])
+        window = new[edit.first:stop]
+        if all(ln.line_id == ids[j] for j, ln in enumerate(window, start=edit.first)):
+            return after
+        changed = [ln if ln.line_id == ids[j] else replace(ln, line_id=ids[j])
+                   for j, ln in enumerate(window, start=edit.first)]
+        return replace(after, lines=Pieces.splice(new, edit.first, stop, changed, Shift(), move_line))
 
     def _recall(self, key: Key, in_use: Callable[[str], bool]) -> str | None:
         for pool in (self._retired, self._orphans):

@@ -35,6 +35,7 @@ from functools import cached_property
 from pathlib import Path
 
 from s2studio.errors import UserError
+from s2studio.state.script_pieces import Pieces
 from s2studio.state.tags import Tag, find_tags
 
 NARRATOR = "Narrator"
@@ -105,23 +106,29 @@ class Heading:
 
 @dataclass(frozen=True)
 class Script:
-    lines: tuple[Line, ...]
+    lines: Sequence[Line]
+    """A tuple, or after an edit `Pieces` (a sequence that makes the lines the edit moved when read)."""
     headings: tuple[Heading, ...]
     speakers: tuple[str, ...]
     """Speakers that have lines, in order of first appearance."""
-    warnings: tuple[ScriptWarning, ...]
+    warnings: Sequence[ScriptWarning]
     source: str = ""
 
     def line(self, line_id: str) -> Line | None:
-        return self._by_id.get(line_id)
+        i = self._positions.get(line_id)
+        return None if i is None else self.lines[i]
+
+    def position(self, line_id: str) -> int | None:
+        """The line's index in `lines`."""
+        return self._positions.get(line_id)
 
     @cached_property
-    def _by_id(self) -> dict[str, Line]:
-        return {ln.line_id: ln for ln in self.lines}
+    def _positions(self) -> dict[str, int]:
+        return dict(zip(self.line_ids, range(len(self.lines)), strict=True))
 
-    @property
+    @cached_property
     def line_ids(self) -> tuple[str, ...]:
-        return tuple(ln.line_id for ln in self.lines)
+        return _unmoved(self.lines, "line_id")
 
     def with_ids(self, ids: Sequence[str]) -> Script:
         """The same script with its lines' ids replaced (one per line, unique)."""
@@ -316,7 +323,14 @@ def parse_script(text: str, known_speakers: Collection[str] | None = None) -> Sc
 
 def speakers_of(lines: Sequence[Line]) -> tuple[str, ...]:
     """The speakers that have lines, in order of first appearance (`Script.speakers`)."""
-    return tuple(dict.fromkeys(ln.speaker for ln in lines))
+    return tuple(dict.fromkeys(_unmoved(lines, "speaker")))
+
+
+def _unmoved(lines: Sequence[Line], name: str) -> tuple:
+    """Each line's `name` (an attribute an edit never moves), without making the lines of `Pieces`."""
+    if isinstance(lines, Pieces):
+        return lines.unmoved(name)
+    return tuple(getattr(ln, name) for ln in lines)
 
 
 def _needs_name(text: str) -> bool:
