@@ -130,6 +130,11 @@ class Script:
     def line_ids(self) -> tuple[str, ...]:
         return _unmoved(self.lines, "line_id")
 
+    @cached_property
+    def line_speakers(self) -> tuple[str, ...]:
+        """Each line's speaker, in order (without making the lines an edit moved)."""
+        return _unmoved(self.lines, "speaker")
+
     def with_ids(self, ids: Sequence[str]) -> Script:
         """The same script with its lines' ids replaced (one per line, unique)."""
         if len(ids) != len(self.lines) or len(set(ids)) != len(ids):
@@ -323,7 +328,7 @@ def parse_script(text: str, known_speakers: Collection[str] | None = None) -> Sc
 
 def speakers_of(lines: Sequence[Line]) -> tuple[str, ...]:
     """The speakers that have lines, in order of first appearance (`Script.speakers`)."""
-    return tuple(dict.fromkeys(_unmoved(lines, "speaker")))
+    return tuple(dict.fromkeys(_unmoved(lines, "speaker")))  # Script.line_speakers, before there is a Script
 
 
 def _unmoved(lines: Sequence[Line], name: str) -> tuple:

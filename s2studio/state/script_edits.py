@@ -126,7 +126,7 @@ def _start_of_warning(warning: ScriptWarning) -> int:
 
 
 def _common_ends(old: Sequence[str], new: Sequence[str]) -> tuple[int, int]:
-    """Rows equal at the start (p) and, not overlapping those, at the end (s). Compared a block of rows at a
+    """Items (rows, ids) equal at the start (p) and, not overlapping those, at the end (s). Compared a block of rows at a
     time (a list comparison runs in C), then row by row inside the first block that differs."""
     n = min(len(old), len(new))
     p = 0
@@ -166,3 +166,23 @@ def move_heading(heading: Heading, by: Shift) -> Heading:
 
 def move_warning(warning: ScriptWarning, by: Shift) -> ScriptWarning:
     return _moved(warning, {"start": warning.start + by.chars, "end": warning.end + by.chars})  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class Change:
+    """What a script change did to its lines, by id, for views that update only those lines."""
+
+    touched: tuple[str, ...]
+    """Lines of the new script that are new, or whose text, speaker or place among the others changed."""
+    gone: tuple[str, ...]
+    """Lines of the old script that the new one no longer has."""
+
+    @staticmethod
+    def between(before: Script, after: Script, edit: Edit) -> Change:
+        """The change from `before` to `after` (its ids carried), `edit` saying where the text changed."""
+        old, new = before.line_ids, after.line_ids
+        p, s = _common_ends(old, new)
+        first = min(p, edit.first)
+        touched = new[first:max(len(new) - s, edit.new_end)]
+        gone = set(old[first:max(len(old) - s, edit.old_end)]) - set(touched)
+        return Change(touched, tuple(i for i in old[first:max(len(old) - s, edit.old_end)] if i in gone))

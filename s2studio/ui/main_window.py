@@ -255,7 +255,7 @@ class MainWindow(QMainWindow):
         d.replaced.connect(self._project_replaced)
         d.modified.connect(lambda soon: self.store.changed(self.project, soon=soon))
         d.cast_changed.connect(lambda: self.cast_panel.set_speakers(self.script.speakers, self.project.cast))
-        self.editor.textChanged.connect(self._parse_timer.start)
+        self.editor.edited.connect(self._parse_timer.start)
         self.tag_palette.tag_chosen.connect(self.editor.insert_tag)
         self.cast_panel.cast_changed.connect(d.set_cast)
         self.voices.voices_changed.connect(self.refresh_voices)
@@ -353,8 +353,8 @@ class MainWindow(QMainWindow):
         self.cast_panel.set_speakers(script.speakers, self.project.cast)
         colors = speaker_colors(script.speakers, is_dark(self.palette()))
         self.editor.highlighter.set_speakers(tuple(script.speakers))
-        self.waveform.set_labels({ln.line_id: (ln.speaker, colors[ln.speaker]) for ln in script.lines})
-        self.lines.show()
+        change = self.document.change
+        self.waveform.set_labels(script, colors, None if change is None else change.touched)
         self._update_enabled()
 
     def _show_warning_summary(self) -> None:
@@ -409,15 +409,13 @@ class MainWindow(QMainWindow):
             self.status.start()
         else:
             self.models.render_ended()
-        self.lines.show()
         self._update_enabled()
 
     def _render_failed(self, message: str) -> None:
         self.status.stop("Render failed.")
         QMessageBox.warning(self, "Render failed", message)
 
-    def _takes_changed(self, line_id: str) -> None:
-        self.lines.show()
+    def _takes_changed(self, _line_id: str) -> None:
         self._update_enabled()
 
     # -- projects --------------------------------------------------------------------------------
@@ -456,6 +454,7 @@ class MainWindow(QMainWindow):
         self.editor.blockSignals(False)
         self.editor.document().setModified(False)
         self._show_script()
+        self.lines.show()
         self.player.seek(0)
         self.waveform.fit()
 

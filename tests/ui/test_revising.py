@@ -323,7 +323,7 @@ def test_settings_that_cannot_change_the_audio_mark_nothing_stale(qtbot, studio,
     panel.temperature.setValue(0.5)  # what the model is asked: every line stale, and why
     assert kinds(w) == ["stale", "stale"]
     assert {w.document.state(ln).reasons for ln in w.script.lines} == {(Stale.SETTINGS,)}
-    assert "stale: settings changed" in w.editor.gutter.mark(0).tip
+    assert "stale: settings changed" in w.editor.gutter.tip(0)
 
 
 def test_transport_keys_work_in_the_player(qtbot, tmp_path, monkeypatch):

@@ -238,7 +238,7 @@ def test_the_cast_and_the_waveform_colour_twelve_speakers_apart(qtbot, data_dir)
     names = ["Ann", "Ben", "Cleo", "Dan", "Eve", "Finn", "Gus", "Hal", "Ivy", "Jo", "Kai", "Lu"]
     w.editor.setPlainText("\n".join(f"{n}: Line {i}." for i, n in enumerate(names)))
     w.reparse()
-    label_colors = {name: color.name() for name, color in w.waveform._labels.values()}
+    label_colors = {w.waveform.speaker_of(i): w.waveform.colour_of(i).name() for i in w.script.line_ids}
     assert len(set(label_colors.values())) == 12
     assert label_colors["Ann"] == colors.palette_color(0, colors.is_dark(w.palette())).name()
     close_studio(w)

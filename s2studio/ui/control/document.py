@@ -4,7 +4,8 @@ the takes, and each line's state (design.md §6). QtCore only.
 Every change of the project goes through here, so one signal tells the timeline, the editor's gutter,
 the takes panel and the autosave what changed:
 
-- `script_changed(order_changed)`: an edit was parsed (ids carried by `state.line_ids`);
+- `script_changed(order_changed)`: an edit was parsed (ids carried by `state.line_ids`); `change` says
+  which lines it touched (None: any line may have changed), so views update only those;
 - `takes_changed(line_id)`: a take was added, picked, deleted or restored;
 - `replaced`: another project was opened (or a new one started);
 - `modified(soon)`: something the project file holds changed (autosave, "unsaved changes").
@@ -21,6 +22,7 @@ from PySide6.QtCore import QObject, Signal
 from s2studio.state.line_ids import Key, LineIds, first_ids
 from s2studio.state.project import GenerationSettings, Project, Take
 from s2studio.state.script import NARRATOR, Line, Script, parse_script
+from s2studio.state.script_edits import Change, Edit, ScriptParser
 from s2studio.state.staleness import Stale, adopt_legacy_take, stale_reasons, voice_key
 from s2studio.state.voices import Voice
 
@@ -53,6 +55,9 @@ class Document(QObject):
         self._voices: dict[str, Voice] = {}
         self._voice_keys: dict[str, str] = {}
         self.script: Script = parse_script("")
+        self.change: Change | None = None
+        """The lines the last `script_changed` touched; None when it may have touched any."""
+        self._parser = ScriptParser()
         self._ids = LineIds()
         self._adopt(project)
 
@@ -65,7 +70,7 @@ class Document(QObject):
 
     def _adopt(self, project: Project) -> None:
         self.project = project
-        script = first_ids(parse_script(project.script, self._known()), project.line_ids)
+        script = first_ids(self._parser.parse(project.script, self._known()), project.line_ids)
         owned = set(script.line_ids)
         orphans: dict[Key, list[str]] = {}
         for line_id, entry in project.lines.items():
@@ -73,7 +78,7 @@ class Document(QObject):
                 for key in dict.fromkeys((t.speaker, t.text) for t in entry.takes if t.speaker):
                     orphans.setdefault(key, []).append(line_id)
         self._ids = LineIds(known=list(project.lines) + list(owned), orphans=orphans)
-        self.script = script
+        self.script, self.change = script, None
         project.line_ids = list(script.line_ids)
         self._adopt_legacy_takes()
 
@@ -87,11 +92,15 @@ class Document(QObject):
     # -- edits ---------------------------------------------------------------------------------
 
     def set_text(self, text: str) -> None:
-        """The editor's text after an edit: parse it and carry the ids of the lines before."""
+        """The editor's text after an edit: parse what it touched and carry the ids of the lines before."""
         before = self.script
-        self.script = self._ids.carry(before, parse_script(text, self._known()))
+        parsed, edit = self._parser.reparse(before, text, self._known())
+        self.script = self._ids.carry(before, parsed, edit)
         if self.assign_by_name():  # a new speaker with a voice of its name: no warning for it
-            self.script = self._ids.carry(self.script, parse_script(text, self._known()))
+            parsed, _ = self._parser.reparse(self.script, text, self._known())
+            self.script = self._ids.carry(self.script, parsed)
+            edit = Edit.everything(before, self.script)
+        self.change = Change.between(before, self.script, edit)
         self.project.line_ids = list(self.script.line_ids)
         changed = text != self.project.script
         self.project.script = text
@@ -101,7 +110,8 @@ class Document(QObject):
 
     def reparse(self) -> None:
         """The same text, parsed again for new warnings (the cast or the voices changed)."""
-        self.script = self._ids.carry(self.script, parse_script(self.project.script, self._known()))
+        self.script = self._ids.carry(self.script, self._parser.parse(self.project.script, self._known()))
+        self.change = None
         self.script_changed.emit(False)
 
     def set_voices(self, voices: Iterable[Voice]) -> None:

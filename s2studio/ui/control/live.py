@@ -35,7 +35,7 @@ class LivePlayback(QObject):
     def _busy_changed(self, busy: bool) -> None:
         self.player.set_wait_at_end(busy)
         if busy and self.session.pending:
-            self._from, self._rtf = self.session.pending[0], 0.0
+            self._from, self._rtf = next(iter(self.session.pending)), 0.0
             self._single = len(self.session.pending) == 1
 
     def _on_progress(self, event: api.Progress) -> None:

@@ -54,6 +54,19 @@ class Pace:
     """(seconds, frames) measured between reports of the same line: the speed."""
     _start_up: tuple[float, int] = (0.0, 0)
     """(seconds, lines) from a line's end (or the job's start) to the next line's first report."""
+    _order: dict[str, int] = field(default_factory=dict, repr=False)
+    """Each line's place in `chars`."""
+    _chars_after: list[int] = field(default_factory=list, repr=False)
+    """Characters (at least 1 a line) of the lines after each place: what is left is one lookup, however long
+    the job (a report comes some 20 times a line)."""
+
+    def __post_init__(self) -> None:
+        self._order = {line_id: i for i, line_id in enumerate(self.chars)}
+        after = [0] * (len(self.chars) + 1)
+        counts = [max(c, 1) for c in self.chars.values()]
+        for i in range(len(counts) - 1, -1, -1):
+            after[i] = after[i + 1] + counts[i]
+        self._chars_after = after
 
     @property
     def lines(self) -> int:
@@ -93,9 +106,16 @@ class Pace:
     def _chars_of(self, line_id: str) -> int:
         return max(self.chars.get(line_id, 1), 1)
 
-    def _later(self) -> list[str]:
-        ids = list(self.chars)
-        return ids[ids.index(self._line_id) + 1:] if self._line_id in self.chars else ids[self._done_lines + 1:]
+    def _place(self) -> int:
+        """The place of the line being rendered (before the first report: the first line)."""
+        place = self._order.get(self._line_id)
+        return place if place is not None else self._done_lines
+
+    def _later_lines(self) -> int:
+        return max(len(self.chars) - self._place() - 1, 0)
+
+    def _later_chars(self) -> int:
+        return self._chars_after[min(self._place() + 1, len(self.chars))]
 
     def remaining_frames(self) -> float:
         if self._done_chars:
@@ -105,7 +125,7 @@ class Pace:
             per_char = self._line_expected / self._chars_of(self._line_id)
             estimate = self._line_expected
         current = max(estimate - self._line_frames, 0.1 * self._line_frames, 1.0)
-        return current + per_char * sum(self._chars_of(i) for i in self._later())
+        return current + per_char * self._later_chars()
 
     def remaining_audio_s(self) -> float:
         return self.remaining_frames() / FRAMES_PER_S
@@ -114,7 +134,7 @@ class Pace:
         """Render time left: the frames left at the measured speed, and a start-up per line not started."""
         seconds, lines = self._start_up
         start_up = seconds / lines if lines else 0.0
-        return self.remaining_frames() / self.fps + start_up * len(self._later())
+        return self.remaining_frames() / self.fps + start_up * self._later_lines()
 
     def _steady(self, target: float, dt: float) -> None:
         """Count down by `dt`, then move toward `target` by at most half the gap per second."""

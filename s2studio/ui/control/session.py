@@ -28,7 +28,7 @@ from PySide6.QtCore import QObject, Signal
 
 from s2studio.audio.timeline import Timeline
 from s2studio.engine import api
-from s2studio.state.project import Take, now_iso
+from s2studio.state.project import Project, Take, now_iso
 from s2studio.ui.control.document import Document
 from s2studio.ui.control.pace import Pace
 from s2studio.worker import EngineHost
@@ -64,8 +64,9 @@ class RenderSession(QObject):
     """Lines on the timeline moved, appeared or went (read `timeline.layout`)."""
     audio_grew = Signal(int)
     """The streaming line grew: new samples from this timeline sample on."""
-    rendering_changed = Signal(str)
-    """This line started or stopped rendering."""
+    rendering_changed = Signal(tuple)
+    """These lines started or stopped rendering (all of a job's lines once when it starts, one line as it
+    finishes, the unfinished ones when it ends): views read `rendering` for the lines they show."""
     busy_changed = Signal(bool)
     progress = Signal(object)
     """`api.Progress` of the running job."""
@@ -83,12 +84,14 @@ class RenderSession(QObject):
         self.timeline = timeline
         self.job: RenderJob | None = None
         self.job_id: str | None = None
-        self.pending: list[str] = []
-        """Line ids of the job not finished yet, in render order."""
+        self.pending: dict[str, None] = {}
+        """Line ids of the job not finished yet, in render order (a dict: a membership test for any line
+        of a 10,000-line job is one lookup)."""
         self.live: str | None = None
         """The line the engine is rendering now."""
-        self._project = document.project
-        """The project the running job renders for: its takes never land in another one opened meanwhile."""
+        self._project: Project | None = None
+        """The project the running job renders for: its takes never land in another one opened meanwhile.
+        None between jobs, so that a project closed since does not stay in memory with all its audio."""
         self.done_lines = 0
         self.pace = Pace()
         """The running (or last) job's speed, ETA and the playback lead it needs."""
@@ -146,13 +149,12 @@ class RenderSession(QObject):
             raise RuntimeError("a render is already running")
         self.job, self.job_id = job, job.request.job_id
         self._project = self.document.project
-        self.pending = [ln.line_id for ln in job.request.lines]
+        self.pending = dict.fromkeys(ln.line_id for ln in job.request.lines)
         self.live, self.done_lines = None, 0
         self.pace = Pace({ln.line_id: len(ln.text) for ln in job.request.lines}, started=time.monotonic())
         self.host.generate(job.request)
         self.busy_changed.emit(True)
-        for line_id in self.pending:
-            self.rendering_changed.emit(line_id)
+        self.rendering_changed.emit(tuple(self.pending))
 
     def cancel(self) -> None:
         if self.job_id is not None:
@@ -187,14 +189,13 @@ class RenderSession(QObject):
         if not self._for_this_project(event) or self.job is None:
             return
         asked = self.job.asked[event.line_id]
-        if event.line_id in self.pending:
-            self.pending.remove(event.line_id)
+        self.pending.pop(event.line_id, None)
         self.live = None
         self.done_lines += 1
         self.document.add_take(Take(event.take_id, event.line_id, asked.text, event.audio, event.codes, event.seed,
                                     speaker=asked.speaker, voice=asked.voice, settings=dict(asked.settings),
                                     created=now_iso()))
-        self.rendering_changed.emit(event.line_id)
+        self.rendering_changed.emit((event.line_id,))
 
     def _on_progress(self, event: api.Progress) -> None:
         if self._mine(event):
@@ -206,10 +207,10 @@ class RenderSession(QObject):
             if self.timeline.streaming(line_id):  # cancelled or failed half-way: no take, no audio
                 self.timeline.end_stream(line_id, None)
                 self.timeline_changed.emit()
-        pending, self.pending = self.pending, []
-        self.job = self.job_id = self.live = None
-        for line_id in pending:
-            self.rendering_changed.emit(line_id)
+        pending, self.pending = self.pending, {}
+        self.job = self.job_id = self.live = self._project = None
+        if pending:
+            self.rendering_changed.emit(tuple(pending))
         self.busy_changed.emit(False)
 
     def _on_job_finished(self, event: api.JobFinished) -> None:

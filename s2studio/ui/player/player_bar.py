@@ -87,19 +87,24 @@ class PlayerBar(QWidget):
         self.notice.setText(text)
         self.notice.setVisible(bool(text))
 
+    def _scale(self) -> int:
+        """Samples per step of the scroll bar: 1, or more where a book's hours would overflow its range."""
+        return 1 + self.waveform.span() // (1 << 30)
+
     def _sync_scrollbar(self) -> None:
         w = self.waveform
+        scale, lo = self._scale(), w.range()[0]
         self._syncing = True
         try:
-            page = max(w.visible, 1)
-            self.scrollbar.setRange(0, max(0, w.span() - page))
+            page = max(w.visible // scale, 1)
+            self.scrollbar.setRange(0, max(0, w.span() // scale - page))
             self.scrollbar.setPageStep(page)
             self.scrollbar.setSingleStep(max(page // 10, 1))
-            self.scrollbar.setValue(w.origin)
+            self.scrollbar.setValue((w.origin - lo) // scale)
             self.scrollbar.setEnabled(not w.fitted)
         finally:
             self._syncing = False
 
     def _scrolled(self, value: int) -> None:
         if not self._syncing:
-            self.waveform.scroll_to(value)
+            self.waveform.scroll_to(self.waveform.range()[0] + value * self._scale())

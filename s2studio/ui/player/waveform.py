@@ -1,29 +1,46 @@
-"""The waveform of the timeline: each line in its speaker's colour, stale lines hatched, the line being
+"""The waveform of the timeline: each line in its speaker's colour, stale lines hatched, the lines being
 rendered marked, the rendered-up-to marker, the playhead; zoom (Ctrl+wheel, +/−, fit) and horizontal
-scroll; a click seeks and selects the line under it.
+scroll; a click seeks and selects the line under it. Its range is the whole timeline or one chapter's lines
+(`set_scope`).
 
-It draws from the timeline's layout, one line's audio at a time, through `Track.peaks` (every `BIN` samples,
-extended as a streaming line grows) and `Track.read`, so zoomed out it reads a few values per pixel, and zoomed
-in it reads the samples on screen only.
+What it draws costs the pixels that changed, not the lines of the script (a book has 10,000):
+
+- the waveform itself is an image of pixel columns, each column's peak found in one vectorised pass over
+  the whole timeline's packed peaks (`timeline_peaks`) or, zoomed in, over the few lines on screen
+  (`Track.peaks`, `Track.read`); when the timeline changes it redraws only the columns that moved: the new
+  tail while a line streams in, the span of a swapped take (to the end when its length changed);
+- the marks over it (stale, rendering, the selected, heard and looped line, names, separators) are drawn
+  from the lines concerned only, names and separators only where a line is wide enough to show them;
+- the playhead is drawn over the cached result at every frame;
+- changes of the timeline repaint at most `MAX_REPAINT_HZ` times a second (a render sends a chunk every
+  few milliseconds).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection, Mapping, Sequence
+
 import numpy as np
-from PySide6.QtCore import QLineF, QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QMouseEvent, QPainter, QPaintEvent, QPalette, QPen, QPixmap, QWheelEvent
+from PySide6.QtCore import QPointF, QRectF, Qt, QTimer, Signal
+from PySide6.QtGui import QColor, QImage, QMouseEvent, QPainter, QPaintEvent, QPalette, QPen, QPixmap, QWheelEvent
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
-from s2studio.audio.timeline import PEAK_BIN as BIN
-from s2studio.audio.timeline import Timeline, Track
+from s2studio.audio.timeline import Layout, Timeline
 from s2studio.engine.api import SAMPLE_RATE
+from s2studio.state.script import Script
+from s2studio.ui.player.timeline_peaks import BINS, TimelinePeaks, common_ends
+from s2studio.ui.player.waveform_marks import RULER, TOP, draw_marks, ruler_marks
+from s2studio.ui.player.waveform_paint import edges_of, paint_columns, runs, track_columns, visible_tracks
 
 MIN_SPAN = SAMPLE_RATE * 8
 """Fitted, the view spans at least this much, so the first chunks of a render do not fill the width."""
 MIN_SAMPLES_PER_PIXEL = 2.0
 ZOOM_STEP = 1.5
-RULER = 16
-TOP = 18
+MAX_REPAINT_HZ = 10
+
+
+def _rgba(colour: QColor, alpha: int | None = None) -> tuple[int, int, int, int]:
+    return colour.red(), colour.green(), colour.blue(), colour.alpha() if alpha is None else alpha
 
 
 class WaveformView(QWidget):
@@ -33,6 +50,7 @@ class WaveformView(QWidget):
     """A click landed on this line's audio (or the gap after it)."""
     view_changed = Signal()
     """The visible range or the zoom changed (the scroll bar follows)."""
+    _peaks_ready = Signal()
 
     def __init__(self, timeline: Timeline, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -48,15 +66,34 @@ class WaveformView(QWidget):
         self._current: str | None = None
         self._selected: str | None = None
         self._loop: str | None = None
-        self._labels: dict[str, tuple[str, QColor]] = {}
-        self._stale: set[str] = set()
-        self._rendering: set[str] = set()
+        self._speaker_of: dict[str, str] = {}
+        self._colours: dict[str, QColor] = {}
+        self._stale: Collection[str] = frozenset()
+        self._rendering: Callable[[str], bool] = lambda _line: False
+        self._busy: Callable[[], bool] = lambda: False
+        self._scope: tuple[str, ...] | None = None
         self._fit = True
         self._spp = MIN_SPAN / 1000
         self._origin = 0.0
+        self._grown_span = 0
+        """Fitted while the timeline grows: the span shown, widened in steps (not at every chunk)."""
         self.follow = True
         """Keep the playhead in view while it moves (page by page)."""
-        self._cache: QPixmap | None = None
+        self.peaks = TimelinePeaks(on_ready=self._emit_peaks_ready)
+        self._peaks_ready.connect(self.refresh)
+        self._image: np.ndarray | None = None
+        """The waveform's pixels (rows × columns × RGBA), for `_image_key`."""
+        self._image_key: tuple = ()
+        self._drawn: tuple[Layout, int] | None = None
+        """The layout the image shows, and the length its last line had then."""
+        self._damage: list[tuple[float, float]] = []
+        """Sample ranges whose columns must be drawn again (colours of lines that changed)."""
+        self._composed: QPixmap | None = None
+        self.columns_drawn = 0
+        """Pixel columns of the waveform computed, counted (what a change cost)."""
+        self._throttle = QTimer(self, singleShot=True, interval=1000 // MAX_REPAINT_HZ)
+        self._throttle.timeout.connect(self._throttled)
+        self._waiting = False
 
     # -- the view --------------------------------------------------------------------------------
 
@@ -67,7 +104,7 @@ class WaveformView(QWidget):
     @property
     def origin(self) -> int:
         """The sample at the left edge."""
-        return 0 if self._fit else int(self._origin)
+        return self.range()[0] if self._fit else int(self._origin)
 
     @property
     def visible(self) -> int:
@@ -83,23 +120,84 @@ class WaveformView(QWidget):
         return self._selected
 
     @property
+    def scope(self) -> tuple[str, ...] | None:
+        """The lines the view is limited to (a chapter's), None for the whole timeline."""
+        return self._scope
+
+    @property
     def stale_lines(self) -> frozenset[str]:
         """Lines drawn stale (hatched)."""
-        return frozenset(self._stale)
+        return frozenset(i for i in self._stale if i in self.timeline.layout.index)
 
     @property
     def rendering_lines(self) -> frozenset[str]:
         """Lines drawn as being rendered."""
-        return frozenset(self._rendering)
+        return frozenset(t.line_id for t in self.timeline.layout.tracks if self._rendering(t.line_id))
+
+    @property
+    def current_line(self) -> str | None:
+        return self._current
+
+    @property
+    def loop_line(self) -> str | None:
+        return self._loop
+
+    @property
+    def stale_set(self) -> Collection[str]:
+        return self._stale
+
+    def is_rendering(self, line_id: str) -> bool:
+        return self._rendering(line_id)
+
+    def busy(self) -> bool:
+        """A render is running (lines may be marked as rendering)."""
+        return self._busy()
+
+    def speaker_of(self, line_id: str) -> str:
+        return self._speaker_of.get(line_id, "")
+
+    def colour_of(self, line_id: str) -> QColor | None:
+        """The colour the line's speaker is drawn in."""
+        return self._colours.get(self._speaker_of.get(line_id, ""))
+
+    def notice(self) -> str:
+        """What the view says instead of a waveform, if anything."""
+        if self._scope is not None and self.range() == (0, 0):
+            return "No audio in this chapter yet: render it to hear and see it."
+        if self.peaks.pending:
+            return "Drawing the waveform…"
+        return ""
+
+    def ruler_marks(self, w: int) -> list[tuple[float, QRectF, str]]:
+        return ruler_marks(self, w)
+
+    def range(self) -> tuple[int, int]:
+        """Samples [lo, hi) the view can show: the timeline, or the scope's lines."""
+        layout = self.timeline.layout
+        if self._scope is None:
+            return 0, layout.end
+        at = [i for line_id in self._scope if (i := layout.index.get(line_id)) is not None]
+        if not at:
+            return 0, 0
+        first, last = min(at), max(at)
+        return int(layout.starts[first]), int(layout.starts[last]) + layout.tracks[last].length
 
     def span(self) -> int:
-        """Samples the scroll bar covers: the timeline, or the view when that is longer."""
-        return max(self.timeline.layout.end, self.visible)
+        """Samples the scroll bar covers: the range, or the view when that is longer."""
+        lo, hi = self.range()
+        return max(hi - lo, self.visible)
 
     def _fit_spp(self) -> float:
-        end = self.timeline.layout.end
-        growing = self.timeline.layout.growing or bool(self._rendering)
-        span = max(MIN_SPAN, int(end * 1.25)) if growing or end == 0 else int(end * 1.01) + 1
+        lo, hi = self.range()
+        length = hi - lo
+        growing = self.timeline.layout.growing or self._busy()
+        if growing and self._scope is None:
+            if not self._grown_span or length * 1.05 > self._grown_span or self._grown_span > max(MIN_SPAN, length * 4):
+                self._grown_span = max(MIN_SPAN, int(length * 1.5))
+            span = self._grown_span
+        else:
+            self._grown_span = 0
+            span = MIN_SPAN if length == 0 else int(length * 1.01) + 1
         return span / max(1, self.width())
 
     def x_of(self, sample: float) -> float:
@@ -130,9 +228,14 @@ class WaveformView(QWidget):
         self.zoom(1 / ZOOM_STEP)
 
     def fit(self) -> None:
-        """The whole timeline across the width (and it stays fitted while it grows)."""
-        self._fit, self._origin = True, 0.0
+        """The whole range across the width (and it stays fitted while it grows)."""
+        self._fit, self._origin = True, float(self.range()[0])
         self._changed()
+
+    def set_scope(self, line_ids: Sequence[str] | None) -> None:
+        """Show only these lines' stretch of the timeline (a chapter), or the whole timeline (None)."""
+        self._scope = tuple(line_ids) if line_ids is not None else None
+        self.fit()
 
     def scroll_to(self, sample: int) -> None:
         """Put `sample` at the left edge (zoomed in; fitted there is nothing to scroll)."""
@@ -148,32 +251,76 @@ class WaveformView(QWidget):
             self._set_origin(sample - width * margin)
 
     def _set_origin(self, origin: float) -> None:
-        self._origin = min(max(origin, 0.0), max(0.0, self.span() - self.visible))
+        lo, hi = self.range()
+        self._origin = min(max(origin, float(lo)), max(float(lo), hi - self.visible))
         self._changed()
 
     def _changed(self) -> None:
-        self._invalidate()
+        self._composed = None
+        self.update()
         self.view_changed.emit()
 
     # -- what to draw ----------------------------------------------------------------------------
 
     def refresh(self, lines_moved: bool = True) -> None:
-        """The timeline changed: lines moved or a take swapped, or (`lines_moved=False`) only the streaming
-        line grew, which costs no work per line of the script."""
+        """The timeline changed (lines moved, a take swapped, the streaming line grew): repainted at most
+        `MAX_REPAINT_HZ` times a second, the columns that changed only."""
+        del lines_moved  # what changed is found by comparing layouts
+        if self._throttle.isActive():
+            self._waiting = True
+            return
+        self._repaint_timeline()
+        self._throttle.start()
+
+    def _throttled(self) -> None:
+        if self._waiting:
+            self._waiting = False
+            self._repaint_timeline()
+            self._throttle.start()
+
+    def _repaint_timeline(self) -> None:
         if not self._fit:
-            self._origin = min(self._origin, max(0.0, self.span() - self.visible))
-        self._changed()
+            lo, hi = self.range()
+            self._origin = min(max(self._origin, lo), max(float(lo), hi - self.visible))
+        self._composed = None
+        self.update()
+        self.view_changed.emit()
 
-    def set_labels(self, labels: dict[str, tuple[str, QColor]]) -> None:
-        """line_id -> (speaker name, colour)."""
-        self._labels = dict(labels)
-        self._invalidate()
+    def set_labels(self, script: Script, colours: Mapping[str, QColor], changed: Collection[str] | None = None) -> None:
+        """Each line's speaker and each speaker's colour; `changed`: the only lines whose speaker may have
+        changed (None: any)."""
+        colours = dict(colours)
+        if changed is None or colours != self._colours:
+            self._speaker_of = dict(zip(script.line_ids, script.line_speakers, strict=True))
+            self._colours = colours
+            self._image_key = ()
+        else:
+            for line_id in changed:
+                line = script.line(line_id)
+                if line is not None and self._speaker_of.get(line_id) != line.speaker:
+                    self._speaker_of[line_id] = line.speaker
+                    if (bounds := self.timeline.layout.bounds(line_id)) is not None:
+                        self._damage.append(bounds)
+        self._composed = None
+        self.update()
 
-    def set_states(self, stale: set[str], rendering: set[str]) -> None:
-        """Lines whose picked take is stale (hatched), and lines being rendered (marked)."""
-        if stale != self._stale or rendering != self._rendering:
-            self._stale, self._rendering = set(stale), set(rendering)
-            self._invalidate()
+    def set_stale(self, stale: Collection[str], changed: Collection[str] | None = None) -> None:
+        """The lines whose picked take is stale (hatched); `changed`: those that entered or left it."""
+        self._stale = stale
+        if changed is None or any(i in self.timeline.layout.index for i in changed):
+            self._composed = None
+            self.update()
+
+    def set_rendering(self, rendering: Callable[[str], bool], busy: Callable[[], bool] | None = None) -> None:
+        """How to tell a line being rendered (the render session's `rendering`), and whether a render runs."""
+        self._rendering = rendering
+        self._busy = busy or (lambda: False)
+
+    def rendering_changed(self, line_ids: Collection[str]) -> None:
+        del line_ids
+        self._composed = None
+        self.update()
+        self.view_changed.emit()
 
     def set_follow(self, on: bool) -> None:
         self.follow = on
@@ -189,7 +336,8 @@ class WaveformView(QWidget):
         """The line being heard."""
         if line_id != self._current:
             self._current = line_id
-            self._invalidate()
+            self._composed = None
+            self.update()
 
     def set_selected_line(self, line_id: str | None) -> None:
         """The line selected in the editor: outlined, and scrolled into view."""
@@ -199,16 +347,20 @@ class WaveformView(QWidget):
             if bounds is not None and not self._fit:
                 if not (self.origin <= bounds[0] and bounds[1] <= self.origin + self.visible):
                     self._set_origin(bounds[0] - self.visible * 0.1)
-            self._invalidate()
+            self._composed = None
+            self.update()
 
     def set_loop_line(self, line_id: str | None) -> None:
         if line_id != self._loop:
             self._loop = line_id
-            self._invalidate()
+            self._composed = None
+            self.update()
 
-    def _invalidate(self) -> None:
-        self._cache = None
-        self.update()
+    def _emit_peaks_ready(self) -> None:
+        try:
+            self._peaks_ready.emit()
+        except RuntimeError:  # the window closed while the worker summarised
+            pass
 
     # -- input -----------------------------------------------------------------------------------
 
@@ -233,152 +385,154 @@ class WaveformView(QWidget):
         event.accept()
 
     def resizeEvent(self, event) -> None:  # noqa: ANN001, N802 - Qt override
-        self._cache = None
+        self._composed = None
         super().resizeEvent(event)
         self.view_changed.emit()
 
     def changeEvent(self, event) -> None:  # noqa: ANN001, N802 - Qt override: palette switches
-        self._cache = None
+        self._composed, self._image_key = None, ()
         super().changeEvent(event)
 
     # -- painting --------------------------------------------------------------------------------
 
     def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 - Qt override
-        if self._cache is None or self._cache.size() != self.size() * self.devicePixelRatioF():
-            self._cache = self._draw_background()
+        if self._composed is None or self._composed.size() != self.size() * self.devicePixelRatioF():
+            self._composed = self._compose()
         p = QPainter(self)
-        p.drawPixmap(0, 0, self._cache)
+        p.drawPixmap(0, 0, self._composed)
         x = self.x_of(self._playhead)
         if 0 <= x <= self.width():
             p.setPen(QPen(self.palette().color(QPalette.ColorRole.Highlight), 2))
             p.drawLine(QPointF(x, 0), QPointF(x, self.height() - RULER))
         p.end()
 
-    def _columns(self, track: Track, start: int, x0: int, x1: int) -> np.ndarray:
-        """Peak amplitude (0..1) of `track` (starting at timeline sample `start`) in pixel columns x0..x1-1:
-        from the track's peaks when a column spans a bin or more, else from the samples on screen."""
-        spp = self.samples_per_pixel
-        n = track.length
-        edges = np.clip(self.origin + np.arange(x0, x1 + 1) * spp - start, 0, n).astype(np.int64)
-        if spp >= BIN:
-            values = track.peaks()
-            lo, hi = edges[:-1] // BIN, -(-edges[1:] // BIN)
-        else:
-            first = int(edges[0])
-            values = np.abs(track.read(first, int(edges[-1]) - first))
-            lo, hi = edges[:-1] - first, edges[1:] - first
-        values = np.append(values, np.float32(0))  # a zero past the end, so every index is in range
-        last = len(values) - 1
-        lo = np.minimum(lo, last)
-        hi = np.minimum(np.maximum(hi, lo + 1), last)
-        pairs = np.empty(2 * len(lo), np.int64)
-        pairs[0::2], pairs[1::2] = lo, hi
-        out = np.maximum.reduceat(values, pairs)[0::2]  # max of values[lo:hi] per column
-        out[edges[:-1] >= n] = 0.0
-        return np.minimum(out, 1.0)
-
-    def _draw_background(self) -> QPixmap:
+    def _compose(self) -> QPixmap:
+        image = self._update_image()
         ratio = self.devicePixelRatioF()
         pix = QPixmap(self.size() * ratio)
         pix.setDevicePixelRatio(ratio)
-        pal = self.palette()
-        pix.fill(pal.color(QPalette.ColorRole.Base))
+        pix.fill(self.palette().color(QPalette.ColorRole.Base))
         p = QPainter(pix)
-        w, h = self.width(), self.height()
-        bottom = h - RULER
-        mid = (TOP + bottom) / 2
-        half = (bottom - TOP) / 2 - 2
-        accent = pal.color(QPalette.ColorRole.Highlight)
-        text_color = pal.color(QPalette.ColorRole.Text)
-        layout = self.timeline.layout
-        faint = QColor(text_color)
-        faint.setAlpha(40)
-        grid = QColor(text_color)
-        grid.setAlpha(60)
-        small = self.font()
-        small.setPointSizeF(max(small.pointSizeF() * 0.85, 7.0))
-        p.setFont(small)
-        end_x = self.x_of(layout.end)
-        p.setPen(QPen(faint, 1))
-        p.drawLine(QPointF(max(self.x_of(0), 0), mid), QPointF(min(end_x, w), mid))
-        first = max(int(np.searchsorted(layout.starts, self.origin, side="right")) - 1, 0)
-        last = int(np.searchsorted(layout.starts, self.origin + self.visible, side="right"))
-        for track, start in zip(layout.tracks[first:last], layout.starts[first:last]):  # the lines on screen
-            start = int(start)
-            x0f, x1f = self.x_of(start), self.x_of(start + track.length)
-            if x1f < 0 or x0f > w:
-                continue
-            line_id = track.line_id
-            band = QRectF(x0f, TOP, max(x1f - x0f, 1.0), bottom - TOP)
-            if line_id == self._current:
-                c = QColor(accent)
-                c.setAlpha(45)
-                p.fillRect(band, c)
-            if line_id in self._stale:
-                hatch = QColor("#e8590c")
-                hatch.setAlpha(60)
-                p.fillRect(band, QBrush(hatch, Qt.BrushStyle.BDiagPattern))
-            if line_id in self._rendering:
-                c = QColor("#1c7ed6")
-                c.setAlpha(35)
-                p.fillRect(band, c)
-            name, colour = self._labels.get(line_id, ("", QColor(text_color)))
-            colour = QColor(colour)
-            if line_id in self._stale:
-                colour.setAlpha(110)
-            x0, x1 = max(int(x0f), 0), min(int(x1f) + 1, w)
-            if x1 > x0:
-                amps = self._columns(track, start, x0, x1) * half
-                xs = np.nonzero(amps > 0.25)[0]
-                if len(xs):
-                    p.setPen(QPen(colour, 1))
-                    p.drawLines([QLineF(float(x0 + x), mid - float(amps[x]), float(x0 + x), mid + float(amps[x]))
-                                 for x in xs])
-            if line_id == self._selected or line_id == self._loop:
-                pen = QPen(accent, 2, Qt.PenStyle.SolidLine if line_id == self._loop else Qt.PenStyle.DashLine)
-                p.setPen(pen)
-                p.setBrush(Qt.BrushStyle.NoBrush)
-                p.drawRect(band.adjusted(1, 1, -1, -1))
-            p.setPen(QPen(grid, 1, Qt.PenStyle.DotLine))
-            p.drawLine(QPointF(x0f, TOP - 14), QPointF(x0f, bottom))
-            label = name + ("  ⟳ loop" if line_id == self._loop else "") + \
-                ("  · stale" if line_id in self._stale else "") + ("  · rendering…" if line_id in self._rendering else "")
-            left = max(x0f, 0.0)  # the name stays in view while the line's start is scrolled off
-            if label and x1f - left > 24:
-                p.setPen(QColor(colour.red(), colour.green(), colour.blue()))
-                p.drawText(QRectF(left + 4, 2, max(x1f - left - 6, 10), 14),
-                           Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, label)
-        self._draw_ruler(p, w, bottom, grid, pal.color(QPalette.ColorRole.PlaceholderText))
-        if layout.growing and 0 <= end_x <= w:  # rendered-up-to marker
-            p.setPen(QPen(QColor("#e0a030"), 2))
-            p.drawLine(QPointF(end_x, TOP), QPointF(end_x, bottom))
+        h, w = image.shape[:2]
+        p.drawImage(QRectF(0, 0, w, h), QImage(image.data, w, h, 4 * w, QImage.Format.Format_RGBA8888))
+        draw_marks(self, p)
         p.end()
         return pix
 
-    def ruler_marks(self, w: int) -> list[tuple[float, QRectF, str]]:
-        """The ruler's ticks: (x of the tick, the rectangle of its label, the label). A label sits right of
-        its tick, or left of it where the right would leave the view (the last one), never clipped."""
-        metrics = self.fontMetrics()
-        seconds_visible = self.visible / SAMPLE_RATE
-        steps = (0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 1200)
-        step = next((s for s in steps if seconds_visible / s <= max(w / 70, 1)), 1800)
-        first = np.ceil(self.origin / SAMPLE_RATE / step) * step
-        marks = []
-        t = float(first)
-        while t * SAMPLE_RATE <= self.origin + self.visible:
-            x = self.x_of(t * SAMPLE_RATE)
-            text = f"{int(t // 60)}:{t % 60:04.1f}" if step < 1 else f"{int(t // 60)}:{int(round(t % 60)):02d}"
-            width = metrics.horizontalAdvance(text) + 2
-            left = x + 3 if x + 3 + width <= w else x - 3 - width
-            marks.append((x, QRectF(max(left, 0.0), 0, width, RULER - 1), text))
-            t += step
-        return marks
+    def _update_image(self) -> np.ndarray:
+        """The waveform's pixels, redrawn where the timeline changed since they were drawn."""
+        layout = self.timeline.layout
+        w, h = max(1, self.width()), max(1, self.height())
+        spp, origin = self.samples_per_pixel, self.origin
+        pal = self.palette()
+        key = (w, h, spp, origin, pal.color(QPalette.ColorRole.Base).rgba(), pal.color(QPalette.ColorRole.Text).rgba())
+        changed = self.peaks.sync(layout)
+        if key != self._image_key or self._image is None:
+            self._image = np.empty((h, w, 4), np.uint8)
+            self._image_key = key
+            self._damage.clear()
+            self._draw_columns(0, w)
+        else:
+            spans = self._layout_damage(layout)
+            if changed is not None and changed[1] > changed[0] and len(layout.tracks):
+                i, j = changed
+                spans.append((int(layout.starts[i]), int(layout.starts[j - 1]) + layout.tracks[j - 1].length))
+            spans += self._damage
+            self._damage.clear()
+            for a, b in spans:
+                x0 = max(int(np.floor(self.x_of(a))) - 1, 0)
+                x1 = min(int(np.ceil(self.x_of(b))) + 2, w)
+                if x1 > x0:
+                    self._draw_columns(x0, x1)
+        self._drawn = (layout, layout.tracks[-1].length if layout.tracks else 0)
+        return self._image
 
-    def _draw_ruler(self, p: QPainter, w: int, bottom: float, grid: QColor, muted: QColor) -> None:
-        p.setPen(QPen(grid, 1))
-        p.drawLine(QPointF(0, bottom), QPointF(w, bottom))
-        for x, rect, text in self.ruler_marks(w):
-            p.setPen(QPen(grid, 1))
-            p.drawLine(QPointF(x, bottom), QPointF(x, bottom + 4))
-            p.setPen(muted)
-            p.drawText(rect.translated(0, bottom + 1), Qt.AlignmentFlag.AlignLeft, text)
+    def _layout_damage(self, layout: Layout) -> list[tuple[float, float]]:
+        """Sample ranges where `layout` differs from the one drawn."""
+        if self._drawn is None:
+            return [(0, max(layout.end, 1))]
+        old, old_last = self._drawn
+        if old is layout:
+            if layout.tracks and layout.tracks[-1].length != old_last:
+                end = int(layout.starts[-1])
+                return [(end + min(old_last, layout.tracks[-1].length), layout.end)]
+            return []
+        a, b = len(old.tracks), len(layout.tracks)
+        p, s = common_ends(old.tracks, layout.tracks)
+        if b and layout.tracks[-1].length != old_last and old.tracks and old.tracks[-1] is layout.tracks[-1]:
+            p, s = min(p, b - 1), max(s - 1, 0)  # the last line grew since it was drawn
+        moved = np.nonzero(old.starts[:p] != layout.starts[:p])[0]
+        p = int(moved[0]) if len(moved) else p
+        moved = np.nonzero(old.starts[a - s:] != layout.starts[b - s:])[0] if s else moved[:0]
+        s = s - int(moved[-1]) - 1 if len(moved) else s
+        lo = min(_start(old, p), _start(layout, p))
+        hi = max(_end(old, a - s - 1), _end(layout, b - s - 1))
+        return [(lo, hi)] if hi > lo else []
+
+    def _draw_columns(self, x0: int, x1: int) -> None:
+        layout, image = self.timeline.layout, self._image
+        spp, origin = self.samples_per_pixel, self.origin
+        edges = edges_of(origin, spp, x0, x1)
+        if spp >= BINS[0]:
+            amps, at = self.peaks.columns(layout, edges, spp)
+            if layout.growing:  # the line streaming in is not packed: drawn from its track
+                amps = np.maximum(amps, track_columns(layout.tracks[-1], int(layout.starts[-1]), edges, spp))
+        else:
+            amps = np.zeros(x1 - x0, np.float32)
+            for i in visible_tracks(layout, edges[0], edges[-1]):
+                amps = np.maximum(amps, track_columns(layout.tracks[i], int(layout.starts[i]), edges, spp))
+            at = np.searchsorted(layout.starts, (edges[:-1] + edges[1:]) / 2, side="right") - 1
+        text = self.palette().color(QPalette.ColorRole.Text)
+        palette = {}
+        colours = np.empty((x1 - x0, 4), np.uint8)
+        for i in np.unique(at):
+            speaker = self._speaker_of.get(layout.tracks[i].line_id, "") if i >= 0 else ""
+            rgba = palette.get(speaker)
+            if rgba is None:
+                rgba = palette[speaker] = _rgba(self._colours.get(speaker, text), 255)
+            colours[at == i] = rgba
+        faint = QColor(text)
+        faint.setAlpha(40)
+        base = self.palette().color(QPalette.ColorRole.Base)
+        bottom = self.height() - RULER
+        paint_columns(image, x0, amps, colours, TOP, max(bottom, TOP + 1), _rgba(base, 255), _blend(faint, base),
+                      self.x_of(layout.end))
+        self.columns_drawn += x1 - x0
+
+    def line_spans(self, line_ids: Collection[str] | None = None,
+                   pick: Callable[[str], bool] | None = None) -> list[tuple[float, float]]:
+        """Pixel spans of the lines on screen that are in `line_ids` or for which `pick` is true, merged."""
+        layout = self.timeline.layout
+        shown = visible_tracks(layout, self.origin, self.origin + self.visible)
+        if line_ids is not None:
+            idx = sorted(i for line_id in line_ids if (i := layout.index.get(line_id)) is not None
+                         and shown.start <= i < shown.stop)
+        else:
+            idx = [i for i in shown if pick is not None and pick(layout.tracks[i].line_id)]
+        if not idx:
+            return []
+        at = np.asarray(idx, np.int64)
+        lengths = np.fromiter((layout.tracks[i].length for i in idx), np.int64, len(idx))
+        starts = layout.starts[at].astype(np.float64)
+        spp, origin = self.samples_per_pixel, self.origin
+        return runs((starts - origin) / spp, (starts + lengths - origin) / spp, self.width())
+
+
+def _start(layout: Layout, i: int) -> float:
+    if i < len(layout.tracks):
+        return float(layout.starts[i])
+    return float(layout.end)
+
+
+def _end(layout: Layout, i: int) -> float:
+    if 0 <= i < len(layout.tracks):
+        return float(layout.starts[i]) + layout.tracks[i].length
+    return 0.0
+
+
+def _blend(colour: QColor, base: QColor) -> tuple[int, int, int, int]:
+    """`colour` over `base`, opaque."""
+    a = colour.alphaF()
+    mix = [round(a * c + (1 - a) * b) for c, b in ((colour.red(), base.red()), (colour.green(), base.green()),
+                                                   (colour.blue(), base.blue()))]
+    return mix[0], mix[1], mix[2], 255

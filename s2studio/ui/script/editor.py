@@ -7,6 +7,7 @@ for the parser; the parser's warnings arrive as underlines after a short debounc
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
 from PySide6.QtCore import QRect, QStringListModel, Qt, Signal
@@ -17,12 +18,32 @@ from PySide6.QtWidgets import QCompleter, QPlainTextEdit, QTextEdit, QToolTip, Q
 from s2studio.state.script import Line, Script
 from s2studio.ui.colors import is_dark, speaker_color, speaker_colors
 from s2studio.ui.script.gutter import WIDTH as GUTTER_WIDTH
-from s2studio.ui.script.gutter import LineGutter, LineMark
+from s2studio.ui.script.gutter import LineGutter
 
 HEADING = re.compile(r"^\s*#.*$")
 SPEAKER = re.compile(r"^\s*([^\s\[\]:<>#][^\[\]:<>#]{0,39}):")
 TAG = re.compile(r"\[[^\[\]\n]*\]")
 RAW_SPEAKER = re.compile(r"<\|speaker:\d+\|>")
+
+
+def lines_on_row(script: Script, row: int) -> list[Line]:
+    """The script lines of text line `row` (1-based; several when raw speaker tags split it), found by
+    bisection: a book has 10,000 lines and the cursor moves often."""
+    lines = script.lines
+    i = bisect_left(lines, row, key=_row_of)
+    out = []
+    while i < len(lines) and lines[i].source_line == row:
+        out.append(lines[i])
+        i += 1
+    return out
+
+
+def _row_of(line: Line) -> int:
+    return line.source_line
+
+
+def _end_of(line: Line) -> int:
+    return line.end
 
 
 @dataclass(frozen=True)
@@ -83,6 +104,9 @@ class ScriptEditor(QPlainTextEdit):
 
     cursor_line_changed = Signal(int)
     """Block number (0-based) of the text cursor."""
+    edited = Signal()
+    """The text changed (typing, paste, undo…); not emitted when only the highlighting changed, which
+    `textChanged` is."""
     mark_clicked = Signal(str)
     """The gutter mark of this line id was clicked."""
 
@@ -108,6 +132,7 @@ class ScriptEditor(QPlainTextEdit):
         self.completer.setCompletionMode(QCompleter.CompletionMode.PopupCompletion)
         self.completer.activated.connect(self._complete)
         self.cursorPositionChanged.connect(self._cursor_moved)
+        self.document().contentsChange.connect(self._contents_changed)
         self._last_block = 0
         self.setMouseTracking(True)
         self.gutter = LineGutter(self)
@@ -184,15 +209,11 @@ class ScriptEditor(QPlainTextEdit):
             self._playing_block = block
             self._update_selections()
 
-    def set_marks(self, marks: dict[int, LineMark]) -> None:
-        """The gutter's marks: block number -> state of the script line on it."""
-        self.gutter.set_marks(marks)
-
     def line_at_cursor(self, script: Script) -> Line | None:
         """The script line the text cursor is on (of several on one text line, the one it is in)."""
         cursor = self.textCursor()
         pos, block = cursor.position(), cursor.blockNumber() + 1
-        on_block = [ln for ln in script.lines if ln.source_line == block]
+        on_block = lines_on_row(script, block)
         for ln in on_block:
             if ln.start <= pos <= ln.end:
                 return ln
@@ -205,7 +226,13 @@ class ScriptEditor(QPlainTextEdit):
             line = self.line_at_cursor(script)
             return [line] if line is not None else []
         first, last = cursor.selectionStart(), cursor.selectionEnd()
-        return [ln for ln in script.lines if ln.start < last and ln.end > first]
+        lines = script.lines
+        i = bisect_right(lines, first, key=_end_of)
+        out = []
+        while i < len(lines) and lines[i].start < last:
+            out.append(lines[i])
+            i += 1
+        return out
 
     def select_block(self, block: int, position: int | None = None) -> None:
         """Put the cursor on `block` (at `position` in the text when given) and scroll it into view."""
@@ -229,7 +256,7 @@ class ScriptEditor(QPlainTextEdit):
                 sel.format.setProperty(QTextFormat.Property.FullWidthSelection, True)
                 sel.cursor = QTextCursor(block)
                 sels.append(sel)
-        length = len(self.toPlainText())
+        length = self.document().characterCount() - 1
         for w in self._warnings:
             sel = QTextEdit.ExtraSelection()
             sel.format.setUnderlineStyle(QTextCharFormat.UnderlineStyle.WaveUnderline)
@@ -261,6 +288,10 @@ class ScriptEditor(QPlainTextEdit):
                 QToolTip.hideText()
             return True
         return super().event(e)
+
+    def _contents_changed(self, _position: int, removed: int, added: int) -> None:
+        if removed or added:
+            self.edited.emit()
 
     def _cursor_moved(self) -> None:
         block = self.textCursor().blockNumber()

@@ -1,8 +1,12 @@
 """The editor's gutter: beside each script line, its state (rendered, stale, not rendered, rendering) and
-how many takes it has; clicking the mark selects the line's takes."""
+how many takes it has; clicking the mark selects the line's takes.
+
+It asks for the marks of the rows it shows, when it paints them (`set_source`), and for a mark's words
+when the pointer rests on it: what it costs follows the rows on screen, not the length of the script."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -21,9 +25,12 @@ class LineMark:
     line_id: str
     kind: MarkKind
     takes: int
-    tip: str
-    """What the mark means, in words (its tooltip and accessible text)."""
 
+
+MarkSource = Callable[[int], LineMark | None]
+"""Block number -> the mark of the (first) script line on it."""
+TipSource = Callable[[int], str]
+"""Block number -> what its mark means, in words (the tooltip)."""
 
 class LineGutter(QWidget):
     mark_clicked = Signal(str)
@@ -36,20 +43,26 @@ class LineGutter(QWidget):
         self.setMouseTracking(True)
         self.setCursor(Qt.CursorShape.PointingHandCursor)
         self._editor = editor
-        self._marks: dict[int, LineMark] = {}
+        self._marks: MarkSource = lambda _block: None
+        self._tips: TipSource = lambda _block: ""
         editor.updateRequest.connect(self._scrolled)
 
     def sizeHint(self) -> QSize:  # noqa: N802 - Qt override
         return QSize(WIDTH, 0)
 
-    def set_marks(self, marks: dict[int, LineMark]) -> None:
-        """Block number -> the mark of the (first) script line on it."""
-        if marks != self._marks:
-            self._marks = dict(marks)
-            self.update()
+    def set_source(self, marks: MarkSource, tips: TipSource) -> None:
+        self._marks, self._tips = marks, tips
+        self.update()
 
     def mark(self, block: int) -> LineMark | None:
-        return self._marks.get(block)
+        return self._marks(block)
+
+    def tip(self, block: int) -> str:
+        return self._tips(block)
+
+    def refresh(self) -> None:
+        """Marks changed: repaint the rows on screen (they ask for their marks again)."""
+        self.update()
 
     def _scrolled(self, rect: QRect, dy: int) -> None:
         if dy:
@@ -88,7 +101,7 @@ class LineGutter(QWidget):
         small.setPointSizeF(max(small.pointSizeF() * 0.8, 7.0))
         p.setFont(small)
         for number, _top, _height, cy in self._visible_blocks():
-            mark = self._marks.get(number)
+            mark = self._marks(number)
             if mark is None:
                 continue
             color = QColor(COLORS[mark.kind])
@@ -121,14 +134,14 @@ class LineGutter(QWidget):
 
     def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt override
         block = self.block_at(event.position().y())
-        mark = self._marks.get(block) if block is not None else None
+        mark = self._marks(block) if block is not None else None
         if mark is not None and event.button() == Qt.MouseButton.LeftButton:
             self.mark_clicked.emit(mark.line_id)
 
     def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt override
         block = self.block_at(event.position().y())
-        mark = self._marks.get(block) if block is not None else None
-        if mark is not None:
-            QToolTip.showText(event.globalPosition().toPoint(), mark.tip, self)
+        tip = self._tips(block) if block is not None else ""
+        if tip:
+            QToolTip.showText(event.globalPosition().toPoint(), tip, self)
         else:
             QToolTip.hideText()

@@ -1,0 +1,208 @@
+"""The waveform's overview of the whole timeline: peaks at several resolutions for every line, packed one
+after another, so that a view of any zoom finds the peak of each pixel column in one vectorised pass, with
+no loop over the lines (a book has 10,000 of them).
+
+Each finished line's audio is summarised at `LEVELS` resolutions from its `Track.peaks()` (the timeline's
+peaks every `PEAK_BIN` samples; the waveform never reads a track's samples for the overview). Level k packs
+every line's level-k values in timeline order; a pixel column covering samples [a, b) maps, through the
+lines' start samples, to one run of packed values (lines in between included, the gaps between lines
+holding no values), and `np.maximum.reduceat` takes each run's maximum.
+
+Lines come and go by diffing layouts: a finished take appends or swaps one line's values (the others are
+copied once, in C, never recomputed), a relayout that moved lines recomputes nothing. The line streaming in
+(the last one, while it grows) is left out: the view draws it from its track directly.
+
+Summarising many lines at once (a project just opened) runs on a worker thread; lines not summarised yet
+count as silent until it is done (`pending`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from s2studio.audio.timeline import PEAK_BIN, Layout, Track
+
+FACTOR = 8
+LEVELS = 4
+"""Resolutions: PEAK_BIN × 8, × 64, × 512, × 4096 samples per value (46 ms … 24 s at 44.1 kHz)."""
+BINS = tuple(PEAK_BIN * FACTOR ** (k + 1) for k in range(LEVELS))
+INLINE = 32
+"""Lines summarised on the GUI thread at once; more go to the worker."""
+
+Peaks = npt.NDArray[np.float32]
+
+
+def summarise(peaks: Peaks) -> tuple[Peaks, ...]:
+    """A line's `LEVELS` coarser summaries of its `Track.peaks()` (each value the max of FACTOR below it)."""
+    out = []
+    level = np.asarray(peaks, np.float32)
+    for _ in range(LEVELS):
+        pad = (-len(level)) % FACTOR
+        if pad:
+            level = np.concatenate([level, np.zeros(pad, np.float32)])
+        level = level.reshape(-1, FACTOR).max(axis=1) if len(level) else level
+        out.append(level)
+    return tuple(out)
+
+
+@dataclass
+class _Pack:
+    tracks: tuple[Track, ...]
+    """The finished tracks packed, in timeline order (the layout's, less a growing last one)."""
+    values: list[Peaks]
+    """Per level: every track's values, one after another."""
+    offsets: list[npt.NDArray[np.int64]]
+    """Per level: where each track's values begin (one more entry: the end)."""
+
+
+class TimelinePeaks:
+    """Packed per-level peaks of a layout's finished tracks (module docstring). GUI thread, apart from the
+    worker that summarises tracks, which only fills `_levels`."""
+
+    def __init__(self, on_ready: Callable[[], None] | None = None) -> None:
+        self._levels: dict[Track, tuple[Peaks, ...]] = {}
+        self._lock = threading.Lock()
+        self._wanted: list[Track] = []
+        self._worker: threading.Thread | None = None
+        self._on_ready = on_ready
+        """Called (from the worker thread) when lines it summarised can be drawn: re-sync then."""
+        self._pack = _Pack((), [np.zeros(0, np.float32) for _ in BINS], [np.zeros(1, np.int64) for _ in BINS])
+        self._missing: set[Track] = set()
+        """Packed tracks whose values were not ready when packed (silent until the next sync)."""
+        self.packed_changes = 0
+        """Tracks (re)packed, counted: what a layout change cost."""
+
+    @property
+    def pending(self) -> int:
+        """Packed lines still silent, waiting for the worker."""
+        return len(self._missing)
+
+    def sync(self, layout: Layout) -> tuple[int, int] | None:
+        """Follow `layout`; returns the range of track indices [i, j) of the new layout whose values changed
+        (None when nothing did)."""
+        tracks = layout.tracks[:-1] if layout.growing else layout.tracks
+        old = self._pack.tracks
+        if tracks == old and not self._ready_missing():
+            return None
+        p, s = common_ends(old, tracks)
+        if self._missing:  # summaries that arrived since: repack from the first of them
+            ready = [i for i, t in enumerate(old) if t in self._missing and t in self._levels]
+            if ready:
+                p = min(p, ready[0])
+                s = min(s, len(old) - 1 - ready[-1])
+        middle = tracks[p:len(tracks) - s]
+        self._ask(middle)
+        self._repack(p, len(old) - s, middle)
+        self._pack.tracks = tracks
+        self.packed_changes += len(middle)
+        return p, len(tracks) - s
+
+    def columns(self, layout: Layout, edges: npt.NDArray[np.float64], spp: float) -> tuple[Peaks, npt.NDArray[np.int64]]:
+        """Per pixel column between consecutive `edges` (timeline samples): its peak (0..1) over the packed
+        tracks, and the index of the layout's track at the column's middle (-1 before the first)."""
+        k = max(i for i, b in enumerate(BINS) if b <= spp) if spp >= BINS[0] else 0
+        binsize = BINS[k]
+        values = np.append(self._pack.values[k], np.float32(0))
+        offsets = self._pack.offsets[k]
+        n = len(self._pack.tracks)
+        starts = layout.starts[:n]
+        e = edges.astype(np.int64)
+        t = np.searchsorted(starts, e, side="right") - 1
+        tc = np.maximum(t, 0)
+        count = offsets[tc + 1] - offsets[tc]
+        local = e - starts[tc]
+        floor = np.where(t >= 0, offsets[tc] + np.clip(local // binsize, 0, count), 0)
+        ceil = np.where(t >= 0, offsets[tc] + np.clip(-(-local // binsize), 0, count), 0)
+        lo, hi = floor[:-1], ceil[1:]
+        empty = hi <= lo
+        last = len(values) - 1
+        lo_i = np.minimum(lo, last)
+        hi_i = np.minimum(np.maximum(hi, lo_i + 1), last)
+        pairs = np.empty(2 * len(lo_i), np.int64)
+        pairs[0::2], pairs[1::2] = lo_i, hi_i
+        out = np.maximum.reduceat(values, pairs)[0::2] if len(pairs) else np.zeros(0, np.float32)
+        out[empty] = 0.0
+        middle = (edges[:-1] + edges[1:]) / 2
+        at = np.searchsorted(layout.starts, middle, side="right") - 1
+        return np.minimum(out, 1.0), at
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _ready_missing(self) -> bool:
+        return any(t in self._levels for t in self._missing)
+
+    def _ask(self, tracks: Sequence[Track]) -> None:
+        """Summarise `tracks` now when they are few, else on the worker."""
+        todo = [t for t in tracks if t not in self._levels]
+        if len(todo) <= INLINE:
+            for track in todo:
+                self._levels[track] = summarise(track.peaks())
+            return
+        with self._lock:
+            self._wanted.extend(todo)
+            if self._worker is None or not self._worker.is_alive():
+                self._worker = threading.Thread(target=self._work, name="waveform-peaks", daemon=True)
+                self._worker.start()
+
+    def _work(self) -> None:
+        done = 0
+        while True:
+            with self._lock:
+                if not self._wanted:
+                    self._worker = None
+                    break
+                track = self._wanted.pop(0)
+            if track not in self._levels:
+                self._levels[track] = summarise(track.peaks())
+            done += 1
+            if done % 500 == 0 and self._on_ready is not None:
+                self._on_ready()
+        if self._on_ready is not None:
+            self._on_ready()
+
+    def _repack(self, i: int, j: int, middle: Sequence[Track]) -> None:
+        """Old packed tracks [i, j) replaced by `middle`."""
+        pack = self._pack
+        for t in pack.tracks[i:j]:
+            self._missing.discard(t)
+        for k in range(LEVELS):
+            parts = []
+            for t in middle:
+                got = self._levels.get(t)
+                if got is None:
+                    self._missing.add(t)
+                    parts.append(np.zeros(0, np.float32))
+                else:
+                    parts.append(got[k])
+            offsets, values = pack.offsets[k], pack.values[k]
+            a, b = int(offsets[i]), int(offsets[j])
+            lengths = np.fromiter((len(v) for v in parts), np.int64, len(parts))
+            new_offsets = a + np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+            grown = int(new_offsets[-1]) - b
+            pack.values[k] = np.concatenate([values[:a], *parts, values[b:]])
+            pack.offsets[k] = np.concatenate([offsets[:i], new_offsets[:-1], offsets[j:] + grown])
+        if len(self._levels) > 2 * len(pack.tracks) + 64 and self._worker is None:  # forget lines gone
+            live = set(pack.tracks[:i]) | set(middle) | set(pack.tracks[j:])
+            self._levels = {t: v for t, v in self._levels.items() if t in live}
+
+
+def common_ends(old: Sequence[object], new: Sequence[object], block: int = 256) -> tuple[int, int]:
+    """Items identical at the start (p) and, not overlapping those, at the end (s): compared a block at a
+    time (tuples of tracks compare in C), then one by one."""
+    n = min(len(old), len(new))
+    p = 0
+    while p + block <= n and old[p:p + block] == new[p:p + block]:
+        p += block
+    while p < n and old[p] is new[p]:
+        p += 1
+    s, a, b = 0, len(old), len(new)
+    while s + block <= n - p and old[a - s - block:a - s] == new[b - s - block:b - s]:
+        s += block
+    while s < n - p and old[a - 1 - s] is new[b - 1 - s]:
+        s += 1
+    return p, s

@@ -1,0 +1,171 @@
+"""What the waveform draws over the audio: the line being heard, stale and rendering lines, the selected and
+looped line, line separators and names (only where a line is wide enough to show them), the ruler and the
+rendered-up-to marker. Each mark is drawn for the lines it concerns, from the view's pixel spans, so a
+fitted book of 10,000 lines draws at most a span per pixel, never a rectangle per line."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from typing import Protocol
+
+import numpy as np
+from PySide6.QtCore import QLineF, QPointF, QRectF, Qt
+from PySide6.QtGui import QBrush, QColor, QFontMetrics, QPainter, QPalette, QPen
+
+from s2studio.audio.timeline import Timeline
+from s2studio.engine.api import SAMPLE_RATE
+from s2studio.ui.player.waveform_paint import visible_tracks
+
+RULER = 16
+TOP = 18
+LABEL_MIN_PX = 24
+SEPARATOR_MIN_PX = 6
+STALE = QColor("#e8590c")
+RENDERING = QColor("#1c7ed6")
+END_MARK = QColor("#e0a030")
+
+
+class WaveformView(Protocol):
+    """What the marks read of the view (`waveform.WaveformView`)."""
+
+    timeline: Timeline
+    origin: int
+    visible: int
+    samples_per_pixel: float
+    current_line: str | None
+    selected_line: str | None
+    loop_line: str | None
+    stale_set: Collection[str]
+
+    def palette(self) -> QPalette: ...
+    def width(self) -> int: ...
+    def height(self) -> int: ...
+    def fontMetrics(self) -> QFontMetrics: ...  # noqa: N802 - Qt's name
+    def x_of(self, sample: float) -> float: ...
+    def busy(self) -> bool: ...
+    def is_rendering(self, line_id: str) -> bool: ...
+    def speaker_of(self, line_id: str) -> str: ...
+    def colour_of(self, line_id: str) -> QColor | None: ...
+    def notice(self) -> str: ...
+    def line_spans(self, line_ids: Collection[str] | None = None,
+                   pick: Callable[[str], bool] | None = None) -> Sequence[tuple[float, float]]: ...
+
+
+def _alpha(colour: QColor, alpha: int) -> QColor:
+    c = QColor(colour)
+    c.setAlpha(alpha)
+    return c
+
+
+def draw_marks(view: WaveformView, p: QPainter) -> None:
+    pal = view.palette()
+    w, h = view.width(), view.height()
+    bottom = h - RULER
+    accent, text = pal.color(QPalette.ColorRole.Highlight), pal.color(QPalette.ColorRole.Text)
+    grid = _alpha(text, 60)
+
+    def band(x0: float, x1: float) -> QRectF:
+        return QRectF(x0, TOP, max(x1 - x0, 1.0), bottom - TOP)
+
+    if view.current_line is not None:
+        for x0, x1 in view.line_spans([view.current_line]):
+            p.fillRect(band(x0, x1), _alpha(accent, 45))
+    stale = view.stale_set
+    if stale:
+        shown = visible_tracks(view.timeline.layout, view.origin, view.origin + view.visible)
+        spans = view.line_spans(stale) if len(stale) < len(shown) else view.line_spans(pick=stale.__contains__)
+        wash = _alpha(pal.color(QPalette.ColorRole.Base), 110)
+        for x0, x1 in spans:
+            p.fillRect(band(x0, x1), wash)
+            p.fillRect(band(x0, x1), QBrush(_alpha(STALE, 60), Qt.BrushStyle.BDiagPattern))
+    if view.busy():
+        for x0, x1 in view.line_spans(pick=view.is_rendering):
+            p.fillRect(band(x0, x1), _alpha(RENDERING, 35))
+    _draw_lines(view, p, bottom, grid, accent)
+    _draw_ruler(view, p, w, bottom, grid, pal.color(QPalette.ColorRole.PlaceholderText))
+    layout = view.timeline.layout
+    end_x = view.x_of(layout.end)
+    if layout.growing and 0 <= end_x <= w:  # rendered-up-to marker
+        p.setPen(QPen(END_MARK, 2))
+        p.drawLine(QPointF(end_x, TOP), QPointF(end_x, bottom))
+    notice = view.notice()
+    if notice:
+        p.setPen(pal.color(QPalette.ColorRole.PlaceholderText))
+        p.drawText(QRectF(0, TOP, w, bottom - TOP), Qt.AlignmentFlag.AlignCenter, notice)
+
+
+def _draw_lines(view: WaveformView, p: QPainter, bottom: float, grid: QColor, accent: QColor) -> None:
+    """Separators, names and outlines of the lines wide enough on screen to show them."""
+    layout = view.timeline.layout
+    shown = visible_tracks(layout, view.origin, view.origin + view.visible)
+    if not len(shown):
+        return
+    idx = np.arange(shown.start, shown.stop)
+    starts = layout.starts[idx].astype(np.float64)
+    ends = np.empty_like(starts)
+    ends[:-1] = layout.starts[idx[1:]] - view.timeline.gap
+    last = idx[-1]
+    ends[-1] = layout.starts[last] + layout.tracks[last].length
+    spp, origin = view.samples_per_pixel, view.origin
+    x0s, x1s = (starts - origin) / spp, (ends - origin) / spp
+    wide = np.nonzero(x1s - np.maximum(x0s, 0) >= SEPARATOR_MIN_PX)[0]
+    p.setPen(QPen(grid, 1, Qt.PenStyle.DotLine))
+    p.drawLines([QLineF(float(x0s[k]), TOP - 14, float(x0s[k]), bottom) for k in wide if x0s[k] >= 0])
+    text = view.palette().color(QPalette.ColorRole.Text)
+    for k in wide:
+        x0f, x1f = float(x0s[k]), float(x1s[k])
+        left = max(x0f, 0.0)  # the name stays in view while the line's start is scrolled off
+        if x1f - left < LABEL_MIN_PX:
+            continue
+        line_id = layout.tracks[int(idx[k])].line_id
+        name = view.speaker_of(line_id)
+        label = name + ("  ⟳ loop" if line_id == view.loop_line else "") + \
+            ("  · stale" if line_id in view.stale_set else "") + \
+            ("  · rendering…" if view.busy() and view.is_rendering(line_id) else "")
+        if label:
+            colour = view.colour_of(line_id) or text
+            p.setPen(QColor(colour.red(), colour.green(), colour.blue()))
+            p.drawText(QRectF(left + 4, 2, max(x1f - left - 6, 10), 14),
+                       Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, label)
+    for line_id, solid in ((view.selected_line, False), (view.loop_line, True)):
+        if line_id is None:
+            continue
+        p.setPen(QPen(accent, 2, Qt.PenStyle.SolidLine if solid else Qt.PenStyle.DashLine))
+        p.setBrush(Qt.BrushStyle.NoBrush)
+        for x0, x1 in view.line_spans([line_id]):
+            p.drawRect(QRectF(x0, TOP, max(x1 - x0, 1.0), bottom - TOP).adjusted(1, 1, -1, -1))
+
+
+def ruler_marks(view: WaveformView, w: int) -> list[tuple[float, QRectF, str]]:
+    """The ruler's ticks: (x of the tick, the rectangle of its label, the label). A label sits right of
+    its tick, or left of it where the right would leave the view (the last one), never clipped."""
+    metrics = view.fontMetrics()
+    seconds_visible = view.visible / SAMPLE_RATE
+    steps = (0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600)
+    step = next((s for s in steps if seconds_visible / s <= max(w / 70, 1)), 7200)
+    first = np.ceil(view.origin / SAMPLE_RATE / step) * step
+    marks = []
+    t = float(first)
+    while t * SAMPLE_RATE <= view.origin + view.visible:
+        x = view.x_of(t * SAMPLE_RATE)
+        if step < 1:
+            text = f"{int(t // 60)}:{t % 60:04.1f}"
+        elif t >= 3600:
+            text = f"{int(t // 3600)}:{int(t % 3600 // 60):02d}:{int(round(t % 60)):02d}"
+        else:
+            text = f"{int(t // 60)}:{int(round(t % 60)):02d}"
+        width = metrics.horizontalAdvance(text) + 2
+        left = x + 3 if x + 3 + width <= w else x - 3 - width
+        marks.append((x, QRectF(max(left, 0.0), 0, width, RULER - 1), text))
+        t += step
+    return marks
+
+
+def _draw_ruler(view: WaveformView, p: QPainter, w: int, bottom: float, grid: QColor, muted: QColor) -> None:
+    p.setPen(QPen(grid, 1))
+    p.drawLine(QPointF(0, bottom), QPointF(w, bottom))
+    for x, rect, text in ruler_marks(view, w):
+        p.setPen(QPen(grid, 1))
+        p.drawLine(QPointF(x, bottom), QPointF(x, bottom + 4))
+        p.setPen(muted)
+        p.drawText(rect.translated(0, bottom + 1), Qt.AlignmentFlag.AlignLeft, text)
