@@ -181,8 +181,8 @@ class Change:
     def between(before: Script, after: Script, edit: Edit) -> Change:
         """The change from `before` to `after` (its ids carried), `edit` saying where the text changed."""
         old, new = before.line_ids, after.line_ids
-        p, s = _common_ends(old, new)
-        first = min(p, edit.first)
-        touched = new[first:max(len(new) - s, edit.new_end)]
-        gone = set(old[first:max(len(old) - s, edit.old_end)]) - set(touched)
-        return Change(touched, tuple(i for i in old[first:max(len(old) - s, edit.old_end)] if i in gone))
+        p, s = _common_ends(old, new)  # where the ids differ: [p, len - s)
+        touched = tuple(dict.fromkeys(new[edit.first:edit.new_end] + new[p:len(new) - s]))
+        were = old[edit.first:edit.old_end] + old[p:len(old) - s]
+        kept = set(touched)
+        return Change(touched, tuple(i for i in dict.fromkeys(were) if i not in kept and after.line(i) is None))

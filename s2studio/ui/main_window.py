@@ -42,6 +42,7 @@ from s2studio.ui.keys import SpaceForPlayback, run_edit
 from s2studio.ui.player.player_bar import PlayerBar
 from s2studio.ui.player.transport import Transport
 from s2studio.ui.script.cast_panel import CastPanel
+from s2studio.ui.script.chapters import ChapterNavigation, ChapterPanel
 from s2studio.ui.script.editor import InlineWarning, ScriptEditor
 from s2studio.ui.script.find_bar import FindBar
 from s2studio.ui.status import StatusPanel
@@ -83,7 +84,8 @@ class MainWindow(QMainWindow):
         self._update_enabled()
         self._update_title()
         self.memory = WindowMemory(self, ctx.settings, {"splitter_top": self.top_splitter,
-                                                        "splitter_outer": self.outer_splitter})
+                                                        "splitter_outer": self.outer_splitter,
+                                                        "splitter_script": self.script_splitter})
         self.memory.restore()
         ctx.host.devices_found.connect(lambda event: self.settings_panel.set_devices(event.devices))
         ctx.host.find_devices()
@@ -175,7 +177,13 @@ class MainWindow(QMainWindow):
         cl.setContentsMargins(0, 0, 0, 0)
         cl.setSpacing(0)
         cl.addWidget(self.cast_panel)
-        cl.addWidget(self.editor, 1)
+        self.chapter_panel = ChapterPanel()
+        self.script_splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.script_splitter.addWidget(self.chapter_panel)
+        self.script_splitter.addWidget(self.editor)
+        self.script_splitter.setStretchFactor(1, 1)
+        self.script_splitter.setSizes([170, 550])
+        cl.addWidget(self.script_splitter, 1)
         self.find_bar = FindBar(self.editor)
         cl.addWidget(self.find_bar)
         self.warning_bar = QLabel("")
@@ -207,6 +215,8 @@ class MainWindow(QMainWindow):
         self.transport = Transport(self.player, self.timeline, self.player_bar, self.editor, self.document, a, self)
         self.lines = LineStates(self.document, self.session, self.player, self.editor, self.waveform, self.takes,
                                 self.inspector, self)
+        self.chapters = ChapterNavigation(self.chapter_panel, self.document, self.editor, self.waveform, self.render,
+                                          self)
         outer = QSplitter(Qt.Orientation.Vertical)
         outer.addWidget(top)
         outer.addWidget(self.player_bar)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from s2studio.state.line_ids import LineIds
 from s2studio.state.script import Script, parse_script
-from s2studio.state.script_edits import Edit, ScriptParser
+from s2studio.state.script_edits import Change, Edit, ScriptParser
 
 PIECES = ["Alice: ", "Bob: ", "Carol：", "# Chapter ", "## ", "[pause]", "[sigh", "]", "<|speaker:1|>", "<|x|>",
           "Hello there.", "one two", " ", "\n", "\n", "\n", "\r\n", ":", "？", "a", "Z", "é", "0", "\t"]
@@ -49,9 +49,15 @@ def test_a_reparse_equals_a_whole_parse_and_carry(first: str, steps, knowns) -> 
         source = apply(source, where, gone, came)
         parsed, edit = parser.reparse(part, source, known)
         assert without_ids(parsed) == without_ids(parse_script(source, known))
-        part = part_ids.carry(part, parsed, edit)
+        before, part = part, part_ids.carry(part, parsed, edit)
         whole = whole_ids.carry(whole, parse_script(source, known))
         assert part == whole
+        change = Change.between(before, part, edit)  # what views refresh: every line that changed
+        for line in part.lines:
+            if line.line_id not in change.touched:
+                old = before.line(line.line_id)
+                assert old is not None and old.key == line.key
+        assert set(change.gone) == set(before.line_ids) - set(part.line_ids)
 
 
 def test_an_edit_touches_its_rows_and_the_speakers_it_carries_to() -> None:

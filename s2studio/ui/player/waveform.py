@@ -190,8 +190,7 @@ class WaveformView(QWidget):
     def _fit_spp(self) -> float:
         lo, hi = self.range()
         length = hi - lo
-        growing = self.timeline.layout.growing or self._busy()
-        if growing and self._scope is None:
+        if self.timeline.layout.growing and self._scope is None:
             if not self._grown_span or length * 1.05 > self._grown_span or self._grown_span > max(MIN_SPAN, length * 4):
                 self._grown_span = max(MIN_SPAN, int(length * 1.5))
             span = self._grown_span
@@ -439,11 +438,10 @@ class WaveformView(QWidget):
                 spans.append((int(layout.starts[i]), int(layout.starts[j - 1]) + layout.tracks[j - 1].length))
             spans += self._damage
             self._damage.clear()
-            for a, b in spans:
-                x0 = max(int(np.floor(self.x_of(a))) - 1, 0)
-                x1 = min(int(np.ceil(self.x_of(b))) + 2, w)
-                if x1 > x0:
-                    self._draw_columns(x0, x1)
+            columns = [(max(int(np.floor(self.x_of(a))) - 1, 0), min(int(np.ceil(self.x_of(b))) + 2, w))
+                       for a, b in spans]
+            for x0, x1 in _merged(columns):
+                self._draw_columns(x0, x1)
         self._drawn = (layout, layout.tracks[-1].length if layout.tracks else 0)
         return self._image
 
@@ -528,6 +526,17 @@ def _end(layout: Layout, i: int) -> float:
     if 0 <= i < len(layout.tracks):
         return float(layout.starts[i]) + layout.tracks[i].length
     return 0.0
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Column ranges merged where they overlap or touch (each column drawn once)."""
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(s for s in spans if s[1] > s[0]):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
 
 
 def _blend(colour: QColor, base: QColor) -> tuple[int, int, int, int]:
