@@ -133,3 +133,31 @@ def test_a_render_lets_go_of_its_project(qtbot, studio, tmp_path):
     w.new_project()
     gc.collect()
     assert old() is None
+
+
+def test_the_cursors_line_is_found_by_bisection(qtbot):
+    from dataclasses import replace
+
+    from s2studio.state.script import parse_script
+    from s2studio.ui.script.editor import ScriptEditor
+
+    class Counted(tuple):
+        reads = 0
+
+        def __getitem__(self, i):
+            Counted.reads += 1
+            return tuple.__getitem__(self, i)
+
+    text = book(60, 50)
+    script = parse_script(text)
+    script = replace(script, lines=Counted(script.lines))
+    editor = ScriptEditor()
+    qtbot.addWidget(editor)
+    editor.setPlainText(text)
+    target = script.lines[2500]
+    cursor = editor.textCursor()
+    cursor.setPosition(target.start + 3)
+    editor.setTextCursor(cursor)
+    Counted.reads = 0
+    assert editor.line_at_cursor(script) == target
+    assert Counted.reads <= 20  # log2(3,001 lines) + a few, not a walk over the script

@@ -56,6 +56,24 @@ def test_the_lead_covers_what_a_slow_render_will_lag_behind():
     assert Pace().eta_text() == "ETA …"
 
 
+def test_what_is_left_of_a_long_job_is_the_sum_over_the_lines_after_the_one_rendering():
+    rng = random.Random(5)
+    chars = {f"l{i}": rng.randint(0, 120) for i in range(3000)}
+    pace = Pace(chars, started=0.0)
+    ids = list(chars)
+    for step, i in enumerate((0, 1, 2, 1500, 2998, 2999)):
+        pace.update(1.0 + step, ids[i], 10, 90, 1.0)
+        own = max(chars[ids[i]], 1)
+        if pace._done_chars:
+            per_char = pace._done_frames / pace._done_chars
+            estimate = per_char * own
+        else:
+            per_char, estimate = 90 / own, 90
+        after = sum(max(chars[k], 1) for k in ids[i + 1:])  # the sum the pace keeps as prefix sums
+        assert pace.remaining_frames() == pytest.approx(max(estimate - 10, 1.0) + per_char * after)
+        assert pace._later_lines() == len(ids) - i - 1
+
+
 def test_a_player_that_runs_dry_buffers_until_the_lead_is_rendered(qtbot):
     timeline = Timeline(gap_s=0.0)
     timeline.set_lines(["a"], {})

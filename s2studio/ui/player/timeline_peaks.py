@@ -82,6 +82,12 @@ class TimelinePeaks:
         """Packed lines still silent, waiting for the worker."""
         return len(self._missing)
 
+    def wait(self) -> None:
+        """Block until the worker has summarised every line asked for (tests, benchmarks)."""
+        worker = self._worker
+        if worker is not None:
+            worker.join()
+
     def sync(self, layout: Layout) -> tuple[int, int] | None:
         """Follow `layout`; returns the range of track indices [i, j) of the new layout whose values changed
         (None when nothing did)."""

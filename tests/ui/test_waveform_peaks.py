@@ -1,0 +1,112 @@
+"""The waveform of a long timeline: each column's peak from the packed multi-resolution peaks is the audio's
+(within a bin at each edge), a fitted view of 2,000 lines reads no line's audio one by one, a growing line
+redraws its new tail only, and a burst of timeline changes repaints at the rate limit. Counted, not timed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PySide6.QtWidgets import QApplication
+
+from s2studio.audio.timeline import Timeline
+from s2studio.ui.player import waveform as waveform_module
+from s2studio.ui.player.timeline_peaks import BINS, TimelinePeaks
+from s2studio.ui.player.waveform import MAX_REPAINT_HZ, WaveformView
+
+
+def lines(count: int, seed: int = 3) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    out = {}
+    for i in range(count):
+        n = int(rng.integers(2_000, 40_000))
+        out[f"l{i}"] = (rng.uniform(0.05, 0.9) * np.sin(np.arange(n) / (3 + i % 7))).astype(np.float32)
+    return out
+
+
+def test_packed_peaks_hold_each_columns_peak_within_a_bin() -> None:
+    audio = lines(300)
+    timeline = Timeline(gap_s=0.05)
+    timeline.set_lines(list(audio), audio)
+    layout = timeline.layout
+    mix = np.abs(timeline.mix())
+    peaks = TimelinePeaks()
+    peaks.sync(layout)
+    assert peaks.pending == len(layout.tracks)  # too many to summarise on the GUI thread: the worker does
+    peaks.wait()
+    peaks.sync(layout)
+    assert peaks.pending == 0
+    for spp in (BINS[0] * 1.3, BINS[1] * 2.0, BINS[2] * 1.01):
+        edges = np.arange(0, layout.end + spp, spp)
+        got, at = peaks.columns(layout, edges, spp)
+        k = max(i for i, b in enumerate(BINS) if b <= spp)
+        for c in range(len(edges) - 1):
+            a, b = int(edges[c]), int(edges[c + 1])
+            exact = mix[a:b].max(initial=0.0)
+            wider = mix[max(a - BINS[k], 0):b + BINS[k]].max(initial=0.0)
+            assert exact - 1e-6 <= got[c] <= wider + 1e-6
+
+
+def test_a_fitted_book_reads_no_line_alone_and_a_growing_line_redraws_its_tail(qtbot, monkeypatch) -> None:
+    audio = lines(2000)
+    timeline = Timeline(gap_s=0.05)
+    timeline.set_lines([*audio, "new"], audio)
+    view = WaveformView(timeline)
+    qtbot.addWidget(view)
+    view.resize(800, 150)
+    view.show()
+    reads: list[str] = []
+    real = waveform_module.track_columns
+    monkeypatch.setattr(waveform_module, "track_columns",
+                        lambda track, *a: reads.append(track.line_id) or real(track, *a))
+    view.grab()
+    assert view.peaks.pending == 2000 and view.notice() == "Drawing the waveform…"
+    view.peaks.wait()
+    drawn = view.columns_drawn
+    qtbot.waitUntil(lambda: view.grab() and view.peaks.pending == 0)  # the worker's "ready" reached the view
+    assert view.columns_drawn - drawn >= 790 and reads == []  # a pass over packed peaks
+    view._throttle.setInterval(0)  # no rate limit here (its own test below): every change is drawn
+    assert timeline.begin_stream("new")
+    view.refresh()
+    QApplication.processEvents()
+    view.grab()
+    drawn, chunk = view.columns_drawn, np.full(4096, 0.5, np.float32)
+    spp = view.samples_per_pixel
+    for k in range(5):
+        timeline.append("new", k * 4096, chunk)
+        view.refresh()
+        QApplication.processEvents()
+        view.grab()
+    assert reads and set(reads) == {"new"}  # the streaming line is drawn from its track
+    assert view.columns_drawn - drawn <= 5 * (4096 / spp + 4)
+
+
+def test_a_burst_of_timeline_changes_repaints_at_the_rate_limit(qtbot) -> None:
+    timeline = Timeline()
+    view = WaveformView(timeline)
+    qtbot.addWidget(view)
+    repaints: list[int] = []
+    view.view_changed.connect(lambda: repaints.append(1))
+    for _ in range(200):
+        view.refresh(lines_moved=False)
+        QApplication.processEvents()
+    assert 1 <= len(repaints) <= 2  # the first at once, then at most one per 1/MAX_REPAINT_HZ s
+    qtbot.wait(int(2000 / MAX_REPAINT_HZ))
+    assert len(repaints) <= 3
+
+
+@pytest.mark.parametrize("scope", [None, ("l5", "l6", "l7")])
+def test_a_click_selects_the_line_under_it_whatever_the_scope(qtbot, scope) -> None:
+    audio = lines(20)
+    timeline = Timeline(gap_s=0.1)
+    timeline.set_lines(list(audio), audio)
+    view = WaveformView(timeline)
+    qtbot.addWidget(view)
+    view.resize(600, 120)
+    view.set_scope(scope)
+    clicked: list[str] = []
+    view.line_clicked.connect(clicked.append)
+    start, end = timeline.layout.bounds("l6")
+    from PySide6.QtCore import QPoint, Qt
+
+    qtbot.mouseClick(view, Qt.MouseButton.LeftButton, pos=QPoint(int(view.x_of((start + end) / 2)), 60))
+    assert clicked == ["l6"]
