@@ -16,12 +16,16 @@ from s2studio.ui.player.waveform import WaveformView
 from s2studio.ui.script.editor import ScriptEditor
 
 
+MIN_WIDTH = 1
+
+
 class ChapterPanel(QWidget):
     """The list and its two buttons (no logic: `ChapterNavigation` drives it)."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("chapterPanel")
+        self.setMinimumWidth(MIN_WIDTH)  # it gives way (to nothing) before the script does: never widens the window
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 4, 0, 4)
         layout.setSpacing(4)
