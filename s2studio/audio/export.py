@@ -32,6 +32,7 @@ from s2studio.audio.timeline import Timeline
 from s2studio.audio import SAMPLE_RATE
 from s2studio.errors import UserError
 from s2studio.state.atomic import OutputSet, write_bytes_atomic, write_error
+from s2studio.state.file_names import fit_in_folder, unique_ignoring_case
 from s2studio.state.tags import without_tags
 
 Format = Literal["wav", "flac", "ogg", "opus", "mp3"]
@@ -279,17 +280,20 @@ def clip_name(number: int, line: RenderedLine, fmt: Format, digits: int = 3) -> 
     return "_".join(p for p in parts if p) + FORMATS[fmt][2]
 
 
-def _clip_names(lines: Sequence[RenderedLine], fmt: Format) -> list[str]:
+def _clip_names(lines: Sequence[RenderedLine], fmt: Format, folder: Path) -> list[str]:
     numbers = [ln.number if ln.number is not None else i + 1 for i, ln in enumerate(lines)]
     digits = max(3, len(str(max(numbers, default=1))))
-    names = [clip_name(n, ln, fmt, digits) for n, ln in zip(numbers, lines, strict=True)]
-    seen: dict[str, int] = {}
-    for i, name in enumerate(names):  # two lines given the same number: the second gets a suffix
-        seen[name] = seen.get(name, 0) + 1
-        if seen[name] > 1:
-            stem, ext = name.rsplit(".", 1)
-            names[i] = f"{stem}-{seen[name]}.{ext}"
-    return names
+    return _fitted(folder, [clip_name(n, ln, fmt, digits) for n, ln in zip(numbers, lines, strict=True)])
+
+
+def _stem_names(lines: Sequence[RenderedLine], fmt: Format, folder: Path) -> list[str]:
+    return _fitted(folder, [stem_name(i, s, fmt) for i, s in enumerate(speakers_in_order(lines))])
+
+
+def _fitted(folder: Path, names: list[str]) -> list[str]:
+    """`names` within Windows' path length inside `folder`, and apart where only case (or nothing) tells them apart
+    (two lines given the same number: the second gets a suffix)."""
+    return unique_ignoring_case(fit_in_folder(folder, name) for name in names)
 
 
 def output_paths(lines: Sequence[RenderedLine], fmt: Format, out: Path | None = None,
@@ -299,9 +303,9 @@ def output_paths(lines: Sequence[RenderedLine], fmt: Format, out: Path | None = 
     checks before asking whether to replace files that exist."""
     paths = [out] if out is not None else []
     if stems_dir is not None:
-        paths += [stems_dir / stem_name(i, s, fmt) for i, s in enumerate(speakers_in_order(lines))]
+        paths += [stems_dir / name for name in _stem_names(lines, fmt, stems_dir)]
     if clips_dir is not None:
-        paths += [clips_dir / name for name in _clip_names(lines, fmt)]
+        paths += [clips_dir / name for name in _clip_names(lines, fmt, clips_dir)]
     return paths + [p for p in (srt, vtt) if p is not None]
 
 
@@ -352,7 +356,7 @@ def export(lines: Sequence[RenderedLine], settings: ExportSettings, out: Path | 
         if out is not None:
             written.append(files.add(out, encode_audio(mix, fmt, meta, bitrate_kbps=kbps)))
         if stems_dir is not None:
-            for i, speaker in enumerate(speakers_in_order(lines)):
+            for speaker, name in zip(speakers_in_order(lines), _stem_names(lines, fmt, stems_dir), strict=True):
                 stem = np.zeros(len(mix), np.float32)
                 voices: list[str] = []
                 for line, start in zip(lines, starts, strict=True):
@@ -360,10 +364,9 @@ def export(lines: Sequence[RenderedLine], settings: ExportSettings, out: Path | 
                         stem[start:start + len(line.audio)] = np.asarray(line.audio, np.float32) * gain
                         voices.append(line.voice)
                 tags = replace(meta, voices=tuple(v for v in dict.fromkeys(voices) if v) or meta.voices)
-                written.append(files.add(stems_dir / stem_name(i, speaker, fmt),
-                                         encode_audio(stem, fmt, tags, bitrate_kbps=kbps)))
+                written.append(files.add(stems_dir / name, encode_audio(stem, fmt, tags, bitrate_kbps=kbps)))
         if clips_dir is not None:
-            for line, name in zip(lines, _clip_names(lines, fmt), strict=True):
+            for line, name in zip(lines, _clip_names(lines, fmt, clips_dir), strict=True):
                 tags = replace(meta, title=without_tags(line.text)[:200] or meta.title,
                                 voices=(line.voice,) if line.voice else meta.voices)
                 written.append(files.add(clips_dir / name, encode_audio(np.asarray(line.audio, np.float32) * gain,

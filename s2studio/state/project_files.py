@@ -62,8 +62,9 @@ from s2studio.state.staleness import TAKE_SETTINGS
 
 log = logging.getLogger(__name__)
 
-TAKE_ID = re.compile(r"^[0-9a-z][0-9a-z_-]{0,63}$")
-"""What the studio and the engines make (hex uuids); a take id names two files, so nothing else."""
+TAKE_ID = re.compile(r"^(?!(?:con|prn|aux|nul|com[1-9]|lpt[1-9])$)[0-9a-z][0-9a-z_-]{0,63}$")
+"""What the studio and the engines make (hex uuids); a take id names two files, so nothing else (nor a name that
+is a device on Windows: `takes/con.flac` would be the console there)."""
 VOICE_REF = re.compile(r"^(v[0-9a-f]{12})?$")
 VOICE_ID = re.compile(r"^v[0-9a-f]{12}$")
 VOICES_FOLDER = "voices"

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from s2studio.errors import UserError, printable
 from s2studio.state.clips import read_audio
+from s2studio.state.file_names import portable_name
 
 AUDIO_SUFFIXES = (".wav", ".flac", ".mp3")
 TEXT_SUFFIXES = (".lab", ".txt")
@@ -31,8 +32,10 @@ class TrainClip:
 
 
 def speaker_folder_name(speaker: str) -> str:
-    """The group's folder name: runs of characters other than word characters and '-' replaced by '_'."""
-    return re.sub(r"[^\w-]+", "_", speaker or "speaker") or "speaker"
+    """The group's folder name: runs of characters other than word characters and '-' replaced by '_', valid on every
+    system (a device name such as `CON` gets a "_"). Speakers never differ by case alone: a voice's name is unique
+    ignoring case, and a training folder's speaker folders come from a file system."""
+    return portable_name(re.sub(r"[^\w-]+", "_", speaker or "speaker"), fallback="speaker", limit=64)
 
 
 def _duration(path: Path) -> float:

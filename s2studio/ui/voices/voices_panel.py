@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (QDialog, QFileDialog, QHBoxLayout, QInputDialog, 
                                QListWidgetItem, QMessageBox, QPushButton, QStyle, QToolButton, QVBoxLayout, QWidget)
 
 from s2studio.errors import UserError
+from s2studio.state.file_names import portable_name
 from s2studio.state.voices import MAX_CLIPS, Voice, VoiceLibrary
 from s2studio.ui.colors import is_dark, speaker_color
 from s2studio.ui.voices.clip_card import ClipDraft
@@ -415,7 +416,8 @@ class VoicesPanel(QWidget):
         if vid is None:
             return
         voice = self.library.get(vid)
-        name, _ = QFileDialog.getSaveFileName(self, "Export voice", f"{voice.name}.s2voice", "S2 voice (*.s2voice)")
+        suggested = portable_name(voice.name, ".s2voice", fallback="voice")  # a voice's name may be "CON" or hold ":"
+        name, _ = QFileDialog.getSaveFileName(self, "Export voice", suggested, "S2 voice (*.s2voice)")
         if name:
             try:
                 path = self.library.export(vid, Path(name))
