@@ -6,6 +6,8 @@ file I/O (validation, recoverable saves) is `state/project_files.py`. Pure Pytho
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -29,8 +31,7 @@ class GenerationSettings:
     temperature: float = 0.8
     top_p: float = 0.8
     top_k: int = 30
-    max_frames: int = 1077
-    """The longest a line may be, in codec frames (21.53 a second): 50.0 s, a round figure in the settings."""
+    max_frames: int = 1024
     batching: Literal["line", "upstream"] = "line"
     device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
     precision: Literal["auto", "fp32", "bf16"] = "auto"
@@ -124,6 +125,23 @@ class Project:
     voices are found again by name (`state.project_voices`)."""
     with_voices: bool = False
     """Saved with the cast's voices packed inside (`voices/<id>.s2voice`), so it opens anywhere."""
+    speaker_colors: dict[str, int] = field(default_factory=dict)
+    """Speaker name -> its colour's place in the palette, given when the speaker first appears and kept for the
+    life of the project: inserting a line above or Undo never recolours anybody (`give_colors`)."""
+
+    def give_colors(self, speakers: Iterable[str]) -> bool:
+        """Give each speaker without a colour the first place in the palette that no speaker of `speakers` holds
+        (a name that left the script keeps its place, so it comes back in its colour); True when any was given."""
+        speakers = list(dict.fromkeys(speakers))
+        held = {self.speaker_colors[s] for s in speakers if s in self.speaker_colors}
+        given = False
+        for speaker in speakers:
+            if speaker not in self.speaker_colors:
+                slot = next(i for i in itertools.count() if i not in held)
+                self.speaker_colors[speaker] = slot
+                held.add(slot)
+                given = True
+        return given
 
     def add_take(self, take: Take, pick: bool = True) -> None:
         """Keep the take (and make it the one heard)."""

@@ -99,6 +99,7 @@ DOCUMENT = Record({
     "autosave_of": Field(Text(max_chars=4096), None),
     "voice_names": Field(MapOf(Text(max_chars=200), key=Text(pattern=VOICE_ID, what="a voice id")), dict),
     "with_voices": Field(Boolean(), False),
+    "speaker_colors": Field(MapOf(Integer(0, 10_000)), dict),
 })
 """project.json. A field here that `Project` also has is copied both ways by name; `lines` is built
 from the take files, `format` and `autosave_of` are the file's own."""

@@ -1,17 +1,18 @@
 """Colours shared by the window's regions: one colour per speaker, and light or dark.
 
-Speakers are coloured by their place in the script (the order they first speak), from a palette of twelve
-colours chosen to stay apart from each other (each pair at least 18 CIE76 ΔE apart, which the eye tells
-apart at a glance) and readable as text on the theme's background (contrast at least 3:1), one set for a
-light and one for a dark theme. The thirteenth speaker and later ones reuse the palette in order. A name
-with no place (a voice in the library, a speaker being typed) gets a colour from its name, stable across
-runs.
+Speakers are coloured by the place in the palette the project gave them when they first appeared
+(`Project.speaker_colors`, kept for the life of the project, so inserting a line above or Undo recolours
+nobody), from a palette of twelve colours chosen to stay apart from each other (each pair at least 18 CIE76 ΔE
+apart, which the eye tells apart at a glance) and readable as text on the theme's background (contrast at least
+3:1), one set for a light and one for a dark theme. The thirteenth place and later ones reuse the palette in
+order. A name with no place (a voice in the library, a speaker being typed) gets a colour from its name, stable
+across runs.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Mapping
 
 from PySide6.QtGui import QColor, QPalette
 
@@ -29,9 +30,9 @@ def palette_color(index: int, dark: bool) -> QColor:
     return QColor(colors[index % len(colors)])
 
 
-def speaker_colors(speakers: Iterable[str], dark: bool) -> dict[str, QColor]:
-    """Each speaker's colour by its place in `speakers` (the script's speakers, in order of first line)."""
-    return {name: palette_color(i, dark) for i, name in enumerate(dict.fromkeys(speakers))}
+def speaker_colors(places: Mapping[str, int], dark: bool) -> dict[str, QColor]:
+    """Each speaker's colour by its place in the palette (`Project.speaker_colors`)."""
+    return {name: palette_color(place, dark) for name, place in places.items()}
 
 
 def speaker_color(name: str, dark: bool) -> QColor:

@@ -264,7 +264,8 @@ class MainWindow(QMainWindow):
         d.takes_changed.connect(self._takes_changed)
         d.replaced.connect(self._project_replaced)
         d.modified.connect(lambda soon: self.store.changed(self.project, soon=soon))
-        d.cast_changed.connect(lambda: self.cast_panel.set_speakers(self.script.speakers, self.project.cast))
+        d.cast_changed.connect(lambda: self.cast_panel.set_speakers(self.script.speakers, self.project.cast,
+                                                                    self.project.speaker_colors))
         self.editor.edited.connect(self._parse_timer.start)
         self.tag_palette.tag_chosen.connect(self.editor.insert_tag)
         self.cast_panel.cast_changed.connect(d.set_cast)
@@ -360,9 +361,10 @@ class MainWindow(QMainWindow):
         script = self.script
         self.editor.set_warnings([InlineWarning(w.start, w.end, w.message) for w in script.warnings])
         self._show_warning_summary()
-        self.cast_panel.set_speakers(script.speakers, self.project.cast)
-        colors = speaker_colors(script.speakers, is_dark(self.palette()))
-        self.editor.highlighter.set_speakers(tuple(script.speakers))
+        places = self.project.speaker_colors
+        self.cast_panel.set_speakers(script.speakers, self.project.cast, places)
+        colors = speaker_colors(places, is_dark(self.palette()))
+        self.editor.highlighter.set_places(places)
         change = self.document.change
         self.waveform.set_labels(script, colors, None if change is None else change.touched)
         self._update_enabled()

@@ -221,7 +221,7 @@ def test_a_round_trip_through_the_document_keeps_every_field(tmp_path):
     again = save_project(read_project(folder).project, tmp_path / "b.s2proj")
     written = json.loads((again / "project.json").read_text())
     expected = copy.deepcopy(doc)
-    expected.update(voice_names={}, with_voices=False)  # fields the document had not set: written as their defaults
+    expected.update(voice_names={}, with_voices=False, speaker_colors={})  # fields the document had not set: defaults
     assert written == expected
 
 

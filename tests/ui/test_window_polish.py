@@ -225,12 +225,12 @@ def _contrast(a: QColor, b: QColor) -> float:
 @pytest.mark.parametrize(("dark", "background"), [(False, "#ffffff"), (True, "#1e1e1e")])
 def test_the_first_twelve_speakers_have_distinct_readable_colours(dark, background):
     names = [f"Speaker {i}" for i in range(12)]
-    chosen = colors.speaker_colors(names, dark)
+    chosen = colors.speaker_colors({name: place for place, name in enumerate(names)}, dark)
     assert list(chosen) == names
     distances = [float(np.linalg.norm(_lab(chosen[a]) - _lab(chosen[b]))) for a, b in itertools.combinations(names, 2)]
     assert min(distances) >= 18.0
     assert min(_contrast(c, QColor(background)) for c in chosen.values()) >= 3.0
-    assert colors.speaker_colors(["Bob", "Alice"], dark)["Bob"] == colors.palette_color(0, dark)
+    assert colors.speaker_colors({"Bob": 0, "Alice": 1}, dark)["Bob"] == colors.palette_color(0, dark)
 
 
 def test_the_cast_and_the_waveform_colour_twelve_speakers_apart(qtbot, data_dir):

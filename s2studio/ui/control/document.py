@@ -80,6 +80,7 @@ class Document(QObject):
         self._ids = LineIds(known=list(project.lines) + list(owned), orphans=orphans)
         self.script, self.change = script, None
         project.line_ids = list(script.line_ids)
+        project.give_colors(script.speakers)
         self._adopt_legacy_takes()
 
     def _adopt_legacy_takes(self) -> None:
@@ -102,7 +103,8 @@ class Document(QObject):
             edit = Edit.everything(before, self.script)
         self.change = Change.between(before, self.script, edit)
         self.project.line_ids = list(self.script.line_ids)
-        changed = text != self.project.script
+        colored = self.project.give_colors(self.script.speakers)
+        changed = text != self.project.script or colored
         self.project.script = text
         if changed:
             self.modified.emit(False)

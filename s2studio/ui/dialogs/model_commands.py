@@ -30,12 +30,20 @@ LOAD_FIELDS = ("device", "precision", "speed", "quantize")
 """The fields of `GenerationSettings.load_key`."""
 
 
+STUDIO_DEFAULTS = replace(GenerationSettings(), max_frames=1077)
+"""A new studio's settings: the longest line 50.0 s (1077 frames at 21.53 a second), a round figure in Settings
+where the engine's default 1024 frames reads 47.6 s. Projects keep the settings they were saved with."""
+
+
 def remembered_settings(settings: QSettings) -> GenerationSettings:
-    """The settings saved at the last change (a damaged entry: the defaults)."""
+    """The settings saved at the last change (none yet, or a damaged entry: the studio's defaults)."""
+    saved = settings.value("generation", "") or ""
+    if not saved:
+        return STUDIO_DEFAULTS
     try:
-        return GenerationSettings.from_dict(json.loads(settings.value("generation", "{}") or "{}"))
+        return GenerationSettings.from_dict(json.loads(saved))
     except ValueError:
-        return GenerationSettings()
+        return STUDIO_DEFAULTS
 
 
 def describe(config: LoadConfig) -> str:

@@ -101,7 +101,7 @@ class LineStates(QObject):
         self._recount.stop()
         self._recount_slice()
         self.editor.gutter.refresh()
-        self.show_takes()
+        self._selection_moved()  # the line under the cursor, by id
 
     def refresh(self, line_ids: Collection[str]) -> None:
         """These lines' states may have changed."""
@@ -149,7 +149,7 @@ class LineStates(QObject):
         self.refresh(change.touched)
         if change.gone:
             self.waveform.set_stale(self._stale, change.gone)
-        self.show_takes()
+        self._selection_moved()  # by id: a line inserted above moved the cursor's line, not the selection
 
     def _takes_changed(self, line_id: str) -> None:
         self.refresh((line_id,))
@@ -192,6 +192,7 @@ class LineStates(QObject):
     def _selection_moved(self) -> None:
         line = self.selected()
         self.waveform.set_selected_line(line.line_id if line else None)
+        self.editor.set_selected_block(line.source_line - 1 if line else -1)
         self.show_takes()
 
     def _delete(self, line_id: str, take_id: str) -> None:

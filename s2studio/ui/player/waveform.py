@@ -339,12 +339,13 @@ class WaveformView(QWidget):
             self.update()
 
     def set_selected_line(self, line_id: str | None) -> None:
-        """The line selected in the editor: outlined, and scrolled into view."""
+        """The line selected in the editor: outlined, and scrolled into view when none of it is in view (a line
+        clicked here, or longer than the view, stays where it is)."""
         if line_id != self._selected:
             self._selected = line_id
             bounds = self.timeline.layout.bounds(line_id) if line_id else None
             if bounds is not None and not self._fit:
-                if not (self.origin <= bounds[0] and bounds[1] <= self.origin + self.visible):
+                if bounds[1] <= self.origin or self.origin + self.visible <= bounds[0]:
                     self._set_origin(bounds[0] - self.visible * 0.1)
             self._composed = None
             self.update()

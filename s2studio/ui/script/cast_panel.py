@@ -12,7 +12,7 @@ from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QComboBox, QFrame, QHBoxLayout, QLabel, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
 
 from s2studio.state.script import near_name
-from s2studio.ui.colors import is_dark, speaker_colors
+from s2studio.ui.colors import is_dark, speaker_color, speaker_colors
 from s2studio.ui.script.flow_layout import FlowLayout
 
 NO_VOICE = ""
@@ -69,6 +69,7 @@ class CastPanel(QWidget):
         self._voices: list[tuple[str, str]] = []
         self._speakers: tuple[str, ...] = ()
         self._cast: dict[str, str] = {}
+        self._places: dict[str, int] = {}
 
     @property
     def has_voices(self) -> bool:
@@ -79,10 +80,11 @@ class CastPanel(QWidget):
         self._voices = list(voices)
         self._rebuild()
 
-    def set_speakers(self, speakers: Sequence[str], cast: dict[str, str]) -> None:
-        if tuple(speakers) == self._speakers and cast == self._cast:
+    def set_speakers(self, speakers: Sequence[str], cast: dict[str, str], places: dict[str, int]) -> None:
+        """The script's speakers, their voices and their places in the palette (`Project.speaker_colors`)."""
+        if tuple(speakers) == self._speakers and cast == self._cast and places == self._places:
             return
-        self._speakers, self._cast = tuple(speakers), dict(cast)
+        self._speakers, self._cast, self._places = tuple(speakers), dict(cast), dict(places)
         self._rebuild()
 
     def unvoiced(self) -> list[str]:
@@ -96,14 +98,16 @@ class CastPanel(QWidget):
                 item.widget().deleteLater()
         self.combos.clear()
         self._hint.setVisible(not self._speakers)
-        colors = speaker_colors(self._speakers, is_dark(self.palette()))
+        dark = is_dark(self.palette())
+        colors = speaker_colors(self._places, dark)
         for speaker in self._speakers:
             chip = QWidget()
             row = QHBoxLayout(chip)
             row.setContentsMargins(0, 0, 0, 0)
             row.setSpacing(4)
             label = QLabel(speaker)
-            label.setStyleSheet(f"color: {colors[speaker].name()}; font-weight: 600;")
+            color = colors.get(speaker) or speaker_color(speaker, dark)
+            label.setStyleSheet(f"color: {color.name()}; font-weight: 600;")
             combo = QComboBox()
             combo.setObjectName(f"cast:{speaker}")
             combo.setAccessibleName(f"Voice for {speaker}")

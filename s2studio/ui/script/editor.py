@@ -19,6 +19,7 @@ from s2studio.state.script import Line, Script
 from s2studio.ui.colors import is_dark, speaker_color, speaker_colors
 from s2studio.ui.script.gutter import WIDTH as GUTTER_WIDTH
 from s2studio.ui.script.gutter import LineGutter
+from s2studio.ui.script.undo_steps import LineSteps
 
 HEADING = re.compile(r"^\s*#.*$")
 SPEAKER = re.compile(r"^\s*([^\s\[\]:<>#][^\[\]:<>#]{0,39}):")
@@ -56,20 +57,20 @@ class InlineWarning:
 class ScriptHighlighter(QSyntaxHighlighter):
     def __init__(self, document: QTextDocument, dark: bool) -> None:
         super().__init__(document)
-        self._speakers: tuple[str, ...] = ()
+        self._places: dict[str, int] = {}
         self._colors: dict[str, QColor] = {}
         self.set_dark(dark)
 
-    def set_speakers(self, speakers: tuple[str, ...]) -> None:
-        """The script's speakers in order: each name takes its place's colour (`colors.speaker_colors`)."""
-        if speakers != self._speakers:
-            self._speakers = speakers
-            self._colors = speaker_colors(speakers, self._dark)
+    def set_places(self, places: dict[str, int]) -> None:
+        """Each speaker's place in the palette (`Project.speaker_colors`): its name takes that colour."""
+        if places != self._places:
+            self._places = dict(places)
+            self._colors = speaker_colors(self._places, self._dark)
             self.rehighlight()
 
     def set_dark(self, dark: bool) -> None:
         self._dark = dark
-        self._colors = speaker_colors(self._speakers, dark)
+        self._colors = speaker_colors(self._places, dark)
         self._heading = QTextCharFormat()
         self._heading.setFontWeight(QFont.Weight.Bold)
         self._heading.setForeground(QColor("#9aa4b0") if dark else QColor("#5a6470"))
@@ -124,6 +125,7 @@ class ScriptEditor(QPlainTextEdit):
         self.highlighter = ScriptHighlighter(self.document(), is_dark(self.palette()))
         self._warnings: list[InlineWarning] = []
         self._playing_block = -1
+        self._selected_block = -1
         self.completer = QCompleter(self)
         self.completer.setModel(QStringListModel([], self.completer))
         self.completer.setWidget(self)
@@ -133,6 +135,7 @@ class ScriptEditor(QPlainTextEdit):
         self.completer.activated.connect(self._complete)
         self.cursorPositionChanged.connect(self._cursor_moved)
         self.document().contentsChange.connect(self._contents_changed)
+        self.line_steps = LineSteps(self)  # a line added is one undo step
         self._last_block = 0
         self.setMouseTracking(True)
         self.gutter = LineGutter(self)
@@ -179,7 +182,7 @@ class ScriptEditor(QPlainTextEdit):
                                                  Qt.Key.Key_Escape):
             event.ignore()
             return
-        super().keyPressEvent(event)
+        self.line_steps.press(event, lambda: super(ScriptEditor, self).keyPressEvent(event))
         prefix = self._open_prefix()
         if prefix is None or not event.text():
             popup.hide()
@@ -202,6 +205,13 @@ class ScriptEditor(QPlainTextEdit):
     @property
     def warnings(self) -> list[InlineWarning]:
         return list(self._warnings)
+
+    def set_selected_block(self, block: int) -> None:
+        """Mark the selected line's text line (-1: none) with a faint band: a line selected by a click on the
+        timeline shows where it is even while the editor, without the focus, draws no cursor."""
+        if block != self._selected_block:
+            self._selected_block = block
+            self._update_selections()
 
     def set_playing_block(self, block: int) -> None:
         """Highlight the line being heard (-1: none)."""
@@ -246,12 +256,12 @@ class ScriptEditor(QPlainTextEdit):
 
     def _update_selections(self) -> None:
         sels = []
-        if self._playing_block >= 0:
-            block = self.document().findBlockByNumber(self._playing_block)
-            if block.isValid():
+        for number, alpha in ((self._selected_block, 22), (self._playing_block, 55)):
+            block = self.document().findBlockByNumber(number) if number >= 0 else None
+            if block is not None and block.isValid():
                 sel = QTextEdit.ExtraSelection()
                 color = QColor(self.palette().color(QPalette.ColorRole.Highlight))
-                color.setAlpha(55)
+                color.setAlpha(alpha)
                 sel.format.setBackground(color)
                 sel.format.setProperty(QTextFormat.Property.FullWidthSelection, True)
                 sel.cursor = QTextCursor(block)
