@@ -231,6 +231,10 @@ class RowParser:
         if name in self.warned_unknown and name == NARRATOR:
             return
         self.warned_unknown.add(name)
+        if name == NARRATOR:
+            self.warn(start, end, "unknown_speaker", f"the {NARRATOR} reads lines without a speaker's name and has "
+                      "no voice: give it one in the cast, or start the line with a name")
+            return
         near = near_name(name, self.known)
         hint = f"did you mean {near}?" if near else "give it a voice or fix the name"
         self.warn(start, end, "unknown_speaker", f"'{name}' is not in the cast: {hint}")

@@ -288,6 +288,7 @@ class MainWindow(QMainWindow):
         s.finished.connect(lambda cancelled: self.status.stop("Render cancelled." if cancelled else "Render finished."))
         self.flow.failed.connect(self._render_failed)
         self.flow.preparing.connect(self._preparing)
+        self.flow.notice.connect(lambda text: self.statusBar().showMessage(text, 15000))
         self.projects.about_to_switch.connect(self._before_switch)
         self.projects.message.connect(lambda text, ms: self.statusBar().showMessage(text, ms))
         self.models.message.connect(lambda text, ms: self.statusBar().showMessage(text, ms))
@@ -318,6 +319,8 @@ class MainWindow(QMainWindow):
 
     def _model_ready(self, info: api.ModelInfo) -> None:
         self.flow.set_codec(info.codec_fingerprint)
+        switch = self.ctx.engine_switch
+        self.flow.on_server = switch is not None and switch.remote is not None
         self.models.ready(info)
         self._update_enabled()
 
@@ -424,8 +427,9 @@ class MainWindow(QMainWindow):
         self._update_enabled()
 
     def _render_failed(self, message: str) -> None:
-        self.status.stop("Render failed.")
-        QMessageBox.warning(self, "Render failed", message)
+        self.status.stop("")  # said for a while, not kept after the cause is fixed
+        self.statusBar().showMessage("Render failed.", 15000)
+        QMessageBox.warning(self, "Render failed", message[:1].upper() + message[1:])
 
     def _takes_changed(self, _line_id: str) -> None:
         self._update_enabled()

@@ -65,12 +65,16 @@ def test_the_first_line_or_a_line_without_earlier_takes_has_no_context(tmp_path:
     assert full.context == ()  # a full render starts at the first line: it makes its own context
 
 
-def test_the_cast_is_checked_once_naming_every_speaker_without_a_voice(tmp_path: Path) -> None:
+def test_the_cast_is_checked_once_and_lines_without_a_voice_are_left_out(tmp_path: Path) -> None:
     library, _, project = _setup(tmp_path)
     script = parse_script("Carol: Hi.\nBob: Yes.\nDave: No.\nEve: Maybe.\n")
     voices = {v.id: v for v in library.list()}
+    inputs = gather("j", list(script.lines), script, project, voices)
+    assert [ln.speaker for ln in inputs.lines] == ["Bob"]
+    assert [ln.speaker for ln in inputs.left_out] == ["Carol", "Dave", "Eve"]
+    unvoiced = [ln for ln in script.lines if ln.speaker != "Bob"]
     with pytest.raises(UserError) as exc:
-        gather("j", list(script.lines), script, project, voices)
+        gather("j", unvoiced, script, project, voices)
     assert str(exc.value) == "3 speakers have no voice: Carol, Dave, Eve. Pick one for each in the cast."
     with pytest.raises(UserError, match="^No voice for Carol: pick one in the cast above the script.$"):
         gather("j", [script.lines[0]], script, project, voices)

@@ -21,7 +21,7 @@ from PySide6.QtCore import QObject, Signal
 
 from s2studio.state.line_ids import Key, LineIds, first_ids
 from s2studio.state.project import GenerationSettings, Project, Take
-from s2studio.state.script import NARRATOR, Line, Script, parse_script
+from s2studio.state.script import Line, Script, parse_script
 from s2studio.state.script_edits import Change, Edit, ScriptParser
 from s2studio.state.staleness import Stale, adopt_legacy_take, stale_reasons, voice_key
 from s2studio.state.voices import Voice
@@ -227,8 +227,9 @@ class Document(QObject):
         return [ln for ln in self.script.lines if self.state(ln).kind != "fresh"]
 
     def _known(self) -> set[str] | None:
-        """Speaker names the parser does not warn about: those with a voice (and the narrator). With no
-        voices yet every name would be "unknown", so nothing is warned until there is a voice to pick."""
+        """Speaker names the parser does not warn about: those with a voice (the Narrator too: a narrated line
+        without one is underlined, as the cast's warning names it). With no voices yet every name would be
+        "unknown", so nothing is warned until there is a voice to pick."""
         if not self._voices:
             return None
-        return {s for s, v in self.project.cast.items() if v in self._voices} | {NARRATOR}
+        return {s for s, v in self.project.cast.items() if v in self._voices}

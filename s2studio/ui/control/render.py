@@ -56,6 +56,20 @@ def no_voice_message(speakers: Sequence[str]) -> str:
     return f"{len(speakers)} speakers have no voice: {', '.join(speakers)}. Pick one for each in the cast."
 
 
+def lora_on_server_message(voice: Voice, speakers: Sequence[str]) -> str:
+    """Why a render on a server refuses a fine-tuned voice, naming it and whose lines it speaks."""
+    whose = " and ".join(speakers)
+    return (f"The voice “{voice.name}” ({whose}) is fine-tuned with a LoRA, which a server cannot apply: render "
+            f"{whose}'s lines on this computer (Settings ▸ Render on), or cast a voice without fine-tuning.")
+
+
+def left_out_message(speakers: Sequence[str], lines: int) -> str:
+    """What a render of the voiced lines says once of the lines it left out."""
+    who = speakers[0] if len(speakers) == 1 else f"{', '.join(speakers[:-1])} and {speakers[-1]}"
+    return (f"Rendering the lines that have a voice; {lines} line{'s' * (lines != 1)} of {who} left out: "
+            f"{'it has' if len(speakers) == 1 else 'they have'} no voice yet (pick one in the cast).")
+
+
 @dataclass(frozen=True)
 class RenderInputs:
     """Everything the request is built from, taken on the GUI thread (the background step reads only this)."""
@@ -68,15 +82,20 @@ class RenderInputs:
     settings: GenerationSettings
     context: tuple[tuple[Line, Take], ...]
     """The newest earlier lines with a take, oldest first, when the render does not start at line 1."""
+    left_out: tuple[Line, ...] = ()
+    """Lines asked for whose speaker has no voice: the others render without them."""
 
 
 def gather(job_id: str, lines: Sequence[Line], script: Script, project: Project,
            voices: Mapping[str, Voice]) -> RenderInputs:
-    """The inputs of a render of `lines` (in script order), the cast checked once. `voices`: voice id -> voice."""
+    """The inputs of a render of `lines` (in script order), the cast checked once: lines whose speaker has no
+    voice are left out (`left_out`), a `UserError` when none is left. `voices`: voice id -> voice."""
     lines = sorted(lines, key=lambda ln: ln.index)
-    unvoiced = [s for s in dict.fromkeys(ln.speaker for ln in lines) if project.cast.get(s, "") not in voices]
-    if unvoiced:
-        raise UserError(no_voice_message(unvoiced))
+    left_out = tuple(ln for ln in lines if project.cast.get(ln.speaker, "") not in voices)
+    if left_out:
+        lines = [ln for ln in lines if ln not in left_out]
+        if not lines:
+            raise UserError(no_voice_message(list(dict.fromkeys(ln.speaker for ln in left_out))))
     if not any(ln.has_words for ln in lines):
         raise UserError("the lines to render have only tags and no words to speak; add text after the tags")
     cast = {s: voices[vid] for s in script.speakers if (vid := project.cast.get(s, "")) in voices}
@@ -87,7 +106,8 @@ def gather(job_id: str, lines: Sequence[Line], script: Script, project: Project,
             take = project.current(ln.line_id)
             if take is not None and ln.speaker in cast:
                 context.append((ln, take))
-    return RenderInputs(job_id, tuple(lines), script, cast, project.settings, tuple(context[-CONTEXT_LINES:]))
+    return RenderInputs(job_id, tuple(lines), script, cast, project.settings, tuple(context[-CONTEXT_LINES:]),
+                        left_out)
 
 
 def build_request(inputs: RenderInputs, codes: Mapping[str, Sequence[np.ndarray]],
@@ -177,12 +197,16 @@ class RenderFlow(QObject):
     failed = Signal(str)
     preparing = Signal(bool)
     """True while the request is being built (clips hashed, missing codes encoded)."""
+    notice = Signal(str)
+    """Said once when a render starts without some of the lines asked for (their speakers have no voice)."""
 
     def __init__(self, host: EngineHost, library: VoiceLibrary, document: Document, session: RenderSession,
                  parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.host, self.library, self.document, self.session = host, library, document, session
         self.codec_fingerprint = ""
+        self.on_server = False
+        """The model is a server's (Settings ▸ Render on): it cannot apply a voice's LoRA."""
         self._bridge = EncodeBridge(host, self)
         self._task = Background("render-request", self)
         self._task.done.connect(self._built)
@@ -209,6 +233,14 @@ class RenderFlow(QObject):
         inputs = gather(self.host.new_job_id("render"), lines, d.script, d.project, voices)
         library, fingerprint, encoder = self.library, self.codec_fingerprint, self._bridge.encoder
         voices_used = {v.id: v for v in inputs.cast.values()}.values()
+        if self.on_server:
+            for voice in voices_used:
+                speakers = [s for s, v in inputs.cast.items() if v.id == voice.id]
+                if voice.lora is not None and any(ln.speaker in speakers for ln in inputs.lines):
+                    raise UserError(lora_on_server_message(voice, speakers))
+        if inputs.left_out:
+            speakers = list(dict.fromkeys(ln.speaker for ln in inputs.left_out))
+            self.notice.emit(left_out_message(speakers, len(inputs.left_out)))
         clip_paths = {v.id: [library.clip_path(v, c) for c in v.clips] for v in voices_used}
         lora_paths = library.lora_paths(voices_used)
         names = {str(p): f"{v.id}/{c.id}" for v in voices_used for c, p in zip(v.clips, clip_paths[v.id], strict=True)}
