@@ -57,19 +57,22 @@ COLD_BYTES = 128 << 20
 
 
 def build_compare(source: Path) -> str:
-    """Compile `source` under the op namespace `s2studio_cmp`; returns that namespace."""
+    """Compile `source` under the op namespace `s2studio_cmp` (torch's JIT build, with the install's flags for this
+    CPU's width) and load it; returns that namespace."""
+    from torch.utils.cpp_extension import load
+
+    from s2studio.engine.weights import kernel_build, kernels
+
     text = source.read_text().replace("TORCH_LIBRARY(s2studio_cpu,", "TORCH_LIBRARY(s2studio_cmp,")
     key = hashlib.sha256(text.encode()).hexdigest()[:16]
-    out = Path(tempfile.gettempdir()) / f"gemv_cmp_{os.getuid()}_{key}.so"
-    if not out.exists():
-        src = out.with_suffix(".cpp")
-        src.write_text(text)
-        cmd = cpu_gemv.compile_command(out)
-        cmd[cmd.index(str(cpu_gemv.SOURCE))] = str(src)
-        for other in cpu_gemv.SOURCES[1:]:  # the step ops: registered once, by the library under test
-            cmd.remove(str(other))
-        subprocess.run(cmd, check=True)
-    torch.ops.load_library(str(out))
+    folder = Path(tempfile.gettempdir()) / f"gemv_cmp_{key}"
+    folder.mkdir(exist_ok=True)
+    src = folder / "cpu_gemv_cmp.cpp"
+    src.write_text(text)
+    width = kernels.widths_for(torch.backends.cpu.get_cpu_capability())[0]
+    flags = [f for f in kernel_build.compile_flags(width, msvc=False) if not f.startswith("-DS2_")]
+    load(f"gemv_cmp_{key}", [str(src)], extra_cflags=flags, extra_ldflags=["-fopenmp"], build_directory=str(folder),
+         is_python_module=False)
     return "s2studio_cmp"
 
 

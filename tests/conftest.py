@@ -48,3 +48,16 @@ pcm.!default {{
 }}
 """)
 os.environ["ALSA_CONFIG_PATH"] = str(_conf)
+
+
+def pytest_sessionstart(session) -> None:  # noqa: ANN001 - pytest's hook
+    """The CPU kernels of this checkout built in place when their sources changed since the last build (what
+    scripts/setup does): the tests run the modules an install would build, from these sources."""
+    import subprocess
+    import sys
+
+    from s2studio.engine.weights import kernel_build
+
+    if kernel_build.stale():
+        subprocess.run([sys.executable, "-m", "s2studio.engine.weights.kernel_build"], check=True,
+                       cwd=pathlib.Path(kernel_build.__file__).parents[3])

@@ -29,12 +29,12 @@ def codec(codec_dir: Path):
 
 
 def built_codec_ops():
-    """The engine's C++ codec ops (the fused Snake), which must build here: a C++ compiler is part of the test
-    setup, and a silent fallback to torch's Snake would leave the fused one untested."""
+    """The engine's C++ codec ops (the fused Snake), which must load here (the test session builds them), and a
+    silent fallback to torch's Snake would leave the fused one untested."""
     from s2studio.engine.weights.cpu_codec import CpuCodecOps, codec_ops
 
     ops = codec_ops(torch.device("cpu"))
-    assert isinstance(ops, CpuCodecOps), "the CPU kernels must build here (a C++ compiler is part of the test setup)"
+    assert isinstance(ops, CpuCodecOps), "the CPU kernels must load here (tests/conftest.py builds them)"
     return ops
 
 

@@ -191,7 +191,7 @@ def test_without_the_ops_torchs_snake_runs(codec, monkeypatch) -> None:
 
 
 def test_no_kernels_no_ops(monkeypatch) -> None:
-    """`S2STUDIO_CPU_KERNELS=0` (or no compiler) and other devices: None, so torch's Snake runs; the class itself
+    """`S2STUDIO_CPU_KERNELS=0` (or no module built) and other devices: None, so torch's Snake runs; the class itself
     says why instead of failing later on a missing op."""
     monkeypatch.setattr(cpu_gemv, "available", lambda: False)
     assert codec_ops(torch.device("cpu")) is None

@@ -1,19 +1,17 @@
 """The CPU kernels (engine/weights/cpu_gemv.*) and the layers that use them (Bf16Linear, Int8Linear, Int4Linear).
 
-The kernels are built by the first test that needs them (a few seconds, into this session's temporary cache).
+The kernels are built when the package is (here: in place, by the test session's start when their sources changed).
 What must hold: the float32 product of the stored weights (to float32 rounding, for every width and both the
 matrix-vector and the widened-GEMM path; a decode step of int8 or int4 rows multiplies them by the activations
 rounded to 16 bits per group of 128, exactly), the same bits for any number of threads, the input's shape and
-dtype kept, clear errors, and a model that still runs when the kernels cannot be built.
+dtype kept, clear errors, and a model that still runs when the kernels cannot be loaded.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +19,7 @@ import pytest
 import torch
 from torch import nn
 
-from s2studio.engine.weights import cpu_gemv
+from s2studio.engine.weights import cpu_gemv, kernels
 from s2studio.engine.weights.bf16 import Bf16Linear
 from s2studio.engine.weights.int4 import Int4Linear, pack_codes, quantize_groups, unpack_codes
 from s2studio.engine.weights.int8 import Int8Linear
@@ -29,12 +27,11 @@ from s2studio.engine.weights.narrow import Narrowed, linear_slots, narrow_linear
 
 ROOT = Path(__file__).resolve().parents[1]
 
-pytestmark = pytest.mark.skipif(shutil.which("c++") is None, reason="no C++ compiler to build the CPU kernels with")
 
 @pytest.fixture(autouse=True)
-def kernels() -> None:
-    """Build (once per session) and load them: with a compiler here, a failed build is a failed test."""
-    assert cpu_gemv.available(), "the CPU kernels did not build: see the log for the compiler's message"
+def loaded() -> None:
+    """Load them: built by the session's start (tests/conftest.py), so a module that does not load is a failure."""
+    assert cpu_gemv.available(), f"the CPU kernels did not load: {cpu_gemv.kernel_path().reason}"
 
 
 SHAPES = [(1, 7, 37), (1, 300, 129), (2, 96, 64), (8, 1536, 512), (2, 33, 6161), (9, 300, 129), (40, 257, 520)]
@@ -317,10 +314,11 @@ def test_int4_fast_path_follows_the_dequantized_float_model_closer_than_torchs_k
 
 
 WIDTH_CHECK = """
-import sys, torch
-torch.ops.load_library(sys.argv[1])
+import importlib, sys, torch
+module = importlib.import_module("s2studio.engine.weights._cpu_" + sys.argv[2].lower())
+assert module.WIDTH == sys.argv[2], module.WIDTH
 ops = torch.ops.s2studio_cpu
-for shape, case in torch.load(sys.argv[2]).items():
+for shape, case in torch.load(sys.argv[1]).items():
     for name, x in case["inputs"].items():
         got = {"bf16": ops.linear_bf16(x, case["w"]), "int8": ops.linear_int8(x, case["q"], case["scale"]),
                "int4": ops.linear_int4(case["inputs4"][name], case["nibbles"], case["ranges"], case["group"])}
@@ -329,37 +327,21 @@ for shape, case in torch.load(sys.argv[2]).items():
             error = float((y.double() - want.double()).abs().max() / want.double().abs().max())
             print(shape, name, kind, error)
             assert error < 1e-5, (shape, name, kind, error)
-            if kind == "int4" and name == "decode" and sys.argv[3] != "DEFAULT":  # the same 8 lanes of int32 sums
+            if kind == "int4" and name == "decode" and sys.argv[2] != "BASE":  # the same 8 lanes of int32 sums
                 assert torch.equal(y, want), (shape, name, kind)
 print("widths agree")
 """
 
-WIDTHS = ("DEFAULT", "AVX2", "AVX512")
-"""The vector widths the kernels are built for (`cpu_gemv.ARCH_FLAGS`, and the scalar one), narrowest first."""
-
 
 def test_every_width_computes_what_this_cpus_width_does(tmp_path: Path) -> None:
-    """The build picks the vector width torch picked for the CPU; the others are other code paths of one source.
-    Each other width is built, and each this CPU can run (the narrower ones) is run in a subprocess (one library of
-    the kernels per process) on the inputs this CPU's build answered: widths that are and are not multiples of
-    the vectors, groups with a tail, an odd number of int4 blocks, bf16 rows in pairs; int4's AVX2 and AVX512 code
-    sum the same 8 lanes, so their decode steps are equal bit for bit. A wider width is compiled only."""
-    import threading
-
-    mine = torch.backends.cpu.get_cpu_capability()
-    others = [width for width in WIDTHS if width != mine]
-    libraries = {width: tmp_path / f"cpu_gemv-{width}.so" for width in others}
-    failures: dict[str, BaseException] = {}
-
-    def build(width: str) -> None:
-        try:
-            cpu_gemv.build(libraries[width], width)
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            failures[width] = exc
-
-    builders = [threading.Thread(target=build, args=(width,)) for width in libraries]
-    for b in builders:
-        b.start()
+    """The install builds every width (kernels.WIDTHS); torch's choice for the CPU picks one. The others are other
+    code paths of one source: each this CPU can run (the narrower ones) is imported in a subprocess (one library of
+    the kernels per process) and run on the inputs this CPU's module answered: widths that are and are not
+    multiples of the vectors, groups with a tail, an odd number of int4 blocks, bf16 rows in pairs; int4's AVX2 and
+    AVX512 code sum the same 8 lanes, so their decode steps are equal bit for bit. A wider width is built only."""
+    mine = cpu_gemv.kernel_path().width
+    built = {w for w in kernels.WIDTHS if list(kernels.FOLDER.glob(f"{kernels.module_name(w)}.*"))}
+    assert built == set(kernels.WIDTHS), built  # this machine is x86-64: every width is built
     cases = {}
     for m, n, k, group in ((12, 300, 256, 128), (12, 33, 200, None), (3, 9, 192, 64), (3, 31, 6400, 128)):
         x, w, q, scale = _data(m, n, k, seed=k)
@@ -376,16 +358,8 @@ def test_every_width_computes_what_this_cpus_width_does(tmp_path: Path) -> None:
             "outputs": {name: {"bf16": cpu_gemv.linear_bf16(v, w), "int8": cpu_gemv.linear_int8(v, q, scale),
                                "int4": layer(v4)} for name, (v, v4) in inputs.items()}}
     torch.save(cases, tmp_path / "case.pt")
-    for b in builders:
-        b.join()
-    assert not failures, failures
-    runnable = WIDTHS[:WIDTHS.index(mine)] if mine in WIDTHS else ("DEFAULT",)
-    for width in others:
-        assert libraries[width].stat().st_size > 0
-        if width not in runnable:
-            continue
-        done = subprocess.run([sys.executable, "-c", WIDTH_CHECK, str(libraries[width]), str(tmp_path / "case.pt"),
-                               width],
+    for width in kernels.widths_for(mine)[1:]:
+        done = subprocess.run([sys.executable, "-c", WIDTH_CHECK, str(tmp_path / "case.pt"), width], cwd=ROOT,
                               capture_output=True, text=True, timeout=300)
         assert done.returncode == 0 and "widths agree" in done.stdout, width + done.stdout + done.stderr
 
@@ -440,76 +414,87 @@ def test_fast_path_with_bf16_weights_makes_the_same_codes(models_and_tok, monkey
     assert same >= 4, same  # float32 sums in another order: equal codes for almost every seed
 
 
-def test_without_the_kernels_the_fast_path_keeps_torchs(tmp_path: Path) -> None:
-    """A machine without a compiler (here: CXX=false) loads and runs; the switch turns the kernels off too."""
-    script = (
-        "import logging, torch; logging.basicConfig(level=logging.INFO)\n"
-        "from s2studio.engine.weights import cpu_gemv\n"
-        "from s2studio.engine.weights.bf16 import Bf16Linear\n"
-        "from s2studio.engine.weights.int8 import Int8Linear\n"
-        "print('available', cpu_gemv.available())\n"
-        "w = torch.randn(300, 1024).bfloat16().float(); x = torch.randn(1, 1024)\n"
-        "torch.testing.assert_close(Bf16Linear(w)(x), x @ w.T, rtol=1e-5, atol=1e-5)\n"
-        "q = Int8Linear.from_weight(w)\n"
-        "print('int8', float(((q(x) - x @ q.dequantized().T).norm() / (x @ w.T).norm())))\n"
-    )
-    for extra in ({"CXX": "false"}, {"S2STUDIO_CPU_KERNELS": "0"}):
-        env = {**os.environ, "XDG_CACHE_HOME": tempfile.mkdtemp(dir=tmp_path), **extra}
-        done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=300)
-        assert done.returncode == 0, done.stderr
-        assert "available False" in done.stdout
-        assert float(done.stdout.split("int8 ")[1]) < 1e-2  # torch's int8 kernel (bf16 activations)
-        expected = "the compiler failed" if "CXX" in extra else "CPU kernels off (S2STUDIO_CPU_KERNELS=0)"
-        assert expected in done.stderr
+FALLBACK = """
+import importlib.util, logging, sys, torch
+logging.basicConfig(level=logging.INFO)
+from s2studio.engine.weights import cpu_gemv, kernels
+if sys.argv[1] == "missing":  # an install without the built modules
+    find = importlib.util.find_spec
+    importlib.util.find_spec = lambda name, *a: None if "._cpu_" in name else find(name, *a)
+elif sys.argv[1] == "stale":  # sources changed since the build
+    kernels.sources_digest = lambda: "0" * 64
+from s2studio.engine.weights.bf16 import Bf16Linear
+from s2studio.engine.weights.int8 import Int8Linear
+path = cpu_gemv.kernel_path()
+print("available", cpu_gemv.available(), "|", path.describe(), "|", path.reason)
+w = torch.randn(300, 1024).bfloat16().float(); x = torch.randn(1, 1024)
+torch.testing.assert_close(Bf16Linear(w)(x), x @ w.T, rtol=1e-5, atol=1e-5)
+q = Int8Linear.from_weight(w)
+print("int8", float(((q(x) - x @ q.dequantized().T).norm() / (x @ w.T).norm())))
+"""
 
 
-def test_the_build_lands_in_the_user_cache_keyed_by_source_and_torch(monkeypatch) -> None:
-    assert cpu_gemv.available()
-    path = cpu_gemv.library_path()
-    assert path.is_file() and path.parent == cpu_gemv.cache_dir()
-    assert path.parent.is_relative_to(Path(os.environ["XDG_CACHE_HOME"]))
-    assert not list(path.parent.glob("tmp*"))  # the partial build was renamed into place, nothing left over
-    monkeypatch.setattr(torch, "__version__", "0.0.1")  # another torch: another build, never a stale library
-    assert cpu_gemv.library_path() != path
+@pytest.mark.parametrize("case, why", [
+    ("off", "off (S2STUDIO_CPU_KERNELS=0)"),
+    ("missing", "_cpu_base is not built (reinstall S2 Studio, or run scripts/setup in a checkout)"),
+    ("stale", "was built from other sources than these; rebuild it (scripts/setup, or pip install again)"),
+])
+def test_without_the_kernels_the_fast_path_keeps_torchs_and_says_why(case: str, why: str) -> None:
+    env = {**os.environ, "S2STUDIO_CPU_KERNELS": "0" if case == "off" else "1"}
+    done = subprocess.run([sys.executable, "-c", FALLBACK, case], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "available False | torch's kernels (slower) |" in done.stdout and why in done.stdout
+    assert why in done.stderr and "torch's kernels (slower)" in done.stderr  # the log says it too
+    assert float(done.stdout.split("int8 ")[1]) < 1e-2  # torch's int8 kernel (bf16 activations)
 
 
-def _copy_command(output: Path, capability: str | None = None) -> list[str]:
-    """A "compiler" that copies this session's library: `build` still runs all its steps (the temporary file, the
-    modes, the recorded hash, the atomic rename) around it. The real compiler runs for this session's build and
-    in the width test above; a compile takes half a minute here, so the tests of what happens around a build
-    (a bundle's list, old builds cleared, a tampered entry rebuilt) do not repeat it."""
-    return ["cp", str(cpu_gemv.library_path()), str(output)]
+def test_the_engine_reports_the_kernels_it_runs(tiny_model_folder: Path, monkeypatch) -> None:
+    from s2studio.engine.s2.setup import load_runtime
+
+    runtime = load_runtime(tiny_model_folder, device="cpu", precision="fp32", speed="fast", codec=False)
+    width = cpu_gemv.kernel_path().width
+    assert width == kernels.widths_for(torch.backends.cpu.get_cpu_capability())[0]
+    assert runtime.info.kernels == f"C++ kernels ({width})" and runtime.info.kernels_note == ""
+    assert runtime.info.settings_text() == f"float32, bf16 weights; C++ kernels ({width})"
+    exact = load_runtime(tiny_model_folder, device="cpu", precision="fp32", speed="exact", codec=False)
+    assert exact.info.kernels == ""  # the exact loop runs torch's own ops by definition
+    monkeypatch.setattr(cpu_gemv, "kernel_path", lambda: kernels.KernelPath(None, "_cpu_avx2 is not built"))
+    slow = load_runtime(tiny_model_folder, device="cpu", precision="fp32", speed="fast", codec=False)
+    assert (slow.info.kernels, slow.info.kernels_note) == ("torch's kernels (slower)", "_cpu_avx2 is not built")
 
 
-def _copying_compiler() -> str:
-    """`_copy_command` for a subprocess: a line of Python to run after importing `cpu_gemv`."""
-    library = str(cpu_gemv.library_path())
-    return f"cpu_gemv.compile_command = lambda output, capability=None: ['cp', {library!r}, str(output)]\n"
+def test_a_module_anyone_else_could_have_written_is_refused(tmp_path: Path, monkeypatch) -> None:
+    folder = tmp_path / "weights"
+    folder.mkdir(mode=0o755)
+    module = folder / "_cpu_avx2.so"
+    module.write_bytes(b"\x7fELF")
+    module.chmod(0o755)
+    assert kernels.file_problem(module) is None
+    module.chmod(0o775)
+    assert kernels.file_problem(module) == "_cpu_avx2.so is writable by its group"
+    module.chmod(0o757)
+    assert kernels.file_problem(module) == "_cpu_avx2.so is writable by others"
+    module.chmod(0o755)
+    folder.chmod(0o777)
+    assert kernels.file_problem(module) == f"the folder {folder} is writable by others"
+    folder.chmod(0o755)
+    link = folder / "_cpu_base.so"
+    link.symlink_to(module)
+    assert kernels.file_problem(link) == "_cpu_base.so is not a plain file"
+    monkeypatch.setattr(os, "getuid", lambda: os.stat(module).st_uid + 1000)
+    if os.stat(module).st_uid != 0:  # root's files are trusted (an administrator's install)
+        assert kernels.file_problem(module) == f"_cpu_avx2.so belongs to another user (uid {os.stat(module).st_uid})"
 
 
-def test_a_prebuilt_library_is_used_and_a_new_build_clears_old_ones(tmp_path: Path, monkeypatch) -> None:
-    """A bundle ships the kernels prebuilt (no compiler needed); a cache build removes older builds."""
-    prebuilt = tmp_path / "prebuilt"
-    monkeypatch.setattr(cpu_gemv, "compile_command", _copy_command)
-    assert cpu_gemv.main([str(prebuilt), "--widths", torch.backends.cpu.get_cpu_capability()]) == 0
-    (built,) = prebuilt.glob("cpu_gemv-*.so")
-    cache = tmp_path / "cache"
-    old = cache / "s2studio" / "kernels" / "cpu_gemv-0123456789abcdef.so"
-    old.parent.mkdir(parents=True)
-    old.write_bytes(b"an older build")
-    script = ("import sys, torch; from pathlib import Path; from s2studio.engine.weights import cpu_gemv\n"
-              "cpu_gemv.PREBUILT = Path(sys.argv[1])\n{copy}"
-              "print('available', cpu_gemv.available())\n")
-    # CXX=false: any build would fail, so "available" means the prebuilt library was used
-    for prebuilt_dir, compiler, cleared in ((prebuilt, "false", False), (tmp_path / "none", "c++", True)):
-        env = {**os.environ, "XDG_CACHE_HOME": str(cache), "CXX": compiler}
-        copy = _copying_compiler() if cleared else ""
-        done = subprocess.run([sys.executable, "-c", script.format(copy=copy), str(prebuilt_dir)], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0 and "available True" in done.stdout, done.stderr
-        assert old.exists() != cleared  # the prebuilt library needed no build; the cache build removed the old one
-    assert built.name == cpu_gemv.library_name()
+@pytest.fixture()
+def tiny_model_folder() -> Path:
+    folder = _folder()
+    if not (folder / "config.json").is_file():
+        from s2studio.demo_model import write_demo_model
+
+        write_demo_model(folder, seed=0, size="tiny", codec=False)
+    return folder
 
 
 @pytest.fixture()
@@ -542,104 +527,3 @@ def _loader():
 
 def _folder() -> Path:
     return Path(os.environ["XDG_CACHE_HOME"]) / "cpu-kernel-tests" / "tiny"
-
-
-# ----------------------------------------------------------------------------- a cache that is not trusted
-
-
-def _entry(folder: Path, data: bytes = b"\x7fELF a library") -> Path:
-    import hashlib
-
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path = folder / "cpu_gemv-0123456789abcdef.so"
-    path.write_bytes(data)
-    path.chmod(0o700)
-    record = path.with_name(path.name + cpu_gemv.DIGEST_SUFFIX)
-    record.write_text(hashlib.sha256(data).hexdigest() + "\n", encoding="ascii")
-    record.chmod(0o600)
-    return path
-
-
-def test_a_cache_entry_is_trusted_only_when_it_is_the_users_alone_and_hashes_right(tmp_path: Path,
-                                                                                   monkeypatch) -> None:
-    path = _entry(tmp_path / "kernels")
-    assert cpu_gemv.entry_problem(path) is None
-    path.chmod(0o720)
-    assert cpu_gemv.entry_problem(path) == f"{path.name} is writable by its group"
-    path.chmod(0o702)
-    assert cpu_gemv.entry_problem(path) == f"{path.name} is writable by others"
-    path.chmod(0o700)
-    path.write_bytes(b"\x7fELF another library")
-    assert cpu_gemv.entry_problem(path) == f"{path.name} does not hash to the value recorded when it was built"
-    path = _entry(tmp_path / "kernels")
-    path.with_name(path.name + ".sha256").unlink()
-    assert cpu_gemv.entry_problem(path) == f"{path.name}.sha256 is missing"
-    path = _entry(tmp_path / "kernels")
-    real = tmp_path / "real.so"
-    path.rename(real)
-    path.symlink_to(real)
-    assert cpu_gemv.entry_problem(path) == f"{path.name} is not a plain file"
-    path.unlink()
-    path = _entry(tmp_path / "kernels")
-    monkeypatch.setattr(cpu_gemv, "_uid", lambda: os.getuid() + 1)
-    assert cpu_gemv.entry_problem(path) == f"{path.name} belongs to another user (uid {os.getuid()})"
-
-
-def test_a_loose_cache_folder_is_made_private_and_a_foreign_one_refused(tmp_path: Path, monkeypatch) -> None:
-    folder = tmp_path / "kernels"
-    folder.mkdir(mode=0o700)
-    folder.chmod(0o777)  # e.g. made under umask 000
-    assert cpu_gemv.folder_problem(folder) is None
-    assert folder.stat().st_mode & 0o777 == 0o700
-    link = tmp_path / "link"
-    link.symlink_to(folder)
-    assert cpu_gemv.folder_problem(link) == f"{link} is not a plain folder"
-    monkeypatch.setattr(cpu_gemv, "_uid", lambda: os.getuid() + 1)
-    folder.chmod(0o755)
-    assert cpu_gemv.folder_problem(folder) == f"{folder} belongs to another user (uid {os.getuid()})"
-    assert folder.stat().st_mode & 0o777 == 0o755  # not the user's: left alone
-
-
-def test_a_library_is_loaded_only_if_it_hashes_to_what_was_built_or_shipped(tmp_path: Path) -> None:
-    import hashlib
-
-    built = cpu_gemv.library_path()
-    copy = tmp_path / built.name
-    copy.write_bytes(built.read_bytes() + b"\0")  # one byte more: another file
-    with pytest.raises(RuntimeError, match=f"{copy.name} hashes to .*, not the expected"):
-        cpu_gemv.load_verified(copy, hashlib.sha256(built.read_bytes()).hexdigest())
-    (tmp_path / cpu_gemv.MANIFEST).write_text(f"{'ab' * 32}  {copy.name}\n{'cd' * 32}  other.so\n", encoding="ascii")
-    assert cpu_gemv.shipped_digest(tmp_path, copy.name) == "ab" * 32
-    assert cpu_gemv.shipped_digest(tmp_path, "missing.so") is None
-    assert cpu_gemv.shipped_digest(tmp_path / "none", copy.name) is None
-
-
-def _run_available(cache: Path, script_extra: str = "", **env: str) -> subprocess.CompletedProcess:
-    script = ("import logging, sys; logging.basicConfig(level=logging.INFO)\n"
-              "from s2studio.engine.weights import cpu_gemv\n" + script_extra +
-              "print('available', cpu_gemv.available())\n")
-    return subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "XDG_CACHE_HOME": str(cache), **env})
-
-
-def test_a_tampered_cache_entry_is_rebuilt_and_a_foreign_cache_is_not_used(tmp_path: Path) -> None:
-    import hashlib
-
-    built = cpu_gemv.library_path()
-    cache = tmp_path / "cache"
-    kernels = cache / "s2studio" / "kernels"
-    entry = _entry(kernels, built.read_bytes())
-    entry.rename(kernels / built.name)
-    entry.with_name(entry.name + ".sha256").rename(kernels / (built.name + ".sha256"))
-    entry = kernels / built.name
-    entry.write_bytes(entry.read_bytes() + b"\0")  # changed after it was built and its hash recorded
-
-    done = _run_available(cache, _copying_compiler())
-    assert done.returncode == 0 and "available True" in done.stdout, done.stderr
-    assert f"refusing the cached build ({built.name} does not hash to the value recorded" in done.stderr
-    assert hashlib.sha256(entry.read_bytes()).hexdigest() == (kernels / (built.name + ".sha256")).read_text().strip()
-    assert entry.stat().st_mode & 0o777 == 0o700
-
-    foreign = _run_available(cache, "cpu_gemv._uid = lambda: 54321\n")
-    assert foreign.returncode == 0 and "available False" in foreign.stdout, foreign.stderr
-    assert "CPU kernels not loaded: " in foreign.stderr and "belongs to another user" in foreign.stderr

@@ -31,7 +31,7 @@ def tiny_model():
 
 @pytest.fixture(scope="module")
 def ops() -> CpuStepOps:
-    assert cpu_gemv.available(), "the CPU kernels must build here (a C++ compiler is part of the test setup)"
+    assert cpu_gemv.available(), f"the CPU kernels did not load: {cpu_gemv.kernel_path().reason}"
     found = step_ops(torch.device("cpu"), torch.float32)
     assert isinstance(found, CpuStepOps)
     return found

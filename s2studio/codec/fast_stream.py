@@ -49,7 +49,7 @@ bench/codec_speed.py, `--profile` for the shares):
 
 Snake runs fused where the engine hands over its C++ op (`CodecOps`; `engine/weights/cpu_codec.cpp`: one pass,
 its own vectorised sine, written directly in bfloat16 where a bfloat16 conv reads it, which then rounds nothing);
-torch's five elementwise ops otherwise (no compiler, `S2STUDIO_CPU_KERNELS=0`, other devices). Measured on the Zen 4
+torch's five elementwise ops otherwise (no kernels built, `S2STUDIO_CPU_KERNELS=0`, other devices). Measured on the Zen 4
 (full size, 4-frame pushes from frame 100, the decoders interleaved, process CPU time; load 2.2-3.4): 0.83-0.85x
 the bfloat16 decode's time at 1 thread (54.5-54.7 → 45.2-46.2 ms a frame), 0.81-0.85x at 2 threads; float32
 0.88-0.93x (99.6-103.7 → 91.4-92.8) and 0.91-0.96x. Snake itself went from 17 % of a bfloat16 push to 5 % (10.7 →

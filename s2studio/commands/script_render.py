@@ -336,8 +336,8 @@ def run_script(args: argparse.Namespace, engine_factory: EngineFactory | None = 
         t0 = time.perf_counter()
         info = _load(engine, args, log)
         if bar.enabled:
-            print(f"loaded {info.name} on {info.device} ({info.precision}) in {time.perf_counter() - t0:.1f} s",
-                  file=sys.stderr)
+            print(f"loaded {info.name} on {info.device} ({info.settings_text()}) in "
+                  f"{time.perf_counter() - t0:.1f} s", file=sys.stderr)
         codes = _voice_codes(engine, library, cast.values(), info, log)
         request = compile_request(script, cast, codes, f"render-{os.getpid()}-{next(_jobs)}", sampling, batching,
                                   args.chunk_length, lora_paths=library.lora_paths(cast.values()))

@@ -79,7 +79,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"loading {args.model} …", file=sys.stderr, flush=True)
     state = start_state(config, load, VoiceLibrary(paths.voices_dir()), on_loading=loading)
     info = state.info
-    print(f"serving {info.name} ({info.device}, {info.precision}) at http://{args.host}:{args.port} "
+    if info.kernels_note:
+        print(f"note: the CPU kernels are not used ({info.kernels_note})", file=sys.stderr, flush=True)
+    print(f"serving {info.name} ({info.device}, {info.settings_text()}) at http://{args.host}:{args.port} "
           f"{'with an API key' if config.api_key else 'without an API key (loopback only)'}; "
           f"{len(state.library.list())} voice(s) from {paths.voices_dir()}", file=sys.stderr, flush=True)
     serve_forever(state)

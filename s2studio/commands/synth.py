@@ -200,7 +200,9 @@ def run(args: argparse.Namespace) -> int:
                   for kind, path, ref_text in sources]
     log = (lambda msg: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     info = runtime.info
-    log(f"loaded {printable(args.model)} on {info.device} ({info.precision}) in {time.perf_counter() - t0:.1f} s")
+    log(f"loaded {printable(args.model)} on {info.device} ({info.settings_text()}) in {time.perf_counter() - t0:.1f} s")
+    if info.kernels_note:
+        log(f"note: the CPU kernels are not used ({info.kernels_note})")
 
     if args.batching == "upstream":
         lead = SPEAKER_TAG.split(text, maxsplit=1)

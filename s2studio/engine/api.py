@@ -170,6 +170,15 @@ class ModelInfo:
     codec_fingerprint: str
     max_context: int
     """Largest prompt + generation length in frames/tokens the model accepts."""
+    kernels: str = ""
+    """Which CPU kernels the fast path runs ("C++ kernels (AVX2)", "torch's kernels (slower)"); empty where none
+    apply (the exact loop, a GPU)."""
+    kernels_note: str = ""
+    """Why torch's slower kernels run instead of the C++ ones, when they do."""
+
+    def settings_text(self) -> str:
+        """How it computes, for a log line or the status bar: "float32, bf16 weights; C++ kernels (AVX2)"."""
+        return f"{self.precision}; {self.kernels}" if self.kernels else self.precision
 
 
 @dataclass(frozen=True)

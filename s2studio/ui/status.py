@@ -73,7 +73,8 @@ class StatusPanel:
             self.device.setText("")
             return
         self.model.setText(f"Model: {info.name}")
-        self.device.setText(f"{info.device} · {info.precision}")
+        self.device.setText(f"{info.device} · {info.settings_text().replace('; ', ' · ')}")
+        self.device.setToolTip(f"The CPU kernels are not used: {info.kernels_note}" if info.kernels_note else "")
 
     def model_loading(self, progress: float, message: str = "") -> None:
         """A model load started (progress 0) or went on; what the last render said goes (it is old news)."""
@@ -91,6 +92,8 @@ class StatusPanel:
         self.progress.setVisible(False)
         self.cancel_load.setVisible(False)
         self.set_model(info)
+        if info.kernels_note:
+            self.bar.showMessage(f"Rendering with {info.kernels}: {info.kernels_note}")
         if demo:
             self.model.setText(f"Model: {info.name} (demo: random weights, produces noise)")
 

@@ -142,7 +142,7 @@ sys.modules["msvcrt"] = msvcrt
 import s2studio
 failed = []
 for info in pkgutil.walk_packages(s2studio.__path__, "s2studio."):
-    if info.name.endswith("__main__"):  # runs the command line
+    if info.name.endswith("__main__") or "._cpu_" in info.name:  # runs the command line; the kernels, one a process
         continue
     try:
         importlib.import_module(info.name)

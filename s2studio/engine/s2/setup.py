@@ -125,9 +125,10 @@ def load_steps(folder: Path, *, device: str = "auto", precision: str = "auto", q
         raise ValueError("context sizes the fast path's cache; the exact loop holds the model's whole context")
     tokenizer = S2Tokenizer.from_file(folder / "tokenizer.json")
     config = load_config(folder)
+    kernels = None
     if where.type == "cpu" and (path == "fast" or quantize != "none"):
-        yield LoadStep(0.05, "preparing the CPU kernels (built once, a few seconds)")
-        cpu_gemv.available()
+        yield LoadStep(0.05, "loading the CPU kernels")
+        kernels = cpu_gemv.kernel_path()
     narrow: Narrow = quantize
     if quantize == "none" and path == "fast" and where.type == "cpu" and cpu_gemv.available():
         narrow = "bf16"  # the CPU fast path reads half the bytes (weights/bf16.py); elsewhere torch's bf16 is fast
@@ -161,7 +162,8 @@ def load_steps(folder: Path, *, device: str = "auto", precision: str = "auto", q
     info = ModelInfo(name=folder.name, device=str(where), precision=described,
                      sample_rate=loaded_codec.sample_rate if loaded_codec is not None else SAMPLE_RATE,
                      codec_fingerprint=codec_fingerprint(loaded_codec) if loaded_codec is not None else "",
-                     max_context=decoder.length)
+                     max_context=decoder.length, kernels=kernels.describe() if kernels else "",
+                     kernels_note="" if kernels is None or kernels.native else kernels.reason)
     return Runtime(model, tokenizer, loaded_codec, decoder, info, narrowed, switch, exact_audio=path == "exact")
 
 

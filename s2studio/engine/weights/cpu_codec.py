@@ -1,7 +1,7 @@
-"""The codec's fused Snake on the CPU (`cpu_codec.cpp`, built into the kernels' library by `cpu_gemv.py`).
+"""The codec's fused Snake on the CPU (`cpu_codec.cpp`, built into the kernels' library by `kernel_build.py`).
 
 `codec/fast_stream.py` declares what the non-exact decode may fuse (`CodecOps`); this is the C++ implementation of
-it. `codec_ops` returns it where it applies, None elsewhere (CUDA, no compiler, `S2STUDIO_CPU_KERNELS=0`): torch's
+it. `codec_ops` returns it where it applies, None elsewhere (CUDA, no kernels built, `S2STUDIO_CPU_KERNELS=0`): torch's
 Snake then runs unchanged. The exact decoder never takes it (its rounding is torch's by definition).
 """
 
@@ -18,7 +18,7 @@ class CpuCodecOps:
     """`CodecOps` by the C++ kernels: Snake in one pass, its own vectorised sine, the result in float32 or bfloat16."""
 
     def __init__(self) -> None:
-        if not cpu_gemv.available():  # loads the library (building it once) where it can
+        if not cpu_gemv.available():  # loads the library where it can
             raise RuntimeError("the CPU kernels are not available here; use codec_ops(), which says None")
 
     def snake(self, x: Tensor, alpha: Tensor, out_dtype: torch.dtype) -> Tensor:

@@ -1,8 +1,8 @@
-"""The fast path's fused step ops on the CPU (`cpu_step.cpp`, built into the kernels' library by `cpu_gemv.py`).
+"""The fast path's fused step ops on the CPU (`cpu_step.cpp`, built into the kernels' library by `kernel_build.py`).
 
 `model/fast_forward.py` declares what a step may fuse (`StepOps`); this is the C++ implementation of it, for a
 float32 model on the CPU. `step_ops` returns it where it applies, None elsewhere (CUDA, another dtype, no
-compiler, `S2STUDIO_CPU_KERNELS=0`): the torch code then runs unchanged.
+kernels built, `S2STUDIO_CPU_KERNELS=0`): the torch code then runs unchanged.
 
 A step of a few positions runs a whole stack of layers in one call (`layers_step`): the layers' weights, norms and
 caches are handed to C++ once (`Stack`, built at the first step and again whenever a linear layer was replaced,

@@ -13,7 +13,7 @@ The kernels:
   what bfloat16 allows for its largest activation alone) and the codes multiplied by them exactly in integers,
   then scaled. The codes are stored in its block layout (`pack_codes`): 64 codes in 32 bytes read as 16 lanes of
   16 bits, bits 4i..4i+3 of lane j holding code 16i + j;
-- CPU without those kernels (no compiler): torch's `_weight_int4pack_mm_for_cpu` (bfloat16 activations,
+- CPU without those kernels (not built, or switched off): torch's `_weight_int4pack_mm_for_cpu` (bfloat16 activations,
   compute-bound at about int8's speed), on the codes repacked into its own layout at the first call;
 - elsewhere the groups are widened on the fly (`F.linear(x, dequantized)`): the memory is saved, if not the time.
 """

@@ -12,7 +12,7 @@ The kernels, chosen for speed as measured (bench/gemv_speed.py, bench/frame_spee
   its group's largest, 256 times finer than the weights' own rounding (widening every weight to float32 instead
   was compute-bound: half the speed a core, 3x the bandwidth bound on 9728-wide rows). A prefill widens a block of
   rows at a time to float32 for torch's GEMM;
-- CPU without those kernels (no compiler): `torch._weight_int8pack_mm` with bfloat16 activations (its float32
+- CPU without those kernels (not built, or switched off): `torch._weight_int8pack_mm` with bfloat16 activations (its float32
   variant is ~6x slower; it is compute-bound at about half the bandwidth at batch 1);
 - elsewhere the rows are widened on the fly (`F.linear(x, q.to(dtype)) * s`): the memory is saved, if not all
   of the time.
