@@ -6,8 +6,9 @@ codes equal the exact path's for almost every seed; only the float bits of the l
 `model/fast_forward.py`). What it changes:
 
 - `FastDecoder` owns static KV caches sized to the context it serves and remembers which token columns they
-  hold. A new prompt that starts with those columns (system prompt, references, earlier lines and even the
-  previous line's generated frames) is prefilled from the first differing column only.
+  hold. A prompt is always prefilled in the same pieces (`piece_ends`), so a new prompt that starts with cached
+  pieces (system prompt, references, earlier lines) is prefilled from the first piece that differs only, and
+  still gives the bits of a prefill on a fresh decoder (see `FastDecoder` for the contract).
 - `FastSampler` draws with top-k first (`torch.topk` over the 4097 allowed rows instead of sorting 155776
   logits twice per frame), never writes a Python scalar into a device tensor, and keeps the RAS window as a
   ring buffer. It still draws a full vocabulary-sized (and codebook-sized) uniform vector per draw and reads
@@ -49,9 +50,48 @@ def head_weight(model: DualAR, ids: Tensor) -> Tensor:
     return table[ids.to(table.device)].clone()
 
 
+PREFILL_PIECE = 64
+"""Longest piece a prompt is prefilled in (`piece_ends`): small enough that a reused prefix loses at most 63
+columns and a prefill can be interleaved with running streams, large enough that each piece is one efficient
+matrix product."""
+
+
+def piece_ends(prompt: Tensor, im_end_id: int, start: int = 0, piece: int = PREFILL_PIECE) -> list[int]:
+    """Where the pieces of `prompt`'s prefill end, after column `start` (a piece boundary): after every message
+    (the column after each `<|im_end|>`), at every multiple of `piece`, and at the prompt's end.
+
+    The boundaries depend on the prompt's own columns only, never on what a cache held before, so every decoder
+    splits a prompt the same way: that is what lets a cached piece be reused bit for bit (`FastDecoder`)."""
+    length = prompt.shape[1]
+    ends = set(range((start // piece + 1) * piece, length, piece))
+    after = (prompt[0, start:length - 1] == im_end_id).nonzero().view(-1) + start + 1
+    ends.update(after.tolist())
+    ends.add(length)
+    return sorted(ends)
+
+
 class FastDecoder:
     """Static caches plus the record of what they hold; one per loaded model, reused across requests. A
     `generate.Decoder`: `sampler` and `frames` are what generation calls.
+
+    **The cache's contract: what a request computes never depends on what ran before.** A render on a decoder that
+    has served any other requests (repeats, longer or shorter prompts, cancels, other voices) gives the same bits
+    as on a freshly made one. Kernels round differently for different shapes (a position computed alone, as a
+    decode step, or among 300 others in a prefill's matrix product), so reuse may only take keys and values that a
+    fresh decoder would have computed in exactly the same call. Hence:
+
+    - a prompt is prefilled in fixed pieces (`piece_ends`: after each message, at multiples of `piece`, at its
+      end), one forward call each, whatever the cache holds; each piece's keys and values are a function of the
+      prompt's columns up to its end, bit for bit, given the device, dtype, weights and thread count;
+    - `settled` is the end of the last prefill: columns `[0, settled)` were computed as such pieces. A new prompt
+      reuses the longest prefix that matches `tokens` within `settled`, cut back to one of its own piece
+      boundaries and short of its last column (whose logits start the frames). The columns that generated frames
+      added after `settled` are decode steps, never reused: a fresh decoder would prefill them in a piece;
+    - a cache position is only ever read after this request wrote it (attention reads `[0, filled)`), so what
+      earlier requests left beyond it cannot leak in; the fast transformer's cache is rewritten every frame;
+    - a change of weights (a LoRA merged or removed) settles nothing (`weights_changed`).
+
+    A batched decoder must keep the same contract per stream (its codes equal this decoder's, alone or batched).
 
     `tokens[:, :filled]` are the columns whose keys/values sit at positions 0..filled-1 of every slow layer.
     `prefilled` counts the columns the slow model has been asked to prefill (tests and benchmarks read it).
@@ -59,7 +99,7 @@ class FastDecoder:
     """
 
     def __init__(self, model: DualAR, im_end_id: int, length: int | None = None,
-                 allowed: Tensor | None = None) -> None:
+                 allowed: Tensor | None = None, piece: int = PREFILL_PIECE) -> None:
         c = model.config
         p = model.embeddings.weight
         self.model = model
@@ -72,32 +112,36 @@ class FastDecoder:
         self.ids = (allowed_ids(model, im_end_id) if allowed is None else allowed).to(self.device)
         self.head = narrow_head(head_weight(model, self.ids), narrowing_of(model).mode)
         self.im_end_id = im_end_id
+        self.piece = piece
         self.tokens = torch.zeros((c.num_codebooks + 1, self.length), dtype=torch.long, device=self.device)
         self.filled = 0
+        self.settled = 0
         self.prefilled = 0
 
     def weights_changed(self) -> None:
         """A LoRA was merged or removed: the head's rows are copied again and no cached prefix is reused."""
         self.head = narrow_head(head_weight(self.model, self.ids), narrowing_of(self.model).mode)
-        self.filled = 0
+        self.filled = self.settled = 0
 
     def reusable(self, prompt: Tensor) -> int:
-        """Leading columns of `prompt` already in the cache; at least its last column is always recomputed."""
-        n = min(self.filled, prompt.shape[1] - 1)
+        """Leading columns of `prompt` whose keys/values the cache holds as a fresh prefill of it computes them: the
+        matching settled prefix, cut back to a piece boundary of `prompt`; at least its last piece is recomputed."""
+        n = min(self.settled, prompt.shape[1] - 1)
         if n <= 0:
             return 0
-        same = (self.tokens[:, :n] == prompt[:, :n]).all(dim=0)
-        return int(same.to(torch.int32).cumprod(dim=0).sum())
+        same = int((self.tokens[:, :n] == prompt[:, :n]).all(dim=0).to(torch.int32).cumprod(dim=0).sum())
+        return max([0] + [end for end in piece_ends(prompt, self.im_end_id, 0, self.piece) if end <= same])
 
     def prefill(self, prompt: Tensor, reuse: bool = True) -> tuple[Tensor, Tensor]:
-        """Run the slow model over `prompt` (1 + K, T) from the first column not already cached."""
+        """Run the slow model over `prompt` (1 + K, T) in its pieces, from the first one not already cached."""
         start = self.reusable(prompt) if reuse else 0
-        length = prompt.shape[1]
-        self.filled = start  # until the forward succeeds, only the kept prefix is valid
-        logits, hidden = forward_slow(self.model, self.caches, prompt[:, start:], start, self.head)
-        self.tokens[:, start:length] = prompt[:, start:]
-        self.filled = length
-        self.prefilled += length - start
+        self.filled = self.settled = start  # until a piece's forward succeeds, only what precedes it is valid
+        for end in piece_ends(prompt, self.im_end_id, start, self.piece):
+            logits, hidden = forward_slow(self.model, self.caches, prompt[:, start:end], start, self.head)
+            self.tokens[:, start:end] = prompt[:, start:end]
+            self.filled = self.settled = end
+            self.prefilled += end - start
+            start = end
         return logits, hidden
 
     def sampler(self, sampling: SamplingParams, generator: torch.Generator) -> FastSampler:
