@@ -1,5 +1,6 @@
 """The real engine on a tiny random model: the engine contract, streaming equal to a full decode,
-upstream batching equal to `generate_long`, and a bounded line-mode context."""
+upstream batching equal to `generate_long`, and context turns that condition a line (the window over them:
+test_context_window.py)."""
 
 from __future__ import annotations
 
@@ -94,22 +95,6 @@ def test_upstream_batching_gives_generate_long_codes(engine: S2Engine) -> None:
     assert len(expected) == len(takes) >= 2
     for want, take in zip(expected, takes):
         np.testing.assert_array_equal(take.codes, want)
-
-
-def test_line_mode_keeps_only_the_newest_context_that_fits(engine: S2Engine) -> None:
-    loaded = engine._loaded
-    from s2studio.text.prompt import Exchange
-    from s2studio.text.prompt import Reference as PromptReference
-
-    refs = [PromptReference("<|speaker:0|>Ref.", _codes(4))]
-
-    history = [Exchange(f"<|speaker:0|>line {i}", _codes(700, i)) for i in range(8)]
-    kept = engine._fitting_context(loaded, refs, history, "<|speaker:0|>next")
-    limit = loaded.model.config.slow.max_seq_len - 2048  # 4096 - 2048: room for two 700-frame lines
-    assert [ex.text for ex in kept] == ["<|speaker:0|>line 6", "<|speaker:0|>line 7"]
-    assert 2 * 700 < limit < 3 * 700
-    engine_small = S2Engine(context_lines=1)
-    assert [ex.text for ex in engine_small._fitting_context(loaded, refs, history, "x")] == ["<|speaker:0|>line 7"]
 
 
 def test_context_turns_condition_the_line(engine: S2Engine) -> None:

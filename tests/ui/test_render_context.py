@@ -56,6 +56,18 @@ def test_a_later_line_gets_the_earlier_takes_as_context(tmp_path: Path) -> None:
     assert request.lines[0].speaker == 0
 
 
+def test_every_earlier_take_goes_to_the_engine_which_picks_the_window(tmp_path: Path) -> None:
+    """Not only the newest few: the window moves in hops counted from the first line, so a line rendered alone
+    hears what it heard in a full render only if the engine sees every line before it."""
+    library, _, project = _setup(tmp_path)
+    script = parse_script("".join(f"{'Bob' if i % 2 else 'Alice'}: Line {i}.\n" for i in range(12)))
+    project.script = script.source
+    for i, line in enumerate(script.lines[:11]):
+        project.add_take(_take(line, 2 + i))
+    request = _request(library, script, project, [script.lines[11]])
+    assert [(t.text, t.codes.shape[1]) for t in request.context] == [(f"Line {i}.", 2 + i) for i in range(11)]
+
+
 def test_the_first_line_or_a_line_without_earlier_takes_has_no_context(tmp_path: Path) -> None:
     library, script, project = _setup(tmp_path)
     assert _request(library, script, project, [script.lines[0]]).context == ()

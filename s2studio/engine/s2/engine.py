@@ -11,8 +11,8 @@ Two ways to render a request:
 
 - **line mode** (the studio's): each line is its own batch, drawn with its own generator seeded
   `seed + index`, and conditioned on the references plus the newest earlier lines (text and codes)
-  that fit the context, at most `context_lines` of them. Earlier lines are the request's `context`
-  followed by the lines already rendered in this request.
+  that fit the context, at most `context_lines` of them, a window that moves in hops (`context.hop`).
+  Earlier lines are the request's `context` followed by the lines already rendered in this request.
 - **upstream mode** (parity): the lines become `<|speaker:i|>` turns grouped as upstream's
   `generate_long` groups them (`chunk_length` bytes, 5 turns), one generator for the request, every
   earlier batch kept in the prompt. A batch's audio is reported under the id of its first line, and
@@ -29,7 +29,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +44,7 @@ from s2studio.engine.api import (
     LineStarted, LoadRequest, ModelInfo, ModelLoading, ModelReady, Progress, SynthesisRequest,
 )
 from s2studio.engine.plan import line_fingerprint
+from s2studio.engine.s2.context import hop
 from s2studio.engine.s2.generate import (
     PROMPT_RESERVE, BatchEvent, BatchFinished, BatchStarted, FrameReady, generate_batches, make_generator,
     plan_batches,
@@ -209,13 +210,25 @@ class S2Engine:
         job = request.job_id
         history = [Exchange(speaker_text(t.speaker, t.text), np.asarray(t.codes, dtype=np.int64))
                    for t in request.context]
-        lengths: dict[int, int] = {}  # columns of each exchange in `history`, tokenized once
+        limit = min(int(loaded.model.config.slow.max_seq_len) - PROMPT_RESERVE,
+                    loaded.decoder.length - PROMPT_RESERVE // 4)  # room to speak, in the model and the cache
+
+        def own(text: str) -> int:  # a line's prompt without earlier lines
+            return encoded_length(conversation(references, [], text), loaded.tokenizer)
+
+        # each exchange is tokenized once; the context turns' own windows are followed as a full render made them
+        lengths: list[int] = []
+        start = 0
+        for exchange in history:
+            start = hop(start, lengths, own(exchange.text), limit, self.context_lines)
+            lengths.append(encoded_length(exchange_parts(exchange), loaded.tokenizer))
         yield JobStarted(job, tuple(ln.line_id for ln in request.lines))
         for index, line in enumerate(request.lines):
             seed = base_seed + index
             switch_s = self._use_lora(loaded, line.lora)
             text = speaker_text(line.speaker, line.text)
-            kept = self._fitting_context(loaded, references, history, text, lengths)
+            start = hop(start, lengths, own(text), limit, self.context_lines)
+            kept = history[start:]
             batches = generate_batches(loaded.decoder, loaded.tokenizer, [text], references=references,
                                        sampling=request.sampling, generator=make_generator(seed, loaded.device),
                                        context=lambda _history, _text, kept=kept: kept, cancel=cancel)
@@ -224,28 +237,8 @@ class S2Engine:
                 yield JobFinished(job, cancelled=True)
                 return
             history.append(Exchange(text, finished))
+            lengths.append(encoded_length(exchange_parts(history[-1]), loaded.tokenizer))
         yield JobFinished(job)
-
-    def _fitting_context(self, loaded: Runtime, references: list[Reference], history: Sequence[Exchange],
-                         text: str, lengths: dict[int, int] | None = None) -> list[Exchange]:
-        """The newest earlier exchanges (at most `context_lines`) whose prompt still leaves room to speak, in the
-        model's context and in the decoder's cache (the fast path's may be shorter).
-
-        Lengths are added up part by part (`encoded_length`), so each exchange is tokenized once per request:
-        `lengths` (id of an exchange -> its columns) is the request's memo, kept while `history` holds them."""
-        limit = min(int(loaded.model.config.slow.max_seq_len) - PROMPT_RESERVE,
-                    loaded.decoder.length - PROMPT_RESERVE // 4)
-        lengths = {} if lengths is None else lengths
-        length = encoded_length(conversation(references, [], text), loaded.tokenizer)
-        kept: list[Exchange] = []
-        for exchange in reversed(history[-self.context_lines:] if self.context_lines else []):
-            if id(exchange) not in lengths:
-                lengths[id(exchange)] = encoded_length(exchange_parts(exchange), loaded.tokenizer)
-            length += lengths[id(exchange)]
-            if length > limit:
-                break
-            kept.insert(0, exchange)
-        return kept
 
     def _use_lora(self, loaded: Runtime, lora: Path | None) -> float | None:
         """Merge the line's voice's LoRA (or go back to the base weights); returns the switch's seconds (None:

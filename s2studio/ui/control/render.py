@@ -37,10 +37,6 @@ from s2studio.worker import EngineHost
 
 logger = logging.getLogger(__name__)
 
-CONTEXT_LINES = 6
-"""Earlier takes handed to the engine when only some lines are rendered (it keeps those that fit)."""
-
-
 def sampling_params(settings: GenerationSettings) -> api.SamplingParams:
     """The engine's sampler settings for the studio's (`engine.plan.sampling_params`, the one mapping), with the
     studio's hint where the sampler refuses a value."""
@@ -81,7 +77,8 @@ class RenderInputs:
     """Every script speaker that has a voice (voices are numbered over the whole script)."""
     settings: GenerationSettings
     context: tuple[tuple[Line, Take], ...]
-    """The newest earlier lines with a take, oldest first, when the render does not start at line 1."""
+    """Every earlier line with a take, oldest first, when the render does not start at line 1: the engine picks
+    the ones a line hears from all of them, so that a line rendered alone hears what it heard in a full render."""
     left_out: tuple[Line, ...] = ()
     """Lines asked for whose speaker has no voice: the others render without them."""
 
@@ -106,8 +103,7 @@ def gather(job_id: str, lines: Sequence[Line], script: Script, project: Project,
             take = project.current(ln.line_id)
             if take is not None and ln.speaker in cast:
                 context.append((ln, take))
-    return RenderInputs(job_id, tuple(lines), script, cast, project.settings, tuple(context[-CONTEXT_LINES:]),
-                        left_out)
+    return RenderInputs(job_id, tuple(lines), script, cast, project.settings, tuple(context), left_out)
 
 
 def build_request(inputs: RenderInputs, codes: Mapping[str, Sequence[np.ndarray]],
