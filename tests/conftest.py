@@ -58,6 +58,6 @@ def pytest_sessionstart(session) -> None:  # noqa: ANN001 - pytest's hook
 
     from s2studio.engine.weights import kernel_build
 
-    if kernel_build.stale():
-        subprocess.run([sys.executable, "-m", "s2studio.engine.weights.kernel_build"], check=True,
+    if kernel_build.stale():  # a failed build fails the kernels' tests, which say why; the rest still runs
+        subprocess.run([sys.executable, "-m", "s2studio.engine.weights.kernel_build"],
                        cwd=pathlib.Path(kernel_build.__file__).parents[3])
