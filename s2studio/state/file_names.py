@@ -34,11 +34,21 @@ def name_problem(name: str) -> str | None:
         return f"{name!r} holds a character Windows does not allow in a name (<>:\"/\\|?* or a control character)"
     if name[-1] in ". ":
         return f"{name!r} ends in a dot or a space, which Windows drops"
-    if name.split(".", 1)[0].rstrip(" ").upper() in RESERVED:
+    if _is_device(name):
         return f"{name!r} is a device name on Windows"
     if len(name) > MAX_COMPONENT or len(name.encode("utf-8")) > MAX_COMPONENT or _utf16(name) > MAX_COMPONENT:
         return f"{name[:20]!r}… is longer than {MAX_COMPONENT} characters"
     return None
+
+
+def _is_device(name: str) -> bool:
+    return name.split(".", 1)[0].rstrip(" ").upper() in RESERVED
+
+
+def _split(name: str) -> tuple[str, str]:
+    """(stem, ".ext"); a leading dot (a hidden file) is part of the stem."""
+    stem, dot, ext = name.rpartition(".") if "." in name[1:] else (name, "", "")
+    return stem, dot + ext
 
 
 def _utf16(text: str) -> int:
@@ -60,8 +70,9 @@ def portable_name(text: str, suffix: str = "", fallback: str = "untitled", limit
     stem = _cut(stem, max(1, limit - len(suffix.encode("utf-8")))).rstrip(". ")
     if not stem:
         stem = fallback
-    if stem.split(".", 1)[0].rstrip(" ").upper() in RESERVED:
-        stem = stem.split(".", 1)[0] + "_" + stem[len(stem.split(".", 1)[0]):]
+    if _is_device(stem):
+        first = stem.split(".", 1)[0]
+        stem = first + "_" + stem[len(first):]
     return stem + suffix
 
 
@@ -71,9 +82,9 @@ def fit_in_folder(folder: Path, name: str, limit: int = MAX_PATH) -> str:
     room = limit - len(str(Path(folder) / "x")) + 1
     if len(name) <= room:
         return name
-    stem, dot, ext = name.rpartition(".") if "." in name[1:] else (name, "", "")
-    kept = stem[:max(1, room - len(dot + ext))].rstrip(". -_")
-    return portable_name(kept or stem[:1], dot + ext)
+    stem, ext = _split(name)
+    kept = stem[:max(1, room - len(ext))].rstrip(". -_")
+    return portable_name(kept or stem[:1], ext)
 
 
 def unique_ignoring_case(names: Iterable[str]) -> list[str]:
@@ -82,10 +93,10 @@ def unique_ignoring_case(names: Iterable[str]) -> list[str]:
     seen: set[str] = set()
     out = []
     for name in names:
-        stem, dot, ext = name.rpartition(".") if "." in name[1:] else (name, "", "")
+        stem, ext = _split(name)
         candidate, n = name, 2
         while candidate.casefold() in seen:
-            candidate, n = f"{stem}-{n}{dot}{ext}", n + 1
+            candidate, n = f"{stem}-{n}{ext}", n + 1
         seen.add(candidate.casefold())
         out.append(candidate)
     return out

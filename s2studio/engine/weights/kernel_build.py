@@ -27,6 +27,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from s2studio.engine.weights import kernels
+
 FOLDER = Path(__file__).parent
 PACKAGE = "s2studio.engine.weights"
 
@@ -42,27 +44,15 @@ MSVC_WIDTH_FLAGS = {  # MSVC defines no __FMA__/__F16C__: /arch:AVX2 implies bot
 }
 
 
-def _kernels():  # noqa: ANN202 - the loader module, by path when the package is not importable (setup.py)
-    try:
-        from s2studio.engine.weights import kernels
-    except ImportError:
-        import importlib.util
-
-        spec = importlib.util.spec_from_file_location("s2studio_kernels", FOLDER / "kernels.py")
-        kernels = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(kernels)
-    return kernels
-
-
 def widths() -> tuple[str, ...]:
     """The widths this machine's build makes: all three on x86-64, the base one elsewhere."""
     machine = platform.machine().lower()
-    return _kernels().WIDTHS if machine in ("x86_64", "amd64", "i686", "x86") else ("BASE",)
+    return kernels.WIDTHS if machine in ("x86_64", "amd64", "i686", "x86") else ("BASE",)
 
 
 def compile_flags(width: str, msvc: bool) -> list[str]:
-    k = _kernels()
-    marks = [f"S2_KERNEL_WIDTH={width}", f"S2_SOURCES_DIGEST={k.sources_digest()}", f"S2_TORCH={k.torch_tag()}"]
+    marks = [f"S2_KERNEL_WIDTH={width}", f"S2_SOURCES_DIGEST={kernels.sources_digest()}",
+             f"S2_TORCH={kernels.torch_tag()}"]
     if msvc:
         return ["/O2", "/std:c++20", "/openmp", *MSVC_WIDTH_FLAGS[width], *(f"/D{m}" for m in marks)]
     flags = ["-O3", "-g0", "-std=c++20", *GCC_WIDTH_FLAGS[width], *(f"-D{m}" for m in marks)]
@@ -74,9 +64,9 @@ def extensions(root: Path | None = None) -> list:
     from torch.utils.cpp_extension import CppExtension
 
     msvc = sys.platform == "win32"
-    files = [str(p.relative_to(root)) if root else str(p) for p in _kernels().sources()]
+    files = [str(p.relative_to(root)) if root else str(p) for p in kernels.sources()]
     link = [] if msvc or sys.platform == "darwin" else ["-fopenmp"]
-    return [CppExtension(f"{PACKAGE}.{_kernels().module_name(w)}", files,
+    return [CppExtension(f"{PACKAGE}.{kernels.module_name(w)}", files,
                          extra_compile_args={"cxx": compile_flags(w, msvc)}, extra_link_args=link)
             for w in widths()]
 
@@ -84,16 +74,15 @@ def extensions(root: Path | None = None) -> list:
 def build_command():  # noqa: ANN201 - setuptools' build_ext, as torch extends it
     from torch.utils.cpp_extension import BuildExtension
 
-    return BuildExtension.with_options(no_python_abi_suffix=False)
+    return BuildExtension
 
 
 def stale() -> list[str]:
     """The widths whose module beside this file is missing or was built from other sources or another torch."""
-    k = _kernels()
-    digest, tag = k.sources_digest(), k.torch_tag()
+    digest, tag = kernels.sources_digest(), kernels.torch_tag()
     out = []
     for width in widths():
-        built = sorted(FOLDER.glob(f"{k.module_name(width)}.*"))
+        built = sorted(FOLDER.glob(f"{kernels.module_name(width)}.*"))
         marks = built[0].read_bytes() if built else b""
         if not built or digest.encode() not in marks or tag.encode() not in marks:
             out.append(width)
