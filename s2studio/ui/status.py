@@ -92,8 +92,8 @@ class StatusPanel:
         self.progress.setVisible(False)
         self.cancel_load.setVisible(False)
         self.set_model(info)
-        if info.kernels_note:
-            self.bar.showMessage(f"Rendering with {info.kernels}: {info.kernels_note}")
+        if info.kernels_note:  # for half a minute; the device label keeps the path, its tooltip the reason
+            self.bar.showMessage(f"Rendering with {info.kernels}: {info.kernels_note}", 30_000)
         if demo:
             self.model.setText(f"Model: {info.name} (demo: random weights, produces noise)")
 

@@ -130,12 +130,12 @@ def _load() -> KernelPath:
     if os.environ.get(ENV_SWITCH, "1") == "0":
         return KernelPath(None, f"off ({ENV_SWITCH}=0)")
     capability = torch.backends.cpu.get_cpu_capability()
-    problems = []
+    problems, missing = [], []
     for width in widths_for(capability):
         name = f"{__package__}.{module_name(width)}"
         spec = importlib.util.find_spec(name)
         if spec is None or spec.origin is None:
-            problems.append(f"{module_name(width)} is not built")
+            missing.append(module_name(width))
             continue
         problem = file_problem(Path(spec.origin))
         if problem is not None:
@@ -154,6 +154,9 @@ def _load() -> KernelPath:
             return KernelPath(None, f"{module_name(width)} was built for another torch than {torch.__version__}; "
                                     "rebuild it (scripts/setup, or pip install again)")
         if width != widths_for(capability)[0]:
-            log.warning("CPU kernels: %s; the narrower %s ones serve", "; ".join(problems), width)
+            log.warning("CPU kernels: %s; the narrower %s ones serve", "; ".join(problems + missing), width)
         return KernelPath(width)
-    return KernelPath(None, "; ".join(problems) + " (reinstall S2 Studio, or run scripts/setup in a checkout)")
+    if missing:
+        log.info("CPU kernels: no module %s beside %s", " or ".join(missing), FOLDER)
+        problems.append("the C++ kernels are not built in this installation")
+    return KernelPath(None, "; ".join(problems) + "; reinstall S2 Studio, or run scripts/setup in a checkout")
