@@ -99,7 +99,10 @@ def kernel_path() -> KernelPath:
     if _path is None:
         with _lock:
             if _path is None:
-                _path = _load()
+                try:
+                    _path = _load()
+                except Exception as exc:  # noqa: BLE001 - a file that vanished, a module that raised: torch's serve
+                    _path = KernelPath(None, f"the C++ kernels could not be loaded ({exc})")
                 if _path.native:
                     log.info("CPU kernels: %s", _path.describe())
                 else:
