@@ -359,8 +359,13 @@ def test_missing_files_and_folders(tmp_path: Path, data_dir: Path) -> None:
     cases = {
         "cannot write --out T/no/o.wav: folder T/no does not exist": ["--out", str(tmp_path / "no" / "o.wav")],
         "cannot tell the format of o.aac; end it in .wav, .flac, .ogg, .opus or .mp3": ["--out", str(tmp_path / "o.aac")],
-        "nothing to write; give --out FILE (and/or --stems DIR, --clips DIR, --srt FILE, --vtt FILE)": [],
+        "nothing to write; give --out FILE (and/or --stems DIR, --clips DIR, --chapters DIR, --srt FILE, --vtt FILE)": [],
         "--stems T/s.txt exists and is not a folder": ["--stems", str(script)],
+        "--chapters T/s.txt exists and is not a folder": ["--chapters", str(script)],
+        "--cue describes the chapters of the --out file; give --out too": ["--cue", str(tmp_path / "c.cue"),
+                                                                           "--srt", str(tmp_path / "c.srt")],
+        "unknown --stems-format 'aac'; use one of wav, flac, ogg, opus, mp3": [
+            "--out", str(tmp_path / "o.wav"), "--stems-format", "aac"],
         "--clips T/s.txt exists and is not a folder": ["--clips", str(script)],
         "--bitrate 100 is not offered for mp3; use one of 64, 96, 128, 160, 192, 256, 320": [
             "--out", str(tmp_path / "o.mp3"), "--bitrate", "100"],

@@ -1,60 +1,67 @@
-"""Export rendered lines: one mixed file, one track per speaker, one clip per line, SRT and WebVTT
-(design.md §8, issues 4 and 14).
+"""Export rendered lines: one mixed file, one track per speaker, one clip per line, one file per chapter, SRT,
+WebVTT and a CUE sheet (design.md §8).
 
-Lines are laid out by the same `Timeline` the player uses, so exported files and cue times match
-what was heard. Normalisation computes one gain on the mix and applies it to every other file too, so
-the speaker stems still sum to the mix and a line's clip is the mix's audio of that line.
+Lines are laid out by the same `Timeline` the player uses, so exported files and cue times match what was
+heard. Normalisation computes one gain on the mix and applies it to every other file too, so the speaker
+stems still sum to the mix and a line's clip is the mix's audio of that line.
 
 What people bring into other programs:
 
 - speaker stems (`stems_dir`): one full-length track per speaker, silent where others speak; drop them
-  into a DAW at 0:00 and they line up (as many files as speakers, not as lines);
+  into a DAW at 0:00 and they line up (as many files as speakers, not as lines). They may have a format
+  of their own: FLAC keeps the long silences of twenty stems small where WAV spends the same bytes on them;
 - line clips (`clips_dir`): each line's take alone, trimmed to the take, named
-  `NNN_speaker_first-words.wav` (for an editor, a game engine, a dubbing tool).
+  `NNN_speaker_first-words.wav` (for an editor, a game engine, a dubbing tool);
+- chapters: the script's headings as markers in the mix (`audio/chapters.py`), a CUE sheet (`cue`), and
+  optionally one file per chapter (`chapters_dir`).
 
-Subtitles show what is heard: delivery tags such as "[whispering]" are left out unless asked for.
+A book is long (5–12 hours): the audio is streamed to disk in blocks (`audio/export_writer.py`), in
+memory that does not grow with its length; normalisation measures the mix in a first pass; free disk
+space is checked before anything is written (`audio/disk_space.py`); a WAV too large for WAV's 32-bit
+sizes is written as RF64.
 """
 
 from __future__ import annotations
 
 import io
-import re
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 import soundfile as sf
 
-from s2studio.audio.dsp import Audio, integrated_loudness, peak, resample
-from s2studio.audio.timeline import Timeline
 from s2studio.audio import SAMPLE_RATE
+from s2studio.audio.chapters import Part, cue_sheet, parts
+from s2studio.audio.disk_space import check_free_space
+from s2studio.audio.dsp import Audio, resample
+from s2studio.audio.export_files import (
+    Format, RenderedLine, chapter_file_names, chapter_marks, clip_names, estimated_bytes, output_paths, speakers_in_order,
+    spoken, stem_name, stems_bytes, stems_format_for,
+)
+from s2studio.audio.export_writer import (
+    DEFAULT_KBPS, FORMATS, OPUS_RATE, AudioSink, compression_level, encoder_options, measure, speaker_layout, tag,
+    write_timeline, write_track,
+)
+from s2studio.audio.subtitles import Cue, srt_text, vtt_text
+from s2studio.audio.timeline import Layout, Timeline
 from s2studio.errors import UserError
 from s2studio.state.atomic import OutputSet, write_bytes_atomic, write_error
-from s2studio.state.file_names import fit_in_folder, unique_ignoring_case
 from s2studio.state.tags import without_tags
 
-Format = Literal["wav", "flac", "ogg", "opus", "mp3"]
-Normalize = Literal["none", "peak", "loudness"]
+__all__ = ["BITRATES_KBPS", "DEFAULT_KBPS", "FORMATS", "OPUS_RATE", "Cue", "ExportResult", "ExportSettings", "Format",
+           "Metadata", "RenderedLine", "compression_level", "encode_audio", "export", "format_for", "output_paths",
+           "srt_text", "stems_bytes", "stems_format_for", "vtt_text", "write_audio"]
 
-FORMATS: dict[str, tuple[str, str, str]] = {
-    # name: (soundfile format, subtype, file suffix)
-    "wav": ("WAV", "PCM_16", ".wav"),
-    "flac": ("FLAC", "PCM_24", ".flac"),
-    "ogg": ("OGG", "VORBIS", ".ogg"),
-    "opus": ("OGG", "OPUS", ".opus"),
-    "mp3": ("MP3", "MPEG_LAYER_III", ".mp3"),
-}
-OPUS_RATE = 48000
-"""Opus only runs at 8/12/16/24/48 kHz; we resample 44.1 kHz to 48 kHz for it."""
+Normalize = Literal["none", "peak", "loudness"]
+Progress = Callable[[float, str], None]
+
 MAX_GAIN_DB = 30.0
 BITRATES_KBPS: dict[str, tuple[int, ...]] = {"mp3": (64, 96, 128, 160, 192, 256, 320), "opus": (32, 48, 64, 96, 128, 192)}
 """The bitrates offered for the lossy formats with a bitrate (Vorbis is quality-based and keeps libsndfile's)."""
-DEFAULT_KBPS = {"mp3": 192, "opus": 96}
-"""Transparent speech at a fraction of the WAV's size."""
-CLIP_WORDS = 5
-"""Words of a line's text in its clip's file name."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +71,11 @@ class Metadata:
     voices: tuple[str, ...] = ()
     software: str = "S2 Studio"
     comment: str = "AI-generated speech"
+
+    def fields(self) -> dict[str, str]:
+        return {"title": self.title, "artist": ", ".join(self.voices),
+                "software": f"{self.software} ({self.model})" if self.model else self.software,
+                "comment": f"{self.comment}; model: {self.model}" if self.model else self.comment}
 
 
 @dataclass(frozen=True)
@@ -79,6 +91,10 @@ class ExportSettings:
     """MP3 (constant) and Opus (average) bitrate; None: `DEFAULT_KBPS`. Ignored by the other formats."""
     subtitle_tags: bool = False
     """Keep delivery tags ("[whispering]") in the subtitles' text."""
+    stems_format: Format | None = None
+    """The speaker stems' format; None: `format`."""
+    chapter_markers: bool = True
+    """The headings as markers inside the mix (cue points, ID3 chapters, chapter comments)."""
 
     def __post_init__(self) -> None:
         offered = BITRATES_KBPS.get(self.format)
@@ -86,37 +102,30 @@ class ExportSettings:
             raise UserError(f"{self.format} bitrate {self.bitrate_kbps} kbps is not offered; choose one of "
                             f"{', '.join(map(str, offered))}")
 
-
-@dataclass(frozen=True)
-class RenderedLine:
-    line_id: str
-    speaker: str
-    text: str
-    audio: Audio
-    voice: str = ""
-    """The name of the voice that speaks it: the artist of its clip and of its speaker's stem."""
-    number: int | None = None
-    """Its place in the script, 1-based, for its clip's name (None: its place among the lines exported)."""
-
-
-@dataclass(frozen=True)
-class Cue:
-    index: int
-    """1-based, as SRT numbers them."""
-    line_id: str
-    speaker: str
-    text: str
-    start_s: float
-    end_s: float
+    @property
+    def stems(self) -> Format:
+        return self.stems_format or self.format
 
 
 @dataclass(frozen=True)
 class ExportResult:
-    mix: Audio
-    """At `SAMPLE_RATE`, after the gain."""
+    samples: int
+    """The mix's length at `SAMPLE_RATE`."""
     cues: tuple[Cue, ...]
     gain_db: float
     files: tuple[Path, ...]
+    parts: tuple[Part, ...]
+    """The chapters (and the opening before the first heading), in samples of the mix."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Where everything lands: the timeline's layout, a cue per spoken line and the chapters."""
+
+    layout: Layout
+    cues: tuple[Cue, ...]
+    parts: tuple[Part, ...]
+    speakers: tuple[str, ...]
 
 
 def format_for(path: Path) -> Format:
@@ -130,72 +139,54 @@ def format_for(path: Path) -> Format:
     raise UserError(f"cannot tell the format of {path.name}; end it in .wav, .flac, .ogg, .opus or .mp3")
 
 
-def layout(lines: Sequence[RenderedLine], gap_s: float) -> tuple[Audio, list[Cue], list[int]]:
-    """The mix, one cue per line with spoken audio, and each line's start sample."""
+def plan(lines: Sequence[RenderedLine], settings: ExportSettings) -> Plan:
     ids = [ln.line_id for ln in lines]
     if len(set(ids)) != len(ids):
         raise ValueError("line ids must be unique")
-    timeline = Timeline(gap_s=gap_s, sample_rate=SAMPLE_RATE)
+    timeline = Timeline(gap_s=settings.gap_s, sample_rate=SAMPLE_RATE)
     timeline.set_lines(ids, {ln.line_id: ln.audio for ln in lines})
     layout = timeline.layout
-    spoken = [ln for ln in lines if ln.line_id in layout.index]
-    cues = [Cue(i + 1, ln.line_id, ln.speaker, ln.text, start / SAMPLE_RATE, end / SAMPLE_RATE)
-            for i, (ln, (start, end)) in enumerate((ln, layout.bounds(ln.line_id)) for ln in spoken)]
-    starts = []
-    for ln in lines:  # a line without audio starts where the next line does (it takes no room)
-        bounds = layout.bounds(ln.line_id)
-        starts.append(bounds[0] if bounds else None)
-    following = layout.end
-    for i in range(len(starts) - 1, -1, -1):
-        following = starts[i] = starts[i] if starts[i] is not None else following
-    return layout.mix(), cues, starts
+    heard = [ln for ln in lines if ln.line_id in layout.index]
+    bounds = [layout.bounds(ln.line_id) for ln in heard]
+    cues = tuple(Cue(i + 1, ln.line_id, ln.speaker, ln.text, start / SAMPLE_RATE, end / SAMPLE_RATE)
+                 for i, (ln, (start, end)) in enumerate(zip(heard, bounds, strict=True)))
+    chapters = parts(chapter_marks(lines), [b[0] for b in bounds], [b[1] for b in bounds],
+                     settings.metadata.title or "Opening")
+    return Plan(layout, cues, tuple(chapters), tuple(speakers_in_order(lines)))
 
 
-def normalization_gain(mix: Audio, settings: ExportSettings) -> float:
-    """Gain in dB that the settings ask for (0 for silence or "none")."""
-    p = peak(mix)
-    if settings.normalize == "none" or p == 0.0:
+def normalization_gain(peak: float, loudness: float, settings: ExportSettings) -> float:
+    """Gain in dB that the settings ask for, given the mix's peak and integrated loudness (0 for silence)."""
+    if settings.normalize == "none" or peak == 0.0:
         return 0.0
-    peak_db = 20 * np.log10(p)
+    peak_db = 20 * np.log10(peak)
     if settings.normalize == "peak":
         gain = settings.peak_dbfs - peak_db
     else:
-        loudness = integrated_loudness(mix, SAMPLE_RATE)
         if not np.isfinite(loudness):
             return 0.0
         gain = min(settings.loudness_lufs - loudness, settings.peak_dbfs - peak_db)
     return float(min(gain, MAX_GAIN_DB))
 
 
-def compression_level(fmt: Format, kbps: int) -> float:
-    """libsndfile's 0..1 compression level that gives `kbps` (libsndfile 1.2 maps it linearly: MP3 from
-    320 kbps at 0 to 32 kbps at 1, Opus from 256 kbps to 6 kbps per channel)."""
-    if fmt == "mp3":
-        return (320 - kbps) / 288
-    if fmt == "opus":
-        return 1 - (kbps - 6) / 250
-    raise ValueError(f"{fmt} has no bitrate")
+# ----------------------------------------------------------------------------- small files in memory
 
 
 def encode_audio(audio: Audio, fmt: Format, metadata: Metadata | None = None,
                  sample_rate: int = SAMPLE_RATE, bitrate_kbps: int | None = None) -> bytes:
     """Mono `audio` at `sample_rate` as the bytes of a `fmt` file (resampled for Opus), with metadata and,
-    for MP3 and Opus, the bitrate (`DEFAULT_KBPS` when None). Encoded in memory: the disk is written by the
-    one writer, which reports a full disk as such."""
+    for MP3 and Opus, the bitrate (`DEFAULT_KBPS` when None). For short audio held in memory anyway (a
+    server's reply, one synthesised sentence); the export streams its files to disk instead."""
     sf_format, subtype, _ = FORMATS[fmt]
     data = np.clip(np.asarray(audio, dtype=np.float32), -1.0, 1.0)
     rate = sample_rate
     if fmt == "opus" and rate != OPUS_RATE:
         data, rate = np.clip(resample(data, rate, OPUS_RATE), -1.0, 1.0), OPUS_RATE
-    options: dict[str, object] = {}
-    if fmt in DEFAULT_KBPS:
-        options["compression_level"] = compression_level(fmt, bitrate_kbps or DEFAULT_KBPS[fmt])
-        if fmt == "mp3":
-            options["bitrate_mode"] = "CONSTANT"
     buf = io.BytesIO()
-    with sf.SoundFile(buf, "w", samplerate=rate, channels=1, format=sf_format, subtype=subtype, **options) as f:
+    with sf.SoundFile(buf, "w", samplerate=rate, channels=1, format=sf_format, subtype=subtype,
+                      **encoder_options(fmt, bitrate_kbps)) as f:
         if metadata is not None:
-            _tag(f, metadata)
+            tag(f, metadata.fields())
         f.write(data)
     return buf.getvalue()
 
@@ -206,107 +197,49 @@ def write_audio(path: Path, audio: Audio, fmt: Format, metadata: Metadata | None
     return write_bytes_atomic(Path(path), encode_audio(audio, fmt, metadata, sample_rate, bitrate_kbps))
 
 
-def _tag(f: sf.SoundFile, meta: Metadata) -> None:
-    """Set what the container can carry; libsndfile refuses some fields on some formats."""
-    fields = {
-        "title": meta.title,
-        "artist": ", ".join(meta.voices),
-        "software": f"{meta.software} ({meta.model})" if meta.model else meta.software,
-        "comment": f"{meta.comment}; model: {meta.model}" if meta.model else meta.comment,
-    }
-    for name, value in fields.items():
-        if value:
-            try:
-                setattr(f, name, value)
-            except (RuntimeError, sf.LibsndfileError):
-                pass
+def _needs(p: Plan, lines: Sequence[RenderedLine], settings: ExportSettings, out: Path | None,
+           stems_dir: Path | None, clips_dir: Path | None, chapters_dir: Path | None,
+           texts: Sequence[Path]) -> dict[Path, int]:
+    fmt, kbps, total = settings.format, settings.bitrate_kbps, p.layout.end
+    sound = sum(t.length for t in p.layout.tracks)
+    needs: dict[Path, int] = {}
 
+    def add(folder: Path, size: int) -> None:
+        needs[folder] = needs.get(folder, 0) + size
 
-def _srt_time(seconds: float) -> str:
-    ms = round(seconds * 1000)
-    return f"{ms // 3_600_000:02d}:{ms // 60_000 % 60:02d}:{ms // 1000 % 60:02d},{ms % 1000:03d}"
-
-
-def _shown(cues: Sequence[Cue], keep_tags: bool) -> list[tuple[Cue, str]]:
-    """Each cue with the text it shows; a cue left without words (a line that is only "[laughing]") is
-    dropped, since a subtitle with nothing to read is noise."""
-    shown = [(c, c.text if keep_tags else without_tags(c.text)) for c in cues]
-    return [(c, text) for c, text in shown if text.strip()]
-
-
-def srt_text(cues: Sequence[Cue], with_speakers: bool = True, keep_tags: bool = False) -> str:
-    """SubRip subtitles, numbered from 1; delivery tags left out unless `keep_tags`."""
-    blocks = []
-    for number, (c, text) in enumerate(_shown(cues, keep_tags), start=1):
-        text = f"{c.speaker}: {text}" if with_speakers else text
-        blocks.append(f"{number}\n{_srt_time(c.start_s)} --> {_srt_time(c.end_s)}\n{text}\n")
-    return "\n".join(blocks)
-
-
-def vtt_text(cues: Sequence[Cue], with_speakers: bool = True, keep_tags: bool = False) -> str:
-    """WebVTT subtitles, each cue named by its line id, the speaker as a voice span."""
-    def esc(s: str) -> str:
-        return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-    out = ["WEBVTT\n"]
-    for c, text in _shown(cues, keep_tags):
-        text = f"<v {esc(c.speaker)}>{esc(text)}" if with_speakers else esc(text)
-        out.append(f"{c.line_id}\n{_srt_time(c.start_s).replace(',', '.')} --> "
-                   f"{_srt_time(c.end_s).replace(',', '.')}\n{text}\n")
-    return "\n".join(out)
-
-
-def _file_word(text: str, limit: int) -> str:
-    """`text` as a piece of a file name: letters and digits kept, apostrophes dropped ("it's" -> "its"), every
-    other run of characters one "-"."""
-    text = re.sub(r"['’]", "", text)
-    return re.sub(r"[\W_]+", "-", text, flags=re.UNICODE).strip("-")[:limit].strip("-")
-
-
-def speakers_in_order(lines: Sequence[RenderedLine]) -> list[str]:
-    """The speakers of `lines`, each once, in the order they first speak: the stems' order."""
-    return list(dict.fromkeys(ln.speaker for ln in lines))
-
-
-def stem_name(index: int, speaker: str, fmt: Format) -> str:
-    """`01_Alice.wav`: the speaker's place in the script (so a DAW lists the tracks in order), then the name."""
-    return f"{index + 1:02d}_{_file_word(speaker, 40) or 'speaker'}{FORMATS[fmt][2]}"
-
-
-def clip_name(number: int, line: RenderedLine, fmt: Format, digits: int = 3) -> str:
-    """`001_Alice_did-you-hear-that.wav`: the line's number, its speaker and its first words (tags left out)."""
-    words = " ".join(without_tags(line.text).lower().split()[:CLIP_WORDS])
-    parts = [f"{number:0{digits}d}", _file_word(line.speaker, 32) or "line", _file_word(words, 48)]
-    return "_".join(p for p in parts if p) + FORMATS[fmt][2]
-
-
-def _clip_names(lines: Sequence[RenderedLine], fmt: Format, folder: Path) -> list[str]:
-    numbers = [ln.number if ln.number is not None else i + 1 for i, ln in enumerate(lines)]
-    digits = max(3, len(str(max(numbers, default=1))))
-    return _fitted(folder, [clip_name(n, ln, fmt, digits) for n, ln in zip(numbers, lines, strict=True)])
-
-
-def _stem_names(lines: Sequence[RenderedLine], fmt: Format, folder: Path) -> list[str]:
-    return _fitted(folder, [stem_name(i, s, fmt) for i, s in enumerate(speakers_in_order(lines))])
-
-
-def _fitted(folder: Path, names: list[str]) -> list[str]:
-    """`names` within Windows' path length inside `folder`, and apart where only case (or nothing) tells them apart
-    (two lines given the same number: the second gets a suffix)."""
-    return unique_ignoring_case(fit_in_folder(folder, name) for name in names)
-
-
-def output_paths(lines: Sequence[RenderedLine], fmt: Format, out: Path | None = None,
-                 stems_dir: Path | None = None, clips_dir: Path | None = None, srt: Path | None = None,
-                 vtt: Path | None = None) -> list[Path]:
-    """Every file `export` writes for these outputs, in the order it writes them: what the export dialog
-    checks before asking whether to replace files that exist."""
-    paths = [out] if out is not None else []
+    if out is not None:
+        add(out.parent, estimated_bytes(fmt, total, sound, kbps))
     if stems_dir is not None:
-        paths += [stems_dir / name for name in _stem_names(lines, fmt, stems_dir)]
+        add(stems_dir, stems_bytes(lines, settings.stems, settings.gap_s, kbps))
+    if chapters_dir is not None:
+        add(chapters_dir, sum(estimated_bytes(fmt, q.end - q.start, q.end - q.start, kbps) for q in p.parts))
     if clips_dir is not None:
-        paths += [clips_dir / name for name in _clip_names(lines, fmt, clips_dir)]
-    return paths + [p for p in (srt, vtt) if p is not None]
+        add(clips_dir, sum(estimated_bytes(fmt, t.length, t.length, kbps) for t in p.layout.tracks))
+    for path in texts:
+        add(path.parent, 200 * len(lines) + 4096)
+    return needs
+
+
+# ----------------------------------------------------------------------------- writing
+
+
+class _Steps:
+    """Progress over the export's passes, each weighted by the audio it reads; quiet between per-mille steps."""
+
+    def __init__(self, report: Progress | None, weights: Sequence[float]) -> None:
+        self.report, self.total, self.done, self.shown = report, sum(weights) or 1.0, 0.0, -1.0
+        self.weight, self.text = 0.0, ""
+
+    def begin(self, weight: float, text: str) -> Callable[[float], None]:
+        self.done += self.weight
+        self.weight, self.text = weight, text
+        return self.at
+
+    def at(self, fraction: float) -> None:
+        value = (self.done + self.weight * fraction) / self.total
+        if self.report is not None and (value - self.shown >= 0.001 or value >= 1.0):
+            self.shown = value
+            self.report(min(value, 1.0), self.text)
 
 
 def _make_folders(paths: Sequence[Path]) -> list[Path]:
@@ -336,50 +269,114 @@ def _remove_if_empty(folder: Path) -> None:
 
 def export(lines: Sequence[RenderedLine], settings: ExportSettings, out: Path | None = None,
            stems_dir: Path | None = None, clips_dir: Path | None = None, srt: Path | None = None,
-           vtt: Path | None = None, into: OutputSet | None = None) -> ExportResult:
+           vtt: Path | None = None, cue: Path | None = None, chapters_dir: Path | None = None,
+           into: OutputSet | None = None, progress: Progress | None = None,
+           cancel: threading.Event | None = None) -> ExportResult:
     """Lay out `lines`, normalise, and write whichever outputs are asked for (`out`: the mix; `stems_dir`:
-    one track per speaker; `clips_dir`: one clip per line; `srt`, `vtt`: subtitles), all or none of them:
-    every file is staged first and renamed only when all are (see `state/atomic.py`). With `into` the
-    files are staged there and the caller commits them, together with its own (a render's events log)."""
+    one track per speaker; `clips_dir`: one clip per line; `chapters_dir`: one file per chapter; `srt`,
+    `vtt`: subtitles; `cue`: a CUE sheet of the mix's chapters), all or none of them: every file is staged
+    first and renamed only when all are (see `state/atomic.py`). With `into` the files are staged there and
+    the caller commits them, together with its own (a render's events log). `progress(fraction, what)` is
+    called as it goes; setting `cancel` stops it (`Cancelled`), leaving nothing."""
     if not lines:
         raise UserError("nothing to export: no line has been rendered yet")
-    mix, cues, starts = layout(lines, settings.gap_s)
-    gain_db = normalization_gain(mix, settings)
-    gain = np.float32(10 ** (gain_db / 20))
-    mix = mix * gain
+    if cue is not None and out is None:
+        raise UserError("a CUE sheet describes the mix: write the mix too")
+    p = plan(lines, settings)
+    texts = [t for t in (srt, vtt, cue) if t is not None]
+    hint = "" if stems_dir is None or settings.stems == "flac" else ", or write the stems as FLAC"
+    check_free_space(_needs(p, lines, settings, out, stems_dir, clips_dir, chapters_dir, texts), hint)
     files = into if into is not None else OutputSet()
-    folders = [p.parent for p in (out, srt, vtt) if p is not None] + [d for d in (stems_dir, clips_dir) if d is not None]
-    made = _make_folders(folders)
-    fmt, meta, kbps = settings.format, settings.metadata, settings.bitrate_kbps
-    written: list[Path] = []
+    made = _make_folders([t.parent for t in (out, *texts) if t is not None]
+                         + [d for d in (stems_dir, clips_dir, chapters_dir) if d is not None])
     try:
-        if out is not None:
-            written.append(files.add(out, encode_audio(mix, fmt, meta, bitrate_kbps=kbps)))
-        if stems_dir is not None:
-            for speaker, name in zip(speakers_in_order(lines), _stem_names(lines, fmt, stems_dir), strict=True):
-                stem = np.zeros(len(mix), np.float32)
-                voices: list[str] = []
-                for line, start in zip(lines, starts, strict=True):
-                    if line.speaker == speaker:
-                        stem[start:start + len(line.audio)] = np.asarray(line.audio, np.float32) * gain
-                        voices.append(line.voice)
-                tags = replace(meta, voices=tuple(v for v in dict.fromkeys(voices) if v) or meta.voices)
-                written.append(files.add(stems_dir / name, encode_audio(stem, fmt, tags, bitrate_kbps=kbps)))
-        if clips_dir is not None:
-            for line, name in zip(lines, _clip_names(lines, fmt, clips_dir), strict=True):
-                tags = replace(meta, title=without_tags(line.text)[:200] or meta.title,
-                                voices=(line.voice,) if line.voice else meta.voices)
-                written.append(files.add(clips_dir / name, encode_audio(np.asarray(line.audio, np.float32) * gain,
-                                                                        fmt, tags, bitrate_kbps=kbps)))
+        written, gain_db = _write(p, lines, settings, files, out, stems_dir, clips_dir, chapters_dir, progress, cancel)
         if srt is not None:
-            written.append(files.add_text(srt, srt_text(cues, keep_tags=settings.subtitle_tags)))
+            written.append(files.add_text(srt, srt_text(p.cues, keep_tags=settings.subtitle_tags)))
         if vtt is not None:
-            written.append(files.add_text(vtt, vtt_text(cues, keep_tags=settings.subtitle_tags)))
+            written.append(files.add_text(vtt, vtt_text(p.cues, keep_tags=settings.subtitle_tags)))
+        if cue is not None and out is not None:
+            meta = settings.metadata
+            written.append(files.add_text(cue, cue_sheet(out.name, settings.format, p.parts, SAMPLE_RATE, meta.title,
+                                                         ", ".join(meta.voices))))
         if into is None:
             files.commit()
+    except MemoryError:
+        files.discard()
+        _remove_all(made)
+        raise UserError("Not enough memory to export; close other programs and try again. Nothing was written.") \
+            from None
     except BaseException:
         files.discard()
-        for folder in reversed(made):
-            _remove_if_empty(folder)
+        _remove_all(made)
         raise
-    return ExportResult(mix, tuple(cues), gain_db, tuple(written))
+    return ExportResult(p.layout.end, p.cues, gain_db, tuple(written), p.parts)
+
+
+def _remove_all(made: Sequence[Path]) -> None:
+    for folder in reversed(made):
+        _remove_if_empty(folder)
+
+
+def _write(p: Plan, lines: Sequence[RenderedLine], settings: ExportSettings, files: OutputSet, out: Path | None,
+           stems_dir: Path | None, clips_dir: Path | None, chapters_dir: Path | None,
+           progress: Progress | None, cancel: threading.Event | None) -> tuple[list[Path], float]:
+    """The audio files, staged in `files`: their paths and the gain in dB."""
+    fmt, meta, kbps, layout = settings.format, settings.metadata, settings.bitrate_kbps, p.layout
+    timeline = out is not None or chapters_dir is not None or stems_dir is not None
+    steps = _Steps(progress, [1.0 if settings.normalize != "none" else 0.0,
+                              (1 + len(p.speakers) * (stems_dir is not None)) if timeline else 0.0,
+                              1.0 if clips_dir is not None else 0.0])
+    gain_db = 0.0
+    if settings.normalize != "none":
+        top, loudness = measure(layout, settings.normalize == "loudness",
+                                steps.begin(1.0, "Measuring the loudness…"), cancel)
+        gain_db = normalization_gain(top, loudness, settings)
+    gain = np.float32(10 ** (gain_db / 20))
+    written: list[Path] = []
+    sinks: list[AudioSink] = []
+
+    def sink(path: Path, kind: Format, tags: Metadata, frames: int) -> AudioSink:
+        made = AudioSink(files, path, kind, tags.fields(), frames, kbps if kind == fmt else None)
+        sinks.append(made)
+        written.append(path)
+        return made
+
+    try:
+        if timeline:
+            mix = sink(out, fmt, meta, layout.end) if out is not None else None
+            stems = []
+            for i, speaker in enumerate(p.speakers if stems_dir is not None else ()):
+                own = [ln for ln in lines if ln.speaker == speaker]
+                voices = tuple(v for v in dict.fromkeys(ln.voice for ln in own) if v) or meta.voices
+                stems.append((speaker_layout(layout, {ln.line_id for ln in own}),
+                              sink(stems_dir / stem_name(i, speaker, settings.stems), settings.stems,
+                                   replace(meta, voices=voices), layout.end)))
+            chapters = []
+            if chapters_dir is not None:
+                names = chapter_file_names([q.title for q in p.parts], fmt)
+                chapters = [(q.start, q.end, partial(sink, chapters_dir / name, fmt, replace(meta, title=q.title),
+                                                     q.end - q.start))
+                            for q, name in zip(p.parts, names, strict=True)]
+            write_timeline(layout, gain, mix, chapters, stems,
+                           steps.begin(1 + len(stems), "Writing the audio…"), cancel)
+            if mix is not None:
+                marks = [q for q in p.parts if q.heading] if settings.chapter_markers else []
+                ends = [q.start for q in marks[1:]] + [layout.end] if marks else []
+                mix.close([(q.start / SAMPLE_RATE, e / SAMPLE_RATE, q.title) for q, e in zip(marks, ends, strict=True)])
+            for _, stem in stems:
+                stem.close()
+        if clips_dir is not None:
+            at = steps.begin(1.0, "Writing the line clips…")
+            for k, (line, name) in enumerate(zip(lines, clip_names(lines, fmt), strict=True)):
+                tags = replace(meta, title=without_tags(line.text)[:200] or meta.title,
+                               voices=(line.voice,) if line.voice else meta.voices)
+                clip = sink(clips_dir / name, fmt, tags, len(line.audio) if spoken(line) else 0)
+                write_track(layout, line.line_id, gain, clip, cancel)
+                clip.close()
+                at((k + 1) / len(lines))
+    except BaseException:
+        for s in sinks:
+            s.abandon()
+        raise
+    return written, gain_db

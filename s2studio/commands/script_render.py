@@ -41,7 +41,8 @@ NORMALIZE = ("none", "peak", "loudness")
 EngineFactory = Callable[[], Engine]
 SCRIPT_ONLY = (("--cast", "cast", []), ("--stems", "stems", None), ("--srt", "srt", None), ("--vtt", "vtt", None),
                ("--events", "events", None), ("--gap", "gap", 0.4), ("--normalize", "normalize", "none"),
-               ("--title", "title", None))
+               ("--title", "title", None), ("--cue", "cue", None), ("--chapters", "chapters", None),
+               ("--stems-format", "stems_format", None))
 """(flag, dest, default) of the options that only a --script render reads (synth refuses them otherwise)."""
 
 
@@ -68,6 +69,11 @@ def add_script_arguments(parser: argparse.ArgumentParser,
         help="also write one full-length track per speaker into DIR (aligned to the mix, for a DAW)")
     add("--clips", type=Path, metavar="DIR",
         help="also write each line's take as its own file into DIR (NNN_speaker_first-words.wav)")
+    add("--stems-format", metavar="wav|flac|ogg|opus|mp3",
+        help="the stems' format (default: the --out file's); FLAC keeps twenty long, mostly silent stems small")
+    add("--chapters", type=Path, metavar="DIR",
+        help="also write one file per chapter (the script's # headings) into DIR")
+    add("--cue", type=Path, metavar="FILE", help="a CUE sheet of the chapters of the --out file")
     add("--srt", type=Path, metavar="FILE", help="subtitles, one cue per spoken line (SubRip)")
     add("--vtt", type=Path, metavar="FILE", help="subtitles, one cue per spoken line (WebVTT)")
     add("--events", type=Path, metavar="FILE.jsonl", help="log every engine event as one JSON line (no sample data)")
@@ -91,23 +97,36 @@ class _Outputs:
     vtt: Path | None
     events: Path | None
     format: str
+    cue: Path | None = None
+    chapters: Path | None = None
+    stems_format: str | None = None
 
 
 def _check_outputs(args: argparse.Namespace) -> _Outputs:
     from s2studio.audio.export import format_for
 
     out, stems, srt, vtt, events = args.out, args.stems, args.srt, args.vtt, args.events
-    clips = getattr(args, "clips", None)
-    if out is None and stems is None and clips is None and srt is None and vtt is None:
-        raise UserError("nothing to write; give --out FILE (and/or --stems DIR, --clips DIR, --srt FILE, --vtt FILE)")
+    clips, cue, chapters = getattr(args, "clips", None), getattr(args, "cue", None), getattr(args, "chapters", None)
+    if all(p is None for p in (out, stems, clips, srt, vtt, chapters)):
+        raise UserError("nothing to write; give --out FILE (and/or --stems DIR, --clips DIR, --chapters DIR, --srt FILE, "
+                        "--vtt FILE)")
     fmt = format_for(out) if out is not None else "wav"
-    for path, what in ((out, "--out"), (srt, "--srt"), (vtt, "--vtt"), (events, "--events")):
+    if cue is not None and out is None:
+        raise UserError("--cue describes the chapters of the --out file; give --out too")
+    stems_format = getattr(args, "stems_format", None)
+    if stems_format is not None:
+        from s2studio.audio.export import FORMATS
+
+        if stems_format not in FORMATS:
+            raise UserError(f"unknown --stems-format {stems_format!r}; use one of {', '.join(FORMATS)}")
+    for path, what in ((out, "--out"), (srt, "--srt"), (vtt, "--vtt"), (events, "--events"), (cue, "--cue")):
         check_file(path, what)
     check_folder(stems, "--stems")
     check_folder(clips, "--clips")
-    given = [p for p in (out, srt, vtt, events) if p is not None]
+    check_folder(chapters, "--chapters")
+    given = [p for p in (out, srt, vtt, events, cue) if p is not None]
     if len({p.resolve() for p in given}) != len(given):
-        raise UserError("two outputs name the same file; give each of --out, --srt, --vtt and --events its own")
+        raise UserError("two outputs name the same file; give each of --out, --srt, --vtt, --cue and --events its own")
     if not args.gap >= 0 or args.gap > 60:
         raise UserError(f"--gap must be between 0 and 60 seconds, got {args.gap}")
     if args.normalize not in NORMALIZE:
@@ -121,7 +140,7 @@ def _check_outputs(args: argparse.Namespace) -> _Outputs:
         if bitrate not in BITRATES_KBPS[fmt]:
             raise UserError(f"--bitrate {bitrate} is not offered for {fmt}; use one of "
                             f"{', '.join(map(str, BITRATES_KBPS[fmt]))}")
-    return _Outputs(out, stems, clips, srt, vtt, events, fmt)
+    return _Outputs(out, stems, clips, srt, vtt, events, fmt, cue, chapters, stems_format)
 
 
 def _parse_cast(items: Sequence[str]) -> dict[str, str]:
@@ -250,13 +269,16 @@ def _generate(engine: Engine, request: SynthesisRequest, log: EventLog, bar: Pro
 
 def _rendered_lines(script: Script, request: SynthesisRequest, takes: Sequence[LineFinished],
                     cast: dict[str, Voice]) -> list:
-    """One `RenderedLine` per take, in script order. In upstream batching a take holds several lines
-    (from its own id up to the next take's): their speakers, voices and texts are joined."""
+    """One `RenderedLine` per take, in script order, each opening the chapter of the heading before it. In
+    upstream batching a take holds several lines (from its own id up to the next take's): their speakers,
+    voices and texts are joined."""
+    from s2studio.audio.chapters import chapter_titles
     from s2studio.audio.export import RenderedLine
 
     by_id = {ln.line_id: ln for ln in script.lines}
     order = [ln.line_id for ln in request.lines]
     starts = sorted(order.index(t.line_id) for t in takes)
+    chapters = chapter_titles(script, (t.line_id for t in takes))
     out = []
     for take in sorted(takes, key=lambda t: order.index(t.line_id)):
         first = order.index(take.line_id)
@@ -265,18 +287,25 @@ def _rendered_lines(script: Script, request: SynthesisRequest, takes: Sequence[L
         speakers = ", ".join(dict.fromkeys(ln.speaker for ln in group))
         voices = ", ".join(dict.fromkeys(cast[ln.speaker].name for ln in group if ln.speaker in cast))
         out.append(RenderedLine(take.line_id, speakers, " ".join(ln.text for ln in group), take.audio, voice=voices,
-                                number=first + 1))
+                                number=first + 1, chapter=chapters.get(take.line_id)))
     return out
 
 
-def _export(lines: list, outputs: _Outputs, settings: Any, log: EventLog) -> Any:
+def _export(lines: list, outputs: _Outputs, settings: Any, log: EventLog, bar: ProgressBar) -> Any:
     """`export` and the events log, staged in one `OutputSet` and committed together: all or nothing."""
     from s2studio.audio.export import export
+
+    def progress(fraction: float, what: str) -> None:
+        if bar.enabled:
+            print(f"\r{what} {fraction:4.0%}", end="", file=sys.stderr, flush=True)
 
     files = OutputSet()
     try:
         result = export(lines, settings, out=outputs.out, stems_dir=outputs.stems, clips_dir=outputs.clips,
-                        srt=outputs.srt, vtt=outputs.vtt, into=files)
+                        srt=outputs.srt, vtt=outputs.vtt, cue=outputs.cue, chapters_dir=outputs.chapters, into=files,
+                        progress=progress)
+        if bar.enabled:
+            print(file=sys.stderr)
         log.stage(files)
         files.commit()
     except BaseException:
@@ -352,12 +381,13 @@ def run_script(args: argparse.Namespace, engine_factory: EngineFactory | None = 
                                   metadata=Metadata(title=title, model=info.name, voices=voices,
                                                     software=f"S2 Studio {__version__}"),
                                   bitrate_kbps=getattr(args, "bitrate", None),
-                                  subtitle_tags=bool(getattr(args, "subtitle_tags", False)))
-        result = _export(lines, outputs, settings, log)
+                                  subtitle_tags=bool(getattr(args, "subtitle_tags", False)),
+                                  stems_format=outputs.stems_format)  # type: ignore[arg-type]
+        result = _export(lines, outputs, settings, log, bar)
     except BaseException:
         bar.close()
         raise
-    seconds = len(result.mix) / SAMPLE_RATE
+    seconds = result.samples / SAMPLE_RATE
     audio_s = sum(len(t.audio) for t in takes) / SAMPLE_RATE
     frames = sum(int(t.codes.shape[1]) for t in takes)
     rtf = render_s / audio_s if audio_s else 0.0
@@ -367,6 +397,11 @@ def run_script(args: argparse.Namespace, engine_factory: EngineFactory | None = 
         written.append(f"{speakers} speaker stem{'s' * (speakers != 1)} in {printable(outputs.stems)}")
     if outputs.clips is not None:
         written.append(f"{len(lines)} line clip{'s' * (len(lines) != 1)} in {printable(outputs.clips)}")
+    if outputs.chapters is not None:
+        n = len(result.parts)
+        written.append(f"{n} chapter file{'s' * (n != 1)} in {printable(outputs.chapters)}")
+    if outputs.cue is not None:
+        written.append(printable(outputs.cue))
     print(f"rendered {len(takes)} line(s), {frames} frames, {seconds:.2f} s in {render_s:.1f} s (RTF {rtf:.2f})"
           f" -> {', '.join(written)}", file=sys.stderr)
     return 0

@@ -253,9 +253,22 @@ def is_temp_of(target_name: str) -> Callable[[str], bool]:
 # ----------------------------------------------------------------------------- files committed together
 
 
-class _Staged:
+class Staged:
+    """One file being staged: the caller of `OutputSet.stage` writes `fd` (or its own handle on it, never
+    by the name `tmp`), then calls `finish`. Until it is committed the file lives only under `tmp`."""
+
     def __init__(self, target: Path, tmp: Path, fd: int) -> None:
         self.target, self.tmp, self.fd = target, tmp, fd
+        self.finished = False
+
+    def finish(self) -> None:
+        """The data is all written: give it the umask's mode and make it durable."""
+        try:
+            _set_mode(self.fd)
+            os.fsync(self.fd)
+        except OSError as exc:
+            raise write_error(exc, self.target) from None
+        self.finished = True
 
 
 class OutputSet:
@@ -267,7 +280,7 @@ class OutputSet:
     fail, the targets already renamed are removed again: a command that fails leaves no output."""
 
     def __init__(self) -> None:
-        self._staged: list[_Staged] = []
+        self._staged: list[Staged] = []
         self._cleaned: set[Path] = set()
 
     def __enter__(self) -> OutputSet:
@@ -283,7 +296,10 @@ class OutputSet:
     def targets(self) -> list[Path]:
         return [s.target for s in self._staged]
 
-    def add(self, path: Path, data: bytes) -> Path:
+    def stage(self, path: Path) -> Staged:
+        """A new temp file for `path` (created 0600 and locked) that the caller writes itself, for outputs too
+        large to hold in memory: write `fd`, then `finish()`. An `OSError` while writing belongs to the
+        target: turn it into `write_error(exc, staged.target)`; leaving through `discard` removes the file."""
         path = Path(path)
         if path in self.targets:
             raise ValueError(f"{path} is staged twice")
@@ -294,26 +310,41 @@ class OutputSet:
             raise WriteError(f"cannot write {printable(path)}: it is a folder; give a file name", path, errno.EISDIR)
         tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}{TEMP_SUFFIX}")
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | OPEN_FLAGS, 0o600)
+            fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | OPEN_FLAGS, 0o600)
         except OSError as exc:
             raise write_error(exc, path) from None
-        staged = _Staged(path, tmp, fd)
+        staged = Staged(path, tmp, fd)
         self._staged.append(staged)
         try:
             _lock(fd)
-            _write_all(fd, data)
-            _set_mode(fd)
-            os.fsync(fd)
         except OSError as exc:
             self._drop(staged)
             raise write_error(exc, path) from None
-        return path
+        return staged
+
+    def add(self, path: Path, data: bytes) -> Path:
+        staged = self.stage(path)
+        try:
+            _write_all(staged.fd, data)
+        except OSError as exc:
+            self._drop(staged)
+            raise write_error(exc, staged.target) from None
+        try:
+            staged.finish()
+        except WriteError:
+            self._drop(staged)
+            raise
+        return staged.target
 
     def add_text(self, path: Path, text: str) -> Path:
         return self.add(path, text.encode("utf-8"))
 
     def commit(self) -> list[Path]:
-        done: list[_Staged] = []
+        unfinished = [s.target for s in self._staged if not s.finished]
+        if unfinished:  # a caller's bug, never a half-written file under a person's name
+            self.discard()
+            raise ValueError(f"{unfinished[0]} was staged but not finished")
+        done: list[Staged] = []
         try:
             for s in self._staged:
                 if fcntl is None:  # Windows renames no file that is open, our own temp file included
@@ -341,7 +372,7 @@ class OutputSet:
         for s in list(self._staged):
             self._drop(s)
 
-    def _drop(self, s: _Staged) -> None:
+    def _drop(self, s: Staged) -> None:
         try:
             if s.fd >= 0:
                 os.close(s.fd)  # first: Windows removes no file that is open
