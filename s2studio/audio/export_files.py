@@ -25,7 +25,7 @@ SILENCE_BYTES_PER_SAMPLE = 0.01
 VORBIS_BYTES_PER_SECOND = 20_000
 """libsndfile's default Vorbis quality on speech, rounded up."""
 HUGE_STEMS = 2_000_000_000
-"""WAV stems larger than this in all are offered as FLAC instead."""
+"""Stems larger than this in all (WAV: 20 speakers of 40 minutes) are offered as FLAC instead."""
 
 
 @dataclass(frozen=True)
@@ -161,6 +161,6 @@ def stems_bytes(lines: Sequence[RenderedLine], fmt: Format, gap_s: float, bitrat
     return sum(estimated_bytes(fmt, samples, s, bitrate_kbps) for s in sound.values())
 
 
-def stems_format_for(lines: Sequence[RenderedLine], fmt: Format, gap_s: float) -> Format:
-    """The stems' default format: FLAC when WAV stems would be huge (`HUGE_STEMS`), else the mix's."""
-    return "flac" if fmt == "wav" and stems_bytes(lines, "wav", gap_s) > HUGE_STEMS else fmt
+def stems_format_for(lines: Sequence[RenderedLine], fmt: Format, gap_s: float, bitrate_kbps: int | None = None) -> Format:
+    """The stems' default format: FLAC when stems in the mix's format would be huge (`HUGE_STEMS`), else the mix's."""
+    return "flac" if fmt != "flac" and stems_bytes(lines, fmt, gap_s, bitrate_kbps) > HUGE_STEMS else fmt

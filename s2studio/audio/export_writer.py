@@ -120,16 +120,34 @@ class AudioSink:
                                      **encoder_options(fmt, bitrate_kbps))
         tag(self.file, fields)
 
+    @contextmanager
+    def _encoding(self) -> Iterator[None]:
+        """`writing`, with the system's reason when libsndfile only says "System error." (it keeps the reason,
+        "File too large", for `sf_strerror`)."""
+        try:
+            yield
+        except RuntimeError as exc:
+            reason = str(exc)
+            try:
+                from soundfile import _ffi, _snd
+
+                reason = _ffi.string(_snd.sf_strerror(self.file._file)).decode("utf-8", "replace") or reason
+            except Exception:  # noqa: BLE001 - a closed handle or another soundfile: the first message stands
+                pass
+            raise write_error(_as_os_error(RuntimeError(reason)), self.staged.target) from None
+        except (OSError, AssertionError) as exc:
+            raise write_error(_as_os_error(exc), self.staged.target) from None
+
     def write(self, block: Audio) -> None:
         """`block` at `SAMPLE_RATE`, already levelled and within full scale."""
-        with writing(self.staged.target):
+        with self._encoding():
             if self._resampler is not None:
                 block = np.clip(self._resampler.push(block), -1.0, 1.0)
             self.file.write(block)
 
     def close(self, chapters: Sequence[tuple[float, float, str]] = ()) -> None:
         """Finish the file, with `chapters` ((start s, end s, title)) as the format's markers, and make it durable."""
-        with writing(self.staged.target):
+        with self._encoding():
             if self._resampler is not None:
                 self.file.write(np.clip(self._resampler.finish(), -1.0, 1.0))
             self.file.close()

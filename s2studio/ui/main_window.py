@@ -514,7 +514,9 @@ class MainWindow(QMainWindow):
 
         names = {v.id: v.name for v in self.voices.voices()}
         selected = [ln.line_id for ln in self.editor.lines_in_selection(self.script)]
-        dialog = ExportDialog(self.project, self.script, self.model.info, names, selected, self.ctx.settings, self)
+        name = self.store.path.stem if self.store.path is not None else ""
+        dialog = ExportDialog(self.project, self.script, self.model.info, names, selected, self.ctx.settings, self,
+                              name=name)
         dialog.gap_changed.connect(self.set_gap)
         dialog.exec()
         dialog.deleteLater()

@@ -1,45 +1,54 @@
-"""Export: every rendered line or the selected ones, the mix, one track per speaker, one clip per line, SRT/VTT,
-format and bitrate, gap, normalisation, title; with progress, a question before files are replaced, and Open
-Folder when done.
+"""Export: every rendered line or the selected ones, the mix, one track per speaker, one clip per line, one file
+per chapter, chapter markers and a CUE sheet, SRT/VTT, format and bitrate, gap, normalisation, title; with
+progress and Stop, a question before files are replaced, and Open Folder when done.
 
-The picked take of each line goes to `audio.export.export` (the same layout code as the player's timeline),
-tagged with the names of the voices that speak it. Writing runs off the GUI thread (`control.background`) so
-a long MP3 encode never freezes the window; the files get the modes the user's umask gives (the one writer,
-`state.atomic`). The folder, format and bitrate of the last export are remembered.
+The picked take of each line goes to `audio.export.export` (the same layout code as the player's timeline,
+and the same code as `s2studio synth`), tagged with the names of the voices that speak it and the chapter
+(heading) it opens. Everything slow runs off the GUI thread (`control.background`): looking for files that
+would be replaced (thousands of clips), and the export itself, which streams a book of many hours to disk
+with a progress bar that appears when it takes longer than a second. The folder, format and bitrate of the
+last export are remembered.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from PySide6.QtCore import QSettings, Signal
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFileDialog,
-                               QFormLayout, QHBoxLayout, QLabel, QLineEdit, QMessageBox, QProgressBar, QPushButton,
-                               QSizePolicy, QWidget)
+from PySide6.QtCore import QSettings, QTimer, Signal
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFormLayout,
+                               QHBoxLayout, QLabel, QLineEdit, QMessageBox, QProgressBar, QPushButton, QSizePolicy,
+                               QWidget)
 
+from s2studio.audio import SAMPLE_RATE
+from s2studio.audio.chapters import chapter_titles
+from s2studio.audio.disk_space import human_size
 from s2studio.audio.export import (BITRATES_KBPS, DEFAULT_KBPS, FORMATS, ExportResult, ExportSettings, Metadata,
-                                   RenderedLine, export, format_for, output_paths)
+                                   RenderedLine, export, format_for, output_paths, stems_bytes, stems_format_for)
 from s2studio.engine import api
 from s2studio.errors import UserError
 from s2studio.state.project import Project
 from s2studio.state.script import Script
 from s2studio.ui.control.background import Background
 from s2studio.ui.desktop import open_folder
+from s2studio.ui.dialogs.export_fields import FolderField, browse_file, file_name_ok
 
 FORMAT_LABELS = {"wav": "WAV (16-bit)", "flac": "FLAC (24-bit, lossless)", "ogg": "OGG Vorbis", "opus": "OGG Opus",
                  "mp3": "MP3"}
 MAX_LISTED = 6
 """Files named in the "replace?" question; the rest are counted."""
+SHOW_PROGRESS_MS = 1000
+"""A progress bar for work that lasts longer than this; a quick export only says it is done."""
 
 
 def rendered_lines(project: Project, script: Script, voice_names: Mapping[str, str] | None = None,
                    only: Sequence[str] | None = None) -> tuple[list[RenderedLine], int]:
-    """The picked takes in script order (of the lines in `only`, when given), each with its voice's name and
-    its number in the script, and how many of those lines have no take."""
+    """The picked takes in script order (of the lines in `only`, when given), each with its voice's name, its
+    number in the script and the chapter it opens, and how many of those lines have no take."""
     names = voice_names or {}
     wanted = set(only) if only is not None else None
-    out, missing = [], 0
+    picked, missing = [], 0
     for number, line in enumerate(script.lines, start=1):
         if wanted is not None and line.line_id not in wanted:
             continue
@@ -47,13 +56,23 @@ def rendered_lines(project: Project, script: Script, voice_names: Mapping[str, s
         if take is None:
             missing += 1
         else:
-            voice = names.get(project.cast.get(line.speaker, ""), "")
-            out.append(RenderedLine(line.line_id, line.speaker, line.text, take.audio, voice=voice, number=number))
+            picked.append((number, line, take))
+    chapters = chapter_titles(script, (line.line_id for _, line, _ in picked))
+    out = [RenderedLine(line.line_id, line.speaker, line.text, take.audio,
+                        voice=names.get(project.cast.get(line.speaker, ""), ""), number=number,
+                        chapter=chapters.get(line.line_id)) for number, line, take in picked]
     return out, missing
 
 
 def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'s' * (n != 1)}"
+    return f"{n:,} {word}{'s' * (n != 1)}"
+
+
+def _duration(samples: int) -> str:
+    minutes = round(samples / SAMPLE_RATE / 60)
+    if minutes < 1:
+        return f"{samples / SAMPLE_RATE:.0f} s"
+    return f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min"
 
 
 class ExportDialog(QDialog):
@@ -62,11 +81,11 @@ class ExportDialog(QDialog):
 
     def __init__(self, project: Project, script: Script, info: api.ModelInfo | None,
                  voice_names: Mapping[str, str] | None = None, selected: Sequence[str] = (),
-                 settings: QSettings | None = None, parent: QWidget | None = None) -> None:
+                 settings: QSettings | None = None, parent: QWidget | None = None, name: str = "") -> None:
         super().__init__(parent)
         self.setWindowTitle("Export audio")
         self.setObjectName("exportDialog")
-        self.setMinimumWidth(560)
+        self.setMinimumWidth(600)
         self._project, self._script, self._names = project, script, dict(voice_names or {})
         self._selected = list(selected)
         self._settings = settings
@@ -74,6 +93,9 @@ class ExportDialog(QDialog):
         self.result: ExportResult | None = None
         self._task = Background("export", self)
         self._task.done.connect(self._done)
+        self._task.progress.connect(self._progress)
+        self._phase = ""
+        self._stems_flac_chosen = False
         form = QFormLayout(self)
         form.setSpacing(8)
         self.summary = QLabel("")
@@ -101,32 +123,52 @@ class ExportDialog(QDialog):
         fmt_row.addWidget(self.format, 1)
         fmt_row.addWidget(self.bitrate)
         form.addRow("Format", fmt_row)
-        self.out = QLineEdit(str(remembered["folder"] / f"{project.title or 'script'}"
-                                 f"{FORMATS[self.format.currentData()][2]}"))
+        base = name or project.title or "Untitled"
+        self.out = QLineEdit(str(remembered["folder"] / f"{base}{FORMATS[self.format.currentData()][2]}"))
         self.out.setAccessibleName("Output file")
         self.mix = QCheckBox("One file, the lines in order (the subtitles are named after it)")
         self.mix.setChecked(True)
         self.mix.setAccessibleName("Write the mix")
         self.mix.setToolTip("Every line in one file; the subtitles are named after it")
         form.addRow("Mix", self.mix)  # each output: what it is, then where it goes (as the stems and clips)
-        form.addRow("", self._with_browse(self.out, self._browse_out))
+        form.addRow("", browse_file(self, self.out))
 
         self.stems = QCheckBox("One track per speaker, full length (lines up in a DAW)")
         self.stems.setAccessibleName("Write speaker stems")
-        self.stems_dir = QLineEdit()
-        self.stems_dir.setAccessibleName("Speaker stems folder")
-        form.addRow("Stems", self.stems)
-        form.addRow("", self._with_browse(self.stems_dir, lambda: self._browse_dir(self.stems_dir, self.stems)))
+        self.stems_flac = QCheckBox("as FLAC")
+        self.stems_flac.setAccessibleName("Write the stems as FLAC")
+        self.stems_flac.setToolTip("Stems are mostly silence; FLAC stores it in almost nothing")
+        self.stems_flac.clicked.connect(self._stems_flac_clicked)
+        stems_row = QHBoxLayout()
+        stems_row.addWidget(self.stems, 1)
+        stems_row.addWidget(self.stems_flac)
+        form.addRow("Stems", stems_row)
+        self.stems_dir = FolderField("Speaker stems folder", "stems", self.stems)
+        form.addRow("", self.stems_dir)
+        self.stems_note = QLabel("")
+        self.stems_note.setWordWrap(True)
+        self.stems_note.setEnabled(False)
+        self.stems_note.setVisible(False)
+        form.addRow("", self.stems_note)
         self.clips = QCheckBox("One file per line, each take alone (001_Alice_first-words…)")
         self.clips.setAccessibleName("Write line clips")
-        self.clips_dir = QLineEdit()
-        self.clips_dir.setAccessibleName("Line clips folder")
         form.addRow("Clips", self.clips)
-        form.addRow("", self._with_browse(self.clips_dir, lambda: self._browse_dir(self.clips_dir, self.clips)))
-        self._folders_follow = True
-        """The stems and clips folders sit beside the mix until the person types or picks their own."""
-        for edit in (self.stems_dir, self.clips_dir):
-            edit.textEdited.connect(self._folders_chosen)
+        self.clips_dir = FolderField("Line clips folder", "lines", self.clips)
+        form.addRow("", self.clips_dir)
+        self.markers = QCheckBox("Markers in the mix and a CUE sheet")
+        self.markers.setChecked(True)
+        self.markers.setAccessibleName("Write chapter markers")
+        self.markers.setToolTip("The script's # headings as chapter markers: cue points in WAV, chapters in MP3, "
+                                "FLAC and Ogg, and a .cue sheet beside the mix")
+        self.chapter_files = QCheckBox("One file per chapter")
+        self.chapter_files.setAccessibleName("Write one file per chapter")
+        chapter_row = QHBoxLayout()
+        chapter_row.addWidget(self.markers, 1)
+        chapter_row.addWidget(self.chapter_files)
+        form.addRow("Chapters", chapter_row)
+        self.chapters_dir = FolderField("Chapter files folder", "chapters", self.chapter_files)
+        form.addRow("", self.chapters_dir)
+        self._folders = (self.stems_dir, self.clips_dir, self.chapters_dir)
 
         self.srt = QCheckBox("SRT")
         self.srt.setChecked(True)
@@ -165,13 +207,28 @@ class ExportDialog(QDialog):
         note.setEnabled(False)
         form.addRow(note)
         self.progress = QProgressBar()
-        self.progress.setRange(0, 0)
-        self.progress.setVisible(False)
+        self.progress.setRange(0, 1000)
         self.progress.setAccessibleName("Export progress")
-        form.addRow(self.progress)
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setAccessibleName("Stop the export")
+        self.stop_button.clicked.connect(self._task.cancel.set)
+        progress_row = QWidget()
+        row = QHBoxLayout(progress_row)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(self.progress, 1)
+        row.addWidget(self.stop_button)
+        # the row keeps its height while empty: the bar coming and going never moves the rows around it
+        progress_row.setFixedHeight(max(self.progress.sizeHint().height(), self.stop_button.sizeHint().height()))
+        self.set_progress_visible(False)
+        self._show_progress = QTimer(self)
+        self._show_progress.setSingleShot(True)
+        self._show_progress.setInterval(SHOW_PROGRESS_MS)
+        self._show_progress.timeout.connect(lambda: self.set_progress_visible(self._task.running))
+        form.addRow(progress_row)
         self.status = QLabel("")
         self.status.setWordWrap(True)
         self.status.setAccessibleName("Export result")
+        self.status.setMinimumHeight(2 * self.status.fontMetrics().lineSpacing())  # room for a message from the start
         form.addRow(self.status)
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Close)
         self.export_button = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
@@ -187,6 +244,7 @@ class ExportDialog(QDialog):
         self.format.currentIndexChanged.connect(self._format_changed)
         self.out.textChanged.connect(self._follow_out)
         self.which.currentIndexChanged.connect(self._lines_changed)
+        self.stems.toggled.connect(self._update_stems_format)
         self._fill_bitrates(remembered["bitrate"])
         self._follow_out()
         self._lines_changed()
@@ -210,11 +268,39 @@ class ExportDialog(QDialog):
     def _lines_changed(self) -> None:
         only = self._selected if self.which.currentData() == "selected" else None
         self.lines, missing = rendered_lines(self._project, self._script, self._names, only)
+        samples = sum(len(ln.audio) for ln in self.lines)
         text = f"{_plural(len(self.lines), 'rendered line')} to export"
+        if self.lines:
+            text += f" ({_duration(samples)})"
         if missing:
-            text += f"; {missing} not rendered yet will be left out"
+            text += f"; {missing:,} not rendered yet will be left out"
         self.summary.setText(text)
+        has_chapters = any(ln.chapter for ln in self.lines)
+        for box in (self.markers, self.chapter_files):
+            box.setEnabled(has_chapters)
+            box.setToolTip("" if has_chapters else "The script has no # headings among these lines")
         self.export_button.setEnabled(bool(self.lines) and not self._task.running)
+        self._update_stems_format()
+
+    def _stems_flac_clicked(self) -> None:
+        self._stems_flac_chosen = True
+        self._update_stems_format()
+
+    def _update_stems_format(self) -> None:
+        """FLAC stems by default when the stems in the mix's format would be huge, and the note says why."""
+        fmt, kbps = self.format.currentData(), self.bitrate.currentData() if self.bitrate.isEnabled() else None
+        self.stems_flac.setVisible(fmt != "flac")
+        big = stems_format_for(self.lines, fmt, self._project.gap_s, kbps) == "flac"
+        if not self._stems_flac_chosen:
+            self.stems_flac.setChecked(big)
+        self.stems_note.setVisible(big and self.stems.isChecked())
+        if big:
+            speakers = len({ln.speaker for ln in self.lines})
+            as_is = stems_bytes(self.lines, fmt, self._project.gap_s, kbps)
+            flac = stems_bytes(self.lines, "flac", self._project.gap_s)
+            self.stems_note.setText(f"{FORMAT_LABELS[fmt].split(' (')[0]} stems would take about "
+                                    f"{human_size(as_is)} ({_plural(speakers, 'full-length track')}); as FLAC about "
+                                    f"{human_size(flac)}, since FLAC stores their silence in almost nothing.")
 
     def _fill_bitrates(self, wanted: int = 0) -> None:
         fmt = self.format.currentData()
@@ -229,32 +315,26 @@ class ExportDialog(QDialog):
         self.bitrate.setEnabled(bool(offered))
         self.bitrate.setVisible(bool(offered))
 
-    def _with_browse(self, edit: QLineEdit, slot) -> QWidget:  # noqa: ANN001
-        w = QWidget()
-        row = QHBoxLayout(w)
-        row.setContentsMargins(0, 0, 0, 0)
-        row.addWidget(edit, 1)
-        b = QPushButton("…")
-        b.setAccessibleName(f"Browse: {edit.accessibleName()}")
-        b.setMaximumWidth(32)
-        b.clicked.connect(slot)
-        row.addWidget(b)
-        return w
-
     def _gap_changed(self, value: float) -> None:
         self._project.gap_s = round(value, 3)
         self.gap_changed.emit(self._project.gap_s)
 
     def _format_changed(self) -> None:
-        fmt = self.format.currentData()
-        path = Path(self.out.text())
-        self.out.setText(str(path.with_suffix(FORMATS[fmt][2])))
+        text = self.out.text()
+        if file_name_ok(text):  # "" or "/tmp/": nothing to give a suffix to yet
+            path = Path(text)
+            self.out.setText(str(path.with_name(path.stem + FORMATS[self.format.currentData()][2])))
         self._fill_bitrates()
+        self._update_stems_format()
 
     def _follow_out(self) -> None:
-        """The file name changed: a known suffix chooses the format (scene.flac is FLAC), and the stems and
-        clips folders follow the name until the person chose their own."""
-        out = Path(self.out.text()).expanduser()
+        """The file name changed: a known suffix chooses the format (scene.flac is FLAC), and the stems, clips and
+        chapters folders follow a valid name ("/tmp/x/scene.wav" -> "/tmp/x/scene stems") until the person chose
+        their own. Nothing here raises, whatever is typed: a name being typed is often not a name yet."""
+        text = self.out.text()
+        if not file_name_ok(text):
+            return
+        out = Path(text).expanduser()
         try:
             named = format_for(out)
         except UserError:
@@ -264,49 +344,77 @@ class ExportDialog(QDialog):
             self.format.setCurrentIndex(self.format.findData(named))
             self.format.blockSignals(False)
             self._fill_bitrates()
-        if not self._folders_follow:
-            return
-        self.stems_dir.setText(str(out.with_name(f"{out.stem} stems")))
-        self.clips_dir.setText(str(out.with_name(f"{out.stem} lines")))
-
-    def _folders_chosen(self) -> None:
-        self._folders_follow = False
-
-    def _browse_out(self) -> None:
-        name, _ = QFileDialog.getSaveFileName(self, "Export to", self.out.text())
-        if name:
-            self.out.setText(name)
-
-    def _browse_dir(self, edit: QLineEdit, box: QCheckBox) -> None:
-        name = QFileDialog.getExistingDirectory(self, box.accessibleName(), edit.text())
-        if name:
-            self._folders_follow = False
-            edit.setText(name)
-            box.setChecked(True)
+            self._update_stems_format()
+        for folder in self._folders:
+            folder.follow(out)
 
     def settings(self) -> ExportSettings:
         voices = tuple(dict.fromkeys(ln.voice for ln in self.lines if ln.voice))
         meta = Metadata(title=self.title.text().strip(), model=self.model_name, voices=voices)
-        return ExportSettings(format=self.format.currentData(), gap_s=self._project.gap_s,
-                              normalize=self.normalize.currentData(), metadata=meta,
+        fmt = self.format.currentData()
+        return ExportSettings(format=fmt, gap_s=self._project.gap_s, normalize=self.normalize.currentData(),
+                              metadata=meta,
                               bitrate_kbps=self.bitrate.currentData() if self.bitrate.isEnabled() else None,
-                              subtitle_tags=self.keep_tags.isChecked())
+                              subtitle_tags=self.keep_tags.isChecked(),
+                              stems_format="flac" if self.stems_flac.isChecked() and fmt != "flac" else None,
+                              chapter_markers=self.markers.isChecked() and self.markers.isEnabled())
 
     def outputs(self) -> dict[str, Path | None]:
         out = Path(self.out.text()).expanduser()
         ext = FORMATS[self.format.currentData()][2]
         if out.suffix.lower() != ext:  # "scene" or "scene.txt": the format's suffix is added
             out = out.with_name(out.name + ext)
+        markers = self.markers.isChecked() and self.markers.isEnabled() and self.mix.isChecked()
         return {"out": out if self.mix.isChecked() else None,
-                "stems_dir": Path(self.stems_dir.text()).expanduser() if self.stems.isChecked() else None,
-                "clips_dir": Path(self.clips_dir.text()).expanduser() if self.clips.isChecked() else None,
+                "stems_dir": self.stems_dir.path() if self.stems.isChecked() else None,
+                "clips_dir": self.clips_dir.path() if self.clips.isChecked() else None,
+                "chapters_dir": (self.chapters_dir.path() if self.chapter_files.isChecked()
+                                 and self.chapter_files.isEnabled() else None),
                 "srt": out.with_suffix(".srt") if self.srt.isChecked() else None,
-                "vtt": out.with_suffix(".vtt") if self.vtt.isChecked() else None}
+                "vtt": out.with_suffix(".vtt") if self.vtt.isChecked() else None,
+                "cue": out.with_suffix(".cue") if markers else None}
 
     # -- exporting ---------------------------------------------------------------------------------
 
-    def _confirm_replacing(self, paths: list[Path]) -> bool:
-        existing = [p for p in paths if p.exists()]
+    def _problem(self) -> str:
+        """What keeps the export from starting, in one line ("" when nothing does)."""
+        if not file_name_ok(self.out.text()):
+            return "Give the mix a file name (for example …/scene.wav): it names the subtitles and folders too."
+        if any(f.box.isChecked() and f.box.isEnabled() and not f.text().strip() for f in self._folders):
+            return "Give each ticked folder a name."
+        outputs = self.outputs()
+        if not any(outputs.values()):
+            return "Nothing to write: tick the mix, the stems, the clips, the chapters or a subtitle format."
+        return ""
+
+    def start(self) -> None:
+        if self._task.running:
+            return
+        problem = self._problem()
+        if problem:
+            self.status.setText(problem)
+            return
+        settings, outputs, lines = self.settings(), self.outputs(), list(self.lines)
+        opening = settings.metadata.title or "Opening"
+        self._pending = (settings, outputs, lines)
+        self._busy("Checking the files…", "prepare")
+        self._task.start(lambda _task: [p for p in output_paths(lines, settings.format, **outputs,
+                                                               stems_format=settings.stems_format, opening=opening)
+                                        if os.path.lexists(p)])
+
+    def _busy(self, text: str, phase: str) -> None:
+        self._phase = phase
+        self.progress.setValue(0)
+        self.export_button.setEnabled(False)
+        self.open_button.setEnabled(False)
+        self.status.setText(text)
+        self._show_progress.start()
+
+    def _progress(self, fraction: float, text: str) -> None:
+        self.progress.setValue(round(1000 * fraction))
+        self.status.setText(text)
+
+    def _confirm_replacing(self, existing: list[Path]) -> bool:
         if not existing:
             return True
         shown = "\n".join(f"  {p.name}" for p in existing[:MAX_LISTED])
@@ -318,37 +426,44 @@ class ExportDialog(QDialog):
             QMessageBox.StandardButton.No)
         return answer == QMessageBox.StandardButton.Yes
 
-    def start(self) -> None:
-        settings = self.settings()
-        outputs = self.outputs()
-        lines = list(self.lines)
-        if not any(outputs.values()):
-            self.status.setText("Nothing to write: tick the mix, the stems, the clips or a subtitle format.")
-            return
-        if not self._confirm_replacing(output_paths(lines, settings.format, **outputs)):
-            self.status.setText("Nothing written: choose another file name or folder.")
-            return
-        self.progress.setVisible(True)
-        self.export_button.setEnabled(False)
-        self.open_button.setEnabled(False)
-        self.status.setText("Exporting…")
-        self._task.start(lambda _task: export(lines, settings, **outputs))
-
-    def done(self, code: int) -> None:  # noqa: D102 - closing waits for a running export (seconds at most)
-        self._task.wait()
+    def done(self, code: int) -> None:  # noqa: D102 - closing stops a running export (it discards its files)
+        if self._task.running:
+            self._task.cancel.set()
+            if self._task.thread is not None:
+                self._task.thread.join(timeout=2.0)  # the export stops at its next block
         super().done(code)
 
-    def _done(self, result: ExportResult | None, error: str) -> None:
-        self.progress.setVisible(False)
+    def set_progress_visible(self, visible: bool) -> None:
+        self.progress.setVisible(visible)
+        self.stop_button.setVisible(visible)
+
+    def _idle(self) -> None:
+        self._show_progress.stop()
+        self.set_progress_visible(False)
         self.export_button.setEnabled(bool(self.lines))
-        if error:
-            self.status.setText(f"✗ {error}")
+
+    def _done(self, result: object, error: str) -> None:
+        phase, self._phase = self._phase, ""
+        if phase == "prepare" and not error:
+            settings, outputs, lines = self._pending
+            if not self._confirm_replacing(result):  # type: ignore[arg-type]
+                self._idle()
+                self.status.setText("Nothing written: choose another file name or folder.")
+                return
+            self._busy("Exporting…", "export")
+            self._task.start(lambda task: export(lines, settings, **outputs, cancel=task.cancel,
+                                                 progress=lambda f, what: task.progress.emit(f, what)))
             return
-        self.result = result
+        self._idle()
+        if error:
+            self.status.setText("Stopped: nothing was written." if error == "Cancelled." else f"✗ {error}")
+            return
+        self.result = result  # type: ignore[assignment]
         self._remember(Path(self.out.text()).expanduser())
         self.open_button.setEnabled(True)
-        names = ", ".join(p.name for p in result.files[:4]) + (" …" if len(result.files) > 4 else "")
-        self.status.setText(f"✓ Wrote {_plural(len(result.files), 'file')}: {names}")
+        files = self.result.files
+        names = ", ".join(p.name for p in files[:4]) + (" …" if len(files) > 4 else "")
+        self.status.setText(f"✓ Wrote {_plural(len(files), 'file')}: {names}")
 
     def open_output_folder(self) -> bool:
         folder = Path(self.out.text()).expanduser().parent
