@@ -165,12 +165,11 @@ def test_free_space_is_checked_before_anything_is_written(tmp_path: Path, monkey
     with pytest.raises(UserError) as exc:
         export(lines, ExportSettings(format="wav", gap_s=0.0), out=tmp_path / "out" / "m.wav",
                stems_dir=tmp_path / "out" / "stems")
-    # the mix (10.6 MB) and two full-length stems, plus the margin left free, on one disk
-    assert str(exc.value) == (f"Not enough free space: this export needs about 98.9 MB on the disk of {tmp_path}, and "
+    # the mix (10.6 MB) and two full-length stems, plus 2 % left free, on one disk
+    assert str(exc.value) == (f"Not enough free space: this export needs about 32.4 MB on the disk of {tmp_path}, and "
                               "10.0 MB is free there; free some space or choose another folder, or write the stems as "
                               "FLAC. Nothing was written.")
     assert sorted(tmp_path.iterdir()) == []
-    monkeypatch.setattr("s2studio.audio.disk_space.MARGIN", 0)
     export(lines, ExportSettings(format="mp3", gap_s=0.0), out=tmp_path / "m.mp3")  # 2.9 MB fit
 
 

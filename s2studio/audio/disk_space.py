@@ -15,8 +15,9 @@ from pathlib import Path
 
 from s2studio.errors import UserError, printable
 
-MARGIN = 64 * 1024 * 1024
-"""Left free beyond the estimate: the file system's own bookkeeping, and whatever else writes meanwhile."""
+MARGIN = 0.02
+"""Left free beyond the estimate, as a fraction of it: the file system's own bookkeeping (a tiny export on a
+tiny disk is not refused for a fixed margin larger than itself)."""
 
 
 def human_size(n: float) -> str:
@@ -52,7 +53,8 @@ def shortfall(needs: Mapping[Path, int]) -> tuple[Path, int, int] | None:
             free = shutil.disk_usage(folder).free
         except OSError:
             continue
-        if need + MARGIN > free:
+        need = round(need * (1 + MARGIN))
+        if need > free:
             return folder, need, free
     return None
 
@@ -63,6 +65,6 @@ def check_free_space(needs: Mapping[Path, int], hint: str = "") -> None:
     if short is None:
         return
     folder, need, free = short
-    raise UserError(f"Not enough free space: this export needs about {human_size(need + MARGIN)} on the disk of "
+    raise UserError(f"Not enough free space: this export needs about {human_size(need)} on the disk of "
                     f"{printable(folder)}, and {human_size(free)} is free there; free some space or choose another "
                     f"folder{hint}. Nothing was written.")

@@ -24,6 +24,8 @@ import pytest
 KINDS = ("full", "readonly", "denied")
 MESSAGES = {"full": "No space left on device on ", "readonly": "read-only file system: ",
             "denied": "permission denied: "}
+CHECKED_FIRST = "Not enough free space: this export needs about "
+"""What an export says on a disk that is already full: it checks the space before writing anything."""
 FILL = "fill"
 """The file that fills the tmpfs: not the command's."""
 
