@@ -40,7 +40,7 @@ from s2studio.audio.disk_space import check_free_space
 from s2studio.audio.dsp import Audio, resample
 from s2studio.audio.export_files import (
     Format, RenderedLine, chapter_file_names, chapter_marks, clip_names, estimated_bytes, output_paths, speakers_in_order,
-    spoken, stem_name, stems_bytes, stems_format_for,
+    spoken, stem_names, stems_bytes, stems_format_for,
 )
 from s2studio.audio.export_writer import (
     DEFAULT_KBPS, FORMATS, OPUS_RATE, AudioSink, compression_level, encoder_options, measure, speaker_layout, tag,
@@ -346,15 +346,16 @@ def _write(p: Plan, lines: Sequence[RenderedLine], settings: ExportSettings, fil
         if timeline:
             mix = sink(out, fmt, meta, layout.end) if out is not None else None
             stems = []
-            for i, speaker in enumerate(p.speakers if stems_dir is not None else ()):
+            names = stem_names(lines, settings.stems, stems_dir) if stems_dir is not None else []
+            for speaker, name in zip(p.speakers if stems_dir is not None else (), names, strict=True):
                 own = [ln for ln in lines if ln.speaker == speaker]
                 voices = tuple(v for v in dict.fromkeys(ln.voice for ln in own) if v) or meta.voices
                 stems.append((speaker_layout(layout, {ln.line_id for ln in own}),
-                              sink(stems_dir / stem_name(i, speaker, settings.stems), settings.stems,
+                              sink(stems_dir / name, settings.stems,
                                    replace(meta, voices=voices), layout.end)))
             chapters = []
             if chapters_dir is not None:
-                names = chapter_file_names([q.title for q in p.parts], fmt)
+                names = chapter_file_names([q.title for q in p.parts], fmt, chapters_dir)
                 chapters = [(q.start, q.end, partial(sink, chapters_dir / name, fmt, replace(meta, title=q.title),
                                                      q.end - q.start))
                             for q, name in zip(p.parts, names, strict=True)]
@@ -368,7 +369,7 @@ def _write(p: Plan, lines: Sequence[RenderedLine], settings: ExportSettings, fil
                 stem.close()
         if clips_dir is not None:
             at = steps.begin(1.0, "Writing the line clips…")
-            for k, (line, name) in enumerate(zip(lines, clip_names(lines, fmt), strict=True)):
+            for k, (line, name) in enumerate(zip(lines, clip_names(lines, fmt, clips_dir), strict=True)):
                 tags = replace(meta, title=without_tags(line.text)[:200] or meta.title,
                                voices=(line.voice,) if line.voice else meta.voices)
                 clip = sink(clips_dir / name, fmt, tags, len(line.audio) if spoken(line) else 0)

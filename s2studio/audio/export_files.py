@@ -12,6 +12,7 @@ from typing import Literal
 from s2studio.audio import SAMPLE_RATE
 from s2studio.audio.dsp import Audio
 from s2studio.audio.export_writer import DEFAULT_KBPS, FORMATS
+from s2studio.state.file_names import fit_in_folder, unique_ignoring_case
 from s2studio.state.tags import without_tags
 
 Format = Literal["wav", "flac", "ogg", "opus", "mp3"]
@@ -88,28 +89,27 @@ def clip_name(number: int, line: RenderedLine, fmt: Format, digits: int = 3) -> 
     return "_".join(p for p in parts_ if p) + FORMATS[fmt][2]
 
 
-def _numbered(names: list[str]) -> list[str]:
-    """The second of two equal names gets a suffix."""
-    seen: dict[str, int] = {}
-    for i, name in enumerate(names):
-        seen[name] = seen.get(name, 0) + 1
-        if seen[name] > 1:
-            stem, ext = name.rsplit(".", 1)
-            names[i] = f"{stem}-{seen[name]}.{ext}"
-    return names
+def _fitted(folder: Path, names: list[str]) -> list[str]:
+    """`names` within Windows' path length inside `folder`, and apart where only case (or nothing) tells them apart
+    (two lines given the same number: the second gets a suffix)."""
+    return unique_ignoring_case(fit_in_folder(folder, name) for name in names)
 
 
-def clip_names(lines: Sequence[RenderedLine], fmt: Format) -> list[str]:
+def clip_names(lines: Sequence[RenderedLine], fmt: Format, folder: Path) -> list[str]:
     numbers = [ln.number if ln.number is not None else i + 1 for i, ln in enumerate(lines)]
     digits = max(3, len(str(max(numbers, default=1))))
-    return _numbered([clip_name(n, ln, fmt, digits) for n, ln in zip(numbers, lines, strict=True)])
+    return _fitted(folder, [clip_name(n, ln, fmt, digits) for n, ln in zip(numbers, lines, strict=True)])
 
 
-def chapter_file_names(titles: Sequence[str], fmt: Format) -> list[str]:
+def stem_names(lines: Sequence[RenderedLine], fmt: Format, folder: Path) -> list[str]:
+    return _fitted(folder, [stem_name(i, s, fmt) for i, s in enumerate(speakers_in_order(lines))])
+
+
+def chapter_file_names(titles: Sequence[str], fmt: Format, folder: Path) -> list[str]:
     """`01_Chapter-one.wav`: the part's place in the book, then its title."""
     digits = max(2, len(str(len(titles))))
-    return _numbered([f"{i:0{digits}d}_{_file_word(t, 48) or 'chapter'}{FORMATS[fmt][2]}"
-                      for i, t in enumerate(titles, start=1)])
+    return _fitted(folder, [f"{i:0{digits}d}_{_file_word(t, 48) or 'chapter'}{FORMATS[fmt][2]}"
+                            for i, t in enumerate(titles, start=1)])
 
 
 def _part_titles(lines: Sequence[RenderedLine], opening: str) -> list[str]:
@@ -128,11 +128,11 @@ def output_paths(lines: Sequence[RenderedLine], fmt: Format, out: Path | None = 
     first heading, `metadata.title` or "Opening")."""
     paths = [out] if out is not None else []
     if stems_dir is not None:
-        paths += [stems_dir / stem_name(i, s, stems_format or fmt) for i, s in enumerate(speakers_in_order(lines))]
+        paths += [stems_dir / name for name in stem_names(lines, stems_format or fmt, stems_dir)]
     if chapters_dir is not None:
-        paths += [chapters_dir / name for name in chapter_file_names(_part_titles(lines, opening), fmt)]
+        paths += [chapters_dir / name for name in chapter_file_names(_part_titles(lines, opening), fmt, chapters_dir)]
     if clips_dir is not None:
-        paths += [clips_dir / name for name in clip_names(lines, fmt)]
+        paths += [clips_dir / name for name in clip_names(lines, fmt, clips_dir)]
     return paths + [p for p in (srt, vtt, cue) if p is not None]
 
 
