@@ -299,3 +299,26 @@ def test_a_wav_past_4_gb_is_written_as_rf64_and_reads_back(tmp_path: Path) -> No
     starts = [i * (3600 * SR + gap) for i in range(13)] + [result.samples - len(tail)]
     assert marks == list(zip(starts, [f"Hour {i + 1}" for i in range(13)] + ["The end"]))
     assert os.path.getsize(out) > 2**32
+
+
+MANY_CLIPS = """
+import resource, sys
+from pathlib import Path
+import numpy as np
+from s2studio.audio.export import ExportSettings, RenderedLine, export
+resource.setrlimit(resource.RLIMIT_NOFILE, (128, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+lines = [RenderedLine(f"l{i}", "Ann", f"Line {i}.", np.full(100, 0.1, np.float32)) for i in range(300)]
+print(len(export(lines, ExportSettings(format="flac"), clips_dir=Path(sys.argv[1])).files))
+"""
+
+
+def test_more_clips_than_the_open_files_limit(tmp_path: Path) -> None:
+    """Every staged file stays open (locked) until the commit: a book's clips outnumber a default limit of 1024."""
+    import resource
+
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[1] < 400:
+        pytest.skip("the hard limit of open files here is below what the test needs")
+    run = subprocess.run([sys.executable, "-c", MANY_CLIPS, str(tmp_path / "clips")], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0 and run.stdout == "300\n", run.stderr[-2000:]
+    assert len(list((tmp_path / "clips").iterdir())) == 300

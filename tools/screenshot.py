@@ -269,7 +269,7 @@ def main() -> int:
                           window)
     export.out.setText(str(Path.home() / "Audio" / "chapter-one.wav"))
     export.stems.setChecked(True)
-    export.clips.setChecked(True)
+    export.chapter_files.setChecked(True)
     export.show()
     _wait(qapp, lambda: False, 0.3)
     export.grab().save(str(args.out / "export-dialog.png"))

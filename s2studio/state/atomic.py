@@ -253,6 +253,24 @@ def is_temp_of(target_name: str) -> Callable[[str], bool]:
 # ----------------------------------------------------------------------------- files committed together
 
 
+def _more_open_files() -> bool:
+    """Raise this process's limit of open files to what the system allows; False when it cannot grow."""
+    try:
+        import resource
+    except ImportError:  # Windows: the C runtime's limit is not this one
+        return False
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = hard if hard != resource.RLIM_INFINITY else max(soft * 16, 65536)
+    if wanted <= soft:
+        return False
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    except (OSError, ValueError):
+        return False
+    log.info("open files limit raised from %d to %d for staged outputs", soft, wanted)
+    return True
+
+
 class Staged:
     """One file being staged: the caller of `OutputSet.stage` writes `fd` (or its own handle on it, never
     by the name `tmp`), then calls `finish`. Until it is committed the file lives only under `tmp`."""
@@ -309,8 +327,14 @@ class OutputSet:
         if path.is_dir():
             raise WriteError(f"cannot write {printable(path)}: it is a folder; give a file name", path, errno.EISDIR)
         tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}{TEMP_SUFFIX}")
+        flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | OPEN_FLAGS
         try:
-            fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | OPEN_FLAGS, 0o600)
+            try:
+                fd = os.open(tmp, flags, 0o600)
+            except OSError as exc:  # each staged file stays open (locked) until the commit: 10,000 line clips
+                if exc.errno != errno.EMFILE or not _more_open_files():
+                    raise
+                fd = os.open(tmp, flags, 0o600)
         except OSError as exc:
             raise write_error(exc, path) from None
         staged = Staged(path, tmp, fd)
