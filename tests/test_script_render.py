@@ -9,6 +9,7 @@ import io
 import json
 import re
 import shutil
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -440,3 +441,25 @@ def test_through_the_command_line(tmp_path: Path, script: Path, model_dir: Path,
     assert capsys.readouterr().err.splitlines()[-1] == (
         "s2studio synth: error: --cast Alice=Nobody: no voice called 'Nobody'; `s2studio voice list` shows the voices")
     assert not (tmp_path / "b.wav").exists()
+
+
+def test_a_book_gets_chapters_a_cue_sheet_and_flac_stems(tmp_path: Path, data_dir: Path, capsys) -> None:
+    """The studio's export code through the command line: the headings as WAV cue points, a CUE sheet, one file
+    per chapter, and stems in a format of their own."""
+    path = tmp_path / "book.txt"
+    path.write_text("# One\nAlice: First line.\nBob: Second line.\n# Two\nAlice: Third line.\n", encoding="utf-8")
+    out = tmp_path / "book.wav"
+    assert render(["--script", str(path), "--cast", "Alice=Ann", "--cast", "Bob=Ben", "--out", str(out),
+                   "--cue", str(tmp_path / "book.cue"), "--chapters", str(tmp_path / "parts"),
+                   "--stems", str(tmp_path / "stems"), "--stems-format", "flac"], FakeEngine) == 0
+    assert capsys.readouterr().err.strip().endswith(
+        f"-> {out}, 2 speaker stems in {tmp_path / 'stems'}, 2 chapter files in {tmp_path / 'parts'}, "
+        f"{tmp_path / 'book.cue'}")
+    assert sorted(p.name for p in (tmp_path / "parts").iterdir()) == ["01_One.wav", "02_Two.wav"]
+    assert sorted(p.name for p in (tmp_path / "stems").iterdir()) == ["01_Alice.flac", "02_Bob.flac"]
+    second = sf.info(str(tmp_path / "parts" / "01_One.wav")).frames + round(0.4 * SR)
+    data = out.read_bytes()
+    cue = data.index(b"cue ")
+    assert struct.unpack_from("<III", data, cue + 8) == (2, 1, 0)  # two points, the first at 0
+    assert struct.unpack_from("<I", data, cue + 12 + 24 + 4)[0] == second
+    assert (tmp_path / "book.cue").read_text().count("TRACK") == 2

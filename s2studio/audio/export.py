@@ -48,7 +48,7 @@ from s2studio.audio.export_writer import (
 )
 from s2studio.audio.subtitles import Cue, srt_text, vtt_text
 from s2studio.audio.timeline import Layout, Timeline
-from s2studio.errors import UserError
+from s2studio.errors import UserError, printable
 from s2studio.state.atomic import OutputSet, write_bytes_atomic, write_error
 from s2studio.state.tags import without_tags
 
@@ -306,6 +306,12 @@ def export(lines: Sequence[RenderedLine], settings: ExportSettings, out: Path | 
         _remove_all(made)
         raise UserError("Not enough memory to export; close other programs and try again. Nothing was written.") \
             from None
+    except OSError as exc:  # reading a take's audio (writing is the one writer's `WriteError`)
+        files.discard()
+        _remove_all(made)
+        where = f" ({printable(exc.filename)})" if exc.filename else ""
+        raise UserError(f"Export stopped: cannot read a take's audio{where}: {printable(exc.strerror or exc)}. "
+                        "Nothing was written.") from None
     except BaseException:
         files.discard()
         _remove_all(made)

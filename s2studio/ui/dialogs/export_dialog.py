@@ -21,11 +21,9 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, 
                                QHBoxLayout, QLabel, QLineEdit, QMessageBox, QProgressBar, QPushButton, QSizePolicy,
                                QWidget)
 
-from s2studio.audio import SAMPLE_RATE
-from s2studio.audio.chapters import chapter_titles
 from s2studio.audio.disk_space import human_size
 from s2studio.audio.export import (BITRATES_KBPS, DEFAULT_KBPS, FORMATS, ExportResult, ExportSettings, Metadata,
-                                   RenderedLine, export, format_for, output_paths, stems_bytes, stems_format_for)
+                                   export, format_for, output_paths, stems_bytes, stems_format_for)
 from s2studio.engine import api
 from s2studio.errors import UserError
 from s2studio.state.project import Project
@@ -33,6 +31,7 @@ from s2studio.state.script import Script
 from s2studio.ui.control.background import Background
 from s2studio.ui.desktop import open_folder
 from s2studio.ui.dialogs.export_fields import FolderField, browse_file, file_name_ok
+from s2studio.ui.dialogs.export_lines import duration, plural, rendered_lines
 
 FORMAT_LABELS = {"wav": "WAV (16-bit)", "flac": "FLAC (24-bit, lossless)", "ogg": "OGG Vorbis", "opus": "OGG Opus",
                  "mp3": "MP3"}
@@ -40,39 +39,6 @@ MAX_LISTED = 6
 """Files named in the "replace?" question; the rest are counted."""
 SHOW_PROGRESS_MS = 1000
 """A progress bar for work that lasts longer than this; a quick export only says it is done."""
-
-
-def rendered_lines(project: Project, script: Script, voice_names: Mapping[str, str] | None = None,
-                   only: Sequence[str] | None = None) -> tuple[list[RenderedLine], int]:
-    """The picked takes in script order (of the lines in `only`, when given), each with its voice's name, its
-    number in the script and the chapter it opens, and how many of those lines have no take."""
-    names = voice_names or {}
-    wanted = set(only) if only is not None else None
-    picked, missing = [], 0
-    for number, line in enumerate(script.lines, start=1):
-        if wanted is not None and line.line_id not in wanted:
-            continue
-        take = project.current(line.line_id)
-        if take is None:
-            missing += 1
-        else:
-            picked.append((number, line, take))
-    chapters = chapter_titles(script, (line.line_id for _, line, _ in picked))
-    out = [RenderedLine(line.line_id, line.speaker, line.text, take.audio,
-                        voice=names.get(project.cast.get(line.speaker, ""), ""), number=number,
-                        chapter=chapters.get(line.line_id)) for number, line, take in picked]
-    return out, missing
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n:,} {word}{'s' * (n != 1)}"
-
-
-def _duration(samples: int) -> str:
-    minutes = round(samples / SAMPLE_RATE / 60)
-    if minutes < 1:
-        return f"{samples / SAMPLE_RATE:.0f} s"
-    return f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min"
 
 
 class ExportDialog(QDialog):
@@ -269,9 +235,9 @@ class ExportDialog(QDialog):
         only = self._selected if self.which.currentData() == "selected" else None
         self.lines, missing = rendered_lines(self._project, self._script, self._names, only)
         samples = sum(len(ln.audio) for ln in self.lines)
-        text = f"{_plural(len(self.lines), 'rendered line')} to export"
+        text = f"{plural(len(self.lines), 'rendered line')} to export"
         if self.lines:
-            text += f" ({_duration(samples)})"
+            text += f" ({duration(samples)})"
         if missing:
             text += f"; {missing:,} not rendered yet will be left out"
         self.summary.setText(text)
@@ -299,7 +265,7 @@ class ExportDialog(QDialog):
             as_is = stems_bytes(self.lines, fmt, self._project.gap_s, kbps)
             flac = stems_bytes(self.lines, "flac", self._project.gap_s)
             self.stems_note.setText(f"{FORMAT_LABELS[fmt].split(' (')[0]} stems would take about "
-                                    f"{human_size(as_is)} ({_plural(speakers, 'full-length track')}); as FLAC about "
+                                    f"{human_size(as_is)} ({plural(speakers, 'full-length track')}); as FLAC about "
                                     f"{human_size(flac)}, since FLAC stores their silence in almost nothing.")
 
     def _fill_bitrates(self, wanted: int = 0) -> None:
@@ -421,7 +387,7 @@ class ExportDialog(QDialog):
         more = f"\n  … and {len(existing) - MAX_LISTED} more" if len(existing) > MAX_LISTED else ""
         answer = QMessageBox.question(
             self, "Replace files?",
-            f"{_plural(len(existing), 'file')} already exist{'s' * (len(existing) == 1)} and will be replaced:\n"
+            f"{plural(len(existing), 'file')} already exist{'s' * (len(existing) == 1)} and will be replaced:\n"
             f"{shown}{more}", QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
             QMessageBox.StandardButton.No)
         return answer == QMessageBox.StandardButton.Yes
@@ -463,7 +429,7 @@ class ExportDialog(QDialog):
         self.open_button.setEnabled(True)
         files = self.result.files
         names = ", ".join(p.name for p in files[:4]) + (" …" if len(files) > 4 else "")
-        self.status.setText(f"✓ Wrote {_plural(len(files), 'file')}: {names}")
+        self.status.setText(f"✓ Wrote {plural(len(files), 'file')}: {names}")
 
     def open_output_folder(self) -> bool:
         folder = Path(self.out.text()).expanduser().parent
