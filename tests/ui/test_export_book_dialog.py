@@ -39,6 +39,7 @@ def in_dialog(qtbot, w, steps) -> dict:
 
     def run(d: ExportDialog) -> None:
         try:
+            qtbot.waitUntil(lambda: d.ready, timeout=5000)  # the lines are counted off the GUI thread
             steps(d, seen)
         except Exception as exc:  # noqa: BLE001 - reported below, after the dialog closed
             seen["error"] = exc

@@ -40,6 +40,7 @@ def export_with(qtbot, w, setup, answer: QMessageBox.StandardButton | None = Non
     seen: dict = {}
 
     def run(d: ExportDialog) -> None:
+        qtbot.waitUntil(lambda: d.ready, timeout=5000)  # the lines are counted off the GUI thread
         setup(d)
         if answer is not None:
             def reply(box: QMessageBox) -> None:
@@ -140,6 +141,7 @@ def test_only_the_selected_lines_with_tags_kept_and_a_bitrate(qtbot, studio, tmp
     def setup(d: ExportDialog) -> None:
         assert d.which.itemText(1) == "Selected lines (2)"
         d.which.setCurrentIndex(1)
+        qtbot.waitUntil(lambda: d.ready, timeout=5000)
         assert re.fullmatch(r"2 rendered lines to export \(\d s\)", d.summary.text())
         d.format.setCurrentIndex(d.format.findData("mp3"))
         assert d.bitrate.isVisibleTo(d) and d.bitrate.currentData() == 192

@@ -35,6 +35,7 @@ def test_export_and_playback_use_the_same_gap(qtbot, tmp_path, monkeypatch):
         out = tmp_path / "out" / "scene.wav"
 
         def do_export(d: ExportDialog) -> None:
+            qtbot.waitUntil(lambda: d.ready, timeout=5000)  # the lines are counted off the GUI thread
             assert d.gap.value() == 0.4
             d.gap.lineEdit().selectAll()
             qtbot.keyClicks(d.gap.lineEdit(), "1.23")

@@ -171,6 +171,7 @@ def test_studio_end_to_end(qtbot, window, tmp_path):
     out = tmp_path / "out" / "scene.wav"
 
     def do_export(d: ExportDialog) -> None:
+        qtbot.waitUntil(lambda: d.ready, timeout=5000)  # the lines are counted off the GUI thread
         d.out.setText(str(out))
         d.srt.setChecked(True)
         qtbot.mouseClick(d.export_button, Qt.MouseButton.LeftButton)

@@ -62,6 +62,10 @@ class ExportDialog(QDialog):
         self._task.progress.connect(self._progress)
         self._phase = ""
         self._stems_flac_chosen = False
+        self.lines: list = []
+        self._counting = Background("export-lines", self)
+        self._counting.done.connect(self._counted)
+        self._count_generation = self._counted_generation = 0
         form = QFormLayout(self)
         form.setSpacing(8)
         self.summary = QLabel("")
@@ -231,21 +235,39 @@ class ExportDialog(QDialog):
             if self.bitrate.isEnabled():
                 self._settings.setValue("export/bitrate", self.bitrate.currentData())
 
+    @property
+    def ready(self) -> bool:
+        """The lines to export are counted (a book's 10,000 are counted off the GUI thread)."""
+        return self._counted_generation == self._count_generation
+
     def _lines_changed(self) -> None:
         only = self._selected if self.which.currentData() == "selected" else None
-        self.lines, missing = rendered_lines(self._project, self._script, self._names, only)
-        samples = sum(len(ln.audio) for ln in self.lines)
-        text = f"{plural(len(self.lines), 'rendered line')} to export"
-        if self.lines:
+        self._count_generation += 1
+        generation, project, script, names = self._count_generation, self._project, self._script, self._names
+        self.export_button.setEnabled(False)
+        self.summary.setText("Counting the rendered lines…")
+        self._counting.start(lambda _task: (generation, *rendered_lines(project, script, names, only)))
+
+    def _counted(self, result: object, error: str) -> None:
+        if error:
+            self.summary.setText(f"✗ {error}")
+            return
+        generation, lines, missing = result  # type: ignore[misc]
+        if generation != self._count_generation:  # the choice changed meanwhile: a later count is coming
+            return
+        self.lines, self._counted_generation = lines, generation
+        samples = sum(len(ln.audio) for ln in lines)
+        text = f"{plural(len(lines), 'rendered line')} to export"
+        if lines:
             text += f" ({duration(samples)})"
         if missing:
             text += f"; {missing:,} not rendered yet will be left out"
         self.summary.setText(text)
-        has_chapters = any(ln.chapter for ln in self.lines)
+        has_chapters = any(ln.chapter for ln in lines)
         for box in (self.markers, self.chapter_files):
             box.setEnabled(has_chapters)
             box.setToolTip("" if has_chapters else "The script has no # headings among these lines")
-        self.export_button.setEnabled(bool(self.lines) and not self._task.running)
+        self.export_button.setEnabled(bool(lines) and not self._task.running)
         self._update_stems_format()
 
     def _stems_flac_clicked(self) -> None:
@@ -354,7 +376,7 @@ class ExportDialog(QDialog):
         return ""
 
     def start(self) -> None:
-        if self._task.running:
+        if self._task.running or not self.ready:
             return
         problem = self._problem()
         if problem:
@@ -406,7 +428,7 @@ class ExportDialog(QDialog):
     def _idle(self) -> None:
         self._show_progress.stop()
         self.set_progress_visible(False)
-        self.export_button.setEnabled(bool(self.lines))
+        self.export_button.setEnabled(bool(self.lines) and self.ready)
 
     def _done(self, result: object, error: str) -> None:
         phase, self._phase = self._phase, ""
