@@ -34,6 +34,7 @@
 #include <mutex>
 #include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #if defined(__AVX512F__) || defined(__AVX2__)
@@ -116,24 +117,27 @@ inline Vec widen(const uint16_t* p) { return scalar(*p); }
 // (0.95x at one); 8 KiB no better. bf16 rows reach ~1.0x.
 constexpr int64_t kAhead = 6144;
 
-// dot(x, w) over K values; four accumulators keep enough independent FMAs in flight to hide their latency.
-template <typename W>
-float dot(const W* w, const float* x, int64_t K) {
-  Vec a0 = zero(), a1 = zero(), a2 = zero(), a3 = zero();
-  int64_t k = 0;
-  for (; k + 4 * kLanes <= K; k += 4 * kLanes) {
-    const char* ahead = reinterpret_cast<const char*>(w + k) + kAhead;
-    for (size_t line = 0; line < 4 * kLanes * sizeof(W); line += 64) __builtin_prefetch(ahead + line, 0, 2);
-    a0 = fma(widen(w + k), load(x + k), a0);
-    a1 = fma(widen(w + k + kLanes), load(x + k + kLanes), a1);
-    a2 = fma(widen(w + k + 2 * kLanes), load(x + k + 2 * kLanes), a2);
-    a3 = fma(widen(w + k + 3 * kLanes), load(x + k + 3 * kLanes), a3);
-  }
-  for (; k + kLanes <= K; k += kLanes) a0 = fma(widen(w + k), load(x + k), a0);
-  float s = total(add(add(a0, a1), add(a2, a3)));  // one horizontal sum a row, not four
-  for (; k < K; ++k) s += x[k] * scalar(w[k]);
-  return s;
+// a·b + c rounded once where the CPU has FMA, else as two operations. Written out wherever a kernel's scalar code
+// multiplies and adds, so that the compiler's own contraction choices (which may differ between two instantiations
+// of one template) never decide a result's bits: a row must come out the same whatever tile computed it.
+inline float fmadd(float a, float b, float c) {
+#if defined(__FMA__)
+  return std::fma(a, b, c);
+#else
+  return a * b + c;
+#endif
 }
+
+// The decode-step products below compute R rows of W against a tile of up to `kTile` rows of x at once (each kind's
+// own, as its accumulators fill the vector registers: 32 with AVX512, 16 with AVX2), so that a weight row read from
+// memory serves every row of x (a batched decode step's B streams) from registers. Each output keeps its own
+// accumulators, and its additions come in the same order whatever the tile (R, the rows of x beside it, the thread
+// that took it): a row of x gives the same bits alone as in a batch.
+#if defined(__AVX512F__)
+constexpr int64_t kWideRegisters = 1;
+#else
+constexpr int64_t kWideRegisters = 0;
+#endif
 
 // max |x| over n values, or NaN if one of them is NaN (a max instruction would drop it).
 inline float abs_max(const float* x, int64_t n) {
@@ -209,36 +213,6 @@ inline int64_t round16(const float* x, int64_t n, float inverse, int16_t* out) {
   return total;
 }
 
-// dot(w0, x) and dot(w1, x) for two rows sharing each load of x, for rows too wide for x to stay in L1 (a float32 x
-// of 9728 values is 38 KiB): measured on a Zen 4 core in L2, 9728 wide, 41 against 31 GB/s a row at a time (and
-// 42 against 46 at 2560, where x fits: there a row at a time).
-template <typename W>
-void dot2(const W* w0, const W* w1, const float* x, int64_t K, float* out) {
-  Vec a0 = zero(), a1 = zero(), b0 = zero(), b1 = zero();
-  int64_t k = 0;
-  for (; k + 2 * kLanes <= K; k += 2 * kLanes) {
-    if ((k * int64_t(sizeof(W))) % 64 == 0) {
-      __builtin_prefetch(reinterpret_cast<const char*>(w0 + k) + kAhead, 0, 2);
-      __builtin_prefetch(reinterpret_cast<const char*>(w1 + k) + kAhead, 0, 2);
-    }
-    const Vec x0 = load(x + k), x1 = load(x + k + kLanes);
-    a0 = fma(widen(w0 + k), x0, a0);
-    a1 = fma(widen(w0 + k + kLanes), x1, a1);
-    b0 = fma(widen(w1 + k), x0, b0);
-    b1 = fma(widen(w1 + k + kLanes), x1, b1);
-  }
-  float s0 = total(add(a0, a1)), s1 = total(add(b0, b1));
-  for (; k < K; ++k) {
-    s0 += x[k] * scalar(w0[k]);
-    s1 += x[k] * scalar(w1[k]);
-  }
-  out[0] = s0;
-  out[1] = s1;
-}
-
-// From this many bytes of float32 x up, rows are taken in pairs (`dot2`): L1 holds 32-48 KiB of data.
-constexpr int64_t kWideX = 24 << 10;
-
 // Activations rounded to 16 bits, for the int8 and int4 rows. Widening every narrow weight to float32 makes a
 // decode step compute-bound (measured, weights in L2, one core: int8 ~23 GB/s on a Zen 4 core at AVX512 against
 // ~26 GB/s of memory bandwidth per core there; int4 ~15 G codes/s on an AVX2 Zen 3 core). So each row of x is
@@ -250,11 +224,13 @@ constexpr int64_t kWideX = 24 << 10;
 // take.
 struct Rows16 {
   // x (M, K) per group of G columns (the last one shorter when G does not divide K): the int16 values X, the
-  // step t and t·Σ X (the Σ x of the rounded values), `groups` per row.
+  // step t and t·Σ X (the Σ x of the rounded values), `groups` per row. `paired` (asked for by int4 with AVX512):
+  // X again with each group's blocks of 64 taken in pairs, the 16 values of part p of the first block then those of
+  // the second (`Int4Rows` reads both blocks' part p in one 512-bit load); an odd last block as it is.
   int64_t groups;
-  std::vector<int16_t> values;
+  std::vector<int16_t> values, paired;
   std::vector<float> step, sum;
-  Rows16(const float* x, int64_t M, int64_t K, int64_t G)
+  Rows16(const float* x, int64_t M, int64_t K, int64_t G, bool pair = false)
       : groups((K + G - 1) / G), values(M * K), step(M * groups), sum(M * groups) {
     for (int64_t m = 0; m < M; ++m) {
       for (int64_t g = 0; g < groups; ++g) {
@@ -271,6 +247,74 @@ struct Rows16 {
         sum[m * groups + g] = t * static_cast<float>(total);
       }
     }
+    if (!pair) return;
+    paired = values;
+    for (int64_t start = 0; start + G <= M * K; start += G) {  // int4: G divides K
+      for (int64_t b = 0; b + 2 <= G / 64; b += 2) {
+        const int16_t* first = values.data() + start + 64 * b;
+        for (int p = 0; p < 4; ++p) {
+          std::copy_n(first + 16 * p, 16, paired.data() + start + 64 * b + 32 * p);
+          std::copy_n(first + 64 + 16 * p, 16, paired.data() + start + 64 * b + 32 * p + 16);
+        }
+      }
+    }
+  }
+};
+
+// The sum of a bf16 row's products with a row of x after its vector part, four accumulators (the k < `k` done):
+// their lanes' total, then the tail a value at a time. Not inlined: one copy of these operations for every tile.
+__attribute__((noinline)) float finish16(const Vec* acc, const uint16_t* w, const float* x, int64_t k, int64_t K) {
+  float s = total(add(add(acc[0], acc[1]), add(acc[2], acc[3])));
+  for (; k < K; ++k) s = fmadd(x[k], scalar(w[k]), s);
+  return s;
+}
+
+// bf16 rows: each weight widened to float32 in registers once (exactly: its bits are a float32's high half) and
+// multiplied into four accumulators per (row of W, row of x), blocks of 4 vectors in column order, one vector in
+// each: enough independent sums in flight for one row of x alone, and one row of W at a time streams from memory
+// as a single run. The last whole vectors that do not fill a block go into the first.
+struct Bf16Rows {
+  struct State {
+    Vec acc[4];
+  };
+  static constexpr int64_t kTile = 2 + 2 * kWideRegisters, kXBytes = 4;
+  const uint16_t* w;
+  const float* x;
+  int64_t K, N;
+  float* y;
+
+  int64_t step() const { return 4 * kLanes; }
+  int64_t bytes(int64_t columns) const { return 2 * columns; }
+  State start() const { return {{zero(), zero(), zero(), zero()}}; }
+
+  template <int R, int Mt>
+  void tile(int64_t n, int64_t m, int64_t k0, int64_t k1, int64_t ahead, State* s) const {
+    static_assert(R == 1, "one row of W at a time");
+    Vec acc[Mt][4];
+    for (int i = 0; i < Mt; ++i) for (int a = 0; a < 4; ++a) acc[i][a] = s[i].acc[a];
+    const uint16_t* row = w + n * K;
+    const float* xs = x + m * K;
+    int64_t k = k0;
+    for (; k + 4 * kLanes <= k1; k += 4 * kLanes) {
+      const char* next = reinterpret_cast<const char*>(row + k) + ahead;
+      for (int64_t line = 0; line < 8 * kLanes; line += 64) __builtin_prefetch(next + line, 0, 2);
+      Vec wv[4];
+      for (int a = 0; a < 4; ++a) wv[a] = widen(row + k + a * kLanes);
+      for (int i = 0; i < Mt; ++i) {
+        for (int a = 0; a < 4; ++a) acc[i][a] = fma(wv[a], load(xs + i * K + k + a * kLanes), acc[i][a]);
+      }
+    }
+    if (k1 == K) {
+      for (; k + kLanes <= K; k += kLanes) {
+        const Vec wv = widen(row + k);
+        for (int i = 0; i < Mt; ++i) acc[i][0] = fma(wv, load(xs + i * K + k), acc[i][0]);
+      }
+    }
+    for (int i = 0; i < Mt; ++i) for (int a = 0; a < 4; ++a) s[i].acc[a] = acc[i][a];
+  }
+
+  void finish(int64_t n, int64_t m, const State& s) const {
+    y[m * N + n] = finish16(s.acc, w + n * K, x + m * K, K / kLanes * kLanes, K);
   }
 };
 
@@ -278,61 +322,115 @@ struct Rows16 {
 // |q| <= 127 and |X| <= 32767 allow 516 products.
 constexpr int64_t kGroup8 = 128;
 
-// The int32 lane sums of Σ q·X over the first n8 = n rounded down to the vector block (returned) of n values.
+// The int32 lane sums of Σ q·X, 64 weights at a time: the weights widened to 16 bits once (`widen8`), then multiplied
+// and summed in pairs by `madd` against each row of x (`madd8`). A lane's sum is exact, so the same in any order.
 #if defined(__AVX512F__)
 using Lanes = __m512i;
 constexpr int64_t kBlock8 = 64;
-inline Lanes sums8(const int8_t* w, const int16_t* X, int64_t n) {
-  __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
-  for (int64_t k = 0; k + kBlock8 <= n; k += kBlock8) {
-    __builtin_prefetch(reinterpret_cast<const char*>(w + k) + kAhead, 0, 2);
-    const __m512i w0 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k)));
-    const __m512i w1 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k + 32)));
-    a0 = _mm512_add_epi32(a0, _mm512_madd_epi16(w0, _mm512_loadu_si512(X + k)));
-    a1 = _mm512_add_epi32(a1, _mm512_madd_epi16(w1, _mm512_loadu_si512(X + k + 32)));
+constexpr int kParts8 = 2;
+using Part8 = __m512i;
+inline Lanes lanes_zero() { return _mm512_setzero_si512(); }
+inline void widen8(const int8_t* w, Part8* out) {
+  for (int i = 0; i < kParts8; ++i) {
+    out[i] = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 32 * i)));
   }
-  return _mm512_add_epi32(a0, a1);
+}
+inline Lanes madd8(const Part8* wv, const int16_t* X, Lanes acc) {
+  for (int i = 0; i < kParts8; ++i) acc = _mm512_add_epi32(acc, _mm512_madd_epi16(wv[i], _mm512_loadu_si512(X + 32 * i)));
+  return acc;
 }
 inline Vec lanes_to_float(Lanes l) { return _mm512_cvtepi32_ps(l); }
 #elif defined(__AVX2__) && defined(__FMA__)
 using Lanes = __m256i;
 constexpr int64_t kBlock8 = 64;
-inline Lanes sums8(const int8_t* w, const int16_t* X, int64_t n) {
-  __m256i a[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
-  for (int64_t k = 0; k + kBlock8 <= n; k += kBlock8) {
-    __builtin_prefetch(reinterpret_cast<const char*>(w + k) + kAhead, 0, 2);
-    for (int i = 0; i < 4; ++i) {
-      const __m256i wi = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + k + 16 * i)));
-      a[i] = _mm256_add_epi32(a[i], _mm256_madd_epi16(wi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(X + k + 16 * i))));
-    }
+constexpr int kParts8 = 4;
+using Part8 = __m256i;
+inline Lanes lanes_zero() { return _mm256_setzero_si256(); }
+inline void widen8(const int8_t* w, Part8* out) {
+  for (int i = 0; i < kParts8; ++i) {
+    out[i] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 16 * i)));
   }
-  return _mm256_add_epi32(_mm256_add_epi32(a[0], a[1]), _mm256_add_epi32(a[2], a[3]));
+}
+inline Lanes madd8(const Part8* wv, const int16_t* X, Lanes acc) {
+  for (int i = 0; i < kParts8; ++i) {
+    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(wv[i], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(X + 16 * i))));
+  }
+  return acc;
 }
 inline Vec lanes_to_float(Lanes l) { return _mm256_cvtepi32_ps(l); }
 #else
 using Lanes = int32_t;
 constexpr int64_t kBlock8 = 1;
-inline Lanes sums8(const int8_t* w, const int16_t* X, int64_t n) {
-  int32_t s = 0;
-  for (int64_t k = 0; k < n; ++k) s += int32_t{w[k]} * X[k];
-  return s;
-}
+constexpr int kParts8 = 1;
+using Part8 = int32_t;
+inline Lanes lanes_zero() { return 0; }
+inline void widen8(const int8_t* w, Part8* out) { out[0] = w[0]; }
+inline Lanes madd8(const Part8* wv, const int16_t* X, Lanes acc) { return acc + wv[0] * X[0]; }
 inline Vec lanes_to_float(Lanes l) { return static_cast<float>(l); }
 #endif
 
-// dot(w, x) of one int8 row against one row of x's `Rows16` parts (X, steps), groups of kGroup8.
-float dot8(const int8_t* w, const int16_t* X, const float* step, int64_t K) {
-  Vec acc = zero();
-  float rest = 0.0f;  // the values past a group's last whole vector block
-  for (int64_t k0 = 0, g = 0; k0 < K; k0 += kGroup8, ++g) {
-    const int64_t n = std::min(kGroup8, K - k0), whole = n / kBlock8 * kBlock8;
-    if (whole > 0) acc = fma(lanes_to_float(sums8(w + k0, X + k0, whole)), splat(step[g]), acc);
-    int32_t tail = 0;
-    for (int64_t k = k0 + whole; k < k0 + n; ++k) tail += int32_t{w[k]} * X[k];
-    rest += step[g] * static_cast<float>(tail);
+// An int8 row's float sum after its groups: the vector accumulator's lanes, the groups' tails (`rest`), the scale.
+__attribute__((noinline)) float finish8(Vec acc, float rest, float scale) { return (total(acc) + rest) * scale; }
+
+// int8 rows against x rounded to 16 bits per group (`Rows16`): per group, the exact int32 lane sums, then one FMA
+// with the group's step into one vector accumulator per (row of W, row of x); the values past a group's last whole
+// block of 64 (a width not a multiple of 64) are summed a value at a time into `rest`.
+struct Int8Rows {
+  struct State {
+    Vec acc;
+    float rest;
+  };
+  static constexpr int64_t kTile = 4 + 4 * kWideRegisters, kXBytes = 2;
+  const int8_t* w;
+  const float* scale;
+  const Rows16& x;
+  int64_t K, N;
+  float* y;
+
+  int64_t step() const { return kGroup8; }
+  int64_t bytes(int64_t columns) const { return columns; }
+  State start() const { return {zero(), 0.0f}; }
+
+  template <int R, int Mt>
+  void tile(int64_t n, int64_t m, int64_t k0, int64_t k1, int64_t ahead, State* s) const {
+    const int64_t groups = x.groups;
+    Vec acc[R][Mt];
+    for (int r = 0; r < R; ++r) for (int i = 0; i < Mt; ++i) acc[r][i] = s[r * Mt + i].acc;
+    const int8_t* rows = w + n * K;
+    const int16_t* X = x.values.data() + m * K;
+    const float* step = x.step.data() + m * groups;
+    for (int64_t g = k0 / kGroup8, start = k0; start < k1; ++g, start += kGroup8) {
+      const int64_t count = std::min(kGroup8, K - start), whole = count / kBlock8 * kBlock8;
+      if (whole > 0) {
+        Lanes sums[R][Mt];
+        for (int r = 0; r < R; ++r) for (int i = 0; i < Mt; ++i) sums[r][i] = lanes_zero();
+        for (int64_t k = start; k < start + whole; k += kBlock8) {
+          Part8 wv[R][kParts8];
+          for (int r = 0; r < R; ++r) {
+            if (kBlock8 > 1) __builtin_prefetch(reinterpret_cast<const char*>(rows + r * K + k) + ahead, 0, 2);
+            widen8(rows + r * K + k, wv[r]);
+          }
+          for (int i = 0; i < Mt; ++i) {
+            for (int r = 0; r < R; ++r) sums[r][i] = madd8(wv[r], X + i * K + k, sums[r][i]);
+          }
+        }
+        for (int r = 0; r < R; ++r) {
+          for (int i = 0; i < Mt; ++i) acc[r][i] = fma(lanes_to_float(sums[r][i]), splat(step[i * groups + g]), acc[r][i]);
+        }
+      }
+      for (int r = 0; r < R && whole < count; ++r) {
+        for (int i = 0; i < Mt; ++i) {
+          int32_t tail = 0;
+          for (int64_t k = start + whole; k < start + count; ++k) tail += int32_t{rows[r * K + k]} * X[i * K + k];
+          s[r * Mt + i].rest = fmadd(step[i * groups + g], static_cast<float>(tail), s[r * Mt + i].rest);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) for (int i = 0; i < Mt; ++i) s[r * Mt + i].acc = acc[r][i];
   }
-  return total(acc) + rest;
-}
+
+  void finish(int64_t n, int64_t m, const State& s) const { y[m * N + n] = finish8(s.acc, s.rest, scale[n]); }
+};
 
 // int4 weights. The codes q (0..15) of a row lie in blocks of 64 codes over 32 bytes, read as 16 lanes of 16 bits:
 // bits 4i..4i+3 of lane j hold code 16i + j (int4.py packs them so), so one mask (or one shift) per 16 codes
@@ -371,135 +469,200 @@ void widen4(const uint8_t* row, const uint16_t* sz, int64_t K, int64_t G, float*
 }
 
 #if defined(__AVX2__)
-// Σ q·X over `blocks` blocks of 64 codes for R rows `row_bytes` apart, from `b` (codes) and `xk` (X): the int32
-// lane sums, 8 lanes of pairs of products. Masking a lane in place leaves code 16 + j times 16 and code 32 + j
-// times 256 (one instruction each, where a shift and a mask would be two), so those products are summed apart
-// and divided back by a shift, exactly (every such sum is a multiple of 16 or 256; with |X| <= 32767 the
-// times-256 sums of 8 blocks stay below 2^31). A lane's sum is the same set of integer products in any order.
-// `Blocks` > 0: that many blocks, known when compiled (the loop disappears); 0: `blocks` (<= 8) at run time.
-template <int R, int Blocks>
-inline void block_sums_256(const uint8_t* b, int64_t row_bytes, const int16_t* xk, int64_t blocks, __m256i* lanes) {
-  const __m256i nibble0 = _mm256_set1_epi16(0x000F), nibble1 = _mm256_set1_epi16(0x00F0);
-  const __m256i nibble2 = _mm256_set1_epi16(0x0F00);
-  __m256i ones[R], sixteens[R], many[R];
-  for (int r = 0; r < R; ++r) ones[r] = sixteens[r] = many[r] = _mm256_setzero_si256();
-  const int64_t count = Blocks > 0 ? Blocks : blocks;
-  for (int64_t i = 0; i < count; ++i, b += 32, xk += kCodeBlock) {
-    const __m256i* xv = reinterpret_cast<const __m256i*>(xk);
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* row = b + r * row_bytes;
-      if (Blocks != 2 || i == 0) __builtin_prefetch(row + kAhead, 0, 2);  // Blocks 2: one 64-byte line
-      const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row));
-      ones[r] = _mm256_add_epi32(ones[r], _mm256_madd_epi16(_mm256_and_si256(c, nibble0), _mm256_loadu_si256(xv)));
-      sixteens[r] =
-          _mm256_add_epi32(sixteens[r], _mm256_madd_epi16(_mm256_and_si256(c, nibble1), _mm256_loadu_si256(xv + 1)));
-      many[r] = _mm256_add_epi32(many[r], _mm256_madd_epi16(_mm256_and_si256(c, nibble2), _mm256_loadu_si256(xv + 2)));
-      ones[r] = _mm256_add_epi32(ones[r], _mm256_madd_epi16(_mm256_srli_epi16(c, 12), _mm256_loadu_si256(xv + 3)));
-    }
+// Σ q·X of one block or two (one per 128-bit half pair, `V` 256 or 512 bits wide) into int32 lanes: 16-bit lane j
+// of a block holds codes 16i + j at bits 4i..4i+3, so part i of the codes, in the order of x's X[16i..16i+15], is
+// one mask (and a shift) away, and `madd` multiplies it by those 16 values and sums them in pairs. With a few rows
+// of x the masks leave code 16 + j times 16 and 32 + j times 256 in place (one instruction each, where a shift and
+// a mask would be two), summed apart (`Scaled`) and divided back exactly when they are flushed (every such sum is a
+// multiple of 16 or 256, and 8 steps of them stay below 2^31); with many rows of x each block's codes are shifted
+// down once for all of them (`Parts`). Either way a lane's sum is the same set of exact integer products.
+template <typename V>
+struct Lanes4;
+template <>
+struct Lanes4<__m256i> {
+  static __m256i zero() { return _mm256_setzero_si256(); }
+  static __m256i load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+  static __m256i mask(__m256i c, int16_t m) { return _mm256_and_si256(c, _mm256_set1_epi16(m)); }
+  static __m256i down(__m256i c, int bits) { return _mm256_srli_epi16(c, bits); }
+  static __m256i madd(__m256i a, __m256i b) { return _mm256_madd_epi16(a, b); }
+  static __m256i add(__m256i a, __m256i b) { return _mm256_add_epi32(a, b); }
+  static __m256i exact(__m256i ones, __m256i sixteens, __m256i many) {
+    return _mm256_add_epi32(ones, _mm256_add_epi32(_mm256_srai_epi32(sixteens, 4), _mm256_srai_epi32(many, 8)));
   }
-  for (int r = 0; r < R; ++r) {
-    const __m256i scaled = _mm256_add_epi32(_mm256_srai_epi32(sixteens[r], 4), _mm256_srai_epi32(many[r], 8));
-    lanes[r] = _mm256_add_epi32(lanes[r], _mm256_add_epi32(ones[r], scaled));
+  static __m256i eight(__m256i v) { return v; }
+};
+#if defined(__AVX512F__)
+template <>
+struct Lanes4<__m512i> {
+  static __m512i zero() { return _mm512_setzero_si512(); }
+  static __m512i load(const void* p) { return _mm512_loadu_si512(p); }
+  static __m512i mask(__m512i c, int16_t m) { return _mm512_and_si512(c, _mm512_set1_epi16(m)); }
+  static __m512i down(__m512i c, int bits) { return _mm512_srli_epi16(c, bits); }
+  static __m512i madd(__m512i a, __m512i b) { return _mm512_madd_epi16(a, b); }
+  static __m512i add(__m512i a, __m512i b) { return _mm512_add_epi32(a, b); }
+  static __m512i exact(__m512i ones, __m512i sixteens, __m512i many) {
+    return _mm512_add_epi32(ones, _mm512_add_epi32(_mm512_srai_epi32(sixteens, 4), _mm512_srai_epi32(many, 8)));
   }
-}
-
-#if defined(__AVX512F__) && defined(__AVX512BW__)
-// `block_sums_256` two blocks at a time in 512-bit registers (block i in the low half, i + 1 in the high one,
-// their X halves joined per load of x), the halves' lanes added at the end: the same 8 int32 lane sums, so the same
-// result at every width. Half the instructions per code (measured on a Zen 4: 1.2x in L2 at one thread).
-template <int R, int Blocks>
-inline void block_sums(const uint8_t* b, int64_t row_bytes, const int16_t* xk, int64_t blocks, __m256i* lanes) {
-  const __m512i nibble0 = _mm512_set1_epi16(0x000F), nibble1 = _mm512_set1_epi16(0x00F0);
-  const __m512i nibble2 = _mm512_set1_epi16(0x0F00);
-  __m512i ones[R], sixteens[R], many[R];
-  for (int r = 0; r < R; ++r) ones[r] = sixteens[r] = many[r] = _mm512_setzero_si512();
-  const int64_t count = Blocks > 0 ? Blocks : blocks;
-  int64_t i = 0;
-  for (; i + 2 <= count; i += 2, b += 64, xk += 2 * kCodeBlock) {
-    __m512i xv[4];
-    for (int part = 0; part < 4; ++part) {
-      const __m256i low = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xk + 16 * part));
-      const __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xk + kCodeBlock + 16 * part));
-      xv[part] = _mm512_inserti64x4(_mm512_castsi256_si512(low), high, 1);
-    }
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* row = b + r * row_bytes;
-      __builtin_prefetch(row + kAhead, 0, 2);
-      const __m512i c = _mm512_loadu_si512(row);
-      ones[r] = _mm512_add_epi32(ones[r], _mm512_madd_epi16(_mm512_and_si512(c, nibble0), xv[0]));
-      sixteens[r] = _mm512_add_epi32(sixteens[r], _mm512_madd_epi16(_mm512_and_si512(c, nibble1), xv[1]));
-      many[r] = _mm512_add_epi32(many[r], _mm512_madd_epi16(_mm512_and_si512(c, nibble2), xv[2]));
-      ones[r] = _mm512_add_epi32(ones[r], _mm512_madd_epi16(_mm512_srli_epi16(c, 12), xv[3]));
-    }
+  static __m256i eight(__m512i v) {  // block b's lanes plus block b + 1's
+    return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
   }
-  for (int r = 0; r < R; ++r) {
-    const __m512i scaled = _mm512_add_epi32(_mm512_srai_epi32(sixteens[r], 4), _mm512_srai_epi32(many[r], 8));
-    const __m512i sums = _mm512_add_epi32(ones[r], scaled);
-    const __m256i folded = _mm256_add_epi32(_mm512_castsi512_si256(sums), _mm512_extracti64x4_epi64(sums, 1));
-    lanes[r] = _mm256_add_epi32(lanes[r], folded);
-  }
-  if (i < count) block_sums_256<R, 0>(b, row_bytes, xk, 1, lanes);  // an odd block
-}
-#else
-template <int R, int Blocks>
-inline void block_sums(const uint8_t* b, int64_t row_bytes, const int16_t* xk, int64_t blocks, __m256i* lanes) {
-  block_sums_256<R, Blocks>(b, row_bytes, xk, blocks, lanes);
-}
-#endif
+};
 #endif
 
-// dot(w_r, x) for R adjacent weight rows (R = 1 or 2: two rows share each load of x) against one row of x.
-// `w`, `sz`: the first row's codes and scale/offset pairs; `X` etc.: that row of x's `Rows16` parts. `Blocks`:
-// the blocks of a group when known at compile time (block_sums), else 0.
-template <int R, int Blocks>
-void dot4(const uint8_t* w, const uint16_t* sz, const int16_t* X, const float* step, const float* xsum, int64_t K,
-          int64_t G, float* out) {
-  const int64_t groups = K / G;
-  float offsets[R] = {};
-#if defined(__AVX2__)
-  __m256 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-  const int64_t row_bytes = K / 2, blocks = G / kCodeBlock;
-  const uint8_t* b = w;
-  const int16_t* xk = X;
-  for (int64_t g = 0; g < groups; ++g) {
-    __m256i lanes[R];
-    for (int r = 0; r < R; ++r) lanes[r] = _mm256_setzero_si256();
-    if constexpr (Blocks > 0) {
-      block_sums<R, Blocks>(b, row_bytes, xk, Blocks, lanes);
-    } else {
-      for (int64_t i = 0; i < blocks; i += 8) {
-        block_sums<R, 0>(b + 32 * i, row_bytes, xk + kCodeBlock * i, std::min<int64_t>(8, blocks - i), lanes);
+// Σ q·X over `steps` steps of `V` (a block, or two) for R rows of codes `row_bytes` apart against Mt rows of X `K`
+// apart (X's 4 parts of 16 lanes each, `V`-wide, per step), added into lanes[r][i]. `Steps` > 0: that many, known
+// when compiled (the groups of 128 or 64 int4.py makes: no loop left); 0: `steps`.
+template <typename V, int R, int Mt, int Steps>
+inline void sums4(const uint8_t* codes, int64_t row_bytes, const int16_t* X, int64_t K, int64_t runtime_steps,
+                  int64_t ahead, __m256i (&lanes)[R][Mt]) {
+  using L = Lanes4<V>;
+  const int64_t steps = Steps > 0 ? Steps : runtime_steps;
+  constexpr int64_t kBytes = sizeof(V), kXStep = 2 * sizeof(V);  // codes and X values per step
+  if constexpr (Mt <= 2) {
+    for (int64_t first = 0; first < steps; first += 8) {
+      V ones[R][Mt], sixteens[R][Mt], many[R][Mt];
+      for (int r = 0; r < R; ++r) for (int i = 0; i < Mt; ++i) ones[r][i] = sixteens[r][i] = many[r][i] = L::zero();
+      for (int64_t t = first; t < std::min(steps, first + 8); ++t) {
+        for (int r = 0; r < R; ++r) {
+          const uint8_t* row = codes + r * row_bytes + kBytes * t;
+          __builtin_prefetch(row + ahead, 0, 2);
+          const V c = L::load(row), p0 = L::mask(c, 0x000F), p1 = L::mask(c, 0x00F0), p2 = L::mask(c, 0x0F00);
+          const V p3 = L::down(c, 12);
+          for (int i = 0; i < Mt; ++i) {
+            const int16_t* xs = X + i * K + kXStep * t;
+            ones[r][i] = L::add(ones[r][i], L::madd(p0, L::load(xs)));
+            sixteens[r][i] = L::add(sixteens[r][i], L::madd(p1, L::load(xs + kXStep / 4)));
+            many[r][i] = L::add(many[r][i], L::madd(p2, L::load(xs + kXStep / 2)));
+            ones[r][i] = L::add(ones[r][i], L::madd(p3, L::load(xs + 3 * kXStep / 4)));
+          }
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        for (int i = 0; i < Mt; ++i) {
+          lanes[r][i] = _mm256_add_epi32(lanes[r][i], L::eight(L::exact(ones[r][i], sixteens[r][i], many[r][i])));
+        }
       }
     }
-    b += G / 2;
-    xk += G;
-    for (int r = 0; r < R; ++r) {
-      const float s = scalar(sz[r * groups * 2 + 2 * g]), z = scalar(sz[r * groups * 2 + 2 * g + 1]);
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes[r]), _mm256_set1_ps(s * step[g]), acc[r]);
-      offsets[r] += (z - 8.0f * s) * xsum[g];
+  } else {
+    V sums[R][Mt];
+    for (int r = 0; r < R; ++r) for (int i = 0; i < Mt; ++i) sums[r][i] = L::zero();
+    for (int64_t t = 0; t < steps; ++t) {
+      V part[R][4];
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* row = codes + r * row_bytes + kBytes * t;
+        __builtin_prefetch(row + ahead, 0, 2);
+        const V c = L::load(row);
+        part[r][0] = L::mask(c, 0x000F);
+        part[r][1] = L::mask(L::down(c, 4), 0x000F);
+        part[r][2] = L::mask(L::down(c, 8), 0x000F);
+        part[r][3] = L::down(c, 12);
+      }
+      for (int i = 0; i < Mt; ++i) {
+        const int16_t* xs = X + i * K + kXStep * t;
+        for (int r = 0; r < R; ++r) {
+          for (int p = 0; p < 4; ++p) sums[r][i] = L::add(sums[r][i], L::madd(part[r][p], L::load(xs + p * kXStep / 4)));
+        }
+      }
     }
+    for (int r = 0; r < R; ++r) for (int i = 0; i < Mt; ++i) lanes[r][i] = _mm256_add_epi32(lanes[r][i], L::eight(sums[r][i]));
   }
-  for (int r = 0; r < R; ++r) {
-    __m128 t = _mm_add_ps(_mm256_castps256_ps128(acc[r]), _mm256_extractf128_ps(acc[r], 1));
-    t = _mm_add_ps(t, _mm_movehl_ps(t, t));
-    out[r] = _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t))) + offsets[r];
-  }
-#else
-  for (int r = 0; r < R; ++r) {
-    const uint8_t* row = w + r * (K / 2);
-    float acc = 0.0f;
-    for (int64_t g = 0; g < groups; ++g) {
-      int64_t p = 0;  // exact, as the vector code's int32 lanes
-      for (int64_t k = g * G; k < (g + 1) * G; ++k) p += code4(row, k) * X[k];
-      const float s = scalar(sz[r * groups * 2 + 2 * g]), z = scalar(sz[r * groups * 2 + 2 * g + 1]);
-      acc += static_cast<float>(p) * (s * step[g]);
-      offsets[r] += (z - 8.0f * s) * xsum[g];
-    }
-    out[r] = acc + offsets[r];
-  }
-#endif
 }
+
+// An int4 row's sum after its groups: the 8 lanes of its accumulator, then the groups' offsets. Not inlined (see
+// `finish16`).
+__attribute__((noinline)) float finish4(__m256 acc, float offsets) {
+  __m128 t = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+  t = _mm_add_ps(t, _mm_movehl_ps(t, t));
+  return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t))) + offsets;
+}
+#endif
+
+// int4 rows against x rounded to 16 bits per group of the weights' ranges (`Rows16`): per group, Σ q·X summed
+// exactly in 8 int32 lanes (lane j: the products of codes 16i + 2j and 16i + 2j + 1 of every block; with AVX512 two
+// blocks per 512-bit register whose halves are added at the group's end, so the same 8 sums at either width), then
+// acc += lanes · s·t and offsets += (z - 8s)·t·Σ X per (row of W, row of x). Each block's codes are unpacked once
+// for all the rows of x.
+template <int Blocks>
+struct Int4Rows {
+#if defined(__AVX2__)
+  struct State {
+    __m256 acc;
+    float offsets;
+  };
+  State start() const { return {_mm256_setzero_ps(), 0.0f}; }
+#else
+  struct State {
+    float acc, offsets;
+  };
+  State start() const { return {0.0f, 0.0f}; }
+#endif
+  static constexpr int64_t kTile = 4 + 4 * kWideRegisters, kXBytes = 2;
+  const uint8_t* w;
+  const uint16_t* sz;
+  const Rows16& x;
+  int64_t K, G, N;
+  float* y;
+
+  int64_t step() const { return G; }
+  int64_t bytes(int64_t columns) const { return columns / 2; }
+
+  template <int R, int Mt>
+  void tile(int64_t n, int64_t m, int64_t k0, int64_t k1, int64_t ahead, State* s) const {
+    const int64_t groups = K / G, row_bytes = K / 2, blocks = Blocks > 0 ? Blocks : G / kCodeBlock;
+    const int16_t* X = x.values.data() + m * K;
+    const float *step = x.step.data() + m * groups, *xsum = x.sum.data() + m * groups;
+    const uint16_t* ranges = sz + n * groups * 2;
+#if defined(__AVX2__)
+    __m256 acc[R][Mt];
+    float offsets[R][Mt];
+    for (int r = 0; r < R; ++r) for (int i = 0; i < Mt; ++i) acc[r][i] = s[r * Mt + i].acc, offsets[r][i] = s[r * Mt + i].offsets;
+#endif
+    for (int64_t g = k0 / G; g < k1 / G; ++g) {
+#if defined(__AVX2__)
+      const uint8_t* codes = w + n * row_bytes + g * (G / 2);
+      __m256i lanes[R][Mt];
+      for (int r = 0; r < R; ++r) for (int i = 0; i < Mt; ++i) lanes[r][i] = _mm256_setzero_si256();
+      int64_t b = 0;
+#if defined(__AVX512F__)
+      b = blocks / 2 * 2;  // pairs of blocks, X in `paired` layout
+      if (b > 0) sums4<__m512i, R, Mt, Blocks / 2>(codes, row_bytes, x.paired.data() + m * K + g * G, K, b / 2, ahead, lanes);
+#endif
+      if (b < blocks) {
+        sums4<__m256i, R, Mt, kWideRegisters ? Blocks % 2 : Blocks>(codes + 32 * b, row_bytes, X + g * G + b * kCodeBlock, K, blocks - b, ahead, lanes);
+      }
+      for (int r = 0; r < R; ++r) {
+        const float sc = scalar(ranges[r * groups * 2 + 2 * g]), z = scalar(ranges[r * groups * 2 + 2 * g + 1]);
+        const float bias = fmadd(-8.0f, sc, z);
+        for (int i = 0; i < Mt; ++i) {
+          acc[r][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes[r][i]), _mm256_set1_ps(sc * step[i * groups + g]), acc[r][i]);
+          offsets[r][i] = fmadd(bias, xsum[i * groups + g], offsets[r][i]);
+        }
+      }
+#else
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* row = w + (n + r) * row_bytes;
+        const float sc = scalar(ranges[r * groups * 2 + 2 * g]), z = scalar(ranges[r * groups * 2 + 2 * g + 1]);
+        for (int i = 0; i < Mt; ++i) {
+          int64_t p = 0;  // exact, as the vector code's int32 lanes
+          for (int64_t k = g * G; k < (g + 1) * G; ++k) p += code4(row, k) * X[i * K + k];
+          State& st = s[r * Mt + i];
+          st.acc = fmadd(static_cast<float>(p), sc * step[i * groups + g], st.acc);
+          st.offsets = fmadd(fmadd(-8.0f, sc, z), xsum[i * groups + g], st.offsets);
+        }
+      }
+#endif
+    }
+#if defined(__AVX2__)
+    for (int r = 0; r < R; ++r) for (int i = 0; i < Mt; ++i) s[r * Mt + i] = {acc[r][i], offsets[r][i]};
+#endif
+  }
+
+#if defined(__AVX2__)
+  void finish(int64_t n, int64_t m, const State& s) const { y[m * N + n] = finish4(s.acc, s.offsets); }
+#else
+  void finish(int64_t n, int64_t m, const State& s) const { y[m * N + n] = s.acc + s.offsets; }
+#endif
+};
 
 constexpr int64_t kGemvRows = 8;  // up to this many rows of x, the weights are streamed once (gemv below)
 
@@ -673,34 +836,50 @@ void share_rows(int64_t N, int64_t grain, const Rows& rows) {
   Helpers::get().share(N, grain, threads, call);
 }
 
-// y (M, N) = x (M, K) @ w (N, K)^T, times scale[n] when given. Each weight row is read from memory once and from
-// cache for the other rows of x. `row_bytes`: the weight bytes of one row (pieces of at least ~64 KiB).
-template <typename RowDot>
-void gemv(int64_t M, int64_t N, int64_t row_bytes, float* y, RowDot row_dot) {
-  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / row_bytes);
-  share_rows(N, grain, [&](int64_t begin, int64_t end) {
-    for (int64_t n = begin; n < end; ++n) {
-      for (int64_t m = 0; m < M; ++m) y[m * N + n] = row_dot(n, m);
-    }
-  });
+// y (M, N) = x (M, K) @ W^T through a kind of rows (`Bf16Rows`, `Int8Rows`, `Int4Rows`), each weight row read from
+// memory once for all M rows of x: R rows of W at a time against a tile of up to the kind's `kTile` rows of x. Where a tile's
+// rows of x do not fit in L1 beside the weights going by (kChunkBytes), the columns go in chunks (a multiple of the
+// kind's step), a block of kBlockRows rows of W at a time, each output's accumulators kept in a `State` between
+// chunks: the same additions in the same order, only stored and reloaded. Tiles of x after the first read the
+// block's weights from cache; rows left over at the end of W go one at a time. Each tile asks for each of its rows'
+// bytes `ahead` of those it reads: the same row's next chunk, after the last chunk the row a block further on.
+constexpr int64_t kChunkBytes = 24 << 10;
+constexpr int64_t kBlockRows = 16;
+
+template <int R, typename Rows, int... Mt>
+void tile_of(const Rows& rows, int64_t n, int64_t m, int64_t count, int64_t k0, int64_t k1, int64_t ahead,
+             typename Rows::State* s, std::integer_sequence<int, Mt...>) {
+  ((count == Mt + 1 ? rows.template tile<R, Mt + 1>(n, m, k0, k1, ahead, s) : void()), ...);
 }
 
-// `gemv` with the rows taken in pairs that share each load of x (`dot2`, `dot4<2, ...>`): `pair(n, m, two)` writes
-// rows n and n + 1 against x's row m, `one(n, m)` returns the last row alone when N is odd. `pair_bytes`: the
-// weight bytes of two rows (pieces of at least ~64 KiB, as `gemv`'s).
-template <typename PairDot, typename RowDot>
-void gemv_pairs(int64_t M, int64_t N, int64_t pair_bytes, float* y, PairDot pair, RowDot one) {
-  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / pair_bytes);
-  share_rows((N + 1) / 2, grain, [&](int64_t begin, int64_t end) {
-    for (int64_t n = 2 * begin; n < std::min(N, 2 * end); n += 2) {
-      for (int64_t m = 0; m < M; ++m) {
-        if (n + 1 < N) {
-          float two[2];
-          pair(n, m, two);
-          y[m * N + n] = two[0];
-          y[m * N + n + 1] = two[1];
-        } else {
-          y[m * N + n] = one(n, m);
+template <int R, typename Rows>
+void stream_rows(int64_t M, int64_t N, int64_t K, const Rows& rows) {
+  const auto sizes = std::make_integer_sequence<int, Rows::kTile>{};
+  const int64_t tile = std::min(M, Rows::kTile), step = rows.step(), row_bytes = rows.bytes(K);
+  const int64_t chunk = std::max(step, kChunkBytes / (tile * Rows::kXBytes) / step * step);
+  const int64_t block = chunk >= K ? R : kBlockRows;  // rows of W whose states are kept (one chunk: none)
+  const int64_t grain = std::max<int64_t>(block / R, (int64_t{1} << 16) / (R * row_bytes));
+  share_rows((N + R - 1) / R, grain, [&](int64_t begin, int64_t end) {
+    typename Rows::State states[kBlockRows * Rows::kTile];
+    for (int64_t first = begin; first < end; first += block / R) {
+      const int64_t n0 = first * R, n1 = std::min({N, end * R, n0 + block});
+      for (int64_t m = 0; m < M; m += Rows::kTile) {
+        const int64_t count = std::min(Rows::kTile, M - m);
+        std::fill_n(states, (n1 - n0) * count, rows.start());
+        for (int64_t k0 = 0; k0 < K; k0 += chunk) {
+          const int64_t k1 = std::min(K, k0 + chunk);
+          const int64_t ahead = chunk >= K ? kAhead : k1 < K ? rows.bytes(chunk) : block * row_bytes - rows.bytes(k0);
+          for (int64_t n = n0; n < n1; n += R) {
+            typename Rows::State* s = states + (n - n0) * count;
+            if (n + R <= n1) {
+              tile_of<R>(rows, n, m, count, k0, k1, ahead, s, sizes);
+            } else {
+              for (int64_t r = n; r < n1; ++r) tile_of<1>(rows, r, m, count, k0, k1, ahead, s + (r - n) * count, sizes);
+            }
+          }
+        }
+        for (int64_t n = n0; n < n1; ++n) {
+          for (int64_t i = 0; i < count; ++i) rows.finish(n, m + i, states[(n - n0) * count + i]);
         }
       }
     }
@@ -742,52 +921,37 @@ void gemm_scaled(const at::Tensor& x, const W* w, const float* scale, at::Tensor
   });
 }
 
-// bf16 rows: each weight widened to float32 in registers (exactly: its bits are a float32's high half).
-void product16(const at::Tensor& x, const uint16_t* w, at::Tensor& y) {
+// bf16 rows, one at a time (`Bf16Rows`).
+void product16(const at::Tensor& x, const uint16_t* w, at::Tensor& y, bool stream) {
   const int64_t M = x.size(0), N = y.size(1), K = x.size(1);
-  if (M > kGemvRows) return gemm_scaled(x, w, nullptr, y);
-  const float* xs = x.data_ptr<float>();
-  float* out = y.data_ptr<float>();
-  if (K * 4 < kWideX) {
-    gemv(M, N, K * 2, out, [&](int64_t n, int64_t m) { return dot(w + n * K, xs + m * K, K); });
-    return;
-  }
-  gemv_pairs(
-      M, N, 4 * K, out, [&](int64_t n, int64_t m, float* two) { dot2(w + n * K, w + (n + 1) * K, xs + m * K, K, two); },
-      [&](int64_t n, int64_t m) { return dot(w + n * K, xs + m * K, K); });
+  if (M > kGemvRows && !stream) return gemm_scaled(x, w, nullptr, y);
+  stream_rows<1>(M, N, K, Bf16Rows{w, x.data_ptr<float>(), K, N, y.data_ptr<float>()});
 }
 
-// int8 rows with one scale each, against x rounded to 16 bits per group (`Rows16`, `dot8`).
-void product8(const at::Tensor& x, const int8_t* w, const float* scale, at::Tensor& y) {
+// int8 rows with one scale each, against x rounded to 16 bits per group (`Rows16`, `Int8Rows`).
+void product8(const at::Tensor& x, const int8_t* w, const float* scale, at::Tensor& y, bool stream) {
   const int64_t M = x.size(0), K = x.size(1);
-  if (M > kGemvRows) return gemm_scaled(x, w, scale, y);
+  if (M > kGemvRows && !stream) return gemm_scaled(x, w, scale, y);
   const Rows16 rows(x.data_ptr<float>(), M, K, kGroup8);
-  gemv(M, y.size(1), K, y.data_ptr<float>(), [&](int64_t n, int64_t m) {
-    return dot8(w + n * K, rows.values.data() + m * K, rows.step.data() + m * rows.groups, K) * scale[n];
-  });
+  stream_rows<1>(M, y.size(1), K, Int8Rows{w, scale, rows, K, y.size(1), y.data_ptr<float>()});
 }
 
-// int4 rows: `w` (N, K/2) codes in the layout above, `sz` (N, K/G, 2) bfloat16 scale and offset bits.
-void product4(const at::Tensor& x, const uint8_t* w, const uint16_t* sz, int64_t G, at::Tensor& y) {
+// int4 rows: `w` (N, K/2) codes in the layout above, `sz` (N, K/G, 2) bfloat16 scale and offset bits. One row of x
+// leaves registers for two rows of W (sharing each load of x).
+void product4(const at::Tensor& x, const uint8_t* w, const uint16_t* sz, int64_t G, at::Tensor& y, bool stream) {
   const int64_t M = x.size(0), N = y.size(1), K = x.size(1), groups = K / G;
-  if (M <= kGemvRows) {
-    const Rows16 rows(x.data_ptr<float>(), M, K, G);
-    // the group's blocks known when compiled for the layouts int4.py makes (groups of 128, or 64)
-    const auto pair_dot = G == 128 ? dot4<2, 2> : G == 64 ? dot4<2, 1> : dot4<2, 0>;
-    const auto one_dot = G == 128 ? dot4<1, 2> : G == 64 ? dot4<1, 1> : dot4<1, 0>;
-    const auto dot_of = [&](auto dot_fn, int64_t n, int64_t m, float* out) {
-      dot_fn(w + n * (K / 2), sz + n * groups * 2, rows.values.data() + m * K, rows.step.data() + m * groups,
-             rows.sum.data() + m * groups, K, G, out);
-    };
-    gemv_pairs(M, N, K, y.data_ptr<float>(), [&](int64_t n, int64_t m, float* two) { dot_of(pair_dot, n, m, two); },
-               [&](int64_t n, int64_t m) {
-                 float one[1];
-                 dot_of(one_dot, n, m, one);
-                 return one[0];
-               });
-  } else {
-    gemm_widened(x, y, [&](int64_t n, float* dst) { widen4(w + n * (K / 2), sz + n * groups * 2, K, G, dst); });
+  if (M > kGemvRows && !stream) {
+    return gemm_widened(x, y, [&](int64_t n, float* dst) { widen4(w + n * (K / 2), sz + n * groups * 2, K, G, dst); });
   }
+#if defined(__AVX512F__)
+  const Rows16 rows(x.data_ptr<float>(), M, K, G, true);
+#else
+  const Rows16 rows(x.data_ptr<float>(), M, K, G);
+#endif
+  const auto run = [&](auto kind) { M == 1 ? stream_rows<2>(M, N, K, kind) : stream_rows<1>(M, N, K, kind); };
+  if (G == 128) return run(Int4Rows<2>{w, sz, rows, K, G, N, y.data_ptr<float>()});
+  if (G == 64) return run(Int4Rows<1>{w, sz, rows, K, G, N, y.data_ptr<float>()});
+  run(Int4Rows<0>{w, sz, rows, K, G, N, y.data_ptr<float>()});
 }
 
 // The products below take x of any shape (..., K) and dtype, and return (..., N) in x's dtype: doing the
@@ -807,48 +971,50 @@ at::Tensor as_output(const at::Tensor& y, const at::Tensor& x) {
 }
 
 // w: bfloat16 (out, in), or its bits as int16 (how Bf16Linear keeps it out of model.to(dtype)).
-at::Tensor linear_bf16(const at::Tensor& x, const at::Tensor& w) {
+at::Tensor linear_bf16(const at::Tensor& x, const at::Tensor& w, bool stream) {
   TORCH_CHECK(w.scalar_type() == at::kBFloat16 || w.scalar_type() == at::kShort, "w must be bfloat16 or int16 bits");
   at::Tensor rows = as_rows(x, w, w.size(1));
   at::Tensor y = at::empty({rows.size(0), w.size(0)}, rows.options());
-  product16(rows, static_cast<const uint16_t*>(w.data_ptr()), y);
+  product16(rows, static_cast<const uint16_t*>(w.data_ptr()), y, stream);
   return as_output(y, x);
 }
 
 // w: int8 (out, in); scale: one float32 per output row.
-at::Tensor linear_int8(const at::Tensor& x, const at::Tensor& w, const at::Tensor& scale) {
+at::Tensor linear_int8(const at::Tensor& x, const at::Tensor& w, const at::Tensor& scale, bool stream) {
   TORCH_CHECK(w.scalar_type() == at::kChar, "w must be int8");
   at::Tensor rows = as_rows(x, w, w.size(1));
   at::Tensor s = scale.to(at::kFloat).contiguous();
   TORCH_CHECK(s.dim() == 1 && s.size(0) == w.size(0), "scale must have one value per row of w");
   at::Tensor y = at::empty({rows.size(0), w.size(0)}, rows.options());
-  product8(rows, w.data_ptr<int8_t>(), s.data_ptr<float>(), y);
+  product8(rows, w.data_ptr<int8_t>(), s.data_ptr<float>(), y, stream);
   return as_output(y, x);
 }
 
 // w: uint8 (out, in/2) int4 codes in the layout above; sz: (out, in/group, 2) scale and offset per group,
 // bfloat16 or its bits as int16 (Int4Linear keeps them out of model.to(dtype)).
-at::Tensor linear_int4(const at::Tensor& x, const at::Tensor& w, const at::Tensor& sz, int64_t group) {
+at::Tensor linear_int4(const at::Tensor& x, const at::Tensor& w, const at::Tensor& sz, int64_t group, bool stream) {
   TORCH_CHECK(w.scalar_type() == at::kByte, "w must be uint8 (two int4 codes per byte)");
   TORCH_CHECK(sz.scalar_type() == at::kBFloat16 || sz.scalar_type() == at::kShort,
               "scales must be bfloat16 or int16 bits");
   at::Tensor rows = as_rows(x, w, 2 * w.size(1));
   const int64_t K = rows.size(1);
-  TORCH_CHECK(group > 0 && group % kCodeBlock == 0 && K % group == 0, "the group (", group,
-              ") must be a multiple of 64 that divides the width ", K);
+  TORCH_CHECK(group > 0 && group % kCodeBlock == 0 && K % group == 0 && group <= (int64_t{1} << 15), "the group (",
+              group, ") must be a multiple of 64 that divides the width ", K, ", at most 32768");
   TORCH_CHECK(sz.dim() == 3 && sz.size(0) == w.size(0) && sz.size(1) == K / group && sz.size(2) == 2 &&
               sz.is_contiguous(), "scales must be a contiguous (out, in/group, 2) tensor");
   at::Tensor y = at::empty({rows.size(0), w.size(0)}, rows.options());
-  product4(rows, w.data_ptr<uint8_t>(), static_cast<const uint16_t*>(sz.data_ptr()), group, y);
+  product4(rows, w.data_ptr<uint8_t>(), static_cast<const uint16_t*>(sz.data_ptr()), group, y, stream);
   return as_output(y, x);
 }
 
 }  // namespace
 
 TORCH_LIBRARY(s2studio_cpu, m) {
-  m.def("linear_bf16(Tensor x, Tensor w) -> Tensor");
-  m.def("linear_int8(Tensor x, Tensor w, Tensor scale) -> Tensor");
-  m.def("linear_int4(Tensor x, Tensor w, Tensor scales_and_zeros, int group) -> Tensor");
+  // `stream`: stream the weights once for any number of rows of x, each row computed as it would be alone (a
+  // batched decode step); by default more than 8 rows (a prefill) go through torch's GEMM.
+  m.def("linear_bf16(Tensor x, Tensor w, bool stream=False) -> Tensor");
+  m.def("linear_int8(Tensor x, Tensor w, Tensor scale, bool stream=False) -> Tensor");
+  m.def("linear_int4(Tensor x, Tensor w, Tensor scales_and_zeros, int group, bool stream=False) -> Tensor");
   m.impl("linear_bf16", c10::DispatchKey::CPU, &linear_bf16);
   m.impl("linear_int8", c10::DispatchKey::CPU, &linear_int8);
   m.impl("linear_int4", c10::DispatchKey::CPU, &linear_int4);

@@ -15,6 +15,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/bmm.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/linear.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -215,21 +216,24 @@ at::Tensor silu_mul(const at::Tensor& a, const at::Tensor& b) {
   at::Tensor out = at::empty_like(a);
   const float *as = a.data_ptr<float>(), *bs = b.data_ptr<float>();
   float* o = out.data_ptr<float>();
-  const int64_t n = a.numel();
-  // in whole vectors, so that each value takes the path (vector or scalar tail) it takes on one thread
-  constexpr int64_t block = kWide > 0 ? kWide : 1;
-  at::parallel_for(0, (n + block - 1) / block, kParallelValues / block, [&](int64_t first, int64_t last) {
-    const int64_t end = std::min(n, last * block);
-    int64_t i = first * block;
+  const int64_t n = a.size(-1), rows = a.numel() / std::max<int64_t>(n, 1);
+  // a row at a time, its whole vectors then its tail: each value takes the same path (vector or scalar) on any
+  // thread and beside any other rows (a batched step's)
+  at::parallel_for(0, rows, std::max<int64_t>(1, kParallelValues / std::max<int64_t>(n, 1)), [&](int64_t first,
+                                                                                                 int64_t last) {
+    for (int64_t r = first; r < last; ++r) {
+      int64_t i = r * n;
+      const int64_t end = i + n;
 #if defined(__AVX2__) && defined(__FMA__)
-    const __m256 one = _mm256_set1_ps(1.0f), none = _mm256_setzero_ps();
-    for (; i + kWide <= end; i += kWide) {
-      const __m256 x = _mm256_loadu_ps(as + i);
-      const __m256 silu = _mm256_div_ps(x, _mm256_add_ps(one, exp8(_mm256_sub_ps(none, x))));
-      _mm256_storeu_ps(o + i, _mm256_mul_ps(silu, _mm256_loadu_ps(bs + i)));
-    }
+      const __m256 one = _mm256_set1_ps(1.0f), none = _mm256_setzero_ps();
+      for (; i + kWide <= end; i += kWide) {
+        const __m256 x = _mm256_loadu_ps(as + i);
+        const __m256 silu = _mm256_div_ps(x, _mm256_add_ps(one, exp8(_mm256_sub_ps(none, x))));
+        _mm256_storeu_ps(o + i, _mm256_mul_ps(silu, _mm256_loadu_ps(bs + i)));
+      }
 #endif
-    for (; i < end; ++i) o[i] = as[i] / (1.0f + exp_approx(-as[i])) * bs[i];
+      for (; i < end; ++i) o[i] = as[i] / (1.0f + exp_approx(-as[i])) * bs[i];
+    }
   });
   return out;
 }
@@ -538,9 +542,9 @@ enum LinearKind : int64_t {
 // The project's weight kernels live in cpu_gemv.cpp's own anonymous namespace and are that file's to change: they are
 // called here through the dispatcher, by name and signature. A signature that changed is refused when a `Linear`
 // is made (the Python side then keeps its per-op route), never at a step.
-using Bf16Fn = at::Tensor(const at::Tensor&, const at::Tensor&);
-using Int8Fn = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&);
-using Int4Fn = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t);
+using Bf16Fn = at::Tensor(const at::Tensor&, const at::Tensor&, bool);
+using Int8Fn = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, bool);
+using Int4Fn = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t, bool);
 
 template <typename Fn>
 c10::TypedOperatorHandle<Fn> find_kernel(const char* name) {
@@ -646,8 +650,10 @@ struct Linear : torch::CustomClassHolder {
     if (bias.defined()) check_weight(bias, out, "bias");
   }
 
-  // x (..., in) contiguous float32 -> (..., out)
-  at::Tensor forward(const at::Tensor& x) const {
+  // x (..., in) contiguous float32 -> (..., out). `stream`: every row of x as it would be computed alone, however
+  // many there are (a batched step: the project's kernels stream the weights once for all of them; torch's product,
+  // whose additions may depend on the rows beside, takes one row at a time).
+  at::Tensor forward(const at::Tensor& x, bool stream = false) const {
     check_float(x, "x");
     TORCH_CHECK(x.size(-1) == in, "x has ", x.size(-1), " columns but the layer takes ", in);
     at::Tensor y;
@@ -655,15 +661,23 @@ struct Linear : torch::CustomClassHolder {
       case kFloat:
         return gemv_f32(x, w, bias);
       case kTorchFloat:
+        if (stream && x.numel() > in) {
+          const at::Tensor rows = x.reshape({-1, in});
+          std::vector<at::Tensor> each;
+          for (int64_t r = 0; r < rows.size(0); ++r) each.push_back(forward(rows.narrow(0, r, 1)));
+          std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+          shape.back() = out;
+          return at::cat(each).view(shape);
+        }
         return at::linear(x, w, bias.defined() ? std::optional<at::Tensor>(bias) : std::nullopt);
       case kBf16:
-        y = bf16_kernel().call(x, w);
+        y = bf16_kernel().call(x, w, stream);
         break;
       case kInt8:
-        y = int8_kernel().call(x, w, aux);
+        y = int8_kernel().call(x, w, aux, stream);
         break;
       default:
-        y = int4_kernel().call(x, w, aux, group);
+        y = int4_kernel().call(x, w, aux, group, stream);
     }
     if (bias.defined()) {  // the Python layers add it after the product, as here
       float* ys = y.data_ptr<float>();
@@ -713,23 +727,51 @@ struct Stack : torch::CustomClassHolder {
   }
 
   // `step_layers`: x (1, S, dim) at positions pos..pos+S-1 through every layer, then the norm: (x, norm(x)).
-  std::tuple<at::Tensor, at::Tensor> step(const at::Tensor& x0, const at::Tensor& rope, int64_t pos) const {
-    TORCH_CHECK(!layers.empty(), "the stack has no layers");
+  std::tuple<at::Tensor, at::Tensor> step(const at::Tensor& x, const at::Tensor& rope, int64_t pos) const {
+    return steps({this}, x, {rope}, {pos});
+  }
+
+  // B streams at once, one stack each (the same layers, each its own caches): x (B, S, dim), stream b's S rows at its
+  // positions[b].. with RoPE rows ropes[b] (S, D/2). The linears take all B·S rows in one pass over their weights,
+  // each row computed as it is alone (`Linear::forward`'s `stream`); the norms, silu·mul and attention are each
+  // row's or each stream's own: so a stream's rows are the same bits whatever streams step beside it.
+  static std::tuple<at::Tensor, at::Tensor> steps(const std::vector<const Stack*>& slots, const at::Tensor& x0,
+                                                  const std::vector<at::Tensor>& ropes,
+                                                  const std::vector<int64_t>& positions) {
+    TORCH_CHECK(!slots.empty() && slots.size() == ropes.size() && slots.size() == positions.size(),
+                "one rope table and position per stack");
+    const Stack& own = *slots.front();
+    TORCH_CHECK(!own.layers.empty(), "the stack has no layers");
+    const int64_t B = static_cast<int64_t>(slots.size()), dim = own.norm.numel();
     check_float(x0, "x");
-    TORCH_CHECK(x0.dim() == 3 && x0.size(0) == 1 && x0.size(2) == norm.numel(), "x must be (1, S, ", norm.numel(), ")");
-    const Layer& first = layers.front();
+    TORCH_CHECK(x0.dim() == 3 && x0.size(0) == B && x0.size(2) == dim, "x must be (", B, ", S, ", dim, ")");
+    for (const Stack* other : slots) {
+      TORCH_CHECK(other->layers.size() == own.layers.size(), "the stacks hold different layers");
+      for (size_t l = 0; l < own.layers.size(); ++l) {
+        TORCH_CHECK(other->layers[l].wqkv->w.is_same(own.layers[l].wqkv->w) &&
+                        other->layers[l].w2->w.is_same(own.layers[l].w2->w),
+                    "the stacks hold different weights");
+      }
+    }
+    const Layer& first = own.layers.front();
     at::Tensor x = x0, normed = rms_norm(x, first.attention_norm, first.attention_eps), delta;
-    for (const Layer& layer : layers) {
+    for (size_t l = 0; l < own.layers.size(); ++l) {
+      const Layer& layer = own.layers[l];
       if (delta.defined()) std::tie(x, normed) = add_rms_norm(x, delta, layer.attention_norm, layer.attention_eps);
       const std::optional<at::Tensor> qn = layer.q_norm.defined() ? std::optional(layer.q_norm) : std::nullopt;
       const std::optional<at::Tensor> kn = layer.k_norm.defined() ? std::optional(layer.k_norm) : std::nullopt;
-      const at::Tensor attended = layer.wo->forward(attend(layer.wqkv->forward(normed), qn, kn, layer.qk_eps, rope,
-                                                           layer.k_cache, layer.v_cache, pos, layer.heads,
-                                                           layer.kv_heads));
+      const at::Tensor qkv = layer.wqkv->forward(normed, true);
+      std::vector<at::Tensor> each;
+      for (int64_t b = 0; b < B; ++b) {
+        const Layer& cached = slots[b]->layers[l];
+        each.push_back(attend(qkv.narrow(0, b, 1), qn, kn, layer.qk_eps, ropes[b], cached.k_cache, cached.v_cache,
+                              positions[b], layer.heads, layer.kv_heads));
+      }
+      const at::Tensor attended = layer.wo->forward(B == 1 ? each.front() : at::cat(each), true);
       std::tie(x, normed) = add_rms_norm(x, attended, layer.ffn_norm, layer.ffn_eps);
-      delta = layer.w2->forward(silu_mul(layer.w1->forward(normed), layer.w3->forward(normed)));
+      delta = layer.w2->forward(silu_mul(layer.w1->forward(normed, true), layer.w3->forward(normed, true)), true);
     }
-    return add_rms_norm(x, delta, norm, norm_eps);
+    return add_rms_norm(x, delta, own.norm, own.norm_eps);
   }
 };
 
@@ -740,50 +782,111 @@ std::tuple<at::Tensor, at::Tensor> stack_step(const StackRef& stack, const at::T
   return stack->step(x, rope, pos);
 }
 
-// `FastSampler.codes` after code 0, for a stack with its output layer: positions 0 (`hidden`, the slow model's
-// state) and 1 (`table[code0]`) as one step, then one position per code; after each step the output layer's
-// logits, their top k (`top_k_into`), `size` uniforms from `generator` (drawn as torch's `uniform_` draws them, so
-// the random stream is the torch sampler's) and the draw (`draw_from`); the code drawn is the next position's
-// input, `table`'s row. `rope`: the fast RoPE table, one row per position. Returns codes 1..count-1, int32.
-at::Tensor fast_codes(const StackRef& stack, const at::Tensor& table, const at::Tensor& hidden, int64_t code0,
-                      std::optional<at::Generator> generator, const at::Tensor& rope, const at::Tensor& temperature,
-                      const at::Tensor& top_p, int64_t top_k, int64_t size, int64_t count) {
-  TORCH_CHECK(stack->output, "the stack has no output layer");
+std::vector<const Stack*> stacks_of(const c10::List<StackRef>& stacks) {
+  std::vector<const Stack*> out;
+  for (const StackRef& stack : stacks) out.push_back(stack.get());
+  return out;
+}
+
+// `Stack::steps` from Python: stream b through stacks[b] at positions[b], with RoPE rows rope[b] (S, D/2).
+std::tuple<at::Tensor, at::Tensor> stacks_step(const c10::List<StackRef>& stacks, const at::Tensor& x,
+                                               const at::Tensor& rope, at::IntArrayRef positions) {
+  TORCH_CHECK(rope.dim() == 3 && rope.size(0) == static_cast<int64_t>(stacks.size()), "rope must be (B, S, D/2)");
+  std::vector<at::Tensor> ropes;
+  for (int64_t b = 0; b < rope.size(0); ++b) ropes.push_back(rope.select(0, b));
+  return Stack::steps(stacks_of(stacks), x, ropes, positions.vec());
+}
+
+// `FastSampler.codes` after code 0 for B streams at once, stream b through stacks[b] (each a stack with its output
+// layer and its own caches): positions 0 (`hidden[b]`, the slow model's state) and 1 (`table[code0[b]]`) as one
+// step, then one position per code; after each step the output layer's logits of every stream, and per stream in
+// turn their top k (`top_k_into`), `size` uniforms from its generator (drawn as torch's `uniform_` draws them, so
+// the random stream is the torch sampler's) and the draw (`draw_from`) at its temperature, top-p and top-k; the code
+// drawn is the stream's next input, `table`'s row. `rope`: the fast RoPE table, one row per position. Returns codes
+// 1..count-1 of every stream, (B, count - 1) int32. Each stream draws only from its own generator, in the order of a
+// stream alone, so the streams beside it change nothing.
+at::Tensor fast_codes_streams(const std::vector<const Stack*>& stacks, const at::Tensor& table, const at::Tensor& hidden,
+                              const std::vector<int64_t>& code0, const std::vector<std::optional<at::Generator>>& generators,
+                              const at::Tensor& rope, const std::vector<float>& temperature,
+                              const std::vector<float>& top_p, const std::vector<int64_t>& top_k, int64_t size,
+                              int64_t count) {
+  const Stack& own = *stacks.front();
+  const int64_t B = static_cast<int64_t>(stacks.size());
+  TORCH_CHECK(own.output, "the stack has no output layer");
   check_float(table, "table");
   check_float(hidden, "hidden");
-  const int64_t dim = stack->norm.numel(), n = stack->output->out, k = std::min(top_k, n);
-  TORCH_CHECK(table.dim() == 2 && table.size(1) == dim && hidden.numel() == dim, "table rows and hidden must be ",
+  const int64_t dim = own.norm.numel(), n = own.output->out;
+  TORCH_CHECK(table.dim() == 2 && table.size(1) == dim && hidden.numel() == B * dim, "table rows and hidden must be ",
               dim, " wide");
   TORCH_CHECK(count >= 2 && rope.size(0) >= count, "count must be 2..", rope.size(0));
-  TORCH_CHECK(k >= 1 && size >= n, "top_k must be at least 1 and size at least ", n);
-  const float t = temperature.item<float>(), p_max = top_p.item<float>();
+  TORCH_CHECK(size >= n, "top_k must be at least 1 and size at least ", n);
+  TORCH_CHECK(static_cast<int64_t>(code0.size()) == B && static_cast<int64_t>(generators.size()) == B &&
+                  static_cast<int64_t>(temperature.size()) == B && static_cast<int64_t>(top_p.size()) == B &&
+                  static_cast<int64_t>(top_k.size()) == B, "one code, generator and setting per stream");
+  for (int64_t k : top_k) TORCH_CHECK(k >= 1, "top_k must be at least 1 and size at least ", n);
   const float* rows = table.data_ptr<float>();
   auto row_of = [&](int64_t code) {
     TORCH_CHECK(code >= 0 && code < table.size(0), "code ", code, " is outside the ", table.size(0), " rows");
     return rows + code * dim;
   };
-  at::Tensor x = at::empty({1, 2, dim}, table.options());
-  std::copy_n(hidden.data_ptr<float>(), dim, x.data_ptr<float>());
-  std::copy_n(row_of(code0), dim, x.data_ptr<float>() + dim);
-  at::Tensor codes = at::empty({count - 1}, table.options().dtype(at::kInt));
-  std::vector<float> values(k), cum(k), exps, scaled;
-  std::vector<int64_t> top(k), order;
+  at::Tensor x = at::empty({B, 2, dim}, table.options());
+  for (int64_t b = 0; b < B; ++b) {
+    std::copy_n(hidden.data_ptr<float>() + b * dim, dim, x.data_ptr<float>() + 2 * b * dim);
+    std::copy_n(row_of(code0[b]), dim, x.data_ptr<float>() + (2 * b + 1) * dim);
+  }
+  at::Tensor codes = at::empty({B, count - 1}, table.options().dtype(at::kInt));
+  std::vector<float> values, cum, exps, scaled;
+  std::vector<int64_t> top, order;
   int64_t start = 0;
   for (int64_t i = 0; i + 1 < count; ++i) {
     const int64_t S = x.size(1);
-    const at::Tensor normed = std::get<1>(stack->step(x, rope.narrow(0, start, S), start));
-    const at::Tensor logits = stack->output->forward(normed.narrow(1, S - 1, 1));
-    top_k_into(logits.data_ptr<float>(), n, k, values.data(), top.data(), cum.data(), exps, order);
-    const at::Tensor u = at::empty({size}, table.options()).uniform_(0.0, 1.0, generator);
-    const int64_t code = draw_from(values.data(), top.data(), cum.data(), k, t, p_max, u.data_ptr<float>(), size,
-                                   nullptr, 0, scaled);
-    codes.data_ptr<int32_t>()[i] = static_cast<int32_t>(code);
+    const std::vector<at::Tensor> ropes(B, rope.narrow(0, start, S));
+    const at::Tensor normed = std::get<1>(Stack::steps(stacks, x, ropes, std::vector<int64_t>(B, start)));
+    const at::Tensor logits = own.output->forward(normed.narrow(1, S - 1, 1).contiguous(), true);
+    at::Tensor next = at::empty({B, 1, dim}, table.options());
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t k = std::min(top_k[b], n);
+      values.resize(k);
+      cum.resize(k);
+      top.resize(k);
+      top_k_into(logits.data_ptr<float>() + b * n, n, k, values.data(), top.data(), cum.data(), exps, order);
+      const at::Tensor u = at::empty({size}, table.options()).uniform_(0.0, 1.0, generators[b]);
+      const int64_t code = draw_from(values.data(), top.data(), cum.data(), k, temperature[b], top_p[b],
+                                     u.data_ptr<float>(), size, nullptr, 0, scaled);
+      codes.data_ptr<int32_t>()[b * (count - 1) + i] = static_cast<int32_t>(code);
+      std::copy_n(row_of(code), dim, next.data_ptr<float>() + b * dim);
+    }
     if (i + 2 == count) break;  // the last code: no pass follows it
     start += S;
-    x = at::empty({1, 1, dim}, table.options());
-    std::copy_n(row_of(code), dim, x.data_ptr<float>());
+    x = next;
   }
   return codes;
+}
+
+// One stream: the sampler's `fast_codes` (codes 1..count-1 as int32).
+at::Tensor fast_codes(const StackRef& stack, const at::Tensor& table, const at::Tensor& hidden, int64_t code0,
+                      std::optional<at::Generator> generator, const at::Tensor& rope, const at::Tensor& temperature,
+                      const at::Tensor& top_p, int64_t top_k, int64_t size, int64_t count) {
+  return fast_codes_streams({stack.get()}, table, hidden, {code0}, {generator}, rope, {temperature.item<float>()},
+                            {top_p.item<float>()}, {top_k}, size, count).view({count - 1});
+}
+
+// B streams (`fast_codes_streams`): stream b through stacks[b], from hidden[b] and code0[b], drawing from
+// generators[b] at temperature[b], top_p[b] (float32) and top_k[b].
+at::Tensor fast_codes_batch(const c10::List<StackRef>& stacks, const at::Tensor& table, const at::Tensor& hidden,
+                            at::IntArrayRef code0, const c10::List<std::optional<at::Generator>>& generators,
+                            const at::Tensor& rope, const at::Tensor& temperature, const at::Tensor& top_p,
+                            at::IntArrayRef top_k, int64_t size, int64_t count) {
+  check_float(temperature, "temperature");
+  check_float(top_p, "top_p");
+  TORCH_CHECK(temperature.numel() == static_cast<int64_t>(stacks.size()) && top_p.numel() == temperature.numel(),
+              "one temperature and top-p per stream");
+  std::vector<std::optional<at::Generator>> each;
+  for (const auto& g : generators) each.push_back(g);
+  const float *t = temperature.data_ptr<float>(), *p = top_p.data_ptr<float>();
+  return fast_codes_streams(stacks_of(stacks), table, hidden, code0.vec(), each, rope,
+                            std::vector<float>(t, t + temperature.numel()), std::vector<float>(p, p + top_p.numel()),
+                            top_k.vec(), size, count);
 }
 
 }  // namespace
@@ -805,7 +908,8 @@ TORCH_LIBRARY_FRAGMENT(s2studio_cpu, m) {
   m.impl("attend", c10::DispatchKey::CPU, &attend);
   m.class_<Linear>("Linear")
       .def(torch::init<int64_t, at::Tensor, std::optional<at::Tensor>, int64_t, std::optional<at::Tensor>>())
-      .def("forward", &Linear::forward)
+      .def("forward", [](const c10::intrusive_ptr<Linear>& self, const at::Tensor& x) { return self->forward(x); })
+      .def("rows", [](const c10::intrusive_ptr<Linear>& self, const at::Tensor& x) { return self->forward(x, true); })
       .def("kind", [](const c10::intrusive_ptr<Linear>& self) { return self->kind; });
   m.class_<Stack>("Stack")
       .def(torch::init<at::Tensor, double>())
@@ -821,5 +925,12 @@ TORCH_LIBRARY_FRAGMENT(s2studio_cpu, m) {
         "int semantic_begin, int semantic_end) -> Tensor");
   m.impl("main_token", c10::DispatchKey::CPU, &main_token);
   m.impl("stack_step", c10::DispatchKey::CPU, &stack_step);
+  m.def("stacks_step(__torch__.torch.classes.s2studio_cpu.Stack[] stacks, Tensor x, Tensor rope, int[] positions) -> "
+        "(Tensor, Tensor)");
+  m.impl("stacks_step", c10::DispatchKey::CPU, &stacks_step);
+  m.def("fast_codes_batch(__torch__.torch.classes.s2studio_cpu.Stack[] stacks, Tensor table, Tensor hidden, "
+        "int[] code0, Generator?[] generators, Tensor rope, Tensor temperature, Tensor top_p, int[] top_k, int size, "
+        "int count) -> Tensor");
+  m.impl("fast_codes_batch", c10::DispatchKey::CPU, &fast_codes_batch);
   m.impl("fast_codes", c10::DispatchKey::CPU, &fast_codes);
 }
