@@ -156,11 +156,17 @@ def attention(attn: Attention, x: Tensor, rope: Tensor, cache: LayerCache, start
 
     `last_only`: every position's keys and values are written, but only the last position attends and comes out
     (1, 1, dim): what the last layer of a prefill needs (see `forward_slow`)."""
-    bsz, seqlen, _ = x.shape
-    if seqlen == 1 and x.device.type == "cpu":
+    if x.shape[1] == 1 and x.device.type == "cpu":
         return attention_step(attn, x, rope, cache, start)
+    return attn.wo.forward(attend(attn, attn.wqkv.forward(x), rope, cache, start, last_only))
+
+
+def attend(attn: Attention, qkv: Tensor, rope: Tensor, cache: LayerCache, start: int, last_only: bool = False
+           ) -> Tensor:
+    """`attention` between `wqkv` and `wo`: qkv (B, S, (H + 2 KV) D) -> (B, S, H D), or (B, 1, H D) `last_only`."""
+    bsz, seqlen, _ = qkv.shape
     q_size, kv_size = attn.n_head * attn.head_dim, attn.n_local_heads * attn.head_dim
-    qk, v = attn.wqkv.forward(x).split([q_size + kv_size, kv_size], dim=-1)
+    qk, v = qkv.split([q_size + kv_size, kv_size], dim=-1)
     qk = qk.view(bsz, seqlen, attn.n_head + attn.n_local_heads, attn.head_dim)
     v = v.view(bsz, seqlen, attn.n_local_heads, attn.head_dim)
     if attn.qk_norm:  # each with its own weights, then rotated together
@@ -174,35 +180,40 @@ def attention(attn: Attention, x: Tensor, rope: Tensor, cache: LayerCache, start
     keys, values = cache.k.narrow(2, 0, end), cache.v.narrow(2, 0, end)
     if last_only:  # the last query sees every filled key, as a decode step does
         q, seqlen = q.narrow(2, seqlen - 1, 1), 1
-        y = (decode_attention(q, keys, values) if x.device.type == "cpu"
+        y = (decode_attention(q, keys, values) if qkv.device.type == "cpu"
              else F.scaled_dot_product_attention(q, keys, values, enable_gqa=True))
     elif start == 0 and seqlen > 1:
         y = F.scaled_dot_product_attention(q, keys, values, is_causal=True, enable_gqa=True)
     else:
-        y = F.scaled_dot_product_attention(q, keys, values, attn_mask=causal_mask(start, end, x.device),
+        y = F.scaled_dot_product_attention(q, keys, values, attn_mask=causal_mask(start, end, qkv.device),
                                            enable_gqa=True)
-    return attn.wo.forward(y.transpose(1, 2).reshape(bsz, seqlen, q_size))
+    return y.transpose(1, 2).reshape(bsz, seqlen, q_size)
 
 
 def attention_step(attn: Attention, x: Tensor, rope: Tensor, cache: LayerCache, pos: int) -> Tensor:
     """`attention` for one position on the CPU, the same values with a third fewer ops (a frame runs it 36-44
-    times at S2's depth, and at batch 1 each op's fixed cost is a good part of a small layer's time).
+    times at S2's depth, and at batch 1 each op's fixed cost is a good part of a small layer's time)."""
+    return attn.wo.forward(attend_step(attn, attn.wqkv.forward(x), rope, cache, pos))
+
+
+def attend_step(attn: Attention, qkv: Tensor, rope: Tensor, cache: LayerCache, pos: int) -> Tensor:
+    """`attention_step` between `wqkv` and `wo`: qkv (1, 1, (H + 2 KV) D) -> (1, 1, H D).
 
     The heads stay rows of one (heads, head_dim) matrix from the projection to the output: no batch or sequence
-    dimension to split, transpose and reshape around. Every arithmetic op is the one `attention` runs on the same
+    dimension to split, transpose and reshape around. Every arithmetic op is the one `attend` runs on the same
     values (the rotation's complex product, the norms per head, `decode_attention`), so the results are equal."""
     heads, kv, dim = attn.n_head, attn.n_local_heads, attn.head_dim
-    qkv = attn.wqkv.forward(x).view(heads + 2 * kv, dim)
+    qkv = qkv.view(heads + 2 * kv, dim)
     qk = qkv.narrow(0, 0, heads + kv)
     if attn.qk_norm:
         qk = torch.cat([attn.q_norm(qk.narrow(0, 0, heads)), attn.k_norm(qk.narrow(0, heads, kv))])
     pairs = torch.view_as_complex(qk.float().reshape(heads + kv, dim // 2, 2))
-    rotated = torch.view_as_real(pairs * rope).view(heads + kv, dim).type_as(x)
+    rotated = torch.view_as_real(pairs * rope).view(heads + kv, dim).type_as(qkv)
     cache.k.select(2, pos).copy_(rotated.narrow(0, heads, kv))
     cache.v.select(2, pos).copy_(qkv.narrow(0, heads + kv, kv))
     y = decode_attention(rotated.narrow(0, 0, heads).view(1, heads, 1, dim), cache.k.narrow(2, 0, pos + 1),
                          cache.v.narrow(2, 0, pos + 1))
-    return attn.wo.forward(y.view(1, 1, heads * dim))
+    return y.view(1, 1, heads * dim)
 
 
 def block(layer: TransformerBlock, x: Tensor, rope: Tensor, cache: LayerCache, start: int,

@@ -13,6 +13,11 @@ is free right now, before it loads anything. The prediction counts:
 - working buffers: activations of a prefill, the RoPE table, the sampler's vocabulary-sized vectors, and the
   allocator's slack — a fixed allowance plus a share of the weights.
 
+Many streams at once (`batch.BatchDecoder`) each need their own KV caches, of their real length (prompt plus
+frames): `stream_bytes` is one stream's, `footprint(streams=B)` the load with B of them, `max_streams` how many fit
+in the memory left once the model and codec are loaded (the batch decoder admits a request only while its cache
+fits: a request that does not fit waits instead of running out of memory).
+
 It runs before any weight is read; the int4 group size comes from the layer type that uses it (`weights/int4.py`).
 """
 
@@ -36,6 +41,13 @@ CODEC_BYTES_DEFAULT = int(0.75 * GB)
 BUFFER_BYTES = int(0.5 * GB)
 BUFFER_SHARE = 0.05
 """Working memory: a fixed allowance plus this share of the weights (allocator slack, prefill activations)."""
+STREAM_HEADROOM = BUFFER_BYTES
+"""Memory left free beside the streams' caches (allocator slack, a prefill's activations, the codec's streams)."""
+TYPICAL_STREAM = 2048
+"""Positions of a typical stream (a line: references, a few earlier lines, its frames), which sizes the number of
+slots the free memory allows; each request is then admitted by its own length."""
+DEFAULT_MAX_BATCH = 8
+"""Slots where the free memory cannot be read."""
 
 
 def layer_linear_params(c: TransformerConfig) -> int:
@@ -110,12 +122,26 @@ def kv_cache_bytes(config: DualARConfig, positions: int, dtype_bytes: int) -> in
     return (slow + fast) * dtype_bytes
 
 
+def stream_bytes(config: DualARConfig, positions: int, dtype_bytes: int) -> int:
+    """One stream's memory: its KV caches for `positions` (and the fast model's), the record of its token columns
+    (int64), and its sampler's vectors (two vocabulary-sized draws and a codebook-sized one, the head's logits)."""
+    tokens = (config.num_codebooks + 1) * find_multiple(positions, 8) * 8
+    sampler = (3 * config.vocab_size + config.codebook_size) * dtype_bytes
+    return kv_cache_bytes(config, positions, dtype_bytes) + tokens + sampler
+
+
+def max_streams(config: DualARConfig, *, free: int, positions: int, dtype_bytes: int) -> int:
+    """How many streams of `positions` fit in `free` bytes (memory left for streams, after the model and codec)."""
+    return max(0, free // stream_bytes(config, positions, dtype_bytes))
+
+
 def footprint(config: DualARConfig, *, precision: str, quantize: str = "none", context: int | None = None,
-              codec_bytes: int = CODEC_BYTES_DEFAULT, bf16_linears: bool = False) -> Footprint:
+              codec_bytes: int = CODEC_BYTES_DEFAULT, bf16_linears: bool = False, streams: int = 1) -> Footprint:
     """Predicted bytes to load and run `config` at `precision` ("fp32" | "bf16" | "fp16") with `quantize`
     ("none" | "int8" | "int4") and a KV cache of `context` positions (None: the model's whole context, as the exact
     path allocates). `bf16_linears`: the linear weights stay in bfloat16 whatever the precision (the CPU fast
-    path, `weights/bf16.py`; S2's checkpoint is bfloat16, so the load never widens them either)."""
+    path, `weights/bf16.py`; S2's checkpoint is bfloat16, so the load never widens them either). `streams`: that
+    many streams of `context` positions each (`stream_bytes`) instead of one KV cache."""
     if precision not in DTYPE_BYTES:
         raise UserError(f"unknown precision {precision!r}; choose one of {', '.join(DTYPE_BYTES)}")
     if quantize not in QUANTIZE_MODES:
@@ -132,8 +158,18 @@ def footprint(config: DualARConfig, *, precision: str, quantize: str = "none", c
         weights += (config.codebook_size + 1) * config.slow.dim  # the fast path's int8 copy of the allowed head rows
     positions = min(context or config.slow.max_seq_len, config.slow.max_seq_len)
     buffers = BUFFER_BYTES + int(BUFFER_SHARE * weights) + config.slow.max_seq_len * config.slow.head_dim * size
-    return Footprint(weights, kv_cache_bytes(config, positions, size), codec_bytes, buffers, precision, quantize,
-                     positions)
+    kv = kv_cache_bytes(config, positions, size) if streams == 1 else streams * stream_bytes(config, positions, size)
+    return Footprint(weights, kv, codec_bytes, buffers, precision, quantize, positions)
+
+
+def max_batch(config: DualARConfig, *, free: int, precision: str, quantize: str = "none",
+              positions: int = TYPICAL_STREAM, codec_bytes: int = CODEC_BYTES_DEFAULT, bf16_linears: bool = False
+              ) -> int:
+    """The most streams of `positions` that `free` bytes hold beside the model, its codec and the buffers (weights +
+    B caches + codec + headroom, `footprint(streams=B)`); 0 when not even one does."""
+    none = footprint(config, precision=precision, quantize=quantize, context=positions, codec_bytes=codec_bytes,
+                     bf16_linears=bf16_linears, streams=0)
+    return max(0, (free - none.total) // stream_bytes(config, positions, DTYPE_BYTES[precision]))
 
 
 def codec_bytes_of(model_dir: Path) -> int:

@@ -608,7 +608,7 @@ struct Int4Rows {
 
   template <int R, int Mt>
   void tile(int64_t n, int64_t m, int64_t k0, int64_t k1, int64_t ahead, State* s) const {
-    const int64_t groups = K / G, row_bytes = K / 2, blocks = Blocks > 0 ? Blocks : G / kCodeBlock;
+    const int64_t groups = K / G, row_bytes = K / 2;
     const int16_t* X = x.values.data() + m * K;
     const float *step = x.step.data() + m * groups, *xsum = x.sum.data() + m * groups;
     const uint16_t* ranges = sz + n * groups * 2;
@@ -620,6 +620,7 @@ struct Int4Rows {
     for (int64_t g = k0 / G; g < k1 / G; ++g) {
 #if defined(__AVX2__)
       const uint8_t* codes = w + n * row_bytes + g * (G / 2);
+      const int64_t blocks = Blocks > 0 ? Blocks : G / kCodeBlock;
       __m256i lanes[R][Mt];
       for (int r = 0; r < R; ++r) for (int i = 0; i < Mt; ++i) lanes[r][i] = _mm256_setzero_si256();
       int64_t b = 0;

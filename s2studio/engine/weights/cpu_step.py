@@ -188,6 +188,24 @@ class CpuStepOps:
                                                  model.config.num_codebooks)
 
 
+    # several streams at once (engine/s2/batch.py), each through its own caches' stacks
+
+    def streams_step(self, stacks: Sequence[torch.ScriptObject], x: Tensor, rope: Tensor, positions: Sequence[int]
+                     ) -> tuple[Tensor, Tensor]:
+        """`layers_step` for B streams: stream b's rows x[b] (S, dim) through stacks[b] (the same layers, its own
+        caches) at positions[b].. with RoPE rows rope[b]; every row the bits it gets alone (`Stack::steps`)."""
+        return torch.ops.s2studio_cpu.stacks_step(list(stacks), x, rope, list(positions))
+
+    def fast_codes_streams(self, stacks: Sequence[torch.ScriptObject], model: DualAR, rope: Tensor, hidden: Tensor,
+                           code0: Sequence[int], generators: Sequence[torch.Generator], temperature: Tensor,
+                           top_p: Tensor, top_k: Sequence[int], size: int) -> Tensor:
+        """`fast_codes` for B streams at once: stream b's codes 1..K-1 (row b of the (B, K - 1) int32 result) through
+        stacks[b] (the fast stack with its head, its own caches; `rope` the fast RoPE table they share), drawn from
+        generators[b] at temperature[b], top_p[b] (float32) and top_k[b], in the order of a stream alone."""
+        return torch.ops.s2studio_cpu.fast_codes_batch(list(stacks), model.fast_embeddings.weight, hidden,
+                                                       list(code0), list(generators), rope, temperature, top_p,
+                                                       list(top_k), size, model.config.num_codebooks)
+
 def step_ops(device: torch.device, dtype: torch.dtype) -> StepOps | None:
     """The C++ step ops for a model on `device` in `dtype`, or None where they do not apply (then torch's)."""
     if device.type != "cpu" or dtype != torch.float32 or not cpu_gemv.available():
