@@ -134,15 +134,40 @@ class FastDecoder:
 
     def prefill(self, prompt: Tensor, reuse: bool = True) -> tuple[Tensor, Tensor]:
         """Run the slow model over `prompt` (1 + K, T) in its pieces, from the first one not already cached."""
-        start = self.reusable(prompt) if reuse else 0
-        self.filled = self.settled = start  # until a piece's forward succeeds, only what precedes it is valid
-        for end in piece_ends(prompt, self.im_end_id, start, self.piece):
-            logits, hidden = forward_slow(self.model, self.caches, prompt[:, start:end], start, self.head)
-            self.tokens[:, start:end] = prompt[:, start:end]
-            self.filled = self.settled = end
-            self.prefilled += end - start
-            start = end
+        for end in self.plan(prompt, reuse):
+            logits, hidden = self.prefill_piece(prompt, end)
         return logits, hidden
+
+    def plan(self, prompt: Tensor, reuse: bool = True) -> list[int]:
+        """Start a prefill of `prompt`: the ends of its pieces still to run (`prefill_piece`, in order), after the
+        cached prefix it reuses. Until they have run, only that prefix (and each piece run since) is valid."""
+        start = self.reusable(prompt) if reuse else 0
+        self.filled = self.settled = start
+        return piece_ends(prompt, self.im_end_id, start, self.piece)
+
+    def prefill_piece(self, prompt: Tensor, end: int) -> tuple[Tensor, Tensor]:
+        """The next piece of a planned prefill: `prompt`'s columns from the settled end to `end`, one forward call;
+        the logits and fast input of its last column."""
+        start = self.settled
+        logits, hidden = forward_slow(self.model, self.caches, prompt[:, start:end], start, self.head)
+        self.tokens[:, start:end] = prompt[:, start:end]
+        self.filled = self.settled = end
+        self.prefilled += end - start
+        return logits, hidden
+
+    def grow(self, length: int) -> None:
+        """Caches of `length` positions (more than now) in place of these, keeping the settled prefix (the same
+        bits, moved); what generated frames added after it is dropped, as reuse never takes it."""
+        c = self.model.config
+        length = min(length, c.slow.max_seq_len)
+        caches = FastCaches.allocate(self.model, length, self.dtype, self.device,
+                                     ops=step_ops(self.device, self.dtype))
+        for new, old in zip(caches.slow, self.caches.slow, strict=True):
+            new.k.narrow(2, 0, self.settled).copy_(old.k.narrow(2, 0, self.settled))
+            new.v.narrow(2, 0, self.settled).copy_(old.v.narrow(2, 0, self.settled))
+        tokens = torch.zeros((c.num_codebooks + 1, length), dtype=torch.long, device=self.device)
+        tokens[:, :self.settled] = self.tokens[:, :self.settled]
+        self.caches, self.tokens, self.length, self.filled = caches, tokens, length, self.settled
 
     def sampler(self, sampling: SamplingParams, generator: torch.Generator) -> FastSampler:
         return FastSampler(self, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
@@ -154,11 +179,15 @@ class FastDecoder:
 
     def step(self, column: Tensor) -> tuple[Tensor, Tensor]:
         """One slow step on a generated frame (1 + K, 1) at the next free position."""
+        logits, hidden = forward_slow(self.model, self.caches, column, self.filled, self.head)
+        self.record(column)
+        return logits, hidden
+
+    def record(self, column: Tensor) -> None:
+        """A generated frame (1 + K, 1) was stepped at the next free position (by `step`, or a batched step)."""
         pos = self.filled
-        logits, hidden = forward_slow(self.model, self.caches, column, pos, self.head)
         self.tokens[:, pos:pos + 1] = column
         self.filled = pos + 1
-        return logits, hidden
 
 
 class FastSampler:
