@@ -313,6 +313,31 @@ def test_int4_fast_path_follows_the_dequantized_float_model_closer_than_torchs_k
     assert sum(ours) >= 3 * sum(theirs) and sum(n == len(plain[s]) for n, s in zip(ours, seeds)) >= 3, (ours, theirs)
 
 
+@pytest.mark.parametrize("m,n,k,group", [(16, 300, 256, 128), (11, 33, 200, None), (9, 40, 192, 64),
+                                         (8, 31, 6400, 128), (5, 17, 9728, 128)])
+def test_a_batched_steps_rows_are_each_the_row_alone(m: int, n: int, k: int, group: int | None) -> None:
+    """A batched decode step (`stream`: the weights read once for all rows, whatever their number) computes every
+    row of x with the additions of that row alone: any number of rows beside it, any thread count. This CPU's
+    width here; the narrower ones in `test_every_width_computes_what_this_cpus_width_does`."""
+    x, w, q, scale = _data(m, n, k, seed=m + k)
+    products = {"bf16": lambda v, stream: cpu_gemv.linear_bf16(v, w, stream),
+                "int8": lambda v, stream: cpu_gemv.linear_int8(v, q, scale, stream)}
+    if group is not None:
+        layer = _int4_layer(n, k, group, seed=m)
+        products["int4"] = lambda v, stream: cpu_gemv.linear_int4(v, layer.nibbles, layer.range_bits, group, stream)
+    before = torch.get_num_threads()
+    try:
+        for kind, product in products.items():
+            torch.set_num_threads(1)
+            alone = torch.cat([product(x[i:i + 1], False) for i in range(m)])
+            for threads in (1, 2):
+                torch.set_num_threads(threads)
+                for rows in sorted({1, 2, 3, m // 2, m - 1, m} - {0}):
+                    assert torch.equal(product(x[:rows], True), alone[:rows]), (kind, rows, threads)
+    finally:
+        torch.set_num_threads(before)
+
+
 WIDTH_CHECK = """
 import importlib, sys, torch
 module = importlib.import_module("s2studio.engine.weights._cpu_" + sys.argv[2].lower())
@@ -329,6 +354,13 @@ for shape, case in torch.load(sys.argv[1]).items():
             assert error < 1e-5, (shape, name, kind, error)
             if kind == "int4" and name == "decode" and sys.argv[2] != "BASE":  # the same 8 lanes of int32 sums
                 assert torch.equal(y, want), (shape, name, kind)
+    x, x4 = case["inputs"]["prefill"], case["inputs4"]["prefill"]  # a batched step's rows: each one's bits alone
+    for kind, product, rows in (("bf16", lambda v, s: ops.linear_bf16(v, case["w"], s), x),
+                                ("int8", lambda v, s: ops.linear_int8(v, case["q"], case["scale"], s), x),
+                                ("int4", lambda v, s: ops.linear_int4(v, case["nibbles"], case["ranges"],
+                                                                      case["group"], s), x4)):
+        alone = torch.cat([product(rows[i:i + 1], False) for i in range(rows.shape[0])])
+        assert torch.equal(product(rows, True), alone), (shape, "rows", kind)
 print("widths agree")
 """
 
@@ -337,8 +369,9 @@ def test_every_width_computes_what_this_cpus_width_does(tmp_path: Path) -> None:
     """The install builds every width (kernels.WIDTHS); torch's choice for the CPU picks one. The others are other
     code paths of one source: each this CPU can run (the narrower ones) is imported in a subprocess (one library of
     the kernels per process) and run on the inputs this CPU's module answered: widths that are and are not
-    multiples of the vectors, groups with a tail, an odd number of int4 blocks, bf16 rows in pairs; int4's AVX2 and
-    AVX512 code sum the same 8 lanes, so their decode steps are equal bit for bit. A wider width is built only."""
+    multiples of the vectors, groups with a tail, an odd number of int4 blocks; int4's AVX2 and AVX512 code sum the
+    same 8 lanes, so their decode steps are equal bit for bit; and in every width the rows of a batched step (12 rows
+    streamed at once) are each the row alone. A wider width is built only."""
     mine = cpu_gemv.kernel_path().width
     built = {w for w in kernels.WIDTHS if list(kernels.FOLDER.glob(f"{kernels.module_name(w)}.*"))}
     assert built == set(kernel_build.widths()), built  # every width on x86-64, the base one elsewhere
