@@ -12,7 +12,9 @@ of `--rounds` samples per B; the machine this was written on is shared and drift
 B = 1 is today's batch-1 path (`FastDecoder`, `FastSampler.frame`, one slow step); B >= 2 is `BatchDecoder.step`
 (each stream's main token, the fast transformer's passes for all streams at once, one slow step for all). Printed
 per B: aggregate frames/s (B / seconds per step), per-stream frames/s (1 / seconds per step), and both against B =
-1; then the split of a step at B = 1 and 8 (the main tokens, the fast part, the slow step), where the time goes.
+1 (wall time); the process's CPU time per frame (all its threads: on a machine shared with other work it varies
+far less than wall time, and says what a frame costs); then the split of a step at B = 1 and 8 (the main tokens,
+the fast part, the slow step), where the time goes.
 S2 speaks 21.53 frames per second of audio. `<|im_end|>` is left out of the sampler so that no stream stops.
 """
 
@@ -91,11 +93,12 @@ class Streams:
         return [self.decoder] if self.batch is None else [d for d in self.batch.slots if d is not None]
 
 
-def timed(fn: Callable[[], None], steps: int) -> float:
-    t = time.perf_counter()
+def timed(fn: Callable[[], None], steps: int) -> tuple[float, float]:
+    """(wall seconds, process CPU seconds) per call of `fn`, over `steps` calls."""
+    t, cpu = time.perf_counter(), time.process_time()
     for _ in range(steps):
         fn()
-    return (time.perf_counter() - t) / steps
+    return (time.perf_counter() - t) / steps, (time.process_time() - cpu) / steps
 
 
 def split(model, runs: Streams, steps: int) -> dict[str, float]:
@@ -133,31 +136,36 @@ def split(model, runs: Streams, steps: int) -> dict[str, float]:
 
 def measure(model, prompt: torch.Tensor, steps: int, rounds: int, context: int,
             half: Callable[[list[Streams]], Callable[[], None]] | None = None
-            ) -> tuple[dict[int, float], dict[int, dict[str, float]]]:
-    """Seconds per step for each B (best of `rounds`, interleaved; with `half`, the step at half the slow layers is
-    timed beside it and the step scaled to 36 slow layers), and the split of a step at B = 1 and 8."""
+            ) -> tuple[dict[str, dict[int, float]], dict[int, dict[str, float]]]:
+    """Seconds per step for each B, of wall time and of the process's CPU time (each the best of `rounds` samples,
+    interleaved; with `half`, the step at half the slow layers is timed beside it and the step scaled to 36 slow
+    layers), and the split of a step at B = 1 and 8 (wall time)."""
     runs = {b: Streams(model, b, prompt, context + steps * (rounds + 2) * 2) for b in BATCHES}
-    best_full = {b: float("inf") for b in BATCHES}
-    best_half = {b: float("inf") for b in BATCHES}
+    best_full = {clock: {b: float("inf") for b in BATCHES} for clock in ("wall", "cpu")}
+    best_half = {clock: {b: float("inf") for b in BATCHES} for clock in ("wall", "cpu")}
     for _ in range(rounds):
         for b, r in runs.items():
-            best_full[b] = min(best_full[b], timed(r.step, steps))
+            for clock, t in zip(("wall", "cpu"), timed(r.step, steps), strict=True):
+                best_full[clock][b] = min(best_full[clock][b], t)
             if half is not None:
                 restore = half([r])
                 try:
-                    best_half[b] = min(best_half[b], timed(r.step, steps))
+                    for clock, t in zip(("wall", "cpu"), timed(r.step, steps), strict=True):
+                        best_half[clock][b] = min(best_half[clock][b], t)
                 finally:
                     restore()
-    if half is None:
-        out = best_full
-    else:
+    out = {}
+    for clock, full in best_full.items():
+        if half is None:
+            out[clock] = full
+            continue
         built = len(model.layers)
-        out = {}
+        out[clock] = {}
         for b in BATCHES:
-            per_layer = (best_full[b] - best_half[b]) / (built - built // 2)
+            per_layer = (full[b] - best_half[clock][b]) / (built - built // 2)
             if per_layer <= 0:
-                per_layer = best_full[b] / built
-            out[b] = best_full[b] + (36 - built) * per_layer
+                per_layer = full[b] / built
+            out[clock][b] = full[b] + (36 - built) * per_layer
     splits = {b: split(model, runs[b], steps) for b in (1, 8)}
     del runs
     gc.collect()
@@ -188,20 +196,25 @@ def halver(model) -> Callable[[list[Streams]], Callable[[], None]]:
     return half
 
 
-def report(name: str, per_step: dict[int, float], splits: dict[int, dict[str, float]], scaled_note: str = "") -> None:
-    base = 1 / per_step[1]
+def report(name: str, clocks: dict[str, dict[int, float]], splits: dict[int, dict[str, float]],
+           scaled_note: str = "") -> None:
     print(f"  {name}{scaled_note}")
     print("    B                 " + "".join(f"{b:>10}" for b in BATCHES))
+    per_step = clocks["wall"]
+    base = 1 / per_step[1]
     print("    aggregate fr/s    " + "".join(f"{b / per_step[b]:10.2f}" for b in BATCHES))
     print("      vs B=1          " + "".join(f"{(b / per_step[b]) / base:9.2f}x" for b in BATCHES))
     print("    per stream fr/s   " + "".join(f"{1 / per_step[b]:10.2f}" for b in BATCHES))
     print("      vs B=1          " + "".join(f"{(1 / per_step[b]) / base:9.2f}x" for b in BATCHES))
     print("    aggregate RTF     " + "".join(f"{per_step[b] * FPS_AUDIO / b:10.2f}" for b in BATCHES))
+    cpu = clocks["cpu"]
+    print("    CPU s per frame   " + "".join(f"{cpu[b] / b:10.3f}" for b in BATCHES))
+    print("      B=1 / B         " + "".join(f"{cpu[1] / (cpu[b] / b):9.2f}x" for b in BATCHES))
     for b, parts in splits.items():
         print(f"    a step at B={b}: " + ", ".join(f"{part} {t * 1000:.1f} ms" for part, t in parts.items()))
 
 
-def s2_rows(args: argparse.Namespace) -> dict[str, dict[int, float]]:
+def s2_rows(args: argparse.Namespace) -> dict[str, dict[str, dict[int, float]]]:
     prompt = torch.zeros(11, args.prompt, dtype=torch.long)
     prompt[0] = torch.arange(args.prompt) % 4000 + 1000
     out = {}
@@ -248,10 +261,12 @@ def main(argv: list[str] | None = None) -> int:
           f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
     if not args.skip_s2:
         rows = s2_rows(args)
-        print("  S2 shape, B=8 aggregate vs B=1 (target) and B=4 per stream vs B=1 (target 0.6x):")
-        for mode, per_step in rows.items():
-            print(f"    {mode}: {per_step[1] / per_step[8] * 8:.2f}x ({TARGETS[mode]:.0f}x), "
-                  f"{per_step[1] / per_step[4]:.2f}x")
+        print("  S2 shape, B=8 aggregate vs B=1 (target) and B=4 per stream vs B=1 (target 0.6x), wall time; "
+              "[CPU time]:")
+        for mode, clocks in rows.items():
+            wall, cpu = clocks["wall"], clocks["cpu"]
+            print(f"    {mode}: {wall[1] / wall[8] * 8:.2f}x ({TARGETS[mode]:.0f}x), {wall[1] / wall[4]:.2f}x "
+                  f"[{cpu[1] / cpu[8] * 8:.2f}x]")
     if not args.skip_mid:
         mid_row(args)
     print(f"load {os.getloadavg()[0]:.1f} at the end")

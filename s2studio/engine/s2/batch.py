@@ -18,7 +18,7 @@ How a scheduler drives it (one engine thread; nothing here is thread-safe):
 
     decoder = BatchDecoder(model, tokenizer.im_end_id, length=FAST_CONTEXT)
     loop:
-        while queue and (slot := decoder.admit(prompt, sampling, generator, max_new_tokens)) is not None:
+        while queue and (slot := decoder.admit(prompt, sampling, generator)) is not None:
             remember slot -> request                 # None: no free slot or no memory now; keep it queued
         decoder.prefill()                            # one piece of the oldest prompt not yet prefilled (or none)
         for frame in decoder.step():                 # every prefilled stream advances one frame
@@ -26,8 +26,8 @@ How a scheduler drives it (one engine thread; nothing here is thread-safe):
             if frame.finished: that request ended ("end": <|im_end|>, "limit": its frame budget), its slot is free
         for a request cancelled meanwhile: decoder.cancel(slot)   # that stream only, at once
 
-- `admit` takes the request's (1 + K, T) prompt, its `SamplingParams` and its own `torch.Generator` (seeded as
-  the request alone would be), and `max_new_tokens` (0: the rest of `length`). It picks the free slot whose cache
+- `admit` takes the request's (1 + K, T) prompt, its `SamplingParams` (`max_new_tokens` its frame limit, 0: the
+  rest of `length`) and its own `torch.Generator` (seeded as the request alone would be). It picks the free slot whose cache
   holds the longest reusable prefix of the prompt (the next line of a scene comes back to its slot by itself).
   It returns None when every slot is busy or the caches would not fit the memory planned for streams
   (`memory.stream_bytes`: its real length, prompt plus frames): keep the request queued and try again after a
@@ -132,8 +132,11 @@ class BatchDecoder:
     # ------------------------------------------------------------------ admission
 
     def admit(self, prompt: np.ndarray | Tensor, sampling: SamplingParams, generator: torch.Generator,
-              max_new_tokens: int = 0) -> int | None:
-        """Take a request into a free slot (see the module's docstring); its slot, or None to wait."""
+              max_new_tokens: int | None = None) -> int | None:
+        """Take a request into a free slot (see the module's docstring); its slot, or None to wait.
+        `max_new_tokens`: its frame limit (None: `sampling.max_new_tokens`; 0: the rest of the context)."""
+        if max_new_tokens is None:
+            max_new_tokens = sampling.max_new_tokens
         rows = self.model.config.num_codebooks + 1
         prompt_t = torch.as_tensor(prompt, dtype=torch.long).to(self.device).view(rows, -1)
         length = prompt_t.shape[1]
