@@ -434,6 +434,10 @@ class ExportDialog(QDialog):
         phase, self._phase = self._phase, ""
         if phase == "prepare" and not error:
             settings, outputs, lines = self._pending
+            if self._task.cancel.is_set():  # Stop while the files were being looked for
+                self._idle()
+                self.status.setText("Stopped: nothing was written.")
+                return
             if not self._confirm_replacing(result):  # type: ignore[arg-type]
                 self._idle()
                 self.status.setText("Nothing written: choose another file name or folder.")
