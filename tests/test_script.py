@@ -86,10 +86,12 @@ def test_warnings_with_positions() -> None:
     assert [ln.text for ln in s.lines][3] == "[sigh]"
 
 
-def test_unknown_narrator_warned_once() -> None:
+def test_an_unknown_narrator_is_warned_on_each_narrated_line_as_any_unknown_speaker_is() -> None:
+    s = parse_script("one\nAlice: hi\ntwo\n", known_speakers=["Alice"])
+    assert [w.kind for w in s.warnings] == ["unknown_speaker"]  # "two" is Alice's: the speaker carries
     s = parse_script("one\ntwo\n", known_speakers=["Alice"])
-    assert [w.kind for w in s.warnings] == ["unknown_speaker"]
-    assert "Narrator" in s.warnings[0].message
+    assert [w.kind for w in s.warnings] == ["unknown_speaker"] * 2
+    assert [w.start for w in s.warnings] == [0, 4] and "Narrator" in s.warnings[1].message
 
 
 def test_line_ids_are_stable_across_unrelated_edits() -> None:

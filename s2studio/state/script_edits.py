@@ -23,7 +23,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from s2studio.state.script import NARRATOR, Heading, Line, RowParser, Script, ScriptWarning, speakers_of
+from s2studio.state.script import Heading, Line, RowParser, Script, ScriptWarning, speakers_of
 from s2studio.state.script_pieces import Pieces, Shift
 from s2studio.state.tags import Tag
 
@@ -63,10 +63,9 @@ class ScriptParser:
 
     def reparse(self, before: Script, text: str, known: Collection[str] | None = None) -> tuple[Script, Edit]:
         """`text` parsed, reusing `before` (the script of the text last parsed here) outside the rows that
-        changed. Parses everything when the known speakers changed, or when the narrator is not among them
-        (its warning is the one that depends on the rows before it)."""
+        changed. Parses everything when the known speakers changed."""
         frozen = _frozen(known)
-        if frozen != self._known or (frozen is not None and NARRATOR not in frozen):
+        if frozen != self._known:
             after = self.parse(text, known)
             return after, Edit.everything(before, after)
         old_rows, rows = self._rows, text.split("\n")

@@ -105,7 +105,7 @@ def test_an_edit_reparses_what_it_touched_and_highlighting_is_not_an_edit(qtbot,
     cast_two_voices(w, tmp_path, book(4, 50))
     edits: list[int] = []
     w.editor.edited.connect(lambda: edits.append(1))
-    w.editor.highlighter.set_speakers(("Bob", "Alice", "Carol"))  # a rehighlight changes no text
+    w.editor.highlighter.set_places({"Bob": 0, "Alice": 1, "Carol": 2})  # a rehighlight changes no text
     assert edits == [] and not w._parse_timer.isActive()
     line = w.script.lines[120]
     updates = w.lines.updates
