@@ -114,6 +114,9 @@ class StatusPanel:
     def on_progress(self, pace: Pace) -> None:
         """The running render went on (`pace` is the session's, updated with the engine's report)."""
         self.progress.setValue(int(1000 * pace.fraction))
+        if pace.fps <= 0:  # no speed measured yet: the first report's real-time factor counts the prefill alone
+            self.speed.setText("starting…")
+            return
         self.speed.setText(f"{pace.fps:5.1f} frames/s · RTF {pace.rtf:.2f} · {pace.eta_text()}")
 
     def stop(self, message: str) -> None:

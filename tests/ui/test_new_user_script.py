@@ -148,3 +148,37 @@ def test_typing_lines_one_after_another_keeps_a_step_per_line(qtbot, data_dir):
         texts.append(w.editor.toPlainText())
     assert texts == ["Alice: One.\nBob: Two.", "Alice: One.", ""]
     close_studio(w)
+
+
+def test_timeline_labels_drop_marks_then_shorten_the_name_never_cut_mid_word(qtbot):
+    from PySide6.QtGui import QFont, QFontMetricsF
+
+    from s2studio.ui.player.waveform_marks import fit_label
+
+    metrics = QFontMetricsF(QFont())
+    full = "Bob · stale · rendering…"
+    assert fit_label("Bob", ["stale", "rendering…"], metrics.horizontalAdvance(full), metrics) == full
+    assert fit_label("Bob", ["stale", "rendering…"], metrics.horizontalAdvance(full) - 1, metrics) == "Bob · stale"
+    assert fit_label("Bob", ["rendering…"], metrics.horizontalAdvance("Bob · rende"), metrics) == "Bob"
+    short = fit_label("Alice", [], metrics.horizontalAdvance("Alic"), metrics)
+    assert short.endswith("…") and "Alice".startswith(short[:-1]) and len(short) >= 2
+    assert fit_label("Alice", [], metrics.horizontalAdvance("A") / 2, metrics) == ""
+
+
+def test_the_first_speed_readout_waits_for_a_measured_speed(qtbot):
+    from PySide6.QtWidgets import QStatusBar
+
+    from s2studio.ui.control.pace import Pace
+    from s2studio.ui.status import StatusPanel
+
+    bar = QStatusBar()
+    qtbot.addWidget(bar)
+    panel = StatusPanel(bar)
+    pace = Pace({"a": 20, "b": 20}, started=0.0)
+    panel.start()
+    pace.update(1.5, "a", 1, 100, 23.04)  # the first report: one frame after the prefill
+    panel.on_progress(pace)
+    assert panel.speed.text() == "starting…"
+    pace.update(2.0, "a", 11, 100, 1.6)
+    panel.on_progress(pace)
+    assert panel.speed.text().startswith(" 20.0 frames/s · RTF 1.60 · ETA")

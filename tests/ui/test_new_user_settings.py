@@ -199,3 +199,28 @@ def test_open_log_folder_without_a_file_manager_shows_the_path_to_copy(qtbot, da
     assert QGuiApplication.clipboard().text() == str(data_dir / "logs")
     dialog.close()
     close_studio(w)
+
+
+def test_the_save_and_open_dialogs_start_in_the_documents_folder_then_the_last_one(qtbot, data_dir, tmp_path,
+                                                                                    monkeypatch):
+    from s2studio.ui import file_places
+    from s2studio.ui.dialogs import project_commands
+
+    documents = tmp_path / "Documents"
+    documents.mkdir()
+    monkeypatch.setattr(file_places, "documents", lambda: documents)
+    w = open_studio(qtbot, fake_engine)
+    asked: list[str] = []
+    target = tmp_path / "elsewhere" / "scene.s2proj"
+    target.parent.mkdir()
+    monkeypatch.setattr(project_commands.QFileDialog, "getSaveFileName",
+                        lambda _w, _title, start, _filter: asked.append(start) or (str(target), ""))
+    monkeypatch.setattr(project_commands.QFileDialog, "getExistingDirectory",
+                        lambda _w, _title, start: asked.append(start) or "")
+    w.editor.setPlainText("Alice: Hello.")
+    w.reparse()
+    assert w.save_project()
+    assert asked == [str(documents / "Untitled.s2proj")]  # not the program's folder (a bare name opened there)
+    w.open_project()
+    assert asked[-1] == str(target.parent)  # where the person saved last
+    close_studio(w)

@@ -20,6 +20,7 @@ from s2studio.state.voices import VoiceLibrary
 from s2studio.ui.control.document import Document
 from s2studio.ui.control.projects import ProjectStore
 from s2studio.ui.dialogs.project_voices import resolve_voices
+from s2studio.ui.file_places import remember, start_in
 
 logger = logging.getLogger(__name__)
 
@@ -73,10 +74,11 @@ class ProjectCommands(QObject):
         if self.confirm_discard("opening another project") is False:
             return False
         if path is None:
-            name = QFileDialog.getExistingDirectory(self.window, "Open project (.s2proj folder)")
+            name = QFileDialog.getExistingDirectory(self.window, "Open project (.s2proj folder)", start_in("project"))
             if not name:
                 return False
             path = Path(name)
+            remember("project", path)
         try:
             project = self.store.open(path)
         except UserError as exc:
@@ -109,11 +111,12 @@ class ProjectCommands(QObject):
 
     def save_as(self, path: Path | None = None) -> bool:
         if path is None:
-            name, _ = QFileDialog.getSaveFileName(self.window, "Save project", "Untitled.s2proj",
+            name, _ = QFileDialog.getSaveFileName(self.window, "Save project", start_in("project", "Untitled.s2proj"),
                                                   "S2 project (*.s2proj)")
             if not name:
                 return False
             path = Path(name)
+            remember("project", path)
         return self._save_to(path)
 
     def save_with_voices(self, on: bool) -> bool:

@@ -10,7 +10,7 @@ from typing import Protocol
 
 import numpy as np
 from PySide6.QtCore import QLineF, QPointF, QRectF, Qt
-from PySide6.QtGui import QBrush, QColor, QFontMetrics, QPainter, QPalette, QPen
+from PySide6.QtGui import QBrush, QColor, QFontMetrics, QFontMetricsF, QPainter, QPalette, QPen
 
 from s2studio.audio.timeline import Timeline
 from s2studio.engine.api import SAMPLE_RATE
@@ -94,6 +94,17 @@ def draw_marks(view: WaveformView, p: QPainter) -> None:
         p.drawText(QRectF(0, TOP, w, bottom - TOP), Qt.AlignmentFlag.AlignCenter, notice)
 
 
+def fit_label(name: str, marks: Sequence[str], width: float, metrics: QFontMetricsF) -> str:
+    """The line's label in `width` pixels, never cut mid-word: "Bob · stale · rendering…", else with fewer marks
+    (the last ones first), else the name alone, else the name shortened with an ellipsis ("Ali…"), else ""."""
+    for keep in range(len(marks), -1, -1):
+        label = " · ".join([name, *marks[:keep]]) if name else " · ".join(marks[:keep])
+        if label and metrics.horizontalAdvance(label) <= width:
+            return label
+    short = metrics.elidedText(name, Qt.TextElideMode.ElideRight, width)
+    return short if len(short) > 1 else ""
+
+
 def _draw_lines(view: WaveformView, p: QPainter, bottom: float, grid: QColor, accent: QColor) -> None:
     """Separators, names and outlines of the lines wide enough on screen to show them."""
     layout = view.timeline.layout
@@ -118,10 +129,9 @@ def _draw_lines(view: WaveformView, p: QPainter, bottom: float, grid: QColor, ac
         if x1f - left < LABEL_MIN_PX:
             continue
         line_id = layout.tracks[int(idx[k])].line_id
-        name = view.speaker_of(line_id)
-        label = name + ("  ⟳ loop" if line_id == view.loop_line else "") + \
-            ("  · stale" if line_id in view.stale_set else "") + \
-            ("  · rendering…" if view.busy() and view.is_rendering(line_id) else "")
+        marks = [m for m, on in (("⟳ loop", line_id == view.loop_line), ("stale", line_id in view.stale_set),
+                                 ("rendering…", view.busy() and view.is_rendering(line_id))) if on]
+        label = fit_label(view.speaker_of(line_id), marks, x1f - left - 6, QFontMetricsF(p.font()))
         if label:
             colour = view.colour_of(line_id) or text
             p.setPen(QColor(colour.red(), colour.green(), colour.blue()))

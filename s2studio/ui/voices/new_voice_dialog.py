@@ -25,6 +25,7 @@ from s2studio.audio.clip_prep import TARGET_LUFS, Span, cut, prepared
 from s2studio.errors import UserError, printable
 from s2studio.state.clips import ClipAudio, read_audio
 from s2studio.state.voices import MAX_CLIPS
+from s2studio.ui.file_places import remember, start_in
 from s2studio.ui.voices.clip_card import ClipCard, ClipDraft
 from s2studio.ui.voices.clip_jobs import ClipJobs
 from s2studio.ui.voices.voice_details import play_samples, stop_playing
@@ -217,8 +218,10 @@ class NewVoiceDialog(QDialog):
 
     def browse(self) -> None:
         room = self.max_clips - len(self.cards)
-        names, _ = QFileDialog.getOpenFileNames(self, f"Add up to {room} more clip{'s' * (room != 1)}", "",
-                                                AUDIO_FILTER)
+        names, _ = QFileDialog.getOpenFileNames(self, f"Add up to {room} more clip{'s' * (room != 1)}",
+                                                start_in("clips"), AUDIO_FILTER)
+        if names:
+            remember("clips", Path(names[0]))
         problems = [p for p in (self.add_source(Path(n)) for n in names) if p]
         self.reason.setText("\n".join(problems))
 

@@ -22,6 +22,7 @@ from s2studio.errors import UserError
 from s2studio.state.file_names import portable_name
 from s2studio.state.voices import MAX_CLIPS, Voice, VoiceLibrary
 from s2studio.ui.colors import is_dark, speaker_color
+from s2studio.ui.file_places import remember, start_in
 from s2studio.ui.voices.clip_card import ClipDraft
 from s2studio.ui.voices.clip_jobs import ClipJobs
 from s2studio.ui.voices.new_voice_dialog import NewVoiceDialog
@@ -253,9 +254,10 @@ class VoicesPanel(QWidget):
             self.new_voice_from([take], transcript, name=name)
 
     def browse(self) -> None:
-        names, _ = QFileDialog.getOpenFileNames(self, f"Choose 1–{MAX_CLIPS} reference clips of one voice", "",
-                                                AUDIO_FILTER)
+        names, _ = QFileDialog.getOpenFileNames(self, f"Choose 1–{MAX_CLIPS} reference clips of one voice",
+                                                start_in("clips"), AUDIO_FILTER)
         if names:
+            remember("clips", Path(names[0]))
             self.new_voice_from([Path(n) for n in names])
 
     def new_voice_from(self, clips: Path | Sequence[Path | ClipDraft], transcript: str = "",
@@ -302,10 +304,12 @@ class VoicesPanel(QWidget):
             self.message.emit(f"“{voice.name}” has {MAX_CLIPS} clips already; a voice takes at most {MAX_CLIPS}.")
             return None
         if clip is None:
-            name, _ = QFileDialog.getOpenFileName(self, f"Add a clip to “{voice.name}”", "", AUDIO_FILTER)
+            name, _ = QFileDialog.getOpenFileName(self, f"Add a clip to “{voice.name}”", start_in("clips"),
+                                                  AUDIO_FILTER)
             if not name:
                 return None
             clip = Path(name)
+            remember("clips", clip)
         dialog = self._dialog([clip], transcript, add_to=voice.name)
 
         def add() -> Voice:
@@ -417,8 +421,10 @@ class VoicesPanel(QWidget):
             return
         voice = self.library.get(vid)
         suggested = portable_name(voice.name, ".s2voice", fallback="voice")  # a voice's name may be "CON" or hold ":"
-        name, _ = QFileDialog.getSaveFileName(self, "Export voice", suggested, "S2 voice (*.s2voice)")
+        name, _ = QFileDialog.getSaveFileName(self, "Export voice", start_in("voice", suggested),
+                                              "S2 voice (*.s2voice)")
         if name:
+            remember("voice", Path(name))
             try:
                 path = self.library.export(vid, Path(name))
             except UserError as exc:
@@ -427,8 +433,9 @@ class VoicesPanel(QWidget):
             self.message.emit(f"Exported to {path}.")
 
     def import_file(self) -> None:
-        name, _ = QFileDialog.getOpenFileName(self, "Import voice", "", "S2 voice (*.s2voice)")
+        name, _ = QFileDialog.getOpenFileName(self, "Import voice", start_in("voice"), "S2 voice (*.s2voice)")
         if name:
+            remember("voice", Path(name))
             self._import(Path(name))
 
     def _import(self, path: Path) -> None:
