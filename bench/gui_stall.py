@@ -8,7 +8,8 @@ loop: a 5 ms timer records the gap between its ticks, so a gap of N ms means the
 answer for N ms. Prints, per load, the load time, the longest gap and how many gaps exceeded 50 and 100 ms,
 and which part of the load was running during the longest gap (the engine's last progress message).
 `--without freeze` leaves the objects torch's import made in the garbage collector's reach (`app.real_engine_factory`
-freezes them), to compare.
+freezes them), `--without preload` lets torch's import map its shared libraries itself, holding the interpreter
+(`s2studio/torch_libs.py`), to compare.
 A script, not a test: figures vary by machine and by how busy it is.
 """
 
@@ -32,13 +33,19 @@ def main() -> int:
     parser.add_argument("--model", type=Path)
     parser.add_argument("--settings", default="exact,fast,exact",
                         help="comma-separated speed modes, one load each (the first imports torch)")
-    parser.add_argument("--without", default="", choices=["", "freeze"], help="freeze: no gc.freeze (to compare)")
+    parser.add_argument("--without", default="", choices=["", "freeze", "preload"],
+                        help="freeze: no gc.freeze; preload: torch's libraries loaded by its import, holding the "
+                             "interpreter (to compare)")
     args = parser.parse_args()
     without = {args.without} - {""}
     if "freeze" in without:
         import gc
 
         gc.freeze = lambda: None
+    if "preload" in without:
+        from s2studio import torch_libs
+
+        torch_libs.preload = lambda: 0.0
     tmp = tempfile.TemporaryDirectory(prefix="gui-stall-")
     os.environ["S2STUDIO_DATA_DIR"] = str(Path(tmp.name) / "data")
     model = args.model

@@ -25,8 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QSettings, QTimer
-from PySide6.QtWidgets import QApplication
+from PySide6.QtCore import QEvent, QObject, QSettings, QTimer
+from PySide6.QtWidgets import QApplication, QWidget
 
 from s2studio import paths
 from s2studio.errors import UserError
@@ -53,8 +53,13 @@ def real_engine_factory() -> Any:
     the engine thread that holds the GIL is one of the window's too: the objects the import made are frozen out
     of the garbage collector, whose full passes (each model unload runs one) would otherwise walk all of
     torch's modules every time (a reload's longest gap 170-380 ms without, 20-85 ms with, `bench/gui_stall.py`).
-    The import itself still holds the GIL for its C initialisation (the first load's gap, ~0.5 s on a busy
-    2-core machine)."""
+    torch's shared libraries are mapped first with the GIL released (`torch_libs`); the rest of the import still
+    holds it in pieces (`bench/gui_stall.py --without preload` compares)."""
+    from s2studio import torch_libs  # noqa: PLC0415
+
+    seconds = torch_libs.preload()  # the libraries mapped with the interpreter released: the window keeps drawing
+    if seconds:
+        logger.info("torch's libraries loaded beside the window in %.1f s", seconds)
     try:
         from s2studio.engine.s2 import S2Engine  # noqa: PLC0415
     except ModuleNotFoundError as exc:
@@ -87,6 +92,20 @@ def setup_logging(log_dir: Path) -> None:
     root.setLevel(min(root.level or logging.INFO, logging.INFO))
 
 
+def log_start(data: Path) -> None:
+    """The log's first line of a session: what runs where (the devices follow once the engine thread knows)."""
+    import platform  # noqa: PLC0415
+
+    import PySide6  # noqa: PLC0415
+    from PySide6.QtCore import qVersion  # noqa: PLC0415
+
+    from s2studio import __version__  # noqa: PLC0415
+
+    logger.info("S2 Studio %s starting: %s, Python %s, Qt %s (PySide6 %s), %s threads for the model; data in %s",
+                __version__, platform.platform(), platform.python_version(), qVersion(), PySide6.__version__,
+                os.environ.get("OMP_NUM_THREADS", "automatic"), data)
+
+
 def make_application(argv: list[str] | None = None) -> QApplication:
     app = QApplication.instance() or QApplication(argv if argv is not None else sys.argv)
     app.setApplicationName("S2 Studio")
@@ -109,6 +128,7 @@ def build_window(engine_kind: str | None = None, factory: Callable[[], Any] | No
     kind = engine_kind or os.environ.get(ENV_ENGINE, "s2")
     data = paths.data_dir()
     setup_logging(data / "logs")
+    log_start(data)
     settings = QSettings()
     switch = None
     if factory is None and kind != "fake":  # the engine switch: this computer, or a server (Settings ▸ Render on)
@@ -127,9 +147,12 @@ def build_window(engine_kind: str | None = None, factory: Callable[[], Any] | No
 
 
 def start_engine(window) -> None:  # noqa: ANN001
-    """Load the fake engine at once, the remembered model when it is valid, else show the model page."""
+    """Ask for the devices, then load the fake engine at once, the remembered model when it is valid, else show
+    the model page. The first engine job imports torch on the engine thread: `main` runs this once the window
+    has painted."""
     from s2studio.ui.dialogs.model_page import validate_model_dir  # noqa: PLC0415
 
+    window.ask_devices()
     if window.ctx.engine_kind == "fake":
         window.load_model(Path("fake-model"))
         return
@@ -199,6 +222,32 @@ def start_up(window) -> None:  # noqa: ANN001
             sys.excepthook(*sys.exc_info())
 
 
+FIRST_PAINT_WAIT_MS = 1000
+"""The longest start-up waits for the window's first paint (a platform that paints nothing still starts)."""
+
+
+class FirstPaint(QObject):
+    """Runs `then` once, just after the window's first paint: torch's import holds the interpreter for seconds
+    at a time, so it starts only once the window is on screen, drawn."""
+
+    def __init__(self, window: QWidget, then: Callable[[], None]) -> None:
+        super().__init__(window)
+        self._then: Callable[[], None] | None = then
+        window.installEventFilter(self)
+        QTimer.singleShot(FIRST_PAINT_WAIT_MS, self._run)
+
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt override
+        if event.type() in (QEvent.Type.Paint, QEvent.Type.UpdateRequest) and self._then is not None:
+            QTimer.singleShot(0, self._run)  # after this paint is done
+        return False
+
+    def _run(self) -> None:
+        then, self._then = self._then, None
+        if then is not None:
+            self.parent().removeEventFilter(self)
+            then()
+
+
 def close_all(window) -> None:  # noqa: ANN001
     """Leave cleanly, modal boxes of the start-up included (the smoke-test hook)."""
     window.ask_on_close = False
@@ -228,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     holder["window"] = window
     window.show()
-    QTimer.singleShot(0, lambda: start_up(window))
+    FirstPaint(window, lambda: start_up(window))
     quit_after = os.environ.get(ENV_QUIT_AFTER)
     if quit_after:  # smoke tests of a build: start, then leave cleanly
         window.ask_on_close = False

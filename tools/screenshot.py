@@ -128,6 +128,7 @@ def main() -> int:
     window.ask_on_close = False
     window.resize(1360, 860)
     window.show()
+    window.ask_devices()
     window.load_model(model_dir if args.engine == "s2" else Path("fake-model"))
     if not _wait(qapp, lambda: window.model_info is not None, 180):
         print("the model did not load", file=sys.stderr)

@@ -24,6 +24,7 @@ sizes is written as RF64.
 from __future__ import annotations
 
 import io
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -51,6 +52,8 @@ from s2studio.audio.timeline import Layout, Timeline
 from s2studio.errors import UserError, printable
 from s2studio.state.atomic import OutputSet, write_bytes_atomic, write_error
 from s2studio.state.tags import without_tags
+
+log = logging.getLogger(__name__)
 
 __all__ = ["BITRATES_KBPS", "DEFAULT_KBPS", "FORMATS", "OPUS_RATE", "Cue", "ExportResult", "ExportSettings", "Format",
            "Metadata", "RenderedLine", "compression_level", "encode_audio", "export", "format_for", "output_paths",
@@ -301,6 +304,8 @@ def export(lines: Sequence[RenderedLine], settings: ExportSettings, out: Path | 
                                                          ", ".join(meta.voices))))
         if into is None:
             files.commit()
+            log.info("exported %d file%s: %s", len(written), "s" * (len(written) != 1),
+                     ", ".join(str(p) for p in written[:6]) + (" …" if len(written) > 6 else ""))
     except MemoryError:
         files.discard()
         _remove_all(made)

@@ -20,6 +20,7 @@ breaks or goes quiet ends the job with one clear `JobFailed`, never a hang.
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 import time
@@ -41,6 +42,8 @@ from s2studio.engine.api import (
     SynthesisRequest,
 )
 from s2studio.engine.plan import line_fingerprint
+
+log = logging.getLogger(__name__)
 
 Protocol = Literal["auto", "s2studio", "fish", "openai"]
 POLL_S = 0.1
@@ -241,8 +244,10 @@ class RemoteEngine:
         try:
             yield from events
         except RemoteError as exc:
+            log.warning("server job %s: %s", job_id, exc)  # a lost connection, a refusal: in the studio's log
             yield JobFailed(job_id, str(exc))
         except (OSError, ValueError) as exc:
+            log.warning("server job %s failed: %r", job_id, exc)
             yield JobFailed(job_id, f"the remote job failed ({_reason(exc)})")
 
     # ------------------------------------------------------------------ load

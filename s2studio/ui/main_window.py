@@ -24,6 +24,7 @@ from s2studio.state.script import Line, Script
 from s2studio.state.voices import VoiceLibrary
 from s2studio.ui.actions import SPECS, ShortcutsDialog, build_actions
 from s2studio.ui.colors import is_dark, speaker_colors
+from s2studio.ui.control.activity import ActivityLog
 from s2studio.ui.control.context import StudioContext
 from s2studio.ui.control.document import Document
 from s2studio.ui.control.live import LivePlayback
@@ -87,8 +88,9 @@ class MainWindow(QMainWindow):
                                                         "splitter_outer": self.outer_splitter,
                                                         "splitter_script": self.script_splitter})
         self.memory.restore()
+        self.activity = ActivityLog(self.session, self.flow, self)  # what the log says of the person's work
         ctx.host.devices_found.connect(lambda event: self.settings_panel.set_devices(event.devices))
-        ctx.host.find_devices()
+        ctx.host.devices_found.connect(lambda event: self.activity.devices(event.devices))
         self.space = SpaceForPlayback(self)
         QApplication.instance().installEventFilter(self.space)
 
@@ -303,6 +305,11 @@ class MainWindow(QMainWindow):
         self.setWindowModified(self.store.unsaved_work)
 
     # -- model -----------------------------------------------------------------------------------
+
+    def ask_devices(self) -> None:
+        """Ask the engine thread which devices this computer has (the settings grey out the others). The first
+        job imports torch there: the composition root asks once the window is on screen."""
+        self.ctx.host.find_devices()
 
     def load_model(self, model_dir: Path) -> None:
         self.models.load(model_dir)

@@ -14,7 +14,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
 from s2studio.engine import api
 from s2studio.errors import UserError
@@ -38,6 +38,11 @@ _SIGNAL_OF: dict[type, str] = {
     api.JobFinished: "job_finished",
     api.JobFailed: "job_failed",
 }
+
+
+def name_python_thread() -> None:
+    """Runs first on the engine thread."""
+    threading.current_thread().name = "engine"
 
 
 class EngineSignals(QObject):
@@ -118,6 +123,8 @@ class EngineHost(EngineSignals):
         super().__init__(parent)
         self._thread = QThread()
         self._thread.setObjectName("engine")
+        # Python names a thread it did not start "Dummy-N": the log (and a traceback) says "engine" instead
+        self._thread.started.connect(name_python_thread, Qt.ConnectionType.DirectConnection)
         self.worker = EngineWorker(factory)
         self.worker.moveToThread(self._thread)
         self._submit.connect(self.worker.run_job)

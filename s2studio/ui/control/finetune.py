@@ -12,6 +12,8 @@ per model and settings for the session. QtCore only.
 from __future__ import annotations
 
 import dataclasses
+import logging
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,6 +27,8 @@ if TYPE_CHECKING:
 
 RUNS = "training"
 """Under the data folder: one run folder per voice id (its checkpoints, tokens and final LoRA)."""
+
+logger = logging.getLogger(__name__)
 
 
 def run_folder(data_dir: Path, voice_id: str) -> Path:
@@ -74,6 +78,8 @@ class FineTuneRun(QObject):
         self._task.done.connect(self._done)
         self._stop: object | None = None
         self._estimating: tuple | None = None
+        self._run: tuple[str, float] = ("", 0.0)
+        """The voice's name and when the running training began (for the log)."""
 
     @property
     def running(self) -> bool:
@@ -85,6 +91,9 @@ class FineTuneRun(QObject):
         if self.running:
             return
         library = self.library
+        self._run = (library.get(voice_id).name, time.monotonic())
+        logger.info("fine-tuning “%s” started%s: %s on %s", self._run[0], " (resumed)" * resume,
+                    ", ".join(f"{k}={v}" for k, v in sorted(settings.items())), device)
 
         def work(task: Background) -> object:
             from s2studio.train.clips import clips_from_voice
@@ -152,4 +161,11 @@ class FineTuneRun(QObject):
             self.estimated.emit(result, error)
             return
         self._stop = None
+        name, started = self._run
+        took = time.monotonic() - started
+        if error:
+            logger.warning("fine-tuning “%s” failed after %.0f s: %s", name, took, error)
+        else:
+            logger.info("fine-tuning “%s” %s after %.0f s", name, f"finished: {result}" if result else "stopped",
+                        took)
         self.ended.emit(str(result or ""), error)

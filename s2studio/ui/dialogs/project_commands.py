@@ -94,6 +94,8 @@ class ProjectCommands(QObject):
             self.store.changed(project)
         if notes:
             self.message.emit("Voices: " + "; ".join(notes) + ".", 15000)
+        logger.info("opened the project %s (%d lines, %d takes)", path, len(self.document.script.lines),
+                    sum(len(entry.takes) for entry in project.lines.values()))
         self._report_unreadable_takes("Open project")
         return True
 
@@ -141,6 +143,8 @@ class ProjectCommands(QObject):
             QMessageBox.warning(self.window, "Save project", str(exc))
             return False
         packed = f" with {len(voices)} voice{'s' * (len(voices) != 1)}" if voices else ""
+        logger.info("saved the project %s%s (%d lines, %d takes)", saved, packed, len(self.document.script.lines),
+                    sum(len(entry.takes) for entry in project.lines.values()))
         self.message.emit(f"Saved {saved}{packed}.", 4000)
         return True
 
@@ -172,6 +176,8 @@ class ProjectCommands(QObject):
         self.document.replace(project)
         self.store.changed(project)  # restored work is unsaved until it is saved
         stale = len(self.document.stale_lines())
+        logger.info("restored the autosave of %s (%d lines, %d to render)", origin or "an unsaved project",
+                    len(self.document.script.lines), stale)
         self.message.emit("Restored the autosaved project." + (
             f" {stale} line{'s' * (stale != 1)} still to render: Render ▸ Render Stale Lines (Ctrl+Shift+R)."
             if stale else ""), 15000)
