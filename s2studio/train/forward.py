@@ -11,6 +11,7 @@ frame's codes, position 0 included.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -20,6 +21,12 @@ from torch.utils.checkpoint import checkpoint
 
 from s2studio.model.dual_ar import DualAR
 from s2studio.train.data import CODEBOOK_PAD, IGNORE, Batch
+
+# The model trains in the checkpoint's dtype with float32 activations, as upstream does: torch's RMSNorm of the
+# q/k norms then takes its composite path (the values upstream's run computes) and says so once per process in a
+# UserWarning that only alarms a person watching the terminal. That notice, and only it, is silenced.
+warnings.filterwarnings("ignore", message=r"Mismatch dtype between input and weight: .*Cannot dispatch to fused",
+                        category=UserWarning)
 
 
 def _layer(layer: torch.nn.Module, x: Tensor, freqs_cis: Tensor, mask: Tensor) -> Tensor:

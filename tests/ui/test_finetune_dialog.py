@@ -242,10 +242,18 @@ def test_each_checkpoint_gets_a_preview_to_play_and_can_be_the_one_kept(qtbot, t
         assert own.args[1].read_bytes() == first.preview.read_bytes()
 
         again = FineTuneDialog(lib, voice.id, tiny, tmp_path / "data", host=w.ctx.host, model_info=w.model_info)
-        qtbot.addWidget(again)  # reopened: the checkpoints are listed, their previews found in the cache
-        assert [(r.step, r.loss, r.state, r.preview) for r in again.checkpoints] == [
-            (1, None, "ready", first.preview), (2, None, "ready", second.preview)]
-        assert again.table.item(0, 1).text() == "—" and again.play_button(1).isEnabled()
+        qtbot.addWidget(again)  # reopened: the checkpoints are listed with their losses, previews from the cache
+        losses = [round(loss, 6) for _step, loss in dialog.plot.points]
+        assert [(r.step, round(r.loss, 6), r.state, r.preview) for r in again.checkpoints] == [
+            (1, losses[0], "ready", first.preview), (2, losses[1], "ready", second.preview)]
+        assert again.table.item(0, 1).text() == f"{dialog.plot.points[0][1]:.4f}" and again.play_button(1).isEnabled()
+        assert again.plot.points == dialog.plot.points  # the last run's curve, as it was
+        assert (again.steps.value(), again.batch_size.value(), again.max_length.value(), again.save_every.value(),
+                again.device.currentData()) == (2, 1, 128, 1, "cpu")  # the voice's last run, not the defaults
+        again.show()
+        qtbot.waitUntil(again.table.isVisible)
+        shown = [again.table.visualRect(again.table.model().index(i, 0)) for i in range(2)]
+        assert all(again.table.viewport().rect().contains(r) for r in shown)  # both rows whole, no half row
     finally:
         close_studio(w)
 
@@ -260,3 +268,10 @@ def test_closing_while_estimating_waits_for_the_step_then_closes(qtbot, tiny: Pa
         dialog.reject()
         assert dialog.isVisible()  # the step is finished first; the window is never blocked on it
     assert not dialog.isVisible() and not dialog.run.running and len(finetune.ESTIMATES) == 1
+
+
+def test_a_first_run_is_a_short_one(qtbot, tiny: Path, tmp_path: Path, monkeypatch) -> None:
+    _lib, _voice, dialog = shown_dialog(qtbot, tiny, tmp_path, monkeypatch)
+    assert (dialog.steps.value(), dialog.batch_size.value(), dialog.max_length.value(), dialog.save_every.value()) \
+        == (100, 2, 2048, 25)  # an eighth of upstream's full run (200 steps of 4 samples of 4096 tokens)
+    assert dialog.table.height() > 2 * dialog.table.verticalHeader().defaultSectionSize()  # room for two rows

@@ -124,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.check or not todo:
         print("CPU kernels: " + (f"to build: {', '.join(todo)}" if todo else "up to date"))
         return 1 if todo and args.check else 0
-    print(f"CPU kernels: building {', '.join(todo)} (a few minutes)", flush=True)
+    print(f"CPU kernels: building {', '.join(todo)} (about 2 minutes of processor time for the three: a minute or "
+          "two on an idle machine, longer on a busy one)", flush=True)
     for path in build_in_place(todo):
         print(f"built {path}")
     return 0

@@ -12,6 +12,7 @@ per model and settings for the session. QtCore only.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import time
 from pathlib import Path
@@ -19,6 +20,8 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 
+from s2studio.errors import UserError
+from s2studio.state.atomic import write_text_atomic
 from s2studio.state.voices import VoiceLibrary
 from s2studio.ui.control.background import Background
 
@@ -42,6 +45,46 @@ def set_aside(folder: Path) -> Path:
         n += 1
     folder.rename(aside)
     return aside
+
+
+SETTINGS_FILE = "dialog.json"
+"""In a run folder: the dialog's choices for that run, shown again when the dialog reopens for the voice."""
+METRICS_FILE = "metrics.jsonl"
+"""In a run folder: one line per step (`train.run.MetricsLog`), the loss of every step of the run."""
+
+
+def remember_run(folder: Path, choices: dict) -> None:
+    """Keep the dialog's choices for this run (a folder that cannot be written costs only the memory of them)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(folder / SETTINGS_FILE, json.dumps(choices, indent=2) + "\n")
+    except (OSError, UserError) as exc:
+        logger.warning("cannot remember the fine-tuning settings in %s: %s", folder, exc)
+
+
+def last_run(folder: Path) -> dict:
+    """The choices of the voice's last run ({} when none could be read)."""
+    try:
+        found = json.loads((folder / SETTINGS_FILE).read_text("utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def run_losses(folder: Path) -> dict[int, float]:
+    """Step -> loss of the voice's last run, from its metrics log ({} without one; damaged lines are skipped)."""
+    losses: dict[int, float] = {}
+    try:
+        lines = (folder / METRICS_FILE).read_text("utf-8").splitlines()
+    except OSError:
+        return losses
+    for line in lines:
+        try:
+            row = json.loads(line)
+            losses[int(row["step"])] = float(row["loss"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return losses
 
 
 def has_checkpoint(folder: Path) -> bool:
@@ -104,7 +147,8 @@ class FineTuneRun(QObject):
             self._stop = stop
             clips = tuple(clips_from_voice(library, voice_id))
             request = RunRequest(Path(model_dir), Path(out_dir), clips, TrainSettings(**settings), device=device,
-                                 save_every=save_every, resume=Path(out_dir) if resume else None)
+                                 save_every=save_every, resume=Path(out_dir) if resume else None,
+                                 metrics_out=Path(out_dir) / METRICS_FILE)
             final = ""
             for ev in train(request, stop):
                 if task.cancel.is_set():

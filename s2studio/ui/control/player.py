@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from s2studio.audio.alsa_messages import route_to_log
 from s2studio.audio.timeline import Layout, Timeline
 from s2studio.engine.api import SAMPLE_RATE
 
@@ -37,6 +38,7 @@ OUTPUT_FAILED = "The sound output could not be opened (details in the log): chec
 
 def load_sounddevice() -> tuple[Any | None, str]:
     """Import sounddevice; without PortAudio return (None, reason) so the studio still starts."""
+    route_to_log()  # ALSA's own messages (underruns, probed cards) to the log, before PortAudio loads it
     try:
         import sounddevice as sd  # noqa: PLC0415 - PortAudio is optional at run time
     except (OSError, ImportError) as exc:

@@ -20,23 +20,27 @@ the window responsive either way. Use this one attaches that checkpoint's `lora.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QTimer, Signal
-from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QComboBox, QDialog, QDialogButtonBox, QFormLayout,
-                               QHBoxLayout, QHeaderView, QLabel, QProgressBar, QPushButton, QSpinBox, QTableWidget,
-                               QTableWidgetItem, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QFormLayout, QHBoxLayout, QLabel,
+                               QProgressBar, QPushButton, QSpinBox, QVBoxLayout, QWidget)
 
 from s2studio.errors import UserError
 from s2studio.state.voices import VoiceLibrary
-from s2studio.ui.control.finetune import FineTuneRun, estimate_key, has_checkpoint, run_folder, set_aside
+from s2studio.ui.control.finetune import (FineTuneRun, estimate_key, has_checkpoint, last_run, remember_run,
+                                          run_folder, run_losses, set_aside)
+from s2studio.ui.voices.checkpoint_table import CheckpointRow, CheckpointTable
 from s2studio.ui.voices.loss_plot import LossPlot
 
 if TYPE_CHECKING:
     from s2studio.train.estimate import Estimate
 
+FIRST_RUN = {"preset": "r_8_alpha_16", "steps": 100, "device": "auto", "save_every": 25, "batch_size": 2,
+             "max_length": 2048, "attach": True}
+"""A voice's first run: a short one to hear what a LoRA does (upstream's full run, 200 steps of 4 samples of up to
+4096 tokens, is eight times the work: hours on a CPU); later runs start from the voice's last run's choices."""
 MIN_SECONDS = 30.0
 """The trainer's own floor (`train.clips.MIN_SECONDS`), repeated so the dialog can say it before importing torch."""
 PRESETS = (("r_8_alpha_16", "Full (r 8, α 16): every layer, upstream's default"),
@@ -44,20 +48,6 @@ PRESETS = (("r_8_alpha_16", "Full (r 8, α 16): every layer, upstream's default"
 WARNING = ("<b>Before you start.</b> S2 Pro is RL-aligned: a LoRA learns a speaking style (pace, delivery, "
            "accent) more than a new timbre. It needs a minute or more of clean speech with exact transcripts; "
            "under 30 s is refused. The voice keeps its reference clips, which still carry its timbre.")
-
-
-@dataclass
-class CheckpointRow:
-    step: int
-    loss: float | None
-    folder: Path
-    preview: Path | None = None
-    state: str = "waiting"
-    """"waiting" (for the engine), "rendering", "ready" or "failed"."""
-
-    @property
-    def lora(self) -> Path:
-        return self.folder / "lora.safetensors"
 
 
 def eta_text(seconds: float) -> str:
@@ -119,19 +109,19 @@ class FineTuneDialog(QDialog):
             self.preset.addItem(label, key)
         self.preset.setAccessibleName("LoRA preset")
         form.addRow("Preset", self.preset)
-        self.steps = self._spin(1, 100_000, 200, "Training steps")
+        self.steps = self._spin(1, 100_000, FIRST_RUN["steps"], "Training steps")
         form.addRow("Steps", self.steps)
         self.device = QComboBox()
         for key, label in (("auto", "Automatic (the GPU if there is one)"), ("cpu", "CPU"), ("cuda", "GPU (CUDA)")):
             self.device.addItem(label, key)
         self.device.setAccessibleName("Device")
         form.addRow("Device", self.device)
-        self.save_every = self._spin(0, 100_000, 50, "Save a checkpoint every N steps")
+        self.save_every = self._spin(0, 100_000, FIRST_RUN["save_every"], "Save a checkpoint every N steps")
         self.save_every.setSpecialValueText("only at the end")
         form.addRow("Checkpoint every", self.save_every)
-        self.batch_size = self._spin(1, 64, 4, "Batch size")
+        self.batch_size = self._spin(1, 64, FIRST_RUN["batch_size"], "Batch size")
         form.addRow("Batch size", self.batch_size)
-        self.max_length = self._spin(64, 8192, 4096, "Maximum tokens per sample")
+        self.max_length = self._spin(64, 8192, FIRST_RUN["max_length"], "Maximum tokens per sample")
         self.max_length.setSingleStep(256)
         form.addRow("Max length", self.max_length)
         layout.addLayout(form)
@@ -159,14 +149,9 @@ class FineTuneDialog(QDialog):
 
         self.plot = LossPlot()
         layout.addWidget(self.plot, 1)
-        self.table = QTableWidget(0, 4)
-        self.table.setHorizontalHeaderLabels(["Step", "Loss", "Preview", ""])
-        self.table.setAccessibleName("Checkpoints")
-        self.table.verticalHeader().setVisible(False)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
-        self.table.setMaximumHeight(150)
+        self.table = CheckpointTable()
+        self.table.play_requested.connect(self.play)
+        self.table.keep_requested.connect(self.keep)
         layout.addWidget(self.table)
         self.progress = QProgressBar()
         self.progress.setAccessibleName("Training progress")
@@ -191,11 +176,34 @@ class FineTuneDialog(QDialog):
         self.close_button = buttons.button(QDialogButtonBox.StandardButton.Close)
         row.addWidget(buttons)
         layout.addLayout(row)
+        self._choose(last_run(self.folder))  # the voice's last run, else a short first one
         self._refresh(seconds)
         self._show_estimate()
+        losses = run_losses(self.folder)
+        if losses:  # the last run's curve, as it was drawn
+            self.plot.clear(self.steps.value())
+            for step, loss in sorted(losses.items()):
+                self.plot.add(step, loss)
         for folder in sorted((self.folder / "checkpoints").glob("step_*")):  # an earlier run's, to choose from
             if (folder / "lora.safetensors").is_file() and folder.name[5:].isdigit():
-                self.add_checkpoint(CheckpointRow(int(folder.name[5:]), None, folder))
+                step = int(folder.name[5:])
+                self.add_checkpoint(CheckpointRow(step, losses.get(step), folder))
+
+    def _choose(self, remembered: dict) -> None:
+        """Show `remembered` choices over the first run's (a value the controls cannot take is left as it is)."""
+        chosen = {**FIRST_RUN, **remembered}
+        for combo, key in ((self.preset, "preset"), (self.device, "device")):
+            combo.setCurrentIndex(max(combo.findData(chosen[key]), 0))
+        for spin, key in ((self.steps, "steps"), (self.save_every, "save_every"), (self.batch_size, "batch_size"),
+                          (self.max_length, "max_length")):
+            if isinstance(chosen[key], int) and spin.minimum() <= chosen[key] <= spin.maximum():
+                spin.setValue(chosen[key])
+        self.attach.setChecked(chosen["attach"] is not False)
+
+    def choices(self) -> dict:
+        """What the dialog remembers of a run for the voice's next one."""
+        return {**self.settings(), "device": self.device.currentData(), "save_every": self.save_every.value(),
+                "attach": self.attach.isChecked()}
 
     def _spin(self, lo: int, hi: int, value: int, name: str) -> QSpinBox:
         s = QSpinBox()
@@ -333,6 +341,8 @@ class FineTuneDialog(QDialog):
 
     def _on_ended(self, lora: str, error: str) -> None:
         self._running(False)
+        if self.folder.is_dir():  # the run made its folder: its choices are the voice's next run's
+            remember_run(self.folder, self.choices())
         if self._close_when_done:
             super().reject()
         if error:
@@ -367,27 +377,13 @@ class FineTuneDialog(QDialog):
         self._pump()
 
     def _fill_table(self) -> None:
-        self.table.setRowCount(len(self.checkpoints))
-        for i, row in enumerate(self.checkpoints):
-            self.table.setItem(i, 0, QTableWidgetItem(str(row.step)))
-            self.table.setItem(i, 1, QTableWidgetItem("—" if row.loss is None else f"{row.loss:.4f}"))
-            play = QPushButton({"ready": "▶ Play", "rendering": "Rendering…", "failed": "No preview",
-                                "no model": "No preview"}.get(row.state, "Waiting…"))
-            play.setAccessibleName(f"Play the preview of step {row.step}")
-            play.setEnabled(row.state == "ready")
-            play.clicked.connect(lambda _=False, r=row: self.play(r))
-            self.table.setCellWidget(i, 2, play)
-            keep = QPushButton("Use this one")
-            keep.setAccessibleName(f"Use the LoRA of step {row.step} for this voice")
-            keep.setEnabled(not self.run.running)
-            keep.clicked.connect(lambda _=False, r=row: self.keep(r))
-            self.table.setCellWidget(i, 3, keep)
+        self.table.show_rows(self.checkpoints, self.run.running)
 
     def play_button(self, index: int) -> QPushButton:
-        return self.table.cellWidget(index, 2)  # type: ignore[return-value]
+        return self.table.play_button(index)
 
     def keep_button(self, index: int) -> QPushButton:
-        return self.table.cellWidget(index, 3)  # type: ignore[return-value]
+        return self.table.keep_button(index)
 
     def _pump(self) -> None:
         """Render the next waiting checkpoint's preview (one at a time; a cached one is ready at once)."""

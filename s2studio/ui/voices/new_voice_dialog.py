@@ -126,6 +126,7 @@ class NewVoiceDialog(QDialog):
         self.buttons = buttons
         outer.addWidget(buttons)
         self._timers: dict[int, QTimer] = {}
+        self._released = False
         self.jobs.analysed.connect(self._analysed)
         self.jobs.split.connect(self._split_done)
         self.jobs.transcribed.connect(self._transcribed)
@@ -428,7 +429,11 @@ class NewVoiceDialog(QDialog):
         super().done(code)
 
     def release(self) -> None:
-        """Stop this dialog's work and let go of the shared worker (called when the dialog is finished with)."""
+        """Stop this dialog's work and let go of the shared worker (called when the dialog is finished with; once
+        is enough, and a second call does nothing: disconnecting twice made PySide print six warnings)."""
+        if self._released:
+            return
+        self._released = True
         for timer in self._timers.values():
             timer.stop()
         for card in self.cards:
@@ -438,7 +443,4 @@ class NewVoiceDialog(QDialog):
         for signal, slot in ((self.jobs.analysed, self._analysed), (self.jobs.split, self._split_done),
                              (self.jobs.transcribed, self._transcribed), (self.jobs.failed, self._failed),
                              (self.jobs.progress, self._progress), (self.jobs.busy_changed, self._busy)):
-            try:
-                signal.disconnect(slot)
-            except (RuntimeError, TypeError):  # already disconnected
-                pass
+            signal.disconnect(slot)

@@ -19,6 +19,7 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QHBoxLayout, QLabel, QPlainTextEdit,
                                QPushButton, QVBoxLayout, QWidget)
 
+from s2studio.audio.alsa_messages import route_to_log
 from s2studio.audio import SAMPLE_RATE as RATE
 from s2studio.audio.clip_prep import Span, cut
 from s2studio.errors import printable
@@ -47,6 +48,7 @@ def suggested_voice_name(taken: Collection[str]) -> str:
 
 def sounddevice_module() -> tuple[Any | None, str]:
     """sounddevice, or (None, why not) when PortAudio is missing."""
+    route_to_log()  # ALSA's own messages to the log, before PortAudio loads it
     try:
         import sounddevice as sd  # noqa: PLC0415 - PortAudio is optional at run time
     except (OSError, ImportError) as exc:
