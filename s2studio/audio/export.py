@@ -305,7 +305,7 @@ def export(lines: Sequence[RenderedLine], settings: ExportSettings, out: Path | 
         if into is None:
             files.commit()
             log.info("exported %d file%s: %s", len(written), "s" * (len(written) != 1),
-                     ", ".join(str(p) for p in written[:6]) + (" …" if len(written) > 6 else ""))
+                     ", ".join(str(f) for f in written[:6]) + (" …" if len(written) > 6 else ""))
     except MemoryError:
         files.discard()
         _remove_all(made)
