@@ -267,7 +267,8 @@ def test_stop_cancels_the_render_and_the_studio_stays_usable(qtbot, data_dir, tm
     w.actions_by_name["render_all"].trigger()
     qtbot.waitUntil(lambda: w.timeline.layout.end > 0, timeout=10000)
     assert w.actions_by_name["stop_render"].isEnabled()
-    assert "frames/s" in w.status.speed.text() and "ETA" in w.status.speed.text()
+    qtbot.waitUntil(lambda: "frames/s" in w.status.speed.text(), timeout=10000)  # once a speed is measured
+    assert "ETA" in w.status.speed.text()
     w.actions_by_name["stop_render"].trigger()
     qtbot.waitUntil(lambda: ended == [True], timeout=10000)
     assert w.project.lines == {} and not w.timeline.layout.growing
