@@ -7,6 +7,7 @@ demo-model`, which would import torch a second time in a subprocess."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from s2studio import app
@@ -54,4 +55,47 @@ def test_real_engine_on_the_demo_model(qtbot, tmp_path, monkeypatch, demo_model,
     assert len(w.project.lines) == 2
     assert all(len(w.project.current(ln.line_id).audio) > 0 for ln in w.script.lines)
     assert order[0] == "playing"  # the player started while the engine was still rendering
+    w.close()
+
+
+def test_a_line_rendered_again_with_its_fixed_seed_is_the_same_take(qtbot, tmp_path, monkeypatch, demo_model,
+                                                                     request):
+    """The fast loop in bfloat16 (what the studio runs on a GPU, here on the CPU): Render Line twice with a fixed
+    seed gives the same take, although the second render finds the first's prompt in the engine's cache."""
+    from dataclasses import replace
+
+    monkeypatch.setenv("S2STUDIO_DATA_DIR", str(tmp_path / "data"))
+    app.make_application()
+    w = app.build_window("s2")
+    request.addfinalizer(lambda: (w.player.close(), w.ctx.host.shutdown()))
+    w.ctx.settings.clear()
+    w.ask_on_close = False
+    w.live.enabled = False
+    qtbot.addWidget(w)
+    w.show()
+    settings = replace(w.project.settings, precision="bf16", speed="fast", seed_mode="fixed", seed=7, max_frames=40)
+    w.document.set_settings(settings)
+    w.settings_panel.set_settings(settings)
+    w.load_model(demo_model)
+    qtbot.waitUntil(lambda: w.model_info is not None and not w.model.busy, timeout=120000)
+    assert w.model_info.precision == "bfloat16"
+    voice = w.library.create("A", [(write_wav(tmp_path / "a.wav", seconds=3.0), "hello there")])
+    w.voices.refresh()
+    w.refresh_voices()
+    w.editor.setPlainText("Alice: Could you pass me the salt?")
+    w.reparse()
+    w.cast_panel.combos["Alice"].setCurrentIndex(w.cast_panel.combos["Alice"].findData(voice.id))
+    failures: list[str] = []
+    w.session.failed.connect(failures.append)
+    w.flow.failed.connect(failures.append)
+    line = w.script.lines[0]
+    for count in (1, 2):
+        w.actions_by_name["render_line"].trigger()
+        qtbot.waitUntil(lambda: bool(failures) or (len(w.project.takes_of(line.line_id)) == count
+                                                   and not w.flow.busy), timeout=120000)
+        assert failures == []
+    first, second = w.project.takes_of(line.line_id)
+    assert first.take_id != second.take_id and first.seed == second.seed == 7
+    assert first.codes.shape[1] > 0 and np.array_equal(first.codes, second.codes)
+    assert np.array_equal(first.audio, second.audio)
     w.close()
