@@ -37,6 +37,7 @@ from s2studio.worker import EngineHost
 
 logger = logging.getLogger(__name__)
 
+
 def sampling_params(settings: GenerationSettings) -> api.SamplingParams:
     """The engine's sampler settings for the studio's (`engine.plan.sampling_params`, the one mapping), with the
     studio's hint where the sampler refuses a value."""
