@@ -21,8 +21,8 @@ share the machine's load:
    of the line before: building prompts, the prefill of the new columns, the head's draws, the fast
    transformer, the codec's first push, the rest (`Stages` times the engine's calls from here). Then, for the
    fast speed: the same request through the studio's engine thread and queued signals (first audio as the GUI
-   thread sees it, and the engine -> GUI hop), and a line past the context window (its prompt changes right
-   after the references, so nearly all of it is prefilled again). `--ttfa-repeat N` runs the fast speed's request
+   thread sees it, and the engine -> GUI hop), and the lines around a hop of the context window (the hop's prompt
+   changes right after the references, so all of it is prefilled again; the line after it reuses it). `--ttfa-repeat N` runs the fast speed's request
    N more times (min and median per line); `--ttfa-fast-only` skips the other rows. Part 4 alone:
    `python bench/frame_speed.py --sizes --s2-layers 0 --threads 2 --ttfa-fast-only --ttfa-repeat 8`.
 
@@ -529,14 +529,16 @@ def repeated(engine, request, times: int) -> str:
 
 
 def past_the_window(engine, request) -> str:
-    """A later line whose context window slides: with `context_lines` earlier lines kept (the studio's 6), line
-    `context_lines + 2` no longer hears line 1, so its prompt differs from the cached one right after the
-    references and nearly all of it is prefilled again."""
+    """Lines around a hop of the context window: with `context_lines` earlier lines kept (the studio's 6), line
+    `context_lines + 2` no longer fits them all and drops the oldest half at once (engine/s2/context.py), so its
+    prompt differs from the cached one right after the references and all it keeps is prefilled again; the line
+    after it keeps that window and prefills only the line before's answer and its own turn, as the line before
+    the hop did."""
     from dataclasses import replace as replaced
 
     from s2studio.engine.api import AudioChunk, LineSpec, LineStarted
 
-    n = engine.context_lines + 2
+    n = engine.context_lines + 3
     texts = [f"Line number {i + 1} of the scene says a few words." for i in range(n)]
     longer = replaced(request, job_id="w", lines=tuple(LineSpec(f"w{i}", 0, t) for i, t in enumerate(texts)))
     decoder = engine._loaded.decoder
@@ -547,8 +549,8 @@ def past_the_window(engine, request) -> str:
         elif isinstance(event, AudioChunk) and not got:
             got = True
             marks.append(f"{(time.perf_counter() - start) * 1000:.0f} ms ({decoder.prefilled - before} columns)")
-    return (f"a {n}-line request, {engine.context_lines} earlier lines kept: line {n - 1} {marks[-2]}, "
-            f"line {n} (its window drops line 1) {marks[-1]}")
+    return (f"a {n}-line request, at most {engine.context_lines} earlier lines: line {n - 2} {marks[-3]}, "
+            f"line {n - 1} (its window hops: the oldest half goes) {marks[-2]}, line {n} {marks[-1]}")
 
 
 def gui_side(engine, request, times: int = 1) -> str:

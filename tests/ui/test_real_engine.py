@@ -10,8 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from s2studio import app
-from ui_helpers import write_wav
+from ui_helpers import open_real_studio, write_wav
 
 
 @pytest.fixture(scope="module")
@@ -22,14 +21,7 @@ def demo_model(tmp_path_factory):
 
 
 def test_real_engine_on_the_demo_model(qtbot, tmp_path, monkeypatch, demo_model, request):
-    monkeypatch.setenv("S2STUDIO_DATA_DIR", str(tmp_path / "data"))
-    app.make_application()
-    w = app.build_window("s2")
-    request.addfinalizer(lambda: (w.player.close(), w.ctx.host.shutdown()))
-    w.ctx.settings.clear()
-    w.ask_on_close = False
-    qtbot.addWidget(w)
-    w.show()
+    w = open_real_studio(qtbot, monkeypatch, tmp_path / "data", request)
     w.load_model(demo_model)
     qtbot.waitUntil(lambda: w.model_info is not None and not w.model.busy, timeout=120000)
     assert (w.model_info.sample_rate, w.model_info.device) == (44100, "cpu")
@@ -64,15 +56,8 @@ def test_a_line_rendered_again_with_its_fixed_seed_is_the_same_take(qtbot, tmp_p
     seed gives the same take, although the second render finds the first's prompt in the engine's cache."""
     from dataclasses import replace
 
-    monkeypatch.setenv("S2STUDIO_DATA_DIR", str(tmp_path / "data"))
-    app.make_application()
-    w = app.build_window("s2")
-    request.addfinalizer(lambda: (w.player.close(), w.ctx.host.shutdown()))
-    w.ctx.settings.clear()
-    w.ask_on_close = False
+    w = open_real_studio(qtbot, monkeypatch, tmp_path / "data", request)
     w.live.enabled = False
-    qtbot.addWidget(w)
-    w.show()
     settings = replace(w.project.settings, precision="bf16", speed="fast", seed_mode="fixed", seed=7, max_frames=40)
     w.document.set_settings(settings)
     w.settings_panel.set_settings(settings)

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from s2studio import app
-from ui_helpers import write_wav
+from ui_helpers import open_real_studio, write_wav
 
 KEY = "studio-test-key-123"
 
@@ -33,14 +32,7 @@ def server(tmp_path_factory):
 
 def test_the_studio_renders_two_speakers_on_a_server_and_plays_while_it_generates(
         qtbot, tmp_path: Path, monkeypatch, server, request) -> None:
-    monkeypatch.setenv("S2STUDIO_DATA_DIR", str(tmp_path / "data"))
-    app.make_application()
-    w = app.build_window("s2")
-    request.addfinalizer(lambda: (w.player.close(), w.ctx.host.shutdown()))
-    w.ctx.settings.clear()
-    w.ask_on_close = False
-    qtbot.addWidget(w)
-    w.show()
+    w = open_real_studio(qtbot, monkeypatch, tmp_path / "data", request)
     box = w.render_on
     box.where.setCurrentIndex(box.where.findData("server"))
     box.url.setText(server.url)

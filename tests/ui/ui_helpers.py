@@ -88,6 +88,22 @@ def open_studio(qtbot, factory: Callable[[], object], begin_session: bool = True
     return w
 
 
+def open_real_studio(qtbot, monkeypatch, data_dir: Path, request):
+    """The real main window on the real engine (no model loaded yet), user data in `data_dir`, nothing remembered;
+    its player and engine thread end with the test."""
+    from s2studio import app
+
+    monkeypatch.setenv("S2STUDIO_DATA_DIR", str(data_dir))
+    app.make_application()
+    w = app.build_window("s2")
+    request.addfinalizer(lambda: (w.player.close(), w.ctx.host.shutdown()))
+    w.ctx.settings.clear()
+    w.ask_on_close = False
+    qtbot.addWidget(w)
+    w.show()
+    return w
+
+
 def close_studio(w, clean: bool = True) -> None:
     """Stop playback and the engine thread; `clean=False` leaves the session as a crash would."""
     w.player.close()

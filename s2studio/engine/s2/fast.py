@@ -50,10 +50,10 @@ def head_weight(model: DualAR, ids: Tensor) -> Tensor:
     return table[ids.to(table.device)].clone()
 
 
-PREFILL_PIECE = 64
-"""Longest piece a prompt is prefilled in (`piece_ends`): small enough that a reused prefix loses at most 63
-columns and a prefill can be interleaved with running streams, large enough that each piece is one efficient
-matrix product."""
+PREFILL_PIECE = 128
+"""Longest piece a prompt is prefilled in (`piece_ends`), besides its messages: bounded, so that a prefill can be
+interleaved with running streams and a long message's first pieces are reused when it changes near its end; not
+shorter, because every piece is one more pass over the weights (`bench/prefill_pieces.py`)."""
 
 
 def piece_ends(prompt: Tensor, im_end_id: int, start: int = 0, piece: int = PREFILL_PIECE) -> list[int]:
