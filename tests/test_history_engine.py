@@ -134,7 +134,7 @@ def config(request: pytest.FixtureRequest, files: tuple[Path, Path]) -> tuple[S2
     return load(folder, request.param), FreshRenders(folder, request.param, lora)
 
 
-@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(asks, min_size=2, max_size=3))
 def test_a_render_equals_a_fresh_engines_whatever_ran_before(config, files, sequence: list[Ask]) -> None:
     engine, fresh = config
@@ -144,12 +144,13 @@ def test_a_render_equals_a_fresh_engines_whatever_ran_before(config, files, sequ
 
 
 def test_a_b_a_and_a_repeat_on_one_engine(config, files) -> None:
-    """The server's report: A, A, B, A from one engine; every A the fresh engine's A (40 frames: long enough for
-    a difference in the last bits of the logits to change a draw of the bfloat16 model)."""
+    """The server's report: A, A, B, A from one engine; every A the fresh engine's A (the bfloat16 model's 40
+    frames: long enough for a difference in the last bits of its logits to change a draw, as it did before)."""
     engine, fresh = config
+    frames = 40 if fresh.config == "fast, bf16 model" else 12
     a, b = Ask(2, 1, 1, False, False, False), Ask(0, 1, 0, False, False, False)
     for ask in (a, a, b, a):
-        assert_same_render(run(engine, synthesis(ask, files[1], 40)), fresh(ask, 40), False)
+        assert_same_render(run(engine, synthesis(ask, files[1], frames)), fresh(ask, frames), False)
 
 
 def test_a_change_of_thread_count_leaves_no_trace(files) -> None:
