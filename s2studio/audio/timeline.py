@@ -1,9 +1,10 @@
 """The one timeline (design.md §6): every line's audio in script order, a gap between lines. The live
 player reads it and export lays its files out with it, so what you hear is what you export.
 
-Storage. A line's audio is its own array: a finished line's is its picked take's audio itself (never
-copied); the line streaming in while it renders grows a buffer of its own. Lines without audio take no
-room. What readers see is a `Layout`: an immutable snapshot of the tracks in order and their start
+Storage. A line's audio is its own: a finished line's is its picked take's audio itself (never copied),
+given as an array or as a `TrackSource` (a take in its file, decoded in blocks on demand, with stored peaks:
+`state/take_audio.py`); the line streaming in while it renders grows a buffer of its own. Lines without
+audio take no room. What readers see is a `Layout`: an immutable snapshot of the tracks in order and their start
 samples, replaced in one assignment, so the player's audio callback reads one consistent layout per
 block without a lock and without allocating a buffer.
 
@@ -20,56 +21,99 @@ Writers: the GUI thread only. Readers on any thread use `layout` and the `Layout
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol, Union
 
 import numpy as np
 import numpy.typing as npt
 
 from s2studio.audio import SAMPLE_RATE
+from s2studio.state.take_audio import PEAK_BIN, BlockKey, peaks_of
 
 Audio = npt.NDArray[np.float32]
 
+__all__ = ["PEAK_BIN", "Audio", "Layout", "Segment", "Timeline", "Track", "TrackSource"]
+
 STREAM_CAPACITY_S = 8.0
 """A streaming line's first buffer; it doubles whenever a chunk does not fit."""
-PEAK_BIN = 256
-"""Samples per value of `Track.peaks`: what a view draws from when a pixel spans a bin or more."""
+
+
+class TrackSource(Protocol):
+    """A finished line's audio that need not be in memory (`state.take_audio.TakeSound`): `length` samples,
+    read in pieces, with peaks of its own."""
+
+    length: int
+
+    def read_into(self, out: Audio, offset: int, wait: bool = True) -> bool: ...
+
+    def read(self, offset: int, frames: int) -> Audio: ...
+
+    def ready(self, offset: int, frames: int) -> bool: ...
+
+    def prefetch(self, offset: int, frames: int) -> list[BlockKey]: ...
+
+    def peaks(self) -> Audio: ...
+
+
+LineAudio = Union[Audio, TrackSource]
+"""What a line's audio may be given as: an array (held as it is) or a source."""
 
 
 class Track:
-    """One line's audio, `data[:length]`. A streaming track grows in place: the writer fills
-    `data[length:]` (or a larger copy, assigned to `data`) before it raises `length`, and a reader reads
-    `length` before `data`, so it never sees samples that are not there yet."""
+    """One line's audio. Either `data[:length]` in memory, or a `source` (a take in its file). A streaming
+    track grows in place: the writer fills `data[length:]` (or a larger copy, assigned to `data`) before it
+    raises `length`, and a reader reads `length` before `data`, so it never sees samples that are not there
+    yet."""
 
-    __slots__ = ("line_id", "data", "length", "growing", "_peaks", "_peaked")
+    __slots__ = ("line_id", "data", "length", "growing", "source", "_peaks", "_peaked")
 
-    def __init__(self, line_id: str, data: Audio, length: int, growing: bool) -> None:
+    def __init__(self, line_id: str, data: Audio | None, length: int, growing: bool,
+                 source: TrackSource | None = None) -> None:
         self.line_id = line_id
-        self.data = data
+        self.data = data if data is not None else np.zeros(0, np.float32)
         self.length = length
         self.growing = growing
+        self.source = source
         self._peaks = np.zeros(0, np.float32)
         self._peaked = 0
         """Samples `_peaks` covers; the last bin may be partial and is recomputed when the track grows."""
 
     def audio(self) -> Audio:
-        n = self.length
-        return self.data[:n]
+        return self.read(0, self.length)
 
     def read(self, offset: int, frames: int) -> Audio:
         """Samples `offset .. offset + frames` of this line (fewer at its end). Views read through this and
         `peaks`, never `data`, so a track's audio need not be one array in memory."""
+        if self.source is not None:
+            return self.source.read(offset, frames)
         n = self.length
         return self.data[max(0, offset):min(n, offset + frames)]
 
+    def read_into(self, out: Audio, offset: int, wait: bool = True) -> bool:
+        """Copy samples `offset ..` into `out` (nothing past the end); False when `wait` is off and some of
+        them are not decoded yet (`TrackSource.read_into`)."""
+        if self.source is not None:
+            return self.source.read_into(out, offset, wait)
+        n = self.length  # length before data (the contract above)
+        data = self.data
+        lo, hi = max(0, offset), min(n, offset + len(out))
+        if hi > lo:
+            out[lo - offset:hi - offset] = data[lo:hi]
+        return True
+
+    def ready(self, offset: int, frames: int) -> bool:
+        return self.source is None or self.source.ready(offset, frames)
+
     def peaks(self) -> Audio:
-        """Max |sample| per `PEAK_BIN` samples (the last bin may be partial), extended as the track grows."""
+        """Max |sample| per `PEAK_BIN` samples (the last bin may be partial), extended as the track grows;
+        a source's own (stored with a take: drawing never decodes)."""
+        if self.source is not None:
+            return self.source.peaks()
         n = self.length
         if n > self._peaked:
             keep = self._peaked // PEAK_BIN
-            tail = np.abs(self.data[keep * PEAK_BIN:n])
-            new = np.pad(tail, (0, (-len(tail)) % PEAK_BIN)).reshape(-1, PEAK_BIN).max(axis=1)
-            self._peaks = np.concatenate([self._peaks[:keep], new])
+            self._peaks = np.concatenate([self._peaks[:keep], peaks_of(self.data[keep * PEAK_BIN:n])])
             self._peaked = n
         return self._peaks
 
@@ -128,27 +172,47 @@ class Layout:
     def segments(self) -> list[Segment]:
         return [Segment(t.line_id, int(s), t.length, not t.growing) for t, s in zip(self.tracks, self.starts)]
 
-    def read_into(self, out: Audio, start: int) -> int:
-        """Fill `out` with the timeline from `start` (zeros in gaps and past the end); returns how many of
-        its samples lie before the end. Allocates no buffer: the audio callback calls it."""
-        frames = len(out)
-        out[:] = 0.0
+    def _overlapping(self, start: int, frames: int) -> Iterable[tuple[Track, int]]:
+        """The tracks with audio in `start .. start + frames`, each with its start sample."""
         end = start + frames
         i = max(int(np.searchsorted(self.starts, start, side="right")) - 1, 0)
-        last = start
         while i < len(self.tracks):
-            track = self.tracks[i]
             at = int(self.starts[i])
             if at >= end:
                 break
-            n = track.length  # length before data (Track's contract)
-            data = track.data
-            lo, hi = max(start, at), min(end, at + n)
-            if hi > lo:
-                out[lo - start:hi - start] = data[lo - at:hi - at]
-            last = max(last, at + n)
+            track = self.tracks[i]
+            if at + track.length > start:
+                yield track, at
             i += 1
+
+    def read_into(self, out: Audio, start: int, wait: bool = True) -> int:
+        """Fill `out` with the timeline from `start` (zeros in gaps and past the end); returns how many of
+        its samples lie before the end. Allocates no buffer. Without `wait` nothing is decoded (the audio
+        callback: it checks `ready` first); with it, the audio of takes in their files is decoded as needed
+        (export, in blocks: memory stays bounded by the take cache)."""
+        frames = len(out)
+        out[:] = 0.0
+        last = start
+        for track, at in self._overlapping(start, frames):
+            lo = max(start, at)
+            hi = min(start + frames, at + track.length)
+            track.read_into(out[lo - start:hi - start], lo - at, wait)
+            last = max(last, at + track.length)
         return max(0, min(frames, last - start))
+
+    def ready(self, start: int, frames: int) -> bool:
+        """True when `read_into(…, wait=False)` would find every sample of this range."""
+        return all(track.ready(max(0, start - at), start + frames - max(start, at))
+                   for track, at in self._overlapping(start, frames))
+
+    def prefetch(self, start: int, frames: int) -> list[BlockKey]:
+        """Decode what this range needs that is not decoded yet; returns the blocks it uses (to pin)."""
+        keys: list[BlockKey] = []
+        for track, at in self._overlapping(start, frames):
+            if track.source is not None:
+                lo = max(start, at)
+                keys += track.source.prefetch(lo - at, start + frames - lo)
+        return keys
 
     def read(self, start: int, frames: int) -> Audio:
         out = np.zeros(frames, np.float32)
@@ -189,17 +253,17 @@ class Timeline:
     def order(self) -> tuple[str, ...]:
         return tuple(self._order)
 
-    def set_lines(self, order: Sequence[str], audio: Mapping[str, Audio | None]) -> None:
+    def set_lines(self, order: Sequence[str], audio: Mapping[str, LineAudio | None]) -> None:
         """The lines in script order and each one's audio (missing or None: no audio), all at once."""
         self._set_order(order)
         self._tracks = {}
         for line_id in self._order:
             data = audio.get(line_id)
-            if data is not None and len(data):
+            if _has_audio(data):
                 self._tracks[line_id] = _final(line_id, data)
         self._relayout()
 
-    def set_order(self, order: Sequence[str], audio: Mapping[str, Audio | None] | None = None) -> None:
+    def set_order(self, order: Sequence[str], audio: Mapping[str, LineAudio | None] | None = None) -> None:
         """The script's lines changed (added, deleted, moved): audio of lines still there is kept, a line
         that comes (back) takes its audio from `audio`. A streaming line that is no longer last stops
         growing where it is."""
@@ -207,7 +271,7 @@ class Timeline:
         self._tracks = {k: t for k, t in self._tracks.items() if k in self._position}
         for line_id in self._order:
             data = audio.get(line_id) if audio is not None and line_id not in self._tracks else None
-            if data is not None and len(data):
+            if _has_audio(data):
                 self._tracks[line_id] = _final(line_id, data)
         placed = [k for k in self._order if k in self._tracks]
         for k in placed[:-1]:
@@ -218,13 +282,13 @@ class Timeline:
         self.gap = self._samples(gap_s)
         self._relayout()
 
-    def set_audio(self, line_id: str, audio: Audio | None) -> None:
+    def set_audio(self, line_id: str, audio: LineAudio | None) -> None:
         """Put one line's (new) take on the timeline, or take its audio off (None). Only the lines after
         it move; no audio is copied."""
         if line_id not in self._position:
             raise ValueError(f"line {line_id!r} is not on this timeline")
         old = self._tracks.get(line_id)
-        if audio is None or not len(audio):
+        if not _has_audio(audio):
             if old is not None:
                 del self._tracks[line_id]
                 self._relayout()
@@ -285,7 +349,7 @@ class Timeline:
         i = self.layout.index[line_id]
         return int(self.layout.starts[i]) + start_sample
 
-    def end_stream(self, line_id: str, audio: Audio | None) -> None:
+    def end_stream(self, line_id: str, audio: LineAudio | None) -> None:
         """The streaming line finished (its final audio replaces the chunks) or was cancelled (None)."""
         track = self._tracks.get(line_id)
         if track is None:
@@ -317,8 +381,14 @@ class Timeline:
         self.layout = _build([self._tracks[k] for k in self._order if k in self._tracks], self.gap)
 
 
-def _final(line_id: str, audio: Audio) -> Track:
+def _final(line_id: str, audio: LineAudio) -> Track:
+    if not isinstance(audio, np.ndarray) and hasattr(audio, "read_into"):
+        return Track(line_id, None, audio.length, False, source=audio)
     data = np.asarray(audio, dtype=np.float32)
     if data.ndim != 1:
         data = data.reshape(-1)
     return Track(line_id, data, len(data), False)
+
+
+def _has_audio(audio: LineAudio | None) -> bool:
+    return audio is not None and (audio.length if hasattr(audio, "length") else len(audio)) > 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -71,25 +72,37 @@ def read_codes_file(path: Path, what: str = "codes") -> np.ndarray:
         raise UserError(f"cannot read {name}: {printable(exc.strerror or exc)}") from None
     if len(data) > MAX_CODES_BYTES:
         raise UserError(f"{name} is larger than {MAX_CODES_BYTES >> 20} MB; it is not a codes file")
-    if data.startswith(b"PK\x03\x04"):
-        raise UserError(f"{name} is a .npz archive; give one (10, frames) array saved with numpy.save (.npy)")
-    if not data.startswith(NPY_MAGIC):
-        raise UserError(f"{name} is not a .npy array; give one (10, frames) array saved with numpy.save")
     buf = io.BytesIO(data)
+    npy_header(buf, name)
     try:
-        version = np.lib.format.read_magic(buf)
-        if version == (1, 0):
-            _, _, dtype = np.lib.format.read_array_header_1_0(buf)
-        else:
-            _, _, dtype = np.lib.format.read_array_header_2_0(buf)
-        if dtype.hasobject:
-            raise UserError(f"{name} holds Python objects, not numbers; refusing to read it")
         buf.seek(0)
         return np.lib.format.read_array(buf, allow_pickle=False)
-    except UserError:
-        raise
     except (ValueError, OSError, EOFError, TypeError) as exc:
-        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        if "pickle" in detail:
-            detail = "it holds Python objects"
-        raise UserError(f"{name} is damaged ({printable(detail, 80)})") from None
+        raise UserError(f"{name} is damaged ({_reason(exc)})") from None
+
+
+def npy_header(f: BinaryIO, name: str) -> tuple[tuple[int, ...], np.dtype]:
+    """(shape, dtype) from the header of the `.npy` array `f` holds, read from its start, without reading the
+    array; one `UserError` for a `.npz`, a file that is no `.npy` and an array of Python objects."""
+    head = f.read(len(NPY_MAGIC))
+    if head[:4] == b"PK\x03\x04":
+        raise UserError(f"{name} is a .npz archive; give one (10, frames) array saved with numpy.save (.npy)")
+    if head != NPY_MAGIC:
+        raise UserError(f"{name} is not a .npy array; give one (10, frames) array saved with numpy.save")
+    f.seek(0)
+    try:
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+        else:
+            shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+    except (ValueError, OSError, EOFError, TypeError) as exc:
+        raise UserError(f"{name} is damaged ({_reason(exc)})") from None
+    if dtype.hasobject:
+        raise UserError(f"{name} holds Python objects, not numbers; refusing to read it")
+    return shape, dtype
+
+
+def _reason(exc: BaseException) -> str:
+    detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return printable("it holds Python objects" if "pickle" in detail else detail, 80)

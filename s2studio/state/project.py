@@ -1,24 +1,31 @@
 """A studio project: script text, cast, generation settings and every line's takes (design.md §6, §7).
 
-Saved as a `.s2proj` folder: `project.json` plus one FLAC (audio) and one `.npy` (codes) per take; the
-file I/O (validation, recoverable saves) is `state/project_files.py`. Pure Python + numpy: no Qt, no torch.
+Saved as a `.s2proj` folder (`state/project_files.py` says how); a take's audio stays in its file and is
+read in blocks (`state/take_audio.py`). Pure Python + numpy: no Qt, no torch.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from s2studio.audio import SAMPLE_RATE
+from s2studio.errors import UserError
+from s2studio.state.codes import check_codes, read_codes_file
 from s2studio.state.schema import dataclass_kind
+from s2studio.state.take_audio import TakeSound
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""2: project.json + journal.jsonl, takes in folders by the first two characters of their id, with peaks;
+1: project.json alone, takes flat in `takes/` (opened as they are, saved as 2)."""
 SUFFIX = ".s2proj"
 
 
@@ -63,31 +70,102 @@ SETTINGS_LIMITS: dict[str, tuple[float, float]] = {
 SETTINGS = dataclass_kind(GenerationSettings, SETTINGS_LIMITS)
 
 
-@dataclass
+@dataclass(frozen=True)
+class TakeFiles:
+    """Where one take's files are (`state/take_files.py` names them): its project folder, the audio, the
+    codes and the peaks (None for a take of a project saved before peaks were stored)."""
+
+    folder: Path
+    audio: Path
+    codes: Path
+    peaks: Path | None
+
+
 class Take:
     """One rendering of a line, kept until the person deletes it. What it was asked (`text`, `speaker`,
-    `voice`, `settings`) is recorded so that `state.staleness` can say why it went stale."""
+    `voice`, `settings`) is recorded so that `state.staleness` can say why it went stale.
 
-    take_id: str
-    line_id: str
-    text: str
-    audio: npt.NDArray[np.float32]
-    codes: npt.NDArray[np.int64]
-    seed: int
-    fingerprint: str = ""
-    """Projects from before takes recorded what they were asked: a hash of it (`staleness.legacy_fingerprint`)."""
-    speaker: str | None = None
-    """The line's speaker when it was asked (None when unknown, in older projects)."""
-    voice: str | None = None
-    """`staleness.voice_key` of the voice it was made with (None when unknown)."""
-    settings: dict[str, Any] | None = None
-    """`staleness.take_settings` of the settings it was made with (None when unknown)."""
-    created: str | None = None
-    """When it was made, ISO 8601 with the UTC offset (None when unknown)."""
+    A take never changes once made. Its audio and codes are in memory while it is new, and in its files
+    once they are written (`attach`): `sound` reads them in blocks, `codes` reads the codes file when asked;
+    `audio` is the whole take as one array (decoded on each call for a take in its file)."""
+
+    __slots__ = ("take_id", "line_id", "text", "seed", "fingerprint", "speaker", "voice", "settings", "created",
+                 "sound", "files", "_codes", "held")
+
+    def __init__(self, take_id: str, line_id: str, text: str, audio: npt.NDArray[np.float32] | None = None,
+                 codes: npt.NDArray[np.int64] | None = None, seed: int = 0, fingerprint: str = "",
+                 speaker: str | None = None, voice: str | None = None, settings: dict[str, Any] | None = None,
+                 created: str | None = None, *, sound: TakeSound | None = None,
+                 files: TakeFiles | None = None) -> None:
+        self.take_id = take_id
+        self.line_id = line_id
+        self.text = text
+        self.seed = seed
+        self.fingerprint = fingerprint
+        """Projects from before takes recorded what they were asked: a hash of it (`staleness.legacy_fingerprint`)."""
+        self.speaker = speaker
+        """The line's speaker when it was asked (None when unknown, in older projects)."""
+        self.voice = voice
+        """`staleness.voice_key` of the voice it was made with (None when unknown)."""
+        self.settings = settings
+        """`staleness.take_settings` of the settings it was made with (None when unknown)."""
+        self.created = created
+        """When it was made, ISO 8601 with the UTC offset (None when unknown)."""
+        if sound is None:
+            sound = TakeSound.of(audio if audio is not None else np.zeros(0, np.float32))
+        self.sound = sound
+        self.files = files
+        """Where its files are (None until they are written)."""
+        self._codes = None if codes is None else np.asarray(codes, np.int64)
+        self.held = False
+        """Deleted, kept in memory for Undo: its files are not its any more (`hold`)."""
+
+    def __repr__(self) -> str:
+        return f"Take({self.take_id!r}, line {self.line_id!r}, {self.seconds:.2f} s)"
+
+    @property
+    def audio(self) -> npt.NDArray[np.float32]:
+        return self.sound.samples()
+
+    @property
+    def codes(self) -> npt.NDArray[np.int64]:
+        codes = self._codes
+        if codes is not None:
+            return codes
+        files = self.files
+        if files is None:
+            return np.zeros((10, 0), np.int64)
+        return check_codes(read_codes_file(files.codes, "take codes"), f"take codes {files.codes.name}")
 
     @property
     def seconds(self) -> float:
-        return len(self.audio) / SAMPLE_RATE
+        return self.sound.length / SAMPLE_RATE
+
+    def attach(self, files: TakeFiles, peaks: npt.NDArray[np.float32],
+               decoded: npt.NDArray[np.float32] | None = None) -> None:
+        """The take's files are written (or found): read from them from now on and let go of the arrays
+        (unless it was deleted meanwhile: `hold`)."""
+        if self.held:
+            return
+        self.files = files
+        self.sound.to_file(files.audio, peaks, decoded)
+        self._codes = None
+
+    def rebind(self, files: TakeFiles) -> None:
+        """The same files, copied to another folder (Save As): read them there."""
+        if self.held:
+            return
+        self.files = files
+        self.sound.path = files.audio
+
+    def hold(self) -> None:
+        """Keep audio and codes in memory from now on, whatever happens to the files (a deleted take, which
+        Undo may bring back after a save removed its files)."""
+        self.held = True
+        codes = self.codes
+        self.sound.hold()
+        self._codes = codes
+        self.files = None
 
 
 def now_iso() -> str:
@@ -169,6 +247,10 @@ class Project:
         or moves to the one before (the first) when the picked take goes; a line without takes is forgotten."""
         entry = self.lines[line_id]
         index = next(i for i, t in enumerate(entry.takes) if t.take_id == take_id)
+        try:  # a later save may remove its files: Undo brings it back from memory
+            entry.takes[index].hold()
+        except UserError as exc:
+            logging.getLogger(__name__).warning("a deleted take could not be kept for Undo: %s", exc)
         del entry.takes[index]
         if not entry.takes:
             del self.lines[line_id]
@@ -178,6 +260,7 @@ class Project:
 
     def restore_take(self, take: Take, index: int, picked: bool) -> None:
         """Put a deleted take back where it was (and pick it again when it was picked)."""
+        take.held = False  # a save writes its files again (a compaction may have removed them)
         entry = self.lines.setdefault(take.line_id, LineTakes())
         index = min(max(index, 0), len(entry.takes))
         entry.takes.insert(index, take)

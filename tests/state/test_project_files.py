@@ -8,6 +8,7 @@ import pytest
 from s2studio.errors import UserError
 from s2studio.state.project import GenerationSettings, Project, Take
 from s2studio.state.project_files import load_project, save_project
+from s2studio.state.take_files import take_files
 
 
 def _take(take_id: str, line_id: str, n: int, seed: int) -> Take:
@@ -43,7 +44,7 @@ def test_save_replaces_an_existing_project_whole(tmp_path):
     second = Project(script="two")
     save_project(second, path)
     assert load_project(path).script == "two"
-    assert not (path / "takes" / "old.flac").exists()
+    assert not take_files(path, "old").audio.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.s2proj"]
 
 
@@ -62,8 +63,8 @@ def test_saving_again_reuses_take_files(tmp_path):
     project = Project(script="x")
     project.add_take(_take("t1", "l1", 500, 1))
     path = save_project(project, tmp_path / "p.s2proj")
-    inode = (path / "takes" / "t1.flac").stat().st_ino
+    inode = take_files(path, "t1").audio.stat().st_ino
     project.add_take(_take("t2", "l1", 600, 2))
     save_project(project, path)
-    assert (path / "takes" / "t1.flac").stat().st_ino == inode  # linked, not written again
+    assert take_files(path, "t1").audio.stat().st_ino == inode  # not written again
     assert [t.take_id for t in load_project(path).lines["l1"].takes] == ["t1", "t2"]

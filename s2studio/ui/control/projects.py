@@ -112,7 +112,7 @@ class ProjectStore(QObject):
         aside first, so the next start does not offer it again."""
         self.kept_path.unlink(missing_ok=True)
         try:
-            opened = read_project(self.autosave_path)
+            opened = read_project(self.autosave_path, autosave=True)
         except UserError:
             self.set_aside()
             raise

@@ -117,7 +117,7 @@ class RenderSession(QObject):
 
     def _picked_audio(self) -> dict[str, Any]:
         project = self.document.project
-        return {k: t.audio for k in project.lines if (t := project.current(k)) is not None}
+        return {k: t.sound for k in project.lines if (t := project.current(k)) is not None}
 
     def relayout(self) -> None:
         """Every line's picked take, laid out again (a project opened, the gap changed)."""
@@ -134,7 +134,7 @@ class RenderSession(QObject):
         if line_id not in self.timeline.order:
             return  # a line not in the script (deleted while it rendered): its take is kept, not placed
         take = self.document.project.current(line_id)
-        audio = take.audio if take is not None else None
+        audio = take.sound if take is not None else None
         if self.timeline.streaming(line_id):
             self.timeline.end_stream(line_id, audio)
         else:

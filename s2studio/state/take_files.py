@@ -1,0 +1,243 @@
+"""A take's files inside a project folder: written once, when the take arrives, and never again (design.md §7).
+
+    takes/<first two characters of the id>/<take id>.flac        the audio, FLAC 24-bit
+    takes/<…>/<take id>.npy                                       the codes, (10, frames) integers
+    takes/<…>/<take id>.peaks.npy                                 max |sample| per `PEAK_BIN` samples
+
+The first two characters of an id (engines make hex ids) spread a book's 30,000 files over at most a few
+hundred folders: file managers, archivers and FAT-formatted disks (whose folders hold about 20,000 long names
+at most) cope, and no folder is listed whole to find one take. Projects saved before (format 1) keep their
+takes flat in `takes/` without peaks; they are read where they are and moved into the layout above by their
+first save.
+
+Take ids match `TAKE_ID` (letters, digits, `-`, `_`), so a name never climbs out of its folder; files are
+opened only when they are plain files, never through a link (a project may come from someone else). Checking
+a take when a project opens reads its headers only (`check_take`: the FLAC's STREAMINFO, the codes' `.npy`
+header, the peaks), not its audio.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import stat
+import struct
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+
+from s2studio.audio import SAMPLE_RATE
+from s2studio.errors import UserError, printable
+from s2studio.state.atomic import OPEN_FLAGS, OutputSet, WriteError, fsync_dir, remove_quietly, share_file, \
+    write_error
+from s2studio.state.codes import NUM_CODEBOOKS, npy_header
+from s2studio.state.project import Take, TakeFiles
+from s2studio.state.take_audio import PEAK_BIN, Audio, peaks_of
+
+TAKE_ID = re.compile(r"^(?!(?:con|prn|aux|nul|com[1-9]|lpt[1-9])$)[0-9a-z][0-9a-z_-]{0,63}$")
+"""What the studio and the engines make (hex uuids); a take id names files, so nothing else (nor a name that is
+a device on Windows: `con.flac` would be the console there)."""
+TAKES = "takes"
+MAX_TAKE_SECONDS = 3600.0
+_STREAMINFO = struct.Struct(">4sB3sHH3s3sQ")
+"""`fLaC`, the first metadata block's header (type 0: STREAMINFO, 34 bytes long), then its fields up to the
+64 bits that hold sample rate (20), channels - 1 (3), bits - 1 (5) and total samples (36)."""
+
+
+def shard(take_id: str) -> str:
+    return take_id[:2].ljust(2, "_")
+
+
+def take_files(folder: Path, take_id: str) -> TakeFiles:
+    """Where a take of `folder` keeps its files (the layout above)."""
+    base = Path(folder) / TAKES / shard(take_id) / take_id
+    return TakeFiles(Path(folder), base.with_name(f"{take_id}.flac"), base.with_name(f"{take_id}.npy"),
+                     base.with_name(f"{take_id}.peaks.npy"))
+
+
+def flat_take_files(folder: Path, take_id: str) -> TakeFiles:
+    """Where a project saved before the layout above keeps a take (no peaks)."""
+    base = Path(folder) / TAKES
+    return TakeFiles(Path(folder), base / f"{take_id}.flac", base / f"{take_id}.npy", None)
+
+
+# ----------------------------------------------------------------------------- folders
+
+
+def plain_folder(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(path.lstat().st_mode)
+    except OSError:
+        return False
+
+
+def make_folder(path: Path) -> bool:
+    """`path` as a plain folder of ours (a link or a file in its place is removed first); True when made now."""
+    if plain_folder(path):
+        return False
+    if os.path.lexists(path):
+        remove_quietly(path)
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        if not plain_folder(path):
+            raise write_error(OSError(f"{path.name} is not a folder"), path) from None
+        return False
+    except OSError as exc:
+        raise write_error(exc, path) from None
+    return True
+
+
+def _shard_folder(folder: Path, take_id: str) -> Path:
+    made = make_folder(folder / TAKES)
+    target = folder / TAKES / shard(take_id)
+    if make_folder(target) or made:
+        fsync_dir(target.parent)
+    return target
+
+
+# ----------------------------------------------------------------------------- writing
+
+
+def flac_bytes(audio: Audio) -> bytes:
+    buf = io.BytesIO()
+    sf.write(buf, np.asarray(audio, np.float32), SAMPLE_RATE, format="FLAC", subtype="PCM_24")
+    return buf.getvalue()
+
+
+def npy_bytes(array: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, array, allow_pickle=False)
+    return buf.getvalue()
+
+
+def write_takes(takes: Sequence[Take], folder: Path) -> list[tuple[Take, TakeFiles, Audio, Audio]]:
+    """Write the in-memory `takes` into `folder`, all their files together or none (made durable side by
+    side: `atomic.OutputSet`); returns each take with its files, its peaks and the samples its FLAC holds
+    (the peaks are computed from exactly those)."""
+    done = []
+    with OutputSet() as out:
+        for take in takes:
+            encoded = flac_bytes(take.sound.samples())
+            decoded, _ = sf.read(io.BytesIO(encoded), dtype="float32", always_2d=False)
+            decoded = np.ascontiguousarray(decoded, np.float32).reshape(-1)
+            peaks = peaks_of(decoded)
+            files = take_files(folder, take.take_id)
+            _shard_folder(folder, take.take_id)
+            out.add(files.audio, encoded)
+            out.add(files.codes, npy_bytes(np.asarray(take.codes, np.int64)))
+            out.add(files.peaks, npy_bytes(peaks))
+            done.append((take, files, peaks, decoded))
+    return done
+
+
+def share_take(take: Take, folder: Path) -> tuple[TakeFiles, bool]:
+    """Give `folder` the take's files from where they are (linked, or copied where links cannot be made);
+    a take without stored peaks gets them written. Returns the files and whether data was copied."""
+    source = take.files
+    if source is None:
+        raise ValueError(f"take {take.take_id} has no files yet")
+    files = take_files(folder, take.take_id)
+    _shard_folder(folder, take.take_id)
+    try:
+        copied = share_file(source.audio, files.audio)
+        copied |= share_file(source.codes, files.codes)
+        if source.peaks is not None and os.path.lexists(source.peaks):
+            copied |= share_file(source.peaks, files.peaks)
+        else:
+            with OutputSet() as out:
+                out.add(files.peaks, npy_bytes(take.sound.peaks()))
+    except OSError as exc:
+        if isinstance(exc, WriteError):
+            raise
+        raise UserError(f"Cannot copy take {take.take_id}: {printable(exc.strerror or exc)} "
+                        f"({printable(source.audio)}).") from None
+    return files, copied
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+def _open_plain(path: Path):  # noqa: ANN202 - a binary file object
+    """`path` open for reading when it is a plain file, never through a link."""
+    if path.is_symlink():
+        raise ValueError(f"{path.name} is a link; a project's take files must be plain files inside it")
+    fd = os.open(path, os.O_RDONLY | OPEN_FLAGS)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{path.name} is not a plain file")
+    return os.fdopen(fd, "rb")
+
+
+def flac_length(path: Path) -> int:
+    """The samples of the take's FLAC, from its STREAMINFO header (ValueError when it cannot be a take's audio:
+    not FLAC, not mono 44.1 kHz, longer than `MAX_TAKE_SECONDS`)."""
+    with _open_plain(path) as f:
+        head = f.read(_STREAMINFO.size)
+        if len(head) == _STREAMINFO.size:
+            magic, kind, size, _, _, _, _, bits = _STREAMINFO.unpack(head)
+            if magic == b"fLaC" and kind & 0x7F == 0 and int.from_bytes(size, "big") == 34:
+                rate, channels, frames = bits >> 44, ((bits >> 41) & 7) + 1, bits & ((1 << 36) - 1)
+                if frames == 0:  # "unknown" in the header: libsndfile counts
+                    f.seek(0)
+                    frames = _counted(f, path)
+                if rate != SAMPLE_RATE or channels != 1 or frames > MAX_TAKE_SECONDS * SAMPLE_RATE:
+                    raise ValueError(f"{path.name} is {channels}-channel {rate} Hz audio of {frames} samples; a "
+                                     f"take is mono {SAMPLE_RATE} Hz")
+                return int(frames)
+    raise ValueError(f"{path.name} is not readable audio (not a FLAC stream)")
+
+
+def _counted(f, path: Path) -> int:  # noqa: ANN001
+    try:
+        return int(sf.info(f).frames)
+    except (sf.LibsndfileError, RuntimeError, TypeError) as exc:
+        raise ValueError(f"{path.name} is not readable audio ({printable(str(exc), 80)})") from None
+
+
+def check_codes_file(path: Path) -> None:
+    """The codes file is a plain `.npy` of (10, frames) integers (its header only is read)."""
+    with _open_plain(path) as f:
+        try:
+            shape, dtype = npy_header(f, path.name)
+        except UserError as exc:
+            raise ValueError(str(exc)) from None
+    if len(shape) != 2 or shape[0] != NUM_CODEBOOKS or not np.issubdtype(dtype, np.integer):
+        raise ValueError(f"{path.name} holds {dtype} {shape}, not ({NUM_CODEBOOKS}, frames) codes")
+
+
+def read_peaks(path: Path, length: int) -> Audio | None:
+    """The stored peaks of a take of `length` samples; None when missing or not what they should be (then
+    they are computed again from the audio: peaks are derived, never a reason to leave a take out)."""
+    try:
+        with _open_plain(path) as f:
+            data = f.read(4096 + 4 * (length // PEAK_BIN + 1))
+        buf = io.BytesIO(data)
+        shape, dtype = npy_header(buf, path.name)
+        if dtype != np.float32 or shape != (-(-length // PEAK_BIN),):
+            return None
+        buf.seek(0)
+        return np.lib.format.read_array(buf, allow_pickle=False)
+    except (OSError, ValueError, UserError):
+        return None
+
+
+def check_take(files: TakeFiles) -> tuple[int, Audio | None]:
+    """(samples, stored peaks or None) of a take's files, headers only; ValueError/OSError with a short
+    reason when the take cannot be used."""
+    length = flac_length(files.audio)
+    check_codes_file(files.codes)
+    peaks = read_peaks(files.peaks, length) if files.peaks is not None else None
+    return length, peaks
+
+
+def find_take(folder: Path, take_id: str) -> TakeFiles | None:
+    """The take's files in `folder`: in the layout above, or flat (format 1, also while its first save moves
+    them); None when its audio is in neither."""
+    shards, flat = take_files(folder, take_id), flat_take_files(folder, take_id)
+    if os.path.lexists(shards.audio) and (os.path.lexists(shards.codes) or not os.path.lexists(flat.audio)):
+        return shards
+    return flat if os.path.lexists(flat.audio) else None
