@@ -160,6 +160,7 @@ def test_a_project_with_hostile_names_saves_under_valid_names_and_a_device_take_
     from s2studio.errors import UserError
     from s2studio.state.project import Project, Take
     from s2studio.state.project_files import TAKE_ID, load_project, save_project
+    from s2studio.state.take_files import take_files
 
     script = "".join(f"{s or 'x'}: Hello there.\n" for s in HOSTILE[:8])
     project = Project(script=script, cast={"CON": "v0123456789ab", "a<b>:c|d?*": "v0123456789ac"}, title="NUL")
@@ -171,8 +172,10 @@ def test_a_project_with_hostile_names_saves_under_valid_names_and_a_device_take_
     meta = json.loads((path / "project.json").read_text(encoding="utf-8"))
     text = json.dumps(meta).replace("3f2a9c0d41b2", "con")
     (path / "project.json").write_text(text, encoding="utf-8")
-    for suffix in (".flac", ".npy"):
-        (path / "takes" / f"3f2a9c0d41b2{suffix}").rename(path / "takes" / f"con{suffix}")
+    made, named = take_files(path, "3f2a9c0d41b2"), take_files(path, "con")
+    named.audio.parent.mkdir(exist_ok=True)
+    for old, new in ((made.audio, named.audio), (made.codes, named.codes)):
+        old.rename(new)
     with pytest.raises(UserError, match="take id"):
         load_project(path)
     assert TAKE_ID.match("console") and not any(TAKE_ID.match(d) for d in ("con", "nul", "aux", "prn", "com1", "lpt9"))
