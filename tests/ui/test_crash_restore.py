@@ -5,7 +5,6 @@ SIGKILLed once its autosave holds a finished take; a new window on the same fold
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -20,6 +19,8 @@ from PySide6.QtWidgets import QMessageBox
 from s2studio import app
 from s2studio.engine.fake import FakeEngine
 from s2studio.state.project import GenerationSettings, Project
+from s2studio.errors import UserError
+from s2studio.state.project_document import read_document
 from s2studio.state.project_files import save_project
 from s2studio.state.voices import VoiceLibrary
 from ui_helpers import on_modal, write_wav
@@ -32,12 +33,13 @@ SCRIPT = ("# Kitchen\n"
 
 
 def _autosaved_takes(autosave: Path) -> dict[str, list[str]]:
-    """line id -> take ids in the autosave on disk (empty while there is none)."""
+    """line id -> take ids in the autosave on disk, journal applied (empty while there is none); read without
+    touching the folder the running app writes."""
     try:
-        doc = json.loads((autosave / "project.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        doc = read_document(autosave).values
+    except UserError:
         return {}
-    return {k: [t["take_id"] for t in v["takes"]] for k, v in doc.get("lines", {}).items() if v["takes"]}
+    return {k: [t["take_id"] for t in v["takes"]] for k, v in doc["lines"].items() if v["takes"]}
 
 
 def test_killed_during_a_render_restores_everything(qtbot, tmp_path, monkeypatch):

@@ -75,7 +75,7 @@ def test_restart_after_a_crash_offers_the_autosave(qtbot, data_dir, tmp_path):
     cast_two_voices(w, tmp_path)
     w.actions_by_name["render_all"].trigger()
     qtbot.waitUntil(lambda: len(w.project.lines) == 2 and not w.session.busy, timeout=15000)
-    w.store.autosave_now()
+    w.store.flush()  # the autosave on disk now, then killed
     script, cast = w.editor.toPlainText(), dict(w.project.cast)
     audio = {k: v.current.audio.copy() for k, v in w.project.lines.items()}
     close_studio(w, clean=False)  # killed: no closeEvent, the session lock stays

@@ -12,12 +12,18 @@ tuple assigned in one step, which the callback picks up at its next block:
   its bounds are read from each block's layout, so when A/B swaps the line's take the loop follows the
   new take at once and never plays a neighbour.
 
+A take whose audio is in its file is decoded in blocks (`state/take_audio.py`), never on the callback's
+thread: the `Prefetcher` decodes the next `PREFETCH_S` seconds after the playhead on a thread of its own and
+pins those blocks in the cache; the callback asks the layout whether its block is `ready` and, in the rare
+case it is not (the first moments after a seek), plays silence without moving the playhead.
+
 The GUI polls the position with a timer.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any
 
 import numpy as np
@@ -27,10 +33,18 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from s2studio.audio.alsa_messages import route_to_log
 from s2studio.audio.timeline import Layout, Timeline
 from s2studio.engine.api import SAMPLE_RATE
+from s2studio.state import take_audio
 
 logger = logging.getLogger(__name__)
 
 Samples = npt.NDArray[np.float32]
+
+PREFETCH_S = 8.0
+"""Audio decoded ahead of the playhead (a take's file is decoded about 500 times faster than it plays)."""
+START_S = 0.25
+"""Decoded on the GUI thread when a play starts, so it starts with sound (the prefetcher does the rest)."""
+PREFETCH_POLL_S = 0.02
+"""While playing, how often the prefetcher looks at the playhead."""
 
 NO_OUTPUT = "No sound output on this computer: playback is off (rendering and export still work)."
 OUTPUT_FAILED = "The sound output could not be opened (details in the log): check the device and press Play again."
@@ -86,10 +100,51 @@ def fill(layout: Layout, out: Samples, pos: int, line_id: str | None, loop: bool
                 continue
             out[written:] = 0.0
             return pos, audible, True
-        audible |= layout.read_into(out[written:written + n], pos) > 0
+        if not layout.ready(pos, n):  # not decoded yet (just after a seek): silence, the playhead waits
+            out[written:] = 0.0
+            return pos, audible, False
+        audible |= layout.read_into(out[written:written + n], pos, wait=False) > 0
         pos += n
         written += n
     return pos, audible, False
+
+
+class Prefetcher:
+    """Decodes the audio after the playhead before the callback needs it, on a thread of its own: every
+    `PREFETCH_POLL_S` while playing, and at once after a seek."""
+
+    def __init__(self, player: Player) -> None:
+        self.player = player
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def wake(self) -> None:
+        self._wake.set()
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._run, name="prefetch", daemon=True)
+            self._thread.start()
+
+    def step(self) -> None:
+        """Decode (and pin) what the next `PREFETCH_S` seconds of the play need, and the start of the line
+        being looped."""
+        player = self.player
+        layout = player.timeline.layout
+        pos = player.position
+        keys = layout.prefetch(pos, round(PREFETCH_S * SAMPLE_RATE))
+        line_id, loop = player._scope
+        bounds = layout.bounds(line_id) if line_id is not None and loop else None
+        if bounds is not None:
+            keys += layout.prefetch(bounds[0], round(PREFETCH_S * SAMPLE_RATE))
+        take_audio.CACHE.pin(keys)
+
+    def _run(self) -> None:
+        while True:
+            try:
+                self.step()
+            except Exception:  # noqa: BLE001 - a take that cannot be read plays as silence (its problem is logged)
+                logger.exception("prefetching the timeline's audio failed")
+            self._wake.wait(PREFETCH_POLL_S if self.player.playing else None)
+            self._wake.clear()
 
 
 class Player(QObject):
@@ -127,6 +182,7 @@ class Player(QObject):
         self._timer = QTimer(self)
         self._timer.setInterval(33)
         self._timer.timeout.connect(self._poll)
+        self.prefetcher = Prefetcher(self)
 
     @property
     def available(self) -> bool:
@@ -165,6 +221,7 @@ class Player(QObject):
         sample = int(min(max(sample, 0), self.timeline.layout.end))
         self._pos = sample
         self._seek = (self._seek[0] + 1, sample)
+        self.prefetcher.wake()
         self.position_changed.emit(sample)
 
     def play(self) -> bool:
@@ -211,6 +268,7 @@ class Player(QObject):
             return False
         self._ended = self._announced = self._audio_flag = self._buffering = False
         self._applied_seek = self._seek[0]
+        self.timeline.layout.prefetch(self._pos, round(START_S * SAMPLE_RATE))  # the first moment, here (a block)
         try:  # "high" latency: larger device buffers, no underruns on a CPU busy rendering
             self._stream = self._sd.OutputStream(samplerate=SAMPLE_RATE, channels=1, dtype="float32",
                                                  latency="high", callback=self._callback)
@@ -221,6 +279,7 @@ class Player(QObject):
             self._stream = None
             return False
         self._playing = True
+        self.prefetcher.wake()
         self._timer.start()
         self.state_changed.emit(True)
         return True

@@ -1,13 +1,24 @@
-"""Save/open projects, autosave, recent projects and crash restore.
+"""Save/open projects, autosave, recent projects and crash restore, off the window's thread. QtCore only.
 
-Autosave writes the whole project to `<data>/autosave/current.s2proj` a few seconds after a change
-(and after every rendered line), next to a `session.lock` file that exists only while the studio
-runs. Finding the lock at start-up means the last session did not end cleanly: the window offers the
-autosaved project. The autosave names the project file it belongs to inside itself (`autosave_of`), so
-a SIGKILL at any instant keeps the two together. An autosave that cannot be opened is moved aside
-(`damaged-<time>.s2proj`, kept for the person) so that it is not offered again at every start. A clean
-exit with unsaved changes nobody chose to discard keeps the autosave too (with a `kept-unsaved` mark),
-and the next start offers it the same way.
+Every write of a project folder runs on one writer thread, one job at a time (`WriteQueue`), each from a
+snapshot the GUI thread takes when the job starts (`project_journal.capture`: takes never change, so it copies
+references, not audio). The folders' writers (`ProjectFolder`) remember what each folder holds, so a save
+writes only what changed (`state/project_folder.py`):
+
+- a new take's files are written as soon as it arrives (`lines_changed`), into the open project's folder, or
+  into the autosave's for a project never saved or a folder that cannot be written; once;
+- the autosave, `<data>/autosave/current.s2proj`, is a project folder that names the project it belongs to
+  (`autosave_of`, inside its own document, so a SIGKILL at any instant keeps the two together) and reads that
+  project's takes from its folder; it appends what changed 3 s after an edit, and at most every
+  `RENDER_AUTOSAVE_S` while takes arrive (a render); opening another project writes it whole again;
+- Save, Save As, Open and Restore run there too, with progress; the window waits for them with its event
+  loop running (`dialogs/project_commands.py`).
+
+A `session.lock` file exists only while the studio runs. Finding it at start-up means the last session did
+not end cleanly: the window offers the autosaved project. An autosave that cannot be opened is moved aside
+(`damaged-<time>.s2proj`, kept for the person) so that it is not offered again at every start. A clean exit
+with unsaved changes nobody chose to discard keeps the autosave too (with a `kept-unsaved` mark), and the next
+start offers it the same way.
 """
 
 from __future__ import annotations
@@ -16,18 +27,26 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import QObject, QSettings, QTimer, Signal
 
-from s2studio.errors import UserError
-from s2studio.state.project import Project
-from s2studio.state.project_files import exists, read_project, recover, save_project
+from s2studio.state.project import Project, Take
+from s2studio.state.project_files import exists, recover
+from s2studio.state.project_folder import ProjectFolder
+from s2studio.state.project_journal import capture
+from s2studio.ui.control.background import Background
+from s2studio.ui.control.write_queue import WriteQueue
 
 logger = logging.getLogger(__name__)
 
 MAX_RECENT = 8
 AUTOSAVE_DELAY_MS = 3000
+"""After an edit (typing comes in bursts)."""
+RENDER_AUTOSAVE_S = 10.0
+"""While takes arrive, at most this often: a take's own files are written at once; its row waits this long."""
 
 
 class ProjectStore(QObject):
@@ -45,14 +64,26 @@ class ProjectStore(QObject):
         self.dirty = False
         self._told: bool | None = None
         """The last `unsaved_work` told by `unsaved_changed`."""
-        self._timer = QTimer(self)
-        self._timer.setSingleShot(True)
-        self._timer.setInterval(AUTOSAVE_DELAY_MS)
         self._project: Project | None = None
+        self._changes = 0
+        """Counts changes: a save leaves the project clean only when none came while it was written."""
         self.problems: tuple[str, ...] = ()
         """Takes the last opened or restored project could not read (left out); the window shows them."""
         self.packed_voices: dict[str, Path] = {}
         """The voices packed in the last opened project (voice id -> its .s2voice inside it)."""
+        self.queue = WriteQueue(self)
+        self.finished = self.queue.finished
+        """(ticket, result, error) of a save, open or restore that ended (`WriteQueue.finished`)."""
+        self.progress = self.queue.progress
+        self._folder: ProjectFolder | None = None
+        """The open project's folder (None while it has none)."""
+        self._home_ok = True
+        """New takes go into the project's folder (False after that failed once: into the autosave's)."""
+        self._autosave = ProjectFolder(self.autosave_path)
+        self._new_takes: dict[str, Take] = {}
+        self._last_autosave = float("-inf")
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
         self._timer.timeout.connect(self.autosave_now)
 
     @property
@@ -63,11 +94,11 @@ class ProjectStore(QObject):
     def lock_path(self) -> Path:
         return self.autosave_dir / "session.lock"
 
-    # -- crash restore ---------------------------------------------------------------------------
-
     @property
     def kept_path(self) -> Path:
         return self.autosave_dir / "kept-unsaved"
+
+    # -- crash restore ---------------------------------------------------------------------------
 
     def crashed_before(self) -> bool:
         """True when the last session left its lock behind and an autosave exists."""
@@ -90,10 +121,11 @@ class ProjectStore(QObject):
 
     def end_session(self, discard: bool = False) -> None:
         """A clean exit. The autosave goes only when nothing unsaved is in it or the person chose to discard
-        it; otherwise it is brought up to date and kept, and the next start offers it (`kept_before`)."""
+        it; otherwise it is brought up to date (here, at once) and kept, and the next start offers it."""
         self._timer.stop()
         if self.unsaved_work and not discard:
             self.autosave_now()
+            self.queue.drain()
             if not exists(self.autosave_path):  # no session folder (never begun) or a failing disk: logged
                 return
             try:
@@ -103,21 +135,27 @@ class ProjectStore(QObject):
                 return
             self.lock_path.unlink(missing_ok=True)
             return
+        self.queue.drain()
         self.lock_path.unlink(missing_ok=True)
         self.kept_path.unlink(missing_ok=True)
         shutil.rmtree(self.autosave_path, ignore_errors=True)
 
-    def restore(self) -> tuple[Project, Path | None]:
-        """The autosaved project and the file it belongs to. A `UserError` (a damaged autosave) moves it
-        aside first, so the next start does not offer it again."""
+    def restore(self) -> int:
+        """Open the autosave (off the window's thread); `finished` brings (project, the file it belongs to).
+        One that cannot be opened is moved aside first, so the next start does not offer it again."""
         self.kept_path.unlink(missing_ok=True)
-        try:
-            opened = read_project(self.autosave_path, autosave=True)
-        except UserError:
-            self.set_aside()
-            raise
-        self.problems = opened.problems
-        return opened.project, opened.autosave_of
+
+        def done(result: Any, error: str) -> tuple[Project, Path | None] | None:
+            if error:
+                self.set_aside()
+                return None
+            folder, opened = result
+            self._autosave = folder  # it knows what the autosave holds: the next one appends
+            self.problems = opened.problems
+            return opened.project, opened.autosave_of
+
+        return self.queue.submit("restore", lambda: lambda task: ProjectFolder.open(
+            self.autosave_path, autosave=True, progress=task.progress.emit), done)
 
     def set_aside(self) -> Path | None:
         """Move the autosave out of the way (kept as `damaged-<time>.s2proj`); returns where it went."""
@@ -128,6 +166,7 @@ class ProjectStore(QObject):
             logger.warning("cannot move the damaged autosave aside: %s", exc)
             shutil.rmtree(self.autosave_path, ignore_errors=True)
             return None
+        self._autosave = ProjectFolder(self.autosave_path, self.path)
         logger.warning("the autosave could not be opened; kept it as %s", target)
         return target
 
@@ -140,60 +179,135 @@ class ProjectStore(QObject):
         return self.dirty and p is not None and bool(p.script.strip() or p.lines)
 
     def changed(self, project: Project, soon: bool = False) -> None:
-        """Mark dirty and schedule an autosave: `soon` within the event loop's next turn, else within
-        AUTOSAVE_DELAY_MS (an autosave already due sooner is not put off)."""
+        """Mark dirty and schedule an autosave: `soon` (takes changed) within `RENDER_AUTOSAVE_S` of the last
+        one, else within `AUTOSAVE_DELAY_MS` (an autosave already due sooner is not put off)."""
         self.dirty = True
+        self._changes += 1
         self._project = project
         self._tell_unsaved()
         if soon:
-            self._timer.start(0)
+            wait = max(0.0, RENDER_AUTOSAVE_S - (time.monotonic() - self._last_autosave))
+            if not self._timer.isActive() or self._timer.remainingTime() > wait * 1000:
+                self._timer.start(int(wait * 1000))
         elif not self._timer.isActive():
             self._timer.start(AUTOSAVE_DELAY_MS)
 
+    def lines_changed(self, line_id: str) -> None:
+        """A line's takes changed (`Document.takes_changed`): a new take's files are written now."""
+        entry = self._project.lines.get(line_id) if self._project is not None else None
+        fresh = [t for t in entry.takes if t.files is None and not t.held] if entry is not None else []
+        if fresh:
+            self._new_takes.update((t.take_id, t) for t in fresh)
+            self.queue.submit("takes", self._write_new_takes, self._takes_written, coalesce=True)
+
+    def _write_new_takes(self) -> Any:
+        takes = [t for t in self._new_takes.values() if t.files is None and not t.held]
+        self._new_takes.clear()
+        folder = self._folder if self._home_ok else None
+        if not takes:
+            return None
+        if folder is None:  # no folder of its own (or one that cannot be written): the autosave holds them
+            self.autosave_now()
+            return None
+        return lambda _task: folder.write_takes(takes)
+
+    def _takes_written(self, _result: object, error: str) -> None:
+        if error:
+            logger.warning("new takes go to the autosave from now on: %s", error)
+            self._home_ok = False
+            self.autosave_now()
+
     def autosave_now(self) -> None:
+        """Autosave soon (one job for any number of asks while it waits)."""
+        self._timer.stop()
+        self.queue.submit("autosave", self._autosave_job, self._autosaved, coalesce=True)
+
+    def _autosave_job(self) -> Any:
         if self._project is None:
-            return
-        try:
-            save_project(self._project, self.autosave_path, autosave_of=self.path)
-        except UserError as exc:
-            logger.warning("autosave failed: %s", exc)
+            return None
+        state = capture(self._project, self.path)
+        folder = self._autosave
+        self._last_autosave = time.monotonic()
+        return lambda _task: folder.save(state)
+
+    def _autosaved(self, _result: object, error: str) -> None:
+        if error:
+            logger.warning("autosave failed: %s", error)
+
+    def flush(self) -> None:
+        """Write what is waiting now (an autosave included), waiting for it here."""
+        self.autosave_now()
+        self.queue.drain()
 
     # -- files -----------------------------------------------------------------------------------
 
-    def save(self, project: Project, path: Path, voices: dict[str, bytes] | None = None) -> Path:
-        """Save to `path` (with `voices` packed: voice id -> .s2voice bytes); the project is clean then."""
-        path = save_project(project, path, voices=voices)
-        moved = path != self.path
-        self._clean(project)
-        self.path = path
-        self.add_recent(path)
-        self.path_changed.emit(path)
-        if moved:  # the autosave names the new file soon
-            self._timer.start(0)
-        return path
+    def save(self, project: Project, path: Path, voices: Mapping[str, bytes] | None = None) -> int:
+        """Save to `path` (with `voices` packed: voice id -> .s2voice bytes) off the window's thread; returns
+        the ticket `finished` names with the folder saved (or the error). Clean then, unless it changed meanwhile."""
+        started: dict[str, Any] = {}
 
-    def open(self, path: Path) -> Project:
-        """The project at `path`, whole (one `UserError` otherwise); unreadable takes are in `problems`."""
-        try:
-            opened = read_project(path)
-        except UserError as exc:
-            logger.warning("cannot open %s: %s", path, exc)
-            raise
-        project = opened.project
-        self.problems = opened.problems
-        self.packed_voices = dict(opened.packed_voices)
-        for problem in self.problems:
-            logger.warning("%s: %s", path, problem)
-        self._clean(project)
-        self.path = Path(path)
-        self.add_recent(self.path)
-        self.path_changed.emit(self.path)
-        return project
+        def prepare() -> Any:
+            same = self._folder is not None and self._folder.path == Path(path)
+            folder = self._folder if same else ProjectFolder(Path(path))
+            state = capture(project, None)
+            started.update(folder=folder, changes=self._changes)
+            return lambda task: folder.save(state, voices=dict(voices or {}), progress=task.progress.emit,
+                                            cancel=task.cancel)
+
+        def done(_result: object, error: str) -> Path | None:
+            if error:
+                return None
+            folder = started["folder"]
+            self._folder, self._home_ok = folder, True
+            moved = folder.path != self.path
+            if self._project is project and started["changes"] == self._changes:
+                self._clean(project)
+            self.path = folder.path
+            self.add_recent(folder.path)
+            self.path_changed.emit(folder.path)
+            if moved:  # the autosave names the new file, and reads the takes from it
+                self._autosave = ProjectFolder(self.autosave_path, folder.path)
+                self.autosave_now()
+            return folder.path
+
+        return self.queue.submit("save", prepare, done)
+
+    def open(self, path: Path) -> int:
+        """Open the project at `path` off the window's thread; `finished` brings the project (or one
+        `UserError` message); unreadable takes are in `problems`."""
+
+        def done(result: Any, error: str) -> Project | None:
+            if error:
+                logger.warning("cannot open %s: %s", path, error)
+                return None
+            folder, opened = result
+            self._folder, self._home_ok = folder, True
+            self.problems = opened.problems
+            self.packed_voices = dict(opened.packed_voices)
+            for problem in self.problems:
+                logger.warning("%s: %s", path, problem)
+            self._clean(opened.project)
+            self.path = Path(path)
+            self._autosave = ProjectFolder(self.autosave_path, self.path)  # written whole at its next save
+            self.add_recent(self.path)
+            self.path_changed.emit(self.path)
+            return opened.project
+
+        return self.queue.submit("open", lambda: lambda task: ProjectFolder.open(
+            Path(path), progress=task.progress.emit), done)
+
+    def cancel(self) -> None:
+        """Stop the running save (a long copy stops between takes; the folder stays as it was)."""
+        self.queue.cancel()
 
     def new(self, project: Project, path: Path | None = None) -> None:
         """`project` is open now, not yet saved (`path`: the file it will be saved to, for a restored autosave)."""
         self._clean(project)
         self.path = path
+        self._folder = ProjectFolder(path) if path is not None and exists(path) else None
+        self._home_ok = True
+        if self._autosave.fallback != path:
+            self._autosave = ProjectFolder(self.autosave_path, path)
         self.path_changed.emit(path)
 
     def _clean(self, project: Project) -> None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Signal
-from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
+from PySide6.QtCore import QEventLoop, QObject, Qt, Signal
+from PySide6.QtWidgets import QFileDialog, QMessageBox, QProgressDialog, QWidget
 
 from s2studio.errors import UserError
 from s2studio.state.project import Project
@@ -40,6 +40,44 @@ class ProjectCommands(QObject):
         self.window, self.store, self.document, self.library = window, store, document, library
         self.ask = True
         """Ask before unsaved changes are lost (tests and the screenshot tool turn it off)."""
+        document.takes_changed.connect(store.lines_changed)
+
+    def _wait(self, ticket: int, title: str, cancel: bool = False) -> tuple[object, str]:
+        """(result, error) of the store's job `ticket`, waited for with the event loop running: the window
+        stays alive, and a job longer than a second shows its progress in a window-modal dialog."""
+        outcome: dict[str, tuple[object, str]] = {}
+        loop = QEventLoop()
+        dialog = QProgressDialog(title, "Cancel" if cancel else "", 0, 1000, self.window)
+        dialog.setWindowTitle(title)
+        dialog.setWindowModality(Qt.WindowModality.WindowModal)
+        dialog.setMinimumDuration(1000)
+        dialog.setAutoClose(False)
+        dialog.setAutoReset(False)
+        if not cancel:
+            dialog.setCancelButton(None)  # type: ignore[arg-type]
+        dialog.canceled.connect(self.store.cancel)
+
+        def ended(done: int, result: object, error: str) -> None:
+            if done == ticket:
+                outcome["end"] = (result, error)
+                loop.quit()
+
+        def step(fraction: float, text: str) -> None:
+            dialog.setLabelText(text)
+            dialog.setValue(int(fraction * 1000))
+
+        self.store.finished.connect(ended)
+        self.store.progress.connect(step)
+        try:
+            dialog.setValue(0)
+            if "end" not in outcome:
+                loop.exec()
+        finally:
+            self.store.finished.disconnect(ended)
+            self.store.progress.disconnect(step)
+            dialog.close()
+            dialog.deleteLater()
+        return outcome["end"]
 
     # -- asking ----------------------------------------------------------------------------------
 
@@ -79,10 +117,9 @@ class ProjectCommands(QObject):
                 return False
             path = Path(name)
             remember("project", path)
-        try:
-            project = self.store.open(path)
-        except UserError as exc:
-            QMessageBox.warning(self.window, "Open project", str(exc))
+        project, error = self._wait(self.store.open(path), "Opening the project…")
+        if error or not isinstance(project, Project):
+            QMessageBox.warning(self.window, "Open project", error)
             return False
         before = len(self.library.list())
         changed, notes = resolve_voices(self.window, self.library, project, self.store.packed_voices)
@@ -138,9 +175,15 @@ class ProjectCommands(QObject):
         try:
             note_voice_names(project, self.library)
             voices = pack(project, self.library) if project.with_voices else None
-            saved = self.store.save(project, path, voices)
         except UserError as exc:
             QMessageBox.warning(self.window, "Save project", str(exc))
+            return False
+        saved, error = self._wait(self.store.save(project, path, voices), "Saving the project…", cancel=True)
+        if error == "Cancelled.":
+            self.message.emit("Save cancelled: the project was not saved there.", 6000)
+            return False
+        if error:
+            QMessageBox.warning(self.window, "Save project", error)
             return False
         packed = f" with {len(voices)} voice{'s' * (len(voices) != 1)}" if voices else ""
         logger.info("saved the project %s%s (%d lines, %d takes)", saved, packed, len(self.document.script.lines),
@@ -164,13 +207,13 @@ class ProjectCommands(QObject):
         return self.restore_autosave()
 
     def restore_autosave(self) -> bool:
-        try:
-            project, origin = self.store.restore()
-        except UserError as exc:
-            logger.warning("cannot restore the autosave: %s", exc)
-            QMessageBox.warning(self.window, "Restore", f"The autosaved project could not be restored: {exc} "
+        restored, error = self._wait(self.store.restore(), "Restoring the autosaved project…")
+        if error or not isinstance(restored, tuple):
+            logger.warning("cannot restore the autosave: %s", error)
+            QMessageBox.warning(self.window, "Restore", f"The autosaved project could not be restored: {error} "
                                 f"It was kept in {self.store.autosave_dir} and will not be offered again.")
             return False
+        project, origin = restored
         self.about_to_switch.emit()
         self.store.new(project, origin)
         self.document.replace(project)
