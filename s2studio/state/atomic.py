@@ -571,29 +571,36 @@ LINK_FAILURES = frozenset({errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP
 """Why a hard link may not be made where a copy can be: another disk, a file system without links, too many."""
 
 
-def share_file(src: Path, dst: Path) -> bool:
-    """Make `dst` (new, in a folder of ours) hold what the plain file `src` holds, never rewriting either:
-    a hard link where the disk allows, else a copy (written to a temp file, fsynced, renamed). A `dst` that
-    already is a plain file is kept (the files shared this way never change once written). True when the
-    data was copied. Raises `WriteError` (dst) or `OSError` (src is missing, a link or not a plain file)."""
+def link_file(src: Path, dst: Path) -> bool:
+    """Make `dst` (new, in a folder of ours) the same file as the plain file `src` (a hard link): True when done
+    (or when `dst` already is a plain file: the files shared this way never change once written), False when
+    this disk cannot link them (then `copy_files`). Raises `WriteError` (dst) or `OSError` (src missing, a link
+    or not a plain file)."""
     if os.path.lexists(dst):
         if stat.S_ISREG(os.lstat(dst).st_mode):
-            return False
+            return True
         remove_quietly(dst)
     if not stat.S_ISREG(os.lstat(src).st_mode):
         raise OSError(errno.EINVAL, f"{Path(src).name} is not a plain file")
     try:
         os.link(src, dst, follow_symlinks=False)
-        return False
     except FileExistsError:
-        return False
+        return True
     except OSError as exc:
         if exc.errno not in LINK_FAILURES:
             raise write_error(exc, dst) from None
-    fd = os.open(src, os.O_RDONLY | OPEN_FLAGS)
+        return False
+    return True
+
+
+def copy_files(pairs: Iterable[tuple[Path, Path]]) -> None:
+    """Copy each plain file `src` to `dst`, all together or none (`OutputSet`: fsynced side by side)."""
+    fds: list[int] = []
     try:
         with OutputSet() as out:
-            out.add_stream(dst, fd)
+            for src, dst in pairs:
+                fds.append(os.open(src, os.O_RDONLY | OPEN_FLAGS))
+                out.add_stream(dst, fds[-1])
     finally:
-        os.close(fd)
-    return True
+        for fd in fds:
+            os.close(fd)

@@ -148,7 +148,7 @@ class Take:
         if self.held:
             return
         self.files = files
-        self.sound.to_file(files.audio, peaks, decoded)
+        self.sound.to_file(files.audio, peaks, decoded, files.peaks)
         self._codes = None
 
     def rebind(self, files: TakeFiles) -> None:
@@ -156,7 +156,7 @@ class Take:
         if self.held:
             return
         self.files = files
-        self.sound.path = files.audio
+        self.sound.path, self.sound.peaks_path = files.audio, files.peaks
 
     def hold(self) -> None:
         """Keep audio and codes in memory from now on, whatever happens to the files (a deleted take, which

@@ -37,8 +37,8 @@ from s2studio.state.project_document import (TAKE, VOICE_ID, VOICES_FOLDER, Proj
                                              packed_voices, read_document, recover, siblings, whole_document)
 from s2studio.state.project_journal import JOURNAL, PLAIN_FIELDS, DocState, capture, changes, encode, header
 from s2studio.state.take_audio import TakeSound
-from s2studio.state.take_files import (TAKE_ID, TAKES, check_take, find_take, make_folder, plain_folder, shard,
-                                       share_take, take_files, write_takes)
+from s2studio.state.take_files import (TAKE_ID, TAKES, make_folder, open_take, plain_folder, share_takes, take_files,
+                                       write_takes)
 
 log = logging.getLogger(__name__)
 
@@ -168,16 +168,14 @@ class ProjectFolder:
             (take, (take_files(self.path, take.take_id), peaks, decoded))
             for take, _, peaks, decoded in write_takes([t for t in missing if t.files is None], target)]
         shared = [t for t in missing if t.files is not None]
-        copied = 0
-        for i, take in enumerate(shared):
-            if cancel is not None and cancel.is_set():
-                raise Cancelled()
-            copied += share_take(take, target)[1]
-            if self.fallback is None:  # the project's own folder: its takes read from there
-                placed.append((take, take_files(self.path, take.take_id)))
-            if progress is not None and (i % 50 == 0 or i == len(shared) - 1):
-                progress((i + 1) / len(shared), f"Copying takes: {i + 1:,} of {len(shared):,}"
-                         if copied else f"Linking takes: {i + 1:,} of {len(shared):,}")
+
+        def told(done: int, copying: bool) -> None:
+            if progress is not None:
+                progress(done / len(shared), f"{'Copying' if copying else 'Linking'} takes: {done:,} of {len(shared):,}")
+
+        share_takes(shared, target, told, cancel)
+        if self.fallback is None:  # the project's own folder: its takes read from there
+            placed += [(take, take_files(self.path, take.take_id)) for take in shared]
         return placed
 
     def _compact(self, target: Path, state: DocState, collect: bool) -> None:
@@ -223,8 +221,8 @@ def _read_takes(folders: list[Path], rows: dict[str, Any], progress: Progress | 
     """Every line's takes, each checked (headers only) and reading from its files; the problems of those left out."""
     problems: list[str] = []
     kept: dict[str, LineTakes] = {}
-    plain = {f: plain_folder(f / TAKES) for f in folders}
-    shards: dict[Path, bool] = {}
+    plain = {folder / TAKES: plain_folder(folder / TAKES) for folder in folders}
+    usable = [folder for folder in folders if plain[folder / TAKES]]
     total = sum(len(e["takes"]) for e in rows.values()) or 1
     done = 0
     for line_id, entry in rows.items():
@@ -232,21 +230,12 @@ def _read_takes(folders: list[Path], rows: dict[str, Any], progress: Progress | 
         picked = None
         for i, row in enumerate(entry["takes"]):
             done += 1
-            if progress is not None and done % 200 == 0:
+            if progress is not None and done % 500 == 0:
                 progress(done / total, f"Reading takes: {done:,} of {total:,}")
             try:
-                files = next((f for folder in folders if plain[folder] and (f := find_take(folder, row["take_id"]))),
-                             None)
-                if files is None:
-                    if not any(plain.values()):
-                        raise ValueError("the takes folder is missing or not a plain folder")
-                    raise FileNotFoundError(2, "No such file or directory")
-                parent = files.audio.parent
-                if parent not in shards:
-                    shards[parent] = parent.name == TAKES or plain_folder(parent)
-                if not shards[parent]:
-                    raise ValueError(f"the takes folder {shard(row['take_id'])} is not a plain folder")
-                length, peaks = check_take(files)
+                if not usable:
+                    raise ValueError("the takes folder is missing or not a plain folder")
+                files, length = open_take(usable, row["take_id"], plain)
             except (OSError, ValueError) as exc:
                 reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
                 problems.append(f"take {row['take_id']} (\"{printable(row['text'], 40)}\") left out: "
@@ -254,15 +243,9 @@ def _read_takes(folders: list[Path], rows: dict[str, Any], progress: Progress | 
                 continue
             if i == entry["picked"]:
                 picked = len(takes)
-            sound = TakeSound.from_file(files.audio, length, peaks)
-            if peaks is None:
-                try:  # a project of format 1: peaks computed once now, off the window's thread
-                    sound.peaks()
-                except UserError as exc:
-                    problems.append(f"take {row['take_id']} (\"{printable(row['text'], 40)}\") left out: {exc}")
-                    continue
             fields = {name: row[name] for name in TAKE.fields}
-            takes.append(Take(**fields, line_id=line_id, sound=sound, files=files))
+            takes.append(Take(**fields, line_id=line_id, sound=TakeSound.from_file(files.audio, length, files.peaks),
+                              files=files))
         if takes:
             kept[line_id] = LineTakes(takes, picked if picked is not None else len(takes) - 1)
     return kept, problems

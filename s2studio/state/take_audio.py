@@ -15,9 +15,11 @@ A take is immutable, so its blocks never go stale: a block is keyed by its `Take
 
 from __future__ import annotations
 
+import io
 import itertools
 import logging
 import os
+import stat
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -29,6 +31,7 @@ import soundfile as sf
 
 from s2studio.errors import UserError, printable
 from s2studio.state.atomic import OPEN_FLAGS
+from s2studio.state.codes import npy_header
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +46,16 @@ CACHE_BYTES = 96 << 20
 """Decoded audio the process keeps (about 9 minutes), beyond the blocks pinned ahead of the playhead."""
 
 BlockKey = tuple[int, int]
+_SCALE = float(1 << 23)
+
+
+def stored(audio: Audio) -> tuple[npt.NDArray[np.int32], Audio]:
+    """The samples as a take's 24-bit FLAC holds them: (what to give the encoder, what the file decodes to),
+    rounded and clipped here, so both are known exactly without a decode (libsndfile writes int32 as its top 24
+    bits and reads 24-bit samples back as n / 2^23; products with powers of two are exact in float32)."""
+    scaled = np.rint(np.nan_to_num(np.asarray(audio, np.float32).reshape(-1)) * np.float32(_SCALE))
+    q = np.clip(scaled, -_SCALE, _SCALE - 1).astype(np.int32)
+    return q << 8, q.astype(np.float32) * np.float32(1 / _SCALE)
 
 
 def peaks_of(audio: Audio) -> Audio:
@@ -126,26 +139,30 @@ class TakeSound:
     memory to the file (`to_file`, once the take's files are written) keeps every sample readable at every
     instant: the file's blocks are in the cache before the array is dropped."""
 
-    __slots__ = ("key", "length", "data", "path", "_peaks", "problem", "__weakref__")
+    __slots__ = ("key", "length", "data", "path", "peaks_path", "_peaks", "problem", "__weakref__")
 
     def __init__(self, length: int, data: Audio | None = None, path: Path | None = None,
-                 peaks: Audio | None = None) -> None:
+                 peaks: Audio | None = None, peaks_path: Path | None = None) -> None:
         self.key = next(_tokens)
         self.length = int(length)
         self.data = data
         self.path = path
+        self.peaks_path = peaks_path
+        """Where the take's peaks are stored (read on the first `peaks()`)."""
         self._peaks = peaks
         self.problem = ""
         """Why the file could not be decoded (empty while it could)."""
 
     @classmethod
     def of(cls, audio: Audio) -> TakeSound:
-        data = np.ascontiguousarray(np.asarray(audio, np.float32).reshape(-1))
+        """A new take's audio, held as its file will hold it (`stored`): the samples do not change when it moves
+        into its file."""
+        data = stored(audio)[1]
         return cls(len(data), data=data)
 
     @classmethod
-    def from_file(cls, path: Path, length: int, peaks: Audio | None) -> TakeSound:
-        return cls(length, path=Path(path), peaks=peaks)
+    def from_file(cls, path: Path, length: int, peaks_path: Path | None) -> TakeSound:
+        return cls(length, path=Path(path), peaks_path=peaks_path)
 
     @property
     def in_memory(self) -> bool:
@@ -214,13 +231,15 @@ class TakeSound:
         return self.read(0, self.length)
 
     def peaks(self) -> Audio:
-        """Max |sample| per `PEAK_BIN` samples: stored with the take, or computed once from memory."""
+        """Max |sample| per `PEAK_BIN` samples: stored with the take (read once), or computed once."""
         peaks = self._peaks
         if peaks is None:
             data = self.data
-            if data is None:  # a file without stored peaks (an old project): computed once, from the file
-                data = self.read(0, self.length)
-            peaks = self._peaks = peaks_of(data)
+            if data is None and self.peaks_path is not None:
+                peaks = stored_peaks(self.peaks_path, self.length)
+            if peaks is None:  # none stored (an old project), or not what they should be: from the audio
+                peaks = peaks_of(data if data is not None else self.read(0, self.length))
+            self._peaks = peaks
         return peaks
 
     def _block(self, b: int) -> Audio:
@@ -258,10 +277,11 @@ class TakeSound:
 
     # -- switching ---------------------------------------------------------------------------------
 
-    def to_file(self, path: Path, peaks: Audio, blocks: Audio | None = None) -> None:
+    def to_file(self, path: Path, peaks: Audio, blocks: Audio | None = None, peaks_path: Path | None = None) -> None:
         """The take's file is written: read from it from now on. `blocks`: the file's decoded samples (they
         seed the cache, so nothing audible waits for a decode); the in-memory array is dropped last."""
         self.path = Path(path)
+        self.peaks_path = peaks_path
         self._peaks = peaks
         if blocks is not None and self.data is not None:
             for b in range(0, (self.length + BLOCK - 1) // BLOCK):
@@ -273,3 +293,22 @@ class TakeSound:
         is gone)."""
         if self.data is None:
             self.data = self.read(0, self.length)
+
+
+def stored_peaks(path: Path, length: int) -> Audio | None:
+    """The peaks stored for a take of `length` samples (a plain `.npy` file, never through a link); None when
+    missing or not what they should be (they are computed again then: peaks never make a take unusable)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | OPEN_FLAGS)
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            data = f.read(4096 + 4 * (length // PEAK_BIN + 1))
+        shape, dtype = npy_header(io.BytesIO(data), path.name)
+        n = -(-length // PEAK_BIN)
+        start = 10 + int.from_bytes(data[8:10], "little") if data[6] == 1 else 12 + int.from_bytes(data[8:12], "little")
+        if dtype != np.float32 or shape != (n,) or len(data) < start + 4 * n:
+            return None
+        return np.frombuffer(data, np.float32, n, start).copy()
+    except (OSError, ValueError, UserError):
+        return None

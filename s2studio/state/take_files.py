@@ -12,8 +12,8 @@ first save.
 
 Take ids match `TAKE_ID` (letters, digits, `-`, `_`), so a name never climbs out of its folder; files are
 opened only when they are plain files, never through a link (a project may come from someone else). Checking
-a take when a project opens reads its headers only (`check_take`: the FLAC's STREAMINFO, the codes' `.npy`
-header, the peaks), not its audio.
+a take when a project opens reads its headers only (`open_take`: the FLAC's STREAMINFO, the codes' `.npy`
+header), not its audio; its peaks are read when first drawn.
 """
 
 from __future__ import annotations
@@ -23,19 +23,20 @@ import os
 import re
 import stat
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import soundfile as sf
 
 from s2studio.audio import SAMPLE_RATE
-from s2studio.errors import UserError, printable
-from s2studio.state.atomic import OPEN_FLAGS, OutputSet, WriteError, fsync_dir, remove_quietly, share_file, \
-    write_error
+from s2studio.errors import Cancelled, UserError, printable
+from s2studio.state.atomic import (OPEN_FLAGS, OutputSet, WriteError, copy_files, fsync_dir, link_file,
+                                   remove_quietly, write_bytes_atomic, write_error)
 from s2studio.state.codes import NUM_CODEBOOKS, npy_header
 from s2studio.state.project import Take, TakeFiles
-from s2studio.state.take_audio import PEAK_BIN, Audio, peaks_of
+from s2studio.state.take_audio import Audio, peaks_of, stored
 
 TAKE_ID = re.compile(r"^(?!(?:con|prn|aux|nul|com[1-9]|lpt[1-9])$)[0-9a-z][0-9a-z_-]{0,63}$")
 """What the studio and the engines make (hex uuids); a take id names files, so nothing else (nor a name that is
@@ -102,9 +103,9 @@ def _shard_folder(folder: Path, take_id: str) -> Path:
 # ----------------------------------------------------------------------------- writing
 
 
-def flac_bytes(audio: Audio) -> bytes:
+def flac_bytes(pcm: np.ndarray) -> bytes:
     buf = io.BytesIO()
-    sf.write(buf, np.asarray(audio, np.float32), SAMPLE_RATE, format="FLAC", subtype="PCM_24")
+    sf.write(buf, pcm, SAMPLE_RATE, format="FLAC", subtype="PCM_24")
     return buf.getvalue()
 
 
@@ -116,46 +117,58 @@ def npy_bytes(array: np.ndarray) -> bytes:
 
 def write_takes(takes: Sequence[Take], folder: Path) -> list[tuple[Take, TakeFiles, Audio, Audio]]:
     """Write the in-memory `takes` into `folder`, all their files together or none (made durable side by
-    side: `atomic.OutputSet`); returns each take with its files, its peaks and the samples its FLAC holds
-    (the peaks are computed from exactly those)."""
+    side: `atomic.OutputSet`); returns each take with its files, its peaks and the samples its FLAC holds."""
     done = []
     with OutputSet() as out:
         for take in takes:
-            encoded = flac_bytes(take.sound.samples())
-            decoded, _ = sf.read(io.BytesIO(encoded), dtype="float32", always_2d=False)
-            decoded = np.ascontiguousarray(decoded, np.float32).reshape(-1)
-            peaks = peaks_of(decoded)
+            pcm, held = stored(take.sound.samples())
+            peaks = peaks_of(held)
             files = take_files(folder, take.take_id)
             _shard_folder(folder, take.take_id)
-            out.add(files.audio, encoded)
+            out.add(files.audio, flac_bytes(pcm))
             out.add(files.codes, npy_bytes(np.asarray(take.codes, np.int64)))
             out.add(files.peaks, npy_bytes(peaks))
-            done.append((take, files, peaks, decoded))
+            done.append((take, files, peaks, held))
     return done
 
 
-def share_take(take: Take, folder: Path) -> tuple[TakeFiles, bool]:
-    """Give `folder` the take's files from where they are (linked, or copied where links cannot be made);
-    a take without stored peaks gets them written. Returns the files and whether data was copied."""
-    source = take.files
-    if source is None:
-        raise ValueError(f"take {take.take_id} has no files yet")
-    files = take_files(folder, take.take_id)
-    _shard_folder(folder, take.take_id)
-    try:
-        copied = share_file(source.audio, files.audio)
-        copied |= share_file(source.codes, files.codes)
-        if source.peaks is not None and os.path.lexists(source.peaks):
-            copied |= share_file(source.peaks, files.peaks)
-        else:
-            with OutputSet() as out:
-                out.add(files.peaks, npy_bytes(take.sound.peaks()))
-    except OSError as exc:
-        if isinstance(exc, WriteError):
-            raise
-        raise UserError(f"Cannot copy take {take.take_id}: {printable(exc.strerror or exc)} "
-                        f"({printable(source.audio)}).") from None
-    return files, copied
+COPY_BATCH = 96
+"""Files copied (and made durable side by side) at a time, when links cannot be made."""
+
+
+def share_takes(takes: Sequence[Take], folder: Path, progress: Callable[[int, bool], None] | None = None,
+                cancel: Any = None) -> bool:
+    """Give `folder` the files of `takes` from where they are: linked, or copied where the disk cannot link
+    (takes without stored peaks get them written). `progress(takes done, copying)` every few takes; `cancel` (an
+    Event) stops with `Cancelled`. Returns whether anything was copied."""
+    waiting: list[tuple[Path, Path]] = []
+    copied = False
+    for i, take in enumerate(takes):
+        if cancel is not None and cancel.is_set():
+            raise Cancelled()
+        source = take.files
+        if source is None:
+            raise ValueError(f"take {take.take_id} has no files yet")
+        files = take_files(folder, take.take_id)
+        _shard_folder(folder, take.take_id)
+        try:
+            pairs = [(source.audio, files.audio), (source.codes, files.codes)]
+            if source.peaks is not None and os.path.lexists(source.peaks):
+                pairs.append((source.peaks, files.peaks))
+            else:
+                write_bytes_atomic(files.peaks, npy_bytes(take.sound.peaks()))
+            waiting += [pair for pair in pairs if not link_file(*pair)]
+            if len(waiting) >= COPY_BATCH or (waiting and i == len(takes) - 1):
+                copy_files(waiting)
+                waiting, copied = [], True
+        except OSError as exc:
+            if isinstance(exc, WriteError):
+                raise
+            raise UserError(f"Cannot copy take {take.take_id}: {printable(exc.strerror or exc)} "
+                            f"({printable(source.audio)}).") from None
+        if progress is not None and (i % 50 == 0 or i == len(takes) - 1):
+            progress(i + 1, copied)
+    return copied
 
 
 # ----------------------------------------------------------------------------- reading
@@ -209,35 +222,26 @@ def check_codes_file(path: Path) -> None:
         raise ValueError(f"{path.name} holds {dtype} {shape}, not ({NUM_CODEBOOKS}, frames) codes")
 
 
-def read_peaks(path: Path, length: int) -> Audio | None:
-    """The stored peaks of a take of `length` samples; None when missing or not what they should be (then
-    they are computed again from the audio: peaks are derived, never a reason to leave a take out)."""
-    try:
-        with _open_plain(path) as f:
-            data = f.read(4096 + 4 * (length // PEAK_BIN + 1))
-        buf = io.BytesIO(data)
-        shape, dtype = npy_header(buf, path.name)
-        if dtype != np.float32 or shape != (-(-length // PEAK_BIN),):
-            return None
-        buf.seek(0)
-        return np.lib.format.read_array(buf, allow_pickle=False)
-    except (OSError, ValueError, UserError):
-        return None
-
-
-def check_take(files: TakeFiles) -> tuple[int, Audio | None]:
-    """(samples, stored peaks or None) of a take's files, headers only; ValueError/OSError with a short
-    reason when the take cannot be used."""
-    length = flac_length(files.audio)
-    check_codes_file(files.codes)
-    peaks = read_peaks(files.peaks, length) if files.peaks is not None else None
-    return length, peaks
-
-
-def find_take(folder: Path, take_id: str) -> TakeFiles | None:
-    """The take's files in `folder`: in the layout above, or flat (format 1, also while its first save moves
-    them); None when its audio is in neither."""
-    shards, flat = take_files(folder, take_id), flat_take_files(folder, take_id)
-    if os.path.lexists(shards.audio) and (os.path.lexists(shards.codes) or not os.path.lexists(flat.audio)):
-        return shards
-    return flat if os.path.lexists(flat.audio) else None
+def open_take(folders: Sequence[Path], take_id: str, plain: dict[Path, bool]) -> tuple[TakeFiles, int]:
+    """The take's files in the first of `folders` that has them (in the layout above, or flat: format 1, also
+    while its first save moves them) and its samples, checked from their headers; ValueError/OSError with a
+    short reason when it cannot be used. `plain` remembers which folders are plain folders (never read through
+    one that is a link)."""
+    missing: OSError | ValueError | None = None
+    for folder in folders:
+        for files in (take_files(folder, take_id), flat_take_files(folder, take_id)):
+            parent = files.audio.parent
+            if parent not in plain:
+                plain[parent] = plain_folder(parent)
+            if not plain[parent]:
+                if os.path.lexists(parent):  # a link or a file where the folder should be: never read through
+                    missing = missing or ValueError(f"the takes folder {parent.name} is not a plain folder")
+                continue
+            try:
+                length = flac_length(files.audio)
+                check_codes_file(files.codes)
+            except FileNotFoundError as exc:
+                missing = missing or exc
+                continue
+            return files, length
+    raise missing or FileNotFoundError(2, "No such file or directory")
