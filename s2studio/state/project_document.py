@@ -115,14 +115,19 @@ def siblings(path: Path) -> tuple[Path, Path]:
 # ----------------------------------------------------------------------------- recovery
 
 
-def complete(folder: Path) -> bool:
-    """A folder that a save finished writing: project.json (written last) is a plain file holding JSON."""
+def complete(folder: Path, thorough: bool = False) -> bool:
+    """A folder that a save finished writing: project.json (written last) is a plain file holding a JSON object.
+    Today's saves replace project.json whole (by rename), so its first byte says enough, and a book's document
+    is not parsed to fill a menu; `thorough` parses it all (a folder an older studio was building)."""
     try:
         if not stat.S_ISDIR(folder.lstat().st_mode):
             return False
         meta = folder / "project.json"
         if not stat.S_ISREG(meta.lstat().st_mode) or meta.stat().st_size > MAX_DOCUMENT_BYTES:
             return False
+        if not thorough:
+            with meta.open("rb") as f:
+                return f.read(64).lstrip().startswith(b"{")
         return isinstance(json.loads(meta.read_bytes()), dict)
     except (OSError, ValueError, RecursionError):
         return False
@@ -140,7 +145,7 @@ def recover(path: Path) -> str | None:
     done = None
     try:
         if os.path.lexists(tmp):
-            if complete(tmp):
+            if complete(tmp, thorough=True):
                 if os.path.lexists(path):
                     remove_quietly(old)
                     replace(path, old, folder=True)
@@ -149,7 +154,7 @@ def recover(path: Path) -> str | None:
                 done = f"finished the interrupted save of {path}"
             else:
                 remove_quietly(tmp)
-        if not os.path.lexists(path) and complete(old):
+        if not os.path.lexists(path) and complete(old, thorough=True):
             replace(old, path, folder=True)
             fsync_dir(path.parent)
             done = f"restored {path} from the save before an interrupted one"
@@ -166,7 +171,7 @@ def exists(path: Path) -> bool:
     """A project is at `path`, or can be recovered there."""
     path = Path(path)
     tmp, old = siblings(path)
-    return any(complete(p) for p in (path, tmp, old))
+    return complete(path) or any(os.path.lexists(p) and complete(p, thorough=True) for p in (tmp, old))
 
 
 # ----------------------------------------------------------------------------- reading the document

@@ -1,0 +1,114 @@
+"""Projects are written off the window's thread: Save As and Open run on the writer thread while the window keeps
+answering; a new take's files are written once, when it arrives, into the project's folder; the autosave of an
+opened project names its takes without copying or encoding any; while takes arrive the autosave waits its
+interval."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from PySide6.QtCore import QTimer
+
+from s2studio.state import project_folder
+from s2studio.state.project_document import read_document
+from s2studio.state.project_files import read_project
+from s2studio.state.take_files import take_files
+from s2studio.ui.control import projects
+from ui_helpers import cast_two_voices, close_studio, fake_engine, open_studio
+
+
+def _blocking(monkeypatch, name: str, ticks: list[int], seen: list[str]):
+    """`ProjectFolder.<name>` made to wait until the window's event loop has run a few times: it can only
+    return if the window keeps answering while it runs."""
+    real = getattr(project_folder.ProjectFolder, name)
+
+    def slow(*args, **kwargs):
+        seen.append(threading.current_thread().name)
+        deadline = time.monotonic() + 20
+        start = len(ticks)
+        while len(ticks) < start + 5 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(project_folder.ProjectFolder, name, slow if name != "open" else classmethod(
+        lambda cls, *a, **k: slow(*a, **k)))
+    timer = QTimer()
+    timer.timeout.connect(lambda: ticks.append(1))
+    timer.start(5)
+    return timer
+
+
+def test_save_as_and_open_run_off_the_window_thread(qtbot, tmp_path, monkeypatch):
+    monkeypatch.setenv("S2STUDIO_DATA_DIR", str(tmp_path / "data"))
+    w = open_studio(qtbot, fake_engine)
+    try:
+        w.editor.setPlainText("Alice: Saved while the window answers.")
+        w.reparse()
+        ticks: list[int] = []
+        seen: list[str] = []
+        with monkeypatch.context() as m:
+            timer = _blocking(m, "save", ticks, seen)
+            assert w.save_project_as(tmp_path / "scene.s2proj")
+            timer.stop()
+        assert seen and set(seen) == {"project-writer"} and len(ticks) >= 5  # (an autosave of the edit too)
+        assert read_project(tmp_path / "scene.s2proj").project.script == "Alice: Saved while the window answers."
+        assert not w.store.unsaved_work and w.store.path == tmp_path / "scene.s2proj"
+        assert w.new_project()
+        seen.clear()
+        with monkeypatch.context() as m:
+            timer = _blocking(m, "open", ticks, seen)
+            assert w.open_project(tmp_path / "scene.s2proj")
+            timer.stop()
+        assert seen == ["project-writer"]
+        assert w.editor.toPlainText() == "Alice: Saved while the window answers."
+    finally:
+        close_studio(w)
+
+
+def test_takes_are_written_once_as_they_arrive_and_the_autosave_copies_none(qtbot, tmp_path, monkeypatch):
+    monkeypatch.setenv("S2STUDIO_DATA_DIR", str(tmp_path / "data"))
+    w = open_studio(qtbot, fake_engine)
+    path = tmp_path / "scene.s2proj"
+    try:
+        cast_two_voices(w, tmp_path)
+        assert w.save_project_as(path)
+        w.actions_by_name["render_all"].trigger()
+        qtbot.waitUntil(lambda: len(w.project.lines) == 2 and not w.session.busy, timeout=15000)
+        takes = [e.current for e in w.project.lines.values()]
+        qtbot.waitUntil(lambda: all(t.files is not None for t in takes), timeout=10000)
+        assert all(t.files == take_files(path, t.take_id) and not t.sound.in_memory for t in takes)
+        inodes = {t.take_id: t.files.audio.stat().st_ino for t in takes}
+        w.store.flush()
+        autosave = w.store.autosave_path
+        assert not (autosave / "takes").exists()  # the autosave names the project's takes, copies none
+        assert {k: [r["take_id"] for r in v["takes"]] for k, v in read_document(autosave).values["lines"].items()} \
+            == {t.line_id: [t.take_id] for t in takes}
+        assert w.save_project()
+        assert {t.take_id: take_files(path, t.take_id).audio.stat().st_ino for t in takes} == inodes
+        assert w.open_project(path)  # a new session of the same project: its first autosave writes no take
+        w.editor.setPlainText(w.editor.toPlainText() + "Alice: One more.\n")
+        w.reparse()
+        w.store.flush()
+        assert not (autosave / "takes").exists()
+        restored = read_project(autosave, autosave=True)
+        assert restored.problems == () and restored.autosave_of == path
+        assert sorted(t.take_id for e in restored.project.lines.values() for t in e.takes) == sorted(inodes)
+    finally:
+        close_studio(w)
+
+
+def test_while_takes_arrive_the_autosave_waits_its_interval(qtbot, tmp_path, monkeypatch):
+    monkeypatch.setenv("S2STUDIO_DATA_DIR", str(tmp_path / "data"))
+    w = open_studio(qtbot, fake_engine)
+    try:
+        w.editor.setPlainText("Alice: Typed.")
+        w.reparse()
+        w.store.flush()  # an autosave just ran
+        w.store.changed(w.project, soon=True)  # a take arrived
+        assert w.store._timer.remainingTime() > (projects.RENDER_AUTOSAVE_S - 2) * 1000
+        w.store._last_autosave -= projects.RENDER_AUTOSAVE_S  # long enough ago: the next take's autosave is due
+        w.store.changed(w.project, soon=True)
+        assert w.store._timer.remainingTime() < 1000
+    finally:
+        close_studio(w)
