@@ -72,13 +72,25 @@ SETTINGS = dataclass_kind(GenerationSettings, SETTINGS_LIMITS)
 
 @dataclass(frozen=True)
 class TakeFiles:
-    """Where one take's files are (`state/take_files.py` names them): its project folder, the audio, the
-    codes and the peaks (None for a take of a project saved before peaks were stored)."""
+    """Where one take's files are (`state/take_files.py` names them): its project folder and the path of its
+    files less their suffixes (`.flac` the audio, `.npy` the codes, `.peaks.npy` the peaks); `flat`: a take of a
+    project saved before peaks were stored (none)."""
 
     folder: Path
-    audio: Path
-    codes: Path
-    peaks: Path | None
+    stem: str
+    flat: bool = False
+
+    @property
+    def audio(self) -> Path:
+        return Path(self.stem + ".flac")
+
+    @property
+    def codes(self) -> Path:
+        return Path(self.stem + ".npy")
+
+    @property
+    def peaks(self) -> Path | None:
+        return None if self.flat else Path(self.stem + ".peaks.npy")
 
 
 class Take:

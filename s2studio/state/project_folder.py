@@ -163,7 +163,7 @@ class ProjectFolder:
         read from once the save is through (new files to attach, or files to read instead of its current)."""
         here = {self.path, self.fallback}
         missing = [t for t in state.takes() if t.files is None or t.files.folder not in here or
-                   (t.files.peaks is None and t.files.folder == self.path)]  # format 1: into the new layout
+                   (t.files.flat and t.files.folder == self.path)]  # format 1: into the new layout
         placed: list[tuple[Take, Any]] = [
             (take, (take_files(self.path, take.take_id), peaks, decoded))
             for take, _, peaks, decoded in write_takes([t for t in missing if t.files is None], target)]
@@ -221,8 +221,8 @@ def _read_takes(folders: list[Path], rows: dict[str, Any], progress: Progress | 
     """Every line's takes, each checked (headers only) and reading from its files; the problems of those left out."""
     problems: list[str] = []
     kept: dict[str, LineTakes] = {}
-    plain = {folder / TAKES: plain_folder(folder / TAKES) for folder in folders}
-    usable = [folder for folder in folders if plain[folder / TAKES]]
+    plain = {os.path.join(folder, TAKES): plain_folder(folder / TAKES) for folder in folders}
+    usable = [folder for folder in folders if plain[os.path.join(folder, TAKES)]]
     total = sum(len(e["takes"]) for e in rows.values()) or 1
     done = 0
     for line_id, entry in rows.items():
@@ -244,7 +244,8 @@ def _read_takes(folders: list[Path], rows: dict[str, Any], progress: Progress | 
             if i == entry["picked"]:
                 picked = len(takes)
             fields = {name: row[name] for name in TAKE.fields}
-            takes.append(Take(**fields, line_id=line_id, sound=TakeSound.from_file(files.audio, length, files.peaks),
+            peaks = None if files.flat else files.stem + ".peaks.npy"
+            takes.append(Take(**fields, line_id=line_id, sound=TakeSound.from_file(files.stem + ".flac", length, peaks),
                               files=files))
         if takes:
             kept[line_id] = LineTakes(takes, picked if picked is not None else len(takes) - 1)

@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Union
 
 from s2studio.errors import UserError, printable
 
@@ -32,9 +32,9 @@ _PLAIN_KEY = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 class SchemaError(UserError, ValueError):
     """`where` (a dotted path into the document) holds something else than `expected`."""
 
-    def __init__(self, where: str, problem: str) -> None:
+    def __init__(self, where: str | Where, problem: str) -> None:
         super().__init__(f"{where} {problem}")
-        self.where, self.problem = where, problem
+        self.where, self.problem = str(where), problem
 
 
 def shown(value: Any) -> str:
@@ -50,13 +50,31 @@ def shown(value: Any) -> str:
     return printable(text, 40)
 
 
-def child(where: str, key: str | int) -> str:
-    if isinstance(key, int):
-        return f"{where}[{key}]"
-    name = key if _PLAIN_KEY.match(key) else f'"{printable(key, 40)}"'
-    if not where:
-        return name
-    return f"{where}.{name}" if _PLAIN_KEY.match(key) else f"{where}[{name}]"
+class Where:
+    """A place in a document, `lines.l3fa….takes[2].seed`, put into words only when an error names it (a
+    book's document has 100,000 places; a valid one names none)."""
+
+    __slots__ = ("parent", "key", "note")
+
+    def __init__(self, parent: str | Where, key: str | int, note: str = "") -> None:
+        self.parent, self.key, self.note = parent, key, note
+
+    def __str__(self) -> str:
+        where, key = str(self.parent), self.key
+        if isinstance(key, int):
+            return f"{where}[{key}]{self.note}"
+        name = key if _PLAIN_KEY.match(key) else f'"{printable(key, 40)}"'
+        if not where:
+            return name + self.note
+        return (f"{where}.{name}" if _PLAIN_KEY.match(key) else f"{where}[{name}]") + self.note
+
+
+Place = Union[str, Where]
+"""Where a value is: "" for the document itself."""
+
+
+def child(where: Place, key: str | int) -> Where:
+    return Where(where, key)
 
 
 class Kind:
@@ -64,13 +82,13 @@ class Kind:
 
     what = "a value"
 
-    def parse(self, raw: Any, where: str) -> Any:
+    def parse(self, raw: Any, where: Place) -> Any:
         raise NotImplementedError
 
     def dump(self, value: Any) -> Any:
         return value
 
-    def fail(self, raw: Any, where: str, expected: str | None = None) -> SchemaError:
+    def fail(self, raw: Any, where: Place, expected: str | None = None) -> SchemaError:
         return SchemaError(where, f"must be {expected or self.what}, got {shown(raw)}")
 
 
@@ -80,7 +98,7 @@ class Integer(Kind):
     hi: int | None = None
     what: str = "an integer"
 
-    def parse(self, raw: Any, where: str) -> int:
+    def parse(self, raw: Any, where: Place) -> int:
         if isinstance(raw, bool) or not isinstance(raw, int):
             raise self.fail(raw, where)
         if (self.lo is not None and raw < self.lo) or (self.hi is not None and raw > self.hi):
@@ -96,7 +114,7 @@ class Number(Kind):
     hi: float | None = None
     what: str = "a number"
 
-    def parse(self, raw: Any, where: str) -> float:
+    def parse(self, raw: Any, where: Place) -> float:
         if isinstance(raw, bool) or not isinstance(raw, (int, float)):
             raise self.fail(raw, where)
         value = float(raw)
@@ -117,7 +135,7 @@ def _between(lo: float | None, hi: float | None) -> str:
 class Boolean(Kind):
     what: str = "true or false"
 
-    def parse(self, raw: Any, where: str) -> bool:
+    def parse(self, raw: Any, where: Place) -> bool:
         if not isinstance(raw, bool):
             raise self.fail(raw, where)
         return raw
@@ -129,7 +147,7 @@ class Text(Kind):
     max_chars: int = 10_000_000
     what: str = "text"
 
-    def parse(self, raw: Any, where: str) -> str:
+    def parse(self, raw: Any, where: Place) -> str:
         if not isinstance(raw, str):
             raise self.fail(raw, where)
         if self.pattern is not None and not self.pattern.match(raw):
@@ -145,7 +163,7 @@ class Timestamp(Kind):
 
     what: str = "an ISO 8601 date and time"
 
-    def parse(self, raw: Any, where: str) -> str:
+    def parse(self, raw: Any, where: Place) -> str:
         if not isinstance(raw, str) or len(raw) > 40:
             raise self.fail(raw, where)
         try:
@@ -163,7 +181,7 @@ class Choice(Kind):
     def what(self) -> str:  # type: ignore[override]
         return "one of " + ", ".join(json.dumps(v) for v in self.values)
 
-    def parse(self, raw: Any, where: str) -> Any:
+    def parse(self, raw: Any, where: Place) -> Any:
         if isinstance(raw, (list, dict)) or raw not in self.values or isinstance(raw, bool):
             raise self.fail(raw, where)
         return raw
@@ -175,7 +193,7 @@ class ListOf(Kind):
     max_items: int = 1_000_000
     what: str = "a list"
 
-    def parse(self, raw: Any, where: str) -> list[Any]:
+    def parse(self, raw: Any, where: Place) -> list[Any]:
         if not isinstance(raw, list):
             raise self.fail(raw, where)
         if len(raw) > self.max_items:
@@ -195,14 +213,14 @@ class MapOf(Kind):
     max_items: int = 1_000_000
     what: str = "an object"
 
-    def parse(self, raw: Any, where: str) -> dict[str, Any]:
+    def parse(self, raw: Any, where: Place) -> dict[str, Any]:
         if not isinstance(raw, dict):
             raise self.fail(raw, where)
         if len(raw) > self.max_items:
             raise SchemaError(where, f"has {len(raw)} entries; at most {self.max_items} are allowed")
         out = {}
         for k, v in raw.items():
-            self.key.parse(k, child(where, k) + " (a key)")
+            self.key.parse(k, Where(where, k, " (a key)"))
             out[k] = self.value.parse(v, child(where, k))
         return out
 
@@ -224,7 +242,7 @@ class Record(Kind):
     fields: Mapping[str, Field] = field(default_factory=dict)
     what: str = "an object"
 
-    def parse(self, raw: Any, where: str) -> dict[str, Any]:
+    def parse(self, raw: Any, where: Place) -> dict[str, Any]:
         if not isinstance(raw, dict):
             raise self.fail(raw, where)
         out = {}
@@ -253,7 +271,7 @@ class Converted(Kind):
     def what(self) -> str:  # type: ignore[override]
         return self.inner.what
 
-    def parse(self, raw: Any, where: str) -> Any:
+    def parse(self, raw: Any, where: Place) -> Any:
         return self.build(self.inner.parse(raw, where))
 
     def dump(self, value: Any) -> Any:

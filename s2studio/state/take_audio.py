@@ -141,8 +141,8 @@ class TakeSound:
 
     __slots__ = ("key", "length", "data", "path", "peaks_path", "_peaks", "problem", "__weakref__")
 
-    def __init__(self, length: int, data: Audio | None = None, path: Path | None = None,
-                 peaks: Audio | None = None, peaks_path: Path | None = None) -> None:
+    def __init__(self, length: int, data: Audio | None = None, path: str | Path | None = None,
+                 peaks: Audio | None = None, peaks_path: str | Path | None = None) -> None:
         self.key = next(_tokens)
         self.length = int(length)
         self.data = data
@@ -161,8 +161,8 @@ class TakeSound:
         return cls(len(data), data=data)
 
     @classmethod
-    def from_file(cls, path: Path, length: int, peaks_path: Path | None) -> TakeSound:
-        return cls(length, path=Path(path), peaks_path=peaks_path)
+    def from_file(cls, path: str | Path, length: int, peaks_path: str | Path | None) -> TakeSound:
+        return cls(length, path=path, peaks_path=peaks_path)
 
     @property
     def in_memory(self) -> bool:
@@ -265,7 +265,7 @@ class TakeSound:
         except (OSError, RuntimeError, TypeError, ValueError, sf.LibsndfileError) as exc:
             reason = getattr(exc, "strerror", None) or str(exc)
             if not self.problem:
-                self.problem = f"{printable(path.name)} cannot be read ({printable(reason, 80)})"
+                self.problem = f"{printable(os.path.basename(path))} cannot be read ({printable(reason, 80)})"
                 log.warning("take audio %s: %s", path, reason)
             raise UnreadableTake(f"The take's audio {printable(path)} cannot be read "
                                  f"({printable(reason, 80)}); render the line again.") from None
@@ -277,10 +277,11 @@ class TakeSound:
 
     # -- switching ---------------------------------------------------------------------------------
 
-    def to_file(self, path: Path, peaks: Audio, blocks: Audio | None = None, peaks_path: Path | None = None) -> None:
+    def to_file(self, path: str | Path, peaks: Audio, blocks: Audio | None = None,
+                peaks_path: str | Path | None = None) -> None:
         """The take's file is written: read from it from now on. `blocks`: the file's decoded samples (they
         seed the cache, so nothing audible waits for a decode); the in-memory array is dropped last."""
-        self.path = Path(path)
+        self.path = path
         self.peaks_path = peaks_path
         self._peaks = peaks
         if blocks is not None and self.data is not None:
@@ -295,7 +296,7 @@ class TakeSound:
             self.data = self.read(0, self.length)
 
 
-def stored_peaks(path: Path, length: int) -> Audio | None:
+def stored_peaks(path: str | Path, length: int) -> Audio | None:
     """The peaks stored for a take of `length` samples (a plain `.npy` file, never through a link); None when
     missing or not what they should be (they are computed again then: peaks never make a take unusable)."""
     try:
@@ -304,7 +305,7 @@ def stored_peaks(path: Path, length: int) -> Audio | None:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 return None
             data = f.read(4096 + 4 * (length // PEAK_BIN + 1))
-        shape, dtype = npy_header(io.BytesIO(data), path.name)
+        shape, dtype = npy_header(io.BytesIO(data), os.path.basename(path))
         n = -(-length // PEAK_BIN)
         start = 10 + int.from_bytes(data[8:10], "little") if data[6] == 1 else 12 + int.from_bytes(data[8:12], "little")
         if dtype != np.float32 or shape != (n,) or len(data) < start + 4 * n:

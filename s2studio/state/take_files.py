@@ -18,6 +18,7 @@ header), not its audio; its peaks are read when first drawn.
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import re
@@ -42,6 +43,7 @@ TAKE_ID = re.compile(r"^(?!(?:con|prn|aux|nul|com[1-9]|lpt[1-9])$)[0-9a-z][0-9a-
 """What the studio and the engines make (hex uuids); a take id names files, so nothing else (nor a name that is
 a device on Windows: `con.flac` would be the console there)."""
 TAKES = "takes"
+_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 MAX_TAKE_SECONDS = 3600.0
 _STREAMINFO = struct.Struct(">4sB3sHH3s3sQ")
 """`fLaC`, the first metadata block's header (type 0: STREAMINFO, 34 bytes long), then its fields up to the
@@ -54,15 +56,12 @@ def shard(take_id: str) -> str:
 
 def take_files(folder: Path, take_id: str) -> TakeFiles:
     """Where a take of `folder` keeps its files (the layout above)."""
-    base = Path(folder) / TAKES / shard(take_id) / take_id
-    return TakeFiles(Path(folder), base.with_name(f"{take_id}.flac"), base.with_name(f"{take_id}.npy"),
-                     base.with_name(f"{take_id}.peaks.npy"))
+    return TakeFiles(folder, os.path.join(folder, TAKES, shard(take_id), take_id))
 
 
 def flat_take_files(folder: Path, take_id: str) -> TakeFiles:
     """Where a project saved before the layout above keeps a take (no peaks)."""
-    base = Path(folder) / TAKES
-    return TakeFiles(Path(folder), base / f"{take_id}.flac", base / f"{take_id}.npy", None)
+    return TakeFiles(folder, os.path.join(folder, TAKES, take_id), flat=True)
 
 
 # ----------------------------------------------------------------------------- folders
@@ -174,72 +173,85 @@ def share_takes(takes: Sequence[Take], folder: Path, progress: Callable[[int, bo
 # ----------------------------------------------------------------------------- reading
 
 
-def _open_plain(path: Path):  # noqa: ANN202 - a binary file object
-    """`path` open for reading when it is a plain file, never through a link."""
-    if path.is_symlink():
-        raise ValueError(f"{path.name} is a link; a project's take files must be plain files inside it")
-    fd = os.open(path, os.O_RDONLY | OPEN_FLAGS)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+def _head(path: str | Path, size: int) -> tuple[bytes, int]:
+    """The first `size` bytes of the plain file `path` (never through a link) and its length."""
+    name = os.path.basename(path)
+    if _NO_FOLLOW == 0 and os.path.islink(path):  # (where open cannot refuse a link itself)
+        raise ValueError(f"{name} is a link; a project's take files must be plain files inside it")
+    try:
+        fd = os.open(path, os.O_RDONLY | OPEN_FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ValueError(f"{name} is a link; a project's take files must be plain files inside it") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"{name} is not a plain file")
+        return os.read(fd, size), st.st_size
+    finally:
         os.close(fd)
-        raise OSError(f"{path.name} is not a plain file")
-    return os.fdopen(fd, "rb")
 
 
-def flac_length(path: Path) -> int:
+def flac_length(path: str | Path) -> int:
     """The samples of the take's FLAC, from its STREAMINFO header (ValueError when it cannot be a take's audio:
     not FLAC, not mono 44.1 kHz, longer than `MAX_TAKE_SECONDS`)."""
-    with _open_plain(path) as f:
-        head = f.read(_STREAMINFO.size)
-        if len(head) == _STREAMINFO.size:
-            magic, kind, size, _, _, _, _, bits = _STREAMINFO.unpack(head)
-            if magic == b"fLaC" and kind & 0x7F == 0 and int.from_bytes(size, "big") == 34:
-                rate, channels, frames = bits >> 44, ((bits >> 41) & 7) + 1, bits & ((1 << 36) - 1)
-                if frames == 0:  # "unknown" in the header: libsndfile counts
-                    f.seek(0)
-                    frames = _counted(f, path)
-                if rate != SAMPLE_RATE or channels != 1 or frames > MAX_TAKE_SECONDS * SAMPLE_RATE:
-                    raise ValueError(f"{path.name} is {channels}-channel {rate} Hz audio of {frames} samples; a "
-                                     f"take is mono {SAMPLE_RATE} Hz")
-                return int(frames)
-    raise ValueError(f"{path.name} is not readable audio (not a FLAC stream)")
+    name = os.path.basename(path)
+    head, _ = _head(path, _STREAMINFO.size)
+    if len(head) == _STREAMINFO.size:
+        magic, kind, size, _, _, _, _, bits = _STREAMINFO.unpack(head)
+        if magic == b"fLaC" and kind & 0x7F == 0 and int.from_bytes(size, "big") == 34:
+            rate, channels, frames = bits >> 44, ((bits >> 41) & 7) + 1, bits & ((1 << 36) - 1)
+            if frames == 0:  # "unknown" in the header: libsndfile counts
+                frames = _counted(path, name)
+            if rate != SAMPLE_RATE or channels != 1 or frames > MAX_TAKE_SECONDS * SAMPLE_RATE:
+                raise ValueError(f"{name} is {channels}-channel {rate} Hz audio of {frames} samples; a "
+                                 f"take is mono {SAMPLE_RATE} Hz")
+            return int(frames)
+    raise ValueError(f"{name} is not readable audio (not a FLAC stream)")
 
 
-def _counted(f, path: Path) -> int:  # noqa: ANN001
+def _counted(path: str | Path, name: str) -> int:
+    fd = os.open(path, os.O_RDONLY | OPEN_FLAGS)
     try:
-        return int(sf.info(f).frames)
+        with os.fdopen(fd, "rb") as f:
+            return int(sf.info(f).frames)
     except (sf.LibsndfileError, RuntimeError, TypeError) as exc:
-        raise ValueError(f"{path.name} is not readable audio ({printable(str(exc), 80)})") from None
+        raise ValueError(f"{name} is not readable audio ({printable(str(exc), 80)})") from None
 
 
-def check_codes_file(path: Path) -> None:
+def check_codes_file(path: str | Path) -> None:
     """The codes file is a plain `.npy` of (10, frames) integers (its header only is read)."""
-    with _open_plain(path) as f:
-        try:
-            shape, dtype = npy_header(f, path.name)
-        except UserError as exc:
-            raise ValueError(str(exc)) from None
+    name = os.path.basename(path)
+    head, _ = _head(path, 512)  # numpy writes a codes header in 128 bytes
+    try:
+        shape, dtype = npy_header(io.BytesIO(head), name)
+    except UserError as exc:
+        raise ValueError(str(exc)) from None
     if len(shape) != 2 or shape[0] != NUM_CODEBOOKS or not np.issubdtype(dtype, np.integer):
-        raise ValueError(f"{path.name} holds {dtype} {shape}, not ({NUM_CODEBOOKS}, frames) codes")
+        raise ValueError(f"{name} holds {dtype} {shape}, not ({NUM_CODEBOOKS}, frames) codes")
 
 
-def open_take(folders: Sequence[Path], take_id: str, plain: dict[Path, bool]) -> tuple[TakeFiles, int]:
+def open_take(folders: Sequence[Path], take_id: str, plain: dict[str, bool]) -> tuple[TakeFiles, int]:
     """The take's files in the first of `folders` that has them (in the layout above, or flat: format 1, also
     while its first save moves them) and its samples, checked from their headers; ValueError/OSError with a
     short reason when it cannot be used. `plain` remembers which folders are plain folders (never read through
     one that is a link)."""
     missing: OSError | ValueError | None = None
     for folder in folders:
-        for files in (take_files(folder, take_id), flat_take_files(folder, take_id)):
-            parent = files.audio.parent
+        for layout in (take_files, flat_take_files):
+            files = layout(folder, take_id)
+            parent = os.path.dirname(files.stem)
             if parent not in plain:
-                plain[parent] = plain_folder(parent)
+                plain[parent] = plain_folder(Path(parent))
             if not plain[parent]:
                 if os.path.lexists(parent):  # a link or a file where the folder should be: never read through
-                    missing = missing or ValueError(f"the takes folder {parent.name} is not a plain folder")
+                    missing = missing or ValueError(f"the takes folder {os.path.basename(parent)} is not a plain "
+                                                    "folder")
                 continue
             try:
-                length = flac_length(files.audio)
-                check_codes_file(files.codes)
+                length = flac_length(files.stem + ".flac")
+                check_codes_file(files.stem + ".npy")
             except FileNotFoundError as exc:
                 missing = missing or exc
                 continue
