@@ -27,8 +27,8 @@ How a scheduler drives it (one engine thread; nothing here is thread-safe):
         for a request cancelled meanwhile: decoder.cancel(slot)   # that stream only, at once
 
 - `admit` takes the request's (1 + K, T) prompt, its `SamplingParams` (`max_new_tokens` its frame limit, 0: the
-  rest of `length`) and its own `torch.Generator` (seeded as the request alone would be). It picks the free slot whose cache
-  holds the longest reusable prefix of the prompt (the next line of a scene comes back to its slot by itself).
+  rest of `length`) and its own `torch.Generator` (seeded as the request alone would be). It picks the free slot
+  whose cache holds the longest reusable prefix of the prompt (the next line of a scene comes back to its slot).
   It returns None when every slot is busy or the caches would not fit the memory planned for streams
   (`memory.stream_bytes`: its real length, prompt plus frames): keep the request queued and try again after a
   stream ends. A request that could not fit even alone is a `UserError` (what to shorten).
@@ -55,7 +55,7 @@ from torch import Tensor, nn
 
 from s2studio.engine.api import SamplingParams
 from s2studio.engine.s2 import memory
-from s2studio.engine.s2.fast import PREFILL_PIECE, FastDecoder, FastSampler, allowed_ids, head_weight
+from s2studio.engine.s2.fast import PREFILL_PIECE, FastDecoder, FastSampler, allowed_ids, fitted, head_weight
 from s2studio.engine.weights.bf16 import Bf16Linear
 from s2studio.engine.weights.cpu_step import CpuStepOps, linear_of
 from s2studio.engine.weights.int4 import Int4Linear
@@ -77,7 +77,7 @@ class StreamFrame:
     codes: Tensor | None
     """The kept frame, (num_codebooks,) int64 on the model's device; None when the stream ended without one."""
     finished: str | None = None
-    """None while the stream runs on; "end" (`<|im_end|>`) or "limit" (its frame budget or the context) when it ended."""
+    """None while the stream runs on; "end" (`<|im_end|>`) or "limit" (its frame budget, or the context) once ended."""
 
 
 @dataclass
@@ -137,13 +137,8 @@ class BatchDecoder:
         `max_new_tokens`: its frame limit (None: `sampling.max_new_tokens`; 0: the rest of the context)."""
         if max_new_tokens is None:
             max_new_tokens = sampling.max_new_tokens
-        rows = self.model.config.num_codebooks + 1
-        prompt_t = torch.as_tensor(prompt, dtype=torch.long).to(self.device).view(rows, -1)
+        prompt_t, budget = fitted(self.model, prompt, self.device, self.length, max_new_tokens)
         length = prompt_t.shape[1]
-        if length >= self.length:
-            raise UserError(f"prompt of {length} tokens does not fit the fast path's context of {self.length}")
-        room = self.length - length
-        budget = min(max_new_tokens, room) if max_new_tokens else room
         positions = min(self.length, -(-(length + budget) // SLOT_GRAIN) * SLOT_GRAIN)
         need = memory.stream_bytes(self.model.config, positions, self.dtype_bytes)
         if self.memory_bytes is not None and need > self.memory_bytes:

@@ -91,7 +91,7 @@ class FastDecoder:
       earlier requests left beyond it cannot leak in; the fast transformer's cache is rewritten every frame;
     - a change of weights (a LoRA merged or removed) settles nothing (`weights_changed`).
 
-    A batched decoder must keep the same contract per stream (its codes equal this decoder's, alone or batched).
+    A batched decoder keeps the same contract per stream (`batch.BatchDecoder`: its slots are decoders of this kind).
 
     `tokens[:, :filled]` are the columns whose keys/values sit at positions 0..filled-1 of every slow layer.
     `prefilled` counts the columns the slow model has been asked to prefill (tests and benchmarks read it).
@@ -338,17 +338,23 @@ class FastSampler:
         return torch.stack(codes, dim=1).T
 
 
+def fitted(model: DualAR, prompt: np.ndarray | Tensor, device: torch.device, length: int, max_new_tokens: int
+           ) -> tuple[Tensor, int]:
+    """`prompt` as a (1 + K, T) long tensor on `device`, and the frames it makes at most in a context of `length`
+    (`max_new_tokens`, 0: the rest of it; the dropped last frame included); a UserError when it does not fit."""
+    prompt_t = torch.as_tensor(prompt, dtype=torch.long).to(device).view(model.config.num_codebooks + 1, -1)
+    columns = prompt_t.shape[1]
+    if columns >= length:
+        raise UserError(f"prompt of {columns} tokens does not fit the fast path's context of {length}")
+    room = length - columns
+    return prompt_t, min(max_new_tokens, room) if max_new_tokens else room
+
+
 def generate_frames_fast(decoder: FastDecoder, prompt: np.ndarray | Tensor, sampler: FastSampler,
                          max_new_tokens: int = 0, cancel: threading.Event | None = None,
                          reuse: bool = True) -> Iterator[Tensor]:
     """`generate.generate_frames` on the fast path: the same frames kept and dropped, the same stop rule."""
-    rows = decoder.model.config.num_codebooks + 1
-    prompt_t = torch.as_tensor(prompt, dtype=torch.long).to(decoder.device).view(rows, -1)
-    length = prompt_t.shape[1]
-    if length >= decoder.length:
-        raise UserError(f"prompt of {length} tokens does not fit the fast path's context of {decoder.length}")
-    room = decoder.length - length
-    budget = min(max_new_tokens, room) if max_new_tokens else room
+    prompt_t, budget = fitted(decoder.model, prompt, decoder.device, decoder.length, max_new_tokens)
     if cancel is not None and cancel.is_set():
         return
     sampler.reset_window()

@@ -336,7 +336,9 @@ inline void widen8(const int8_t* w, Part8* out) {
   }
 }
 inline Lanes madd8(const Part8* wv, const int16_t* X, Lanes acc) {
-  for (int i = 0; i < kParts8; ++i) acc = _mm512_add_epi32(acc, _mm512_madd_epi16(wv[i], _mm512_loadu_si512(X + 32 * i)));
+  for (int i = 0; i < kParts8; ++i) {
+    acc = _mm512_add_epi32(acc, _mm512_madd_epi16(wv[i], _mm512_loadu_si512(X + 32 * i)));
+  }
   return acc;
 }
 inline Vec lanes_to_float(Lanes l) { return _mm512_cvtepi32_ps(l); }
@@ -353,7 +355,8 @@ inline void widen8(const int8_t* w, Part8* out) {
 }
 inline Lanes madd8(const Part8* wv, const int16_t* X, Lanes acc) {
   for (int i = 0; i < kParts8; ++i) {
-    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(wv[i], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(X + 16 * i))));
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(X + 16 * i));
+    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(wv[i], x));
   }
   return acc;
 }
@@ -415,7 +418,9 @@ struct Int8Rows {
           }
         }
         for (int r = 0; r < R; ++r) {
-          for (int i = 0; i < Mt; ++i) acc[r][i] = fma(lanes_to_float(sums[r][i]), splat(step[i * groups + g]), acc[r][i]);
+          for (int i = 0; i < Mt; ++i) {
+            acc[r][i] = fma(lanes_to_float(sums[r][i]), splat(step[i * groups + g]), acc[r][i]);
+          }
         }
       }
       for (int r = 0; r < R && whole < count; ++r) {
@@ -434,7 +439,7 @@ struct Int8Rows {
 
 // int4 weights. The codes q (0..15) of a row lie in blocks of 64 codes over 32 bytes, read as 16 lanes of 16 bits:
 // bits 4i..4i+3 of lane j hold code 16i + j (int4.py packs them so), so one mask (or one shift) per 16 codes
-// unpacks a block at every width (block_sums). Each group of G codes of a row (G a multiple of 64) has a bfloat16
+// unpacks a block at every width (`sums4`). Each group of G codes of a row (G a multiple of 64) has a bfloat16
 // scale s and offset z, w = (q - 8)·s + z (torch's int4 form), and over a group dot(w, x) = s·Σ q·x + (z - 8s)·Σ x.
 //
 // Against x rounded to 16 bits per group (`Rows16`, the group of the weights' ranges) Σ q·X is summed exactly in
@@ -560,11 +565,15 @@ inline void sums4(const uint8_t* codes, int64_t row_bytes, const int16_t* X, int
       for (int i = 0; i < Mt; ++i) {
         const int16_t* xs = X + i * K + kXStep * t;
         for (int r = 0; r < R; ++r) {
-          for (int p = 0; p < 4; ++p) sums[r][i] = L::add(sums[r][i], L::madd(part[r][p], L::load(xs + p * kXStep / 4)));
+          for (int p = 0; p < 4; ++p) {
+            sums[r][i] = L::add(sums[r][i], L::madd(part[r][p], L::load(xs + p * kXStep / 4)));
+          }
         }
       }
     }
-    for (int r = 0; r < R; ++r) for (int i = 0; i < Mt; ++i) lanes[r][i] = _mm256_add_epi32(lanes[r][i], L::eight(sums[r][i]));
+    for (int r = 0; r < R; ++r) {
+      for (int i = 0; i < Mt; ++i) lanes[r][i] = _mm256_add_epi32(lanes[r][i], L::eight(sums[r][i]));
+    }
   }
 }
 
@@ -615,7 +624,9 @@ struct Int4Rows {
 #if defined(__AVX2__)
     __m256 acc[R][Mt];
     float offsets[R][Mt];
-    for (int r = 0; r < R; ++r) for (int i = 0; i < Mt; ++i) acc[r][i] = s[r * Mt + i].acc, offsets[r][i] = s[r * Mt + i].offsets;
+    for (int r = 0; r < R; ++r) {
+      for (int i = 0; i < Mt; ++i) acc[r][i] = s[r * Mt + i].acc, offsets[r][i] = s[r * Mt + i].offsets;
+    }
 #endif
     for (int64_t g = k0 / G; g < k1 / G; ++g) {
 #if defined(__AVX2__)
@@ -626,16 +637,21 @@ struct Int4Rows {
       int64_t b = 0;
 #if defined(__AVX512F__)
       b = blocks / 2 * 2;  // pairs of blocks, X in `paired` layout
-      if (b > 0) sums4<__m512i, R, Mt, Blocks / 2>(codes, row_bytes, x.paired.data() + m * K + g * G, K, b / 2, ahead, lanes);
+      if (b > 0) {
+        sums4<__m512i, R, Mt, Blocks / 2>(codes, row_bytes, x.paired.data() + m * K + g * G, K, b / 2, ahead, lanes);
+      }
 #endif
-      if (b < blocks) {
-        sums4<__m256i, R, Mt, kWideRegisters ? Blocks % 2 : Blocks>(codes + 32 * b, row_bytes, X + g * G + b * kCodeBlock, K, blocks - b, ahead, lanes);
+      if (b < blocks) {  // AVX2, or an odd last block
+        constexpr int kSingles = kWideRegisters ? Blocks % 2 : Blocks;
+        sums4<__m256i, R, Mt, kSingles>(codes + 32 * b, row_bytes, X + g * G + b * kCodeBlock, K, blocks - b, ahead,
+                                        lanes);
       }
       for (int r = 0; r < R; ++r) {
         const float sc = scalar(ranges[r * groups * 2 + 2 * g]), z = scalar(ranges[r * groups * 2 + 2 * g + 1]);
         const float bias = fmadd(-8.0f, sc, z);
         for (int i = 0; i < Mt; ++i) {
-          acc[r][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes[r][i]), _mm256_set1_ps(sc * step[i * groups + g]), acc[r][i]);
+          const __m256 scaled = _mm256_set1_ps(sc * step[i * groups + g]);
+          acc[r][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes[r][i]), scaled, acc[r][i]);
           offsets[r][i] = fmadd(bias, xsum[i * groups + g], offsets[r][i]);
         }
       }
@@ -838,9 +854,9 @@ void share_rows(int64_t N, int64_t grain, const Rows& rows) {
 }
 
 // y (M, N) = x (M, K) @ W^T through a kind of rows (`Bf16Rows`, `Int8Rows`, `Int4Rows`), each weight row read from
-// memory once for all M rows of x: R rows of W at a time against a tile of up to the kind's `kTile` rows of x. Where a tile's
-// rows of x do not fit in L1 beside the weights going by (kChunkBytes), the columns go in chunks (a multiple of the
-// kind's step), a block of kBlockRows rows of W at a time, each output's accumulators kept in a `State` between
+// memory once for all M rows of x: R rows of W at a time against a tile of up to the kind's `kTile` rows of x. Where
+// a tile's rows of x do not fit in L1 beside the weights going by (kChunkBytes), the columns go in chunks (a multiple
+// of the kind's step), a block of kBlockRows rows of W at a time, each output's accumulators kept in a `State` between
 // chunks: the same additions in the same order, only stored and reloaded. Tiles of x after the first read the
 // block's weights from cache; rows left over at the end of W go one at a time. Each tile asks for each of its rows'
 // bytes `ahead` of those it reads: the same row's next chunk, after the last chunk the row a block further on.

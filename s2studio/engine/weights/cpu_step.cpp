@@ -805,11 +805,11 @@ std::tuple<at::Tensor, at::Tensor> stacks_step(const c10::List<StackRef>& stacks
 // drawn is the stream's next input, `table`'s row. `rope`: the fast RoPE table, one row per position. Returns codes
 // 1..count-1 of every stream, (B, count - 1) int32. Each stream draws only from its own generator, in the order of a
 // stream alone, so the streams beside it change nothing.
-at::Tensor fast_codes_streams(const std::vector<const Stack*>& stacks, const at::Tensor& table, const at::Tensor& hidden,
-                              const std::vector<int64_t>& code0, const std::vector<std::optional<at::Generator>>& generators,
-                              const at::Tensor& rope, const std::vector<float>& temperature,
-                              const std::vector<float>& top_p, const std::vector<int64_t>& top_k, int64_t size,
-                              int64_t count) {
+at::Tensor fast_codes_streams(const std::vector<const Stack*>& stacks, const at::Tensor& table,
+                              const at::Tensor& hidden, const std::vector<int64_t>& code0,
+                              const std::vector<std::optional<at::Generator>>& generators, const at::Tensor& rope,
+                              const std::vector<float>& temperature, const std::vector<float>& top_p,
+                              const std::vector<int64_t>& top_k, int64_t size, int64_t count) {
   const Stack& own = *stacks.front();
   const int64_t B = static_cast<int64_t>(stacks.size());
   TORCH_CHECK(own.output, "the stack has no output layer");
