@@ -115,3 +115,43 @@ def test_graphed_frame_tail_gives_the_eager_fast_codes(folder_and_tok, seed: int
     for eager, graphed in zip(out[False], out[True], strict=True):
         assert eager.shape == graphed.shape
         assert torch.equal(eager, graphed)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_batched_streams_on_cuda(folder_and_tok, dtype: torch.dtype) -> None:
+    """The batch decoder on a GPU (torch's route: one product per layer for all streams, each stream's attention and
+    draws its own, from its own generator on the device): every stream makes valid codes for as many frames as it
+    would alone, and in float32 its codes are the same request's alone, a tiny model's few frames being far from
+    a draw that cuBLAS's rounding (which may depend on the rows beside) could flip; bf16 is not held to that."""
+    from s2studio.engine.api import SamplingParams
+    from s2studio.engine.s2.batch import BatchDecoder
+    from s2studio.engine.s2.fast import FastDecoder, generate_frames_fast
+    from s2studio.text.prompt import build_prompt
+
+    folder, tok = folder_and_tok
+    model = _load(folder, tok, "cuda", dtype)
+    texts = [TEXT, "<|speaker:1|>A second voice, a longer line.", "<|speaker:0|>Third."]
+    prompts = [torch.as_tensor(build_prompt(tok, [], [], t)) for t in texts]
+    sampling = SamplingParams(temperature=0.8, top_p=0.8, max_new_tokens=10)
+
+    def generator(i: int) -> torch.Generator:
+        return torch.Generator(device="cuda").manual_seed(20 + i)
+
+    alone = []
+    for i, prompt in enumerate(prompts):
+        decoder = FastDecoder(model, tok.im_end_id, length=256)
+        frames = generate_frames_fast(decoder, prompt, decoder.sampler(sampling, generator(i)), 10)
+        alone.append([f.tolist() for f in frames])
+    batch = BatchDecoder(model, tok.im_end_id, length=256, max_batch=3)
+    owner = {batch.admit(prompt, sampling, generator(i)): i for i, prompt in enumerate(prompts)}
+    got: dict[int, list] = {i: [] for i in range(len(prompts))}
+    while batch.streams:
+        batch.prefill()
+        for frame in batch.step():
+            if frame.codes is not None:
+                got[owner[frame.slot]].append(frame.codes.tolist())
+    for i, want in enumerate(alone):
+        codes = np.array(got[i])
+        assert codes.shape[1:] == (10,) and codes.min() >= 0 and codes.max() < 4096
+        if dtype == torch.float32:
+            assert got[i] == want, i

@@ -474,17 +474,18 @@ void widen4(const uint8_t* row, const uint16_t* sz, int64_t K, int64_t G, float*
 }
 
 #if defined(__AVX2__)
-// Σ q·X of one block or two (one per 128-bit half pair, `V` 256 or 512 bits wide) into int32 lanes: 16-bit lane j
+// Σ q·X of one block or two (a 256-bit vector, or a 512-bit one holding two) into int32 lanes: 16-bit lane j
 // of a block holds codes 16i + j at bits 4i..4i+3, so part i of the codes, in the order of x's X[16i..16i+15], is
 // one mask (and a shift) away, and `madd` multiplies it by those 16 values and sums them in pairs. With a few rows
 // of x the masks leave code 16 + j times 16 and 32 + j times 256 in place (one instruction each, where a shift and
-// a mask would be two), summed apart (`Scaled`) and divided back exactly when they are flushed (every such sum is a
-// multiple of 16 or 256, and 8 steps of them stay below 2^31); with many rows of x each block's codes are shifted
-// down once for all of them (`Parts`). Either way a lane's sum is the same set of exact integer products.
-template <typename V>
+// a mask would be two), summed apart and divided back exactly when they are flushed (every such sum is a multiple
+// of 16 or 256, and 8 steps of them stay below 2^31); with many rows of x each block's codes are shifted down once
+// for all of them. Either way a lane's sum is the same set of exact integer products.
+template <int Bits>
 struct Lanes4;
 template <>
-struct Lanes4<__m256i> {
+struct Lanes4<256> {
+  using V = __m256i;
   static __m256i zero() { return _mm256_setzero_si256(); }
   static __m256i load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
   static __m256i mask(__m256i c, int16_t m) { return _mm256_and_si256(c, _mm256_set1_epi16(m)); }
@@ -498,7 +499,8 @@ struct Lanes4<__m256i> {
 };
 #if defined(__AVX512F__)
 template <>
-struct Lanes4<__m512i> {
+struct Lanes4<512> {
+  using V = __m512i;
   static __m512i zero() { return _mm512_setzero_si512(); }
   static __m512i load(const void* p) { return _mm512_loadu_si512(p); }
   static __m512i mask(__m512i c, int16_t m) { return _mm512_and_si512(c, _mm512_set1_epi16(m)); }
@@ -514,13 +516,14 @@ struct Lanes4<__m512i> {
 };
 #endif
 
-// Σ q·X over `steps` steps of `V` (a block, or two) for R rows of codes `row_bytes` apart against Mt rows of X `K`
-// apart (X's 4 parts of 16 lanes each, `V`-wide, per step), added into lanes[r][i]. `Steps` > 0: that many, known
-// when compiled (the groups of 128 or 64 int4.py makes: no loop left); 0: `steps`.
-template <typename V, int R, int Mt, int Steps>
+// Σ q·X over `steps` steps of `Bits`-wide vectors (a block, or two) for R rows of codes `row_bytes` apart against
+// Mt rows of X `K` apart (X's 4 parts of 16 lanes each, as wide, per step), added into lanes[r][i]. `Steps` > 0:
+// that many, known when compiled (the groups of 128 or 64 int4.py makes: no loop left); 0: `runtime_steps`.
+template <int Bits, int R, int Mt, int Steps>
 inline void sums4(const uint8_t* codes, int64_t row_bytes, const int16_t* X, int64_t K, int64_t runtime_steps,
                   int64_t ahead, __m256i (&lanes)[R][Mt]) {
-  using L = Lanes4<V>;
+  using L = Lanes4<Bits>;
+  using V = typename L::V;
   const int64_t steps = Steps > 0 ? Steps : runtime_steps;
   constexpr int64_t kBytes = sizeof(V), kXStep = 2 * sizeof(V);  // codes and X values per step
   if constexpr (Mt <= 2) {
@@ -638,12 +641,12 @@ struct Int4Rows {
 #if defined(__AVX512F__)
       b = blocks / 2 * 2;  // pairs of blocks, X in `paired` layout
       if (b > 0) {
-        sums4<__m512i, R, Mt, Blocks / 2>(codes, row_bytes, x.paired.data() + m * K + g * G, K, b / 2, ahead, lanes);
+        sums4<512, R, Mt, Blocks / 2>(codes, row_bytes, x.paired.data() + m * K + g * G, K, b / 2, ahead, lanes);
       }
 #endif
       if (b < blocks) {  // AVX2, or an odd last block
         constexpr int kSingles = kWideRegisters ? Blocks % 2 : Blocks;
-        sums4<__m256i, R, Mt, kSingles>(codes + 32 * b, row_bytes, X + g * G + b * kCodeBlock, K, blocks - b, ahead,
+        sums4<256, R, Mt, kSingles>(codes + 32 * b, row_bytes, X + g * G + b * kCodeBlock, K, blocks - b, ahead,
                                         lanes);
       }
       for (int r = 0; r < R; ++r) {
