@@ -5,7 +5,6 @@ lines as context hears what it heard in the whole render."""
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -22,12 +22,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_voice_lora_render import random_lora
 
+from s2studio.demo_model import write_demo_model
 from s2studio.engine.api import (
     AudioChunk, ContextTurn, Event, JobFailed, JobFinished, LineFinished, LineSpec, LoadRequest, Reference,
     SamplingParams, SynthesisRequest,
 )
 from s2studio.engine.s2 import S2Engine
-from s2studio.demo_model import write_demo_model
 
 CONFIGS = {"fast, bf16 weights": ("fp32", "none", "fast"), "fast, int8": ("fp32", "int8", "fast"),
            "fast, int4": ("fp32", "int4", "fast"), "fast, bf16 model": ("bf16", "none", "fast"),
