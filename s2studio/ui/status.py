@@ -12,6 +12,8 @@ from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar, QToolButton
 from s2studio.engine import api
 from s2studio.ui.control.pace import Pace
 
+PROGRESS_MS = 100
+
 
 def resident_bytes() -> int:
     """Memory the process holds now (model weights included), 0 where it cannot be read."""
@@ -62,6 +64,11 @@ class StatusPanel:
         if cancel_load is not None:
             self.cancel_load.setDefaultAction(cancel_load)
         bar.addPermanentWidget(self.cancel_load)
+        self._pace: Pace | None = None
+        self._shown = QTimer(bar, singleShot=True, interval=PROGRESS_MS)
+        """A render reports ~20 times a line: the bar and the speed follow at most every PROGRESS_MS (a
+        progress bar repaints at once when its value moves, and with it what else is waiting to paint)."""
+        self._shown.timeout.connect(self._show_pace)
 
     def update_memory(self) -> None:
         rss = resident_bytes()
@@ -113,12 +120,24 @@ class StatusPanel:
 
     def on_progress(self, pace: Pace) -> None:
         """The running render went on (`pace` is the session's, updated with the engine's report)."""
+        self._pace = pace
+        if not self._shown.isActive():
+            self._show_pace()
+            self._shown.start()
+
+    def _show_pace(self) -> None:
+        pace, self._pace = self._pace, None
+        if pace is None:
+            return
         self.progress.setValue(int(1000 * pace.fraction))
         if pace.fps <= 0:  # no speed measured yet: the first report's real-time factor counts the prefill alone
             self.speed.setText("starting…")
             return
         self.speed.setText(f"{pace.fps:5.1f} frames/s · RTF {pace.rtf:.2f} · {pace.eta_text()}")
+        self._shown.start()
 
     def stop(self, message: str) -> None:
+        self._shown.stop()
+        self._pace = None
         self.progress.setVisible(False)
         self.speed.setText(message)

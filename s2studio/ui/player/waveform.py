@@ -190,7 +190,8 @@ class WaveformView(QWidget):
     def _fit_spp(self) -> float:
         lo, hi = self.range()
         length = hi - lo
-        if self.timeline.layout.growing and self._scope is None:
+        if self._scope is None and (self.timeline.layout.growing or (self._grown_span and self._busy())):
+            # grown in steps while a render appends lines (between two lines too), not at every chunk
             if not self._grown_span or length * 1.05 > self._grown_span or self._grown_span > max(MIN_SPAN, length * 4):
                 self._grown_span = max(MIN_SPAN, int(length * 1.5))
             span = self._grown_span

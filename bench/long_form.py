@@ -1,0 +1,563 @@
+"""How the studio's own work grows with the length of the script: a book of 100 to 10,000 lines.
+
+    .venv/bin/python bench/long_form.py [--sizes 100,1000,3000,10000] [--steps open,type,render,save,...]
+                                        [--engine instant,paced] [--render-limit 600] [--json out.json]
+
+Builds a script of N lines (about 12 words each, 20 speakers, a `# Chapter` heading every 50 lines, an inline
+tag on about one line in six, a `Name:` at every change of speaker), opens the real window (offscreen) with
+20 library voices named like the speakers and the project's FakeEngine (a line is about 80 frames, 3.7 s of
+audio, streamed 4 frames a chunk), so that only the studio's own cost shows, and measures per size:
+
+- open: the script pasted into the editor and parsed, and the script-only project opened, until idle;
+- type: a person typing 40 keys 100-350 ms apart in the middle (latency from when the key is due until
+  it is handled and painted: p50 / p90 / max);
+- render: Render All with an instant engine (no wait per frame) and at a realistic pace (0.5 ms per
+  frame): time until the first line starts, lines per second, the whole render (or what was done when
+  `--render-limit` ran out; the rest of the takes are then made without the window, as a render would);
+- save: Save As to a new folder; autosave: the autosave after one edit; reopen: the saved project opened
+  in a fresh process (time and RSS);
+- navigate (the rendered project): a cursor move to the next line, a click on the waveform, zoom in and out,
+  the fitted timeline's repaint, a change of the line being heard;
+- export: the mix (WAV) and 20 speaker stems (FLAC) through the export dialog's own code, on its thread
+  (time and peak RSS; the address space is capped at the current size + `--export-cap-gb`).
+
+For each step: the longest block of the GUI thread (the largest gap between ticks of a 10 ms timer: how
+long the window could not repaint or take a key). A script, not a test: figures vary by machine and load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import json
+import os
+import random
+import resource
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+WORDS = ("the a and of to in that it was he she they you not but what all were when we there can an your which "
+         "their said if do will each about how up out them then many some so these would other into has more her "
+         "two like him see time could no make than first been its who now people my made over did down only way "
+         "find use may water long little very after words called just where most know").split()
+TAGS = ("[whispering]", "[laughing]", "[sigh]", "[excited]", "[sad]", "[shouting]")
+NAMES = ("Alice", "Bob", "Carol", "Dave", "Erin", "Frank", "Grace", "Heidi", "Ivan", "Judy", "Mallory", "Niaj",
+         "Olivia", "Peggy", "Rupert", "Sybil", "Trent", "Victor", "Walter", "Yvonne")
+STEPS = ("open", "type", "render", "save", "autosave", "reopen", "navigate", "export")
+
+
+def book(lines: int, seed: int = 0) -> str:
+    rng = random.Random(seed)
+    out, previous = [], None
+    for i in range(lines):
+        if i % 50 == 0:
+            out.append(f"# Chapter {i // 50 + 1}")
+        speaker = rng.choice(NAMES) if previous is None or rng.random() < 0.7 else previous
+        words = [rng.choice(WORDS) for _ in range(rng.randint(10, 14))]
+        words[0] = words[0].capitalize()
+        if rng.random() < 1 / 6:
+            words.insert(rng.randrange(len(words)), rng.choice(TAGS))
+        text = " ".join(words) + rng.choice(".?!")
+        out.append(f"{speaker}: {text}" if speaker != previous else text)
+        previous = speaker
+    return "\n".join(out) + "\n"
+
+
+# -- measuring -------------------------------------------------------------------------------------
+
+
+def rss_mb(field: str = "VmRSS") -> float:
+    for row in Path("/proc/self/status").read_text().splitlines():
+        if row.startswith(field + ":"):
+            return int(row.split()[1]) / 1024
+    return 0.0
+
+
+def reset_peak() -> None:
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+
+
+class Gaps:
+    """A 10 ms timer on the GUI thread: the longest gap between its ticks since `reset` is the longest time
+    the window could not answer. With `why_ms`, a watcher thread samples the GUI thread's stack while a gap
+    grows past it (`blocks`: what the GUI thread was doing in each long block)."""
+
+    def __init__(self, why_ms: float = 0.0) -> None:
+        from PySide6.QtCore import Qt, QTimer
+
+        self.timer = QTimer()
+        self.timer.setTimerType(Qt.TimerType.PreciseTimer)
+        self.timer.setInterval(10)
+        self.timer.timeout.connect(self._tick)
+        self.blocks: list[tuple[float, list[str]]] = []
+        self.ended: dict[float, float] = {}
+        self.reset()
+        self.timer.start()
+        if why_ms:
+            import threading
+
+            gui = threading.get_ident()
+            threading.Thread(target=self._watch, args=(gui, why_ms / 1000), daemon=True).start()
+
+    def _watch(self, gui: int, after_s: float) -> None:
+        """Samples the GUI thread's stack every `after_s` while it is blocked; keeps, per block, its length
+        and the samples (`blocks`: (seconds, stacks), longest first, at most 5)."""
+        import traceback
+
+        current: tuple[float, list[str]] | None = None
+        while True:
+            time.sleep(after_s)
+            last = self.last
+            blocked = time.perf_counter() - last
+            if current is not None and current[0] != last:  # the block ended
+                self.blocks.append((self.gap_after(current[0]), current[1]))
+                self.blocks.sort(key=lambda b: -b[0])
+                del self.blocks[5:]
+                current = None
+            if blocked > after_s:
+                frame = sys._current_frames().get(gui)
+                stack = "".join(traceback.format_stack(frame, limit=14)) if frame is not None else ""
+                if current is None:
+                    current = (last, [])
+                current[1].append(stack)
+
+    def gap_after(self, tick: float) -> float:
+        """The length of the gap that began at `tick` (ended by the tick after it)."""
+        return self.ended.get(tick, time.perf_counter() - tick)
+
+    def reset(self) -> None:
+        self.last = time.perf_counter()
+        self.longest = 0.0
+        self.busy_until = self.last
+
+    def _tick(self) -> None:
+        now = time.perf_counter()
+        gap = now - self.last
+        self.longest = max(self.longest, gap)
+        if gap > 0.03:
+            self.busy_until = now
+            self.ended[self.last] = gap
+        self.last = now
+
+    def longest_ms(self) -> float:
+        return 1000 * max(self.longest, time.perf_counter() - self.last)
+
+
+def note(text: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
+
+
+def run_for(seconds: float) -> None:
+    from PySide6.QtCore import QEventLoop, QTimer
+
+    loop = QEventLoop()
+    QTimer.singleShot(max(int(seconds * 1000), 0), loop.quit)
+    loop.exec()
+
+
+def wait_until(predicate, timeout_s: float) -> bool:  # noqa: ANN001
+    deadline = time.perf_counter() + timeout_s
+    while not predicate():
+        if time.perf_counter() > deadline:
+            return False
+        run_for(0.005)
+    return True
+
+
+def settle(gaps: Gaps, started: float, quiet_s: float = 0.25, timeout_s: float = 120.0) -> float:
+    """Run the event loop until it has been idle `quiet_s`; seconds from `started` to its last busy pass."""
+    deadline = time.perf_counter() + timeout_s
+    while time.perf_counter() < deadline:
+        run_for(0.05)
+        if time.perf_counter() - gaps.busy_until >= quiet_s:
+            break
+    return max(gaps.busy_until - started, 0.0)
+
+
+def timed(gaps: Gaps, action, quiet_s: float = 0.25) -> dict:  # noqa: ANN001
+    """`action()`, then until idle: seconds to idle and the longest block."""
+    run_for(0.05)
+    gaps.reset()
+    started = time.perf_counter()
+    action()
+    gaps._tick()
+    called = time.perf_counter() - started
+    idle = max(settle(gaps, started, quiet_s), called)
+    return {"s": round(idle, 3), "block_ms": round(gaps.longest_ms(), 1)}
+
+
+# -- the studio ------------------------------------------------------------------------------------
+
+
+def open_window(data: Path, frame_latency_s: float):  # noqa: ANN201
+    from PySide6.QtCore import QSettings
+
+    from s2studio import app
+    from s2studio.engine.fake import FakeEngine
+
+    app.make_application()
+    QSettings().clear()
+    engine = FakeEngine(frame_latency_s=frame_latency_s, frames_per_char=1.0, chunk_frames=4, min_frames=8)
+    w = app.build_window("fake", factory=lambda: engine)
+    w.ask_on_close = False
+    w.live.enabled = False
+    w.resize(1400, 900)
+    w.show()
+    w.store.begin_session()
+    app.start_engine(w)
+    wait_until(lambda: w.model_info is not None and not w.model.busy, 60)
+    if not w.library.list():
+        import numpy as np
+        import soundfile as sf
+
+        for i, name in enumerate(NAMES):
+            clip = data / f"clip{i}.wav"
+            t = np.arange(44100) / 44100
+            sf.write(clip, (0.3 * np.sin(2 * np.pi * (150 + 15 * i) * t)).astype(np.float32), 44100)
+            w.library.create(name, [(clip, "hello there, this is a voice")])
+    w.voices.refresh()
+    w.refresh_voices()
+    if WITHOUT == "autosave":
+        w.store.autosave_now = lambda: None
+    return w
+
+
+def close_window(w) -> None:  # noqa: ANN001
+    w.player.close()
+    w.close()
+    w.ctx.host.shutdown()
+
+
+def step_open(w, gaps: Gaps, text: str, folder: Path) -> dict:  # noqa: ANN001
+    out = {"paste": timed(gaps, lambda: (w.editor.setPlainText(text), w.reparse()))}
+    path = folder / "script-only.s2proj"
+    w.save_project_as(path)
+    settle(gaps, time.perf_counter())
+    w.new_project()
+    out["project"] = timed(gaps, lambda: w.open_project(path))
+    out["rss_mb"] = round(rss_mb())
+    return out
+
+
+def step_type(w, gaps: Gaps, keys: int = 40) -> dict:  # noqa: ANN001
+    from PySide6.QtCore import Qt
+    from PySide6.QtTest import QTest
+    from PySide6.QtWidgets import QApplication
+
+    rng = random.Random(1)
+    line = w.script.lines[len(w.script.lines) // 2]
+    cursor = w.editor.textCursor()
+    cursor.setPosition(line.end)
+    w.editor.setTextCursor(cursor)
+    w.editor.setFocus()
+    run_for(0.3)
+    gaps.reset()
+    latencies, due = [], time.perf_counter()
+    for k in range(keys):
+        due += rng.uniform(0.1, 0.35)
+        while time.perf_counter() < due:
+            run_for(min(0.005, max(due - time.perf_counter(), 0)))
+        QTest.keyClick(w.editor, Qt.Key.Key_A if k % 5 else Qt.Key.Key_Space)
+        QApplication.processEvents()
+        latencies.append(1000 * (time.perf_counter() - due))
+    settle(gaps, time.perf_counter())
+    cuts = statistics.quantiles(latencies, n=10)
+    return {"p50_ms": round(statistics.median(latencies), 1), "p90_ms": round(cuts[-1], 1),
+            "max_ms": round(max(latencies), 1), "block_ms": round(gaps.longest_ms(), 1)}
+
+
+def step_render(w, gaps: Gaps, limit_s: float) -> dict:  # noqa: ANN001
+    first: list[float] = []
+    w.ctx.host.line_started.connect(lambda _e: first.append(time.perf_counter()) if not first else None)
+    n = len(w.script.lines)
+    action = w.actions_by_name["render_all"]
+    if not wait_until(action.isEnabled, 120):  # a model (re)load after opening a project
+        return {"error": "Render All stayed disabled"}
+    run_for(0.1)
+    gaps.reset()
+    profile = None
+    if PROFILE:
+        import cProfile
+
+        profile = cProfile.Profile()
+        profile.enable()
+    started = time.perf_counter()
+    action.trigger()
+    done = wait_until(lambda: not w.flow.busy, limit_s)
+    took = time.perf_counter() - started
+    if profile is not None:
+        profile.disable()
+        profile.dump_stats(PROFILE)
+    finished = sum(1 for k in w.script.line_ids if w.project.current(k) is not None)
+    block = gaps.longest_ms()
+    if not done:
+        w.stop()
+        wait_until(lambda: not w.flow.busy, 60)
+    return {"first_line_s": round(first[0] - started, 3) if first else None, "lines": finished, "of": n,
+            "s": round(took, 1), "lines_per_s": round(finished / took, 1), "complete": done,
+            "block_ms": round(block, 1), "rss_mb": round(rss_mb())}
+
+
+def complete_takes(w) -> int:  # noqa: ANN001
+    """Takes for the lines the render did not reach, made as the FakeEngine makes them, without the window."""
+    import numpy as np
+
+    from s2studio.audio import FRAME_SAMPLES, SAMPLE_RATE
+    from s2studio.state.project import Take, now_iso
+    from s2studio.state.staleness import take_settings
+
+    project, made = w.project, 0
+    settings = take_settings(project.settings)
+    speakers = {s: i for i, s in enumerate(w.script.speakers)}
+    for line in w.script.lines:
+        if project.current(line.line_id) is not None:
+            continue
+        frames = max(8, len(line.text.encode()))
+        n = np.arange(frames * FRAME_SAMPLES)
+        audio = (0.2 * np.sin(2 * np.pi * 180 * 2 ** (speakers[line.speaker] / 5) * n / SAMPLE_RATE)).astype(np.float32)
+        codes = np.random.default_rng(made).integers(0, 1024, size=(10, frames), dtype=np.int64)
+        project.add_take(Take(f"synth{made:05d}", line.line_id, line.text, audio, codes, made, speaker=line.speaker,
+                              voice=w.document.voice_key_of(line.speaker), settings=dict(settings), created=now_iso()))
+        made += 1
+    return made
+
+
+def step_save(w, gaps: Gaps, path: Path) -> dict:  # noqa: ANN001
+    saved: list[bool] = []
+    out = timed(gaps, lambda: saved.append(w.save_project_as(path)))
+    if not saved[0]:
+        return {"error": "not saved"}
+    wait_until(lambda: not w.store.unsaved_work, 600)
+    out["files"] = sum(1 for _ in path.rglob("*"))
+    out["mb"] = round(sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 1e6)
+    return out
+
+
+def step_autosave(w, gaps: Gaps) -> dict:  # noqa: ANN001
+    cursor = w.editor.textCursor()
+    cursor.setPosition(w.script.lines[len(w.script.lines) // 3].end)
+    cursor.insertText(" Edited.")
+    w.reparse()
+    return timed(gaps, w.store.autosave_now if hasattr(w.store, "autosave_now") else lambda: None)
+
+
+def step_navigate(w, gaps: Gaps) -> dict:  # noqa: ANN001
+    from PySide6.QtCore import QPoint, Qt
+    from PySide6.QtTest import QTest
+
+    wave, out = w.waveform, {}
+    line = w.script.lines[len(w.script.lines) // 2]
+    w.select_line(line.line_id)
+    settle(gaps, time.perf_counter())
+    w.editor.setFocus()
+    out["down_key"] = timed(gaps, lambda: [QTest.keyClick(w.editor, Qt.Key.Key_Down) for _ in range(10)])
+    x = wave.width() // 3
+    out["waveform_click"] = timed(gaps, lambda: QTest.mouseClick(wave, Qt.MouseButton.LeftButton,
+                                                                 pos=QPoint(x, wave.height() // 2)))
+    out["zoom_in_out"] = timed(gaps, lambda: ([wave.zoom_in() for _ in range(4)], wave.repaint(),
+                                              [wave.zoom_out() for _ in range(4)], wave.repaint()))
+
+    def repaint_fitted() -> None:
+        wave.fit()
+        wave.resize(wave.width() - 1, wave.height())  # a new size: every column drawn again
+        wave.repaint()
+
+    out["fit_repaint"] = timed(gaps, repaint_fitted)
+    layout = w.timeline.layout
+
+    def heard_lines() -> None:  # what the transport does when playback crosses into the next lines
+        for track, start in list(zip(layout.tracks, layout.starts, strict=True))[100:110]:
+            wave.set_playhead(int(start), moving=True)
+            wave.set_current_line(track.line_id)
+            found = w.script.line(track.line_id)
+            w.editor.set_playing_block(found.source_line - 1 if found else -1)
+            wave.repaint()
+
+    out["line_changes"] = timed(gaps, heard_lines)
+    return out
+
+
+def step_export(w, gaps: Gaps, folder: Path, cap_gb: float) -> dict:  # noqa: ANN001
+    """The mix as WAV, then 20 stems as FLAC, each through the export dialog's own code and thread."""
+    from s2studio.ui.dialogs.export_dialog import ExportDialog
+
+    out = {}
+    names = {v.id: v.name for v in w.voices.voices()}
+    for what in ("mix", "stems"):
+        dialog = ExportDialog(w.project, w.script, w.model.info, names, [], w.ctx.settings, w)
+        dialog.mix.setChecked(what == "mix")
+        dialog.stems.setChecked(what == "stems")
+        dialog.format.setCurrentIndex(dialog.format.findData("wav" if what == "mix" else "flac"))
+        dialog.out.setText(str(folder / "book.wav"))
+        dialog.stems_dir.setText(str(folder / "stems"))
+        limit = resource.getrlimit(resource.RLIMIT_AS)
+        resource.setrlimit(resource.RLIMIT_AS, (int((rss_mb("VmSize") / 1024 + cap_gb) * 2 ** 30), limit[1]))
+        run_for(0.05)
+        reset_peak()
+        gaps.reset()
+        started = time.perf_counter()
+        try:
+            dialog.start()
+            wait_until(lambda: not dialog._task.running, 3600)
+        finally:
+            resource.setrlimit(resource.RLIMIT_AS, limit)
+        out[what] = {"s": round(time.perf_counter() - started, 2), "block_ms": round(gaps.longest_ms(), 1),
+                     "peak_mb": round(rss_mb("VmHWM")), "status": dialog.status.text()[:100]}
+        dialog.deleteLater()
+    return out
+
+
+WHY_MS = 0.0
+WITHOUT = ""
+PROFILE = ""
+
+
+def reopen_child(path: Path) -> dict:
+    """In a fresh process: open the saved project until idle; time, longest block and RSS."""
+    data = Path(tempfile.mkdtemp(prefix="long-form-reopen-"))
+    os.environ["S2STUDIO_DATA_DIR"] = str(data)
+    w = open_window(data, 0.0)
+    gaps = Gaps()
+    out = timed(gaps, lambda: w.open_project(path), quiet_s=0.5)
+    out["rss_mb"] = round(rss_mb())
+    close_window(w)
+    return out
+
+
+# -- the run ---------------------------------------------------------------------------------------
+
+
+def measure(size: int, steps: set[str], engines: list[str], limit_s: float, cap_gb: float, root: Path) -> dict:
+    """Every step at one size: the first engine's window goes on to save, reopen, navigate and export."""
+    text, result = book(size), {"lines": size}
+    folder = root / f"n{size}"
+    folder.mkdir(parents=True, exist_ok=True)
+    for engine in engines:
+        os.environ["S2STUDIO_DATA_DIR"] = str(folder / f"data-{engine}")
+        w = open_window(folder, 0.0 if engine == "instant" else 0.0005)
+        gaps = Gaps(WHY_MS)
+        w.editor.setPlainText(text)
+        w.reparse()
+        first = engine == engines[0]
+        if first and "open" in steps:
+            note(f"{size} lines: open")
+            result["open"] = step_open(w, gaps, text, folder)
+            show_blocks(gaps, "open")
+        if first and "type" in steps:
+            note(f"{size} lines: type")
+            result["type"] = step_type(w, gaps)
+            show_blocks(gaps, "type")
+        if "render" in steps:
+            note(f"{size} lines: render ({engine})")
+            result[f"render_{engine}"] = step_render(w, gaps, limit_s)
+            show_blocks(gaps, f"render ({engine})")
+        if not first:
+            close_window(w)
+            continue
+        result["takes_made_without_the_window"] = complete_takes(w)
+        saved = folder / "book.s2proj"
+        note(f"{size} lines: save")
+        if "save" in steps:
+            result["save"] = step_save(w, gaps, saved)
+            show_blocks(gaps, "save")
+        else:
+            w.save_project_as(saved)
+            wait_until(lambda: not w.store.unsaved_work, 600)
+        if "autosave" in steps:
+            note(f"{size} lines: autosave")
+            result["autosave"] = step_autosave(w, gaps)
+            show_blocks(gaps, "autosave")
+        if "navigate" in steps or "export" in steps:
+            w.open_project(saved)
+            settle(gaps, time.perf_counter())
+        if "navigate" in steps:
+            note(f"{size} lines: navigate")
+            result["navigate"] = step_navigate(w, gaps)
+            show_blocks(gaps, "navigate")
+        if "export" in steps:
+            note(f"{size} lines: export")
+            result["export"] = step_export(w, gaps, folder / "export", cap_gb)
+            show_blocks(gaps, "export")
+        close_window(w)
+        if "reopen" in steps:
+            note(f"{size} lines: reopen")
+            child = subprocess.run([sys.executable, __file__, "--reopen", str(saved)], capture_output=True, text=True,
+                                   timeout=3600)
+            rows = [r for r in child.stdout.splitlines() if r.startswith("{")]
+            result["reopen"] = json.loads(rows[-1]) if rows else {"error": child.stderr[-300:]}
+    return result
+
+
+def _studio_frames(stack: str) -> str:
+    """A stack without this script's own frames (the studio's code is what matters)."""
+    rows, out, skip = stack.splitlines(), [], False
+    for row in rows:
+        if row.startswith("  File "):
+            skip = "bench/long_form.py" in row
+        if not skip:
+            out.append(row)
+    return "\n".join(out)
+
+
+def show_blocks(gaps: Gaps, step: str) -> None:
+    for seconds, stacks in gaps.blocks:
+        shown = [_studio_frames(x) for x in (stacks if len(stacks) <= 2 else [stacks[0], stacks[len(stacks) // 2]])]
+        note(f"a block of {1000 * seconds:.0f} ms during {step} ({len(stacks)} samples):\n" + "\n".join(shown))
+    gaps.blocks.clear()
+
+
+def show(result: dict) -> None:
+    print(f"\n== {result['lines']:,} lines")
+    for key, value in result.items():
+        if key != "lines":
+            print(f"  {key:<18} {json.dumps(value)}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="100,1000")
+    parser.add_argument("--steps", default=",".join(STEPS), help="any of " + ",".join(STEPS))
+    parser.add_argument("--engine", default="instant,paced", help="instant, paced or both (instant first)")
+    parser.add_argument("--render-limit", type=float, default=600.0, help="seconds a render may take")
+    parser.add_argument("--export-cap-gb", type=float, default=8.0)
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--without", default="", choices=["", "autosave"],
+                        help="autosave: no autosave during the steps (to see the rest of the studio's cost)")
+    parser.add_argument("--why", type=float, default=0.0, metavar="MS",
+                        help="print the GUI thread's stack during every block longer than MS")
+    parser.add_argument("--profile", default="", help="write a cProfile of the render step to this file")
+    parser.add_argument("--reopen", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    faulthandler.register(signal.SIGUSR1)  # `kill -USR1 <pid>`: where a step is stuck
+    if args.reopen:
+        print(json.dumps(reopen_child(args.reopen)))
+        return 0
+    global WHY_MS, WITHOUT, PROFILE  # noqa: PLW0603 - options read by every step
+    WHY_MS, WITHOUT, PROFILE = args.why, args.without, args.profile
+    steps = set(args.steps.split(","))
+    unknown = steps - set(STEPS)
+    if unknown:
+        parser.error(f"unknown steps: {', '.join(sorted(unknown))}")
+    root = Path(tempfile.mkdtemp(prefix="long-form-"))
+    results = []
+    for size in (int(s) for s in args.sizes.split(",")):
+        results.append(measure(size, steps, args.engine.split(","), args.render_limit, args.export_cap_gb, root))
+        show(results[-1])
+        if args.json:
+            args.json.write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
