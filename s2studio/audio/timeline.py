@@ -313,15 +313,19 @@ class Timeline:
         pos = self._position.get(line_id)
         if pos is None or line_id in self._tracks:
             return False
-        return all(self._position[k] < pos for k in self._tracks)
+        tracks = self.layout.tracks  # in script order: the last one placed is the last on the timeline
+        return not tracks or self._position[tracks[-1].line_id] < pos
 
     def begin_stream(self, line_id: str) -> bool:
         """Start growing `line_id` at the end; False (nothing changes) when it cannot (`can_stream`)."""
         if not self.can_stream(line_id):
             return False
         capacity = round(STREAM_CAPACITY_S * self.sample_rate)
-        self._tracks[line_id] = Track(line_id, np.zeros(capacity, np.float32), 0, True)
-        self._relayout()
+        track = self._tracks[line_id] = Track(line_id, np.zeros(capacity, np.float32), 0, True)
+        layout = self.layout  # appended after the last line: nothing moves, no relayout of a book's lines
+        start = layout.end + self.gap if layout.tracks else 0
+        self.layout = Layout(layout.tracks + (track,), np.append(layout.starts, np.int64(start)),
+                             {**layout.index, line_id: len(layout.tracks)})
         return True
 
     def streaming(self, line_id: str) -> bool:

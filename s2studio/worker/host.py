@@ -1,20 +1,29 @@
 """The engine thread (design.md §2): one long-lived QThread owns the engine, and therefore torch.
 
-`EngineWorker` lives on that thread and iterates the engine's generators, emitting one Qt signal per
-event. `EngineHost` lives on the GUI thread: it starts the thread once, hands jobs over through a
-queued signal, and cancels them by setting a `threading.Event` directly (a queued "cancel" slot would
-never run while the worker is inside a generator). QtCore only: no widgets, no torch here.
+`EngineWorker` lives on that thread and iterates the engine's generators. `EngineHost` lives on the GUI
+thread: it starts the thread once, hands jobs over through a queued signal, and cancels them by setting a
+`threading.Event` directly (a queued "cancel" slot would never run while the worker is inside a generator).
+QtCore only: no widgets, no torch here.
+
+Events cross through an outbox, not one queued signal each: the worker appends to it and says so once; the
+host takes them out on the GUI thread for at most `SLICE_S` at a time, emitting one signal per event, and
+lets the window paint and take keys before it goes on. A queued signal per event would let a fast engine
+(20 events a line, a line every few milliseconds) bury the window under events it handles in one pass of
+the event loop. When `OUTBOX_LIMIT` events wait, the worker waits for room: the engine runs no further
+ahead of the window than that.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 import traceback
+from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
+from PySide6.QtCore import QObject, Qt, QThread, QTimer, Signal, Slot
 
 from s2studio.engine import api
 from s2studio.errors import UserError
@@ -24,6 +33,10 @@ logger = logging.getLogger(__name__)
 
 EngineFactory = Callable[[], Any]
 """Builds the engine; called on the engine thread, so an import of torch happens there."""
+SLICE_S = 0.015
+"""Longest the host hands events to the window in one go before the event loop runs again."""
+OUTBOX_LIMIT = 256
+"""Events that may wait for the window before the engine waits for room."""
 
 _SIGNAL_OF: dict[type, str] = {
     api.ModelLoading: "model_loading",
@@ -46,9 +59,8 @@ def name_python_thread() -> None:
 
 
 class EngineSignals(QObject):
-    """The engine's events as Qt signals, one per event type (`_SIGNAL_OF`); each carries the event dataclass.
-
-    Declared once for both sides: the worker emits them on the engine thread, the host re-emits them queued."""
+    """The engine's events as Qt signals, one per event type (`_SIGNAL_OF`); each carries the event dataclass,
+    emitted on the GUI thread."""
 
     model_loading = Signal(object)
     """`api.ModelLoading`: progress of a load, 0..1."""
@@ -69,13 +81,21 @@ class EngineSignals(QObject):
     """`api.JobFailed`: one line for the user; the traceback went to the log."""
 
 
-class EngineWorker(EngineSignals):
-    """Adapts an `Engine` to signals."""
+class EngineWorker(QObject):
+    """Adapts an `Engine` to the outbox the host empties (module docstring)."""
+
+    events_waiting = Signal()
+    """Events were put in `outbox` while the host was not already told (queued to the GUI thread)."""
 
     def __init__(self, factory: EngineFactory) -> None:
         super().__init__()
         self._factory = factory
         self._engine: Any = None
+        self.outbox: deque[api.Event] = deque()
+        self.room = threading.Condition()
+        """Guards `outbox` and `told`; notified when the host takes events out."""
+        self.told = False
+        """An `events_waiting` is on its way, or the host is still emptying the outbox."""
 
     def _get_engine(self) -> Any:
         if self._engine is None:
@@ -87,6 +107,10 @@ class EngineWorker(EngineSignals):
         """Run one job to its end. Never raises: any exception becomes `JobFailed`."""
         job_id = request.job_id
         finished = False
+
+        def emit(event: api.Event) -> None:
+            self.put(event, cancel)
+
         try:
             engine = self._get_engine()
             events: Iterator[api.Event] = (find_devices(engine, request, cancel) if kind == "devices"
@@ -94,23 +118,31 @@ class EngineWorker(EngineSignals):
             for event in events:
                 if isinstance(event, (api.JobFinished, api.JobFailed)):
                     finished = True
-                self._emit(event)
+                emit(event)
             if not finished:  # an engine that forgets its last event must not leave the GUI busy
-                self._emit(api.JobFinished(job_id, cancelled=cancel.is_set()))
+                emit(api.JobFinished(job_id, cancelled=cancel.is_set()))
         except UserError as exc:
-            self._emit(api.JobFailed(job_id, str(exc)))
+            emit(api.JobFailed(job_id, str(exc)))
         except ModuleNotFoundError as exc:
             logger.error("engine unavailable:\n%s", traceback.format_exc())
-            self._emit(api.JobFailed(job_id, f"The speech engine is not available ({exc.name} is missing); "
-                                             "start with S2STUDIO_ENGINE=fake to try the studio."))
+            emit(api.JobFailed(job_id, f"The speech engine is not available ({exc.name} is missing); "
+                                       "start with S2STUDIO_ENGINE=fake to try the studio."))
         except MemoryError:
-            self._emit(api.JobFailed(job_id, "Out of memory: close other programs or choose a smaller precision."))
+            emit(api.JobFailed(job_id, "Out of memory: close other programs or choose a smaller precision."))
         except Exception as exc:  # noqa: BLE001 - the worker must survive every bug
             logger.error("job %s failed:\n%s", job_id, traceback.format_exc())
-            self._emit(api.JobFailed(job_id, f"Unexpected error: {type(exc).__name__}: {exc} (details in the log)"))
+            emit(api.JobFailed(job_id, f"Unexpected error: {type(exc).__name__}: {exc} (details in the log)"))
 
-    def _emit(self, event: api.Event) -> None:
-        getattr(self, _SIGNAL_OF[type(event)]).emit(event)
+    def put(self, event: api.Event, cancel: threading.Event) -> None:
+        """Into the outbox, waiting for room while `OUTBOX_LIMIT` events wait (not once cancelled: a
+        cancelled job's last events never wait for a window that may be closing)."""
+        with self.room:
+            while len(self.outbox) >= OUTBOX_LIMIT and not cancel.is_set():
+                self.room.wait(0.05)
+            self.outbox.append(event)
+            tell, self.told = not self.told, True
+        if tell:
+            self.events_waiting.emit()
 
 
 class EngineHost(EngineSignals):
@@ -128,8 +160,7 @@ class EngineHost(EngineSignals):
         self.worker = EngineWorker(factory)
         self.worker.moveToThread(self._thread)
         self._submit.connect(self.worker.run_job)
-        for name in _SIGNAL_OF.values():
-            getattr(self.worker, name).connect(getattr(self, name))
+        self.worker.events_waiting.connect(self._deliver)
         self.job_finished.connect(self._forget)
         self.job_failed.connect(self._forget)
         self._cancels: dict[str, threading.Event] = {}
@@ -175,6 +206,22 @@ class EngineHost(EngineSignals):
         self._cancels[request.job_id] = cancel
         self._submit.emit(kind, request, cancel)
         return request.job_id
+
+    @Slot()
+    def _deliver(self) -> None:
+        """Emit the waiting events for up to `SLICE_S`, then let the event loop run before the rest."""
+        worker, deadline = self.worker, time.perf_counter() + SLICE_S
+        while True:
+            with worker.room:
+                if not worker.outbox:
+                    worker.told = False
+                    return
+                event = worker.outbox.popleft()
+                worker.room.notify()
+            getattr(self, _SIGNAL_OF[type(event)]).emit(event)
+            if time.perf_counter() > deadline:
+                QTimer.singleShot(0, self._deliver)
+                return
 
     @Slot(object)
     def _forget(self, event: api.JobFinished | api.JobFailed) -> None:
