@@ -230,6 +230,11 @@ def open_window(data: Path, frame_latency_s: float):  # noqa: ANN201
     w.refresh_voices()
     if WITHOUT == "autosave":
         w.store.autosave_now = lambda: None
+    w.statusBar().messageChanged.connect(lambda text: text and note(f"status bar: {text}"))
+    from PySide6.QtWidgets import QMessageBox
+
+    for kind in ("warning", "critical", "information"):  # a modal box would stop the run: said, not shown
+        setattr(QMessageBox, kind, staticmethod(lambda _parent, title, text, *a, **k: note(f"{title}: {text}")))
     return w
 
 

@@ -21,6 +21,7 @@ from s2studio.engine import api
 from s2studio.errors import UserError
 from s2studio.state.project import GenerationSettings, Project
 from s2studio.state.script import Line, Script
+from s2studio.state.staleness import take_settings
 from s2studio.state.voices import VoiceLibrary
 from s2studio.ui.actions import SPECS, ShortcutsDialog, build_actions
 from s2studio.ui.colors import is_dark, speaker_colors
@@ -400,8 +401,10 @@ class MainWindow(QMainWindow):
     # -- cast and settings -----------------------------------------------------------------------
 
     def _settings_changed(self, settings: GenerationSettings) -> None:
+        asked = take_settings(self.project.settings)
         self.models.settings_changed(settings, rendering=self.flow.busy)
-        self.lines.show()
+        if take_settings(self.project.settings) != asked:  # what takes record changed: lines may be stale now
+            self.lines.show()
 
     # -- rendering -------------------------------------------------------------------------------
 

@@ -35,6 +35,8 @@ from s2studio.ui.script.gutter import LineMark
 WORDS = {"none": "not rendered", "fresh": "up to date", "rendering": "rendering…"}
 SLICE = 2000
 """Lines recounted per pass of the event loop when every line's state may have changed."""
+ROWS_ONE_BY_ONE = 16
+"""Up to this many lines changed, the gutter repaints their rows only."""
 
 
 class LineStates(QObject):
@@ -119,7 +121,7 @@ class LineStates(QObject):
         self._stale -= left
         if entered or left:
             self.waveform.set_stale(self._stale, entered | left)
-        self.editor.gutter.refresh()
+        self.editor.gutter.refresh(self._rows(line_ids))
 
     def _recount_slice(self) -> None:
         if self._recount_from is None:
@@ -157,9 +159,16 @@ class LineStates(QObject):
         if selected is not None and selected.line_id == line_id:
             self.show_takes()
 
+    def _rows(self, line_ids: Collection[str]) -> list[int] | None:
+        """The editor rows of these lines (None, for every row on screen, when they are many)."""
+        if len(line_ids) > ROWS_ONE_BY_ONE:
+            return None
+        script = self.document.script
+        return [line.source_line - 1 for i in line_ids if (line := script.line(i)) is not None]
+
     def _rendering_changed(self, line_ids: tuple[str, ...]) -> None:
         """Lines started or stopped rendering: nothing per line here; the views read the session."""
-        self.editor.gutter.refresh()
+        self.editor.gutter.refresh(self._rows(line_ids))
         self.waveform.rendering_changed(line_ids)
         selected = self.selected()
         if selected is not None and (len(line_ids) > 1 or selected.line_id in line_ids):

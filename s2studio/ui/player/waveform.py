@@ -30,7 +30,9 @@ from s2studio.engine.api import SAMPLE_RATE
 from s2studio.state.script import Script
 from s2studio.ui.player.timeline_peaks import BINS, TimelinePeaks, common_ends
 from s2studio.ui.player.waveform_marks import RULER, TOP, draw_marks, ruler_marks
-from s2studio.ui.player.waveform_paint import edges_of, paint_columns, runs, track_columns, visible_tracks
+from s2studio.ui.player.track_flags import TrackFlags
+from s2studio.ui.player.waveform_paint import (edges_of, paint_columns, runs, track_columns, track_ends,
+                                               visible_tracks)
 
 MIN_SPAN = SAMPLE_RATE * 8
 """Fitted, the view spans at least this much, so the first chunks of a render do not fill the width."""
@@ -39,8 +41,9 @@ ZOOM_STEP = 1.5
 MAX_REPAINT_HZ = 10
 
 
-def _rgba(colour: QColor, alpha: int | None = None) -> tuple[int, int, int, int]:
-    return colour.red(), colour.green(), colour.blue(), colour.alpha() if alpha is None else alpha
+def _argb(colour: QColor) -> int:
+    """The colour, opaque, as a pixel of an ARGB32 image."""
+    return 0xFF000000 | (colour.rgb() & 0xFFFFFF)
 
 
 class WaveformView(QWidget):
@@ -79,16 +82,19 @@ class WaveformView(QWidget):
         """Fitted while the timeline grows: the span shown, widened in steps (not at every chunk)."""
         self.follow = True
         """Keep the playhead in view while it moves (page by page)."""
+        self.stale_flags = TrackFlags(lambda line_id: line_id in self._stale)
+        self.rendering_flags = TrackFlags(lambda line_id: self._rendering(line_id))
         self.peaks = TimelinePeaks(on_ready=self._emit_peaks_ready)
         self._peaks_ready.connect(self.refresh)
         self._image: np.ndarray | None = None
-        """The waveform's pixels (rows × columns × RGBA), for `_image_key`."""
+        """The waveform's pixels (rows × columns of 0xAARRGGBB), for `_image_key`."""
         self._image_key: tuple = ()
         self._drawn: tuple[Layout, int] | None = None
         """The layout the image shows, and the length its last line had then."""
         self._damage: list[tuple[float, float]] = []
         """Sample ranges whose columns must be drawn again (colours of lines that changed)."""
         self._composed: QPixmap | None = None
+        self.ruler_cache: tuple[tuple, QPixmap] | None = None
         self.columns_drawn = 0
         """Pixel columns of the waveform computed, counted (what a change cost)."""
         self._throttle = QTimer(self, singleShot=True, interval=1000 // MAX_REPAINT_HZ)
@@ -132,7 +138,9 @@ class WaveformView(QWidget):
     @property
     def rendering_lines(self) -> frozenset[str]:
         """Lines drawn as being rendered."""
-        return frozenset(t.line_id for t in self.timeline.layout.tracks if self._rendering(t.line_id))
+        layout = self.timeline.layout
+        self.rendering_flags.sync(layout)
+        return frozenset(layout.tracks[i].line_id for i in np.nonzero(self.rendering_flags.flags)[0])
 
     @property
     def current_line(self) -> str | None:
@@ -307,7 +315,9 @@ class WaveformView(QWidget):
     def set_stale(self, stale: Collection[str], changed: Collection[str] | None = None) -> None:
         """The lines whose picked take is stale (hatched); `changed`: those that entered or left it."""
         self._stale = stale
-        if changed is None or any(i in self.timeline.layout.index for i in changed):
+        layout = self.timeline.layout
+        self.stale_flags.update(layout, changed)
+        if changed is None or any(i in layout.index for i in changed):
             self._composed = None
             self.update()
 
@@ -315,9 +325,11 @@ class WaveformView(QWidget):
         """How to tell a line being rendered (the render session's `rendering`), and whether a render runs."""
         self._rendering = rendering
         self._busy = busy or (lambda: False)
+        self.rendering_flags.update(self.timeline.layout, None)
 
     def rendering_changed(self, line_ids: Collection[str]) -> None:
-        del line_ids
+        """These lines started or stopped rendering (a render's start: all of its lines, once)."""
+        self.rendering_flags.update(self.timeline.layout, line_ids)
         self._composed = None
         self.update()
         self.view_changed.emit()
@@ -415,7 +427,7 @@ class WaveformView(QWidget):
         pix.fill(self.palette().color(QPalette.ColorRole.Base))
         p = QPainter(pix)
         h, w = image.shape[:2]
-        p.drawImage(QRectF(0, 0, w, h), QImage(image.data, w, h, 4 * w, QImage.Format.Format_RGBA8888))
+        p.drawImage(QRectF(0, 0, w, h), QImage(image.data, w, h, 4 * w, QImage.Format.Format_ARGB32_Premultiplied))
         draw_marks(self, p)
         p.end()
         return pix
@@ -429,7 +441,7 @@ class WaveformView(QWidget):
         key = (w, h, spp, origin, pal.color(QPalette.ColorRole.Base).rgba(), pal.color(QPalette.ColorRole.Text).rgba())
         changed = self.peaks.sync(layout)
         if key != self._image_key or self._image is None:
-            self._image = np.empty((h, w, 4), np.uint8)
+            self._image = np.empty((h, w), np.uint32)
             self._image_key = key
             self._damage.clear()
             self._draw_columns(0, w)
@@ -483,39 +495,45 @@ class WaveformView(QWidget):
                 amps = np.maximum(amps, track_columns(layout.tracks[i], int(layout.starts[i]), edges, spp))
             at = np.searchsorted(layout.starts, (edges[:-1] + edges[1:]) / 2, side="right") - 1
         text = self.palette().color(QPalette.ColorRole.Text)
-        palette = {}
-        colours = np.empty((x1 - x0, 4), np.uint8)
-        for i in np.unique(at):
+        palette: dict[str, int] = {}
+        pixel = np.empty(len(layout.tracks) + 1, np.uint32)  # by track index (+1: -1 before the first)
+        shown = np.unique(at)
+        for i in shown:
             speaker = self._speaker_of.get(layout.tracks[i].line_id, "") if i >= 0 else ""
-            rgba = palette.get(speaker)
-            if rgba is None:
-                rgba = palette[speaker] = _rgba(self._colours.get(speaker, text), 255)
-            colours[at == i] = rgba
+            argb = palette.get(speaker)
+            if argb is None:
+                argb = palette[speaker] = _argb(self._colours.get(speaker, text))
+            pixel[i + 1] = argb
+        colours = pixel[at + 1]
         faint = QColor(text)
         faint.setAlpha(40)
         base = self.palette().color(QPalette.ColorRole.Base)
         bottom = self.height() - RULER
-        paint_columns(image, x0, amps, colours, TOP, max(bottom, TOP + 1), _rgba(base, 255), _blend(faint, base),
+        paint_columns(image, x0, amps, colours, TOP, max(bottom, TOP + 1), _argb(base), _blend(faint, base),
                       self.x_of(layout.end))
         self.columns_drawn += x1 - x0
 
-    def line_spans(self, line_ids: Collection[str] | None = None,
-                   pick: Callable[[str], bool] | None = None) -> list[tuple[float, float]]:
-        """Pixel spans of the lines on screen that are in `line_ids` or for which `pick` is true, merged."""
+    def line_spans(self, line_ids: Collection[str]) -> list[tuple[float, float]]:
+        """Pixel spans of these lines (a few: the selected, the heard, the looped one) where on screen."""
         layout = self.timeline.layout
+        idx = sorted(i for line_id in line_ids if (i := layout.index.get(line_id)) is not None)
+        return self._spans(np.asarray(idx, np.int64))
+
+    def flag_spans(self, flags: TrackFlags) -> list[tuple[float, float]]:
+        """Pixel spans of the flagged lines on screen, merged (at most one a pixel, however many lines)."""
+        layout = self.timeline.layout
+        flags.sync(layout)
         shown = visible_tracks(layout, self.origin, self.origin + self.visible)
-        if line_ids is not None:
-            idx = sorted(i for line_id in line_ids if (i := layout.index.get(line_id)) is not None
-                         and shown.start <= i < shown.stop)
-        else:
-            idx = [i for i in shown if pick is not None and pick(layout.tracks[i].line_id)]
-        if not idx:
+        return self._spans(np.nonzero(flags.flags[shown.start:shown.stop])[0] + shown.start)
+
+    def _spans(self, idx: np.ndarray) -> list[tuple[float, float]]:
+        if not len(idx):
             return []
-        at = np.asarray(idx, np.int64)
-        lengths = np.fromiter((layout.tracks[i].length for i in idx), np.int64, len(idx))
-        starts = layout.starts[at].astype(np.float64)
+        layout = self.timeline.layout
+        starts = layout.starts[idx].astype(np.float64)
+        ends = track_ends(layout, self.timeline.gap, idx).astype(np.float64)
         spp, origin = self.samples_per_pixel, self.origin
-        return runs((starts - origin) / spp, (starts + lengths - origin) / spp, self.width())
+        return runs((starts - origin) / spp, (ends - origin) / spp, self.width())
 
 
 def _start(layout: Layout, i: int) -> float:
@@ -541,9 +559,9 @@ def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return out
 
 
-def _blend(colour: QColor, base: QColor) -> tuple[int, int, int, int]:
-    """`colour` over `base`, opaque."""
+def _blend(colour: QColor, base: QColor) -> int:
+    """`colour` over `base`, opaque, as an ARGB32 pixel."""
     a = colour.alphaF()
-    mix = [round(a * c + (1 - a) * b) for c, b in ((colour.red(), base.red()), (colour.green(), base.green()),
-                                                   (colour.blue(), base.blue()))]
-    return mix[0], mix[1], mix[2], 255
+    r, g, b = (round(a * c + (1 - a) * d) for c, d in ((colour.red(), base.red()), (colour.green(), base.green()),
+                                                      (colour.blue(), base.blue())))
+    return 0xFF000000 | (r << 16) | (g << 8) | b

@@ -5,15 +5,16 @@ fitted book of 10,000 lines draws at most a span per pixel, never a rectangle pe
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from typing import Protocol
 
 import numpy as np
 from PySide6.QtCore import QLineF, QPointF, QRectF, Qt
-from PySide6.QtGui import QBrush, QColor, QFontMetrics, QFontMetricsF, QPainter, QPalette, QPen
+from PySide6.QtGui import QBrush, QColor, QFontMetrics, QFontMetricsF, QPainter, QPalette, QPen, QPixmap
 
 from s2studio.audio.timeline import Timeline
 from s2studio.engine.api import SAMPLE_RATE
+from s2studio.ui.player.track_flags import TrackFlags
 from s2studio.ui.player.waveform_paint import visible_tracks
 
 RULER = 16
@@ -35,20 +36,21 @@ class WaveformView(Protocol):
     current_line: str | None
     selected_line: str | None
     loop_line: str | None
-    stale_set: Collection[str]
+    stale_flags: TrackFlags
+    rendering_flags: TrackFlags
+    ruler_cache: tuple[tuple, QPixmap] | None
 
     def palette(self) -> QPalette: ...
     def width(self) -> int: ...
     def height(self) -> int: ...
     def fontMetrics(self) -> QFontMetrics: ...  # noqa: N802 - Qt's name
+    def devicePixelRatioF(self) -> float: ...  # noqa: N802 - Qt's name
     def x_of(self, sample: float) -> float: ...
-    def busy(self) -> bool: ...
-    def is_rendering(self, line_id: str) -> bool: ...
     def speaker_of(self, line_id: str) -> str: ...
     def colour_of(self, line_id: str) -> QColor | None: ...
     def notice(self) -> str: ...
-    def line_spans(self, line_ids: Collection[str] | None = None,
-                   pick: Callable[[str], bool] | None = None) -> Sequence[tuple[float, float]]: ...
+    def line_spans(self, line_ids: Collection[str]) -> Sequence[tuple[float, float]]: ...
+    def flag_spans(self, flags: TrackFlags) -> Sequence[tuple[float, float]]: ...
 
 
 def _alpha(colour: QColor, alpha: int) -> QColor:
@@ -70,17 +72,12 @@ def draw_marks(view: WaveformView, p: QPainter) -> None:
     if view.current_line is not None:
         for x0, x1 in view.line_spans([view.current_line]):
             p.fillRect(band(x0, x1), _alpha(accent, 45))
-    stale = view.stale_set
-    if stale:
-        shown = visible_tracks(view.timeline.layout, view.origin, view.origin + view.visible)
-        spans = view.line_spans(stale) if len(stale) < len(shown) else view.line_spans(pick=stale.__contains__)
-        wash = _alpha(pal.color(QPalette.ColorRole.Base), 110)
-        for x0, x1 in spans:
-            p.fillRect(band(x0, x1), wash)
-            p.fillRect(band(x0, x1), QBrush(_alpha(STALE, 60), Qt.BrushStyle.BDiagPattern))
-    if view.busy():
-        for x0, x1 in view.line_spans(pick=view.is_rendering):
-            p.fillRect(band(x0, x1), _alpha(RENDERING, 35))
+    wash = _alpha(pal.color(QPalette.ColorRole.Base), 110)
+    for x0, x1 in view.flag_spans(view.stale_flags):
+        p.fillRect(band(x0, x1), wash)
+        p.fillRect(band(x0, x1), QBrush(_alpha(STALE, 60), Qt.BrushStyle.BDiagPattern))
+    for x0, x1 in view.flag_spans(view.rendering_flags):
+        p.fillRect(band(x0, x1), _alpha(RENDERING, 35))
     _draw_lines(view, p, bottom, grid, accent)
     _draw_ruler(view, p, w, bottom, grid, pal.color(QPalette.ColorRole.PlaceholderText))
     layout = view.timeline.layout
@@ -120,7 +117,7 @@ def _draw_lines(view: WaveformView, p: QPainter, bottom: float, grid: QColor, ac
     spp, origin = view.samples_per_pixel, view.origin
     x0s, x1s = (starts - origin) / spp, (ends - origin) / spp
     wide = np.nonzero(x1s - np.maximum(x0s, 0) >= SEPARATOR_MIN_PX)[0]
-    p.setPen(QPen(grid, 1, Qt.PenStyle.DotLine))
+    p.setPen(QPen(_alpha(grid, grid.alpha() // 2), 1))  # solid: a dotted pen costs more than the waveform
     p.drawLines([QLineF(float(x0s[k]), TOP - 14, float(x0s[k]), bottom) for k in wide if x0s[k] >= 0])
     text = view.palette().color(QPalette.ColorRole.Text)
     for k in wide:
@@ -129,8 +126,8 @@ def _draw_lines(view: WaveformView, p: QPainter, bottom: float, grid: QColor, ac
         if x1f - left < LABEL_MIN_PX:
             continue
         line_id = layout.tracks[int(idx[k])].line_id
-        marks = [m for m, on in (("⟳ loop", line_id == view.loop_line), ("stale", line_id in view.stale_set),
-                                 ("rendering…", view.busy() and view.is_rendering(line_id))) if on]
+        marks = [m for m, on in (("⟳ loop", line_id == view.loop_line), ("stale", view.stale_flags.flags[int(idx[k])]),
+                                 ("rendering…", view.rendering_flags.flags[int(idx[k])])) if on]
         label = fit_label(view.speaker_of(line_id), marks, x1f - left - 6, QFontMetricsF(p.font()))
         if label:
             colour = view.colour_of(line_id) or text
@@ -172,10 +169,22 @@ def ruler_marks(view: WaveformView, w: int) -> list[tuple[float, QRectF, str]]:
 
 
 def _draw_ruler(view: WaveformView, p: QPainter, w: int, bottom: float, grid: QColor, muted: QColor) -> None:
-    p.setPen(QPen(grid, 1))
-    p.drawLine(QPointF(0, bottom), QPointF(w, bottom))
-    for x, rect, text in ruler_marks(view, w):
-        p.setPen(QPen(grid, 1))
-        p.drawLine(QPointF(x, bottom), QPointF(x, bottom + 4))
-        p.setPen(muted)
-        p.drawText(rect.translated(0, bottom + 1), Qt.AlignmentFlag.AlignLeft, text)
+    """The ruler strip under the waveform, drawn once per view (origin, zoom, size, colours) and kept."""
+    key = (view.origin, view.samples_per_pixel, w, bottom, grid.rgba(), muted.rgba(), view.devicePixelRatioF())
+    cached = view.ruler_cache
+    if cached is None or cached[0] != key:
+        ratio = view.devicePixelRatioF()
+        pix = QPixmap(int(w * ratio), int((RULER + 1) * ratio))
+        pix.setDevicePixelRatio(ratio)
+        pix.fill(Qt.GlobalColor.transparent)
+        q = QPainter(pix)
+        q.setPen(QPen(grid, 1))
+        q.drawLine(QPointF(0, 0.5), QPointF(w, 0.5))
+        for x, rect, text in ruler_marks(view, w):
+            q.setPen(QPen(grid, 1))
+            q.drawLine(QPointF(x, 0), QPointF(x, 4))
+            q.setPen(muted)
+            q.drawText(rect.translated(0, 1), Qt.AlignmentFlag.AlignLeft, text)
+        q.end()
+        cached = view.ruler_cache = (key, pix)
+    p.drawPixmap(QPointF(0, bottom - 0.5), cached[1])

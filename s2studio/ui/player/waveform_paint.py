@@ -1,5 +1,6 @@
 """The waveform's pixels, vectorised: the peak of each pixel column and the image of a run of columns,
-with no Python loop over lines or columns (numpy; no Qt beyond the colours handed in as RGBA)."""
+with no Python loop over lines or columns (numpy; colours are opaque 0xAARRGGBB values, the layout of Qt's
+ARGB32 images, so the image is drawn without a conversion)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import numpy.typing as npt
 
 from s2studio.audio.timeline import PEAK_BIN, Layout, Track
 
-RGBA = tuple[int, int, int, int]
 MIN_WIDTH_TO_DRAW = 0.25
 """Half-heights below this (in pixels) draw nothing but the centre line."""
 
@@ -48,11 +48,23 @@ def visible_tracks(layout: Layout, lo: float, hi: float) -> range:
     return range(first, min(last, len(layout.tracks)))
 
 
-def paint_columns(image: npt.NDArray[np.uint8], x0: int, amps: npt.NDArray[np.float32],
-                  colours: npt.NDArray[np.uint8], top: int, bottom: int, background: RGBA, faint: RGBA,
+def track_ends(layout: Layout, gap: int, idx: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """End samples of the tracks at `idx` (sorted), vectorised: a track ends a gap before the next begins."""
+    ends = np.empty(len(idx), np.int64)
+    n = len(layout.tracks)
+    inner = idx < n - 1
+    ends[inner] = layout.starts[idx[inner] + 1] - gap
+    if len(idx) and idx[-1] == n - 1:
+        ends[-1] = int(layout.starts[-1]) + layout.tracks[-1].length
+    return ends
+
+
+def paint_columns(image: npt.NDArray[np.uint32], x0: int, amps: npt.NDArray[np.float32],
+                  colours: npt.NDArray[np.uint32], top: int, bottom: int, background: int, faint: int,
                   line_until: float) -> None:
-    """Columns x0.. of `image` (rows × columns × RGBA): a bar of half-height `amps` (0..1 of the band between
-    `top` and `bottom`) in each column's colour, the centre line up to x `line_until`, the rest background."""
+    """Columns x0.. of `image` (rows × columns of 0xAARRGGBB): a bar of half-height `amps` (0..1 of the band
+    between `top` and `bottom`) in each column's colour, the centre line up to x `line_until`, the rest
+    background."""
     count = len(amps)
     if count == 0:
         return
@@ -67,7 +79,7 @@ def paint_columns(image: npt.NDArray[np.uint8], x0: int, amps: npt.NDArray[np.fl
     block[centre, xs < line_until] = faint
     mask = (np.abs(rows - mid) <= np.maximum(reach, 0.5)) & (reach > MIN_WIDTH_TO_DRAW)
     band = block[top:bottom]
-    band[mask] = np.broadcast_to(colours[None, :, :], (bottom - top, count, 4))[mask]
+    band[mask] = np.broadcast_to(colours[None, :], (bottom - top, count))[mask]
 
 
 def runs(x0: npt.NDArray[np.float64], x1: npt.NDArray[np.float64], width: int) -> list[tuple[float, float]]:

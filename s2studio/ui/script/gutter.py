@@ -6,7 +6,7 @@ when the pointer rests on it: what it costs follows the rows on screen, not the 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -60,9 +60,19 @@ class LineGutter(QWidget):
     def tip(self, block: int) -> str:
         return self._tips(block)
 
-    def refresh(self) -> None:
-        """Marks changed: repaint the rows on screen (they ask for their marks again)."""
-        self.update()
+    def refresh(self, blocks: Iterable[int] | None = None) -> None:
+        """Marks changed: repaint these rows (None: every row on screen); they ask for their marks again."""
+        if blocks is None:
+            self.update()
+            return
+        editor = self._editor
+        offset = editor.contentOffset()
+        for number in blocks:
+            block = editor.document().findBlockByNumber(number)
+            if block.isValid() and block.isVisible():
+                geometry = editor.blockBoundingGeometry(block).translated(offset)
+                if geometry.bottom() >= 0 and geometry.top() <= self.height():
+                    self.update(0, int(geometry.top()), self.width(), int(geometry.height()) + 1)
 
     def _scrolled(self, rect: QRect, dy: int) -> None:
         if dy:
@@ -100,7 +110,10 @@ class LineGutter(QWidget):
         small = self.font()
         small.setPointSizeF(max(small.pointSizeF() * 0.8, 7.0))
         p.setFont(small)
-        for number, _top, _height, cy in self._visible_blocks():
+        area = event.rect()
+        for number, top, height, cy in self._visible_blocks():
+            if top + height < area.top() or top > area.bottom():
+                continue  # not in the region to repaint (one line's mark changed)
             mark = self._marks(number)
             if mark is None:
                 continue
