@@ -87,3 +87,33 @@ def test_user_error_and_bug_become_job_failed(host, qtbot):
         host.encode(api.EncodeRequest("e", clips=()))
     assert blocker.args[0].error == "Unexpected error: RuntimeError: boom (details in the log)"
     assert not host.busy
+
+
+def test_a_fast_engine_waits_for_the_window_which_keeps_answering(host, qtbot, monkeypatch):
+    """An engine faster than the window fills the outbox up to its limit and waits there; the window takes
+    the events a slice at a time, running its other events (a timer here) in between."""
+    from PySide6.QtCore import QTimer
+
+    from s2studio.worker import host as host_module
+
+    monkeypatch.setattr(host_module, "OUTBOX_LIMIT", 20)
+    monkeypatch.setattr(host_module, "SLICE_S", 0.001)
+    most = [0]
+    chunks: list[int] = []
+
+    def slow_slot(_event) -> None:  # the window's work per chunk
+        most[0] = max(most[0], len(host.worker.outbox))
+        chunks.append(ticks[0])
+        threading.Event().wait(0.0005)
+
+    host.audio_chunk.connect(slow_slot)
+    ticks = [0]
+    timer = QTimer()
+    timer.setInterval(0)
+    timer.timeout.connect(lambda: ticks.__setitem__(0, ticks[0] + 1))
+    timer.start()
+    with qtbot.waitSignal(host.job_finished, timeout=20000):
+        host.generate(_request("fast", 400))
+    timer.stop()
+    assert len(chunks) == 400 and most[0] <= 20  # the engine waited for room
+    assert len(set(chunks)) > 20  # the timer ran between slices, not only before and after the flood
