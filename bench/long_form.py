@@ -235,6 +235,7 @@ def open_window(data: Path, frame_latency_s: float):  # noqa: ANN201
 
     for kind in ("warning", "critical", "information"):  # a modal box would stop the run: said, not shown
         setattr(QMessageBox, kind, staticmethod(lambda _parent, title, text, *a, **k: note(f"{title}: {text}")))
+    QMessageBox.question = staticmethod(lambda *_a, **_k: QMessageBox.StandardButton.Yes)
     return w
 
 
@@ -343,7 +344,8 @@ def step_save(w, gaps: Gaps, path: Path) -> dict:  # noqa: ANN001
     out = timed(gaps, lambda: saved.append(w.save_project_as(path)))
     if not saved[0]:
         return {"error": "not saved"}
-    wait_until(lambda: not w.store.unsaved_work, 600)
+    if not wait_until(lambda: not w.store.unsaved_work, 120):
+        out["note"] = "still marked unsaved 120 s after"
     out["files"] = sum(1 for _ in path.rglob("*"))
     out["mb"] = round(sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 1e6)
     return out
@@ -433,9 +435,10 @@ def reopen_child(path: Path) -> dict:
     data = Path(tempfile.mkdtemp(prefix="long-form-reopen-"))
     os.environ["S2STUDIO_DATA_DIR"] = str(data)
     w = open_window(data, 0.0)
-    gaps = Gaps()
+    gaps = Gaps(WHY_MS)
     out = timed(gaps, lambda: w.open_project(path), quiet_s=0.5)
     out["rss_mb"] = round(rss_mb())
+    show_blocks(gaps, "reopen")
     close_window(w)
     return out
 
@@ -448,66 +451,52 @@ def measure(size: int, steps: set[str], engines: list[str], limit_s: float, cap_
     text, result = book(size), {"lines": size}
     folder = root / f"n{size}"
     folder.mkdir(parents=True, exist_ok=True)
+    saved = folder / "book.s2proj"
     for engine in engines:
         os.environ["S2STUDIO_DATA_DIR"] = str(folder / f"data-{engine}")
         w = open_window(folder, 0.0 if engine == "instant" else 0.0005)
         gaps = Gaps(WHY_MS)
+
+        def step(name: str, run, wanted: bool = True) -> None:  # noqa: ANN001
+            if wanted and name.split(" ")[0] in steps:
+                note(f"{size} lines: {name}")
+                gaps.blocks.clear()
+                result[name.replace(" (", "_").rstrip(")")] = run()
+                show_blocks(gaps, name)
+
         w.editor.setPlainText(text)
         w.reparse()
         first = engine == engines[0]
-        if first and "open" in steps:
-            note(f"{size} lines: open")
-            result["open"] = step_open(w, gaps, text, folder)
-            show_blocks(gaps, "open")
-        if first and "type" in steps:
-            note(f"{size} lines: type")
-            result["type"] = step_type(w, gaps)
-            show_blocks(gaps, "type")
-        if "render" in steps:
-            note(f"{size} lines: render ({engine})")
-            result[f"render_{engine}"] = step_render(w, gaps, limit_s)
-            show_blocks(gaps, f"render ({engine})")
-        if not first:
-            close_window(w)
-            continue
-        result["takes_made_without_the_window"] = complete_takes(w)
-        saved = folder / "book.s2proj"
-        note(f"{size} lines: save")
-        if "save" in steps:
-            result["save"] = step_save(w, gaps, saved)
-            show_blocks(gaps, "save")
-        else:
-            w.save_project_as(saved)
-            wait_until(lambda: not w.store.unsaved_work, 600)
-        if "autosave" in steps:
-            note(f"{size} lines: autosave")
-            result["autosave"] = step_autosave(w, gaps)
-            show_blocks(gaps, "autosave")
-        if "navigate" in steps or "export" in steps:
-            w.open_project(saved)
-            settle(gaps, time.perf_counter())
-        if "navigate" in steps:
-            note(f"{size} lines: navigate")
-            result["navigate"] = step_navigate(w, gaps)
-            show_blocks(gaps, "navigate")
-        if "export" in steps:
-            note(f"{size} lines: export")
-            result["export"] = step_export(w, gaps, folder / "export", cap_gb)
-            show_blocks(gaps, "export")
+        step("open", lambda: step_open(w, gaps, text, folder), first)
+        step("type", lambda: step_type(w, gaps), first)
+        step(f"render ({engine})", lambda: step_render(w, gaps, limit_s))
+        if first:
+            result["takes_made_without_the_window"] = complete_takes(w)
+            step("save", lambda: step_save(w, gaps, saved))
+            if "save" not in steps:
+                w.save_project_as(saved)
+                wait_until(lambda: not w.store.unsaved_work, 600)
+            step("autosave", lambda: step_autosave(w, gaps))
+            if steps & {"navigate", "export"}:
+                w.open_project(saved)
+                settle(gaps, time.perf_counter())
+            step("navigate", lambda: step_navigate(w, gaps))
+            step("export", lambda: step_export(w, gaps, folder / "export", cap_gb))
         close_window(w)
-        if "reopen" in steps:
-            note(f"{size} lines: reopen")
-            child = subprocess.run([sys.executable, __file__, "--reopen", str(saved)], capture_output=True, text=True,
-                                   timeout=3600)
-            rows = [r for r in child.stdout.splitlines() if r.startswith("{")]
-            result["reopen"] = json.loads(rows[-1]) if rows else {"error": child.stderr[-300:]}
+    if "reopen" in steps:
+        note(f"{size} lines: reopen")
+        child = subprocess.run([sys.executable, __file__, "--reopen", str(saved), "--why", str(WHY_MS)],
+                               capture_output=True, text=True, timeout=3600)
+        rows = [r for r in child.stdout.splitlines() if r.startswith("{")]
+        result["reopen"] = json.loads(rows[-1]) if rows else {"error": child.stderr[-300:]}
+        sys.stderr.write("".join(r + "\n" for r in child.stderr.splitlines() if "propagateSizeHints" not in r))
     return result
 
 
 def _studio_frames(stack: str) -> str:
     """A stack without this script's own frames (the studio's code is what matters)."""
-    rows, out, skip = stack.splitlines(), [], False
-    for row in rows:
+    out, skip = [], False
+    for row in stack.splitlines():
         if row.startswith("  File "):
             skip = "bench/long_form.py" in row
         if not skip:
@@ -545,11 +534,11 @@ def main() -> int:
     parser.add_argument("--reopen", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     faulthandler.register(signal.SIGUSR1)  # `kill -USR1 <pid>`: where a step is stuck
+    global WHY_MS, WITHOUT, PROFILE  # noqa: PLW0603 - options read by every step
+    WHY_MS, WITHOUT, PROFILE = args.why, args.without, args.profile
     if args.reopen:
         print(json.dumps(reopen_child(args.reopen)))
         return 0
-    global WHY_MS, WITHOUT, PROFILE  # noqa: PLW0603 - options read by every step
-    WHY_MS, WITHOUT, PROFILE = args.why, args.without, args.profile
     steps = set(args.steps.split(","))
     unknown = steps - set(STEPS)
     if unknown:
