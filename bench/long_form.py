@@ -396,16 +396,19 @@ def step_navigate(w, gaps: Gaps) -> dict:  # noqa: ANN001
 
 
 def step_export(w, gaps: Gaps, folder: Path, cap_gb: float) -> dict:  # noqa: ANN001
-    """The mix as WAV, then 20 stems as FLAC, each through the export dialog's own code and thread."""
+    """The mix as WAV, then 20 stems as FLAC, each through the export dialog's own code and threads."""
     from s2studio.ui.dialogs.export_dialog import ExportDialog
 
     out = {}
     names = {v.id: v.name for v in w.voices.voices()}
     for what in ("mix", "stems"):
-        dialog = ExportDialog(w.project, w.script, w.model.info, names, [], w.ctx.settings, w)
+        dialog = ExportDialog(w.project, w.script, w.model.info, names, [], w.ctx.settings, w, name="book")
+        wait_until(lambda: dialog.ready, 600)  # its lines counted
         dialog.mix.setChecked(what == "mix")
         dialog.stems.setChecked(what == "stems")
-        dialog.format.setCurrentIndex(dialog.format.findData("wav" if what == "mix" else "flac"))
+        if hasattr(dialog, "stems_flac"):
+            dialog.stems_flac.setChecked(True)
+        dialog.format.setCurrentIndex(dialog.format.findData("wav"))
         dialog.out.setText(str(folder / "book.wav"))
         dialog.stems_dir.setText(str(folder / "stems"))
         limit = resource.getrlimit(resource.RLIMIT_AS)
@@ -416,7 +419,7 @@ def step_export(w, gaps: Gaps, folder: Path, cap_gb: float) -> dict:  # noqa: AN
         started = time.perf_counter()
         try:
             dialog.start()
-            wait_until(lambda: not dialog._task.running, 3600)
+            wait_until(lambda: not dialog._task.running and not getattr(dialog, "_phase", ""), 3600)
         finally:
             resource.setrlimit(resource.RLIMIT_AS, limit)
         out[what] = {"s": round(time.perf_counter() - started, 2), "block_ms": round(gaps.longest_ms(), 1),

@@ -9,7 +9,7 @@ import pytest
 from PySide6.QtWidgets import QApplication
 
 from s2studio.audio.timeline import Timeline
-from s2studio.ui.player import waveform as waveform_module
+from s2studio.ui.player import waveform_image as image_module
 from s2studio.ui.player.timeline_peaks import BINS, TimelinePeaks
 from s2studio.ui.player.waveform import MAX_REPAINT_HZ, WaveformView
 
@@ -55,8 +55,8 @@ def test_a_fitted_book_reads_no_line_alone_and_a_growing_line_redraws_its_tail(q
     view.resize(800, 150)
     view.show()
     reads: list[str] = []
-    real = waveform_module.track_columns
-    monkeypatch.setattr(waveform_module, "track_columns",
+    real = image_module.track_columns
+    monkeypatch.setattr(image_module, "track_columns",
                         lambda track, *a: reads.append(track.line_id) or real(track, *a))
     view.grab()
     assert view.peaks.pending == 2000 and view.notice() == "Drawing the waveform…"

@@ -25,25 +25,20 @@ from PySide6.QtCore import QPointF, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QImage, QMouseEvent, QPainter, QPaintEvent, QPalette, QPen, QPixmap, QWheelEvent
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
-from s2studio.audio.timeline import Layout, Timeline
+from s2studio.audio.timeline import Timeline
 from s2studio.engine.api import SAMPLE_RATE
 from s2studio.state.script import Script
-from s2studio.ui.player.timeline_peaks import BINS, TimelinePeaks, common_ends
-from s2studio.ui.player.waveform_marks import RULER, TOP, draw_marks, ruler_marks
+from s2studio.ui.player.timeline_peaks import TimelinePeaks
 from s2studio.ui.player.track_flags import TrackFlags
-from s2studio.ui.player.waveform_paint import (edges_of, paint_columns, runs, track_columns, track_ends,
-                                               visible_tracks)
+from s2studio.ui.player.waveform_image import WaveformImage
+from s2studio.ui.player.waveform_marks import RULER, TOP, draw_marks, ruler_marks
+
 
 MIN_SPAN = SAMPLE_RATE * 8
 """Fitted, the view spans at least this much, so the first chunks of a render do not fill the width."""
 MIN_SAMPLES_PER_PIXEL = 2.0
 ZOOM_STEP = 1.5
 MAX_REPAINT_HZ = 10
-
-
-def _argb(colour: QColor) -> int:
-    """The colour, opaque, as a pixel of an ARGB32 image."""
-    return 0xFF000000 | (colour.rgb() & 0xFFFFFF)
 
 
 class WaveformView(QWidget):
@@ -84,24 +79,25 @@ class WaveformView(QWidget):
         """Keep the playhead in view while it moves (page by page)."""
         self.stale_flags = TrackFlags(lambda line_id: line_id in self._stale)
         self.rendering_flags = TrackFlags(lambda line_id: self._rendering(line_id))
-        self.peaks = TimelinePeaks(on_ready=self._emit_peaks_ready)
+        self.image = WaveformImage(TimelinePeaks(on_ready=self._emit_peaks_ready), TOP, RULER)
         self._peaks_ready.connect(self.refresh)
-        self._image: np.ndarray | None = None
-        """The waveform's pixels (rows × columns of 0xAARRGGBB), for `_image_key`."""
-        self._image_key: tuple = ()
-        self._drawn: tuple[Layout, int] | None = None
-        """The layout the image shows, and the length its last line had then."""
-        self._damage: list[tuple[float, float]] = []
-        """Sample ranges whose columns must be drawn again (colours of lines that changed)."""
         self._composed: QPixmap | None = None
+        """The image with the marks over it, drawn again when either changed (the playhead goes on top)."""
         self.ruler_cache: tuple[tuple, QPixmap] | None = None
-        self.columns_drawn = 0
-        """Pixel columns of the waveform computed, counted (what a change cost)."""
         self._throttle = QTimer(self, singleShot=True, interval=1000 // MAX_REPAINT_HZ)
         self._throttle.timeout.connect(self._throttled)
         self._waiting = False
 
     # -- the view --------------------------------------------------------------------------------
+
+    @property
+    def peaks(self) -> TimelinePeaks:
+        return self.image.peaks
+
+    @property
+    def columns_drawn(self) -> int:
+        """Pixel columns of the waveform computed, counted (what a change cost)."""
+        return self.image.columns_drawn
 
     @property
     def samples_per_pixel(self) -> float:
@@ -150,19 +146,11 @@ class WaveformView(QWidget):
     def loop_line(self) -> str | None:
         return self._loop
 
-    @property
-    def stale_set(self) -> Collection[str]:
-        return self._stale
-
-    def is_rendering(self, line_id: str) -> bool:
-        return self._rendering(line_id)
-
-    def busy(self) -> bool:
-        """A render is running (lines may be marked as rendering)."""
-        return self._busy()
-
     def speaker_of(self, line_id: str) -> str:
         return self._speaker_of.get(line_id, "")
+
+    def speaker_colour(self, speaker: str) -> QColor | None:
+        return self._colours.get(speaker)
 
     def colour_of(self, line_id: str) -> QColor | None:
         """The colour the line's speaker is drawn in."""
@@ -301,14 +289,14 @@ class WaveformView(QWidget):
         if changed is None or colours != self._colours:
             self._speaker_of = dict(zip(script.line_ids, script.line_speakers, strict=True))
             self._colours = colours
-            self._image_key = ()
+            self.image.forget()
         else:
             for line_id in changed:
                 line = script.line(line_id)
                 if line is not None and self._speaker_of.get(line_id) != line.speaker:
                     self._speaker_of[line_id] = line.speaker
                     if (bounds := self.timeline.layout.bounds(line_id)) is not None:
-                        self._damage.append(bounds)
+                        self.image.damage(*bounds)
         self._composed = None
         self.update()
 
@@ -403,7 +391,8 @@ class WaveformView(QWidget):
         self.view_changed.emit()
 
     def changeEvent(self, event) -> None:  # noqa: ANN001, N802 - Qt override: palette switches
-        self._composed, self._image_key = None, ()
+        self._composed = None
+        self.image.forget()
         super().changeEvent(event)
 
     # -- painting --------------------------------------------------------------------------------
@@ -420,7 +409,7 @@ class WaveformView(QWidget):
         p.end()
 
     def _compose(self) -> QPixmap:
-        image = self._update_image()
+        image = self.image.update(self)
         ratio = self.devicePixelRatioF()
         pix = QPixmap(self.size() * ratio)
         pix.setDevicePixelRatio(ratio)
@@ -431,137 +420,3 @@ class WaveformView(QWidget):
         draw_marks(self, p)
         p.end()
         return pix
-
-    def _update_image(self) -> np.ndarray:
-        """The waveform's pixels, redrawn where the timeline changed since they were drawn."""
-        layout = self.timeline.layout
-        w, h = max(1, self.width()), max(1, self.height())
-        spp, origin = self.samples_per_pixel, self.origin
-        pal = self.palette()
-        key = (w, h, spp, origin, pal.color(QPalette.ColorRole.Base).rgba(), pal.color(QPalette.ColorRole.Text).rgba())
-        changed = self.peaks.sync(layout)
-        if key != self._image_key or self._image is None:
-            self._image = np.empty((h, w), np.uint32)
-            self._image_key = key
-            self._damage.clear()
-            self._draw_columns(0, w)
-        else:
-            spans = self._layout_damage(layout)
-            if changed is not None and changed[1] > changed[0] and len(layout.tracks):
-                i, j = changed
-                spans.append((int(layout.starts[i]), int(layout.starts[j - 1]) + layout.tracks[j - 1].length))
-            spans += self._damage
-            self._damage.clear()
-            columns = [(max(int(np.floor(self.x_of(a))) - 1, 0), min(int(np.ceil(self.x_of(b))) + 2, w))
-                       for a, b in spans]
-            for x0, x1 in _merged(columns):
-                self._draw_columns(x0, x1)
-        self._drawn = (layout, layout.tracks[-1].length if layout.tracks else 0)
-        return self._image
-
-    def _layout_damage(self, layout: Layout) -> list[tuple[float, float]]:
-        """Sample ranges where `layout` differs from the one drawn."""
-        if self._drawn is None:
-            return [(0, max(layout.end, 1))]
-        old, old_last = self._drawn
-        if old is layout:
-            if layout.tracks and layout.tracks[-1].length != old_last:
-                end = int(layout.starts[-1])
-                return [(end + min(old_last, layout.tracks[-1].length), layout.end)]
-            return []
-        a, b = len(old.tracks), len(layout.tracks)
-        p, s = common_ends(old.tracks, layout.tracks)
-        if b and layout.tracks[-1].length != old_last and old.tracks and old.tracks[-1] is layout.tracks[-1]:
-            p, s = min(p, b - 1), max(s - 1, 0)  # the last line grew since it was drawn
-        moved = np.nonzero(old.starts[:p] != layout.starts[:p])[0]
-        p = int(moved[0]) if len(moved) else p
-        moved = np.nonzero(old.starts[a - s:] != layout.starts[b - s:])[0] if s else moved[:0]
-        s = s - int(moved[-1]) - 1 if len(moved) else s
-        lo = min(_start(old, p), _start(layout, p))
-        hi = max(_end(old, a - s - 1), _end(layout, b - s - 1))
-        return [(lo, hi)] if hi > lo else []
-
-    def _draw_columns(self, x0: int, x1: int) -> None:
-        layout, image = self.timeline.layout, self._image
-        spp, origin = self.samples_per_pixel, self.origin
-        edges = edges_of(origin, spp, x0, x1)
-        if spp >= BINS[0]:
-            amps, at = self.peaks.columns(layout, edges, spp)
-            if layout.growing:  # the line streaming in is not packed: drawn from its track
-                amps = np.maximum(amps, track_columns(layout.tracks[-1], int(layout.starts[-1]), edges, spp))
-        else:
-            amps = np.zeros(x1 - x0, np.float32)
-            for i in visible_tracks(layout, edges[0], edges[-1]):
-                amps = np.maximum(amps, track_columns(layout.tracks[i], int(layout.starts[i]), edges, spp))
-            at = np.searchsorted(layout.starts, (edges[:-1] + edges[1:]) / 2, side="right") - 1
-        text = self.palette().color(QPalette.ColorRole.Text)
-        palette: dict[str, int] = {}
-        pixel = np.empty(len(layout.tracks) + 1, np.uint32)  # by track index (+1: -1 before the first)
-        shown = np.unique(at)
-        for i in shown:
-            speaker = self._speaker_of.get(layout.tracks[i].line_id, "") if i >= 0 else ""
-            argb = palette.get(speaker)
-            if argb is None:
-                argb = palette[speaker] = _argb(self._colours.get(speaker, text))
-            pixel[i + 1] = argb
-        colours = pixel[at + 1]
-        faint = QColor(text)
-        faint.setAlpha(40)
-        base = self.palette().color(QPalette.ColorRole.Base)
-        bottom = self.height() - RULER
-        paint_columns(image, x0, amps, colours, TOP, max(bottom, TOP + 1), _argb(base), _blend(faint, base),
-                      self.x_of(layout.end))
-        self.columns_drawn += x1 - x0
-
-    def line_spans(self, line_ids: Collection[str]) -> list[tuple[float, float]]:
-        """Pixel spans of these lines (a few: the selected, the heard, the looped one) where on screen."""
-        layout = self.timeline.layout
-        idx = sorted(i for line_id in line_ids if (i := layout.index.get(line_id)) is not None)
-        return self._spans(np.asarray(idx, np.int64))
-
-    def flag_spans(self, flags: TrackFlags) -> list[tuple[float, float]]:
-        """Pixel spans of the flagged lines on screen, merged (at most one a pixel, however many lines)."""
-        layout = self.timeline.layout
-        flags.sync(layout)
-        shown = visible_tracks(layout, self.origin, self.origin + self.visible)
-        return self._spans(np.nonzero(flags.flags[shown.start:shown.stop])[0] + shown.start)
-
-    def _spans(self, idx: np.ndarray) -> list[tuple[float, float]]:
-        if not len(idx):
-            return []
-        layout = self.timeline.layout
-        starts = layout.starts[idx].astype(np.float64)
-        ends = track_ends(layout, self.timeline.gap, idx).astype(np.float64)
-        spp, origin = self.samples_per_pixel, self.origin
-        return runs((starts - origin) / spp, (ends - origin) / spp, self.width())
-
-
-def _start(layout: Layout, i: int) -> float:
-    if i < len(layout.tracks):
-        return float(layout.starts[i])
-    return float(layout.end)
-
-
-def _end(layout: Layout, i: int) -> float:
-    if 0 <= i < len(layout.tracks):
-        return float(layout.starts[i]) + layout.tracks[i].length
-    return 0.0
-
-
-def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Column ranges merged where they overlap or touch (each column drawn once)."""
-    out: list[tuple[int, int]] = []
-    for a, b in sorted(s for s in spans if s[1] > s[0]):
-        if out and a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
-
-
-def _blend(colour: QColor, base: QColor) -> int:
-    """`colour` over `base`, opaque, as an ARGB32 pixel."""
-    a = colour.alphaF()
-    r, g, b = (round(a * c + (1 - a) * d) for c, d in ((colour.red(), base.red()), (colour.green(), base.green()),
-                                                      (colour.blue(), base.blue())))
-    return 0xFF000000 | (r << 16) | (g << 8) | b

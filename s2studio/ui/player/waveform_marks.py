@@ -5,7 +5,7 @@ fitted book of 10,000 lines draws at most a span per pixel, never a rectangle pe
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from typing import Protocol
 
 import numpy as np
@@ -15,7 +15,7 @@ from PySide6.QtGui import QBrush, QColor, QFontMetrics, QFontMetricsF, QPainter,
 from s2studio.audio.timeline import Timeline
 from s2studio.engine.api import SAMPLE_RATE
 from s2studio.ui.player.track_flags import TrackFlags
-from s2studio.ui.player.waveform_paint import visible_tracks
+from s2studio.ui.player.waveform_paint import runs, track_ends, visible_tracks
 
 RULER = 16
 TOP = 18
@@ -49,8 +49,6 @@ class WaveformView(Protocol):
     def speaker_of(self, line_id: str) -> str: ...
     def colour_of(self, line_id: str) -> QColor | None: ...
     def notice(self) -> str: ...
-    def line_spans(self, line_ids: Collection[str]) -> Sequence[tuple[float, float]]: ...
-    def flag_spans(self, flags: TrackFlags) -> Sequence[tuple[float, float]]: ...
 
 
 def _alpha(colour: QColor, alpha: int) -> QColor:
@@ -70,13 +68,13 @@ def draw_marks(view: WaveformView, p: QPainter) -> None:
         return QRectF(x0, TOP, max(x1 - x0, 1.0), bottom - TOP)
 
     if view.current_line is not None:
-        for x0, x1 in view.line_spans([view.current_line]):
+        for x0, x1 in line_spans(view, [view.current_line]):
             p.fillRect(band(x0, x1), _alpha(accent, 45))
     wash = _alpha(pal.color(QPalette.ColorRole.Base), 110)
-    for x0, x1 in view.flag_spans(view.stale_flags):
+    for x0, x1 in flag_spans(view, view.stale_flags):
         p.fillRect(band(x0, x1), wash)
         p.fillRect(band(x0, x1), QBrush(_alpha(STALE, 60), Qt.BrushStyle.BDiagPattern))
-    for x0, x1 in view.flag_spans(view.rendering_flags):
+    for x0, x1 in flag_spans(view, view.rendering_flags):
         p.fillRect(band(x0, x1), _alpha(RENDERING, 35))
     _draw_lines(view, p, bottom, grid, accent)
     _draw_ruler(view, p, w, bottom, grid, pal.color(QPalette.ColorRole.PlaceholderText))
@@ -139,7 +137,7 @@ def _draw_lines(view: WaveformView, p: QPainter, bottom: float, grid: QColor, ac
             continue
         p.setPen(QPen(accent, 2, Qt.PenStyle.SolidLine if solid else Qt.PenStyle.DashLine))
         p.setBrush(Qt.BrushStyle.NoBrush)
-        for x0, x1 in view.line_spans([line_id]):
+        for x0, x1 in line_spans(view, [line_id]):
             p.drawRect(QRectF(x0, TOP, max(x1 - x0, 1.0), bottom - TOP).adjusted(1, 1, -1, -1))
 
 
@@ -188,3 +186,28 @@ def _draw_ruler(view: WaveformView, p: QPainter, w: int, bottom: float, grid: QC
         q.end()
         cached = view.ruler_cache = (key, pix)
     p.drawPixmap(QPointF(0, bottom - 0.5), cached[1])
+
+
+def line_spans(view: WaveformView, line_ids: Collection[str]) -> list[tuple[float, float]]:
+    """Pixel spans of these lines (a few: the selected, the heard, the looped one) where on screen."""
+    layout = view.timeline.layout
+    return _spans(view, np.asarray(sorted(i for line_id in line_ids if (i := layout.index.get(line_id)) is not None),
+                                   np.int64))
+
+
+def flag_spans(view: WaveformView, flags: TrackFlags) -> list[tuple[float, float]]:
+    """Pixel spans of the flagged lines on screen, merged (at most one a pixel, however many lines)."""
+    layout = view.timeline.layout
+    flags.sync(layout)
+    shown = visible_tracks(layout, view.origin, view.origin + view.visible)
+    return _spans(view, np.nonzero(flags.flags[shown.start:shown.stop])[0] + shown.start)
+
+
+def _spans(view: WaveformView, idx: np.ndarray) -> list[tuple[float, float]]:
+    if not len(idx):
+        return []
+    layout = view.timeline.layout
+    starts = layout.starts[idx].astype(np.float64)
+    ends = track_ends(layout, view.timeline.gap, idx).astype(np.float64)
+    spp, origin = view.samples_per_pixel, view.origin
+    return runs((starts - origin) / spp, (ends - origin) / spp, view.width())
