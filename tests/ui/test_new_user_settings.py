@@ -175,7 +175,7 @@ def test_the_model_page_stays_whole_while_the_demo_model_is_written(qtbot, tmp_p
     qtbot.mouseClick(page.demo_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: page.status.text() == "writing the demo model…", timeout=5000)
     qtbot.wait(20)
-    assert page.cancel_button.isVisible() and page.cancel_button.text() == "Cancel"
+    assert page.cancel_button.isVisible() and page.cancel_button.text() == "Stop"
     assert page.cancel_button.accessibleName() == "Stop writing the demo model"
     assert "download" not in " ".join(b.text().lower() for b in page.findChildren(type(page.cancel_button))
                                      if b.isVisible() and b.isEnabled())

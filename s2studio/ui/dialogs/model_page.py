@@ -209,7 +209,7 @@ class ModelPage(QDialog):
         self.progress = QProgressBar()
         self.progress.setRange(0, 1000)
         self.progress.setAccessibleName("Progress")
-        self.cancel_button = QPushButton("Cancel")  # stops what runs: the download or writing the demo model
+        self.cancel_button = QPushButton("Stop")  # stops what runs: the download or writing the demo model
         prow = QHBoxLayout()
         prow.addWidget(self.progress, 1)
         prow.addWidget(self.cancel_button)

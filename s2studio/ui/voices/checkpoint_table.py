@@ -74,7 +74,8 @@ class CheckpointTable(QTableWidget):
         """As tall as the rows shown: rows of buttons are taller than a table's usual row, so the fixed height it
         had showed one and a half."""
         self.resizeRowsToContents()
-        row = max([self.rowHeight(i) for i in range(self.rowCount())]
-                  + [self.verticalHeader().defaultSectionSize(), QPushButton("Use this one").sizeHint().height()])
-        rows = min(max(self.rowCount(), 2), VISIBLE_ROWS)
-        self.setFixedHeight(self.horizontalHeader().sizeHint().height() + rows * row + 2 * self.frameWidth())
+        heights = [self.rowHeight(i) for i in range(min(self.rowCount(), VISIBLE_ROWS))]
+        usual = heights[0] if heights else max(self.verticalHeader().defaultSectionSize(),
+                                               QPushButton("Use this one").sizeHint().height())
+        heights += [usual] * (2 - len(heights))  # room for two rows before there are any
+        self.setFixedHeight(self.horizontalHeader().sizeHint().height() + sum(heights) + 2 * self.frameWidth())
