@@ -48,6 +48,10 @@ class CheckpointTable(QTableWidget):
 
     def show_rows(self, rows: Sequence[CheckpointRow], running: bool) -> None:
         """One row per checkpoint; "Use this one" waits while a run is going."""
+        for i in range(self.rowCount()):  # replaced buttons go when the event loop next runs: out of sight now
+            for column in (2, 3):
+                if (old := self.cellWidget(i, column)) is not None:
+                    old.hide()
         self.setRowCount(len(rows))
         for i, row in enumerate(rows):
             self.setItem(i, 0, QTableWidgetItem(str(row.step)))
