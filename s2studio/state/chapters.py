@@ -28,13 +28,17 @@ class Chapter:
 
 def chapters(script: Script) -> list[Chapter]:
     heads = script.headings
+    past_end = script.source.count("\n") + 2
+    ends: list[int] = [past_end] * len(heads)
+    open_at: list[int] = []  # headings whose end is not found yet, their levels increasing
+    for i, h in enumerate(heads):
+        while open_at and heads[open_at[-1]].level >= h.level:
+            ends[open_at.pop()] = h.source_line
+        open_at.append(i)
     out: list[Chapter] = []
     if script.lines and (not heads or script.lines[0].source_line < heads[0].source_line):
-        end = heads[0].source_line if heads else _past_end(script)
-        out.append(Chapter(OPENING, 0, script.lines[0].source_line, end))
-    for i, h in enumerate(heads):
-        end = next((later.source_line for later in heads[i + 1:] if later.level <= h.level), _past_end(script))
-        out.append(Chapter(h.text or "Untitled", h.level, h.source_line, end))
+        out.append(Chapter(OPENING, 0, script.lines[0].source_line, heads[0].source_line if heads else past_end))
+    out += [Chapter(h.text or "Untitled", h.level, h.source_line, end) for h, end in zip(heads, ends, strict=True)]
     return out
 
 
@@ -60,7 +64,3 @@ def chapter_at(found: Sequence[Chapter], row: int) -> int | None:
 
 def _row(line: Line) -> int:
     return line.source_line
-
-
-def _past_end(script: Script) -> int:
-    return script.source.count("\n") + 2
