@@ -33,8 +33,11 @@ def book(chapters: int, lines: int) -> str:
 
 
 def render(qtbot, w, action: str = "render_all") -> None:
+    qtbot.waitUntil(w.actions_by_name[action].isEnabled, timeout=10000)  # no model (re)load in the way
+    started: list[object] = []
+    w.session.busy_changed.connect(started.append)
     w.actions_by_name[action].trigger()
-    qtbot.waitUntil(lambda: not w.flow.busy, timeout=30000)
+    qtbot.waitUntil(lambda: started and not w.flow.busy, timeout=30000)
 
 
 def click_chapter(qtbot, w, title: str) -> None:

@@ -1,30 +1,26 @@
 """The script editor: highlighting, tag completion after `[`, inline parser warnings, current-line marks.
 
-Highlighting is regex-based and runs per block (Qt's QSyntaxHighlighter contract), so it never waits
-for the parser; the parser's warnings arrive as underlines after a short debounce (see MainWindow).
+Highlighting is regex-based and runs per row (`highlighter`), so it never waits for the parser; the parser's warnings arrive as underlines after a short debounce (see MainWindow).
 """
 
 from __future__ import annotations
 
-import re
 from bisect import bisect_left, bisect_right
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from PySide6.QtCore import QRect, QStringListModel, Qt, Signal
-from PySide6.QtGui import (QColor, QFont, QFontDatabase, QKeyEvent, QPalette, QSyntaxHighlighter, QTextCharFormat,
-                           QTextCursor, QTextDocument, QTextFormat)
+from PySide6.QtGui import (QColor, QFontDatabase, QKeyEvent, QPalette, QTextBlock, QTextCharFormat,
+                           QTextCursor, QTextFormat)
 from PySide6.QtWidgets import QCompleter, QPlainTextEdit, QTextEdit, QToolTip, QWidget
 
 from s2studio.state.script import Line, Script
-from s2studio.ui.colors import is_dark, speaker_color, speaker_colors
+from s2studio.ui.colors import is_dark
 from s2studio.ui.script.gutter import WIDTH as GUTTER_WIDTH
 from s2studio.ui.script.gutter import LineGutter
+from s2studio.ui.script.highlighter import ScriptHighlighter
 from s2studio.ui.script.undo_steps import LineSteps
 
-HEADING = re.compile(r"^\s*#.*$")
-SPEAKER = re.compile(r"^\s*([^\s\[\]:<>#][^\[\]:<>#]{0,39}):")
-TAG = re.compile(r"\[[^\[\]\n]*\]")
-RAW_SPEAKER = re.compile(r"<\|speaker:\d+\|>")
 
 
 def lines_on_row(script: Script, row: int) -> list[Line]:
@@ -54,51 +50,6 @@ class InlineWarning:
     message: str
 
 
-class ScriptHighlighter(QSyntaxHighlighter):
-    def __init__(self, document: QTextDocument, dark: bool) -> None:
-        super().__init__(document)
-        self._places: dict[str, int] = {}
-        self._colors: dict[str, QColor] = {}
-        self.set_dark(dark)
-
-    def set_places(self, places: dict[str, int]) -> None:
-        """Each speaker's place in the palette (`Project.speaker_colors`): its name takes that colour."""
-        if places != self._places:
-            self._places = dict(places)
-            self._colors = speaker_colors(self._places, self._dark)
-            self.rehighlight()
-
-    def set_dark(self, dark: bool) -> None:
-        self._dark = dark
-        self._colors = speaker_colors(self._places, dark)
-        self._heading = QTextCharFormat()
-        self._heading.setFontWeight(QFont.Weight.Bold)
-        self._heading.setForeground(QColor("#9aa4b0") if dark else QColor("#5a6470"))
-        self._tag = QTextCharFormat()
-        self._tag.setForeground(QColor("#d7a24a") if dark else QColor("#9a5b00"))
-        self._tag.setBackground(QColor(215, 162, 74, 40))
-        self._raw = QTextCharFormat()
-        self._raw.setForeground(QColor("#8fb3ff") if dark else QColor("#2a55b0"))
-        self._raw.setFontItalic(True)
-        self.rehighlight()
-
-    def highlightBlock(self, text: str) -> None:  # noqa: N802 - Qt override
-        if HEADING.match(text):
-            self.setFormat(0, len(text), self._heading)
-            return
-        m = SPEAKER.match(text)
-        if m:
-            fmt = QTextCharFormat()
-            name = " ".join(m.group(1).split())
-            fmt.setForeground(self._colors.get(name) or speaker_color(name, self._dark))
-            fmt.setFontWeight(QFont.Weight.Bold)
-            self.setFormat(m.start(1), m.end() - m.start(1), fmt)
-        for m in TAG.finditer(text):
-            self.setFormat(m.start(), m.end() - m.start(), self._tag)
-        for m in RAW_SPEAKER.finditer(text):
-            self.setFormat(m.start(), m.end() - m.start(), self._raw)
-
-
 class ScriptEditor(QPlainTextEdit):
     """Plain text with highlighting, `[` completion, warning underlines, a 'now playing' band and a gutter
     of line states."""
@@ -122,7 +73,7 @@ class ScriptEditor(QPlainTextEdit):
         self.setFont(font)
         self.document().setDocumentMargin(12)
         self.setTabChangesFocus(True)
-        self.highlighter = ScriptHighlighter(self.document(), is_dark(self.palette()))
+        self.highlighter = ScriptHighlighter(self.document(), is_dark(self.palette()), self.blocks_on_screen)
         self._warnings: list[InlineWarning] = []
         self._playing_block = -1
         self._selected_block = -1
@@ -308,6 +259,13 @@ class ScriptEditor(QPlainTextEdit):
         if block != self._last_block:
             self._last_block = block
             self.cursor_line_changed.emit(block)
+
+    def blocks_on_screen(self) -> Iterator[QTextBlock]:
+        """The rows the editor shows now (highlighted before the others)."""
+        block, offset, height = self.firstVisibleBlock(), self.contentOffset(), self.viewport().height()
+        while block.isValid() and self.blockBoundingGeometry(block).translated(offset).top() <= height:
+            yield block
+            block = block.next()
 
     def resizeEvent(self, e) -> None:  # noqa: ANN001, N802 - Qt override: the gutter beside the text
         super().resizeEvent(e)
