@@ -37,7 +37,7 @@ def render(qtbot, w, action: str = "render_all") -> None:
     started: list[object] = []
     w.session.busy_changed.connect(started.append)
     w.actions_by_name[action].trigger()
-    qtbot.waitUntil(lambda: started and not w.flow.busy, timeout=30000)
+    qtbot.waitUntil(lambda: bool(started) and not w.flow.busy, timeout=30000)
 
 
 def click_chapter(qtbot, w, title: str) -> None:
