@@ -65,11 +65,13 @@ def test_the_chapter_list_jumps_renders_a_chapter_and_scopes_the_timeline(qtbot,
     qtbot.mouseClick(panel.timeline_button, Qt.MouseButton.LeftButton)  # the timeline shows chapter 2 alone
     lo, hi = layout.bounds(two[0])[0], layout.bounds(two[-1])[1]
     assert wave.scope == tuple(two) and wave.range() == (lo, hi) and wave.fitted
+    assert panel.timeline_button.text() == "Timeline: chapter"
     assert wave.origin == lo and wave.x_of(hi) <= wave.width()
     click_chapter(qtbot, w, "Chapter 3")  # the scope follows the chapter chosen
     assert wave.range()[0] == layout.bounds(w.script.lines[9].line_id)[0]
     qtbot.mouseClick(panel.timeline_button, Qt.MouseButton.LeftButton)  # the whole book again
     assert wave.scope is None and wave.range() == (0, layout.end)
+    assert panel.timeline_button.text() == "Timeline: book"
     cursor = w.editor.textCursor()
     cursor.setPosition(w.script.lines[1].start)
     w.editor.setTextCursor(cursor)  # the list marks the chapter the cursor is in

@@ -17,6 +17,8 @@ from s2studio.ui.script.editor import ScriptEditor
 
 
 MIN_WIDTH = 1
+BOOK_ON_TIMELINE = "Timeline: book"
+CHAPTER_ON_TIMELINE = "Timeline: chapter"
 
 
 class ChapterPanel(QWidget):
@@ -49,10 +51,12 @@ class ChapterPanel(QWidget):
         self.render_button.setObjectName("renderChapter")
         self.render_button.setToolTip("Render every line of the selected chapter")
         self.render_button.setAccessibleName("Render the selected chapter")
-        self.timeline_button = QPushButton("Timeline")
+        self.timeline_button = QPushButton(BOOK_ON_TIMELINE)
         self.timeline_button.setObjectName("chapterTimeline")
         self.timeline_button.setCheckable(True)
-        self.timeline_button.setToolTip("Show only the selected chapter on the timeline (off: the whole book)")
+        self.timeline_button.setToolTip("Show only the selected chapter on the timeline, or the whole book again")
+        self.timeline_button.toggled.connect(
+            lambda on: self.timeline_button.setText(CHAPTER_ON_TIMELINE if on else BOOK_ON_TIMELINE))
         self.timeline_button.setAccessibleName("Show only the selected chapter on the timeline")
         buttons.addWidget(self.render_button)
         buttons.addWidget(self.timeline_button)
