@@ -5,16 +5,17 @@ side by side in one run, their samples interleaved round by round so that they s
 of `--rounds` samples per B; the machine this was written on is shared and drifts):
 
 - S2 Pro's shape with random weights, `--layers` of the 36 slow layers built (and all 4 fast layers), narrowed to
-  bf16, int8 and int4 as the engine loads them on the CPU; each step is timed at that depth and at half of it and
-  scaled to 36 layers, as `bench/end_to_end.py` does;
+  bf16, int8 and int4 as the engine loads them on the CPU; the slow step's time per built layer (the head's and
+  the embedding's small share with it) is scaled to 36 layers;
 - the mid demo model as the engine's CPU fast path loads it (float32 activations, bf16 weights).
 
 B = 1 is today's batch-1 path (`FastDecoder`, `FastSampler.frame`, one slow step); B >= 2 is `BatchDecoder.step`
 (each stream's main token, the fast transformer's passes for all streams at once, one slow step for all). Printed
 per B: aggregate frames/s (B / seconds per step), per-stream frames/s (1 / seconds per step), and both against B =
 1 (wall time); the process's CPU time per frame (all its threads: on a machine shared with other work it varies
-far less than wall time, and says what a frame costs); then the split of a step at B = 1 and 8 (the main tokens,
-the fast part, the slow step), where the time goes.
+less than wall time, and says what a frame costs); then the split of a step at B = 1 and 8 (each stream's main
+token, the fast transformer's passes, the slow step), where the time goes. Each part's time is the best of the
+rounds on its own.
 S2 speaks 21.53 frames per second of audio. `<|im_end|>` is left out of the sampler so that no stream stops.
 """
 
@@ -93,128 +94,89 @@ class Streams:
         return [self.decoder] if self.batch is None else [d for d in self.batch.slots if d is not None]
 
 
-def timed(fn: Callable[[], None], steps: int) -> tuple[float, float]:
-    """(wall seconds, process CPU seconds) per call of `fn`, over `steps` calls."""
-    t, cpu = time.perf_counter(), time.process_time()
-    for _ in range(steps):
-        fn()
-    return (time.perf_counter() - t) / steps, (time.process_time() - cpu) / steps
+PARTS = ("main tokens", "fast part", "slow step")
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
-def split(model, runs: Streams, steps: int) -> dict[str, float]:
-    """Seconds per step spent in the main tokens, the fast part and the slow step (instrumented calls)."""
-    spent = {"main tokens": 0.0, "fast part": 0.0, "slow step": 0.0}
+def instrument(runs: Streams) -> Callable[[], None]:
+    """Time the parts of a step into `runs.parts` (seconds of each clock per part); returns the undo."""
+    runs.parts = {(clock, part): 0.0 for clock in CLOCKS for part in PARTS}
     if runs.batch is None:
-        d, s = runs.decoder, runs.sampler
-        wrap = [(s, "next_main", "main tokens"), (s, "codes", "fast part"), (d, "step", "slow step")]
+        wrap = [(runs.sampler, "next_main", "main tokens"), (runs.sampler, "codes", "fast part"),
+                (runs.decoder, "step", "slow step")]
     else:
         b = runs.batch
-        samplers = [stream.sampler for stream in b.streams.values()]
-        wrap = [*((s, "next_main", "main tokens") for s in samplers), (b, "_fast_codes", "fast part"),
-                (b, "_slow_step", "slow step")]
-    originals = []
+        wrap = [*((stream.sampler, "next_main", "main tokens") for stream in b.streams.values()),
+                (b, "_fast_codes", "fast part"), (b, "_slow_step", "slow step")]
     for owner, name, part in wrap:
         original = getattr(owner, name)
-        originals.append((owner, name))
 
         def timed_call(*a, _f=original, _part=part, **k):
-            t = time.perf_counter()
+            start = {clock: now() for clock, now in CLOCKS.items()}
             try:
                 return _f(*a, **k)
             finally:
-                spent[_part] += time.perf_counter() - t
+                for clock, now in CLOCKS.items():
+                    runs.parts[clock, _part] += now() - start[clock]
 
         setattr(owner, name, timed_call)
-    try:
-        for _ in range(steps):
-            runs.step()
-    finally:
-        for owner, name in originals:
+
+    def undo() -> None:
+        for owner, name, _ in wrap:
             delattr(owner, name)
-    return {part: t / steps for part, t in spent.items()}
+
+    return undo
 
 
-def measure(model, prompt: torch.Tensor, steps: int, rounds: int, context: int,
-            half: Callable[[list[Streams]], Callable[[], None]] | None = None
-            ) -> tuple[dict[str, dict[int, float]], dict[int, dict[str, float]]]:
-    """Seconds per step for each B, of wall time and of the process's CPU time (each the best of `rounds` samples,
-    interleaved; with `half`, the step at half the slow layers is timed beside it and the step scaled to 36 slow
-    layers), and the split of a step at B = 1 and 8 (wall time)."""
-    runs = {b: Streams(model, b, prompt, context + steps * (rounds + 2) * 2) for b in BATCHES}
-    best_full = {clock: {b: float("inf") for b in BATCHES} for clock in ("wall", "cpu")}
-    best_half = {clock: {b: float("inf") for b in BATCHES} for clock in ("wall", "cpu")}
+def measure(model, prompt: torch.Tensor, steps: int, rounds: int, context: int, slow_layers: int | None = None
+            ) -> dict[str, dict[int, dict[str, float]]]:
+    """Seconds per step of each part, for each B and clock: the best of `rounds` samples of `steps` steps, the Bs
+    interleaved round by round. `slow_layers`: the depth to scale the slow step to (its time per built layer, the
+    head's and the embedding's small share included), for a model built with fewer."""
+    runs = {b: Streams(model, b, prompt, context + steps * (rounds + 1)) for b in BATCHES}
+    best = {clock: {b: dict.fromkeys(PARTS, float("inf")) for b in BATCHES} for clock in CLOCKS}
     for _ in range(rounds):
         for b, r in runs.items():
-            for clock, t in zip(("wall", "cpu"), timed(r.step, steps), strict=True):
-                best_full[clock][b] = min(best_full[clock][b], t)
-            if half is not None:
-                restore = half([r])
-                try:
-                    for clock, t in zip(("wall", "cpu"), timed(r.step, steps), strict=True):
-                        best_half[clock][b] = min(best_half[clock][b], t)
-                finally:
-                    restore()
-    out = {}
-    for clock, full in best_full.items():
-        if half is None:
-            out[clock] = full
-            continue
-        built = len(model.layers)
-        out[clock] = {}
+            undo = instrument(r)
+            try:
+                for _ in range(steps):
+                    r.step()
+            finally:
+                undo()
+            for (clock, part), t in r.parts.items():
+                best[clock][b][part] = min(best[clock][b][part], t / steps)
+    scale = 1.0 if slow_layers is None else slow_layers / len(model.layers)
+    for clock in CLOCKS:
         for b in BATCHES:
-            per_layer = (full[b] - best_half[clock][b]) / (built - built // 2)
-            if per_layer <= 0:
-                per_layer = full[b] / built
-            out[clock][b] = full[b] + (36 - built) * per_layer
-    splits = {b: split(model, runs[b], steps) for b in (1, 8)}
+            best[clock][b]["slow step"] *= scale
     del runs
     gc.collect()
-    return out, splits
+    return best
 
 
-def halver(model) -> Callable[[list[Streams]], Callable[[], None]]:
-    """Run the streams on the first half of the slow layers (each slot's caches with them) until restored."""
-    layers = model.layers
-    short = layers[: len(layers) // 2]
-    halves: dict[int, list] = {}  # the same list objects every time: the C++ stacks built for them are kept
-
-    def half(runs: list[Streams]) -> Callable[[], None]:
-        kept = []
-        for r in runs:
-            for d in r.slots():
-                kept.append((d.caches, d.caches.slow))
-                d.caches.slow = halves.setdefault(id(d.caches), d.caches.slow[: len(short)])
-        model.layers = short
-
-        def restore() -> None:
-            model.layers = layers
-            for caches, slow in kept:
-                caches.slow = slow
-
-        return restore
-
-    return half
+def per_step(parts: dict[str, float]) -> float:
+    return sum(parts.values())
 
 
-def report(name: str, clocks: dict[str, dict[int, float]], splits: dict[int, dict[str, float]],
-           scaled_note: str = "") -> None:
-    print(f"  {name}{scaled_note}")
+def report(name: str, best: dict[str, dict[int, dict[str, float]]]) -> None:
+    wall = {b: per_step(parts) for b, parts in best["wall"].items()}
+    cpu = {b: per_step(parts) for b, parts in best["cpu"].items()}
+    base = 1 / wall[1]
+    print(f"  {name}")
     print("    B                 " + "".join(f"{b:>10}" for b in BATCHES))
-    per_step = clocks["wall"]
-    base = 1 / per_step[1]
-    print("    aggregate fr/s    " + "".join(f"{b / per_step[b]:10.2f}" for b in BATCHES))
-    print("      vs B=1          " + "".join(f"{(b / per_step[b]) / base:9.2f}x" for b in BATCHES))
-    print("    per stream fr/s   " + "".join(f"{1 / per_step[b]:10.2f}" for b in BATCHES))
-    print("      vs B=1          " + "".join(f"{(1 / per_step[b]) / base:9.2f}x" for b in BATCHES))
-    print("    aggregate RTF     " + "".join(f"{per_step[b] * FPS_AUDIO / b:10.2f}" for b in BATCHES))
-    cpu = clocks["cpu"]
+    print("    aggregate fr/s    " + "".join(f"{b / wall[b]:10.2f}" for b in BATCHES))
+    print("      vs B=1          " + "".join(f"{(b / wall[b]) / base:9.2f}x" for b in BATCHES))
+    print("    per stream fr/s   " + "".join(f"{1 / wall[b]:10.2f}" for b in BATCHES))
+    print("      vs B=1          " + "".join(f"{(1 / wall[b]) / base:9.2f}x" for b in BATCHES))
+    print("    aggregate RTF     " + "".join(f"{wall[b] * FPS_AUDIO / b:10.2f}" for b in BATCHES))
     print("    CPU s per frame   " + "".join(f"{cpu[b] / b:10.3f}" for b in BATCHES))
     print("      B=1 / B         " + "".join(f"{cpu[1] / (cpu[b] / b):9.2f}x" for b in BATCHES))
-    for b, parts in splits.items():
-        print(f"    a step at B={b}: " + ", ".join(f"{part} {t * 1000:.1f} ms" for part, t in parts.items()))
+    for b in (1, BATCHES[-1]):
+        print(f"    a step at B={b}: " + ", ".join(f"{part} {best['wall'][b][part] * 1000:.1f} ms "
+                                                 f"({best['cpu'][b][part] * 1000:.1f} CPU)" for part in PARTS))
 
 
-def s2_rows(args: argparse.Namespace) -> dict[str, dict[str, dict[int, float]]]:
+def s2_rows(args: argparse.Namespace) -> dict[str, dict[str, dict[int, dict[str, float]]]]:
     prompt = torch.zeros(11, args.prompt, dtype=torch.long)
     prompt[0] = torch.arange(args.prompt) % 4000 + 1000
     out = {}
@@ -223,9 +185,9 @@ def s2_rows(args: argparse.Namespace) -> dict[str, dict[str, dict[int, float]]]:
         narrow_linears(model, mode)
         model.to(torch.float32)  # activations in float32, as the engine's CPU fast path runs them
         gc.collect()
-        out[mode], splits = measure(model, prompt, args.steps, args.rounds, args.context, halver(model))
-        report(f"S2 Pro shape, {mode} weights", out[mode], splits,
-               f" ({args.layers} of 36 slow layers built, scaled to 36; a step's split at the built depth)")
+        out[mode] = measure(model, prompt, args.steps, args.rounds, args.context, slow_layers=36)
+        report(f"S2 Pro shape, {mode} weights ({args.layers} of 36 slow layers built, the slow step scaled to 36)",
+               out[mode])
         del model
         gc.collect()
     return out
@@ -238,8 +200,8 @@ def mid_row(args: argparse.Namespace) -> None:
                            threads=args.threads)
     prompt = torch.zeros(11, args.prompt, dtype=torch.long)
     prompt[0] = torch.arange(args.prompt) % 400 + 100
-    per_step, splits = measure(runtime.model, prompt, args.mid_steps, args.rounds, args.context)
-    report(f"mid demo model ({runtime.info.precision})", per_step, splits)
+    report(f"mid demo model ({runtime.info.precision})",
+           measure(runtime.model, prompt, args.mid_steps, args.rounds, args.context))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -261,12 +223,13 @@ def main(argv: list[str] | None = None) -> int:
           f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
     if not args.skip_s2:
         rows = s2_rows(args)
-        print("  S2 shape, B=8 aggregate vs B=1 (target) and B=4 per stream vs B=1 (target 0.6x), wall time; "
-              "[CPU time]:")
-        for mode, clocks in rows.items():
-            wall, cpu = clocks["wall"], clocks["cpu"]
-            print(f"    {mode}: {wall[1] / wall[8] * 8:.2f}x ({TARGETS[mode]:.0f}x), {wall[1] / wall[4]:.2f}x "
-                  f"[{cpu[1] / cpu[8] * 8:.2f}x]")
+        print("  S2 shape: B=8's aggregate frames/s vs B=1's (target), B=4's per stream vs B=1's (target 0.6x); "
+              "wall time [CPU time]")
+        for mode, best in rows.items():
+            wall = {b: per_step(parts) for b, parts in best["wall"].items()}
+            cpu = {b: per_step(parts) for b, parts in best["cpu"].items()}
+            print(f"    {mode}: {wall[1] / wall[8] * 8:.2f}x ({TARGETS[mode]:.0f}x) [{cpu[1] / cpu[8] * 8:.2f}x], "
+                  f"{wall[1] / wall[4]:.2f}x [{cpu[1] / cpu[4]:.2f}x]")
     if not args.skip_mid:
         mid_row(args)
     print(f"load {os.getloadavg()[0]:.1f} at the end")

@@ -693,7 +693,9 @@ constexpr int64_t kGemvRows = 8;  // up to this many rows of x, the weights are 
 // their minimum at 2 threads with other work running). Here the caller starts at once and takes the rows in
 // shrinking pieces ("guided": a quarter of what is left at 2 threads, down to `grain` rows), as does each helper
 // once it runs; the caller waits only for pieces already taken, so rows a late helper never took are the
-// caller's. Each row is computed by one thread alone, so the result does not depend on who took which rows.
+// caller's. Each row is computed by one thread alone, so the result does not depend on who took which rows. A
+// call that computes many rows of x per weight row (a batched step) lasts longer for the same weights, so its
+// pieces are that many times smaller (`parts`): a helper switched out in the middle of one holds less up.
 //
 // The helpers are threads of our own (`Helpers`), not torch's inter-op pool: a task posted there wakes a
 // sleeping thread through a condition variable on every call, and a mid-model frame makes ~230 calls of
@@ -703,13 +705,13 @@ constexpr int64_t kGemvRows = 8;  // up to this many rows of x, the weights are 
 // the core (`kTaken`, `switches`), they stop spinning for a while (`kBusy`): on a busy machine a spinning helper
 // takes turns from the caller, and they are woken per call instead, as torch's pool would be.
 struct Job {
-  int64_t N = 0, grain = 1, threads = 1;
+  int64_t N = 0, grain = 1, threads = 1, parts = 2;
   const std::function<void(int64_t, int64_t)>* rows = nullptr;
   std::atomic<int64_t> next{0};
 
   void take() {
     for (int64_t begin = next.load(); begin < N;) {
-      const int64_t size = std::max(grain, (N - begin) / (2 * threads));
+      const int64_t size = std::max(grain, (N - begin) / (parts * threads));
       if (next.compare_exchange_weak(begin, std::min(N, begin + size))) {
         (*rows)(begin, std::min(N, begin + size));
         begin = next.load();
@@ -754,7 +756,8 @@ class Helpers {
     return *helpers;
   }
 
-  void share(int64_t N, int64_t grain, int64_t threads, const std::function<void(int64_t, int64_t)>& rows) {
+  void share(int64_t N, int64_t grain, int64_t threads, int64_t parts,
+             const std::function<void(int64_t, int64_t)>& rows) {
     std::unique_lock<std::mutex> mine(posting, std::try_to_lock);
     if (!mine.owns_lock() || process_id() != owner || !hire(threads - 1)) {
       rows(0, N);
@@ -763,6 +766,7 @@ class Helpers {
     job.N = N;
     job.grain = grain;
     job.threads = threads;
+    job.parts = parts;
     job.rows = &rows;
     job.next.store(0);
     wanted.store(threads - 1);
@@ -846,14 +850,14 @@ class Helpers {
 };
 
 template <typename Rows>
-void share_rows(int64_t N, int64_t grain, const Rows& rows) {
+void share_rows(int64_t N, int64_t grain, const Rows& rows, int64_t parts = 2) {
   const int64_t threads = at::get_num_threads();
   if (threads <= 1 || N <= grain || at::in_parallel_region()) {
     rows(int64_t{0}, N);
     return;
   }
   const std::function<void(int64_t, int64_t)> call = rows;
-  Helpers::get().share(N, grain, threads, call);
+  Helpers::get().share(N, grain, threads, parts, call);
 }
 
 // y (M, N) = x (M, K) @ W^T through a kind of rows (`Bf16Rows`, `Int8Rows`, `Int4Rows`), each weight row read from
@@ -903,7 +907,7 @@ void stream_rows(int64_t M, int64_t N, int64_t K, const Rows& rows) {
         }
       }
     }
-  });
+  }, 2 * std::min<int64_t>(M, kGemvRows));
 }
 
 // y (M, N) = x (M, K) @ W^T for many rows of x (a prefill): compute-bound, so the weights are widened to float32
