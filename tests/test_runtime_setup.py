@@ -39,7 +39,7 @@ def long_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_one_load_recipe() -> None:
     """Only setup.py loads a model: checks the fit, reads the weights, builds the decoders (the codec command
     loads its codec alone; training loads the float32 model it trains, with no narrowing and no decoders, and the
-    codec for its tokens stage)."""
+    codec for its tokens stage; the batch decoder makes its slots)."""
     names = {"load_dual_ar", "check_fits", "load_codec", "FastDecoder", "ExactDecoder", "set_threads"}
     calls: dict[str, set[str]] = {}
     for path in PACKAGE.rglob("*.py"):
@@ -51,7 +51,8 @@ def test_one_load_recipe() -> None:
                     calls.setdefault(name, set()).add(str(path.relative_to(PACKAGE)))
     setup_py, codec_cli, trainer, train_run = "engine/s2/setup.py", "commands/codec.py", "train/loop.py", "train/run.py"
     assert {k: sorted(v) for k, v in calls.items()} == {
-        "load_dual_ar": [setup_py, trainer], "check_fits": [setup_py], "FastDecoder": [setup_py],
+        "load_dual_ar": [setup_py, trainer], "check_fits": [setup_py],
+        "FastDecoder": ["engine/s2/batch.py", setup_py],  # the batch's slots are fast decoders
         "ExactDecoder": [setup_py], "load_codec": [codec_cli, setup_py, train_run], "set_threads": [codec_cli, setup_py]}
 
 

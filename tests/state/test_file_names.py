@@ -133,8 +133,8 @@ def test_a_voice_is_offered_for_export_under_a_valid_name(qtbot, tmp_path, monke
     offered = []
 
     def save_as(parent, title, suggested, filters):
-        offered.append(suggested)
-        return str(tmp_path / "out" / suggested), ""
+        offered.append(Path(suggested).name)  # offered in the folder last used for voices (else the documents)
+        return str(tmp_path / "out" / Path(suggested).name), ""
 
     (tmp_path / "out").mkdir()
     monkeypatch.setattr(voices_panel.QFileDialog, "getSaveFileName", save_as)

@@ -101,7 +101,8 @@ def test_typing_clearing_and_pasting_a_path_never_raises(qtbot, studio, tmp_path
 
 
 def test_the_name_is_the_projects_and_rows_stay_put(qtbot, studio, tmp_path):
-    studio.store.save(studio.project, tmp_path / "My book.s2proj")
+    with qtbot.waitSignal(studio.store.path_changed, timeout=30_000):  # saving runs on the writer thread
+        studio.store.save(studio.project, tmp_path / "My book.s2proj")
 
     def steps(d: ExportDialog, seen: dict) -> None:
         seen["name"] = Path(d.out.text()).name

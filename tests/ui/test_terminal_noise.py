@@ -61,8 +61,15 @@ UNDERRUN = textwrap.dedent("""
     def late(out, frames, at, status):  # a callback late every block: the device underruns
         time.sleep(0.15)
         out[:] = 0
+    class Seen(logging.Handler):  # ends the run at the first recovery; a busy machine may take a while to underrun
+        recovered = False
+        def emit(self, record):
+            Seen.recovered = Seen.recovered or "snd_pcm_recover" in record.getMessage()
+    logging.getLogger().addHandler(Seen())
     with sd.OutputStream(samplerate=44100, channels=1, callback=late, blocksize=256):
-        time.sleep(1.5)
+        deadline = time.monotonic() + 30
+        while not Seen.recovered and time.monotonic() < deadline:
+            time.sleep(0.1)
 """)
 
 

@@ -273,6 +273,7 @@ def test_settings_choose_the_model_and_language(qtbot, studio):
 def test_closing_the_dialog_while_transcribing_stops_it(qtbot, studio, tmp_path):
     w = studio
     clip, _ = spoken(tmp_path, "take", " ".join(PARAGRAPHS))
+    threads = threading.active_count()  # the whole suite's threads: earlier tests' may still be winding down
     d = NewVoiceDialog([clip], "", w.voices, asr=asr_settings(w.ctx.settings), jobs=w.voices.jobs)
     qtbot.addWidget(d)
     d.show()
@@ -288,7 +289,7 @@ def test_closing_the_dialog_while_transcribing_stops_it(qtbot, studio, tmp_path)
         qtbot.waitUntil(lambda: d2.cards[0].auto, timeout=60000)
     finally:
         d2.done(0)
-    assert threading.active_count() < 50
+    assert threading.active_count() <= threads + 2  # the jobs' worker, not a thread per dialog
 
 
 def test_without_the_extra_the_dialog_says_how_to_get_it(qtbot, studio, tmp_path, monkeypatch):
