@@ -13,6 +13,7 @@ from PySide6.QtCore import QTimer
 from s2studio.state import project_folder
 from s2studio.state.project_document import read_document
 from s2studio.state.project_files import read_project
+from s2studio.state.script_edits import ScriptParser
 from s2studio.state.take_files import take_files
 from s2studio.ui.control import projects
 from ui_helpers import cast_two_voices, close_studio, fake_engine, open_studio
@@ -56,11 +57,16 @@ def test_save_as_and_open_run_off_the_window_thread(qtbot, tmp_path, monkeypatch
         assert not w.store.unsaved_work and w.store.path == tmp_path / "scene.s2proj"
         assert w.new_project()
         seen.clear()
+        parsed_on: list[str] = []
+        real_parse = ScriptParser.parse
         with monkeypatch.context() as m:
             timer = _blocking(m, "open", ticks, seen)
+            m.setattr(ScriptParser, "parse", lambda *a, **k: (parsed_on.append(threading.current_thread().name),
+                                                              real_parse(*a, **k))[1])
             assert w.open_project(tmp_path / "scene.s2proj")
             timer.stop()
         assert seen == ["project-writer"]
+        assert parsed_on == ["project-writer"]  # the script too: the window thread only swaps it in
         assert w.editor.toPlainText() == "Alice: Saved while the window answers."
     finally:
         close_studio(w)

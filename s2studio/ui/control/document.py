@@ -13,7 +13,7 @@ the takes panel and the autosave what changed:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -63,14 +63,22 @@ class Document(QObject):
 
     # -- the project ---------------------------------------------------------------------------
 
-    def replace(self, project: Project) -> None:
-        """Another project: its script with its saved ids (or content ids, for an old file)."""
-        self._adopt(project)
+    def replace(self, project: Project, ahead: ParsedAhead | None = None) -> None:
+        """Another project: its script with its saved ids (or content ids, for an old file); `ahead`: its
+        script parsed off the GUI thread (`parse_ahead`: a book's takes a second to parse)."""
+        self._adopt(project, ahead)
         self.replaced.emit()
 
-    def _adopt(self, project: Project) -> None:
+    def voice_ids(self) -> frozenset[str]:
+        """The library's voices as the parser's warnings depend on them (`parse_ahead`)."""
+        return frozenset(self._voices)
+
+    def _adopt(self, project: Project, ahead: ParsedAhead | None = None) -> None:
         self.project = project
-        script = first_ids(self._parser.parse(project.script, self._known()), project.line_ids)
+        if ahead is not None and ahead.text is project.script and ahead.known == _known(project, self.voice_ids()):
+            self._parser, script = ahead.parser, ahead.script
+        else:
+            script = first_ids(self._parser.parse(project.script, self._known()), project.line_ids)
         owned = set(script.line_ids)
         orphans: dict[Key, list[str]] = {}
         for line_id, entry in project.lines.items():
@@ -226,10 +234,32 @@ class Document(QObject):
         """Lines whose picked take is missing or stale: what Render ▸ Render Stale Lines renders."""
         return [ln for ln in self.script.lines if self.state(ln).kind != "fresh"]
 
-    def _known(self) -> set[str] | None:
+    def _known(self) -> frozenset[str] | None:
         """Speaker names the parser does not warn about: those with a voice (the Narrator too: a narrated line
         without one is underlined, as the cast's warning names it). With no voices yet every name would be
         "unknown", so nothing is warned until there is a voice to pick."""
-        if not self._voices:
-            return None
-        return {s for s, v in self.project.cast.items() if v in self._voices}
+        return _known(self.project, self._voices)
+
+
+@dataclass(frozen=True)
+class ParsedAhead:
+    """A project's script parsed where the GUI thread does not wait for it (`parse_ahead`)."""
+
+    text: str
+    known: frozenset[str] | None
+    parser: ScriptParser
+    script: Script
+
+
+def parse_ahead(project: Project, voice_ids: Collection[str]) -> ParsedAhead:
+    """What `Document.replace` would parse for `project` (thread-safe: touches nothing but its arguments)."""
+    known = _known(project, voice_ids)
+    parser = ScriptParser()
+    return ParsedAhead(project.script, known, parser, first_ids(parser.parse(project.script, known), project.line_ids))
+
+
+def _known(project: Project, voice_ids: Collection[str]) -> frozenset[str] | None:
+    """Speakers whose voice the library has (None without any voice: then no name is warned about)."""
+    if not voice_ids:
+        return None
+    return frozenset(s for s, v in project.cast.items() if v in voice_ids)

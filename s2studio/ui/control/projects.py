@@ -27,14 +27,14 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QObject, QSettings, QTimer, Signal
 
 from s2studio.state.project import Project, Take
-from s2studio.state.project_files import exists, recover
+from s2studio.state.project_files import ProjectFile, exists, recover
 from s2studio.state.project_folder import ProjectFolder
 from s2studio.state.project_journal import capture
 from s2studio.ui.control.background import Background
@@ -46,6 +46,7 @@ MAX_RECENT = 8
 AUTOSAVE_DELAY_MS = 3000
 """After an edit (typing comes in bursts)."""
 RENDER_AUTOSAVE_S = 10.0
+Ahead = Callable[[Project], object]
 """While takes arrive, at most this often: a take's own files are written at once; its row waits this long."""
 
 
@@ -71,6 +72,8 @@ class ProjectStore(QObject):
         """Takes the last opened or restored project could not read (left out); the window shows them."""
         self.packed_voices: dict[str, Path] = {}
         """The voices packed in the last opened project (voice id -> its .s2voice inside it)."""
+        self.ahead_result: object = None
+        """What the last open's or restore's `ahead` made of its project."""
         self.queue = WriteQueue(self)
         self.finished = self.queue.finished
         """(ticket, result, error) of a save, open or restore that ended (`WriteQueue.finished`)."""
@@ -140,22 +143,23 @@ class ProjectStore(QObject):
         self.kept_path.unlink(missing_ok=True)
         shutil.rmtree(self.autosave_path, ignore_errors=True)
 
-    def restore(self) -> int:
+    def restore(self, ahead: Ahead | None = None) -> int:
         """Open the autosave (off the window's thread); `finished` brings (project, the file it belongs to).
-        One that cannot be opened is moved aside first, so the next start does not offer it again."""
+        One that cannot be opened is moved aside first, so the next start does not offer it again. `ahead`:
+        work to do on the project there too (its script parsed), its result in `ahead_result`."""
         self.kept_path.unlink(missing_ok=True)
 
         def done(result: Any, error: str) -> tuple[Project, Path | None] | None:
             if error:
                 self.set_aside()
                 return None
-            folder, opened = result
+            folder, opened, self.ahead_result = result
             self._autosave = folder  # it knows what the autosave holds: the next one appends
             self.problems = opened.problems
             return opened.project, opened.autosave_of
 
-        return self.queue.submit("restore", lambda: lambda task: ProjectFolder.open(
-            self.autosave_path, autosave=True, progress=task.progress.emit), done)
+        return self.queue.submit("restore", lambda: lambda task: _opened(
+            ProjectFolder.open(self.autosave_path, autosave=True, progress=task.progress.emit), ahead), done)
 
     def set_aside(self) -> Path | None:
         """Move the autosave out of the way (kept as `damaged-<time>.s2proj`); returns where it went."""
@@ -272,15 +276,15 @@ class ProjectStore(QObject):
 
         return self.queue.submit("save", prepare, done)
 
-    def open(self, path: Path) -> int:
+    def open(self, path: Path, ahead: Ahead | None = None) -> int:
         """Open the project at `path` off the window's thread; `finished` brings the project (or one
-        `UserError` message); unreadable takes are in `problems`."""
+        `UserError` message); unreadable takes are in `problems`. `ahead`: as for `restore`."""
 
         def done(result: Any, error: str) -> Project | None:
             if error:
                 logger.warning("cannot open %s: %s", path, error)
                 return None
-            folder, opened = result
+            folder, opened, self.ahead_result = result
             self._folder, self._home_ok = folder, True
             self.problems = opened.problems
             self.packed_voices = dict(opened.packed_voices)
@@ -293,8 +297,8 @@ class ProjectStore(QObject):
             self.path_changed.emit(self.path)
             return opened.project
 
-        return self.queue.submit("open", lambda: lambda task: ProjectFolder.open(
-            Path(path), progress=task.progress.emit), done)
+        return self.queue.submit("open", lambda: lambda task: _opened(
+            ProjectFolder.open(Path(path), progress=task.progress.emit), ahead), done)
 
     def cancel(self) -> None:
         """Stop the running save (a long copy stops between takes; the folder stays as it was)."""
@@ -342,3 +346,8 @@ class ProjectStore(QObject):
         items = [str(path)] + [str(p) for p in self.recent() if p != path]
         self.settings.setValue("recent", items[:MAX_RECENT])
         self.recent_changed.emit()
+
+
+def _opened(opened: tuple[ProjectFolder, ProjectFile], ahead: Ahead | None) -> tuple[ProjectFolder, ProjectFile, object]:
+    """(writer, project file, what `ahead` made of the project), on the writer thread."""
+    return (*opened, ahead(opened[1].project) if ahead is not None else None)

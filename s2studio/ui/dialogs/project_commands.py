@@ -7,6 +7,7 @@ the voices this library lacks (`dialogs/project_voices.py`)."""
 
 from __future__ import annotations
 
+import functools
 import logging
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from s2studio.errors import UserError
 from s2studio.state.project import Project
 from s2studio.state.project_voices import note_voice_names, pack
 from s2studio.state.voices import VoiceLibrary
-from s2studio.ui.control.document import Document
+from s2studio.ui.control.document import Document, ParsedAhead, parse_ahead
 from s2studio.ui.control.projects import ProjectStore
 from s2studio.ui.dialogs.project_voices import resolve_voices
 from s2studio.ui.file_places import remember, start_in
@@ -117,7 +118,8 @@ class ProjectCommands(QObject):
                 return False
             path = Path(name)
             remember("project", path)
-        project, error = self._wait(self.store.open(path), "Opening the project…")
+        ahead = functools.partial(parse_ahead, voice_ids=self.document.voice_ids())
+        project, error = self._wait(self.store.open(path, ahead), "Opening the project…")
         if error or not isinstance(project, Project):
             QMessageBox.warning(self.window, "Open project", error)
             return False
@@ -126,7 +128,7 @@ class ProjectCommands(QObject):
         if len(self.library.list()) != before:
             self.voices_added.emit()
         self.about_to_switch.emit()
-        self.document.replace(project)
+        self.document.replace(project, self._ahead())
         if changed:  # the cast now names this library's voices: worth saving
             self.store.changed(project)
         if notes:
@@ -135,6 +137,11 @@ class ProjectCommands(QObject):
                     sum(len(entry.takes) for entry in project.lines.values()))
         self._report_unreadable_takes("Open project")
         return True
+
+    def _ahead(self) -> ParsedAhead | None:
+        """The script of the project just opened, parsed on the writer thread while it was read."""
+        ahead = self.store.ahead_result
+        return ahead if isinstance(ahead, ParsedAhead) else None
 
     def _report_unreadable_takes(self, title: str) -> None:
         problems = self.store.problems
@@ -207,7 +214,8 @@ class ProjectCommands(QObject):
         return self.restore_autosave()
 
     def restore_autosave(self) -> bool:
-        restored, error = self._wait(self.store.restore(), "Restoring the autosaved project…")
+        ahead = functools.partial(parse_ahead, voice_ids=self.document.voice_ids())
+        restored, error = self._wait(self.store.restore(ahead), "Restoring the autosaved project…")
         if error or not isinstance(restored, tuple):
             logger.warning("cannot restore the autosave: %s", error)
             QMessageBox.warning(self.window, "Restore", f"The autosaved project could not be restored: {error} "
@@ -216,7 +224,7 @@ class ProjectCommands(QObject):
         project, origin = restored
         self.about_to_switch.emit()
         self.store.new(project, origin)
-        self.document.replace(project)
+        self.document.replace(project, self._ahead())
         self.store.changed(project)  # restored work is unsaved until it is saved
         stale = len(self.document.stale_lines())
         logger.info("restored the autosave of %s (%d lines, %d to render)", origin or "an unsaved project",
