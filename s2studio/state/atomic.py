@@ -10,6 +10,12 @@ third output fails leaves none of them. Any failure removes the temp files; the 
 and never hides the error. Every `OSError` becomes one `WriteError` line ("No space left on device on …",
 "permission denied: …", "read-only file system: …").
 
+Two more shapes of write, for a project that changes a line at a time (`state/project_folder.py`):
+`append_durable` adds a line to a file that only grows (a journal: whatever a crash or a full disk cuts short
+is only ever its torn tail, cut off before the next append), and `link_file`/`copy_files` give a folder a
+file another folder already has, never rewriting either (a hard link; a copy where the disk cannot link).
+A set's files are fsynced side by side (`in_parallel`): file systems commit concurrent fsyncs together.
+
 A killed process leaves its temp files behind (no cleanup runs on SIGKILL): `clean_stale` removes those
 that are older than this process and that no live process holds locked.
 

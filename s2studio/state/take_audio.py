@@ -168,6 +168,9 @@ class TakeSound:
     def in_memory(self) -> bool:
         return self.data is not None
 
+    def __len__(self) -> int:
+        return self.length
+
     # -- reading -----------------------------------------------------------------------------------
 
     def _blocks(self, offset: int, frames: int) -> range:

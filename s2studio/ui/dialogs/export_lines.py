@@ -28,7 +28,7 @@ def rendered_lines(project: Project, script: Script, voice_names: Mapping[str, s
         else:
             picked.append((number, line, take))
     chapters = chapter_titles(script, (line.line_id for _, line, _ in picked))
-    out = [RenderedLine(line.line_id, line.speaker, line.text, take.audio,
+    out = [RenderedLine(line.line_id, line.speaker, line.text, take.sound,  # read through the timeline, in blocks
                         voice=names.get(project.cast.get(line.speaker, ""), ""), number=number,
                         chapter=chapters.get(line.line_id)) for number, line, take in picked]
     return out, missing
