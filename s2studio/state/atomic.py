@@ -329,7 +329,7 @@ if hasattr(os, "register_at_fork"):
 
 def in_parallel(fn: Callable[[_T], object], items: Iterable[_T]) -> None:
     """`fn(item)` for every item, on a small pool of threads when there are several (for calls that wait on
-    the disk and release the GIL); the first exception is raised once all are done."""
+    the disk, or C code that lets go of the GIL); the first exception is raised once all are done."""
     items = list(items)
     if len(items) <= 1:
         for item in items:

@@ -296,6 +296,7 @@ def dump_field(name: str, value: Any) -> Any:
 
 def whole_document(state: DocState, generation: int) -> dict[str, Any]:
     """project.json's content for `state` (take files not included)."""
+    state = state.keyed()
     values: dict[str, Any] = dict(state.fields)
     values.update(format=FORMAT_VERSION, generation=generation, script=state.script,
                   line_ids=None if state.line_ids is None else list(state.line_ids),

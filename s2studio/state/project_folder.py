@@ -83,7 +83,7 @@ class ProjectFolder:
         folder.format, folder.generation = doc.format, doc.generation
         folder.journal_at, folder.records = doc.journal_bytes, doc.journal_records
         folder.document_bytes, folder.damage = doc.document_bytes, doc.journal_damage
-        folder.base = capture(project, origin)
+        folder.base = capture(project, origin).keyed()
         folder._stamp = folder._stat()
         if doc.journal_damage:
             problems.append(f"the changes saved after {doc.journal_records} saves since the last full save could "
@@ -105,6 +105,7 @@ class ProjectFolder:
         (voice id -> `.s2voice` bytes; {} for none; None leaves them as they are). `progress(fraction, text)`
         is told while takes are copied; `cancel` (a `threading.Event`) stops a copy with `Cancelled`.
         Raises `UserError` with one line (nothing lost: the folder holds the save before)."""
+        state = state.keyed()
         path = self.path
         tmp, _ = siblings(path)
         if self.base is None:

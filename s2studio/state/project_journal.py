@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,24 +51,36 @@ script, its line ids and the takes, and the file's `autosave_of`."""
 @dataclass(frozen=True)
 class DocState:
     """The document of one project at one moment, cheap to capture (`capture`) and to compare: takes never
-    change, so a line is compared by the identity of its takes."""
+    change, so a line is compared by the identity of its takes. As captured, a line is (picked, its takes);
+    `keyed()` (on the writer's thread) adds what each take's row shows (`LineKey`)."""
 
     fields: Mapping[str, Any]
     script: str
     line_ids: tuple[str, ...] | None
-    lines: Mapping[str, LineKey]
+    lines: Mapping[str, tuple[int, tuple[Any, ...]]]
+    is_keyed: bool = False
 
     def takes(self) -> list[Take]:
-        return [key[0] for _, keys in self.lines.values() for key in keys]
+        if self.is_keyed:
+            return [key[0] for _, keys in self.lines.values() for key in keys]
+        return [take for _, takes in self.lines.values() for take in takes]
+
+    def keyed(self) -> DocState:
+        """Each take with the row fields that adopting an old take may fill in later (read now: a row is
+        written as the take is when it is written, and written again when they change)."""
+        if self.is_keyed:
+            return self
+        lines = {k: (picked, tuple((t, t.speaker, t.voice, t.settings) for t in takes))
+                 for k, (picked, takes) in self.lines.items()}
+        return replace(self, lines=lines, is_keyed=True)
 
 
 def capture(project: Project, autosave_of: Path | None = None) -> DocState:
-    """What `project` holds now (the GUI thread calls this; the writer thread works from the result while
-    the project goes on changing)."""
+    """What `project` holds now (the GUI thread calls this: references only, about 5 ms for a book; the writer
+    thread works from the result while the project goes on changing)."""
     fields = {name: _copied(getattr(project, name)) for name in PLAIN_FIELDS[:-1]}
     fields["autosave_of"] = None if autosave_of is None else str(autosave_of)
-    lines = {line_id: (entry.picked, tuple((t, t.speaker, t.voice, t.settings) for t in entry.takes))
-             for line_id, entry in project.lines.items()}
+    lines = {line_id: (entry.picked, tuple(entry.takes)) for line_id, entry in project.lines.items()}
     ids = tuple(project.line_ids) if project.line_ids is not None else None
     return DocState(fields, project.script, ids, lines)
 

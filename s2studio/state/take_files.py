@@ -33,7 +33,7 @@ import soundfile as sf
 
 from s2studio.audio import SAMPLE_RATE
 from s2studio.errors import Cancelled, UserError, printable
-from s2studio.state.atomic import (OPEN_FLAGS, OutputSet, WriteError, copy_files, fsync_dir, link_file,
+from s2studio.state.atomic import (OPEN_FLAGS, OutputSet, WriteError, copy_files, fsync_dir, in_parallel, link_file,
                                    remove_quietly, write_bytes_atomic, write_error)
 from s2studio.state.codes import NUM_CODEBOOKS, npy_header
 from s2studio.state.project import Take, TakeFiles
@@ -115,16 +115,24 @@ def npy_bytes(array: np.ndarray) -> bytes:
 
 
 def write_takes(takes: Sequence[Take], folder: Path) -> list[tuple[Take, TakeFiles, Audio, Audio]]:
-    """Write the in-memory `takes` into `folder`, all their files together or none (made durable side by
-    side: `atomic.OutputSet`); returns each take with its files, its peaks and the samples its FLAC holds."""
+    """Write the in-memory `takes` into `folder`, all their files together or none (encoded side by side, made
+    durable side by side: `atomic.in_parallel`); returns each take with its files, its peaks and the samples
+    its FLAC holds."""
+    encoded: dict[str, tuple[bytes, Audio]] = {}
+
+    def encode(take: Take) -> None:  # libsndfile lets go of the GIL while it encodes
+        pcm, held = stored(take.sound.samples())
+        encoded[take.take_id] = flac_bytes(pcm), held
+
+    in_parallel(encode, takes)
     done = []
     with OutputSet() as out:
         for take in takes:
-            pcm, held = stored(take.sound.samples())
+            flac, held = encoded.pop(take.take_id)
             peaks = peaks_of(held)
             files = take_files(folder, take.take_id)
             _shard_folder(folder, take.take_id)
-            out.add(files.audio, flac_bytes(pcm))
+            out.add(files.audio, flac)
             out.add(files.codes, npy_bytes(np.asarray(take.codes, np.int64)))
             out.add(files.peaks, npy_bytes(peaks))
             done.append((take, files, peaks, held))
