@@ -5,12 +5,14 @@ interval."""
 
 from __future__ import annotations
 
+import errno
 import threading
 import time
 
 from PySide6.QtCore import QTimer
 
 from s2studio.state import project_folder
+from s2studio.state.atomic import WriteError
 from s2studio.state.project_document import read_document
 from s2studio.state.project_files import read_project
 from s2studio.state.script_edits import ScriptParser
@@ -116,5 +118,34 @@ def test_while_takes_arrive_the_autosave_waits_its_interval(qtbot, tmp_path, mon
         w.store._last_autosave -= projects.RENDER_AUTOSAVE_S  # long enough ago: the next take's autosave is due
         w.store.changed(w.project, soon=True)
         assert w.store._timer.remainingTime() < 1000
+    finally:
+        close_studio(w)
+
+
+def test_takes_a_project_folder_cannot_take_go_to_the_autosave_and_nothing_is_lost(qtbot, tmp_path, monkeypatch):
+    """A project on a read-only disk (or a full one): its new takes are kept in the autosave's folder instead, and
+    a restore after a crash has them."""
+    monkeypatch.setenv("S2STUDIO_DATA_DIR", str(tmp_path / "data"))
+    w = open_studio(qtbot, fake_engine)
+    path = tmp_path / "scene.s2proj"
+    try:
+        cast_two_voices(w, tmp_path)
+        assert w.save_project_as(path)
+
+        def read_only(self, takes):
+            raise WriteError(f"read-only file system: {self.path}; choose a folder on a writable disk", self.path,
+                             errno.EROFS)
+
+        monkeypatch.setattr(project_folder.ProjectFolder, "write_takes", read_only)
+        w.actions_by_name["render_all"].trigger()
+        qtbot.waitUntil(lambda: len(w.project.lines) == 2 and not w.session.busy, timeout=15000)
+        w.store.flush()
+        takes = [e.current for e in w.project.lines.values()]
+        assert all(t.files is not None and t.files.folder == w.store.autosave_path for t in takes)
+        assert not any(take_files(path, t.take_id).audio.exists() for t in takes)
+        restored = read_project(w.store.autosave_path, autosave=True)  # what a restart after a crash finds
+        assert restored.problems == ()
+        assert sorted(t.take_id for e in restored.project.lines.values() for t in e.takes) == \
+            sorted(t.take_id for t in takes)
     finally:
         close_studio(w)
