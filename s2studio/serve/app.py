@@ -25,6 +25,7 @@ from s2studio.serve.config import ServeConfig
 from s2studio.serve.errors import ApiError, error_response
 from s2studio.serve.jobs import Disconnected, JobResponse, JobStream
 from s2studio.serve.references import CodesCache
+from s2studio.serve.uploads import UploadedVoices
 from s2studio.serve.runner import EngineRunner, Work
 from s2studio.serve.synthesis import AudioOut
 from s2studio.state.voices import VoiceLibrary
@@ -47,6 +48,8 @@ class ServerState:
     runner: EngineRunner
     library: VoiceLibrary
     cache: CodesCache = field(default_factory=CodesCache)
+    uploads: UploadedVoices = field(default_factory=UploadedVoices)
+    """Voices clients uploaded through `POST /v1/audio/voices` (routes_voices), in memory."""
     history: collections.deque[JobRecord] = field(default_factory=lambda: collections.deque(maxlen=1000))
 
     @property

@@ -5,7 +5,9 @@ the library (its name or id, as a string or `{"id": ...}`). The audio is the mod
 16-bit mono at that rate, stated in `X-Audio-Sample-Rate`. Responses stream as the engine decodes, except a
 `wav` or `flac` asked for without `stream_format`, which is sent whole with exact headers. `aac` is refused:
 libsndfile, which writes every other format, has no AAC encoder. `speed` other than 1.0 is refused: S2 has
-no speed control, and stretching would change the voice. Extensions: `seed`, `temperature`, `top_p`.
+no speed control, and stretching would change the voice. Extensions: `seed`, `temperature`, `top_p`, and
+vllm-omni's for cloning: `voice` may name a clip uploaded through `POST /v1/audio/voices` (routes_voices), or the
+request carries `ref_audio` (a base64 data URL) + `ref_text`; `max_new_tokens`.
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ from starlette.responses import JSONResponse, Response
 
 from s2studio.audio.stream_encode import StreamEncoder
 from s2studio.engine.api import FRAME_SAMPLES, SAMPLE_RATE, SamplingParams
-from s2studio.serve.app import audio_response, read_json, state_of
+from s2studio.serve.app import ServerState, audio_response, read_json, state_of
 from s2studio.serve.compile import speech_lines
 from s2studio.serve.errors import ApiError
 from s2studio.serve.parsing import find_voice, parse
+from s2studio.serve.references import InlineReference, check_reference
 from s2studio.serve.synthesis import AudioOut, Speech, speech_work
+from s2studio.state.voices import Voice
 
 router = APIRouter()
 
@@ -40,7 +44,7 @@ class SpeechBody(BaseModel):
 
     model: str = ""
     input: str
-    voice: str | VoiceId
+    voice: str | VoiceId = "default"
     instructions: str | None = None
     response_format: Literal["mp3", "opus", "aac", "flac", "wav", "pcm"] = "mp3"
     speed: float = 1.0
@@ -48,6 +52,34 @@ class SpeechBody(BaseModel):
     seed: int | None = None
     temperature: float = Field(0.8, gt=0.0, lt=2.0)
     top_p: float = Field(0.8, gt=0.0, le=1.0)
+    ref_audio: str | None = None
+    ref_text: str | None = None
+    max_new_tokens: int | None = Field(None, ge=1)
+
+
+def _data_url_audio(url: str) -> bytes:
+    """The bytes of a `data:audio/...;base64,...` URL; anything else (an http or file URL) is refused: this
+    server fetches nothing on a client's behalf and reads no path a client names."""
+    head, sep, payload = url.partition(",")
+    if not url.startswith("data:") or not sep or not head.endswith(";base64"):
+        raise ApiError(400, "ref_audio must be a base64 data URL (data:audio/wav;base64,...); this server does "
+                       "not fetch URLs or read paths", "invalid_reference", "ref_audio")
+    try:
+        return base64.b64decode(payload, validate=True)
+    except ValueError:
+        raise ApiError(400, "ref_audio is not valid base64", "invalid_reference", "ref_audio") from None
+
+
+def _voice_of(state: ServerState, body: SpeechBody) -> tuple[tuple[Voice, ...], tuple[InlineReference, ...]]:
+    """Who speaks: inline `ref_audio` + `ref_text`, an uploaded voice, or a library voice (in that order)."""
+    limit = state.config.limits.max_reference_seconds
+    if body.ref_audio is not None:
+        return (), (check_reference(0, _data_url_audio(body.ref_audio), body.ref_text or "", limit),)
+    name = body.voice if isinstance(body.voice, str) else body.voice.id
+    uploaded = state.uploads.get(name)
+    if uploaded is not None:
+        return (), (uploaded.reference,)
+    return (find_voice(state.library, name, "voice"),), ()
 
 
 def _sse_delta(data: bytes) -> bytes:
@@ -78,11 +110,12 @@ async def speech(request: Request) -> Response:
     if body.speed != 1.0:
         raise ApiError(400, f"speed {body.speed:g} is not supported: S2 has no speed control; send 1.0 "
                        "(or leave it out)", "unsupported_speed", "speed")
-    voice = find_voice(state.library, body.voice if isinstance(body.voice, str) else body.voice.id, "voice")
+    voices, inline = _voice_of(state, body)
+    frames = min(body.max_new_tokens or 1024, limits.max_new_tokens)
     speech = Speech(speech_lines(body.input, body.instructions),
-                    SamplingParams(temperature=body.temperature, top_p=body.top_p,
-                                   max_new_tokens=min(1024, limits.max_new_tokens), seed=body.seed),
-                    voices=(voice,))
+                    SamplingParams(temperature=body.temperature, top_p=body.top_p, max_new_tokens=frames,
+                                   seed=body.seed),
+                    inline=inline, voices=voices)
     fmt = body.response_format
     streaming = body.stream_format is not None or fmt not in ("wav", "flac")
     out = AudioOut(StreamEncoder(fmt, streaming), "line")
@@ -114,7 +147,6 @@ async def audio_models(request: Request) -> Response:
 
 
 @router.get("/v1/voices")
-@router.get("/v1/audio/voices")
 async def voices(request: Request) -> Response:
     listed = [{"id": v.id, "name": v.name, "clips": len(v.clips)} for v in state_of(request).library.list()]
     return JSONResponse({"voices": listed})

@@ -20,7 +20,7 @@ from starlette.responses import Response
 
 from s2studio import __version__
 from s2studio.engine.api import Engine, LoadRequest
-from s2studio.serve import routes_fish, routes_native, routes_openai
+from s2studio.serve import routes_fish, routes_native, routes_openai, routes_voices
 from s2studio.serve.app import ApiKeyMiddleware, ServerState, log
 from s2studio.serve.errors import ApiError, error_response
 from s2studio.serve.config import ServeConfig
@@ -39,6 +39,7 @@ def start_state(config: ServeConfig, load: LoadRequest, library: VoiceLibrary,
 def create_app(state: ServerState) -> FastAPI:
     app = FastAPI(title="S2 Studio", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.s2 = state
+    app.include_router(routes_voices.router)
     app.include_router(routes_openai.router)
     app.include_router(routes_fish.router)
     app.include_router(routes_native.router)

@@ -1,0 +1,68 @@
+"""vllm-omni's voice upload and `voice` naming on our `/v1/audio/speech`, live on 127.0.0.1 with the tiny model:
+a clip uploaded once is encoded once and then named; `ref_audio` as a data URL clones inline; what vllm-omni's
+clients may send that we refuse gets one clear OpenAI-shaped message."""
+
+from __future__ import annotations
+
+import base64
+import io
+
+import httpx
+import numpy as np
+import pytest
+import soundfile as sf
+from conftest import API_KEY
+
+
+@pytest.fixture
+def http(real_server) -> httpx.Client:
+    with httpx.Client(base_url=real_server.url, headers={"Authorization": f"Bearer {API_KEY}"},
+                      timeout=120) as client:
+        yield client
+
+
+def _speech(http: httpx.Client, **body: object) -> np.ndarray:
+    response = http.post("/v1/audio/speech", json={"input": "Hi there.", "response_format": "wav", "seed": 3,
+                                                   **body})
+    assert response.status_code == 200, response.text
+    samples, rate = sf.read(io.BytesIO(response.content), dtype="float32")
+    assert rate == 44100 and len(samples) > 0
+    return samples
+
+
+def test_an_uploaded_voice_is_encoded_once_then_named_like_the_same_clip_inline(http, real_server, clips) -> None:
+    clip = clips["alice"].read_bytes()
+    files = {"audio_sample": ("alice.wav", clip, "audio/wav")}
+    form = {"name": "Narrator-1", "consent": "recorded by the tests", "ref_text": "Hello, I am Alice."}
+    up = http.post("/v1/audio/voices", files=files, data=form)
+    assert up.status_code == 200 and up.json()["voice"]["name"] == "Narrator-1"
+    listed = http.get("/v1/audio/voices").json()
+    assert "Narrator-1" in listed["voices"] and "Alice" in listed["voices"]
+    assert [v["ref_text"] for v in listed["uploaded_voices"]] == ["Hello, I am Alice."]
+    before = real_server.state.cache.encoded
+    named = _speech(http, voice="narrator-1")  # names are case-insensitive, as on vllm-omni
+    again = _speech(http, voice="Narrator-1")
+    inline = _speech(http, ref_audio="data:audio/wav;base64," + base64.b64encode(clip).decode(),
+                     ref_text="Hello, I am Alice.")
+    assert real_server.state.cache.encoded - before <= 1  # the same clip: encoded once for all three
+    np.testing.assert_array_equal(named, again)
+    np.testing.assert_array_equal(named, inline)
+    assert http.delete("/v1/audio/voices/narrator-1").json()["success"] is True
+    gone = http.post("/v1/audio/speech", json={"input": "Hi.", "voice": "Narrator-1"})
+    assert gone.status_code == 404 and "no voice called 'Narrator-1'" in gone.json()["error"]["message"]
+
+
+def test_what_we_refuse_is_said_in_one_line(http, clips) -> None:
+    clip = clips["bob"].read_bytes()
+    no_consent = http.post("/v1/audio/voices", files={"audio_sample": ("b.flac", clip)},
+                           data={"name": "b", "ref_text": "And I am Bob."})
+    assert no_consent.status_code == 400 and no_consent.json()["error"]["param"] == "consent"
+    no_text = http.post("/v1/audio/voices", files={"audio_sample": ("b.flac", clip)},
+                        data={"name": "b", "consent": "yes"})
+    assert "exact transcript" in no_text.json()["error"]["message"]
+    bad_name = http.post("/v1/audio/voices", files={"audio_sample": ("b.flac", clip)},
+                         data={"name": "../x", "consent": "yes", "ref_text": "And I am Bob."})
+    assert bad_name.status_code == 400 and bad_name.json()["error"]["param"] == "name"
+    url = http.post("/v1/audio/speech", json={"input": "Hi.", "ref_audio": "file:///etc/passwd", "ref_text": "x"})
+    assert url.status_code == 400 and "does not fetch URLs or read paths" in url.json()["error"]["message"]
+    assert http.delete("/v1/audio/voices/nobody").status_code == 404
