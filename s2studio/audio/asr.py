@@ -199,3 +199,32 @@ def _recognize(audio: np.ndarray, folder: Path, settings: AsrSettings, cancel: t
             raise Cancelled()
     text = re.sub(r"\s+", " ", "".join(texts)).strip()
     return Transcript(text, info.language, float(info.language_probability), name)
+
+
+def word_probabilities(samples: np.ndarray, rate: int, text: str, language: str,
+                       settings: AsrSettings = AsrSettings()) -> list[tuple[str, float]]:
+    """How sure Whisper is of each word of `text` in `samples` when it is told the text (its decoder forced
+    through it, the probabilities faster-whisper's word timestamps carry): a word the audio does not hold scores
+    near 0 even where a free transcript would have misheard it. Words as Whisper splits them (punctuation apart);
+    the first 30 s of audio only (a line). Blocks; `UserError` when it cannot be done."""
+    missing = asr_missing()
+    if missing:
+        raise UserError(missing)
+    if not text.strip():
+        return []
+    from faster_whisper.audio import pad_or_trim  # noqa: PLC0415 - the optional extra
+    from faster_whisper.tokenizer import Tokenizer  # noqa: PLC0415
+
+    audio = np.asarray(samples, dtype=np.float32).reshape(-1)
+    audio = resample(audio, rate, ASR_RATE) if rate != ASR_RATE else audio
+    folder = ensure_model(settings.model)
+    with Recognizer._lock:
+        model = Recognizer.model(folder)
+        features = model.feature_extractor(audio[:30 * ASR_RATE])
+        encoded = model.encode(pad_or_trim(features))
+        multilingual = model.model.is_multilingual
+        tokenizer = Tokenizer(model.hf_tokenizer, multilingual, task="transcribe",
+                              language=(language or "en") if multilingual else "en")
+        words = model.find_alignment(tokenizer, [tokenizer.encode(" " + text.strip())], encoded,
+                                     features.shape[-1])[0]
+    return [(str(w["word"]), float(w["probability"])) for w in words]
