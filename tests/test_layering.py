@@ -22,6 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("s2studio.text", "s2studio.model"),
     ("s2studio.audio.*",),
     ("s2studio.codec",),
+    ("s2studio.checks",),  # checks of finished takes: speech recognition, signal, voice (torch in its process)
     ("s2studio.engine",),  # the torch-free seam: api, plan, fake
     ("s2studio.engine.weights",),
     ("s2studio.demo_model",),

@@ -9,6 +9,7 @@ installed, a voice without clips) is "skipped" with the reason; the others still
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import statistics
 from dataclasses import dataclass
@@ -74,6 +75,10 @@ class Checker:
         self._clips: dict[tuple[str, int, int], ClipFacts] = {}
 
     def check(self, job: CheckJob) -> TakeCheck:
+        """Every check of one take; `UserError` when the checks' own packages are not installed."""
+        missing = [name for name in ("num2words", "rapidfuzz") if importlib.util.find_spec(name) is None]
+        if missing:
+            raise UserError(f"the take checks need {' and '.join(missing)}: pip install 's2studio[checks]'")
         samples = np.asarray(job.samples, np.float32).reshape(-1)
         speech = signal.find_speech(samples, job.rate)
         s = self.settings
@@ -99,7 +104,11 @@ class Checker:
         missing = asr_missing()
         if missing:
             return missing
-        if find_model(self.asr.model) is None:
+        try:
+            here = find_model(self.asr.model)
+        except UserError as exc:  # a folder that is not there, a name that is no model
+            return str(exc)
+        if here is None:
             return (f"the speech-recognition model “{describe(self.asr.model)}” is not on this computer: transcribe "
                     "a clip once to download it, or choose another in Settings ▸ Transcripts")
         return ""
