@@ -26,6 +26,8 @@ from typing import Any
 import numpy as np
 
 from s2studio import __version__, paths
+from s2studio.audio.asr_models import DEFAULT_MODEL
+from s2studio.commands import checked_takes
 from s2studio.commands.outputs import check_file, check_folder
 from s2studio.commands.render_log import EventLog, LoggedEncoder, ProgressBar
 from s2studio.engine.api import (
@@ -42,7 +44,9 @@ EngineFactory = Callable[[], Engine]
 SCRIPT_ONLY = (("--cast", "cast", []), ("--stems", "stems", None), ("--srt", "srt", None), ("--vtt", "vtt", None),
                ("--events", "events", None), ("--gap", "gap", 0.4), ("--normalize", "normalize", "none"),
                ("--title", "title", None), ("--cue", "cue", None), ("--chapters", "chapters", None),
-               ("--stems-format", "stems_format", None))
+               ("--stems-format", "stems_format", None), ("--takes", "takes", 1), ("--pick", "pick", "best"),
+               ("--check", "check", None), ("--strict", "strict", False),
+               ("--check-asr-model", "check_asr_model", DEFAULT_MODEL))
 """(flag, dest, default) of the options that only a --script render reads (synth refuses them otherwise)."""
 
 
@@ -83,6 +87,7 @@ def add_script_arguments(parser: argparse.ArgumentParser,
     add("--title", metavar="TEXT", help="title tag of the audio files (default: the first heading)")
     add("--bitrate", type=int, metavar="KBPS", help="MP3 or Opus bitrate (default 192 for MP3, 96 for Opus)")
     add("--subtitle-tags", action="store_true", help="keep delivery tags such as [whispering] in the subtitles")
+    checked_takes.add_arguments(add)
 
 
 # ----------------------------------------------------------------------------- checks before loading
@@ -353,6 +358,7 @@ def run_script(args: argparse.Namespace, engine_factory: EngineFactory | None = 
     if args.chunk_length < 1:
         raise UserError(f"--chunk-length must be at least 1 byte, got {args.chunk_length}")
     sampling = sampling_from_args(args)  # bad sampler options fail before the slow load
+    picking = checked_takes.picking_from_args(args, batching)
     # the cheap checks of the compiled request (only tags, a speaker without a voice) also come first
     compile_request(script, cast, {v.id: [np.zeros((10, 1), np.int64)] * len(v.clips) for v in cast.values()},
                     "check", batching=batching, chunk_length=args.chunk_length)
@@ -371,7 +377,10 @@ def run_script(args: argparse.Namespace, engine_factory: EngineFactory | None = 
         request = compile_request(script, cast, codes, f"render-{os.getpid()}-{next(_jobs)}", sampling, batching,
                                   args.chunk_length, lora_paths=library.lora_paths(cast.values()))
         t1 = time.perf_counter()
-        takes = _generate(engine, request, log, bar)
+        clips = {ln.line_id: checked_takes.voice_clips(library, cast[ln.speaker]) for ln in script.lines
+                 if picking.checking and ln.speaker in cast}
+        takes, reports = checked_takes.render_takes(lambda r: _generate(engine, r, log, bar), request, picking,
+                                                    clips, quiet)
         render_s = time.perf_counter() - t1
         lines = _rendered_lines(script, request, takes, cast)
         voices = tuple(dict.fromkeys(cast[ln.speaker].name for ln in script.lines))
@@ -404,4 +413,4 @@ def run_script(args: argparse.Namespace, engine_factory: EngineFactory | None = 
         written.append(printable(outputs.cue))
     print(f"rendered {len(takes)} line(s), {frames} frames, {seconds:.2f} s in {render_s:.1f} s (RTF {rtf:.2f})"
           f" -> {', '.join(written)}", file=sys.stderr)
-    return 0
+    return checked_takes.finish(picking, reports)

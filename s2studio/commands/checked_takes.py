@@ -1,0 +1,145 @@
+"""`synth --script` with checked takes: `--takes N` renders every line N times, `--pick best` keeps each line's
+take that the checks rank best (`state.take_check.best`), `--check FILE` writes one JSON object per line of the
+script (every take's verdict, scores and reasons, and which take was kept), `--strict` exits 1 when a kept take
+failed a check. Without any of them nothing is checked and a render costs what it did.
+
+The checks run in this process once the takes are made (the command line has its model loaded already; the
+studio runs them in a process of their own). The N takes are N passes over the script, each pass with its own
+seeds (pass k draws line i with base + k·lines + i, so no two takes share a seed); a pass conditions each line on
+that pass's earlier lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from s2studio.audio.asr import AsrSettings
+from s2studio.audio.asr_models import DEFAULT_MODEL
+from s2studio.checks.settings import CheckSettings
+from s2studio.commands.outputs import check_file
+from s2studio.engine.api import SAMPLE_RATE, LineFinished, SynthesisRequest
+from s2studio.errors import UserError, printable
+from s2studio.state.atomic import write_text_atomic
+from s2studio.state.take_check import TakeCheck, best
+from s2studio.state.voices import Voice, VoiceLibrary
+
+PICKS = ("best", "first")
+MAX_TAKES = 16
+
+
+@dataclass(frozen=True)
+class Picking:
+    """What `--takes`, `--pick`, `--check` and `--strict` ask for."""
+
+    takes: int = 1
+    pick: str = "best"
+    report: Path | None = None
+    strict: bool = False
+    asr: AsrSettings = AsrSettings(DEFAULT_MODEL)
+
+    @property
+    def checking(self) -> bool:
+        return self.report is not None or self.strict or (self.takes > 1 and self.pick == "best")
+
+
+def add_arguments(add: Callable[..., None]) -> None:
+    """The options, through script_render's `add` (into its argument group)."""
+    add("--takes", type=int, default=1, metavar="N",
+        help=f"render every line N times (at most {MAX_TAKES}) and keep one take of each (see --pick)")
+    add("--pick", default="best", metavar="best|first",
+        help="which of a line's takes to keep: best (the one the take checks rank best) or first (default best)")
+    add("--check", type=Path, metavar="FILE.jsonl",
+        help="check every take (words heard, pace, fade, cut-off end, runaway, pauses, clipping, voice) and write "
+             "one JSON object per line: each take's verdicts, scores and reasons, and the take kept")
+    add("--strict", action="store_true", help="exit with status 1 when a kept take failed a check")
+    add("--check-asr-model", default=DEFAULT_MODEL, metavar="SIZE|DIR",
+        help=f"the speech-recognition model of the checks (default {DEFAULT_MODEL}; downloaded on first use)")
+
+
+def picking_from_args(args: argparse.Namespace, batching: str) -> Picking:
+    """The options, refused before the slow load when they cannot work."""
+    picking = Picking(getattr(args, "takes", 1), getattr(args, "pick", "best"), getattr(args, "check", None),
+                      bool(getattr(args, "strict", False)),
+                      AsrSettings(getattr(args, "check_asr_model", DEFAULT_MODEL) or DEFAULT_MODEL))
+    if not 1 <= picking.takes <= MAX_TAKES:
+        raise UserError(f"--takes must be between 1 and {MAX_TAKES}, got {picking.takes}")
+    if picking.pick not in PICKS:
+        raise UserError(f"unknown --pick {picking.pick!r}; use best or first")
+    if picking.checking and batching != "line":
+        raise UserError("the take checks judge one line at a time; render with --batching line")
+    check_file(picking.report, "--check")
+    return picking
+
+
+def voice_clips(library: VoiceLibrary, voice: Voice) -> tuple[Any, ...]:
+    """The voice's clips as the checks compare with them (file and transcript)."""
+    from s2studio.checks.checker import Clip  # noqa: PLC0415
+
+    return tuple(Clip(str(library.clip_path(voice, c)), c.transcript) for c in voice.clips)
+
+
+def render_takes(generate: Callable[[SynthesisRequest], list[LineFinished]], request: SynthesisRequest,
+                 picking: Picking, clips: Mapping[str, tuple[Any, ...]], quiet: bool = False
+                 ) -> tuple[list[LineFinished], list[dict[str, Any]]]:
+    """Every line's kept take, in the order the engine gave them, and the report of each line (empty when
+    nothing is checked). `clips`: line id -> its voice's clips."""
+    passes = []
+    for k in range(picking.takes):
+        seed = request.sampling.seed
+        sampling = replace(request.sampling, seed=None if seed is None else seed + k * len(request.lines))
+        passes.append(generate(replace(request, job_id=f"{request.job_id}-take{k + 1}", sampling=sampling)))
+    if not picking.checking:
+        return passes[0], []
+    from s2studio.checks.checker import Checker, CheckJob  # noqa: PLC0415 - whisper and the voice encoder
+
+    checker = Checker(CheckSettings(), picking.asr)
+    texts = {ln.line_id: ln.text for ln in request.lines}
+    limit = request.sampling.max_new_tokens or None
+    kept, reports = [], []
+    for number, first in enumerate(passes[0], 1):
+        takes = [p[number - 1] for p in passes]
+        results: list[TakeCheck] = []
+        for k, take in enumerate(takes):
+            if not quiet:
+                print(f"\rchecking line {number} of {len(passes[0])}, take {k + 1} of {len(takes)}", end="",
+                      file=sys.stderr, flush=True)
+            results.append(checker.check(CheckJob(take.take_id, take.line_id, texts[take.line_id], take.audio,
+                                                  SAMPLE_RATE, limit, clips.get(take.line_id, ()))))
+        index = 0 if picking.pick == "first" else best(enumerate(results)) or 0
+        kept.append(takes[index])
+        reports.append(line_report(number, first.line_id, texts[first.line_id], takes, results, index))
+    if not quiet:
+        print(file=sys.stderr)
+    return kept, reports
+
+
+def line_report(number: int, line_id: str, text: str, takes: Sequence[LineFinished], results: Sequence[TakeCheck],
+                kept: int) -> dict[str, Any]:
+    return {"line": number, "line_id": line_id, "text": text, "kept": kept + 1,
+            "verdict": results[kept].verdict,
+            "takes": [{"take": k + 1, "take_id": t.take_id, "seed": t.seed, "seconds": round(len(t.audio) / SAMPLE_RATE, 3),
+                       "verdict": r.verdict, "summary": r.summary(), **r.to_json()}
+                      for k, (t, r) in enumerate(zip(takes, results, strict=True))]}
+
+
+def finish(picking: Picking, reports: Sequence[dict[str, Any]]) -> int:
+    """Write the report, say what the checks found; the exit status (1 only with --strict and a failed take)."""
+    if not reports:
+        return 0
+    if picking.report is not None:
+        write_text_atomic(picking.report, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in reports))
+    failed = [r["line"] for r in reports if r["verdict"] == "failed"]
+    where = f" (report: {printable(picking.report)})" if picking.report is not None else ""
+    if failed:
+        shown = ", ".join(map(str, failed[:12])) + (" …" if len(failed) > 12 else "")
+        print(f"checks: {len(failed)} of {len(reports)} kept take(s) failed a check, line(s) {shown}{where}",
+              file=sys.stderr)
+    else:
+        print(f"checks: every kept take passed or only warned ({len(reports)} line(s)){where}", file=sys.stderr)
+    return 1 if failed and picking.strict else 0
