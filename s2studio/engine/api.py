@@ -255,6 +255,25 @@ class AudioChunk:
 
 
 @dataclass(frozen=True)
+class Backend:
+    """Which engine made a take: what the takes list shows and what says whether its seed re-renders it."""
+
+    kind: str
+    """"local" (this computer), or a server's protocol: "s2studio", "vllm", "sglang", "fish", "fishcloud",
+    "openai"."""
+    url: str = ""
+    model: str = ""
+    """The model name the engine reported."""
+    seed_reproduces: bool = True
+    """False where the server does not take the seed (vllm-omni, Fish's cloud, OpenAI-style servers)."""
+
+    def describe(self) -> str:
+        where = self.url.split("://", 1)[-1] if self.url else "this computer"
+        seed = "" if self.seed_reproduces else ", seed not reproducible"
+        return f"{self.model or self.kind} on {where} ({self.kind}{seed})"
+
+
+@dataclass(frozen=True)
 class LineFinished:
     job_id: str
     line_id: str
@@ -265,6 +284,8 @@ class LineFinished:
     seed: int
     fingerprint: str
     """Hash of text + voices + settings: a take is stale when this changes."""
+    backend: Backend | None = None
+    """The engine that made it; None: the local engine (the render plan fills it in for every take)."""
 
 
 @dataclass(frozen=True)
