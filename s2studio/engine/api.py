@@ -142,6 +142,9 @@ class SynthesisRequest:
     """UTF-8 bytes per batch in upstream batching (upstream's API default)."""
     context: tuple[ContextTurn, ...] = ()
     """Line mode only: earlier lines to condition on, oldest first."""
+    scene_starts: frozenset[str] = frozenset()
+    """Ids of the lines a heading (`# …`) comes before: each starts a scene, which the render plan
+    (engine/fleet.py) may send to another engine."""
 
 
 @dataclass(frozen=True)

@@ -110,7 +110,19 @@ def compile_request(
     loras = lora_paths or {}
     specs = tuple(LineSpec(ln.line_id, index[cast[ln.speaker].id], ln.text, loras.get(cast[ln.speaker].id))
                   for ln in lines)
-    return SynthesisRequest(job_id, specs, tuple(references), sampling or SamplingParams(), batching, chunk_length)
+    return SynthesisRequest(job_id, specs, tuple(references), sampling or SamplingParams(), batching, chunk_length,
+                            scene_starts=scene_starts(script))
+
+
+def scene_starts(script: Script) -> frozenset[str]:
+    """The ids of the first line after each heading: where the script's scenes begin."""
+    starts, lines, i = set(), list(script.lines), 0
+    for heading in sorted(script.headings, key=lambda h: h.start):
+        while i < len(lines) and lines[i].start < heading.end:
+            i += 1
+        if i < len(lines):
+            starts.add(lines[i].line_id)
+    return frozenset(starts)
 
 
 def line_fingerprint(line: LineSpec, references: Sequence[Reference], sampling: SamplingParams,

@@ -1,0 +1,157 @@
+"""The render plan over a fleet: three `s2studio serve` processes on 127.0.0.1 plus the local engine render a
+6-scene project while one server is killed mid-scene; a server answering 503 + Retry-After is asked again later;
+a server sending garbage audio is reported and nothing of it is kept."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from conftest import live_server
+from engine_contract import collect
+
+from s2studio.engine.api import (
+    JobFailed, JobFinished, LineFinished, LineSpec, LoadRequest, SamplingParams, SynthesisRequest,
+)
+from s2studio.engine.fake import FakeEngine
+from s2studio.engine.fleet import FleetConfig, FleetEngine, Member
+from s2studio.engine.remote import RemoteEngine, RemoteSettings
+from s2studio.engine.voice_registry import VoiceRegistry
+from s2studio.serve.server import free_port
+
+TEXTS = ["Once upon a time.", "There was a fox.", "It ran far away.", "Then it came back.", "The end of it.",
+         "Not quite yet."]
+
+
+def project(scenes: int, per_scene: int, frames: int = 6) -> SynthesisRequest:
+    lines = tuple(LineSpec(f"s{s}l{i}", 0, TEXTS[(s + i) % len(TEXTS)]) for s in range(scenes)
+                  for i in range(per_scene))
+    starts = frozenset(f"s{s}l0" for s in range(scenes))
+    return SynthesisRequest("book", lines, sampling=SamplingParams(max_new_tokens=frames, seed=11,
+                                                                    ignore_eos=True),
+                            scene_starts=starts)
+
+
+def serve_process(model: Path, port: int) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(Path.cwd())}
+    return subprocess.Popen([sys.executable, "-m", "s2studio", "serve", "--model", str(model), "--device", "cpu",
+                             "--precision", "fp32", "--threads", "1", "--port", str(port), "--max-new-tokens", "8"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+
+
+def wait_up(url: str, proc: subprocess.Popen, timeout: float = 240) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        assert proc.poll() is None, "a serve process exited while starting"
+        try:
+            if httpx.get(url + "/v1/s2studio/info", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise AssertionError(f"{url} did not start")
+
+
+@pytest.mark.slow
+def test_three_servers_and_the_local_engine_render_a_book_while_one_server_dies(tiny_model) -> None:
+    from s2studio.engine.s2 import S2Engine
+
+    ports = [free_port() for _ in range(3)]
+    procs = [serve_process(tiny_model, p) for p in ports]
+    urls = [f"http://127.0.0.1:{p}" for p in ports]
+    try:
+        for url, proc in zip(urls, procs, strict=True):
+            wait_up(url, proc)
+        members = [Member(S2Engine(), 1, "this computer")] + [
+            Member(RemoteEngine(RemoteSettings(u), registry=VoiceRegistry()), 1, u) for u in urls]
+        fleet = FleetEngine(members, FleetConfig(retries=3, first_deadline_s=120))
+        load = LoadRequest("load", tiny_model, device="cpu", precision="fp32", threads=1)
+        assert isinstance(collect(fleet.load(load, threading.Event()))[-1], JobFinished)
+        request = project(6, 3)
+        victim, killed, events = urls[1], [], []
+        for event in fleet.generate(request, threading.Event()):
+            events.append(event)
+            if (isinstance(event, LineFinished) and event.backend.url == victim and not killed
+                    and not event.line_id.endswith("l2")):
+                procs[1].kill()  # mid-scene: the scene's last line is still to come
+                killed.append(event.line_id)
+        assert isinstance(events[-1], JobFinished), events[-1]
+        takes = [e for e in events if isinstance(e, LineFinished)]
+        plan = [ln.line_id for ln in request.lines]
+        assert sorted(t.line_id for t in takes) == sorted(plan)  # exactly one take per line
+        assert len({t.line_id for t in takes}) == len(plan)
+        order = {line_id: i for i, line_id in enumerate(plan)}
+        assert [t.line_id for t in sorted(takes, key=lambda t: order[t.line_id])] == plan
+        by_line = {t.line_id: t for t in takes}
+        assert all(t.backend is not None and t.backend.kind in ("local", "s2studio") for t in takes)
+        scene = killed[0][: killed[0].index("l")]
+        rest = [by_line[f"{scene}l{i}"].backend.url for i in range(3) if f"{scene}l{i}" != killed[0]]
+        assert by_line[killed[0]].backend.url == victim
+        assert victim not in rest[-1:]  # the scene's unfinished line was rendered elsewhere
+        assert {t.backend.kind for t in takes} == {"local", "s2studio"}
+        assert any("dropped" in n or victim in n for n in fleet.notices)
+        assert all(t.codes.shape[1] > 0 and len(t.audio) > 0 for t in takes)
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
+def _busy_once(real: httpx.BaseTransport, calls: list[float]) -> httpx.BaseTransport:
+    """In front of a live server: the first render is answered 503 + Retry-After: 1."""
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/s2studio/generate":
+            calls.append(time.monotonic())
+            if len(calls) == 1:
+                return httpx.Response(503, json={"message": "the queue is full"}, headers={"Retry-After": "1"})
+        return real.handle_request(request)
+
+    return httpx.MockTransport(handle)
+
+
+def _noise_server(request: httpx.Request) -> httpx.Response:
+    if request.url.path == "/v1/models":
+        return httpx.Response(200, json={"data": [{"id": "noise"}]})
+    noise = (np.random.default_rng(0).uniform(-1, 1, 8820) * 32767).astype("<i2").tobytes()
+    return httpx.Response(200, stream=httpx.ByteStream(noise))
+
+
+def test_a_busy_server_is_asked_again_later_and_garbage_audio_is_reported_not_kept(library, tmp_path) -> None:
+    load = LoadRequest("load", tmp_path)
+    calls: list[float] = []
+    with live_server(load, library, engine_factory=lambda: FakeEngine(frame_latency_s=0.002),
+                     api_key=None) as server:
+        busy = RemoteEngine(RemoteSettings(server.url), transport=_busy_once(httpx.HTTPTransport(), calls),
+                            registry=VoiceRegistry())
+        noisy = RemoteEngine(RemoteSettings("http://noise:9", protocol="openai"),
+                             transport=httpx.MockTransport(_noise_server), registry=VoiceRegistry())
+        fleet = FleetEngine([Member(busy, 1, "busy"), Member(noisy, 1, "noisy")], FleetConfig(retries=3))
+        assert isinstance(collect(fleet.load(load, threading.Event()))[-1], JobFinished)
+        request = project(4, 2)
+        events = collect(fleet.generate(request, threading.Event()))
+    assert isinstance(events[-1], JobFinished), events[-1]
+    takes = [e for e in events if isinstance(e, LineFinished)]
+    assert sorted(t.line_id for t in takes) == sorted(ln.line_id for ln in request.lines)
+    assert {t.backend.kind for t in takes} == {"s2studio"}  # nothing of the noise was kept
+    assert any("noisy sent noise, not speech" in n for n in fleet.notices)
+    assert len(calls) >= 2 and calls[1] - calls[0] >= 0.9  # asked again after Retry-After, not at once
+    assert not any(isinstance(e, JobFailed) for e in events)
+
+
+def test_a_scene_that_fails_everywhere_fails_with_the_server_and_the_reason(tmp_path) -> None:
+    noisy = RemoteEngine(RemoteSettings("http://noise:9", protocol="openai"),
+                         transport=httpx.MockTransport(_noise_server), registry=VoiceRegistry())
+    fleet = FleetEngine([Member(noisy, 2, "noisy")], FleetConfig(retries=2))
+    collect(fleet.load(LoadRequest("load", tmp_path), threading.Event()))
+    events = collect(fleet.generate(project(1, 2), threading.Event()))
+    assert isinstance(events[-1], JobFailed)
+    assert events[-1].error.startswith("scene 1 failed: noisy sent noise, not speech")
+    assert not any(isinstance(e, LineFinished) for e in events)
