@@ -27,7 +27,7 @@ import numpy as np
 
 from s2studio import __version__, paths
 from s2studio.audio.asr_models import DEFAULT_MODEL
-from s2studio.commands import checked_takes
+from s2studio.commands import checked_takes, fleet_args
 from s2studio.commands.outputs import check_file, check_folder
 from s2studio.commands.render_log import EventLog, LoggedEncoder, ProgressBar
 from s2studio.engine.api import (
@@ -46,7 +46,8 @@ SCRIPT_ONLY = (("--cast", "cast", []), ("--stems", "stems", None), ("--srt", "sr
                ("--title", "title", None), ("--cue", "cue", None), ("--chapters", "chapters", None),
                ("--stems-format", "stems_format", None), ("--takes", "takes", 1), ("--pick", "pick", "best"),
                ("--check", "check", None), ("--strict", "strict", False),
-               ("--check-asr-model", "check_asr_model", DEFAULT_MODEL))
+               ("--check-asr-model", "check_asr_model", DEFAULT_MODEL), ("--server", "server", []),
+               ("--local-slots", "local_slots", 1), ("--server-key", "server_key", ""))
 """(flag, dest, default) of the options that only a --script render reads (synth refuses them otherwise)."""
 
 
@@ -88,6 +89,7 @@ def add_script_arguments(parser: argparse.ArgumentParser,
     add("--bitrate", type=int, metavar="KBPS", help="MP3 or Opus bitrate (default 192 for MP3, 96 for Opus)")
     add("--subtitle-tags", action="store_true", help="keep delivery tags such as [whispering] in the subtitles")
     checked_takes.add_arguments(add)
+    fleet_args.add_arguments(add)
 
 
 # ----------------------------------------------------------------------------- checks before loading
@@ -367,21 +369,26 @@ def run_script(args: argparse.Namespace, engine_factory: EngineFactory | None = 
     bar = ProgressBar(sys.stderr, enabled=not quiet and sys.stderr.isatty())
     log = EventLog(outputs.events)
     try:
-        engine = (engine_factory or _default_engine)()
+        local = engine_factory or _default_engine
+        engine = fleet_args.fleet_engine(args, local) or local()
         t0 = time.perf_counter()
         info = _load(engine, args, log)
         if bar.enabled:
             print(f"loaded {info.name} on {info.device} ({info.settings_text()}) in "
                   f"{time.perf_counter() - t0:.1f} s", file=sys.stderr)
         codes = _voice_codes(engine, library, cast.values(), info, log)
+        clip_paths = {v.id: [library.clip_path(v, c) for c in v.clips] for v in cast.values()}
         request = compile_request(script, cast, codes, f"render-{os.getpid()}-{next(_jobs)}", sampling, batching,
-                                  args.chunk_length, lora_paths=library.lora_paths(cast.values()))
+                                  args.chunk_length, clip_paths=clip_paths, lora_paths=library.lora_paths(cast.values()))
         t1 = time.perf_counter()
         clips = {ln.line_id: checked_takes.voice_clips(library, cast[ln.speaker]) for ln in script.lines
                  if picking.checking and ln.speaker in cast}
         takes, reports = checked_takes.render_takes(lambda r: _generate(engine, r, log, bar), request, picking,
                                                     clips, quiet)
         render_s = time.perf_counter() - t1
+        for line in fleet_args.status_lines(engine):  # per engine: lines, failures, speed; what moved work
+            if not quiet:
+                print(line, file=sys.stderr)
         lines = _rendered_lines(script, request, takes, cast)
         voices = tuple(dict.fromkeys(cast[ln.speaker].name for ln in script.lines))
         title = args.title if args.title is not None else (script.headings[0].text if script.headings

@@ -1,0 +1,67 @@
+"""`synth --server URL[#kind] …` and `--local-slots N`: a script rendered over several engines (engine/fleet.py).
+
+Each `--server` is one engine of the fleet; `#kind` says how to talk to it (s2studio, vllm, sglang, fish,
+fishcloud, openai; default: asked of the server), `#kind*N` its requests in flight (default 4, our own
+`s2studio serve` 1: it renders one line at a time). `--local-slots 0` renders on the servers only. The local
+engine counts as one slot for now.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from s2studio.engine.api import Engine
+from s2studio.engine.fleet import FleetConfig, FleetEngine, Member
+from s2studio.engine.remote import PROTOCOLS, RemoteEngine, RemoteSettings
+from s2studio.errors import UserError
+
+SERVER_SLOTS = 4
+"""Requests in flight on a server by default (the issue's concurrency default)."""
+
+
+def add_arguments(add: Callable[..., None]) -> None:
+    add("--server", action="append", default=[], metavar="URL[#KIND[*N]]",
+        help="also render on this server (repeatable): KIND is s2studio, vllm, sglang, fish, fishcloud or openai "
+             "(default: asked of the server), N its requests in flight; scenes (# headings) are shared out")
+    add("--server-key", default="", metavar="KEY", help="API key for the --server engines (fishcloud: the keyring)")
+    add("--local-slots", type=int, default=1, metavar="N",
+        help="lines this computer renders at once beside the servers (0: servers only; default 1)")
+
+
+def parse_server(spec: str) -> tuple[str, str, int | None]:
+    """"http://gpu:8000#vllm*8" -> (url, kind, 8)."""
+    url, _, rest = spec.partition("#")
+    kind, _, slots = rest.partition("*")
+    kind = kind.strip() or "auto"
+    if kind not in PROTOCOLS:
+        raise UserError(f"--server {spec}: unknown kind {kind!r}; use one of {', '.join(PROTOCOLS)}")
+    if slots and not (slots.isdigit() and int(slots) > 0):
+        raise UserError(f"--server {spec}: requests in flight must be a whole number above 0, got {slots!r}")
+    return url.strip(), kind, int(slots) if slots else None
+
+
+def fleet_engine(args: argparse.Namespace, local: Callable[[], Engine]) -> Engine | None:
+    """The fleet `args` ask for, or None for a render on this computer alone."""
+    servers: list[str] = list(getattr(args, "server", None) or [])
+    slots = int(getattr(args, "local_slots", 1))
+    if not servers:
+        if slots != 1:
+            raise UserError("--local-slots needs at least one --server; this computer renders one line at a time")
+        return None
+    if slots < 0:
+        raise UserError(f"--local-slots must be 0 or more, got {slots}")
+    members: list[Member] = [Member(local(), 1, "this computer")] if slots else []
+    for spec in servers:
+        url, kind, n = parse_server(spec)
+        try:
+            engine = RemoteEngine(RemoteSettings(url, getattr(args, "server_key", ""), kind))  # type: ignore[arg-type]
+        except ValueError as exc:
+            raise UserError(f"--server {spec}: {exc}") from None
+        members.append(Member(engine, n or (1 if kind == "s2studio" else SERVER_SLOTS), engine.base_url))
+    return FleetEngine(members, FleetConfig())
+
+
+def status_lines(engine: Any) -> list[str]:
+    return engine.status() + engine.notices if isinstance(engine, FleetEngine) else []
