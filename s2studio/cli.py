@@ -14,7 +14,7 @@ import sys
 from s2studio.errors import UserError, printable
 from s2studio.threads import prepare_threads
 
-COMMANDS = ("synth", "codec", "voice", "transcribe", "demo-model", "serve", "train")
+COMMANDS = ("synth", "codec", "voice", "transcribe", "demo-model", "serve", "train", "train-job")
 """Subcommand name -> module `s2studio.commands.<name with '-' as '_'>`."""
 
 

@@ -36,6 +36,7 @@ from s2studio.model.dual_ar import DualAR
 from s2studio.state.atomic import OutputSet
 from s2studio.text.tokenizer import S2Tokenizer
 from s2studio.train.data import Batch, Group, Samples, collate, pad_id_of
+from s2studio.train.events import StepMetrics
 from s2studio.train.forward import losses
 from s2studio.train.layers import LoraInit, attach_lora, load_lora_state, lora_state
 from s2studio.train.presets import LoraPreset, lora_targets, preset_named
@@ -82,23 +83,6 @@ class TrainSettings:
 
     def lora_preset(self) -> LoraPreset:
         return preset_named(self.preset, self.dropout)
-
-
-@dataclass(frozen=True)
-class StepMetrics:
-    step: int
-    loss: float
-    base_loss: float
-    semantic_loss: float
-    top_5_accuracy: float
-    grad_norm: float
-    """The gradients' total norm before clipping."""
-    lr: float
-    """The learning rate this step used."""
-    seconds: float
-
-    def json(self) -> str:
-        return json.dumps(asdict(self))
 
 
 def warmup_lambda(step: int) -> float:

@@ -31,7 +31,8 @@ from s2studio.errors import UserError, printable
 from s2studio.state.atomic import OPEN_FLAGS, OutputSet, write_error, write_text_atomic
 from s2studio.train.clips import TrainClip, check_enough, speaker_folder_name
 from s2studio.train.data import Group, Sentence, pack_text
-from s2studio.train.loop import StepMetrics, Trainer, TrainSettings, latest_checkpoint
+from s2studio.train.events import RunEvent, StepMetrics
+from s2studio.train.loop import Trainer, TrainSettings, latest_checkpoint
 
 TOKENS = "tokens"
 GROUPS = "groups.json"
@@ -50,18 +51,6 @@ class RunRequest:
     """A checkpoint folder, or the run folder (its newest checkpoint)."""
     init_lora: Path | None = None
     metrics_out: Path | None = None
-
-
-@dataclass(frozen=True)
-class RunEvent:
-    """What a run reports: a finished step, a saved checkpoint, a status line, or the end."""
-
-    kind: str
-    """"status", "step", "checkpoint", "stopped" or "finished"."""
-    message: str = ""
-    metrics: StepMetrics | None = None
-    path: Path | None = None
-    eta_seconds: float | None = None
 
 
 def clips_digest(clips: tuple[TrainClip, ...]) -> str:

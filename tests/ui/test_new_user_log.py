@@ -99,7 +99,7 @@ def test_exports_and_lost_server_connections_are_logged(tmp_path, caplog):
 
 def test_fine_tuning_runs_are_logged(qtbot, tmp_path, caplog, monkeypatch):
     from s2studio.state.voices import VoiceLibrary
-    from s2studio.train import run as train_run
+    from s2studio.ui.control.child import ChildJob
     from s2studio.ui.control.finetune import FineTuneRun
     from ui_helpers import write_wav
 
@@ -107,10 +107,10 @@ def test_fine_tuning_runs_are_logged(qtbot, tmp_path, caplog, monkeypatch):
     library = VoiceLibrary(tmp_path / "voices")
     voice = library.create("Alice", [(write_wav(tmp_path / "a.wav", seconds=3.0), "Hello there, I am Alice.")])
 
-    def quick_train(request, stop):  # noqa: ANN001, ANN202 - the run's events, without a model
-        yield train_run.RunEvent("finished", path=Path(request.out_dir) / "lora.safetensors")
+    def quick_train(job):  # noqa: ANN001, ANN202 - the training process's last line, without a model
+        yield {"event": {"kind": "finished", "path": str(Path(job.request["out_dir"]) / "lora.safetensors")}}
 
-    monkeypatch.setattr(train_run, "train", quick_train)
+    monkeypatch.setattr(ChildJob, "rows", quick_train)
     runner = FineTuneRun(library)
     ended: list[tuple[str, str]] = []
     runner.ended.connect(lambda path, error: ended.append((path, error)))

@@ -1,12 +1,13 @@
-"""A fine-tuning run driven from the window: `train.run.train` on its own thread, its events on the GUI thread.
+"""A fine-tuning run driven from the window: the run in a process of its own (`train.job`), its events on the
+GUI thread.
 
 Training is not engine work: it loads its own copy of the model (training needs float32 weights, gradients and
-the optimiser state, which the engine's inference model has none of) and runs for minutes to hours, so it gets a
-thread of its own (`Background`) rather than the engine thread, which keeps rendering and previewing. Torch and
-the trainer are imported on that thread, never by the window. Stopping sets the run's `StopFlag`: the current
-step finishes, a checkpoint is saved, and the run can be resumed from it. The estimate before a run
-(`train.estimate.measure_step`: one real timed step) runs on the same thread, one job at a time, and is cached
-per model and settings for the session. QtCore only.
+the optimiser state, which the engine's inference model has none of) and runs for minutes to hours. It imports
+torch, which the window's process never does, so it runs as `s2studio train-job` (`child.ChildJob`), read by a
+thread of its own (`Background`) while the engine keeps rendering and previewing. Stopping writes `stop` to the
+job: the current step finishes, a checkpoint is saved, and the run can be resumed from it. The estimate before a
+run (`train.estimate.measure_step`: one real timed step) is the same kind of job, one job at a time, and is
+cached per model and settings for the session. QtCore only.
 """
 
 from __future__ import annotations
@@ -16,17 +17,18 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 
 from s2studio.errors import UserError
 from s2studio.state.atomic import write_text_atomic
 from s2studio.state.voices import VoiceLibrary
+from s2studio.train.estimate import Estimate
+from s2studio.train.events import event_from
 from s2studio.ui.control.background import Background
+from s2studio.ui.control.child import ChildJob
 
-if TYPE_CHECKING:
-    from s2studio.train.estimate import Estimate
+JOB_COMMAND = "train-job"
 
 RUNS = "training"
 """Under the data folder: one run folder per voice id (its checkpoints, tokens and final LoRA)."""
@@ -106,7 +108,7 @@ ESTIMATES: dict[tuple, Estimate] = {}
 
 
 class FineTuneRun(QObject):
-    """One job at a time; `event` carries each `train.run.RunEvent` (step, checkpoint, status, stopped,
+    """One job at a time; `event` carries each `train.events.RunEvent` (step, checkpoint, status, stopped,
     finished), `ended` the final LoRA's path ("" when stopped or failed) and the error message ("" if none);
     `estimated` an estimate (`train.estimate.Estimate`, or None) and its error message."""
 
@@ -119,7 +121,7 @@ class FineTuneRun(QObject):
         self.library = library
         self._task = Background("fine-tune", self)
         self._task.done.connect(self._done)
-        self._stop: object | None = None
+        self._job: ChildJob | None = None
         self._estimating: tuple | None = None
         self._run: tuple[str, float] = ("", 0.0)
         """The voice's name and when the running training began (for the log)."""
@@ -138,21 +140,16 @@ class FineTuneRun(QObject):
         logger.info("fine-tuning “%s” started%s: %s on %s", self._run[0], " (resumed)" * resume,
                     ", ".join(f"{k}={v}" for k, v in sorted(settings.items())), device)
 
-        def work(task: Background) -> object:
-            from s2studio.train.clips import clips_from_voice
-            from s2studio.train.loop import TrainSettings
-            from s2studio.train.run import RunRequest, StopFlag, train
+        job = ChildJob(JOB_COMMAND, {"job": "train", "voices": str(library.root), "voice_id": voice_id,
+                                     "model_dir": str(model_dir), "out_dir": str(out_dir), "settings": settings,
+                                     "device": device, "save_every": save_every, "resume": resume,
+                                     "metrics_out": str(Path(out_dir) / METRICS_FILE)})
+        self._job = job
 
-            stop = StopFlag()
-            self._stop = stop
-            clips = tuple(clips_from_voice(library, voice_id))
-            request = RunRequest(Path(model_dir), Path(out_dir), clips, TrainSettings(**settings), device=device,
-                                 save_every=save_every, resume=Path(out_dir) if resume else None,
-                                 metrics_out=Path(out_dir) / METRICS_FILE)
+        def work(_task: Background) -> object:
             final = ""
-            for ev in train(request, stop):
-                if task.cancel.is_set():
-                    stop.set()
+            for row in job.rows():
+                ev = event_from(row["event"])
                 self.event.emit(ev)
                 if ev.kind == "finished":
                     final = str(ev.path)
@@ -169,7 +166,7 @@ class FineTuneRun(QObject):
         return None if found is None else dataclasses.replace(found, steps=steps)
 
     def estimate(self, voice_id: str, model_dir: Path, settings: dict, *, device: str = "auto") -> None:
-        """Time one real step of `settings` on the training thread; `estimated` follows (cached by key)."""
+        """Time one real step of `settings` in a job of its own; `estimated` follows (cached by key)."""
         if self.running:
             return
         library = self.library
@@ -177,22 +174,19 @@ class FineTuneRun(QObject):
         self._estimating = estimate_key(model_dir, voice_id, tuple(c.duration_s for c in voice.clips), settings,
                                         device)
 
-        def work(_task: Background) -> object:
-            from s2studio.train.clips import check_enough, clips_from_voice
-            from s2studio.train.estimate import measure_step
-            from s2studio.train.loop import TrainSettings
+        job = ChildJob(JOB_COMMAND, {"job": "estimate", "voices": str(library.root), "voice_id": voice_id,
+                                     "model_dir": str(model_dir), "settings": settings, "device": device})
 
-            clips = tuple(clips_from_voice(library, voice_id))
-            check_enough(list(clips))
-            return measure_step(Path(model_dir), clips, TrainSettings(**settings), device)
+        def work(_task: Background) -> object:
+            return Estimate(**list(job.rows())[-1]["estimate"])
 
         self._task.start(work)
 
     def stop(self) -> None:
         """Finish the current step, save a checkpoint, end the run (resumable)."""
         self._task.cancel.set()
-        if self._stop is not None:
-            self._stop.set()  # type: ignore[attr-defined]
+        if self._job is not None:
+            self._job.stop()
 
     def wait(self) -> None:
         self._task.wait()
@@ -204,7 +198,7 @@ class FineTuneRun(QObject):
                 ESTIMATES[key] = result
             self.estimated.emit(result, error)
             return
-        self._stop = None
+        self._job = None
         name, started = self._run
         took = time.monotonic() - started
         if error:

@@ -13,7 +13,6 @@ import html
 import importlib.util
 import logging
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from PySide6.QtWidgets import (QCheckBox, QDialog, QDialogButtonBox, QFileDialog
 
 from s2studio.errors import UserError, printable
 from s2studio.ui.control.background import Background, Cancelled
+from s2studio.ui.control.child import studio_command
 
 logger = logging.getLogger(__name__)
 
@@ -101,9 +101,8 @@ def _write_demo(task: Background, dest: Path) -> Path:
     """`s2studio demo-model DEST` in its own process: it imports torch, which the studio's GUI process never
     does (design.md §1); a cancel ends the process."""
     task.progress.emit(0.1, "writing the demo model…")
-    command = [sys.executable] if getattr(sys, "frozen", False) else [sys.executable, "-m", "s2studio"]
     with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen([*command, "demo-model", str(dest)], stdout=subprocess.DEVNULL, stderr=err)
+        proc = subprocess.Popen(studio_command("demo-model", str(dest)), stdout=subprocess.DEVNULL, stderr=err)
         while proc.poll() is None:
             if task.cancel.wait(0.1):
                 proc.terminate()

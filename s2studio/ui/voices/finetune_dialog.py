@@ -2,16 +2,16 @@
 
 What upstream says about fine-tuning S2 Pro is said up front, in plain words: the model is RL-aligned, a LoRA
 learns speaking style more than timbre, it needs a minute or more of clean speech (under 30 s is refused), and
-the voice keeps its reference clips. The run itself is `ui.control.finetune.FineTuneRun` (its own thread); the
-window stays responsive, Stop saves a checkpoint that Resume continues from, and the finished LoRA is attached
+the voice keeps its reference clips. The run itself is `ui.control.finetune.FineTuneRun` (a process of its own);
+the window stays responsive, Stop saves a checkpoint that Resume continues from, and the finished LoRA is attached
 to the voice (`VoiceLibrary.set_lora`), so the voice's lines render with it from then on.
 
-Before a run, Estimate times one real step of the chosen settings on the training thread and shows the time and
+Before a run, Estimate times one real step of the chosen settings in the training process and shows the time and
 memory in plain words; a run that would not fit in the free memory cannot start.
 
 Each saved checkpoint gets a row (step, loss, Play, Use this one) and a preview: the voice's test sentence
 (`voice_preview.SENTENCE`) spoken with that checkpoint's LoRA on the voice's reference clips. The preview is
-rendered by the studio's engine (`VoicePreview` on the engine host), not on the training thread: the engine has
+rendered by the studio's engine (`VoicePreview` on the engine host), not in the training process: the engine has
 the model loaded already and switches LoRAs by merging them into it (seconds at most), whereas the trainer's
 model is a float32 copy in training mode with no codec loaded (it is freed after encoding), so rendering there
 would need a second codec load and an inference path through unmerged training layers. The engine thread keeps
@@ -261,7 +261,7 @@ class FineTuneDialog(QDialog):
             self._refresh(sum(c.duration_s for c in self.voice.clips))
 
     def measure(self) -> None:
-        """Time one step of the chosen settings on the training thread (the window stays responsive)."""
+        """Time one step of the chosen settings in the training process (the window stays responsive)."""
         if self.run.running or self.model_dir is None:
             return
         self.estimate_label.setText("Measuring one training step…")
