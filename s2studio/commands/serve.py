@@ -1,8 +1,9 @@
-"""`s2studio serve --model DIR`: the studio's engine and voice library over HTTP (design.md §10, issue 13).
+"""`s2studio serve --model DIR`: the studio's engine and voice library over HTTP.
 
 Loads one model at start, then answers OpenAI's `/v1/audio/speech`, Fish's `/v1/tts` and the studio's own
 `/v1/s2studio/*` routes. Listens on 127.0.0.1 unless `--host` says otherwise, and any other address needs an
-API key (`--api-key` or `S2STUDIO_API_KEY`): the server refuses to start without one.
+API key (`--api-key` or `S2STUDIO_API_KEY`): the server refuses to start without one. It computes as the studio's
+default mode does (the fast path) unless `--no-fast` asks for the exact one, and says which mode serves.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default="auto", metavar="auto|cpu|cuda|mps", help="where the model runs")
     p.add_argument("--precision", default="auto", metavar="auto|fp32|bf16",
                    help="auto: bf16 on CUDA, fp32 elsewhere")
-    p.add_argument("--fast", action=argparse.BooleanOptionalAction, default=None,
-                   help="the fast generation path (default: on, except float32 on the CPU, the exact mode)")
+    p.add_argument("--fast", action=argparse.BooleanOptionalAction, default=True,
+                   help="the fast generation path, the studio's default (default: on); --no-fast: the exact mode, "
+                        "the reference implementation's own loop, several times slower on a CPU")
     p.add_argument("--quantize", default="none", metavar="none|int8|int4", help="weight-only quantisation")
     p.add_argument("--threads", type=int, default=None, metavar="N", help="CPU threads for torch")
     p.add_argument("--host", default="127.0.0.1",
@@ -43,6 +45,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-new-tokens", type=int, default=4096, metavar="N",
                    help="most frames one batch may generate (default 4096, about 190 s); requests asking more get N")
     p.add_argument("--model-id", default="s2-pro", help="the model name /v1/models lists (default s2-pro)")
+
+
+def mode_name(speed: str, quantize: str) -> str:
+    """The mode as the studio's settings name it, for the line that says what serves."""
+    if speed == "exact":
+        return "the exact mode"
+    return {"int8": "the 8-bit fast mode", "int4": "the 4-bit fast mode"}.get(quantize, "the fast mode")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     config = ServeConfig(host=args.host, port=args.port, api_key=args.api_key or os.environ.get(ENV_API_KEY) or None,
                          cors_origins=tuple(args.cors), limits=limits, model_id=args.model_id)
     load = LoadRequest("load", args.model, device=args.device, precision=args.precision, threads=args.threads,
-                       speed={None: "auto", True: "fast", False: "exact"}[args.fast], quantize=args.quantize)
+                       speed="fast" if args.fast else "exact", quantize=args.quantize)
 
     def loading(event: object) -> None:
         if isinstance(event, ModelLoading) and event.message:
@@ -81,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     info = state.info
     if info.kernels_note:
         print(f"note: the CPU kernels are not used ({info.kernels_note})", file=sys.stderr, flush=True)
-    print(f"serving {info.name} ({info.device}, {info.settings_text()}) at http://{args.host}:{args.port} "
+    print(f"serving {info.name} in {mode_name(load.speed, load.quantize)} ({info.device}, {info.settings_text()}) at http://{args.host}:{args.port} "
           f"{'with an API key' if config.api_key else 'without an API key (loopback only)'}; "
           f"{len(state.library.list())} voice(s) from {paths.voices_dir()}", file=sys.stderr, flush=True)
     serve_forever(state)
