@@ -236,7 +236,7 @@ def test_each_checkpoint_gets_a_preview_to_play_and_can_be_the_one_kept(qtbot, t
         assert kept.lora.note.startswith("r_8_alpha_16, 1 steps, loss ")
         assert "speaks with the LoRA of step 1" in dialog.status.text()
         # the voice's own preview now speaks with the LoRA it carries: step 1's sentence, sample for sample
-        with qtbot.waitSignal(dialog.previews.ready, timeout=30_000) as own:
+        with qtbot.waitSignal(dialog.previews.ready, timeout=120_000) as own:  # a render, on a loaded machine
             assert dialog.previews.preview(kept) is None
         assert own.args[1] == preview_path(kept, w.model_info) != first.preview
         assert own.args[1].read_bytes() == first.preview.read_bytes()
