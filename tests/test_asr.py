@@ -193,3 +193,18 @@ def test_models_on_this_computer_are_found_and_a_folder_must_hold_a_whisper(tmp_
     (fake / "model.bin").write_bytes(b"PK\x03\x04 a zip, not a CTranslate2 model")
     with pytest.raises(UserError, match="its model.bin is not a CTranslate2 model"):
         asr_models.model_folder(fake)
+
+
+def test_offline_the_command_line_offers_the_model_here_by_its_option(tmp_path, monkeypatch, capsys):
+    from s2studio.cli import main
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # offline (tests/conftest.py), no size cached
+    monkeypatch.setenv("S2STUDIO_DATA_DIR", str(tmp_path / "data"))
+    Recognizer.release()
+    espeak(SENTENCE, tmp_path / "s.wav")
+    tiny = tiny_model()
+    offered = "“Tiny, English only (installed with the tests)” is on this computer: pass"
+    assert main(["transcribe", "--model", "small", str(tmp_path / "s.wav")]) != 0
+    assert f"{offered} --model {tiny} (or connect to the internet once to download “small”)" in capsys.readouterr().err
+    assert main(["voice", "add", "--name", "A", "--clip", str(tmp_path / "s.wav"), "--asr-model", "small"]) != 0
+    assert f"{offered} --asr-model {tiny} (or" in capsys.readouterr().err

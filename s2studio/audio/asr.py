@@ -30,7 +30,7 @@ import numpy as np
 from s2studio import paths
 from s2studio.audio.asr_languages import language_name
 from s2studio.audio.asr_local import present_instead
-from s2studio.audio.asr_models import (DEFAULT_MODEL, INSTALL_HINT, NotHere, Progress, asr_missing, describe,
+from s2studio.audio.asr_models import (DEFAULT_MODEL, INSTALL_HINT, NotHere, OtherModelHere, Progress, asr_missing, describe,
                                        ensure_model)
 from s2studio.audio.dsp import resample
 from s2studio.errors import Cancelled, UserError, printable
@@ -164,7 +164,7 @@ def transcribe(samples: np.ndarray, rate: int, settings: AsrSettings = AsrSettin
         other = present_instead(settings.model)
         if other is None:
             raise
-        raise UserError(exc.offering(other.label)) from None
+        raise OtherModelHere(exc, other.label, other.model) from None
     key_audio, key_model = audio_key(audio), model_key(folder, settings)
     hit = cache.get(key_audio, key_model)
     if hit is not None:

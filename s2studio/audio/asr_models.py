@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import shlex
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -195,6 +196,20 @@ class NotHere(UserError):
         return (f"{self.what} is not on this computer and Hugging Face cannot be reached; “{label}” is on this "
                 f"computer: choose it in Settings ▸ Transcripts (or connect to the internet once to download "
                 f"“{self.size.name}”)")
+
+
+class OtherModelHere(UserError):
+    """`NotHere`, with a model that is on this computer offered instead (`model`: what `AsrSettings.model` holds for
+    it). Reads as Settings ▸ Transcripts says it; `for_command_line` says it with the command's option."""
+
+    def __init__(self, missing: NotHere, label: str, model: str) -> None:
+        self.missing, self.label, self.model = missing, label, model
+        super().__init__(missing.offering(label))
+
+    def for_command_line(self, flag: str) -> str:
+        return (f"{self.missing.what} is not on this computer and Hugging Face cannot be reached; “{self.label}” is "
+                f"on this computer: pass {flag} {shlex.quote(self.model)} (or connect to the internet once to "
+                f"download “{self.missing.size.name}”)")
 
 
 def download_problem(size: ModelSize, exc: BaseException) -> str:

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from s2studio.audio.asr import AsrSettings, Transcript, transcribe
-from s2studio.audio.asr_models import DEFAULT_MODEL, MODEL_SIZES
-from s2studio.errors import printable
+from s2studio.audio.asr_models import DEFAULT_MODEL, MODEL_SIZES, OtherModelHere
+from s2studio.errors import UserError, printable
 from s2studio.state.clips import read_audio
 
 
@@ -54,11 +54,15 @@ class Reporter:
             self.shown = ""
 
 
-def transcribe_samples(samples: np.ndarray, rate: int, settings: AsrSettings, name: str) -> Transcript:
-    """`audio.asr.transcribe` with progress on stderr, and the language said there."""
+def transcribe_samples(samples: np.ndarray, rate: int, settings: AsrSettings, name: str,
+                       flag: str = "--asr-model") -> Transcript:
+    """`audio.asr.transcribe` with progress on stderr, and the language said there. `flag`: the command's option
+    for the model, which a line offering another model names."""
     reporter = Reporter()
     try:
         transcript = transcribe(samples, rate, settings, threading.Event(), reporter)
+    except OtherModelHere as exc:
+        raise UserError(exc.for_command_line(flag)) from None
     finally:
         reporter.done()
     print(f"{printable(name)}: {transcript.language_label} (model {printable(transcript.model)})", file=sys.stderr)
@@ -70,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     status = 0
     for path in args.files:
         data, rate, _ = read_audio(path)
-        transcript = transcribe_samples(data.mean(axis=1), rate, settings, path.name)
+        transcript = transcribe_samples(data.mean(axis=1), rate, settings, path.name, "--model")
         if not transcript.text:
             print(f"{printable(path.name)}: no speech recognised", file=sys.stderr)
             status = 1
