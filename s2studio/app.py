@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QEvent, QObject, QSettings, QTimer
+from PySide6.QtCore import QEvent, QMessageLogContext, QObject, QSettings, QtMsgType, QTimer, qInstallMessageHandler
 from PySide6.QtWidgets import QApplication, QWidget
 
 from s2studio import paths
@@ -90,6 +90,18 @@ def setup_logging(log_dir: Path) -> None:
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"))
     root.addHandler(handler)
     root.setLevel(min(root.level or logging.INFO, logging.INFO))
+    qInstallMessageHandler(qt_message_to_log)
+
+
+QT_LEVELS = {QtMsgType.QtDebugMsg: logging.DEBUG, QtMsgType.QtInfoMsg: logging.DEBUG,
+             QtMsgType.QtWarningMsg: logging.INFO, QtMsgType.QtCriticalMsg: logging.ERROR,
+             QtMsgType.QtFatalMsg: logging.CRITICAL}
+"""Qt's own messages (a missing file manager, a font it substitutes) are for the log, not the terminal: a person
+is told what matters in the window."""
+
+
+def qt_message_to_log(kind: QtMsgType, context: QMessageLogContext, message: str) -> None:
+    logging.getLogger("qt." + (context.category or "default")).log(QT_LEVELS.get(kind, logging.INFO), "%s", message)
 
 
 def log_start(data: Path) -> None:

@@ -47,6 +47,18 @@ def _one_line(exc: BaseException) -> str:
     return f"unexpected {type(exc).__name__}: {exc} (a bug; run with -v for the details)"
 
 
+def terminal_logging(verbose: bool) -> None:
+    """What the terminal shows: warnings, or with -v the details. The terminal's handler keeps that level when the
+    studio's log file later takes the root logger to INFO, so the studio's activity goes to its file only."""
+    level = logging.INFO if verbose else logging.WARNING
+    root = logging.getLogger()
+    before = list(root.handlers)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    for handler in root.handlers:
+        if handler not in before:
+            handler.setLevel(level)
+
+
 def main(argv: list[str] | None = None) -> int:
     prepare_threads()  # before anything imports torch: OpenMP reads these once
     for stream in (sys.stdout, sys.stderr):  # a path that is not UTF-8 is shown escaped, never a crash
@@ -54,8 +66,7 @@ def main(argv: list[str] | None = None) -> int:
             stream.reconfigure(errors="backslashreplace")
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+    terminal_logging(args.verbose)
     if args.command is None:
         from s2studio import app  # the window; imported lazily so the CLI never loads Qt
 

@@ -80,3 +80,27 @@ def test_an_underrun_goes_to_the_log_not_the_terminal(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "ALSA lib" not in done.stderr, done.stderr
     assert "(snd_pcm_recover)" in done.stdout  # the underrun, in the log (its words are a format: "%s occurred")
+
+
+LOG_PROBE = textwrap.dedent("""
+    import logging, sys
+    from pathlib import Path
+    from s2studio.cli import terminal_logging
+    terminal_logging(verbose=False)  # as `s2studio` without a command sets it up, before the studio's log file
+    from s2studio.app import setup_logging
+    setup_logging(Path(sys.argv[1]))
+    logging.getLogger("s2studio.activity").info("render finished: 1 of 1 lines")
+    logging.getLogger("s2studio.ui.control.player").warning("no audio output device")
+    from PySide6.QtCore import qWarning
+    qWarning("Unable to detect a launcher")
+""")
+
+
+def test_the_studios_activity_and_qts_own_messages_go_to_the_log_not_the_terminal(tmp_path):
+    done = subprocess.run([sys.executable, "-c", LOG_PROBE, str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "WARNING s2studio.ui.control.player: no audio output device\n"  # what the person must know
+    logged = (tmp_path / "studio.log").read_text()
+    assert "INFO MainThread s2studio.activity: render finished: 1 of 1 lines" in logged
+    assert "INFO MainThread qt.default: Unable to detect a launcher" in logged
