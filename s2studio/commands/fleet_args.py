@@ -63,5 +63,9 @@ def fleet_engine(args: argparse.Namespace, local: Callable[[], Engine]) -> Engin
     return FleetEngine(members, FleetConfig())
 
 
+def warnings(engine: Any, request: Any) -> list[str]:
+    return [f"warning: {n}" for n in engine.cannot_travel(request)] if isinstance(engine, FleetEngine) else []
+
+
 def status_lines(engine: Any) -> list[str]:
     return engine.status() + engine.notices if isinstance(engine, FleetEngine) else []

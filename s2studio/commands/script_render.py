@@ -380,6 +380,8 @@ def run_script(args: argparse.Namespace, engine_factory: EngineFactory | None = 
         clip_paths = {v.id: [library.clip_path(v, c) for c in v.clips] for v in cast.values()}
         request = compile_request(script, cast, codes, f"render-{os.getpid()}-{next(_jobs)}", sampling, batching,
                                   args.chunk_length, clip_paths=clip_paths, lora_paths=library.lora_paths(cast.values()))
+        for line in fleet_args.warnings(engine, request):  # what cannot travel to which server, before it starts
+            print(line, file=sys.stderr)
         t1 = time.perf_counter()
         clips = {ln.line_id: checked_takes.voice_clips(library, cast[ln.speaker]) for ln in script.lines
                  if picking.checking and ln.speaker in cast}

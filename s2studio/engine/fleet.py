@@ -155,13 +155,24 @@ class FleetEngine:
         state = threading.Condition()
         remaining = [len(scenes)]
 
-        def take() -> _Scene | None:
+        lora_ok = [m for m in self.members if not m.dropped and m.backend.kind == "local"]
+        for scene in list(pending):
+            if not lora_ok and any(ln.lora is not None for ln in scene.lines):
+                pending.remove(scene)
+                remaining[0] -= 1
+                failed.append(f"scene {scene.index + 1} failed: a voice in it carries a LoRA, which only this "
+                              "computer can apply; add this computer to the engines (--local-slots 1)")
+
+        def take(member: Member) -> _Scene | None:
+            local = member.backend.kind == "local"
             with state:
                 while True:
                     if remaining[0] == 0 or cancel.is_set():
                         return None
-                    if pending:
-                        return pending.pop(0)
+                    for scene in pending:
+                        if local or not any(ln.lora is not None for ln in scene.lines):
+                            pending.remove(scene)
+                            return scene
                     state.wait(0.1)
 
         def give_back(scene: _Scene, count: bool, error: str) -> None:
@@ -186,7 +197,7 @@ class FleetEngine:
                 if wait > 0:
                     time.sleep(min(wait, 0.2))
                     continue
-                scene = take()
+                scene = take(member)
                 if scene is None:
                     return
                 if member.paused_until > time.monotonic():
@@ -302,6 +313,14 @@ class FleetEngine:
 
     def status(self) -> list[str]:
         return [m.status() for m in self.members]
+
+    def cannot_travel(self, request: SynthesisRequest) -> list[str]:
+        """What a render of `request` loses on which engine, for the person to read before it starts."""
+        notes = [f"{m.label} does not take seeds ({m.backend.kind}): its takes cannot be re-rendered from their seed"
+                 for m in self.members if not m.dropped and not m.backend.seed_reproduces]
+        if any(ln.lora is not None for ln in request.lines):
+            notes.append("scenes whose voices carry a LoRA render on this computer only")
+        return notes
 
 
 class _Deadline:

@@ -155,3 +155,22 @@ def test_a_scene_that_fails_everywhere_fails_with_the_server_and_the_reason(tmp_
     assert isinstance(events[-1], JobFailed)
     assert events[-1].error.startswith("scene 1 failed: noisy sent noise, not speech")
     assert not any(isinstance(e, LineFinished) for e in events)
+
+
+def test_what_cannot_travel_is_said_before_and_lora_scenes_stay_on_this_computer(tmp_path) -> None:
+    noisy = RemoteEngine(RemoteSettings("http://noise:9", protocol="openai"),
+                         transport=httpx.MockTransport(_noise_server), registry=VoiceRegistry())
+    fleet = FleetEngine([Member(noisy, 1, "noisy")])
+    collect(fleet.load(LoadRequest("load", tmp_path), threading.Event()))
+    request = project(1, 1)
+    request = SynthesisRequest("book", (LineSpec("s0l0", 0, "Hi.", tmp_path / "lora.safetensors"),),
+                               sampling=request.sampling, scene_starts=request.scene_starts)
+    assert fleet.cannot_travel(request) == [
+        "noisy does not take seeds (openai): its takes cannot be re-rendered from their seed",
+        "scenes whose voices carry a LoRA render on this computer only"]
+    last = collect(fleet.generate(request, threading.Event()))[-1]
+    assert isinstance(last, JobFailed) and "carries a LoRA, which only this computer can apply" in last.error
+    local = FleetEngine([Member(FakeEngine(), 1, "this computer"), Member(noisy, 1, "noisy")])
+    collect(local.load(LoadRequest("load", tmp_path), threading.Event()))
+    takes = [e for e in collect(local.generate(request, threading.Event())) if isinstance(e, LineFinished)]
+    assert [t.backend.kind for t in takes] == ["local"]
