@@ -1,6 +1,6 @@
 """Frames/s of many streams at once on the CPU fast path: `python bench/batch_speed.py`.
 
-A benchmark, not a test: it prints figures and asserts nothing. For each model, B = 1, 2, 4 and 8 streams decode
+A benchmark, not a test: it prints figures and asserts nothing. For each model, B = 1, 2, 4, 8 and 16 streams decode
 side by side in one run, their samples interleaved round by round so that they share the machine's load (the best
 of `--rounds` samples per B; the machine this was written on is shared and drifts):
 
@@ -13,9 +13,10 @@ B = 1 is today's batch-1 path (`FastDecoder`, `FastSampler.frame`, one slow step
 (each stream's main token, the fast transformer's passes for all streams at once, one slow step for all). Printed
 per B: aggregate frames/s (B / seconds per step), per-stream frames/s (1 / seconds per step), and both against B =
 1 (wall time); the process's CPU time per frame (all its threads: on a machine shared with other work it varies
-less than wall time, and says what a frame costs); then the split of a step at B = 1 and 8 (each stream's main
-token, the fast transformer's passes, the slow step), where the time goes. Each part's time is the best of the
-rounds on its own.
+less than wall time, and says what a frame costs) and the linear layers' multiply-adds per CPU second (once the
+multiplies, not the reads of the weights, bound a step, this stops growing with B); then the split of a step at B =
+1 and 16 (each stream's main token, the fast transformer's passes, the slow step), where the time goes. Each part's
+time is the best of the rounds on its own.
 S2 speaks 21.53 frames per second of audio. `<|im_end|>` is left out of the sampler so that no stream stops.
 """
 
@@ -43,6 +44,7 @@ from frame_speed import random_s2  # noqa: E402
 
 from s2studio.demo_model import write_demo_model  # noqa: E402
 from s2studio.engine.api import SamplingParams  # noqa: E402
+from s2studio.engine.s2 import memory  # noqa: E402
 from s2studio.engine.s2.batch import BatchDecoder  # noqa: E402
 from s2studio.engine.s2.fast import FastDecoder  # noqa: E402
 from s2studio.engine.s2.generate import make_generator  # noqa: E402
@@ -50,7 +52,7 @@ from s2studio.engine.s2.setup import load_runtime  # noqa: E402
 from s2studio.engine.weights import cpu_gemv  # noqa: E402
 from s2studio.engine.weights.narrow import narrow_linears  # noqa: E402
 
-BATCHES = (1, 2, 4, 8)
+BATCHES = (1, 2, 4, 8, 16)
 SAMPLING = SamplingParams(temperature=1.0, top_p=0.9, top_k=30, ignore_eos=True)
 FPS_AUDIO = 44100 / 2048
 TARGETS = {"bf16": 4.0, "int8": 3.0, "int4": 2.0}
@@ -158,7 +160,17 @@ def per_step(parts: dict[str, float]) -> float:
     return sum(parts.values())
 
 
-def report(name: str, best: dict[str, dict[int, dict[str, float]]]) -> None:
+def frame_multiply_adds(config, slow_layers: int) -> int:
+    """Multiply-adds in the linear layers of one stream's frame: the slow stack and its head (narrowed to the
+    semantic ids), then the fast stack over its K positions and its output layer at each of the K - 1 draws."""
+    semantic = config.semantic_end_id - config.semantic_begin_id + 1
+    slow = slow_layers * memory.layer_linear_params(config.slow) + semantic * config.slow.dim
+    fast = (config.num_codebooks * config.fast.n_layer * memory.layer_linear_params(config.fast)
+            + (config.num_codebooks - 1) * config.codebook_size * config.fast.dim)
+    return slow + fast
+
+
+def report(name: str, best: dict[str, dict[int, dict[str, float]]], macs: int) -> None:
     wall = {b: per_step(parts) for b, parts in best["wall"].items()}
     cpu = {b: per_step(parts) for b, parts in best["cpu"].items()}
     base = 1 / wall[1]
@@ -171,6 +183,7 @@ def report(name: str, best: dict[str, dict[int, dict[str, float]]]) -> None:
     print("    aggregate RTF     " + "".join(f"{wall[b] * FPS_AUDIO / b:10.2f}" for b in BATCHES))
     print("    CPU s per frame   " + "".join(f"{cpu[b] / b:10.3f}" for b in BATCHES))
     print("      B=1 / B         " + "".join(f"{cpu[1] / (cpu[b] / b):9.2f}x" for b in BATCHES))
+    print("    G mult-adds/CPU s " + "".join(f"{b * macs / cpu[b] / 1e9:10.1f}" for b in BATCHES))
     for b in (1, BATCHES[-1]):
         print(f"    a step at B={b}: " + ", ".join(f"{part} {best['wall'][b][part] * 1000:.1f} ms "
                                                  f"({best['cpu'][b][part] * 1000:.1f} CPU)" for part in PARTS))
@@ -187,7 +200,7 @@ def s2_rows(args: argparse.Namespace) -> dict[str, dict[str, dict[int, dict[str,
         gc.collect()
         out[mode] = measure(model, prompt, args.steps, args.rounds, args.context, slow_layers=36)
         report(f"S2 Pro shape, {mode} weights ({args.layers} of 36 slow layers built, the slow step scaled to 36)",
-               out[mode])
+               out[mode], frame_multiply_adds(model.config, 36))
         del model
         gc.collect()
     return out
@@ -201,7 +214,8 @@ def mid_row(args: argparse.Namespace) -> None:
     prompt = torch.zeros(11, args.prompt, dtype=torch.long)
     prompt[0] = torch.arange(args.prompt) % 400 + 100
     report(f"mid demo model ({runtime.info.precision})",
-           measure(runtime.model, prompt, args.mid_steps, args.rounds, args.context))
+           measure(runtime.model, prompt, args.mid_steps, args.rounds, args.context),
+           frame_multiply_adds(runtime.model.config, runtime.model.config.slow.n_layer))
 
 
 def main(argv: list[str] | None = None) -> int:
