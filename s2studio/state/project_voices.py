@@ -150,12 +150,13 @@ def remap(project: Project, old_id: str, voice: Voice) -> None:
     """The cast's `old_id` is `voice` now. Takes made with `old_id` record `voice` when it is the same voice
     (its key's clip part equal), so they stay up to date; with another voice they read as "voice changed"."""
     new_key = voice_key(voice)
+    old_key = f"{old_id}:{_heard(voice)}"  # the same clips under the old id: worked out once, not once a take
     for speaker, voice_id in list(project.cast.items()):
         if voice_id == old_id:
             project.cast[speaker] = voice.id
     for entry in project.lines.values():
         for take in entry.takes:
-            if take.voice == f"{old_id}:{_heard(voice)}":
+            if take.voice == old_key:
                 take.voice = new_key
     if old_id in project.voice_names:
         project.voice_names[voice.id] = voice.name
