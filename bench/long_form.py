@@ -426,6 +426,7 @@ def step_export(w, gaps: Gaps, folder: Path, cap_gb: float) -> dict:  # noqa: AN
         resource.setrlimit(resource.RLIMIT_AS, (int((rss_mb("VmSize") / 1024 + cap_gb) * 2 ** 30), limit[1]))
         run_for(0.05)
         reset_peak()
+        before = rss_mb()
         gaps.reset()
         started = time.perf_counter()
         try:
@@ -434,7 +435,7 @@ def step_export(w, gaps: Gaps, folder: Path, cap_gb: float) -> dict:  # noqa: AN
         finally:
             resource.setrlimit(resource.RLIMIT_AS, limit)
         out[what] = {"s": round(time.perf_counter() - started, 2), **gaps.blocks_ms(),
-                     "peak_mb": round(rss_mb("VmHWM")), "status": dialog.status.text()[:100]}
+                     "peak_mb": round(rss_mb("VmHWM")), "before_mb": round(before), "status": dialog.status.text()[:100]}
         dialog.deleteLater()
     return out
 
