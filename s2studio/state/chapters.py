@@ -44,8 +44,8 @@ def chapters(script: Script) -> list[Chapter]:
 
 def chapter_span(script: Script, chapter: Chapter) -> tuple[int, int]:
     """Indices [i, j) of the chapter's lines in `script.lines`."""
-    lines = script.lines
-    return bisect_left(lines, chapter.row, key=_row), bisect_left(lines, chapter.end_row, key=_row)
+    rows = script.line_rows  # not the lines: reading a line an edit moved makes it
+    return bisect_left(rows, chapter.row), bisect_left(rows, chapter.end_row)
 
 
 def chapter_lines(script: Script, chapter: Chapter) -> Sequence[Line]:
@@ -60,7 +60,3 @@ def chapter_at(found: Sequence[Chapter], row: int) -> int | None:
     while i >= 0 and not found[i].row <= row < found[i].end_row:
         i -= 1
     return i if i >= 0 else None
-
-
-def _row(line: Line) -> int:
-    return line.source_line

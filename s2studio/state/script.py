@@ -127,6 +127,13 @@ class Script:
         return dict(zip(self.line_ids, range(len(self.lines)), strict=True))
 
     @cached_property
+    def line_rows(self) -> tuple[int, ...]:
+        """Each line's text row (`source_line`), in order (without making the lines an edit moved)."""
+        if isinstance(self.lines, Pieces):
+            return self.lines.moved("source_line", "rows")
+        return tuple(ln.source_line for ln in self.lines)
+
+    @cached_property
     def line_ids(self) -> tuple[str, ...]:
         return _unmoved(self.lines, "line_id")
 

@@ -89,6 +89,19 @@ class Pieces(Sequence[T]):
                                                                   for p in self._pieces))
         return got
 
+    def moved(self, name: str, by: str) -> tuple[int, ...]:
+        """Every item's number `name` moved by the `by` field of its piece's shift (a line's row: its
+        `source_line` plus the rows edits added above it), without making the items."""
+        key = f"{name}+{by}"
+        got = self._columns.get(key)
+        if got is None:
+            runs = []
+            for p in self._pieces:
+                run, add = p.source.column(name)[p.lo:p.hi], getattr(p.shift, by)
+                runs.append(tuple(v + add for v in run) if add else run)
+            got = self._columns[key] = tuple(chain.from_iterable(runs))
+        return got
+
     def __len__(self) -> int:
         return self._starts[-1]
 

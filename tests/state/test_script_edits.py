@@ -48,6 +48,7 @@ def test_a_reparse_equals_a_whole_parse_and_carry(first: str, steps, knowns) -> 
     for (where, gone, came), known in zip(steps, knowns[1:], strict=False):
         source = apply(source, where, gone, came)
         parsed, edit = parser.reparse(part, source, known)
+        assert parsed.line_rows == tuple(ln.source_line for ln in parse_script(source, known).lines)
         assert without_ids(parsed) == without_ids(parse_script(source, known))
         before, part = part, part_ids.carry(part, parsed, edit)
         whole = whole_ids.carry(whole, parse_script(source, known))

@@ -38,6 +38,7 @@ def test_many_splices_read_like_the_list_they_stand_for(monkeypatch, merge_from:
         pieces = Pieces.splice(pieces, first, end, new, by, move)
         assert len(pieces) == len(model)
         if step % 50 == 0 or step == 399:
+            assert pieces.moved("at", "chars") == tuple(it.at for it in model)  # before any item is made
             assert list(pieces) == model and pieces == tuple(model)
             assert pieces.unmoved("name") == tuple(it.name for it in model)
             assert [pieces[i] for i in range(-1, -len(model), -37)] == model[-1:-len(model):-37]
