@@ -27,18 +27,23 @@ class Background(QObject):
     """(result or None, error message or ""): a UserError's message, "Cancelled.", or the exception's
     type and message (the traceback goes to the log)."""
 
+    _ended = Signal(object, str)
+    """From the task's thread; `done` is emitted from it on the GUI thread."""
+
     def __init__(self, name: str, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.name = name
         self.cancel = threading.Event()
         self.thread: threading.Thread | None = None
         self._active = False
-        # connected first, so it runs before any slot connected later: those see `running` already False
-        # (the thread is still alive when its queued `done` arrives, so is_alive() cannot tell)
-        self.done.connect(self._on_done)
+        self._ended.connect(self._on_ended)
 
-    def _on_done(self, _result: object, _error: str) -> None:
+    def _on_ended(self, result: object, error: str) -> None:
+        """On the GUI thread: `running` is False, then every slot of `done` runs, in this one pass of the event
+        loop (a queued `done` would reach each slot in a pass of its own: between two of them the task would
+        read as over, and a follow-up its first slot starts, such as a render, as not begun yet)."""
         self._active = False
+        self.done.emit(result, error)
 
     @property
     def running(self) -> bool:
@@ -67,7 +72,7 @@ class Background(QObject):
 
     def _report(self, result: object, error: str) -> None:
         try:
-            self.done.emit(result, error)
+            self._ended.emit(result, error)
         except RuntimeError:  # the window that owned the task closed while it ran: nobody is told
             logger.debug("background task %s ended after its owner was deleted", self.name)
 
