@@ -114,10 +114,24 @@ def npy_bytes(array: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
+WRITE_BATCH = 64
+"""Takes written at a time: a batch's files stay open, and its encoded audio in memory, until the batch is
+through (an autosave after an instant render of a book writes 10,000 takes: 30,000 files at once would pass
+the open-files limit)."""
+
+
 def write_takes(takes: Sequence[Take], folder: Path) -> list[tuple[Take, TakeFiles, Audio, Audio]]:
-    """Write the in-memory `takes` into `folder`, all their files together or none (encoded side by side, made
-    durable side by side: `atomic.in_parallel`); returns each take with its files, its peaks and the samples
-    its FLAC holds."""
+    """Write the in-memory `takes` into `folder`, `WRITE_BATCH` at a time, each batch's files together or none
+    (encoded side by side, made durable side by side: `atomic.in_parallel`); returns each take with its files,
+    its peaks and the samples its FLAC holds. After a failure, the batches written before it are files no
+    document names yet: the takes stay in memory, and a later write of them replaces those files."""
+    done: list[tuple[Take, TakeFiles, Audio, Audio]] = []
+    for first in range(0, len(takes), WRITE_BATCH):
+        done += _write_batch(takes[first:first + WRITE_BATCH], folder)
+    return done
+
+
+def _write_batch(takes: Sequence[Take], folder: Path) -> list[tuple[Take, TakeFiles, Audio, Audio]]:
     encoded: dict[str, tuple[bytes, Audio]] = {}
 
     def encode(take: Take) -> None:  # libsndfile lets go of the GIL while it encodes

@@ -8,6 +8,7 @@ import errno
 import hashlib
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -301,3 +302,31 @@ def test_a_new_take_is_written_once(tmp_path):
     ProjectFolder(folder.path).save(capture(p))
     assert take.files.audio.stat().st_ino == inode
     assert sys.getrefcount(take) > 1
+
+
+MANY_TAKES = """
+import resource, sys
+from pathlib import Path
+import numpy as np
+from s2studio.state.project import Project, Take
+from s2studio.state.project_files import read_project
+from s2studio.state.project_folder import ProjectFolder
+from s2studio.state.project_journal import capture
+resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))  # macOS's default; the soft limit cannot be raised past it
+n = 400
+p = Project(script="".join(f"Ann: Line {i}.\\n" for i in range(n)), line_ids=[f"l{i}" for i in range(n)])
+for i in range(n):
+    p.add_take(Take(f"t{i:04d}", f"l{i}", f"Line {i}.", np.full(200, i / 1000, np.float32),
+                    np.full((10, 2), i, np.int64), i))
+ProjectFolder(Path(sys.argv[1])).save(capture(p))
+back = read_project(Path(sys.argv[1])).project
+print(sum(len(e.takes) for e in back.lines.values()), round(float(back.lines["l399"].takes[0].audio[0]), 3))
+"""
+
+
+def test_a_save_of_more_takes_than_the_open_files_limit(tmp_path):
+    """An autosave after an instant render of a book writes every take at once: 3 files a take, never all open."""
+    run = subprocess.run([sys.executable, "-c", MANY_TAKES, str(tmp_path / "p.s2proj")], capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == ["400", "0.399"]
