@@ -3,7 +3,8 @@
 What must hold: on the CPU fast path (bf16, int8 and int4 weights through the C++ kernels) every stream's codes
 equal the same request run alone (`generate_frames_fast` on a fresh `FastDecoder` of the same length and piece),
 bit for bit, at 2, 4 and 8 streams, whatever joined or left beside it: staggered joins, a long prompt prefilled in
-pieces while others run, a cancel in the middle, requests that end early, slots that served other requests before.
+pieces while others run, a cancel in the middle (of a stream's frames, or between the pieces of its prompt), requests
+that end early, slots that served other requests before.
 The torch route (CUDA's; here on a float64 model) gives the same codes. Admission waits instead of overfilling the
 slots or the memory planned for streams.
 """
@@ -153,6 +154,41 @@ def test_every_stream_gives_the_codes_of_its_request_alone(case, tok: S2Tokenize
     assert len(frames[2]) == len(expected[2]) <= 3 and len(frames[0]) > 3  # one ended early; others ran on
     # every slot served several requests: the ones after the first found its caches used
     assert len({len(f) for f in frames.values()}) > 1
+
+
+def test_a_stream_cancelled_while_its_prompt_is_prefilled_leaves_its_slot_sound(folder: Path,
+                                                                                    tok: S2Tokenizer) -> None:
+    """A request dropped between two pieces of its prefill (a client that hung up while its long prompt went in):
+    the stream beside it runs on unchanged, and the slot's settled piece serves the same prompt again (asked for
+    while the other runs, so it takes that slot), whose codes are still its own alone; then other requests."""
+    model = load(folder, tok, "int8")
+    pool = requests(tok, 5)
+    long = pool[1]  # with a reference: several pieces
+    decoder = BatchDecoder(model, tok.im_end_id, length=LENGTH, max_batch=2, piece=PIECE)
+    beside = decoder.admit(pool[0].prompt, pool[0].sampling, make_generator(pool[0].seed))
+    while decoder.waiting:
+        decoder.prefill()
+    frames: dict[int, list] = {beside: [decoder.step()[0].codes.tolist()]}
+    slot = decoder.admit(long.prompt, long.sampling, make_generator(long.seed))
+    assert slot != beside and decoder.prefill() is None and decoder.waiting  # one piece of several in
+    frames[beside] += [decoder.step()[0].codes.tolist()]
+    decoder.cancel(slot)
+    assert not decoder.waiting and decoder.running == [beside]
+    frames[beside] += [decoder.step()[0].codes.tolist()]
+    assert decoder.admit(long.prompt, long.sampling, make_generator(long.seed)) == slot
+    before = decoder.slots[slot].prefilled
+    frames[slot] = []
+    while decoder.streams:
+        decoder.prefill()
+        for frame in decoder.step():
+            if frame.codes is not None:
+                frames[frame.slot].append(frame.codes.tolist())
+    assert 0 < decoder.slots[slot].prefilled - before < long.prompt.shape[1]  # the settled piece not run again
+    assert frames[beside] == alone(model, tok, pool[0]) and frames[slot] == alone(model, tok, long)
+    after, _, finished = run_batch(decoder, [pool[4], pool[2]], stagger=1)
+    for i, request in enumerate([pool[4], pool[2]]):
+        assert after[i] == alone(model, tok, request), i
+        assert finished[i] in ("end", "limit")
 
 
 def test_the_torch_route_gives_the_same_codes(folder: Path, tok: S2Tokenizer) -> None:
