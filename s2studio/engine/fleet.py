@@ -25,10 +25,15 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from typing import TYPE_CHECKING
+
 from s2studio.engine.api import (
     SAMPLE_RATE, AudioChunk, Backend, ContextTurn, EncodeRequest, Engine, Event, JobFailed, JobFinished, JobStarted,
     LineFinished, LineSpec, LineStarted, LoadRequest, ModelReady, Progress, SynthesisRequest,
 )
+
+if TYPE_CHECKING:
+    from s2studio.engine.remote import RemoteSettings
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +47,15 @@ class FleetConfig:
     first_deadline_s: float = 600.0
     pace_factor: float = 4.0
     min_deadline_s: float = 20.0
+
+
+@dataclass(frozen=True)
+class FleetSettings:
+    """Where a render goes: this computer (its slots; 0: not at all) and servers with their requests in flight."""
+
+    servers: tuple["RemoteSettings", ...]
+    slots: tuple[int, ...]
+    local_slots: int = 1
 
 
 @dataclass
@@ -109,10 +123,11 @@ def garbage(audio: np.ndarray) -> str:
 class FleetEngine:
     """An `Engine` made of members; `load` loads each, `encode` uses the first that can, `generate` fans out."""
 
-    def __init__(self, members: list[Member], config: FleetConfig | None = None) -> None:
+    def __init__(self, members: list[Member], config: FleetConfig | None = None,
+                 settings: FleetSettings | None = None) -> None:
         if not members:
-            raise ValueError("a fleet needs at least one engine")
-        self.members, self.config = members, config or FleetConfig()
+            raise ValueError("no engine to render on: add a server, or this computer, in Settings ▸ Render on")
+        self.members, self.config, self.settings = members, config or FleetConfig(), settings
         self.notices: list[str] = []
         """Failures that moved work (garbage audio, a lost server): the render's report reads them."""
         self._lock = threading.Lock()

@@ -153,6 +153,7 @@ class RemoteEngine:
         if protocol == "s2studio":
             raw = self._check(self._call("GET", "/v1/s2studio/info"), "asking for the model").json()
             remote = remote_wire.info_from_json(raw.get("model"))
+            self.model_name = remote.name
             info = ModelInfo(f"{remote.name} on {host}", f"{remote.device} on {host}", remote.precision,
                              remote.sample_rate, remote.codec_fingerprint, remote.max_context)
         else:

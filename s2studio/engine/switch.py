@@ -16,6 +16,7 @@ from typing import Any
 from s2studio.engine.api import (
     EncodeRequest, Engine, Event, JobFailed, LoadRequest, ModelReady, SynthesisRequest,
 )
+from s2studio.engine.fleet import FleetEngine, FleetSettings, Member
 from s2studio.engine.remote import RemoteEngine, RemoteSettings
 
 
@@ -25,10 +26,30 @@ class EngineSwitch:
         self._local: Engine | None = None
         self._remote: RemoteEngine | None = None
         self._active: Engine | None = None
-        self._wanted: RemoteSettings | None = None
+        self._wanted: RemoteSettings | FleetSettings | None = None
+        self._fleet: FleetEngine | None = None
 
-    def choose(self, remote: RemoteSettings | None) -> None:
+    def choose(self, remote: RemoteSettings | FleetSettings | None) -> None:
         self._wanted = remote
+
+    def status_lines(self) -> list[str]:
+        """One line per engine of the fleet (lines done, failures, speed), then what moved work; [] otherwise."""
+        fleet = self._active if isinstance(self._active, FleetEngine) else None
+        return fleet.status() + fleet.notices[-3:] if fleet is not None else []
+
+    def _fleet_for(self, wanted: FleetSettings) -> FleetEngine:
+        if self._fleet is not None and self._fleet.settings == wanted:
+            return self._fleet
+        members = []
+        if wanted.local_slots:
+            if self._local is None:
+                self._local = self._make_local()
+            members.append(Member(self._local, 1, "this computer"))  # one slot until the scheduler gives more
+        for server, slots in zip(wanted.servers, wanted.slots, strict=True):
+            engine = RemoteEngine(server)
+            members.append(Member(engine, slots, engine.base_url))
+        self._fleet = FleetEngine(members, settings=wanted)
+        return self._fleet
 
     @property
     def remote(self) -> RemoteEngine | None:
@@ -37,10 +58,16 @@ class EngineSwitch:
 
     def load(self, request: LoadRequest, cancel: threading.Event) -> Iterator[Event]:
         wanted = self._wanted
-        if wanted is None:
+        if isinstance(wanted, FleetSettings):
+            try:
+                engine: Engine = self._fleet_for(wanted)
+            except ValueError as exc:
+                yield JobFailed(request.job_id, str(exc))
+                return
+        elif wanted is None:
             if self._local is None:
                 self._local = self._make_local()
-            engine: Engine = self._local
+            engine = self._local
         else:
             if self._remote is None or self._remote.settings != wanted:
                 if self._remote is not None:

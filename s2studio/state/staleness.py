@@ -41,10 +41,11 @@ SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "max_frames", "batching")
 TAKE_SETTINGS = Record({
     "temperature": Field(Number(), None), "top_p": Field(Number(), None), "top_k": Field(Integer(), None),
     "max_frames": Field(Integer(), None), "batching": Field(Text(max_chars=40), None),
-    "seed": Field(Integer(), None),
+    "seed": Field(Integer(), None), "backend": Field(Text(max_chars=400), None),
 })
 """`Take.settings` in project.json (`take_settings`): types only, no limits, so a take made under other
-limits still opens; a field missing from an older take reads as None (and counts as changed)."""
+limits still opens; a field missing from an older take reads as None (and counts as changed). `backend`: which
+engine made the take, when a render plan shared the work out (never compared: it cannot make a take stale)."""
 
 
 class Stale(Enum):

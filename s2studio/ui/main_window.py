@@ -203,6 +203,11 @@ class MainWindow(QMainWindow):
         self.settings_scroll, self.render_on = ins.settings_scroll, ins.render_on
         self.transcripts_box = ins.transcripts_box
         self.render_on.target_chosen.connect(self.render_on_target)
+        if self.ctx.engine_switch is not None:  # the fleet's live line per engine (plain strings, read each second)
+            self._engines_timer = QTimer(self, interval=1000)
+            self._engines_timer.timeout.connect(
+                lambda: self.render_on.show_engines(self.ctx.engine_switch.status_lines()))
+            self._engines_timer.start()
         self.editor.set_tag_names(self.tag_palette.names())
         top = QSplitter(Qt.Orientation.Horizontal)
         top.addWidget(self.voices)

@@ -11,7 +11,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from s2studio.engine.api import JobFailed, LoadRequest, ModelReady
+from s2studio.engine.fleet import FleetSettings
 from s2studio.engine.remote import RemoteEngine, RemoteSettings
+
+
+KINDS = ("auto", "s2studio", "vllm", "sglang", "fish", "fishcloud", "openai")
+"""The kinds of server the remote engine speaks (its `PROTOCOLS`), for the window's list."""
+
+
+def store_key(key: str) -> None:
+    """Fish Audio's cloud key into the system keyring (never into a settings file)."""
+    from s2studio.engine.wire_fish import store_cloud_key
+
+    store_cloud_key(key)
 
 
 @dataclass(frozen=True)
@@ -20,10 +32,33 @@ class ServerTarget:
     api_key: str = ""
     model: str = "s2-pro"
     """The model a Fish server should use (Fish's cloud: s2-pro, s2.1-pro, …)."""
+    kind: str = "auto"
+    """How to talk to it: auto, s2studio, vllm, sglang, fish, fishcloud, openai."""
+    slots: int = 4
+    """Requests in flight when it renders beside other engines."""
+
+    def describe(self) -> str:
+        return f"{self.url or 'Fish Audio cloud'} ({self.kind}, {self.slots} in flight)"
+
+
+@dataclass(frozen=True)
+class FleetTarget:
+    """This computer (`local_slots`, 0: not at all) and servers, sharing a render's scenes."""
+
+    servers: tuple[ServerTarget, ...]
+    local_slots: int = 1
 
 
 def remote_settings(target: ServerTarget) -> RemoteSettings:
-    return RemoteSettings(target.url, target.api_key, model=target.model or "s2-pro")
+    return RemoteSettings(target.url, target.api_key, protocol=target.kind, model=target.model or "s2-pro")  # type: ignore[arg-type]
+
+
+def engine_choice(target: ServerTarget | FleetTarget | None) -> RemoteSettings | FleetSettings | None:
+    """What the engine switch takes for a choice of Settings ▸ Render on."""
+    if isinstance(target, FleetTarget):
+        return FleetSettings(tuple(remote_settings(t) for t in target.servers),
+                             tuple(t.slots for t in target.servers), target.local_slots)
+    return remote_settings(target) if target is not None else None
 
 
 def probe_server(target: ServerTarget, cancel: threading.Event | None = None) -> str:

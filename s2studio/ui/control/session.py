@@ -193,7 +193,7 @@ class RenderSession(QObject):
         self.live = None
         self.done_lines += 1
         self.document.add_take(Take(event.take_id, event.line_id, asked.text, event.audio, event.codes, event.seed,
-                                    speaker=asked.speaker, voice=asked.voice, settings=dict(asked.settings),
+                                    speaker=asked.speaker, voice=asked.voice, settings=_with_backend(asked.settings, event),
                                     created=now_iso()))
         self.rendering_changed.emit((event.line_id,))
 
@@ -222,3 +222,11 @@ class RenderSession(QObject):
         if self._mine(event):
             self._end()
             self.failed.emit(event.error)
+
+
+def _with_backend(settings: dict, event: api.LineFinished) -> dict:
+    """The take's settings, with the engine that made it when that was not this computer alone."""
+    made = dict(settings)
+    if event.backend is not None:
+        made["backend"] = event.backend.describe()
+    return made

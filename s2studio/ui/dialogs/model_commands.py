@@ -24,7 +24,7 @@ from s2studio.ui.control.document import Document
 from s2studio.ui.control.model import LoadConfig, ModelController
 from s2studio.ui.inspector.settings_panel import DEVICES, SettingsPanel, mode_of
 from s2studio.ui.status import StatusPanel
-from s2studio.worker.servers import remote_settings
+from s2studio.worker.servers import engine_choice
 
 LOAD_FIELDS = ("device", "precision", "speed", "quantize")
 """The fields of `GenerationSettings.load_key`."""
@@ -84,7 +84,7 @@ class ModelCommands(QObject):
         if switch is None:
             self.message.emit("Rendering on a server needs the real engine (not S2STUDIO_ENGINE=fake).", 10000)
             return
-        switch.choose(remote_settings(target) if target is not None else None)  # type: ignore[arg-type]
+        switch.choose(engine_choice(target))  # type: ignore[arg-type]
         model_dir = self.ctx.model_dir
         if target is None and model_dir is None:
             self.open_model_page()

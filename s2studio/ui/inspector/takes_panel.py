@@ -100,6 +100,8 @@ class TakesPanel(QWidget):
         for i, take in enumerate(takes.takes if takes else ()):
             picked = i == takes.picked
             head = f"Take {i + 1}{'  ✓' if picked else ''}    {take.seconds:.1f} s    seed {take.seed}"
+            backend = (take.settings or {}).get("backend")
+            head += f"    {backend}" if backend else ""
             when = _when(take)
             text = head + (f"    {when}" if when else "")
             note = notes[i] if i < len(notes) else ""

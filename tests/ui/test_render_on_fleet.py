@@ -1,0 +1,75 @@
+"""Settings ▸ Render on ▸ "This computer and servers": two live `s2studio serve` servers (the seam's FakeEngine
+behind real HTTP) added to the engines list by real clicks, remembered, a two-scene script rendered over them,
+each take saying which server made it in the takes list, and the live line per engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ui_helpers import cast_two_voices, open_real_studio
+
+
+@pytest.fixture
+def servers(tmp_path):
+    from s2studio.engine.api import LoadRequest
+    from s2studio.engine.fake import FakeEngine
+    from s2studio.serve.config import ServeConfig
+    from s2studio.serve.server import ThreadedServer, free_port, start_state
+    from s2studio.state.voices import VoiceLibrary
+
+    live = []
+    for i in range(2):
+        state = start_state(ServeConfig(port=free_port()), LoadRequest("load", tmp_path),
+                            VoiceLibrary(tmp_path / f"voices{i}"), engine_factory=FakeEngine)
+        live.append(ThreadedServer(state).__enter__())
+    yield live
+    for server in live:
+        server.__exit__(None, None, None)
+        server.state.runner.stop()
+
+
+def test_the_studio_renders_scenes_over_a_list_of_engines(qtbot, tmp_path: Path, monkeypatch, servers,
+                                                          request) -> None:
+    w = open_real_studio(qtbot, monkeypatch, tmp_path / "data", request)
+    box = w.render_on
+    box.where.setCurrentIndex(box.where.findData("fleet"))
+    assert box.use_button.text() == "Use these engines"
+    box.use_button.click()
+    assert "Add a server" in box.result.text()
+    for server in servers:
+        box.url.setText(server.url)
+        box.kind.setCurrentIndex(box.kind.findData("s2studio"))
+        box.slots.setValue(1)
+        box.add_button.click()
+    assert [box.engines.item(i).text() for i in range(2)] == [f"{s.url} (s2studio, 1 in flight)" for s in servers]
+    box.test_connection()
+    qtbot.waitUntil(lambda: box.result.text().startswith("Connected"), timeout=30000)
+    box.use_button.click()
+    qtbot.waitUntil(lambda: w.model_info is not None and not w.model.busy, timeout=60000)
+    assert '"url"' in w.ctx.settings.value("render/fleet")  # remembered for the next start
+
+    cast_two_voices(w, tmp_path, "# One\nAlice: One [sigh] two.\nBob: Three.\n# Two\nAlice: Four.\nBob: Five.")
+    done: list[bool] = []
+    w.session.finished.connect(done.append)
+    failures: list[str] = []
+    w.session.failed.connect(failures.append)
+    w.flow.failed.connect(failures.append)
+    w.actions_by_name["render_all"].trigger()
+    qtbot.waitUntil(lambda: bool(done) or bool(failures), timeout=120000)
+    assert failures == []
+    takes = [w.project.current(ln.line_id) for ln in w.script.lines]
+    assert all(t is not None and len(t.audio) > 0 for t in takes)
+    made_by = {t.settings["backend"] for t in takes}
+    assert made_by <= {f"{s.state.info.name} on {s.url.split('//')[1]} (s2studio)" for s in servers}, made_by
+    def served() -> list[int]:
+        return [int(line.split(": ")[1].split(" lines")[0]) for line in box.engines_status.text().splitlines()
+                if line.startswith(tuple(s.url + ":" for s in servers))]
+
+    qtbot.waitUntil(lambda: sum(served()) == 4, timeout=5000)  # the live line of each server
+    assert "this computer: 0 lines" in box.engines_status.text()  # no model here: the servers did it all
+    w.select_line(w.script.lines[0].line_id)  # the takes list of the line says which server made its take
+    qtbot.waitUntil(lambda: w.takes.list.count() == 1, timeout=3000)
+    assert f"    {takes[0].settings['backend']}    " in w.takes.list.item(0).text()
+    w.close()
