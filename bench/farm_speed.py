@@ -6,8 +6,10 @@
 Default model: the tiny demo model (written to a temporary folder), so the figure is about the plan and the
 wire, not S2's weights. Prints the wall time of each and their ratio (two servers should approach 2x on two
 free cores), then the cost of registering voices: the same project once more on one server through the vllm-omni
-wire (voice uploaded once per server, then named), as seconds per scene. A script, not a test: figures vary by
-machine and load; both runs are side by side in one process.
+wire (voice uploaded once per server, then named), as seconds per scene. `--control` first runs the same plan
+against two in-process servers whose engine only sleeps (the seam's FakeEngine): the ratio the plan reaches when
+the CPU is not what limits it. A script, not a test: figures vary by machine and load; both runs are side by side
+in one process.
 """
 
 from __future__ import annotations
@@ -75,13 +77,41 @@ def render(urls: list[str], request: SynthesisRequest, protocol: str = "s2studio
     return wall, registry
 
 
+def control(args: argparse.Namespace) -> None:
+    from s2studio.engine.fake import FakeEngine
+    from s2studio.serve.config import ServeConfig
+    from s2studio.serve.server import ThreadedServer, start_state
+    from s2studio.state.voices import VoiceLibrary
+
+    with tempfile.TemporaryDirectory(prefix="farm-control-") as tmp:
+        servers = [ThreadedServer(start_state(ServeConfig(port=free_port()), LoadRequest("load", Path(tmp)),
+                                              VoiceLibrary(Path(tmp) / "voices"),
+                                              engine_factory=lambda: FakeEngine(frame_latency_s=0.01)))
+                   for _ in range(2)]
+        for server in servers:
+            server.__enter__()
+        try:
+            request = project(12, args.lines, args.frames)
+            one, _ = render([servers[0].url], request)
+            two, _ = render([s.url for s in servers], request)
+            print(f"control (engines that sleep 10 ms a frame): one server {one:.1f} s, two {two:.1f} s, ratio "
+                  f"{one / two:.2f}x")
+        finally:
+            for server in servers:
+                server.__exit__(None, None, None)
+                server.state.runner.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path)
     parser.add_argument("--frames", type=int, default=48)
     parser.add_argument("--lines", type=int, default=2, help="lines per scene")
     parser.add_argument("--rounds", type=int, default=2, help="one/two alternated this many times; best of each")
+    parser.add_argument("--control", action="store_true", help="also the sleep-bound control (see above)")
     args = parser.parse_args()
+    if args.control:
+        control(args)
     with tempfile.TemporaryDirectory(prefix="farm-") as tmp:
         model = args.model
         if model is None:

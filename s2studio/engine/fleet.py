@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+BUSY_PER_TRY = 10
 CHARS_PER_SECOND = 14.0
 """Rough speaking rate, for a line's expected length before it is rendered (deadlines, longest first)."""
 
@@ -91,6 +92,8 @@ class _Scene:
     offset: int
     """Index of the scene's first line in the request (its seed is base + offset, as in a single render)."""
     tries: int = 0
+    bounces: int = 0
+    """Times a busy server gave it back (every `BUSY_PER_TRY` of them count as one try: never an endless loop)."""
     last_error: str = ""
     kept: list[LineFinished] = field(default_factory=list)
 
@@ -192,7 +195,8 @@ class FleetEngine:
 
         def give_back(scene: _Scene, count: bool, error: str) -> None:
             with state:
-                scene.tries += count
+                scene.bounces += not count
+                scene.tries += count or scene.bounces % BUSY_PER_TRY == 0
                 scene.last_error = error or scene.last_error
                 if scene.tries >= self.config.retries:
                     failed.append(f"scene {scene.index + 1} failed: {scene.last_error}")

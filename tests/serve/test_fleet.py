@@ -174,3 +174,17 @@ def test_what_cannot_travel_is_said_before_and_lora_scenes_stay_on_this_computer
     collect(local.load(LoadRequest("load", tmp_path), threading.Event()))
     takes = [e for e in collect(local.generate(request, threading.Event())) if isinstance(e, LineFinished)]
     assert [t.backend.kind for t in takes] == ["local"]
+
+
+def test_a_server_that_is_always_busy_ends_in_a_failed_scene_not_a_loop(tmp_path) -> None:
+    def always_busy(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/models":
+            return httpx.Response(200, json={"data": [{"id": "busy"}]})
+        return httpx.Response(503, json={"message": "full"}, headers={"Retry-After": "0"})
+
+    busy = RemoteEngine(RemoteSettings("http://busy:9", protocol="openai"),
+                        transport=httpx.MockTransport(always_busy), registry=VoiceRegistry())
+    fleet = FleetEngine([Member(busy, 1, "busy")], FleetConfig(retries=2))
+    collect(fleet.load(LoadRequest("load", tmp_path), threading.Event()))
+    last = collect(fleet.generate(project(1, 1), threading.Event()))[-1]
+    assert isinstance(last, JobFailed) and "scene 1 failed: busy: the server at http://busy:9 is busy" in last.error
