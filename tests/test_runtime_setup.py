@@ -148,11 +148,13 @@ def test_project_settings_map_onto_the_engines_with_the_same_defaults() -> None:
 
 
 def test_request_settings_are_validated_once_with_one_line() -> None:
-    for kwargs, message in (({"temperature": 2.0}, "temperature must be in (0, 2), got 2.0"),
-                            ({"top_p": 0.0}, "top-p must be in (0, 1], got 0.0"),
-                            ({"top_k": 0}, "top-k must be at least 1, got 0"),
+    for kwargs, message in (({"temperature": 2.0}, "temperature must be between 0.05 and 1.95, got 2.0"),
+                            ({"top_p": 0.0}, "top-p must be between 0.05 and 1, got 0.0"),
+                            ({"top_k": 0}, "top-k must be between 1 and 4096, got 0"),
+                            ({"top_k": 2**70}, "top-k must be between 1 and 4096, got 1180591620717411303424"),
                             ({"max_new_tokens": -1}, "max-new-tokens must be 0 (no limit) or more, got -1"),
-                            ({"seed": 2**64}, "seed must be between -2**63 and 2**64 - 1")):
+                            ({"seed": 2**64}, "seed must be between 0 and 2147483647, got 18446744073709551616"),
+                            ({"seed": -1}, "seed must be between 0 and 2147483647, got -1")):
         with pytest.raises(UserError) as exc:
             SamplingParams(**kwargs)
         assert str(exc.value).startswith(message)

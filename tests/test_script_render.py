@@ -351,7 +351,7 @@ def test_bad_input_is_one_clear_line_and_writes_nothing(tmp_path: Path, data_dir
     assert bad(tmp_path, ok, ["--cast", "Alice=Ann", "--gap", "-1"]) == "--gap must be between 0 and 60 seconds, got -1.0"
     assert bad(tmp_path, ok, ["--cast", "Alice=Ann", "--normalize", "loud"]) == (
         "unknown --normalize 'loud'; use none, peak or loudness")
-    assert bad(tmp_path, ok, ["--cast", "Alice=Ann", "--temperature", "3"]) == "temperature must be in (0, 2), got 3.0"
+    assert bad(tmp_path, ok, ["--cast", "Alice=Ann", "--temperature", "3"]) == "temperature must be between 0.05 and 1.95, got 3.0"
 
 
 def test_missing_files_and_folders(tmp_path: Path, data_dir: Path) -> None:

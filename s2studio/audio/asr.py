@@ -34,6 +34,7 @@ from s2studio.audio.asr_models import (DEFAULT_MODEL, INSTALL_HINT, NotHere, Oth
                                        ensure_model)
 from s2studio.audio.dsp import resample
 from s2studio.errors import Cancelled, UserError, printable
+from s2studio.state.audio_limits import rate_problem
 from s2studio.state.atomic import write_text_atomic
 
 log = logging.getLogger(__name__)
@@ -155,6 +156,9 @@ def transcribe(samples: np.ndarray, rate: int, settings: AsrSettings = AsrSettin
     missing = asr_missing()
     if missing:
         raise UserError(missing)
+    problem = rate_problem("the audio", rate)
+    if problem:  # the resampler's work grows with the reduced ratio's terms: only the rates every reader takes
+        raise UserError(problem)
     cache = cache or TranscriptCache()
     audio = np.asarray(samples, dtype=np.float32).reshape(-1)
     audio = resample(audio, rate, ASR_RATE) if rate != ASR_RATE else audio

@@ -3,6 +3,8 @@ their English names for the studio to show ("English, 98 %") and for the Setting
 
 from __future__ import annotations
 
+from s2studio.errors import UserError, printable
+
 LANGUAGES: dict[str, str] = {
     "en": "English", "zh": "Chinese", "de": "German", "es": "Spanish", "ru": "Russian", "ko": "Korean",
     "fr": "French", "ja": "Japanese", "pt": "Portuguese", "tr": "Turkish", "pl": "Polish", "ca": "Catalan",
@@ -27,3 +29,12 @@ LANGUAGES: dict[str, str] = {
 def language_name(code: str) -> str:
     """"English" for "en"; an unknown code as itself."""
     return LANGUAGES.get(code, code)
+
+
+def checked_language(code: str) -> str:
+    """`code` lower-cased when Whisper knows it ("" detects the language); a UserError otherwise."""
+    code = code.strip().lower()
+    if code and code not in LANGUAGES:
+        raise UserError(f"unknown language {printable(code, 20)!r}; give a Whisper language code such as en, de, "
+                        "fr, ja or zh, or leave --language out to detect it")
+    return code

@@ -18,11 +18,11 @@ import soundfile as sf
 
 from s2studio.audio import SAMPLE_RATE
 from s2studio.state.atomic import write_bytes_atomic
-from s2studio.state.clips import MAX_REFERENCE_SECONDS
+from s2studio.state.audio_limits import MAX_REFERENCE_SECONDS
 from s2studio.state.clips import read_audio as read_reference
 
 MAX_SECONDS = MAX_REFERENCE_SECONDS
-"""Longest clip accepted for reading (5 min; see `state.clips`)."""
+"""Longest clip the codec encodes (`state.audio_limits`)."""
 
 
 def read_channels(path: Path, max_seconds: float = MAX_SECONDS) -> tuple[np.ndarray, int]:

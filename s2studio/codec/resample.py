@@ -3,7 +3,9 @@
 Channels are averaged with `torch.mean` in float32, then a new `torchaudio.transforms.Resample(sr, 44100)` is
 applied (Hann-windowed sinc, width 6, rolloff 0.99, kernel computed in float64 and kept in float32). The
 transform, not `torchaudio.functional.resample`: their kernels differ by up to 1e-5, which can change codes.
-Kept out of `s2studio.audio` because it needs torch.
+Only rates `state.audio_limits` accepts are resampled: the transform's kernel has as many rows as the reduced
+ratio's target term and as many columns as its source term, so an odd rate (8009 Hz: 8009 × 44100) would ask
+for gigabytes. Kept out of `s2studio.audio` because it needs torch.
 """
 
 from __future__ import annotations
@@ -18,12 +20,14 @@ from s2studio.audio import SAMPLE_RATE
 from s2studio.audio.io import MAX_SECONDS, read_channels
 from s2studio.codec.codec import Codec
 from s2studio.errors import UserError
+from s2studio.state.audio_limits import rate_problem
 
 
 def to_codec_rate(channels: np.ndarray, sample_rate: int, target: int = SAMPLE_RATE) -> torch.Tensor:
     """`(channels, N)` float32 at `sample_rate` → mono `(N',)` float32 at `target`."""
-    if sample_rate < 1000:
-        raise UserError(f"sample rate {sample_rate} Hz is too low to be speech; use at least 8 kHz")
+    problem = rate_problem("the audio", sample_rate) if sample_rate != target else None
+    if problem:
+        raise UserError(problem)
     wav = torch.from_numpy(np.ascontiguousarray(channels, dtype=np.float32))
     if wav.ndim == 1:
         wav = wav[None]

@@ -15,9 +15,10 @@ from pathlib import Path
 import numpy as np
 
 from s2studio.audio.asr import AsrSettings, Transcript, transcribe
+from s2studio.audio.asr_languages import checked_language
 from s2studio.audio.asr_models import DEFAULT_MODEL, MODEL_SIZES, OtherModelHere
 from s2studio.errors import UserError, printable
-from s2studio.state.clips import read_audio
+from s2studio.state.clips import MAX_RECORDING_SECONDS, read_audio
 
 
 def add_asr_options(p: argparse.ArgumentParser, flag: str = "--asr-model") -> None:
@@ -70,10 +71,10 @@ def transcribe_samples(samples: np.ndarray, rate: int, settings: AsrSettings, na
 
 
 def run(args: argparse.Namespace) -> int:
-    settings = AsrSettings(args.asr_model, args.language)
+    settings = AsrSettings(args.asr_model, checked_language(args.language))
     status = 0
     for path in args.files:
-        data, rate, _ = read_audio(path)
+        data, rate, _ = read_audio(path, MAX_RECORDING_SECONDS, voice_clip=False)
         transcript = transcribe_samples(data.mean(axis=1), rate, settings, path.name, "--model")
         if not transcript.text:
             print(f"{printable(path.name)}: no speech recognised", file=sys.stderr)

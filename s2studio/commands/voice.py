@@ -15,9 +15,10 @@ from pathlib import Path
 from s2studio import paths
 from s2studio.audio.asr import AsrSettings
 from s2studio.audio.clip_prep import prepared, speech_span
+from s2studio.audio.asr_languages import checked_language
 from s2studio.commands.transcribe import add_asr_options, transcribe_samples
 from s2studio.errors import UserError, printable
-from s2studio.state.clips import ClipAudio, audio_warnings, read_audio
+from s2studio.state.clips import MAX_RECORDING_SECONDS, MAX_REFERENCE_SECONDS, ClipAudio, audio_warnings, read_audio
 from s2studio.state.voices import MAX_CLIPS, Voice, VoiceLibrary, check_clip
 
 
@@ -58,7 +59,7 @@ def _prepared(clip: Path, text: str, args: argparse.Namespace) -> tuple[Path | C
     """A clip as `voice add` stores it (trimmed and normalised when asked), its warnings on stderr, and its
     transcript (the given text, or the speech-recognition model's)."""
     source: Path | ClipAudio = clip
-    data, rate, subtype = read_audio(clip)
+    data, rate, subtype = read_audio(clip, MAX_RECORDING_SECONDS if args.trim else MAX_REFERENCE_SECONDS)
     if args.trim or args.normalize:
         span = speech_span(data.mean(axis=1), rate) if args.trim else None
         source = ClipAudio(clip.name, prepared(data, rate, span, args.normalize), rate, subtype)
@@ -66,7 +67,7 @@ def _prepared(clip: Path, text: str, args: argparse.Namespace) -> tuple[Path | C
     for warning in audio_warnings(data, rate):
         print(f"warning: {printable(clip.name)}: {warning}", file=sys.stderr)
     if not text:
-        text = transcribe_samples(data.mean(axis=1), rate, AsrSettings(args.asr_model, args.language), clip.name).text
+        text = transcribe_samples(data.mean(axis=1), rate, AsrSettings(args.asr_model, checked_language(args.language)), clip.name).text
         if not text:
             raise UserError(f"no speech recognised in {printable(clip.name)}; give its transcript with --text")
         print(f"{printable(clip.name)}: “{printable(text, 500)}”", file=sys.stderr)

@@ -19,6 +19,7 @@ import numpy.typing as npt
 
 from s2studio.audio import FRAME_SAMPLES, SAMPLE_RATE  # noqa: F401 - re-exported: what every engine speaks
 from s2studio.errors import UserError
+from s2studio.state.project import SETTINGS_LIMITS
 
 NUM_CODEBOOKS = 10
 
@@ -38,6 +39,25 @@ QUANTIZE_MODES: tuple[Quantize, ...] = get_args(Quantize)
 SPEEDS: tuple[Speed, ...] = get_args(Speed)
 SEED_RANGE = (-(2**63), 2**64)
 """Seeds torch's generators take (a negative seed wraps around 2**64); the upper bound is excluded."""
+SEED_LIMIT = int(SETTINGS_LIMITS["seed"][1]) + 1
+"""Request seeds are below this (the studio's settings table is the one table of generation limits), and so is
+every line's seed (`line_seed`), so any seed an engine reports can be asked for again."""
+
+
+def line_seed(base: int, index: int) -> int:
+    """The seed line `index` of a request with base seed `base` is drawn with: `base + index`, wrapping below
+    `SEED_LIMIT`."""
+    return (base + index) % SEED_LIMIT
+
+
+def _shown(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def _check_range(name: str, label: str, value: float) -> None:
+    lo, hi = SETTINGS_LIMITS[name]
+    if not lo <= value <= hi:
+        raise UserError(f"{label} must be between {_shown(lo)} and {_shown(hi)}, got {value}")
 
 
 # ----------------------------------------------------------------------------- requests
@@ -47,7 +67,8 @@ SEED_RANGE = (-(2**63), 2**64)
 class SamplingParams:
     """How one request samples: the engine's one settings type (defaults: upstream's API server).
 
-    Validated here, once, with the message a person acts on; the studio's project settings map onto it in
+    Validated here, once, against the one table of generation limits (`state.project.SETTINGS_LIMITS`, what the
+    settings panel offers), with the message a person acts on; the studio's project settings map onto it in
     `plan.sampling_params`, the command line builds it from its flags."""
 
     temperature: float = 0.8
@@ -57,27 +78,24 @@ class SamplingParams:
     """Frames per batch, the dropped last one included; 0: as many as the context leaves."""
     seed: int | None = None
     """None: the engine draws one base seed for the request and reports it per line in `LineFinished.seed`
-    (line i of the request is drawn with base + i, so a reported seed re-renders its line)."""
+    (line i of the request is drawn with `line_seed(base, i)`, so a reported seed re-renders its line)."""
     ignore_eos: bool = False
     """Never end a batch at `<|im_end|>` (it is masked out of the sampler): every batch runs to `max_new_tokens`
     or the context. For benchmarks, which need exactly N frames."""
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.temperature < 2.0:
-            raise UserError(f"temperature must be in (0, 2), got {self.temperature}")
-        if not 0.0 < self.top_p <= 1.0:
-            raise UserError(f"top-p must be in (0, 1], got {self.top_p}")
-        if self.top_k < 1:
-            raise UserError(f"top-k must be at least 1, got {self.top_k}")
+        _check_range("temperature", "temperature", self.temperature)
+        _check_range("top_p", "top-p", self.top_p)
+        _check_range("top_k", "top-k", self.top_k)
         if self.max_new_tokens < 0:
             raise UserError(f"max-new-tokens must be 0 (no limit) or more, got {self.max_new_tokens}")
-        if self.seed is not None and not SEED_RANGE[0] <= self.seed < SEED_RANGE[1]:
-            raise UserError(f"seed must be between -2**63 and 2**64 - 1, got {self.seed}")
+        if self.seed is not None:
+            _check_range("seed", "seed", self.seed)
 
     def base_seed(self) -> int:
-        """The request's base seed: `seed`, or one drawn now (line i is then drawn with base + i). Every engine
+        """The request's base seed: `seed`, or one drawn now (line i is then drawn with `line_seed`). Every engine
         draws it here, so the fake, the remote and the real engine keep one contract."""
-        return self.seed if self.seed is not None else secrets.randbits(31)
+        return self.seed if self.seed is not None else secrets.randbelow(SEED_LIMIT)
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ import soundfile as sf
 from s2studio.engine.api import (
     FRAME_SAMPLES, NUM_CODEBOOKS, SAMPLE_RATE, AudioChunk, ClipEncoded, DeviceOption, EncodeRequest, Event,
     JobFailed, JobFinished, JobStarted, LineFinished, LineStarted, LoadRequest, ModelInfo, ModelLoading, ModelReady,
-    Progress, SynthesisRequest,
+    Progress, SynthesisRequest, line_seed,
 )
 from s2studio.engine.plan import line_fingerprint, lora_digest
 
@@ -169,7 +169,7 @@ class FakeEngine:
             if cancel.is_set():
                 yield JobFinished(job, cancelled=True)
                 return
-            seed = base_seed + index
+            seed = line_seed(base_seed, index)
             # a voice's LoRA changes the take as it would with the real model (and nothing else does)
             switching = time.perf_counter()
             lora = () if line.lora is None else (lora_digest(Path(line.lora)),)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from s2studio.engine.api import (
     SAMPLE_RATE, AudioChunk, Backend, ContextTurn, EncodeRequest, Engine, Event, JobFailed, JobFinished, JobStarted,
-    LineFinished, LineSpec, LineStarted, LoadRequest, ModelReady, Progress, SynthesisRequest,
+    LineFinished, LineSpec, LineStarted, LoadRequest, ModelReady, Progress, SynthesisRequest, line_seed,
 )
 
 if TYPE_CHECKING:
@@ -260,7 +260,7 @@ class FleetEngine:
         kept = tuple(ContextTurn(ln.speaker, ln.text, t.codes) for ln, t in zip(scene.lines, scene.kept)
                      if t.codes.shape[1] > 0)
         sub = replace(request, job_id=f"{job}:s{scene.index}:{member.label}:{scene.tries}", lines=tuple(lines),
-                      sampling=replace(request.sampling, seed=base_seed + offset), context=context + kept,
+                      sampling=replace(request.sampling, seed=line_seed(base_seed, offset)), context=context + kept,
                       scene_starts=frozenset())
         stop = threading.Event()
         watch = _Deadline(stop, cancel)

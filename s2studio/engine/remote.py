@@ -37,7 +37,7 @@ from s2studio.engine import remote_wire
 from s2studio.engine.api import (
     FRAME_SAMPLES, NUM_CODEBOOKS, SAMPLE_RATE, AudioChunk, Backend, ClipEncoded, EncodeRequest, Event, JobFailed,
     JobFinished, JobStarted, LineFinished, LineStarted, LoadRequest, ModelInfo, ModelLoading, ModelReady, Progress,
-    SynthesisRequest,
+    SynthesisRequest, line_seed,
 )
 from s2studio.engine.plan import line_fingerprint
 from s2studio.engine.remote_http import Busy, Link, RemoteError, _reason
@@ -299,7 +299,7 @@ class RemoteEngine:
             if cancel.is_set():
                 yield JobFinished(job, cancelled=True)
                 return
-            seed = base_seed + index
+            seed = line_seed(base_seed, index)
             yield LineStarted(job, line.line_id)
             pieces, sent, started = [], 0, time.perf_counter()
             for samples in wire.line_audio(request, line, seed, cancel):

@@ -1,12 +1,13 @@
 """Reading reference clips, the one rule a reference must meet, and the warnings about a clip.
 
-`read_audio` is the one reader of reference audio: the voice library calls it when a clip is added and
+`read_audio` is the one reader of audio files: the voice library calls it when a clip is added and
 the codec's reference loader (`audio.io.read_channels` → `codec.resample.load_reference`) calls it before
-encoding, so a clip the engine would refuse is refused when it is added, with the same words
-(`reference_problem`): at most 5 minutes (the encoder's exact attention grows with the square of the
-length), a sample rate of at least 8 kHz, only finite samples, and, for a voice's clip, at least a quarter
-second and some sound: a clip that is all silence carries no voice (the codec itself encodes any length and
-any silence, as upstream does).
+encoding, so a clip the engine would refuse is refused when it is added, with the same words. The limits
+are `state.audio_limits` (rate, channels, length, decoded samples), checked from the header before anything
+is decoded, and the decode itself is cut at the limit, so a header that lies costs no more; then only finite
+samples, and, for a voice's clip, at least a quarter second and some sound: a clip that is all silence carries
+no voice (the codec itself encodes any length and any silence, as upstream does). `read_audio_from` is the
+same reader for a file object (the server's inline references arrive as bytes).
 `check_clip` and `audio_warnings` add the warnings that never block (length, clipping, mostly silence, a low
 rate), for a file or for audio being prepared (trimmed, split) before it is a file.
 
@@ -17,21 +18,22 @@ UTF-8 (surrogate escapes of a Linux file name) reads like any other.
 
 from __future__ import annotations
 
+import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import soundfile as sf
 
 from s2studio.errors import UserError, printable
+from s2studio.state.audio_limits import (
+    MAX_RECORDING_SECONDS, MAX_REFERENCE_SECONDS, MIN_REFERENCE_SECONDS, audio_problem, max_samples, rate_problem,
+)
 
-MAX_REFERENCE_SECONDS = 300.0
-"""Longest clip accepted (5 min). A voice reference needs seconds; the encoder's exact attention builds a
-T×T mask at 86 Hz (upstream's too: 2.7 GB as float at 5 min, 11 GB at 10 min), so longer files would
-exhaust memory instead of failing clearly."""
-MIN_REFERENCE_SECONDS = 0.25
-"""Shortest clip accepted: about 11 codec frames; less carries no voice (a 1-sample clip gives one frame)."""
-MIN_SAMPLE_RATE = 8000
+__all__ = ["MAX_RECORDING_SECONDS", "MAX_REFERENCE_SECONDS", "ClipAudio", "audio_warnings", "check_clip",
+           "check_reference", "read_audio", "read_audio_from", "read_clip"]
+
 SILENCE_DBFS = -60.0
 """A clip none of whose 50 ms blocks is louder than this (RMS) is silence: refused as a voice's clip."""
 QUIET_DBFS = -45.0
@@ -62,49 +64,56 @@ def soundfile_reason(exc: BaseException) -> str:
     return str(getattr(exc, "error_string", None) or exc).strip().rstrip(".")
 
 
-def reference_problem(name: str, frames: int, sample_rate: int, max_seconds: float = MAX_REFERENCE_SECONDS,
-                      min_seconds: float = MIN_REFERENCE_SECONDS) -> str | None:
-    """Why a clip of `frames` samples at `sample_rate` cannot be a reference (None when it can)."""
-    if sample_rate < MIN_SAMPLE_RATE:
-        return (f"{name} has a sample rate of {sample_rate} Hz, too low to be speech; use at least "
-                f"{MIN_SAMPLE_RATE // 1000} kHz (22.05 kHz or more clones best)")
-    seconds = frames / sample_rate
-    if seconds > max_seconds:
-        return f"{name} is {seconds:.0f} s long; use a clip of at most {max_seconds:.0f} s (cut it shorter)"
-    if seconds < min_seconds:
-        return (f"{name} is {seconds:.2f} s long ({frames} samples); a reference needs at least "
-                f"{min_seconds} s of speech (3–30 s clones best)")
-    return None
-
-
 def read_audio(path: Path, max_seconds: float = MAX_REFERENCE_SECONDS,
                voice_clip: bool = True) -> tuple[np.ndarray, int, str]:
     """(frames, channels) float32 as soundfile reads it, sample rate, subtype; one `UserError` for anything
-    that is not a usable reference clip (`reference_problem`; a voice's clip is also at least a quarter
-    second long and not silence). The codec alone reads with `voice_clip=False`: it encodes any length and
-    any content as upstream does (a clip shorter than a frame is one frame, a parity case)."""
+    that is not a usable clip (`state.audio_limits`; a voice's clip is also at least a quarter second long and
+    not silence). The codec alone reads with `voice_clip=False`: it encodes any length and any content as
+    upstream does (a clip shorter than a frame is one frame, a parity case). A recording that is only read
+    (to be split, or transcribed) passes `max_seconds=MAX_RECORDING_SECONDS`."""
     path = Path(path)
-    name = printable(path.name)
     if path.is_dir():
         raise UserError(f"{printable(path)} is a folder; give an audio file (WAV, FLAC, OGG or MP3)")
-    if not path.is_file():
-        raise UserError(f"audio file not found: {printable(path)}")
     try:
-        with path.open("rb") as f:
-            info = sf.info(f)
-            rate = info.samplerate
-            if rate > 0 and (rate < MIN_SAMPLE_RATE or info.frames / rate > max_seconds):
-                # refused from the header: a 10-minute file is never loaded
-                raise UserError(reference_problem(name, info.frames, rate, max_seconds) or "")
-            f.seek(0)
-            data, sr = sf.read(f, dtype="float32", always_2d=True)
-    except UserError:
-        raise
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise UserError(f"audio file not found: {printable(path)}") from None
     except OSError as exc:
         raise UserError(f"cannot read {printable(path)}: {printable(exc.strerror or exc)}") from None
+    if not stat.S_ISREG(mode):
+        raise UserError(f"{printable(path)} is not a regular file (a device, pipe or socket); give an audio file")
+    try:
+        with path.open("rb") as f:
+            return read_audio_from(f, printable(path.name), max_seconds, voice_clip)
+    except OSError as exc:
+        raise UserError(f"cannot read {printable(path)}: {printable(exc.strerror or exc)}") from None
+
+
+def read_audio_from(f: BinaryIO, name: str, max_seconds: float = MAX_REFERENCE_SECONDS,
+                    voice_clip: bool = True) -> tuple[np.ndarray, int, str]:
+    """`read_audio` of an open file (or `io.BytesIO`) that messages call `name`."""
+    try:
+        info = sf.info(f)
+        rate, channels = int(info.samplerate), max(1, int(info.channels))
+        # refused from the header: a file that would decode to more than its limit is never decoded
+        known = 0 < info.frames < 2**62  # a stream that does not say its length reports 0 or 2**63 - 1
+        problem = rate_problem(name, rate) or (
+            audio_problem(name, info.frames, rate, channels, max_seconds) if known else None)
+        if problem:
+            raise UserError(problem)
+        limit = min(int(max_seconds * rate), max_samples(max_seconds) // channels) + 1
+        f.seek(0)
+        data, sr = sf.read(f, frames=limit, dtype="float32", always_2d=True)
+    except UserError:
+        raise
     except (sf.LibsndfileError, RuntimeError, TypeError, ValueError) as exc:
         raise UserError(f"{name} is not an audio file that can be read ({printable(soundfile_reason(exc), 120)}); "
                         "use WAV, FLAC, OGG or MP3") from None
+    if data.shape[0] >= limit:  # the header did not say (or said less than) what the file holds: cut at the limit
+        raise UserError(audio_problem(name, data.shape[0], int(sr), channels, max_seconds)
+                        if data.shape[0] * channels > max_samples(max_seconds)
+                        else f"{name} is longer than {max_seconds:.0f} s; use a clip of at most {max_seconds:.0f} s "
+                             "(cut it shorter)")
     check_reference(name, data, int(sr), max_seconds, voice_clip)
     return data, int(sr), info.subtype
 
@@ -115,13 +124,16 @@ def check_reference(name: str, data: np.ndarray, sr: int, max_seconds: float = M
     when they cannot be a reference (a voice's clip: `voice_clip`)."""
     if data.ndim != 2 or data.shape[0] == 0 or data.shape[1] == 0:
         raise UserError(f"{name} contains no audio samples; record or choose a longer clip")
-    if not np.isfinite(data).all():
-        raise UserError(f"{name} contains invalid samples (NaN or infinity); re-export it")
-    problem = reference_problem(name, data.shape[0], sr, max_seconds, MIN_REFERENCE_SECONDS if voice_clip else 0.0)
-    if problem is None and voice_clip:
-        problem = silence_problem(name, data.mean(axis=1), sr)
+    problem = audio_problem(name, data.shape[0], sr, data.shape[1], max_seconds,
+                            MIN_REFERENCE_SECONDS if voice_clip else 0.0)
     if problem:
         raise UserError(problem)
+    if not np.isfinite(data).all():
+        raise UserError(f"{name} contains invalid samples (NaN or infinity); re-export it")
+    if voice_clip:
+        problem = silence_problem(name, data.mean(axis=1), sr)
+        if problem:
+            raise UserError(problem)
 
 
 @dataclass(frozen=True)

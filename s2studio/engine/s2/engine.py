@@ -41,7 +41,7 @@ from s2studio.codec.resample import encode_file
 from s2studio.codec.streaming import IncrementalDecoder
 from s2studio.engine.api import (
     AudioChunk, ClipEncoded, EncodeRequest, Event, JobFailed, JobFinished, JobStarted, LineFinished, LineSpec,
-    LineStarted, LoadRequest, ModelInfo, ModelLoading, ModelReady, Progress, SynthesisRequest,
+    LineStarted, LoadRequest, ModelInfo, ModelLoading, ModelReady, Progress, SynthesisRequest, line_seed,
 )
 from s2studio.engine.plan import line_fingerprint
 from s2studio.engine.s2.context import hop
@@ -224,7 +224,7 @@ class S2Engine:
             lengths.append(encoded_length(exchange_parts(exchange), loaded.tokenizer))
         yield JobStarted(job, tuple(ln.line_id for ln in request.lines))
         for index, line in enumerate(request.lines):
-            seed = base_seed + index
+            seed = line_seed(base_seed, index)
             switch_s = self._use_lora(loaded, line.lora)
             text = speaker_text(line.speaker, line.text)
             start = hop(start, lengths, own(text), limit, self.context_lines)

@@ -23,7 +23,7 @@ from s2studio.audio.asr import AsrSettings, Transcript
 from s2studio.audio.asr_models import asr_missing
 from s2studio.audio.clip_prep import TARGET_LUFS, Span, cut, prepared
 from s2studio.errors import UserError, printable
-from s2studio.state.clips import ClipAudio, read_audio
+from s2studio.state.clips import MAX_RECORDING_SECONDS, ClipAudio, read_audio
 from s2studio.state.voices import MAX_CLIPS
 from s2studio.ui.file_places import remember, start_in
 from s2studio.ui.voices.clip_card import ClipCard, ClipDraft
@@ -179,7 +179,7 @@ class NewVoiceDialog(QDialog):
             draft = ClipDraft(self._key(), source.name, data, source.rate, source.subtype)
         else:
             try:
-                data, rate, subtype = read_audio(Path(source), voice_clip=False)
+                data, rate, subtype = read_audio(Path(source), MAX_RECORDING_SECONDS, voice_clip=False)
             except UserError as exc:
                 return f"✗ {exc}"
             draft = ClipDraft(self._key(), printable(Path(source).name), data, rate, subtype)

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QLabel, QListWidg
                                QPushButton, QSizePolicy, QStyle, QVBoxLayout, QWidget)
 
 from s2studio.errors import UserError, printable
-from s2studio.state.clips import read_audio
+from s2studio.state.clips import MAX_RECORDING_SECONDS, read_audio
 from s2studio.state.voices import Clip, Voice, VoiceLibrary, check_clip
 from s2studio.ui.control.player import load_sounddevice
 
@@ -31,7 +31,7 @@ def play_file(path: Path) -> str:
     """Play an audio file through the default device; returns a reason when it cannot (the reference
     reader's one line for a file that is not audio)."""
     try:
-        data, sr, _ = read_audio(Path(path), voice_clip=False)
+        data, sr, _ = read_audio(Path(path), MAX_RECORDING_SECONDS, voice_clip=False)
     except UserError as exc:
         return f"Cannot play it: {exc}"
     return play_samples(data.mean(axis=1), sr)
