@@ -2,13 +2,16 @@
 
 Loads one model at start, then answers OpenAI's `/v1/audio/speech`, Fish's `/v1/tts` and the studio's own
 `/v1/s2studio/*` routes. Listens on 127.0.0.1 unless `--host` says otherwise, and any other address needs an
-API key (`--api-key` or `S2STUDIO_API_KEY`): the server refuses to start without one. It computes as the studio's
-default mode does (the fast path) unless `--no-fast` asks for the exact one, and says which mode serves.
+API key, given in the environment variable S2STUDIO_API_KEY (a key on the command line is visible to every user
+of the computer in `ps`); the server refuses to start without one. It computes as the studio's default mode does
+(the fast path) unless `--no-fast` asks for the exact one, and says which mode serves. The port is taken before
+the model loads, so a port in use is said at once.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from pathlib import Path
@@ -16,11 +19,14 @@ from pathlib import Path
 from s2studio.errors import UserError
 
 ENV_API_KEY = "S2STUDIO_API_KEY"
+log = logging.getLogger("s2studio.serve")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("serve", help="serve the engine and voice library over HTTP (OpenAI and Fish APIs)",
-                              description=__doc__.splitlines()[0] if __doc__ else None)
+                              description=__doc__.splitlines()[0] if __doc__ else None,
+                              epilog=f"The API key is read from ${ENV_API_KEY}; limits and timeouts are listed in "
+                                     "the README.")
     p.add_argument("--model", required=True, type=Path, metavar="DIR", help="model folder in the upstream layout")
     p.add_argument("--device", default="auto", metavar="auto|cpu|cuda|mps", help="where the model runs")
     p.add_argument("--precision", default="auto", metavar="auto|fp32|bf16",
@@ -31,19 +37,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--quantize", default="none", metavar="none|int8|int4", help="weight-only quantisation")
     p.add_argument("--threads", type=int, default=None, metavar="N", help="CPU threads for torch")
     p.add_argument("--host", default="127.0.0.1",
-                   help="address to listen on (default 127.0.0.1: this computer only; others need --api-key)")
+                   help=f"address to listen on (default 127.0.0.1: this computer only; others need ${ENV_API_KEY})")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000, where SillyTavern looks)")
     p.add_argument("--api-key", default=None, metavar="KEY",
-                   help=f"require `Authorization: Bearer KEY` (default: ${ENV_API_KEY}); needed off loopback")
+                   help=f"discouraged: every user of this computer sees it in `ps`; set ${ENV_API_KEY} instead")
     p.add_argument("--cors", action="append", default=[], metavar="ORIGIN",
                    help="allow browser pages from ORIGIN (e.g. http://localhost:3000) to call the server; repeatable")
     p.add_argument("--queue", type=int, default=16, metavar="N", help="requests that may wait (default 16)")
     p.add_argument("--max-text", type=int, default=4096, metavar="CHARS", help="longest text (default 4096)")
     p.add_argument("--max-body-mb", type=int, default=32, metavar="MB", help="largest request body (default 32)")
-    p.add_argument("--max-reference-seconds", type=float, default=60.0, metavar="S",
-                   help="longest inline reference clip (default 60)")
+    p.add_argument("--max-reference-seconds", type=float, default=30.0, metavar="S",
+                   help="longest inline reference clip (default 30, at most 60)")
     p.add_argument("--max-new-tokens", type=int, default=4096, metavar="N",
                    help="most frames one batch may generate (default 4096, about 190 s); requests asking more get N")
+    p.add_argument("--max-connections", type=int, default=64, metavar="N",
+                   help="open connections kept (default 64); past it the longest-idle one is closed")
     p.add_argument("--model-id", default="s2-pro", help="the model name /v1/models lists (default s2-pro)")
 
 
@@ -52,6 +60,15 @@ def mode_name(speed: str, quantize: str) -> str:
     if speed == "exact":
         return "the exact mode"
     return {"int8": "the 8-bit fast mode", "int4": "the 4-bit fast mode"}.get(quantize, "the fast mode")
+
+
+def api_key(args: argparse.Namespace) -> str | None:
+    """The key from the environment, or from --api-key with a warning (visible to every local user in `ps`)."""
+    if args.api_key:
+        print(f"warning: --api-key is visible to every user of this computer (`ps`); set {ENV_API_KEY} instead",
+              file=sys.stderr)
+        return args.api_key
+    return os.environ.get(ENV_API_KEY) or None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -63,35 +80,43 @@ def run(args: argparse.Namespace) -> int:
     from s2studio import paths
     from s2studio.engine.api import LoadRequest, ModelLoading
     from s2studio.serve.config import Limits, ServeConfig
-    from s2studio.serve.server import serve_forever, start_state
+    from s2studio.serve.references import remove_stale_folders
+    from s2studio.serve.server import bind, serve_forever, start_state
+    from s2studio.state.audio_limits import MAX_REFERENCE_SECONDS
     from s2studio.state.voices import VoiceLibrary
 
-    if min(args.queue, args.max_text, args.max_body_mb, args.max_new_tokens) < 1 or args.max_reference_seconds <= 0:
-        raise UserError("--queue, --max-text, --max-body-mb, --max-new-tokens and --max-reference-seconds must be "
-                        "positive")
+    if min(args.queue, args.max_text, args.max_body_mb, args.max_new_tokens, args.max_connections) < 1:
+        raise UserError("--queue, --max-text, --max-body-mb, --max-new-tokens and --max-connections must be positive")
+    if not 0 < args.max_reference_seconds <= MAX_REFERENCE_SECONDS:
+        raise UserError(f"--max-reference-seconds must be above 0 and at most {MAX_REFERENCE_SECONDS:g}")
     if not 0 < args.port < 65536:
         raise UserError(f"--port must be between 1 and 65535, got {args.port}")
     if not args.model.is_dir():
         raise UserError(f"model folder {args.model} does not exist or is not a folder")
     limits = Limits(max_body_bytes=args.max_body_mb * 1024 * 1024, max_text_chars=args.max_text,
                     max_reference_seconds=args.max_reference_seconds, queue_size=args.queue,
-                    max_new_tokens=args.max_new_tokens)
-    config = ServeConfig(host=args.host, port=args.port, api_key=args.api_key or os.environ.get(ENV_API_KEY) or None,
-                         cors_origins=tuple(args.cors), limits=limits, model_id=args.model_id)
+                    max_new_tokens=args.max_new_tokens, max_connections=args.max_connections)
+    config = ServeConfig(host=args.host, port=args.port, api_key=api_key(args), cors_origins=tuple(args.cors),
+                         limits=limits, model_id=args.model_id)
+    speed = "fast" if args.fast else "exact"
     load = LoadRequest("load", args.model, device=args.device, precision=args.precision, threads=args.threads,
-                       speed="fast" if args.fast else "exact", quantize=args.quantize)
+                       speed=speed, quantize=args.quantize)
+    sock = bind(args.host, args.port)  # a port in use is said before the model loads
 
     def loading(event: object) -> None:
         if isinstance(event, ModelLoading) and event.message:
             print(f"  {event.message}", file=sys.stderr, flush=True)
 
+    remove_stale_folders()
     print(f"loading {args.model} …", file=sys.stderr, flush=True)
     state = start_state(config, load, VoiceLibrary(paths.voices_dir()), on_loading=loading)
     info = state.info
     if info.kernels_note:
         print(f"note: the CPU kernels are not used ({info.kernels_note})", file=sys.stderr, flush=True)
-    print(f"serving {info.name} in {mode_name(load.speed, load.quantize)} ({info.device}, {info.settings_text()}) at http://{args.host}:{args.port} "
+    mode = mode_name(load.speed, load.quantize)
+    print(f"serving {info.name} in {mode} ({info.device}, {info.settings_text()}) at http://{args.host}:{args.port} "
           f"{'with an API key' if config.api_key else 'without an API key (loopback only)'}; "
           f"{len(state.library.list())} voice(s) from {paths.voices_dir()}", file=sys.stderr, flush=True)
-    serve_forever(state)
+    log.info("serving %s on %s (%s, %s) from %s", info.name, info.device, info.settings_text(), mode, args.model)
+    serve_forever(state, sock=sock)
     return 0

@@ -64,6 +64,14 @@ def request_from_wire(body: bytes, job_id: str) -> SynthesisRequest:
     """The request a client sent; raises WireError naming what is wrong (the settings' refusal included)."""
     try:
         raw = ormsgpack.unpackb(body)
+    except ormsgpack.MsgpackDecodeError as exc:
+        raise WireError(f"the body is not MessagePack ({exc})") from None
+    return request_from_record(raw, job_id)
+
+
+def request_from_record(raw: Any, job_id: str) -> SynthesisRequest:
+    """`request_from_wire` of a body already unpacked (the server measures its size first)."""
+    try:
         lines = tuple(LineSpec(str(i), int(sp), str(t)) for i, sp, t in raw["lines"])
         refs = tuple(Reference(int(r["speaker"]), str(r["transcript"]), unpack_codes(r["codes"]))
                      for r in raw.get("references", ()))
@@ -78,10 +86,12 @@ def request_from_wire(body: bytes, job_id: str) -> SynthesisRequest:
         if batching not in ("line", "upstream"):
             raise WireError(f"unknown batching {batching!r}")
         return SynthesisRequest(job_id, lines, refs, sampling, batching, int(raw.get("chunk_length", 200)), context)
-    except ormsgpack.MsgpackDecodeError as exc:
-        raise WireError(f"the body is not MessagePack ({exc})") from None
-    except (KeyError, TypeError) as exc:
-        raise WireError(f"the request lacks or misspells a field ({exc})") from None
+    except WireError:
+        raise
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise WireError(f"the request lacks or misspells a field ({type(exc).__name__}: {exc})") from None
+    except (ValueError, OverflowError) as exc:
+        raise WireError(f"a field of the request has a value of the wrong kind ({exc})") from None
     except UserError as exc:  # settings the engine refuses (`SamplingParams` validates them)
         raise WireError(str(exc)) from None
 

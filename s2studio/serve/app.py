@@ -12,17 +12,18 @@ from __future__ import annotations
 import collections
 import hashlib
 import hmac
-import json
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from starlette.requests import Request
 from starlette.responses import Response
 
 from s2studio.engine.api import Event, JobFailed, JobFinished, ModelInfo
 from s2studio.serve.config import ServeConfig
-from s2studio.serve.errors import ApiError, error_response
+from s2studio.serve.errors import ApiError, PrivatePaths, error_response
+from s2studio.serve.guard import StreamBroken
 from s2studio.serve.jobs import Disconnected, JobResponse, JobStream
 from s2studio.serve.references import CodesCache
 from s2studio.serve.uploads import UploadedVoices
@@ -51,6 +52,24 @@ class ServerState:
     uploads: UploadedVoices = field(default_factory=UploadedVoices)
     """Voices clients uploaded through `POST /v1/audio/voices` (routes_voices), in memory."""
     history: collections.deque[JobRecord] = field(default_factory=lambda: collections.deque(maxlen=1000))
+    model_dir: Path | None = None
+
+    def redact(self, text: str) -> str:
+        """`text` without the server's own folders (`errors.PrivatePaths`): voices by name, the rest in words."""
+        return PrivatePaths(self._private_folders)(text)
+
+    def _private_folders(self) -> list[tuple[Path, str]]:
+        folders = [(self.library.root, "the voice library")]
+        if self.model_dir is not None:
+            folders.append((Path(self.model_dir), "the model folder"))
+        try:
+            for voice in self.library.list():
+                folder = self.library.root / voice.id
+                folders += [(folder / "lora.safetensors", f"the LoRA of voice {voice.name!r}"),
+                            (folder, f"voice {voice.name!r}")]
+        except Exception:  # noqa: BLE001 - a library that cannot be listed still has its root replaced
+            log.debug("cannot list the voices for an error message", exc_info=True)
+        return folders
 
     @property
     def info(self) -> ModelInfo:
@@ -60,31 +79,6 @@ class ServerState:
 
 def state_of(request: Request) -> ServerState:
     return request.app.state.s2
-
-
-async def read_body(request: Request) -> bytes:
-    """The body, refused with 413 as soon as it is known to exceed the limit (before it is all read)."""
-    limit = state_of(request).config.limits.max_body_bytes
-    size = f"{limit / 2**20:g} MB" if limit >= 2**20 else f"{limit / 1024:g} kB"
-    too_big = ApiError(413, f"the request body is larger than this server's limit of {size}; "
-                       "send shorter or fewer reference clips", "body_too_large")
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise too_big
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise too_big
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-async def read_json(request: Request) -> object:
-    try:
-        return json.loads(await read_body(request))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ApiError(400, f"the body is not JSON ({exc})", "invalid_json") from None
 
 
 async def audio_response(request: Request, route: str, work: Work, out: AudioOut, headers: dict[str, str],
@@ -116,7 +110,8 @@ async def audio_response(request: Request, route: str, work: Work, out: AudioOut
             async for event in events():
                 if isinstance(event, JobFailed):
                     outcome = "failed"
-                    raise RuntimeError(f"job {stream.job_id} failed after its first audio: {event.error}")
+                    raise StreamBroken(f"job {stream.job_id} failed after its first audio; its stream was cut: "
+                                       f"{event.error}")
                 if isinstance(event, JobFinished):
                     outcome = "cancelled" if event.cancelled else "finished"
                     break

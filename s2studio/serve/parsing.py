@@ -1,34 +1,41 @@
-"""Request bodies as typed models: one message naming the field that is wrong, never a traceback."""
+"""Checks a route makes on a validated request: names, lines, voices. One message naming the field, never a
+traceback, and never more of a client's own text echoed back than a short excerpt."""
 
 from __future__ import annotations
 
-from typing import TypeVar
-
-from pydantic import BaseModel, ValidationError
-
+from s2studio.engine.api import LineSpec
+from s2studio.errors import UserError, printable
+from s2studio.serve.config import Limits
 from s2studio.serve.errors import ApiError
 from s2studio.state.voices import Voice, VoiceLibrary
-from s2studio.errors import UserError
 
-M = TypeVar("M", bound=BaseModel)
+SHOWN = 60
+"""Characters of a client's name shown back in a message."""
 
 
-def parse(model: type[M], raw: object) -> M:
-    if not isinstance(raw, dict):
-        raise ApiError(400, "the body must be an object (a JSON or MessagePack map)", "invalid_body")
-    try:
-        return model.model_validate(raw)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "body"
-        raise ApiError(400, f"{where}: {first['msg']}", "invalid_field", where.split(".")[0]) from None
+def check_name(name: str, param: str, limits: Limits) -> None:
+    """A voice name, id or cast name of at most `max_name_chars`."""
+    if len(name) > limits.max_name_chars:
+        raise ApiError(400, f"{param}: a name of {len(name)} characters; names have at most {limits.max_name_chars}",
+                       "name_too_long", param)
+
+
+def check_lines(lines: tuple[LineSpec, ...], limits: Limits, param: str = "text") -> tuple[LineSpec, ...]:
+    """At most `max_lines` lines, none of them empty."""
+    if len(lines) > limits.max_lines:
+        raise ApiError(400, f"{param}: {len(lines)} lines; this server takes at most {limits.max_lines} in one "
+                       "request", "too_many_lines", param)
+    empty = next((i for i, line in enumerate(lines) if not line.text.strip()), None)
+    if empty is not None:
+        raise ApiError(400, f"{param}: line {empty + 1} has no text; leave out empty lines", "empty_line", param)
+    return lines
 
 
 def find_voice(library: VoiceLibrary, name: str, param: str) -> Voice:
-    """A library voice by id or name, or a 404 that names it and says where to look."""
+    """A library voice by id or name, or a 404 that names it (shortened) and says where to look."""
     try:
         return library.resolve(name)
     except UserError:
-        known = ", ".join(repr(v.name) for v in library.list()[:8]) or "none yet"
-        raise ApiError(404, f"no voice called {name!r} on this server (voices: {known}); add it with "
-                       "`s2studio voice add` or in the studio", "voice_not_found", param) from None
+        known = ", ".join(repr(printable(v.name, SHOWN)) for v in library.list()[:8]) or "none yet"
+        raise ApiError(404, f"no voice called {printable(name, SHOWN)!r} on this server (voices: {known}); add it "
+                       "with `s2studio voice add` or in the studio", "voice_not_found", param) from None

@@ -29,16 +29,20 @@ from s2studio.audio.stream_encode import StreamEncoder
 from s2studio.engine.api import Engine, Event, SamplingParams
 from s2studio.engine.plan import compile_request
 from s2studio.errors import UserError
-from s2studio.serve.app import ServerState, audio_response, read_body, state_of
+from s2studio.serve.app import ServerState, audio_response, state_of
+from s2studio.serve.bodies import JSON, MSGPACK, parse_body
 from s2studio.serve.compile import tts_lines
+from s2studio.serve.config import SETTINGS_BOUNDS
 from s2studio.serve.errors import ApiError
 from s2studio.serve.jobs import Disconnected, JobStream
-from s2studio.serve.parsing import find_voice, parse
+from s2studio.serve.parsing import check_lines, check_name, find_voice
 from s2studio.serve.references import InlineReference, check_reference
 from s2studio.serve.synthesis import AudioOut, Speech, speech_work
 from s2studio.state.script import parse_script
 
 router = APIRouter()
+SEED, TEMPERATURE, TOP_P, TOP_K, FRAMES = (SETTINGS_BOUNDS[k] for k in ("seed", "temperature", "top_p", "top_k",
+                                                                          "max_frames"))
 
 
 class FishReference(BaseModel):
@@ -52,7 +56,7 @@ class Prosody(BaseModel):
 
 
 class TTSBody(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
 
     text: str
     references: list[FishReference] = []
@@ -60,44 +64,37 @@ class TTSBody(BaseModel):
     format: Literal["wav", "pcm", "mp3", "opus", "flac"] = "wav"
     streaming: bool | None = None
     chunk_length: int = Field(200, ge=1, le=1000)
-    max_new_tokens: int = Field(1024, ge=0)
-    top_p: float = Field(0.8, gt=0.0, le=1.0)
-    temperature: float = Field(0.8, gt=0.0, lt=2.0)
-    top_k: int = Field(30, ge=1)
-    seed: int | None = None
+    max_new_tokens: int = Field(1024, ge=0, le=FRAMES[1])
+    top_p: float = Field(0.8, ge=TOP_P[0], le=TOP_P[1])
+    temperature: float = Field(0.8, ge=TEMPERATURE[0], le=TEMPERATURE[1])
+    top_k: int = Field(30, ge=TOP_K[0], le=TOP_K[1])
+    seed: int | None = Field(None, ge=SEED[0], le=SEED[1])
     prosody: Prosody | None = None
     cast: dict[str, str] | None = None
 
 
-async def read_fish_body(request: Request) -> dict:
-    """A MessagePack or JSON map; JSON carries reference audio as base64 (as upstream accepts it)."""
-    data = await read_body(request)
-    kind = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
-    if kind in ("application/msgpack", "application/x-msgpack"):
-        try:
-            raw = ormsgpack.unpackb(data)
-        except ormsgpack.MsgpackDecodeError as exc:
-            raise ApiError(400, f"the body is not MessagePack ({exc})", "invalid_body") from None
-    elif kind == "application/json":
-        import json
-
-        try:
-            raw = json.loads(data)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ApiError(400, f"the body is not JSON ({exc})", "invalid_body") from None
-        for i, ref in enumerate(raw.get("references") or [] if isinstance(raw, dict) else []):
-            if isinstance(ref, dict) and isinstance(ref.get("audio"), str):
-                try:
-                    ref["audio"] = base64.b64decode(ref["audio"], validate=True)
-                except (binascii.Error, ValueError):
-                    raise ApiError(400, f"references.{i}.audio: JSON carries audio as base64; this is not base64",
-                                   "invalid_field", "references") from None
-    else:
-        raise ApiError(415, f"cannot read a {kind} body; send application/msgpack or application/json",
-                       "unsupported_media_type")
-    if not isinstance(raw, dict):
-        raise ApiError(400, "the body must be a map with at least `text`", "invalid_body")
-    return raw
+def base64_audio(raw: dict, kind: str) -> None:
+    """JSON carries reference audio as base64 (as upstream accepts it): decoded in place."""
+    if kind != JSON:
+        return
+    for key in ("references", "audios"):
+        items = raw.get(key)
+        if not isinstance(items, list):
+            continue
+        for i, item in enumerate(items):
+            ref = item if key == "references" else None
+            value = ref.get("audio") if isinstance(ref, dict) else item
+            if not isinstance(value, str):
+                continue
+            try:
+                decoded = base64.b64decode(value, validate=True)
+            except (binascii.Error, ValueError):
+                raise ApiError(400, f"{key}.{i}: JSON carries audio as base64; this is not base64", "invalid_field",
+                               key) from None
+            if isinstance(ref, dict):
+                ref["audio"] = decoded
+            else:
+                items[i] = decoded
 
 
 def _script_speech(state: ServerState, body: TTSBody, sampling: SamplingParams) -> Speech:
@@ -105,6 +102,9 @@ def _script_speech(state: ServerState, body: TTSBody, sampling: SamplingParams) 
 
     cast = {name: find_voice(state.library, voice, "cast") for name, voice in (body.cast or {}).items()}
     script = parse_script(body.text, known_speakers=set(cast))
+    if len(script.lines) > state.config.limits.max_lines:
+        raise ApiError(400, f"text: {len(script.lines)} lines; this server takes at most "
+                       f"{state.config.limits.max_lines} in one request", "too_many_lines", "text")
     try:  # the cheap checks of the compiler (a speaker without a voice, only tags) answer at once
         compile_request(script, cast, {v.id: [np.zeros((10, 1), np.int64)] * len(v.clips) for v in cast.values()},
                         "check")
@@ -117,13 +117,14 @@ def _script_speech(state: ServerState, body: TTSBody, sampling: SamplingParams) 
 async def tts(request: Request) -> Response:
     state = state_of(request)
     limits = state.config.limits
-    body = parse(TTSBody, await read_fish_body(request))
+    body = await parse_body(request, TTSBody, (*MSGPACK, JSON),
+                            counts={"references": limits.max_references, "cast": limits.max_lines},
+                            prepare=base64_audio)
     if len(body.text) > limits.max_text_chars:
         raise ApiError(400, f"text is {len(body.text)} characters; this server takes at most {limits.max_text_chars}",
                        "text_too_long", "text")
-    if len(body.references) > limits.max_references:
-        raise ApiError(400, f"{len(body.references)} references; this server takes at most {limits.max_references}",
-                       "too_many_references", "references")
+    for name in [body.reference_id or "", *(body.cast or {}), *(body.cast or {}).values()]:
+        check_name(name, "cast" if body.cast else "reference_id", limits)
     if body.prosody is not None and (body.prosody.speed != 1.0 or body.prosody.volume != 0.0):
         raise ApiError(400, "prosody (speed, volume) is not supported: S2 has no speed control; leave it out",
                        "unsupported_prosody", "prosody")
@@ -138,7 +139,8 @@ async def tts(request: Request) -> Response:
                      for i, r in enumerate(body.references)]))
         voices = () if inline or not body.reference_id else (find_voice(state.library, body.reference_id,
                                                                         "reference_id"),)
-        speech = Speech(tts_lines(body.text), sampling, "upstream", body.chunk_length, inline, voices)
+        speech = Speech(check_lines(tts_lines(body.text), limits), sampling, "upstream", body.chunk_length, inline,
+                        voices)
     streaming = body.streaming if body.streaming is not None else body.format not in ("wav", "flac")
     out = AudioOut(StreamEncoder(body.format, streaming), speech.batching)
     headers = {"Content-Type": out.encoder.content_type,
@@ -173,7 +175,8 @@ async def vqgan_encode(request: Request) -> Response:
     the codes cache; the codec's fingerprint in `X-Codec-Fingerprint`."""
     state = state_of(request)
     limits = state.config.limits
-    body = parse(EncodeBody, await read_fish_body(request))
+    body = await parse_body(request, EncodeBody, (*MSGPACK, JSON), counts={"audios": limits.max_references},
+                            prepare=base64_audio)
     if not 1 <= len(body.audios) <= limits.max_references:
         raise ApiError(400, f"send 1 to {limits.max_references} clips in `audios`", "invalid_field", "audios")
     refs: list[InlineReference] = await run_in_threadpool(

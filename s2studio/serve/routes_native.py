@@ -15,15 +15,18 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 
 from fastapi import APIRouter
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from s2studio import __version__
 from s2studio.engine import remote_wire
-from s2studio.engine.api import Engine, Event, JobFailed, JobFinished
-from s2studio.serve.app import JobRecord, read_body, state_of
+from s2studio.engine.api import Engine, Event, JobFailed, JobFinished, SynthesisRequest
+from s2studio.serve.app import JobRecord, state_of
+from s2studio.serve.bodies import MSGPACK, check_shape, decode, media_type, read_body
 from s2studio.serve.errors import ApiError
 from s2studio.serve.jobs import JobResponse, JobStream
+from s2studio.serve.parsing import check_lines, check_name
 
 router = APIRouter()
 HEARTBEAT_S = 5.0
@@ -37,7 +40,7 @@ async def info(request: Request) -> Response:
     return JSONResponse({"server": "s2studio", "version": __version__, "model": remote_wire.info_to_json(state.info),
                          "limits": {"max_text_chars": limits.max_text_chars, "max_new_tokens": limits.max_new_tokens,
                                     "max_reference_seconds": limits.max_reference_seconds,
-                                    "queue_size": limits.queue_size},
+                                    "max_lines": limits.max_lines, "queue_size": limits.queue_size},
                          "queue": {"waiting": state.runner.stats().queued}})
 
 
@@ -45,11 +48,22 @@ async def info(request: Request) -> Response:
 async def generate(request: Request) -> Response:
     state = state_of(request)
     limits = state.config.limits
+    kind = media_type(request, (*MSGPACK, remote_wire.CONTENT_TYPE))
     data = await read_body(request)
-    try:
-        synthesis = remote_wire.request_from_wire(data, "pending")
-    except ValueError as exc:
-        raise ApiError(400, f"not a generate request: {exc}", "invalid_body") from None
+
+    def parse() -> SynthesisRequest:
+        raw = decode(data, kind)
+        check_shape(raw, limits, counts={"lines": limits.max_lines, "references": limits.max_coded_references,
+                                         "context": limits.max_coded_references})
+        try:
+            return remote_wire.request_from_record(raw, "pending")
+        except ValueError as exc:
+            raise ApiError(400, f"not a generate request: {exc}", "invalid_body") from None
+
+    synthesis = await run_in_threadpool(parse)
+    check_lines(synthesis.lines, limits, "lines")
+    for line in synthesis.lines:
+        check_name(line.line_id, "lines", limits)
     if sum(len(ln.text) for ln in synthesis.lines) > limits.max_text_chars * 4:
         raise ApiError(400, f"the lines hold more than {limits.max_text_chars * 4} characters; render fewer at once",
                        "text_too_long")
@@ -78,6 +92,7 @@ async def generate(request: Request) -> Response:
                     outcome = "cancelled" if event.cancelled else "finished"
                 elif isinstance(event, JobFailed):
                     outcome = "failed"
+                    record["error"] = state.redact(event.error)
                 yield remote_wire.frame(record)
         finally:
             state.history.append(JobRecord(stream.job_id, "native", samples[0], outcome))

@@ -24,15 +24,18 @@ from starlette.responses import JSONResponse, Response
 
 from s2studio.audio.stream_encode import StreamEncoder
 from s2studio.engine.api import FRAME_SAMPLES, SAMPLE_RATE, SamplingParams
-from s2studio.serve.app import ServerState, audio_response, read_json, state_of
+from s2studio.serve.app import ServerState, audio_response, state_of
+from s2studio.serve.bodies import JSON, parse_body
 from s2studio.serve.compile import speech_lines
+from s2studio.serve.config import SETTINGS_BOUNDS
 from s2studio.serve.errors import ApiError
-from s2studio.serve.parsing import find_voice, parse
+from s2studio.serve.parsing import check_lines, check_name, find_voice
 from s2studio.serve.references import InlineReference, check_reference
 from s2studio.serve.synthesis import AudioOut, Speech, speech_work
 from s2studio.state.voices import Voice
 
 router = APIRouter()
+SEED, TEMPERATURE, TOP_P = (SETTINGS_BOUNDS[k] for k in ("seed", "temperature", "top_p"))
 
 
 class VoiceId(BaseModel):
@@ -40,7 +43,7 @@ class VoiceId(BaseModel):
 
 
 class SpeechBody(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
 
     model: str = ""
     input: str
@@ -49,9 +52,9 @@ class SpeechBody(BaseModel):
     response_format: Literal["mp3", "opus", "aac", "flac", "wav", "pcm"] = "mp3"
     speed: float = 1.0
     stream_format: Literal["audio", "sse"] | None = None
-    seed: int | None = None
-    temperature: float = Field(0.8, gt=0.0, lt=2.0)
-    top_p: float = Field(0.8, gt=0.0, le=1.0)
+    seed: int | None = Field(None, ge=SEED[0], le=SEED[1])
+    temperature: float = Field(0.8, ge=TEMPERATURE[0], le=TEMPERATURE[1])
+    top_p: float = Field(0.8, ge=TOP_P[0], le=TOP_P[1])
     ref_audio: str | None = None
     ref_text: str | None = None
     max_new_tokens: int | None = Field(None, ge=1)
@@ -76,6 +79,7 @@ def _voice_of(state: ServerState, body: SpeechBody) -> tuple[tuple[Voice, ...], 
     if body.ref_audio is not None:
         return (), (check_reference(0, _data_url_audio(body.ref_audio), body.ref_text or "", limit),)
     name = body.voice if isinstance(body.voice, str) else body.voice.id
+    check_name(name, "voice", state.config.limits)
     uploaded = state.uploads.get(name)
     if uploaded is not None:
         return (), (uploaded.reference,)
@@ -100,7 +104,7 @@ def _sse_done(input_chars: int) -> Callable[[int], bytes]:
 async def speech(request: Request) -> Response:
     state = state_of(request)
     limits = state.config.limits
-    body = parse(SpeechBody, await read_json(request))
+    body = await parse_body(request, SpeechBody, (JSON,))
     if len(body.input) > limits.max_text_chars:
         raise ApiError(400, f"input is {len(body.input)} characters; this server takes at most "
                        f"{limits.max_text_chars}", "input_too_long", "input")
@@ -112,7 +116,7 @@ async def speech(request: Request) -> Response:
                        "(or leave it out)", "unsupported_speed", "speed")
     voices, inline = _voice_of(state, body)
     frames = min(body.max_new_tokens or 1024, limits.max_new_tokens)
-    speech = Speech(speech_lines(body.input, body.instructions),
+    speech = Speech(check_lines(speech_lines(body.input, body.instructions), limits, "input"),
                     SamplingParams(temperature=body.temperature, top_p=body.top_p, max_new_tokens=frames,
                                    seed=body.seed),
                     inline=inline, voices=voices)

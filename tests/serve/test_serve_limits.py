@@ -75,7 +75,8 @@ def test_a_body_over_the_limit_is_413_before_it_is_read(fake_server, clips) -> N
         for _ in range(20):
             yield b"x" * 8192
 
-    r = httpx.post(fake_server.url + "/v1/audio/speech", content=chunked(), headers=AUTH)
+    r = httpx.post(fake_server.url + "/v1/audio/speech", content=chunked(),
+                   headers={**AUTH, "Content-Type": "application/json"})
     assert r.status_code == 413 and r.json()["error"]["code"] == "body_too_large"
 
 

@@ -57,7 +57,7 @@ def test_tts_returns_the_samples_synth_writes(real_server, tiny_model: Path, cli
                                 Reference(1, "And I am Bob.", np.asarray(encoded[1]))),
                                SamplingParams(0.8, 0.8, 30, 10, 9), "upstream", 100)
     r = httpx.post(real_server.url + "/v1/s2studio/generate", content=remote_wire.request_to_wire(request),
-                   headers=AUTH, timeout=120)
+                   headers={**AUTH, "Content-Type": "application/msgpack"}, timeout=120)
     records = list(remote_wire.RecordReader().feed(r.content))
     codes = [remote_wire.unpack_codes(rec["codes"]) for rec in records if rec["type"] == "line_finished"]
     np.testing.assert_array_equal(np.concatenate(codes, axis=1), np.load(codes_out))

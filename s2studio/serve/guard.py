@@ -1,0 +1,150 @@
+"""What the server does about clients before a route sees them: time limits, a connection cap, the `Host` check.
+
+uvicorn's own mechanisms are used where they exist: `timeout_keep_alive` closes an idle connection after a
+response, and h11's `max_incomplete_event_size` bounds the request line and headers (`server.uvicorn_config`).
+uvicorn has no limit on a connection that never completes its headers (it waits for ever, key or no key), and
+its `limit_concurrency` answers 503 only once a request's headers have arrived, so it cannot stop idle sockets
+from using up the process's files. `GuardedH11Protocol`, uvicorn's h11 protocol with two additions, does both:
+a connection must complete each request's headers within `header_timeout_s` of connecting or of its previous
+response (or it gets 408 and is closed), and when more than `max_connections` are open the longest-idle one
+with no request in flight is closed (or the new one, when all are busy). Each such client costs one log line.
+A body's own timeout is in `bodies.read_body`, where the body is read.
+
+`LoopbackHostMiddleware` (an ASGI middleware: the check needs the request's headers) is installed when the
+server has no API key: it then listens on loopback only, and answers only requests addressed to a loopback
+name, so a web page served from another name that resolves to 127.0.0.1 (DNS rebinding) cannot use it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from s2studio.serve.config import Limits, is_loopback_host_header
+from s2studio.serve.errors import ApiError, error_response
+
+log = logging.getLogger("s2studio.serve")
+
+
+def guarded_protocol(limits: Limits) -> type[H11Protocol]:
+    """uvicorn's h11 protocol class with `limits`' header timeout and connection cap."""
+    return type("GuardedH11Protocol", (GuardedH11Protocol,), {"limits": limits})
+
+
+class GuardedH11Protocol(H11Protocol):
+    limits: Limits = Limits()
+
+    def connection_made(self, transport: Any) -> None:  # noqa: ANN401 - asyncio's transport
+        super().connection_made(transport)
+        self.last_active = time.monotonic()
+        self.header_timer = None
+        if len(self.connections) > self.limits.max_connections and not self._make_room():
+            self._close(f"refused: {len(self.connections) - 1} connections are open and every one is busy")
+            return
+        self._expect_headers()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_header_timer()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        self.last_active = time.monotonic()
+        super().data_received(data)
+        if self.conn.their_state in (h11.SEND_BODY, h11.DONE):  # the request's headers are complete
+            self._cancel_header_timer()
+
+    def on_response_complete(self) -> None:
+        if self.conn.their_state is h11.SEND_BODY and not self.transport.is_closing():
+            self.transport.close()  # answered before its body was read (401, 413, 415 ...): not waited for
+        super().on_response_complete()
+        if not self.transport.is_closing():
+            self._expect_headers()
+
+    # ------------------------------------------------------------------ the header deadline
+
+    def _expect_headers(self) -> None:
+        self._cancel_header_timer()
+        self.header_timer = self.loop.call_later(self.limits.header_timeout_s, self._headers_late)
+
+    def _cancel_header_timer(self) -> None:
+        if getattr(self, "header_timer", None) is not None:
+            self.header_timer.cancel()
+            self.header_timer = None
+
+    def _headers_late(self) -> None:
+        self.header_timer = None
+        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+            return
+        message = (f"the request's headers did not arrive within {self.limits.header_timeout_s:g} s; "
+                   "send the whole request at once")
+        body = json.dumps({"statusCode": 408, "message": message, "error": "Request Timeout",
+                           "code": "request_timeout"}).encode()
+        self.transport.write(b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+                             b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
+        self._close(f"no complete request headers within {self.limits.header_timeout_s:g} s")
+
+    # ------------------------------------------------------------------ the connection cap
+
+    def _idle(self) -> bool:
+        return self.cycle is None or self.cycle.response_complete
+
+    def _make_room(self) -> bool:
+        """Close the longest-idle other connection with no request in flight; False when there is none."""
+        idle = [p for p in self.connections if p is not self and isinstance(p, GuardedH11Protocol) and p._idle()
+                and not p.transport.is_closing()]
+        if not idle:
+            return False
+        oldest = min(idle, key=lambda p: p.last_active)
+        oldest._close(f"closed while idle: {len(self.connections) - 1} connections were open, at most "
+                      f"{self.limits.max_connections} are kept")
+        return True
+
+    def _close(self, why: str) -> None:
+        client = "%s:%d" % self.client if self.client else "a client"
+        log.warning("connection from %s %s", client, why)
+        self._cancel_header_timer()
+        self.connections.discard(self)
+        self.transport.close()
+
+
+class LoopbackHostMiddleware:
+    """403 for any request whose `Host` is not a loopback name (the server then has no API key)."""
+
+    def __init__(self, app: Any) -> None:  # noqa: ANN401 - ASGI
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:  # noqa: ANN401 - ASGI
+        if scope["type"] == "http":
+            host = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
+            if not is_loopback_host_header(host):
+                shown = host[:80] or "none"
+                log.warning("refused a request for host %r: without an API key this server answers only "
+                            "requests to 127.0.0.1, [::1] or localhost", shown)
+                error = ApiError(403, f"this server answers only requests addressed to 127.0.0.1, [::1] or localhost "
+                                      f"(this one was for {shown!r}); give the server an API key to serve other names",
+                                 "forbidden_host")
+                await error_response(scope["path"], error)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+class StreamBroken(Exception):
+    """A response stream that must end without its last chunk (the client then sees a broken transfer, never a
+    short file that looks whole); raised out of the app, logged in one line (`OneLineStreamErrors`)."""
+
+
+class OneLineStreamErrors(logging.Filter):
+    """uvicorn logs an exception that ends a response with its traceback; a `StreamBroken` is expected (a job
+    that failed after its first audio) and is logged as its one line instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, StreamBroken):
+            record.msg, record.args, record.exc_info, record.exc_text = "%s", (str(exc),), None, None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
