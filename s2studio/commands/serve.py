@@ -52,6 +52,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="most frames one batch may generate (default 4096, about 190 s); requests asking more get N")
     p.add_argument("--max-connections", type=int, default=64, metavar="N",
                    help="open connections kept (default 64); past it the longest-idle one is closed")
+    p.add_argument("--header-timeout", type=float, default=10.0, metavar="S",
+                   help="seconds a client has to send a request's headers (default 10; 408 after)")
+    p.add_argument("--body-timeout", type=float, default=20.0, metavar="S",
+                   help="seconds a request body may stall between pieces (default 20; 408 after)")
     p.add_argument("--model-id", default="s2-pro", help="the model name /v1/models lists (default s2-pro)")
 
 
@@ -87,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
 
     if min(args.queue, args.max_text, args.max_body_mb, args.max_new_tokens, args.max_connections) < 1:
         raise UserError("--queue, --max-text, --max-body-mb, --max-new-tokens and --max-connections must be positive")
+    if min(args.header_timeout, args.body_timeout) <= 0:
+        raise UserError("--header-timeout and --body-timeout must be positive")
     if not 0 < args.max_reference_seconds <= MAX_REFERENCE_SECONDS:
         raise UserError(f"--max-reference-seconds must be above 0 and at most {MAX_REFERENCE_SECONDS:g}")
     if not 0 < args.port < 65536:
@@ -95,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"model folder {args.model} does not exist or is not a folder")
     limits = Limits(max_body_bytes=args.max_body_mb * 1024 * 1024, max_text_chars=args.max_text,
                     max_reference_seconds=args.max_reference_seconds, queue_size=args.queue,
-                    max_new_tokens=args.max_new_tokens, max_connections=args.max_connections)
+                    max_new_tokens=args.max_new_tokens, max_connections=args.max_connections,
+                    header_timeout_s=args.header_timeout, body_timeout_s=args.body_timeout)
     config = ServeConfig(host=args.host, port=args.port, api_key=api_key(args), cors_origins=tuple(args.cors),
                          limits=limits, model_id=args.model_id)
     speed = "fast" if args.fast else "exact"

@@ -61,6 +61,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     which = a.add_mutually_exclusive_group(required=True)
     which.add_argument("--lora", type=Path, dest="attach_lora", help="lora.safetensors (a run's or a checkpoint's)")
     which.add_argument("--remove", action="store_true", help="the voice speaks with the plain model again")
+    a.add_argument("--model", type=Path, dest="attach_model", metavar="DIR",
+                   help="check the LoRA against this model (default: the one lora.json names, when it exists)")
 
 
 def lora_note(lora: Path) -> str:
@@ -72,8 +74,29 @@ def lora_note(lora: Path) -> str:
         return ""
 
 
-def attach(voice: str, lora: Path | None) -> str:
-    """Give `voice` the LoRA file `lora` (None: remove its LoRA); the line to print."""
+def lora_model(lora: Path, model: Path | None) -> Path | None:
+    """The model to check `lora` against: `model`, or the one its lora.json names when that folder exists."""
+    if model is not None:
+        return Path(model)
+    try:
+        named = Path(json.loads(Path(lora).with_name("lora.json").read_text(encoding="utf-8"))["model"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return named if named.is_dir() else None
+
+
+def check_fits(lora: Path, model: Path) -> None:
+    """A UserError unless the LoRA file `lora` fits the model in `model` (names and shapes)."""
+    from s2studio.engine.weights.lora import check_lora_fits, model_shapes, read_lora
+    from s2studio.errors import printable
+    from s2studio.model.config import load_config
+
+    check_lora_fits(read_lora(lora), model_shapes(load_config(model)), f"the model in {printable(model)}")
+
+
+def attach(voice: str, lora: Path | None, model: Path | None = None) -> str:
+    """Give `voice` the LoRA file `lora` (None: remove its LoRA); the line to print. The file is checked
+    (`state.lora_file`: names, ranks, shapes, values), and against the model when one is known."""
     from s2studio.paths import voices_dir
     from s2studio.state.voices import VoiceLibrary
 
@@ -82,6 +105,9 @@ def attach(voice: str, lora: Path | None) -> str:
     if lora is None:
         library.remove_lora(found.id)
         return f"voice {found.name!r} speaks with the plain model again"
+    target = lora_model(lora, model)
+    if target is not None:
+        check_fits(lora, target)
     updated = library.set_lora(found.id, lora, lora_note(lora))
     return f"voice {found.name!r} now renders with {lora}" + (f" ({updated.lora.note})" if updated.lora.note else "")
 
@@ -120,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
     if args.train_command == "export":
         return _export(args)
     if args.train_command == "attach":
-        print(attach(args.attach_voice, None if args.remove else args.attach_lora))
+        print(attach(args.attach_voice, None if args.remove else args.attach_lora, args.attach_model))
         return 0
     from s2studio.errors import UserError
     from s2studio.train.loop import TrainSettings
@@ -157,5 +183,5 @@ def run(args: argparse.Namespace) -> int:
             elif event.kind == "finished":
                 print(event.path)
                 if args.attach:
-                    print(attach(args.voice, Path(event.path)), file=sys.stderr)
+                    print(attach(args.voice, Path(event.path), Path(args.model)), file=sys.stderr)
     return 0

@@ -1,11 +1,14 @@
-"""A voice's LoRA file checked without reading its tensors: safetensors only, LoRA names and shapes only.
+"""A voice's LoRA file checked before it enters the library, in plain Python and numpy (no torch, no pickle).
 
-A voice may carry the LoRA it was fine-tuned with (`lora.safetensors` beside its clips, design.md §7), and a
-`.s2voice` from anyone may hold one, so the file is checked before it enters the library: the safetensors
-header (8 bytes of length, then JSON) is parsed here, in plain Python, and must describe only float tensors named
-`<layer>.lora_A` / `<layer>.lora_B`, two-dimensional, whose byte ranges tile the rest of the file exactly. A
-pickle, a torch `.pt`, a truncated or padded file never passes. Whether the LoRA fits a model is the engine's
-check when it is applied (`engine.weights.lora.check_lora_fits`); here is only what the state layer can know.
+A voice may carry the LoRA it was fine-tuned with (`lora.safetensors` beside its clips), and a `.s2voice` from
+anyone may hold one, so the file is checked when it is attached or imported: the safetensors header (8 bytes of
+length, then JSON) must describe only float tensors named `<layer>.lora_A` / `<layer>.lora_B` of a layer S2's
+LoRA presets wrap, two-dimensional, whose byte ranges tile the rest of the file exactly; each pair must agree on
+its rank, one rank of at most `MAX_RANK` for the file; layers of one kind (every `layers.N.attention.wqkv`, ...)
+must have the same shapes and the shapes must agree on one width per transformer; and every value must be
+finite. A pickle, a torch `.pt`, a truncated or padded file, NaNs, or a mix of two models' layers never passes.
+Whether the LoRA fits the model it is used with is the engine's check when it is applied
+(`engine.weights.lora.check_lora_fits`) and `s2studio train attach`'s when it knows the model.
 """
 
 from __future__ import annotations
@@ -14,7 +17,10 @@ import hashlib
 import json
 import re
 import struct
+from collections.abc import Callable
 from pathlib import Path
+
+import numpy as np
 
 from s2studio.errors import UserError, printable
 
@@ -24,6 +30,12 @@ MAX_LORA_BYTES = 1_500_000_000
 MAX_HEADER_BYTES = 50_000_000
 DTYPE_BYTES = {"F32": 4, "F16": 2, "BF16": 2}
 TENSOR_NAME = re.compile(r"^[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*\.lora_[AB]$")
+LAYER = re.compile(r"^(?:(embeddings|codebook_embeddings|fast_embeddings|output|fast_output)|"
+                   r"(layers|fast_layers)\.\d{1,4}\.(attention\.wqkv|attention\.wo|feed_forward\.w[123]))$")
+"""The layers S2's LoRA presets wrap (`train.presets.lora_targets`), by their module paths."""
+MAX_RANK = 256
+"""Largest LoRA rank the loader applies (upstream's presets use 8 and 32)."""
+CHUNK = 1 << 24
 
 
 def file_sha256(path: Path) -> str:
@@ -36,21 +48,83 @@ def file_sha256(path: Path) -> str:
 
 
 def lora_file_problem(path: Path) -> str | None:
-    """What makes the file at `path` no LoRA safetensors file (one short phrase), or None when it is one."""
+    """What makes the file at `path` no usable LoRA file (one short phrase), or None when it is one."""
     try:
         size = path.stat().st_size
         if size > MAX_LORA_BYTES:
             return _too_big(size)
         with open(path, "rb") as f:
             head = f.read(8 + MAX_HEADER_BYTES)
+            problem = _problem(head, size)
+            if problem:
+                return problem
+
+            def read(start: int, stop: int) -> bytes:
+                f.seek(start)
+                return f.read(stop - start)
+
+            return _content_problem(_header(head), 8 + struct.unpack("<Q", head[:8])[0], read)
     except OSError as exc:
         return f"it cannot be read ({exc.strerror or exc})"
-    return _problem(head, size)
 
 
 def lora_bytes_problem(data: bytes) -> str | None:
     """`lora_file_problem` for a file's bytes (checked before they are written into a voice)."""
-    return _too_big(len(data)) if len(data) > MAX_LORA_BYTES else _problem(data[: 8 + MAX_HEADER_BYTES], len(data))
+    if len(data) > MAX_LORA_BYTES:
+        return _too_big(len(data))
+    problem = _problem(data[: 8 + MAX_HEADER_BYTES], len(data))
+    if problem:
+        return problem
+    return _content_problem(_header(data), 8 + struct.unpack("<Q", data[:8])[0], lambda a, b: data[a:b])
+
+
+def _header(head: bytes) -> dict:
+    """The tensors' entries of a header `_problem` accepted."""
+    (length,) = struct.unpack("<Q", head[:8])
+    header = json.loads(head[8: 8 + length].decode("utf-8"))
+    header.pop("__metadata__", None)
+    return header
+
+
+def _content_problem(header: dict, base: int, read: Callable[[int, int], bytes]) -> str | None:
+    """The checks of names, ranks, shapes and values on a header that passed `_problem`; `read(start, stop)`
+    gives the file's bytes (the tensors start at `base`)."""
+    shapes: dict[str, tuple[int, int]] = {}
+    for name, entry in header.items():
+        layer = name[: -len(".lora_A")]
+        if not LAYER.match(layer):
+            return f"{printable(layer, 60)} is not a layer S2's LoRA presets train"
+        shapes[name] = (entry["shape"][0], entry["shape"][1])
+    ranks = {shapes[n][0] for n in shapes if n.endswith("A")} | {shapes[n][1] for n in shapes if n.endswith("B")}
+    if len(ranks) != 1:
+        return f"its pairs disagree on their rank ({', '.join(map(str, sorted(ranks)[:4]))}); the file is damaged"
+    rank = ranks.pop()
+    if rank > MAX_RANK:
+        return f"its rank is {rank}, above the {MAX_RANK} this program applies; train it with a smaller rank"
+    kinds: dict[str, tuple[int, int]] = {}
+    widths: dict[str, int] = {}
+    for name in sorted(n for n in shapes if n.endswith("A")):
+        layer = name[: -len(".lora_A")]
+        n_in, n_out = shapes[name][1], shapes[layer + ".lora_B"][0]
+        kind = re.sub(r"\.\d+\.", ".", layer)
+        if kinds.setdefault(kind, (n_in, n_out)) != (n_in, n_out):
+            return f"its {kind} layers have different shapes; it mixes two models' layers"
+        stack = "fast" if layer.startswith("fast") else "slow"
+        width = n_out if layer.endswith(("embeddings", "wo", "w2")) else n_in
+        if widths.setdefault(stack, width) != width:
+            return f"its layers disagree on the model's width ({widths[stack]} and {width}); it is damaged"
+    for name, entry in header.items():
+        start, stop = entry["data_offsets"]
+        for offset in range(start, stop, CHUNK):
+            if not np.isfinite(_floats(read(base + offset, base + min(stop, offset + CHUNK)), entry["dtype"])).all():
+                return f"{printable(name, 60)} holds NaN or infinite values; train it again from an earlier checkpoint"
+    return None
+
+
+def _floats(raw: bytes, dtype: str) -> np.ndarray:
+    if dtype == "BF16":
+        return (np.frombuffer(raw, "<u2").astype(np.uint32) << 16).view(np.float32)
+    return np.frombuffer(raw, "<f4" if dtype == "F32" else "<f2")
 
 
 def _too_big(size: int) -> str:

@@ -297,14 +297,20 @@ class VoiceLibrary:
         out: dict[str, np.ndarray] = {}
         clips = []
         changed = False
-        for clip in voice.clips:
+        for number, clip in enumerate(voice.clips, 1):
             path = folder / clip.file
+            if not path.is_file():
+                raise UserError(f"voice {printable(voice.name)!r} is damaged: its clip {number} ({clip.file}) is "
+                                "missing; remove the voice and add it again")
             sha = sha256_of(path)
             key = f"{sha}:{fingerprint}"
             if clip.id in cached and meta.get(clip.id) == key and _usable(voice, clip, cached[clip.id]):
                 out[clip.id] = cached[clip.id]
             else:
-                codes = np.asarray(encoder(path))
+                try:
+                    codes = np.asarray(encoder(path))
+                except UserError as exc:  # the reader's words name the file; the person knows the voice
+                    raise UserError(f"voice {printable(voice.name)!r}, clip {number}: {exc}") from None
                 if codes.ndim != 2 or codes.shape[1] == 0 or not np.issubdtype(codes.dtype, np.integer):
                     raise ValueError(f"encoder returned {codes.dtype} {codes.shape}, expected (10, N) integers")
                 out[clip.id] = np.ascontiguousarray(codes, dtype=np.int64)

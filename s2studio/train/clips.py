@@ -38,8 +38,13 @@ def speaker_folder_name(speaker: str) -> str:
     return portable_name(re.sub(r"[^\w-]+", "_", speaker or "speaker"), fallback="speaker", limit=64)
 
 
-def _duration(path: Path) -> float:
-    data, rate, _ = read_audio(path, voice_clip=False)
+def _duration(path: Path, name: str) -> float:
+    """Seconds of a training clip, which meets a voice clip's rule (`state.clips`: not silence, a quarter second
+    at least, at most a reference's length); a UserError naming it as `name` otherwise."""
+    try:
+        data, rate, _ = read_audio(path)
+    except UserError as exc:
+        raise UserError(f"{name}: {exc}") from None
     return data.shape[0] / rate
 
 
@@ -60,7 +65,8 @@ def clips_from_folder(folder: Path) -> list[TrainClip]:
             if not transcript:
                 untranscribed.append(audio)
                 continue
-            out.append(TrainClip(audio.stem, audio, transcript, speaker.name, _duration(audio)))
+            out.append(TrainClip(audio.stem, audio, transcript, speaker.name,
+                                 _duration(audio, printable(audio.relative_to(folder)))))
     if untranscribed:
         first = printable(untranscribed[0].relative_to(folder))
         raise UserError(f"{len(untranscribed)} clip(s) have no transcript (first: {first}); put what is said in "
@@ -77,8 +83,9 @@ def clips_from_voice(library, name: str) -> list[TrainClip]:
     for clip in voice.clips:
         if not clip.transcript.strip():
             raise UserError(f"voice {voice.name!r}: {clip.file} has no transcript; add one before training")
-        out.append(TrainClip(f"{voice.id}-{clip.id}", library.clip_path(voice, clip), clip.transcript, voice.name,
-                             clip.duration_s))
+        path = library.clip_path(voice, clip)
+        out.append(TrainClip(f"{voice.id}-{clip.id}", path, clip.transcript, voice.name,
+                             _duration(path, f"voice {printable(voice.name)!r}, {clip.file}")))
     return out
 
 

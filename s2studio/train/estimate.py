@@ -12,6 +12,13 @@ process's resident high-water mark (`VmHWM`, reset before through `/proc/self/cl
 before. Where neither can be read the memory planner's figure stands in: the weights at the training precision
 plus the LoRA's parameters, gradients and AdamW moments (`engine.s2.memory.param_counts`). The estimate then
 says whether that fits in the memory free now (`engine.s2.memory.free_memory`).
+
+Before anything is measured or encoded, `step_bytes` predicts a step's memory from the model's shape, the batch
+and the longest sample the clips can make (`longest_sample`): the weights and the LoRA's optimiser state, the
+attention mask and scores (which grow with the square of the length), the layers' saved inputs and the logits.
+It errs high; `check_fits` refuses a run whose prediction exceeds the free memory with one line, so neither the
+command line nor the studio's Estimate button starts a step that the system would kill (a batch of 64 samples of
+32768 tokens needs terabytes).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from s2studio.audio import FRAME_SAMPLES, SAMPLE_RATE
+from s2studio.errors import UserError, printable
 from s2studio.train.clips import TrainClip
 
 GB = 1e9
@@ -109,9 +117,91 @@ def planned_bytes(trainer) -> int:  # noqa: ANN001 - a loop.Trainer
     return (counts.total + lora) * size + lora * 3 * 4
 
 
+def clip_tokens(clips: tuple[TrainClip, ...], tokenizer) -> list[tuple[int, int]]:  # noqa: ANN001 - S2Tokenizer
+    """Per clip: the tokens of its text part (system line, user turn with the transcript, assistant header)
+    and of its audio (one per frame, plus the closing `<|im_end|>`), as `data.encode_sentence` lays them out."""
+    from s2studio.train.data import SYSTEM_TEXT, clean_text, pack_text
+
+    fixed = len(tokenizer.encode(SYSTEM_TEXT)) + 1 + len(tokenizer.encode("<|speaker:assistant|> <|voice|>"))
+    return [(fixed + len(tokenizer.encode(f"<|speaker:user|> {clean_text(pack_text(c.text))}")),
+             math.ceil(c.seconds * SAMPLE_RATE / FRAME_SAMPLES) + 1) for c in clips]
+
+
+def check_transcripts(clips: tuple[TrainClip, ...], tokens: list[tuple[int, int]], max_length: int) -> None:
+    """A UserError naming the first clip whose text alone leaves no room for its audio in `max_length` tokens
+    (a sample cut there would hold no audio to learn from)."""
+    for clip, (text, _audio) in zip(clips, tokens, strict=True):
+        if text + 1 > max_length:
+            raise UserError(f"{printable(clip_name(clip))}: its transcript takes {text} tokens, and a maximum length "
+                            f"of {max_length} leaves no room for its audio; raise the maximum length above {text + 1} "
+                            "or split the clip and its transcript")
+
+
+def clip_name(clip: TrainClip) -> str:
+    return f"{clip.speaker}/{Path(clip.audio).name}"
+
+
+def longest_sample(clips: tuple[TrainClip, ...], tokens: list[tuple[int, int]], max_length: int) -> int:
+    """The longest sample (in tokens, cut at `max_length`) the data can draw: a speaker's `max_length // 20`
+    longest clips together."""
+    from s2studio.train.data import CLIPS_PER_TOKENS
+
+    by_speaker: dict[str, list[int]] = {}
+    for clip, (text, audio) in zip(clips, tokens, strict=True):
+        by_speaker.setdefault(clip.speaker, []).append(text + audio)
+    count = max(1, max_length // CLIPS_PER_TOKENS)
+    longest = max(sum(sorted(lengths, reverse=True)[:count]) for lengths in by_speaker.values())
+    return min(longest, max_length)
+
+
+BASE_BYTES = 256 * 2**20
+"""What a step allocates whatever its size (the tokenizer, the optimiser's bookkeeping, allocator slack)."""
+
+
+def step_bytes(config, batch: int, length: int, precision: str) -> int:  # noqa: ANN001 - DualARConfig
+    """Predicted peak memory of one training step of `batch` samples of `length` tokens (errs high: 1.2-1.3 times
+    the measured peak on the tiny model, `tests/test_train_limits.py`): the weights at the training precision
+    and the LoRA's optimiser state, the attention mask and one layer's attention scores (both grow with the
+    square of the length), every layer's saved input, and the logits of the text head and of the codebook head
+    over every position, with their gradients."""
+    from s2studio.engine.s2.memory import param_counts
+
+    s, f = config.slow, config.fast
+    counts = param_counts(config)
+    weights = counts.total * (2 if precision == "bf16-true" else 4) + counts.total // 8 * 16
+    square = length * length * (1 + batch) + batch * s.n_head * length * length * 4
+    per_token = ((s.n_layer + 2) * s.dim * 8 + 8 * max(s.intermediate_size, s.dim) * 4 + 3 * config.vocab_size * 4
+                 + (config.num_codebooks + 1) * (f.n_layer * f.dim * 8 + 8 * max(f.intermediate_size, f.dim) * 4
+                                                 + 2 * config.codebook_size * 4))
+    return int(BASE_BYTES + weights + square + batch * length * per_token)
+
+
+def check_fits(config, settings, clips: tuple[TrainClip, ...], tokenizer, device: str) -> int:  # noqa: ANN001
+    """Refuse (one UserError) a run whose predicted step (`step_bytes`) exceeds the memory free on `device`,
+    or whose transcripts leave no room for audio; returns the predicted bytes."""
+    from s2studio.engine.s2.device import resolve_device
+    from s2studio.engine.s2.memory import free_memory
+    from s2studio.train.loop import run_precision
+
+    tokens = clip_tokens(clips, tokenizer)
+    check_transcripts(clips, tokens, settings.max_length)
+    where = resolve_device(device)
+    length = longest_sample(clips, tokens, settings.max_length)
+    need = step_bytes(config, settings.batch_size, length, run_precision(settings, where))
+    free = free_memory(str(where) if where.type == "cuda" else where.type)
+    if free is not None and need > free:
+        raise UserError(f"a training step of {settings.batch_size} sample(s) of up to {length} tokens needs about "
+                        f"{need / GB:.1f} GB, but {free / GB:.1f} GB is free on {where}; lower the batch size or the "
+                        "maximum length")
+    return need
+
+
 def measure_step(model_dir: Path, clips: tuple[TrainClip, ...], settings, device: str = "auto") -> Estimate:
-    """Time one real training step of `settings` (a `loop.TrainSettings`) on `device`, and its memory."""
+    """Time one real training step of `settings` (a `loop.TrainSettings`) on `device`, and its memory; refused
+    first when the predicted memory (`check_fits`) does not fit."""
     import torch
+
+    from s2studio.text.tokenizer import S2Tokenizer
 
     from s2studio.engine.s2.device import resolve_device
     from s2studio.engine.s2.memory import free_memory
@@ -119,6 +209,7 @@ def measure_step(model_dir: Path, clips: tuple[TrainClip, ...], settings, device
     from s2studio.train.loop import Trainer
 
     config = load_config(Path(model_dir))
+    check_fits(config, settings, clips, S2Tokenizer.from_file(Path(model_dir) / "tokenizer.json"), device)
     groups = stand_in_groups(clips, config.num_codebooks)
     where = resolve_device(device)
     cuda = where.type == "cuda"

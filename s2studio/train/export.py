@@ -139,14 +139,23 @@ def export_model(model_dir: Path, lora_file: Path, out_dir: Path) -> Path:
     data = pth_bytes(state)
     del state
     config = config_text(model_dir)
+    made = [p for p in (out_dir, *out_dir.parents) if not p.exists()]
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"cannot create {printable(out_dir)}: {exc.strerror or exc}") from None
-    with OutputSet() as out:
-        out.add_text(out_dir / "config.json", config)
-        out.add(out_dir / "model.pth", data)
-        for name in (*TOKENIZER_FILES, *DEPLOY_FILES):
-            if (model_dir / name).is_file():
-                out.add(out_dir / name, (model_dir / name).read_bytes())
+    try:
+        with OutputSet() as out:
+            out.add_text(out_dir / "config.json", config)
+            out.add(out_dir / "model.pth", data)
+            for name in (*TOKENIZER_FILES, *DEPLOY_FILES):
+                if (model_dir / name).is_file():
+                    out.add(out_dir / name, (model_dir / name).read_bytes())
+    except BaseException:
+        for folder in made:  # the folders this export made, innermost first, if nothing else is in them
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+        raise
     return out_dir

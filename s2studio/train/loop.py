@@ -34,6 +34,7 @@ from s2studio.errors import UserError, printable
 from s2studio.model.config import load_config
 from s2studio.model.dual_ar import DualAR
 from s2studio.state.atomic import OutputSet
+from s2studio.state.project import SETTINGS_LIMITS
 from s2studio.text.tokenizer import S2Tokenizer
 from s2studio.train.data import Batch, Group, Samples, collate, pad_id_of
 from s2studio.train.events import StepMetrics
@@ -75,6 +76,9 @@ class TrainSettings:
             raise UserError(f"--batch-size must be between 1 and 64, got {self.batch_size}")
         if not 64 <= self.max_length <= 32768:
             raise UserError(f"--max-length must be between 64 and 32768, got {self.max_length}")
+        lo, hi = (int(x) for x in SETTINGS_LIMITS["seed"])
+        if not lo <= self.seed <= hi:
+            raise UserError(f"--seed must be between {lo} and {hi}, got {self.seed}")
         if not 0 < self.lr < 1:
             raise UserError(f"--lr must be a small positive number, got {self.lr}")
         if self.precision not in ("auto", "fp32", "bf16"):
@@ -260,7 +264,8 @@ class Trainer:
 
 def latest_checkpoint(out_dir: Path) -> Path | None:
     folder = Path(out_dir) / CHECKPOINTS
-    found = sorted(p for p in folder.glob("step_*") if (p / STATE_FILE).is_file()) if folder.is_dir() else []
+    found = sorted(p for p in folder.glob("step_*") if (p / STATE_FILE).is_file() and (p / LORA_FILE).is_file()
+                   ) if folder.is_dir() else []
     return found[-1] if found else None
 
 

@@ -187,12 +187,18 @@ def _resume_folder(request: RunRequest) -> Path | None:
         return found
     latest = latest_checkpoint(found)
     if latest is None:
-        raise UserError(f"{printable(found)} holds no checkpoint to resume from (checkpoints/step_*/state.pt)")
+        raise UserError(f"{printable(found)} holds no complete checkpoint to resume from (checkpoints/step_*/state.pt; "
+                        "a run stopped before its first save has none): start it again without --resume")
     return latest
 
 
 def check_request(request: RunRequest) -> None:
+    """Everything that can be refused before anything is written or encoded: the model folder, the clips and
+    their transcripts, the output and metrics paths, and whether a step fits in memory (`estimate.check_fits`)."""
     from s2studio.engine.s2.setup import check_model_folder
+    from s2studio.model.config import load_config
+    from s2studio.text.tokenizer import S2Tokenizer
+    from s2studio.train.estimate import check_fits
 
     check_model_folder(request.model_dir)
     if not request.clips:
@@ -203,9 +209,17 @@ def check_request(request: RunRequest) -> None:
     out = Path(request.out_dir)
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {printable(out)} is a file; give a folder")
-    if request.resume is None and (out / "checkpoints").is_dir() and any((out / "checkpoints").iterdir()):
+    if request.resume is None and latest_checkpoint(out) is not None:  # a step folder without its state is no run
         raise UserError(f"{printable(out)} already holds a run; add --resume to continue it, or choose another "
                         "--out")
+    if request.metrics_out is not None:
+        metrics = Path(request.metrics_out)
+        if metrics.is_dir():
+            raise UserError(f"--metrics-out {printable(metrics)} is a folder; give a file name")
+        if not metrics.parent.is_dir():
+            raise UserError(f"--metrics-out: the folder {printable(metrics.parent)} does not exist; create it first")
+    tokenizer = S2Tokenizer.from_file(Path(request.model_dir) / "tokenizer.json")
+    check_fits(load_config(Path(request.model_dir)), request.settings, request.clips, tokenizer, request.device)
 
 
 def train(request: RunRequest, stop: StopFlag | None = None) -> Iterator[RunEvent]:

@@ -25,12 +25,12 @@ from torch import Tensor
 
 from s2studio.engine.plan import lora_digest
 from s2studio.errors import UserError, printable
+from s2studio.state.lora_file import MAX_RANK
 
 DEFAULT_ALPHA = 16.0
 """Both upstream presets (`r_8_alpha_16`, `r_32_alpha_16_fast`) use alpha 16."""
 ALPHA_KEY = "lora_alpha"
 SUFFIXES = (".lora_A", ".lora_B")
-MAX_RANK = 256
 SHOWN = 3
 
 
@@ -101,8 +101,11 @@ def read_lora(path: Path) -> LoraWeights:
             raise UserError(f"{shown}: {printable(layer, 80)} holds NaN or infinite values; train it again from an "
                             "earlier checkpoint")
         ranks.add(a.shape[0])
-    if len(ranks) != 1 or not 1 <= next(iter(ranks)) <= MAX_RANK:
+    if len(ranks) != 1:
         raise UserError(f"{shown} mixes LoRA ranks {sorted(ranks)}; the file is damaged")
+    if next(iter(ranks)) > MAX_RANK:
+        raise UserError(f"{shown} has rank {next(iter(ranks))}, above the {MAX_RANK} this program applies; train it "
+                        "with a smaller rank")
     try:
         alpha = float(meta.get(ALPHA_KEY, DEFAULT_ALPHA))
     except ValueError:
@@ -123,9 +126,18 @@ def check_lora_fits(lora: LoraWeights, shapes: dict[str, tuple[int, ...]], model
                             "use a LoRA trained on this model")
         n_out, n_in = (shape[1], shape[0]) if is_embedding(layer) else shape
         if a.shape[1] != n_in or b.shape[0] != n_out:
+            expects = (a.shape[1], b.shape[0]) if is_embedding(layer) else (b.shape[0], a.shape[1])
             raise UserError(f"{where} was trained for another model's shape: {printable(layer, 80)} is "
-                            f"{tuple(shape)} here but the LoRA expects {(n_in, n_out) if is_embedding(layer) else (n_out, n_in)}; "
-                            "use a LoRA trained on this model")
+                            f"{tuple(shape)} in {model} but {expects} in the LoRA; use a LoRA trained on this model")
+
+
+def model_shapes(config: object) -> dict[str, tuple[int, ...]]:
+    """Every tensor of a `DualAR` of `config` (a `model.config.DualARConfig`) and its shape, built on the meta
+    device (no memory): what `check_lora_fits` checks a LoRA against."""
+    from s2studio.model.dual_ar import DualAR
+
+    with torch.device("meta"):
+        return {k: tuple(v.shape) for k, v in DualAR(config).state_dict().items()}  # type: ignore[arg-type]
 
 
 def merged_weight(weight: Tensor, a: Tensor, b: Tensor, scaling: float, embedding: bool) -> Tensor:

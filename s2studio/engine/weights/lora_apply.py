@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from s2studio.engine.weights.checkpoints import read_weights
-from s2studio.engine.weights.lora import LoraWeights, check_lora_fits, is_embedding, merge_tensor, read_lora
+from s2studio.engine.weights.lora import LoraWeights, check_lora_fits, is_embedding, merge_tensor, model_shapes, read_lora
 from s2studio.engine.weights.narrow import NARROW_MODES, Narrow, narrowed_layer, narrowing_of
 from s2studio.errors import printable
 
@@ -44,10 +44,7 @@ class LoraSwitch:
     def shapes(self) -> dict[str, tuple[int, ...]]:
         """Every tensor of the model's checkpoint and its shape (from the config: narrowed layers hold other ones)."""
         if self._shapes is None:
-            from s2studio.model.dual_ar import DualAR
-
-            with torch.device("meta"):
-                self._shapes = {k: tuple(v.shape) for k, v in DualAR(self.model.config).state_dict().items()}
+            self._shapes = model_shapes(self.model.config)
         return self._shapes
 
     def read(self, path: Path) -> LoraWeights:
