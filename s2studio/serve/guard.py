@@ -100,7 +100,7 @@ class GuardedH11Protocol(H11Protocol):
         if not idle:
             return False
         oldest = min(idle, key=lambda p: p.last_active)
-        oldest._close(f"closed while idle: {len(self.connections) - 1} connections were open, at most "
+        oldest._close(f"closed while idle: {len(self.connections)} connections were open, at most "
                       f"{self.limits.max_connections} are kept")
         return True
 

@@ -50,7 +50,7 @@ class LoraSwitch:
     def read(self, path: Path) -> LoraWeights:
         """`path` as a LoRA checked against this model (a UserError if it was trained on another shape)."""
         lora = read_lora(path)
-        check_lora_fits(lora, self.shapes(), f"the model in {printable(self.model_dir)}")
+        check_lora_fits(lora, self.shapes(), f"the model {printable(self.model_dir.name)}")
         return lora
 
     def use(self, lora: LoraWeights | None) -> bool:
