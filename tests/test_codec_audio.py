@@ -51,7 +51,7 @@ def test_empty_file(tmp_path: Path) -> None:
 def test_too_long(tmp_path: Path) -> None:
     path = tmp_path / "long.wav"
     sf.write(path, np.zeros(8000 * 63, dtype=np.int16), 8000, subtype="PCM_16")  # 1 min 3 s
-    with pytest.raises(UserError, match=r"long.wav is 63 s long; use a clip of at most 60 s"):
+    with pytest.raises(UserError, match=r"long.wav is 63 s long; use a clip of at most 30 s"):
         read_channels(path)
 
 

@@ -214,7 +214,8 @@ def test_check_clip(tmp_path: Path) -> None:
     assert check_clip(tone(tmp_path / "ok.wav", 5.0)) == []
     short = check_clip(tone(tmp_path / "short.wav", 1.0))
     assert short == ["clip is 1.0 s long; use 3–30 s (10–30 s clones best)"]
-    assert "at most 30 s" in check_clip(tone(tmp_path / "long.wav", 31.0, sr=8000))[0]
+    with pytest.raises(UserError, match="long.wav is 31 s long; use a clip of at most 30 s"):
+        check_clip(tone(tmp_path / "long.wav", 31.0, sr=8000))
     loud = check_clip(tone(tmp_path / "loud.wav", 5.0, amp=1.5, subtype="PCM_16"))
     assert len(loud) == 1 and loud[0].startswith("clip is clipped")
     quiet = tmp_path / "quiet.wav"

@@ -47,7 +47,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-text", type=int, default=4096, metavar="CHARS", help="longest text (default 4096)")
     p.add_argument("--max-body-mb", type=int, default=32, metavar="MB", help="largest request body (default 32)")
     p.add_argument("--max-reference-seconds", type=float, default=30.0, metavar="S",
-                   help="longest inline reference clip (default 30, at most 60)")
+                   help="longest inline reference clip (default and most: 30)")
     p.add_argument("--max-new-tokens", type=int, default=4096, metavar="N",
                    help="most frames one batch may generate (default 4096, about 190 s); requests asking more get N")
     p.add_argument("--max-connections", type=int, default=64, metavar="N",
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     from s2studio.engine.api import LoadRequest, ModelLoading
     from s2studio.serve.config import Limits, ServeConfig
     from s2studio.serve.references import remove_stale_folders
-    from s2studio.serve.server import bind, serve_forever, start_state
+    from s2studio.serve.server import bind, return_large_buffers, serve_forever, start_state
     from s2studio.state.audio_limits import MAX_REFERENCE_SECONDS
     from s2studio.state.voices import VoiceLibrary
 
@@ -115,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {event.message}", file=sys.stderr, flush=True)
 
     remove_stale_folders()
+    return_large_buffers()
     print(f"loading {args.model} …", file=sys.stderr, flush=True)
     state = start_state(config, load, VoiceLibrary(paths.voices_dir()), on_loading=loading)
     info = state.info

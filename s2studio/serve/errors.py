@@ -59,7 +59,8 @@ def error_response(path: str, error: ApiError, redact: Callable[[str], str] | No
         body: dict = {"error": {"message": message, "type": _openai_type(error.status),
                                 "param": error.param, "code": error.code or None}}
     else:
-        body = {"statusCode": error.status, "message": message, "error": HTTPStatus(error.status).phrase}
+        phrase = "Server Error" if error.status == 500 else HTTPStatus(error.status).phrase
+        body = {"statusCode": error.status, "message": message, "error": phrase}
         if error.code:
             body["code"] = error.code
     return JSONResponse(body, error.status, headers=error.headers)

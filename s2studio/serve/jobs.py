@@ -31,10 +31,24 @@ HUNG_UP = object()
 """Put in a stream's queue when its client hangs up."""
 
 
+OUT_OF_MEMORY = ("out of memory", "Cannot allocate memory", "can't allocate memory", "MemoryError")
+
+
 def failure_status(error: str) -> int:
     """A failed job's HTTP status: the engine's own one-line errors are the request's fault (400) unless they
-    say the server broke or ran out of memory."""
-    return 500 if error.startswith(("internal error", "out of memory")) else 400
+    say the server broke (500) or ran out of memory (503: another time, or a smaller request, may fit)."""
+    if any(words in error for words in OUT_OF_MEMORY):
+        return 503
+    return 500 if error.startswith("internal error") else 400
+
+
+def job_error(error: str) -> ApiError:
+    """The answer to a job that failed before its first audio."""
+    status = failure_status(error)
+    if status == 503:
+        return ApiError(503, "the server ran out of memory for this request; send shorter text or fewer or shorter "
+                        "references, or try again later", "out_of_memory", headers={"Retry-After": "10"})
+    return ApiError(status, error, "generation_failed")
 
 
 class JobStream:
@@ -99,7 +113,7 @@ class JobStream:
                 assert event is not None
                 events.append(event)
                 if isinstance(event, JobFailed):
-                    raise ApiError(failure_status(event.error), event.error, "generation_failed")
+                    raise job_error(event.error)
                 if isinstance(event, (AudioChunk, JobFinished)):
                     return events
         except asyncio.CancelledError:

@@ -33,9 +33,9 @@ MAX_SAMPLE_RATE = 192_000
 MAX_RATIO_TERM = 1000
 """Largest numerator or denominator of a rate's reduced ratio to 44.1 kHz (16 kHz: 160/441; 48 kHz: 160/147)."""
 MAX_CHANNELS = 8
-MAX_REFERENCE_SECONDS = 60.0
-"""Longest clip the codec encodes (1 min): the exact encoder's peak memory grows with the length (what a second
-costs is printed by `bench/reference_memory.py` and stated in the README)."""
+MAX_REFERENCE_SECONDS = 30.0
+"""Longest clip the codec encodes: what clones best (10-30 s) and what the record dialog takes. The exact encoder's
+peak memory grows with the length (`bench/reference_memory.py` prints what a clip costs; the README states it)."""
 MIN_REFERENCE_SECONDS = 0.25
 """Shortest voice clip: about 11 codec frames; less carries no voice (a 1-sample clip gives one frame)."""
 MAX_RECORDING_SECONDS = 600.0

@@ -175,10 +175,8 @@ def audio_warnings(data: np.ndarray, sr: int) -> list[str]:
     mono = data if data.ndim == 1 else data.mean(axis=1)
     warnings = []
     duration = len(mono) / sr
-    if duration < 3.0:
+    if duration < 3.0:  # (longer than 30 s is refused: `state.audio_limits.MAX_REFERENCE_SECONDS`)
         warnings.append(f"clip is {duration:.1f} s long; use 3–30 s (10–30 s clones best)")
-    elif duration > 30.0:
-        warnings.append(f"clip is {duration:.1f} s long; use at most 30 s (longer clips hurt cloning)")
     clipped = float(np.mean(np.abs(data) >= 0.999)) if data.size else 0.0
     if clipped > 0.001:
         warnings.append(f"clip is clipped ({clipped:.1%} of samples at full scale); record it quieter")

@@ -118,7 +118,7 @@ def test_a_data_dir_that_is_a_file_is_named(tmp_path, monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("make,message,codec_refuses", [
-    (lambda p: tone(p, 600.0, rate=8000), "is 600 s long; use a clip of at most 60 s", True),
+    (lambda p: tone(p, 600.0, rate=8000), "is 600 s long; use a clip of at most 30 s", True),
     (lambda p: tone(p, 4.0, rate=100, hz=10), "has a sample rate of 100 Hz, too low to be speech", True),
     (lambda p: sf.write(p, np.array([0.1, np.nan, np.inf] * 4000, np.float32), 44100, subtype="FLOAT") or p,
      "contains invalid samples (NaN or infinity)", True),

@@ -197,7 +197,7 @@ def test_a_long_recording_splits_into_clips_with_their_own_transcripts(qtbot, st
     d.show()
     try:
         card = d.cards[0]
-        assert card.split_button.isVisible() and "use at most 30 s" in card.checks.text()
+        assert card.split_button.isVisible() and "use a clip of at most 30 s" in card.checks.text()
         qtbot.mouseClick(card.split_button, Qt.MouseButton.LeftButton)
         qtbot.waitUntil(lambda: len(d.cards) == 3, timeout=20000)
         assert d.reason.text() == "Split into 3 clips at the pauses."
