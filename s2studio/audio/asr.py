@@ -153,12 +153,12 @@ def transcribe(samples: np.ndarray, rate: int, settings: AsrSettings = AsrSettin
                cache: TranscriptCache | None = None, endpoint: str | None = None) -> Transcript:
     """What is said in `samples` (mono float at `rate`): from the cache, or by the model (downloaded first
     when needed). Raises `Cancelled` when `cancel` is set, `UserError` when it cannot be done."""
-    missing = asr_missing()
-    if missing:
-        raise UserError(missing)
     problem = rate_problem("the audio", rate)
     if problem:  # the resampler's work grows with the reduced ratio's terms: only the rates every reader takes
         raise UserError(problem)
+    missing = asr_missing()
+    if missing:
+        raise UserError(missing)
     cache = cache or TranscriptCache()
     audio = np.asarray(samples, dtype=np.float32).reshape(-1)
     audio = resample(audio, rate, ASR_RATE) if rate != ASR_RATE else audio

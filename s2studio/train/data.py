@@ -20,6 +20,7 @@ import torch
 from torch.nn import functional as F
 
 from s2studio.text.tokenizer import IM_END, S2Tokenizer
+from s2studio.train.clips import TrainClip, speaker_folder_name
 
 SYSTEM_TEXT = "Speak out the provided text."
 DATASET_SEED = 42
@@ -84,6 +85,17 @@ def encode_sentence(text: str, codes: np.ndarray, tokenizer: S2Tokenizer) -> tup
     out[1:, mask[1:]] = vq
     out[1:, -1:] = CODEBOOK_PAD
     return tokens.long(), out.long()
+
+
+def groups_from(clips: tuple[TrainClip, ...], codes: list[np.ndarray]) -> list[Group]:
+    """One group per speaker folder name, in sorted order, clips ordered by `<id>.npy` (build_dataset's order)."""
+    by_speaker: dict[str, list[tuple[str, Sentence]]] = {}
+    for clip, c in zip(clips, codes, strict=True):
+        by_speaker.setdefault(speaker_folder_name(clip.speaker), []).append(
+            (f"{clip.id}.npy", Sentence((pack_text(clip.text),), c)))
+    return [Group(name, tuple(s for _, s in sorted(items, key=lambda x: x[0])))
+            for name, items in sorted(by_speaker.items())]
+
 
 
 class Samples:

@@ -81,7 +81,7 @@ def duration_words(seconds: float) -> str:
 
 def stand_in_groups(clips: tuple[TrainClip, ...], num_codebooks: int) -> list:
     """The clips as the trainer sees them, with codes of zeros of each clip's length in frames."""
-    from s2studio.train.run import groups_from
+    from s2studio.train.data import groups_from
 
     codes = [np.zeros((num_codebooks, max(1, math.ceil(c.seconds * SAMPLE_RATE / FRAME_SAMPLES))), np.int64)
              for c in clips]

@@ -30,7 +30,7 @@ import numpy as np
 from s2studio.errors import UserError, printable
 from s2studio.state.atomic import OPEN_FLAGS, OutputSet, write_error, write_text_atomic
 from s2studio.train.clips import TrainClip, check_enough, speaker_folder_name
-from s2studio.train.data import Group, Sentence, pack_text
+from s2studio.train.data import Group, groups_from, pack_text
 from s2studio.train.events import RunEvent, StepMetrics
 from s2studio.train.loop import Trainer, TrainSettings, latest_checkpoint
 
@@ -59,16 +59,6 @@ def clips_digest(clips: tuple[TrainClip, ...]) -> str:
         h.update(f"{c.speaker}|{c.id}|{c.text}|".encode())
         h.update(hashlib.sha256(Path(c.audio).read_bytes()).digest())
     return h.hexdigest()
-
-
-def groups_from(clips: tuple[TrainClip, ...], codes: list[np.ndarray]) -> list[Group]:
-    """One group per speaker folder name, in sorted order, clips ordered by `<id>.npy` (build_dataset's order)."""
-    by_speaker: dict[str, list[tuple[str, Sentence]]] = {}
-    for clip, c in zip(clips, codes, strict=True):
-        by_speaker.setdefault(speaker_folder_name(clip.speaker), []).append(
-            (f"{clip.id}.npy", Sentence((pack_text(clip.text),), c)))
-    return [Group(name, tuple(s for _, s in sorted(items, key=lambda x: x[0])))
-            for name, items in sorted(by_speaker.items())]
 
 
 def _write_tokens(folder: Path, clips: tuple[TrainClip, ...], codes: list[np.ndarray], digest: str) -> None:
