@@ -43,6 +43,7 @@ class GuardedH11Protocol(H11Protocol):
         super().connection_made(transport)
         self.last_active = time.monotonic()
         self.header_timer = None
+        self.waited_cycle = None
         if len(self.connections) > self.limits.max_connections and not self._make_room():
             self._close(f"refused: {len(self.connections) - 1} connections are open and every one is busy")
             return
@@ -55,12 +56,10 @@ class GuardedH11Protocol(H11Protocol):
     def data_received(self, data: bytes) -> None:
         self.last_active = time.monotonic()
         super().data_received(data)
-        if self.conn.their_state in (h11.SEND_BODY, h11.DONE):  # the request's headers are complete
+        if self.cycle is not self.waited_cycle:  # a new request's headers are complete
             self._cancel_header_timer()
 
     def on_response_complete(self) -> None:
-        if self.conn.their_state is h11.SEND_BODY and not self.transport.is_closing():
-            self.transport.close()  # answered before its body was read (401, 413, 415 ...): not waited for
         super().on_response_complete()
         if not self.transport.is_closing():
             self._expect_headers()
@@ -68,7 +67,10 @@ class GuardedH11Protocol(H11Protocol):
     # ------------------------------------------------------------------ the header deadline
 
     def _expect_headers(self) -> None:
+        """The next request's headers are due within `header_timeout_s` (the rest of a body that was answered
+        before it was read, 401 or 413, counts against the same time)."""
         self._cancel_header_timer()
+        self.waited_cycle = self.cycle
         self.header_timer = self.loop.call_later(self.limits.header_timeout_s, self._headers_late)
 
     def _cancel_header_timer(self) -> None:
@@ -78,7 +80,10 @@ class GuardedH11Protocol(H11Protocol):
 
     def _headers_late(self) -> None:
         self.header_timer = None
-        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+        if self.transport.is_closing() or self.cycle is not self.waited_cycle:
+            return
+        if self.conn.their_state is not h11.IDLE:  # still sending the body of a request that was answered
+            self._close(f"still sending a body {self.limits.header_timeout_s:g} s after its answer")
             return
         message = (f"the request's headers did not arrive within {self.limits.header_timeout_s:g} s; "
                    "send the whole request at once")
