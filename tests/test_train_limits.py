@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 from safetensors.numpy import save as save_safetensors
-from test_train_cli import SETTINGS, write_clips
+from test_train_cli import SETTINGS, data, tiny, write_clips  # noqa: F401 - the fixtures
 
 from s2studio.cli import main
 from s2studio.errors import UserError
@@ -26,18 +26,6 @@ from s2studio.state.voices import VoiceLibrary
 from s2studio.train.clips import clips_from_folder
 from s2studio.train.loop import TrainSettings
 from s2studio.train.run import RunRequest, train
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from s2studio.demo_model import write_demo_model
-
-    return write_demo_model(tmp_path_factory.mktemp("limits-model") / "tiny", seed=1)
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_clips(tmp_path_factory.mktemp("limits-data"))
 
 
 def fails(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:

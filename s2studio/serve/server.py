@@ -33,6 +33,7 @@ from s2studio.serve.bodies import ClientGone
 from s2studio.serve.config import ServeConfig
 from s2studio.serve.errors import ApiError, error_response
 from s2studio.serve.guard import LoopbackHostMiddleware, OneLineStreamErrors, guarded_protocol
+from s2studio.serve.jobs import job_error
 from s2studio.serve.runner import EngineRunner, default_engine
 from s2studio.state.voices import VoiceLibrary
 
@@ -78,9 +79,10 @@ def create_app(state: ServerState) -> FastAPI:
 
     @app.exception_handler(Exception)
     async def bug(request: Request, exc: Exception) -> Response:  # the traceback goes to the log, re-raised
-        name = "out of memory" if isinstance(exc, MemoryError) else f"internal error ({type(exc).__name__})"
-        return error_response(request.url.path, ApiError(500, f"{name}; the details are in the server's log",
-                                                          "internal_error"))
+        if isinstance(exc, MemoryError):
+            return error_response(request.url.path, job_error("out of memory"))
+        return error_response(request.url.path, ApiError(500, f"internal error ({type(exc).__name__}); the "
+                                                          "details are in the server's log", "internal_error"))
 
     if state.config.api_key:
         app.add_middleware(ApiKeyMiddleware, api_key=state.config.api_key)

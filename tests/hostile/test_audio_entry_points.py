@@ -10,7 +10,6 @@ import hashlib
 import io
 import json
 import os
-import sys
 import zipfile
 from pathlib import Path
 
@@ -18,13 +17,12 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from serve_process import flac_of_unknown_length, wav_bytes  # noqa: E402
+from serve_process import flac_of_unknown_length, wav_bytes
 
-from s2studio.cli import main  # noqa: E402
-from s2studio.errors import UserError  # noqa: E402
-from s2studio.state.clips import MAX_RECORDING_SECONDS, ClipAudio, read_audio  # noqa: E402
-from s2studio.state.voices import VoiceLibrary  # noqa: E402
+from s2studio.cli import main
+from s2studio.errors import UserError
+from s2studio.state.clips import MAX_RECORDING_SECONDS, ClipAudio, read_audio
+from s2studio.state.voices import VoiceLibrary
 
 ODD_RATES = (8009, 44101, 22051, 11111, 47999)
 CONVERT = "which does not convert to 44.1 kHz exactly; convert the clip to 44.1 or 48 kHz"
