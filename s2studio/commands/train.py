@@ -85,7 +85,7 @@ def lora_model(lora: Path, model: Path | None) -> Path | None:
     return named if named.is_dir() else None
 
 
-def check_fits(lora: Path, model: Path) -> None:
+def check_lora_model(lora: Path, model: Path) -> None:
     """A UserError unless the LoRA file `lora` fits the model in `model` (names and shapes)."""
     from s2studio.engine.weights.lora import check_lora_fits, model_shapes, read_lora
     from s2studio.errors import printable
@@ -107,7 +107,7 @@ def attach(voice: str, lora: Path | None, model: Path | None = None) -> str:
         return f"voice {found.name!r} speaks with the plain model again"
     target = lora_model(lora, model)
     if target is not None:
-        check_fits(lora, target)
+        check_lora_model(lora, target)
     updated = library.set_lora(found.id, lora, lora_note(lora))
     return f"voice {found.name!r} now renders with {lora}" + (f" ({updated.lora.note})" if updated.lora.note else "")
 

@@ -67,7 +67,8 @@ def _prepared(clip: Path, text: str, args: argparse.Namespace) -> tuple[Path | C
     for warning in audio_warnings(data, rate):
         print(f"warning: {printable(clip.name)}: {warning}", file=sys.stderr)
     if not text:
-        text = transcribe_samples(data.mean(axis=1), rate, AsrSettings(args.asr_model, checked_language(args.language)), clip.name).text
+        settings = AsrSettings(args.asr_model, checked_language(args.language))
+        text = transcribe_samples(data.mean(axis=1), rate, settings, clip.name).text
         if not text:
             raise UserError(f"no speech recognised in {printable(clip.name)}; give its transcript with --text")
         print(f"{printable(clip.name)}: “{printable(text, 500)}”", file=sys.stderr)

@@ -53,7 +53,8 @@ _SUFFIX = {"WAV": ".wav", "FLAC": ".flac", "OGG": ".ogg", "MP3": ".mp3", "AIFF":
            "RF64": ".wav", "WAVEX": ".wav", "CAF": ".caf"}
 
 
-def check_reference(index: int, audio: bytes, text: str, max_seconds: float, speaker: int | None = None) -> InlineReference:
+def check_reference(index: int, audio: bytes, text: str, max_seconds: float,
+                    speaker: int | None = None) -> InlineReference:
     """Refuse what the codec cannot use, naming the reference (1-based, as a person counts)."""
     what = f"reference {index + 1}"
     if not audio:

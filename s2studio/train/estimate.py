@@ -16,8 +16,8 @@ says whether that fits in the memory free now (`engine.s2.memory.free_memory`).
 Before anything is measured or encoded, `step_bytes` predicts a step's memory from the model's shape, the batch
 and the longest sample the clips can make (`longest_sample`): the weights and the LoRA's optimiser state, the
 attention mask and scores (which grow with the square of the length), the layers' saved inputs and the logits.
-It errs high; `check_fits` refuses a run whose prediction exceeds the free memory with one line, so neither the
-command line nor the studio's Estimate button starts a step that the system would kill (a batch of 64 samples of
+It errs high; `check_step_memory` refuses a run whose prediction exceeds the free memory with one line, so neither
+the command line nor the studio's Estimate button starts a step that the system would kill (a batch of 64 samples of
 32768 tokens needs terabytes).
 """
 
@@ -176,7 +176,7 @@ def step_bytes(config, batch: int, length: int, precision: str) -> int:  # noqa:
     return int(BASE_BYTES + weights + square + batch * length * per_token)
 
 
-def check_fits(config, settings, clips: tuple[TrainClip, ...], tokenizer, device: str) -> int:  # noqa: ANN001
+def check_step_memory(config, settings, clips: tuple[TrainClip, ...], tokenizer, device: str) -> int:  # noqa: ANN001
     """Refuse (one UserError) a run whose predicted step (`step_bytes`) exceeds the memory free on `device`,
     or whose transcripts leave no room for audio; returns the predicted bytes."""
     from s2studio.engine.s2.device import resolve_device
@@ -198,7 +198,7 @@ def check_fits(config, settings, clips: tuple[TrainClip, ...], tokenizer, device
 
 def measure_step(model_dir: Path, clips: tuple[TrainClip, ...], settings, device: str = "auto") -> Estimate:
     """Time one real training step of `settings` (a `loop.TrainSettings`) on `device`, and its memory; refused
-    first when the predicted memory (`check_fits`) does not fit."""
+    first when the predicted memory (`check_step_memory`) does not fit."""
     import torch
 
     from s2studio.text.tokenizer import S2Tokenizer
@@ -209,7 +209,7 @@ def measure_step(model_dir: Path, clips: tuple[TrainClip, ...], settings, device
     from s2studio.train.loop import Trainer
 
     config = load_config(Path(model_dir))
-    check_fits(config, settings, clips, S2Tokenizer.from_file(Path(model_dir) / "tokenizer.json"), device)
+    check_step_memory(config, settings, clips, S2Tokenizer.from_file(Path(model_dir) / "tokenizer.json"), device)
     groups = stand_in_groups(clips, config.num_codebooks)
     where = resolve_device(device)
     cuda = where.type == "cuda"

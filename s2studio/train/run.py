@@ -184,11 +184,12 @@ def _resume_folder(request: RunRequest) -> Path | None:
 
 def check_request(request: RunRequest) -> None:
     """Everything that can be refused before anything is written or encoded: the model folder, the clips and
-    their transcripts, the output and metrics paths, and whether a step fits in memory (`estimate.check_fits`)."""
+    their transcripts, the output and metrics paths, and whether a step fits in memory
+    (`estimate.check_step_memory`)."""
     from s2studio.engine.s2.setup import check_model_folder
     from s2studio.model.config import load_config
     from s2studio.text.tokenizer import S2Tokenizer
-    from s2studio.train.estimate import check_fits
+    from s2studio.train.estimate import check_step_memory
 
     check_model_folder(request.model_dir)
     if not request.clips:
@@ -209,7 +210,8 @@ def check_request(request: RunRequest) -> None:
         if not metrics.parent.is_dir():
             raise UserError(f"--metrics-out: the folder {printable(metrics.parent)} does not exist; create it first")
     tokenizer = S2Tokenizer.from_file(Path(request.model_dir) / "tokenizer.json")
-    check_fits(load_config(Path(request.model_dir)), request.settings, request.clips, tokenizer, request.device)
+    check_step_memory(load_config(Path(request.model_dir)), request.settings, request.clips, tokenizer,
+                      request.device)
 
 
 def train(request: RunRequest, stop: StopFlag | None = None) -> Iterator[RunEvent]:

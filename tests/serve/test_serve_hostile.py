@@ -395,3 +395,17 @@ def test_serve_says_which_mode_it_serves_in_and_defaults_to_fast(server) -> None
     assert line.startswith("serving tiny (cpu, float32, exact, as upstream) at http://127.0.0.1:"), line
     assert "Traceback" not in server.log
     assert build_parser().parse_args(["serve", "--model", "m"]).fast is True  # as the studio renders
+
+
+def test_the_key_comes_from_the_environment_and_a_key_on_the_command_line_warns(tmp_path, monkeypatch, capsys):
+    from s2studio.cli import main
+
+    monkeypatch.setenv("S2STUDIO_API_KEY", "short")
+    assert main(["serve", "--model", str(tmp_path), "--host", "0.0.0.0"]) == 2
+    assert capsys.readouterr().err.strip() == ("s2studio serve: error: the API key is too short; use at least 8 "
+                                               "characters (e.g. `openssl rand -hex 16`)")
+    monkeypatch.delenv("S2STUDIO_API_KEY")
+    assert main(["serve", "--model", str(tmp_path), "--host", "0.0.0.0", "--api-key", "abc"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "warning: --api-key is visible to every user of this computer (`ps`); set S2STUDIO_API_KEY instead",
+        "s2studio serve: error: the API key is too short; use at least 8 characters (e.g. `openssl rand -hex 16`)"]

@@ -22,7 +22,9 @@ import torch
 from torch import Tensor, nn
 
 from s2studio.engine.weights.checkpoints import read_weights
-from s2studio.engine.weights.lora import LoraWeights, check_lora_fits, is_embedding, merge_tensor, model_shapes, read_lora
+from s2studio.engine.weights.lora import (
+    LoraWeights, check_lora_fits, is_embedding, merge_tensor, model_shapes, read_lora,
+)
 from s2studio.engine.weights.narrow import NARROW_MODES, Narrow, narrowed_layer, narrowing_of
 from s2studio.errors import printable
 
