@@ -12,7 +12,9 @@ A body's own timeout is in `bodies.read_body`, where the body is read.
 
 `LoopbackHostMiddleware` (an ASGI middleware: the check needs the request's headers) is installed when the
 server has no API key: it then listens on loopback only, and answers only requests addressed to a loopback
-name, so a web page served from another name that resolves to 127.0.0.1 (DNS rebinding) cannot use it.
+name, so a web page served from another name that resolves to 127.0.0.1 (DNS rebinding) cannot use it, and
+only requests whose `Origin` (which browsers send and a web page cannot change) is absent or loopback too, so a
+page elsewhere cannot post a form (a voice upload is multipart, which browsers send cross-site unasked).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from urllib.parse import urlsplit
 from typing import Any
 
 import h11
@@ -118,24 +121,32 @@ class GuardedH11Protocol(H11Protocol):
 
 
 class LoopbackHostMiddleware:
-    """403 for any request whose `Host` is not a loopback name (the server then has no API key)."""
+    """403 for any request whose `Host` or `Origin` is not a loopback name (the server then has no API key)."""
 
     def __init__(self, app: Any) -> None:  # noqa: ANN401 - ASGI
         self.app = app
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:  # noqa: ANN401 - ASGI
         if scope["type"] == "http":
-            host = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
+            headers = dict(scope["headers"])
+            host = headers.get(b"host", b"").decode("latin-1")
+            origin = headers.get(b"origin")
             if not is_loopback_host_header(host):
-                shown = host[:80] or "none"
-                log.warning("refused a request for host %r: without an API key this server answers only "
-                            "requests to 127.0.0.1, [::1] or localhost", shown)
-                error = ApiError(403, f"this server answers only requests addressed to 127.0.0.1, [::1] or localhost "
-                                      f"(this one was for {shown!r}); give the server an API key to serve other names",
-                                 "forbidden_host")
-                await error_response(scope["path"], error)(scope, receive, send)
+                await self._refuse(scope, receive, send, "host", host, "requests addressed to")
+                return
+            if origin is not None and not is_loopback_host_header(urlsplit(origin.decode("latin-1")).netloc):
+                await self._refuse(scope, receive, send, "origin", origin.decode("latin-1"), "web pages served from")
                 return
         await self.app(scope, receive, send)
+
+    @staticmethod
+    async def _refuse(scope: dict, receive: Any, send: Any, what: str, value: str, whom: str) -> None:  # noqa: ANN401
+        shown = value[:80] or "none"
+        log.warning("refused a request for %s %r: without an API key this server answers only %s 127.0.0.1, "
+                    "[::1] or localhost", what, shown, whom)
+        error = ApiError(403, f"this server answers only {whom} 127.0.0.1, [::1] or localhost (this one's {what} "
+                              f"was {shown!r}); give the server an API key to serve other names", f"forbidden_{what}")
+        await error_response(scope["path"], error)(scope, receive, send)
 
 
 class StreamBroken(Exception):

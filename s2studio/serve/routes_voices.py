@@ -22,11 +22,25 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from s2studio.serve.app import state_of
+from s2studio.serve.bodies import media_type, read_body
 from s2studio.serve.errors import ApiError
+from s2studio.serve.parsing import check_name
 from s2studio.serve.references import check_reference
 from s2studio.serve.uploads import UploadedVoice
 
 router = APIRouter()
+MULTIPART = ("multipart/form-data",)
+
+
+def _replayed(request: Request, body: bytes) -> Request:
+    """`request` with its body already read (under the server's size and time limits, `read_body`), for
+    starlette's form parser, which would otherwise read the socket with neither."""
+
+    async def receive() -> dict[str, object]:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return Request(request.scope, receive)
+
 
 def _text_field(form: object, key: str) -> str:
     value = form.get(key)  # type: ignore[attr-defined]
@@ -36,15 +50,11 @@ def _text_field(form: object, key: str) -> str:
 @router.post("/v1/audio/voices")
 async def upload_voice(request: Request) -> Response:
     state = state_of(request)
-    if not request.headers.get("content-type", "").startswith("multipart/form-data"):
-        raise ApiError(400, "send the voice as multipart/form-data with `audio_sample`, `name`, `consent` and "
-                       "`ref_text`", "invalid_body")
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > state.config.limits.max_body_bytes:
-        raise ApiError(413, "the voice sample is larger than this server's body limit; send a shorter clip",
-                       "body_too_large")
-    async with request.form(max_files=1, max_fields=8) as form:
+    media_type(request, MULTIPART)
+    body = await read_body(request)
+    async with _replayed(request, body).form(max_files=1, max_fields=8) as form:
         name = _text_field(form, "name")
+        check_name(name, "name", state.config.limits)
         if not name or name in (".", "..") or any(c in name for c in "/\\\x00"):
             raise ApiError(400, "`name` must be a non-empty voice name without slashes", "invalid_name", "name")
         sample = form.get("audio_sample")
@@ -77,6 +87,7 @@ async def list_voices(request: Request) -> Response:
 
 @router.delete("/v1/audio/voices/{name}")
 async def delete_voice(request: Request, name: str) -> Response:
+    check_name(name, "name", state_of(request).config.limits)
     if not state_of(request).uploads.remove(name):
         raise ApiError(404, f"no uploaded voice called {name!r} on this server", "voice_not_found", "name")
     return JSONResponse({"success": True, "message": f"Voice '{name}' deleted successfully"})

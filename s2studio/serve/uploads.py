@@ -12,6 +12,8 @@ from s2studio.serve.errors import ApiError
 from s2studio.serve.references import InlineReference
 
 MAX_UPLOADS = 256
+MAX_UPLOAD_BYTES = 128 * 1024 * 1024
+"""All uploaded clips together: what the server's memory holds for clients, whatever their number."""
 
 
 @dataclass(frozen=True)
@@ -36,18 +38,26 @@ _MIME = {".wav": "audio/wav", ".flac": "audio/flac", ".ogg": "audio/ogg", ".mp3"
 
 
 class UploadedVoices:
-    """Name (case-insensitive) -> uploaded clip; thread-safe; at most `capacity` voices."""
+    """Name (case-insensitive) -> uploaded clip; thread-safe; at most `capacity` voices of `max_bytes` in all."""
 
-    def __init__(self, capacity: int = MAX_UPLOADS) -> None:
+    def __init__(self, capacity: int = MAX_UPLOADS, max_bytes: int = MAX_UPLOAD_BYTES) -> None:
         self._voices: dict[str, UploadedVoice] = {}
         self._lock = threading.Lock()
         self._capacity = capacity
+        self._max_bytes = max_bytes
 
     def put(self, voice: UploadedVoice) -> None:
         with self._lock:
             if voice.name.lower() not in self._voices and len(self._voices) >= self._capacity:
                 raise ApiError(400, f"this server holds at most {self._capacity} uploaded voices; delete one "
                                "first (DELETE /v1/audio/voices/NAME)", "too_many_voices", "name")
+            replaced = self._voices.get(voice.name.lower())
+            held = sum(len(v.reference.audio) for v in self._voices.values()) - (
+                len(replaced.reference.audio) if replaced else 0)
+            if held + len(voice.reference.audio) > self._max_bytes:
+                raise ApiError(400, f"this server holds at most {self._max_bytes // 2**20} MB of uploaded voices; "
+                               "delete one first (DELETE /v1/audio/voices/NAME) or upload a shorter clip",
+                               "too_many_voices", "audio_sample")
             self._voices[voice.name.lower()] = voice
 
     def get(self, name: str) -> UploadedVoice | None:

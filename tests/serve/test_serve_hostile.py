@@ -164,7 +164,27 @@ def test_each_route_takes_only_its_own_media_type(server) -> None:
             r = httpx.post(server.url + path, content=body, headers=headers)
             assert r.status_code == 415, (path, kind)
             assert error_text(r).startswith("cannot read a "), error_text(r)
+    for kind in ("text/plain", "application/json", "application/x-www-form-urlencoded", None):
+        headers = {} if kind is None else {"Content-Type": kind}
+        r = httpx.post(server.url + "/v1/audio/voices", content="x", headers=headers)
+        assert r.status_code == 415 and "send multipart/form-data" in error_text(r), (kind, r.text)
     assert speech(server, "Alice").status_code == 200  # with its own type it works
+
+
+def upload(server: ServeProcess, name: str, **headers: str) -> httpx.Response:
+    return httpx.post(server.url + "/v1/audio/voices", data={"name": name, "consent": "mine", "ref_text": "Hello."},
+                      files={"audio_sample": ("a.wav", wav_bytes(1.0), "audio/wav")}, headers=headers, timeout=60)
+
+
+def test_without_a_key_a_web_page_elsewhere_cannot_even_post_a_form(server) -> None:
+    """A page may post multipart forms cross-site without asking first; its browser names it in `Origin`."""
+    for origin in ("http://evil.example", "https://evil.example:8443", "null", "http://localhost.evil.example"):
+        r = upload(server, "Page", Origin=origin)
+        assert r.status_code == 403, (origin, r.text)
+        assert "answers only web pages served from 127.0.0.1, [::1] or localhost" in error_text(r)
+    assert "Page" not in httpx.get(server.url + "/v1/audio/voices").json()["voices"]
+    assert upload(server, "Page", Origin=f"http://localhost:{server.port}").status_code == 200
+    assert httpx.delete(server.url + "/v1/audio/voices/Page").status_code == 200
 
 
 # ----------------------------------------------------------------------------- 3: connections without time limits
@@ -184,7 +204,9 @@ def slow_clients(server: ServeProcess, auth: bytes = b"") -> dict[str, bytes]:
     """What an idle client, one with half its headers and one with half its body each get back."""
     sent = {"idle": b"", "half headers": b"GET /v1/health HTTP/1.1\r\nHost: localhost\r\nX-Wait: ",
             "half body": b"POST /v1/tts HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n" + auth +
-                         b"Content-Length: 1000\r\n\r\n{\"text\": \"hel"}
+                         b"Content-Length: 1000\r\n\r\n{\"text\": \"hel",
+            "half upload": b"POST /v1/audio/voices HTTP/1.1\r\nHost: localhost\r\n" + auth +
+                           b"Content-Type: multipart/form-data; boundary=x\r\nContent-Length: 1000\r\n\r\n--x\r\n"}
     sockets = {}
     for name, data in sent.items():
         sockets[name] = socket.create_connection(("127.0.0.1", server.port))
@@ -202,8 +224,9 @@ def test_idle_half_sent_and_stalled_requests_get_408_and_are_closed(server, keye
     for name in ("idle", "half headers"):
         assert got[name].startswith(b"HTTP/1.1 408 Request Timeout\r\n"), (name, got[name])
         assert b"the request's headers did not arrive within 1 s" in got[name]
-    assert got["half body"].startswith(b"HTTP/1.1 408 Request Timeout\r\n"), got["half body"]
-    assert b"the request body stopped arriving for 1 s" in got["half body"]
+    for name in ("half body", "half upload"):
+        assert got[name].startswith(b"HTTP/1.1 408 Request Timeout\r\n"), (name, got[name])
+        assert b"the request body stopped arriving for 1 s" in got[name]
     proc.wait_for_log("no complete request headers within 1 s")
     proc.wait_for_log("the body stalled for 1 s; answered 408")
 

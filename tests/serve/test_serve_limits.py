@@ -78,6 +78,9 @@ def test_a_body_over_the_limit_is_413_before_it_is_read(fake_server, clips) -> N
     r = httpx.post(fake_server.url + "/v1/audio/speech", content=chunked(),
                    headers={**AUTH, "Content-Type": "application/json"})
     assert r.status_code == 413 and r.json()["error"]["code"] == "body_too_large"
+    r = httpx.post(fake_server.url + "/v1/audio/voices", content=chunked(),  # an upload is read the same way
+                   headers={**AUTH, "Content-Type": "multipart/form-data; boundary=x"})
+    assert r.status_code == 413 and r.json()["error"]["code"] == "body_too_large"
 
 
 def test_text_and_reference_limits_are_400_naming_the_limit(fake_server, clips, tmp_path) -> None:

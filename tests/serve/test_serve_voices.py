@@ -13,6 +13,10 @@ import pytest
 import soundfile as sf
 from conftest import API_KEY
 
+from s2studio.serve.errors import ApiError
+from s2studio.serve.references import InlineReference
+from s2studio.serve.uploads import UploadedVoice, UploadedVoices
+
 
 @pytest.fixture
 def http(real_server) -> httpx.Client:
@@ -66,3 +70,20 @@ def test_what_we_refuse_is_said_in_one_line(http, clips) -> None:
     url = http.post("/v1/audio/speech", json={"input": "Hi.", "ref_audio": "file:///etc/passwd", "ref_text": "x"})
     assert url.status_code == 400 and "does not fetch URLs or read paths" in url.json()["error"]["message"]
     assert http.delete("/v1/audio/voices/nobody").status_code == 404
+
+
+def test_uploads_are_bounded_in_bytes_as_well_as_in_number() -> None:
+    mb = 2**20
+
+    def voice(name: str, size: float) -> UploadedVoice:
+        return UploadedVoice(name, InlineReference(0, b"x" * int(size * mb), "Hi.", name, ".wav"), "mine", 0)
+
+    uploads = UploadedVoices(capacity=4, max_bytes=2 * mb)
+    uploads.put(voice("a", 1.2))
+    uploads.put(voice("A", 1.9))  # replacing a voice counts only the new clip
+    with pytest.raises(ApiError) as exc:
+        uploads.put(voice("b", 0.2))
+    assert exc.value.status == 400 and exc.value.message == (
+        "this server holds at most 2 MB of uploaded voices; delete one first (DELETE /v1/audio/voices/NAME) or "
+        "upload a shorter clip")
+    assert [v.name for v in uploads.list()] == ["A"]
