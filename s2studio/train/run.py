@@ -207,7 +207,7 @@ def check_request(request: RunRequest) -> None:
         metrics = Path(request.metrics_out)
         if metrics.is_dir():
             raise UserError(f"--metrics-out {printable(metrics)} is a folder; give a file name")
-        if not metrics.parent.is_dir():
+        if not metrics.parent.is_dir() and metrics.parent.absolute() != out.absolute():  # --out is made below
             raise UserError(f"--metrics-out: the folder {printable(metrics.parent)} does not exist; create it first")
     tokenizer = S2Tokenizer.from_file(Path(request.model_dir) / "tokenizer.json")
     check_step_memory(load_config(Path(request.model_dir)), request.settings, request.clips, tokenizer,
