@@ -50,7 +50,8 @@ def test_serve_runs_the_studios_fast_mode_unless_asked_for_the_exact_one(monkeyp
         return Started()
 
     monkeypatch.setattr(server, "start_state", start_state)
-    monkeypatch.setattr(server, "serve_forever", lambda state: None)
+    monkeypatch.setattr(server, "serve_forever", lambda state, sock=None: None)
+    monkeypatch.setattr(server, "bind", lambda host, port: None)
     for flags, speed, said in (([], "fast", "in the fast mode"), (["--no-fast"], "exact", "in the exact mode"),
                                (["--quantize", "int8"], "fast", "in the 8-bit fast mode")):
         assert main(["serve", "--model", str(tmp_path), *flags]) == 0

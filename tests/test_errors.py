@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import io
 import json
 import pkgutil
 import re
@@ -19,6 +20,7 @@ from serve_process import ROOT, ServeProcess, wav_bytes
 from s2studio.cli import build_parser, main
 from s2studio import serve
 from s2studio.state.voices import VoiceLibrary
+from s2studio.train.job import serve as serve_job
 
 FORBIDDEN = ("Traceback", "(a bug)", "Internal Server Error")
 FIELDS = ("text", "input", "voice", "references", "reference_id", "lines", "audios", "sampling", "cast", "seed",
@@ -164,7 +166,8 @@ def test_no_command_answers_with_a_traceback_or_a_bug(tiny_model: Path, tmp_path
                 " ".join(argv[:2]) for argv in cases}
     leaves = {name.removeprefix("s2studio ") for name, parser in parsers(build_parser())
               if name != "s2studio" and not any(isinstance(a, argparse._SubParsersAction) for a in parser._actions)}
-    assert commands | {"voice list"} == leaves | {"train"}  # `train` is a command and a group
+    # `train` is a command and a group; `train-job` is the studio's own child process, tested below
+    assert commands | {"voice list", "train-job"} == leaves | {"train"}
     for argv in cases:
         code = main(argv)
         err = capsys.readouterr().err.strip()
@@ -177,6 +180,9 @@ def test_no_command_answers_with_a_traceback_or_a_bug(tiny_model: Path, tmp_path
     err = capsys.readouterr().err.strip()
     assert err == f"s2studio voice: error: the data folder {tmp_path}/a-file is unusable: {tmp_path}/a-file is a " \
                   "file; set S2STUDIO_DATA_DIR to a folder"
+    out = io.StringIO()  # the studio's fine-tuning child given a request it cannot read: one line for the studio
+    assert serve_job(io.StringIO("{junk\n"), out) == 1
+    assert out.getvalue().count("\n") == 1 and json.loads(out.getvalue())["error"].startswith("JSONDecodeError: ")
 
 
 def parsers(parser: argparse.ArgumentParser, prefix: str = "s2studio") -> list[tuple[str, argparse.ArgumentParser]]:

@@ -415,7 +415,7 @@ def test_serve_says_which_mode_it_serves_in_and_defaults_to_fast(server) -> None
     from s2studio.cli import build_parser
 
     line = next(line for line in server.lines if line.startswith("serving "))
-    assert line.startswith("serving tiny (cpu, float32, exact, as upstream) at http://127.0.0.1:"), line
+    assert line.startswith("serving tiny in the exact mode (cpu, float32) at http://127.0.0.1:"), line
     assert "Traceback" not in server.log
     assert build_parser().parse_args(["serve", "--model", "m"]).fast is True  # as the studio renders
 
