@@ -333,11 +333,11 @@ class FleetEngine:
     def status(self) -> list[str]:
         return [m.status() for m in self.members]
 
-    def cannot_travel(self, request: SynthesisRequest) -> list[str]:
+    def cannot_travel(self, request: SynthesisRequest | None) -> list[str]:
         """What a render of `request` loses on which engine, for the person to read before it starts."""
         notes = [f"{m.label} does not take seeds ({m.backend.kind}): its takes cannot be re-rendered from their seed"
                  for m in self.members if not m.dropped and not m.backend.seed_reproduces]
-        if any(ln.lora is not None for ln in request.lines):
+        if request is not None and any(ln.lora is not None for ln in request.lines):
             notes.append("scenes whose voices carry a LoRA render on this computer only")
         return notes
 

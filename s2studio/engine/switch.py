@@ -37,6 +37,11 @@ class EngineSwitch:
         fleet = self._active if isinstance(self._active, FleetEngine) else None
         return fleet.status() + fleet.notices[-3:] if fleet is not None else []
 
+    def travel_notes(self) -> list[str]:
+        """What a render on the chosen engines cannot do as this computer would (the person is asked first)."""
+        fleet = self._active if isinstance(self._active, FleetEngine) else None
+        return fleet.cannot_travel(None) if fleet is not None else []
+
     def _fleet_for(self, wanted: FleetSettings) -> FleetEngine:
         if self._fleet is not None and self._fleet.settings == wanted:
             return self._fleet

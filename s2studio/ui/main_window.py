@@ -420,10 +420,29 @@ class MainWindow(QMainWindow):
         if self.model.info is None:
             self.statusBar().showMessage("Load a model first (File ▸ Model…).", 8000)
             return
+        if not self._engines_accepted():
+            return
         try:
             self.flow.render(lines)
         except UserError as exc:
             self._render_failed(str(exc))
+
+    def _engines_accepted(self) -> bool:
+        """Before rendering on engines that cannot do all this computer does (a server that ignores seeds), say so
+        and ask; once per set of engines."""
+        switch = self.ctx.engine_switch
+        notes = tuple(switch.travel_notes()) if switch is not None else ()
+        if not notes or notes == getattr(self, "_accepted_notes", None):
+            return True
+        box = QMessageBox(QMessageBox.Icon.Question, "Render on these engines?",
+                          "Some engines of this render cannot do all that this computer does:\n\n"
+                          + "\n".join(f"• {n}" for n in notes) + "\n\nRender anyway?",
+                          QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel, self)
+        box.setObjectName("travel_question")
+        if box.exec() != QMessageBox.StandardButton.Yes:
+            return False
+        self._accepted_notes = notes
+        return True
 
     def render_cursor_line(self) -> None:
         line = self.cursor_line()

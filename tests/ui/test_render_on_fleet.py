@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import QTimer
 
 from ui_helpers import cast_two_voices, open_real_studio
 
@@ -72,4 +73,40 @@ def test_the_studio_renders_scenes_over_a_list_of_engines(qtbot, tmp_path: Path,
     w.select_line(w.script.lines[0].line_id)  # the takes list of the line says which server made its take
     qtbot.waitUntil(lambda: w.takes.list.count() == 1, timeout=3000)
     assert f"    {takes[0].settings['backend']}    " in w.takes.list.item(0).text()
+    w.close()
+
+
+def test_before_rendering_on_a_server_that_ignores_seeds_the_studio_asks(qtbot, tmp_path: Path, monkeypatch,
+                                                                         servers, request) -> None:
+    from PySide6.QtWidgets import QApplication, QMessageBox
+
+    w = open_real_studio(qtbot, monkeypatch, tmp_path / "data", request)
+    box = w.render_on
+    box.where.setCurrentIndex(box.where.findData("fleet"))
+    box.url.setText(servers[0].url)
+    box.kind.setCurrentIndex(box.kind.findData("vllm"))
+    box.add_button.click()
+    box.use_button.click()
+    qtbot.waitUntil(lambda: w.model_info is not None and not w.model.busy, timeout=60000)
+    cast_two_voices(w, tmp_path, "# One\nAlice: One two.\nBob: Three.")
+    asked: list[str] = []
+
+    def answer(button: QMessageBox.StandardButton) -> None:
+        dialog = QApplication.activeModalWidget()
+        assert isinstance(dialog, QMessageBox) and dialog.objectName() == "travel_question"
+        asked.append(dialog.text())
+        dialog.button(button).click()
+
+    QTimer.singleShot(200, lambda: answer(QMessageBox.StandardButton.Cancel))
+    w.actions_by_name["render_all"].trigger()
+    assert len(asked) == 1 and "does not take seeds (vllm)" in asked[0]
+    assert w.project.current(w.script.lines[0].line_id) is None  # cancelled: nothing rendered
+    done: list[bool] = []
+    w.session.finished.connect(done.append)
+    QTimer.singleShot(200, lambda: answer(QMessageBox.StandardButton.Yes))
+    w.actions_by_name["render_all"].trigger()
+    qtbot.waitUntil(lambda: bool(done), timeout=120000)
+    takes = [w.project.current(ln.line_id) for ln in w.script.lines]
+    assert all(t is not None and "(vllm, seed not reproducible)" in t.settings["backend"] for t in takes)
+    assert len(servers[0].state.uploads.list()) == 2  # each voice uploaded once
     w.close()
