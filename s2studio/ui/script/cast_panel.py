@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from functools import partial
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QResizeEvent
+from PySide6.QtGui import QFont, QPalette, QResizeEvent
 from PySide6.QtWidgets import QComboBox, QFrame, QHBoxLayout, QLabel, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
 
 from s2studio.state.script import near_name
@@ -100,6 +100,8 @@ class CastPanel(QWidget):
         self._hint.setVisible(not self._speakers)
         dark = is_dark(self.palette())
         colors = speaker_colors(self._places, dark)
+        colored, bold = QPalette(self.palette()), QFont(self.font())
+        bold.setWeight(QFont.Weight.DemiBold)
         for speaker in self._speakers:
             chip = QWidget()
             row = QHBoxLayout(chip)
@@ -107,7 +109,9 @@ class CastPanel(QWidget):
             row.setSpacing(4)
             label = QLabel(speaker)
             color = colors.get(speaker) or speaker_color(speaker, dark)
-            label.setStyleSheet(f"color: {color.name()}; font-weight: 600;")
+            colored.setColor(QPalette.ColorRole.WindowText, color)
+            label.setPalette(colored)  # not a style sheet: a widget with one of its own is slow to polish
+            label.setFont(bold)
             combo = QComboBox()
             combo.setObjectName(f"cast:{speaker}")
             combo.setAccessibleName(f"Voice for {speaker}")
