@@ -12,7 +12,9 @@ audio, streamed 4 frames a chunk), so that only the studio's own cost shows, and
 - type: a person typing 40 keys 100-350 ms apart in the middle (latency from when the key is due until
   it is handled and painted: p50 / p90 / max);
 - render: Render All with an instant engine (no wait per frame) and at a realistic pace (0.5 ms per
-  frame): time until the first line starts, lines per second, the whole render (or what was done when
+  frame): time until the first line starts, lines per second, the CPU time it took (the GUI thread's and
+  the whole process's: on a loaded machine, what wall time the render would need with the cores to
+  itself), the whole render (or what was done when
   `--render-limit` ran out; the rest of the takes are then made without the window, as a render would);
 - save: Save As to a new folder; autosave: the autosave after one edit; reopen: the saved project opened
   in a fresh process (time and RSS);
@@ -309,10 +311,11 @@ def step_render(w, gaps: Gaps, limit_s: float) -> dict:  # noqa: ANN001
 
         profile = cProfile.Profile()
         profile.enable()
-    started = time.perf_counter()
+    started, gui_cpu, cpu = time.perf_counter(), time.thread_time(), time.process_time()
     action.trigger()
     done = wait_until(lambda: not w.flow.busy, limit_s)
     took = time.perf_counter() - started
+    gui_cpu, cpu = time.thread_time() - gui_cpu, time.process_time() - cpu
     if profile is not None:
         profile.disable()
         profile.dump_stats(PROFILE)
@@ -323,6 +326,7 @@ def step_render(w, gaps: Gaps, limit_s: float) -> dict:  # noqa: ANN001
         wait_until(lambda: not w.flow.busy, 60)
     return {"first_line_s": round(first[0] - started, 3) if first else None, "lines": finished, "of": n,
             "s": round(took, 1), "lines_per_s": round(finished / took, 1), "complete": done,
+            "cpu_s": {"gui": round(gui_cpu, 1), "process": round(cpu, 1)},
             **blocks, "rss_mb": round(rss_mb())}
 
 
@@ -544,10 +548,12 @@ def main() -> int:
     parser.add_argument("--without", default="", choices=["", "autosave"],
                         help="autosave: no autosave during the steps (to see the rest of the studio's cost)")
     parser.add_argument("--why", type=float, default=0.0, metavar="MS",
-                        help="print the GUI thread's stack during every block longer than MS")
+                        help="print the GUI thread's stack during every block longer than MS (read from another "
+                             "thread while it runs: on Python 3.11 this can crash a long run; figures without it)")
     parser.add_argument("--profile", default="", help="write a cProfile of the render step to this file")
     parser.add_argument("--reopen", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    faulthandler.enable()  # a crash prints every thread's stack
     faulthandler.register(signal.SIGUSR1)  # `kill -USR1 <pid>`: where a step is stuck
     global WHY_MS, WITHOUT, PROFILE  # noqa: PLW0603 - options read by every step
     WHY_MS, WITHOUT, PROFILE = args.why, args.without, args.profile
