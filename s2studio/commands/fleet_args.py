@@ -14,7 +14,7 @@ from typing import Any
 
 from s2studio.engine.api import Engine
 from s2studio.engine.fleet import FleetConfig, FleetEngine, Member
-from s2studio.engine.remote import PROTOCOLS, RemoteEngine, RemoteSettings
+from s2studio.engine.remote import PROTOCOLS, RemoteEngine, RemoteSettings, remembered_voices
 from s2studio.errors import UserError
 
 SERVER_SLOTS = 4
@@ -56,7 +56,8 @@ def fleet_engine(args: argparse.Namespace, local: Callable[[], Engine]) -> Engin
     for spec in servers:
         url, kind, n = parse_server(spec)
         try:
-            engine = RemoteEngine(RemoteSettings(url, getattr(args, "server_key", ""), kind))  # type: ignore[arg-type]
+            engine = RemoteEngine(RemoteSettings(url, getattr(args, "server_key", ""), kind),  # type: ignore[arg-type]
+                                  registry=remembered_voices())
         except ValueError as exc:
             raise UserError(f"--server {spec}: {exc}") from None
         members.append(Member(engine, n or (1 if kind == "s2studio" else SERVER_SLOTS), engine.base_url))

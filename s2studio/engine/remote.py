@@ -55,6 +55,17 @@ STAND_IN_CODES = np.zeros((NUM_CODEBOOKS, 1), np.int64)
 placeholder that lets the voice library cache "done"; such servers get the clip's audio instead."""
 SHARED_REGISTRY = VoiceRegistry()
 """Where each voice already is, for every remote engine of this process (a voice is registered once per server)."""
+_REMEMBERED: dict[Path, VoiceRegistry] = {}
+
+
+def remembered_voices() -> VoiceRegistry:
+    """The registry kept in the data folder (`voice-registry.json`): the studio's and the command line's."""
+    from s2studio import paths
+
+    path = paths.data_dir() / "voice-registry.json"
+    if path not in _REMEMBERED:
+        _REMEMBERED[path] = VoiceRegistry(path)
+    return _REMEMBERED[path]
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from s2studio.engine.api import (
     EncodeRequest, Engine, Event, JobFailed, LoadRequest, ModelReady, SynthesisRequest,
 )
 from s2studio.engine.fleet import FleetEngine, FleetSettings, Member
-from s2studio.engine.remote import RemoteEngine, RemoteSettings
+from s2studio.engine.remote import RemoteEngine, RemoteSettings, remembered_voices
 
 
 class EngineSwitch:
@@ -51,7 +51,7 @@ class EngineSwitch:
                 self._local = self._make_local()
             members.append(Member(self._local, 1, "this computer"))  # one slot until the scheduler gives more
         for server, slots in zip(wanted.servers, wanted.slots, strict=True):
-            engine = RemoteEngine(server)
+            engine = RemoteEngine(server, registry=remembered_voices())
             members.append(Member(engine, slots, engine.base_url))
         self._fleet = FleetEngine(members, settings=wanted)
         return self._fleet

@@ -5,12 +5,16 @@ model API) or the voice's codes (sglang-omni's `vq_codes`). `speaker_voice` make
 references for a speaker: its clips joined at the engine's rate, their transcripts joined, hashed (clip hash).
 `VoiceRegistry` remembers, per (server, clip hash), the name or id the voice got there, so a library voice is
 registered once per server and never re-sent per line; a server that forgot it (restarted) gets it again once.
-Torch-free.
+With a `path` (the studio's and the command line's: `voice-registry.json` in the data folder) it is remembered
+across sessions, so Fish's cloud does not get a new copy of a voice at every start; an unreadable file is
+ignored (the voices are registered again). Torch-free.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +23,9 @@ import numpy as np
 
 from s2studio.engine.api import SAMPLE_RATE, Reference, SynthesisRequest
 from s2studio.engine.remote_http import RemoteError, to_engine_rate
+from s2studio.errors import UserError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -64,8 +71,9 @@ class VoiceRegistry:
     """(server address, clip hash) -> the voice's name or id on that server. Thread-safe; shared by every
     engine of a render so that two slots on one server register a voice once."""
 
-    def __init__(self) -> None:
-        self._names: dict[tuple[str, str], str] = {}
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path
+        self._names: dict[tuple[str, str], str] = self._read(path) if path is not None else {}
         self._locks: dict[tuple[str, str], threading.Lock] = {}
         self._lock = threading.Lock()
         self.registered = 0
@@ -92,9 +100,33 @@ class VoiceRegistry:
                 self._names[key] = name
                 self.registered += 1
                 self.seconds += time.perf_counter() - started
+                self._save()
             return name
+
+    @staticmethod
+    def _read(path: Path) -> dict[tuple[str, str], str]:
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+            return {(str(e["server"]), str(e["clip"])): str(e["name"]) for e in raw["voices"]}
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.warning("ignoring the voice registry %s (%s); voices are registered again", path, exc)
+            return {}
+
+    def _save(self) -> None:
+        if self.path is None:
+            return
+        from s2studio.state.atomic import write_text_atomic
+
+        entries = [{"server": server, "clip": clip, "name": name} for (server, clip), name in self._names.items()]
+        try:
+            write_text_atomic(self.path, json.dumps({"voices": entries}, indent=1))
+        except (OSError, UserError) as exc:  # remembering is a saving, not a need: the render goes on
+            log.warning("could not remember the registered voices in %s: %s", self.path, exc)
 
     def forget(self, server: str, voice: SpeakerVoice) -> None:
         """The server no longer knows the voice (it restarted): the next `name` registers it again."""
         with self._lock:
             self._names.pop((server, voice.sha256), None)
+            self._save()

@@ -268,3 +268,25 @@ def test_fish_cloud_with_a_wrong_key_fails_in_one_line(cloud_stub, clips) -> Non
     collect(engine.load(LOAD, threading.Event()))
     failed = takes(engine, request(clips["alice"]))[-1]
     assert isinstance(failed, JobFailed) and "refused the API key (Invalid API key)" in failed.error
+
+
+def test_the_registry_remembers_each_voice_across_sessions_and_survives_a_bad_file(clips, tmp_path) -> None:
+    uploads = []
+
+    def handler(req: httpx.Request) -> httpx.Response:
+        if req.url.path == "/v1/models":
+            return models("fishaudio/s2-pro")
+        if req.url.path == "/v1/audio/voices":
+            uploads.append(req)
+            return httpx.Response(200, json={"success": True})
+        return httpx.Response(200, stream=httpx.ByteStream(PCM.tobytes()))
+
+    path = tmp_path / "voice-registry.json"
+    for _ in range(2):  # two sessions: the second finds the voice remembered
+        engine = RemoteEngine(RemoteSettings("http://gpu-box:8091", protocol="vllm"),
+                              transport=httpx.MockTransport(handler), registry=VoiceRegistry(path))
+        collect(engine.load(LOAD, threading.Event()))
+        assert isinstance(takes(engine, request(clips["alice"]))[-1], JobFinished)
+    assert len(uploads) == 1 and "http://gpu-box:8091" in path.read_text()
+    path.write_text("{not json")
+    assert VoiceRegistry(path).registered == 0 and VoiceRegistry(path)._names == {}
