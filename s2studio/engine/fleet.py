@@ -74,6 +74,14 @@ class Member:
     busy_s: float = 0.0
     paused_until: float = 0.0
     dropped: str = ""
+    unusable: bool = False
+    """It did not load: left out of every render (a member dropped during a render gets the next one)."""
+
+    def fresh(self) -> None:
+        """A new render: its own figures, and a chance for a member dropped during the last one."""
+        self.done = self.failures = self.in_a_row = 0
+        self.audio_s = self.busy_s = 0.0
+        self.dropped = self.dropped if self.unusable else ""
 
     def pace(self) -> float | None:
         """Wall seconds per second of audio, once a line has finished here."""
@@ -139,7 +147,9 @@ class FleetEngine:
 
     def load(self, request: LoadRequest, cancel: threading.Event) -> Iterator[Event]:
         ready: ModelReady | None = None
+        self.notices = []
         for member in self.members:
+            member.dropped, member.unusable = "", False
             for event in member.engine.load(replace(request, job_id=f"{request.job_id}:{member.label}"), cancel):
                 if isinstance(event, ModelReady):
                     ready = ready or ModelReady(request.job_id, event.info)
@@ -147,7 +157,7 @@ class FleetEngine:
                     member.backend = remote if isinstance(remote, Backend) else Backend("local",
                                                                                          model=event.info.name)
                 elif isinstance(event, JobFailed):
-                    member.dropped = event.error
+                    member.dropped, member.unusable = event.error, True
                     self.notices.append(f"{member.label}: {event.error}")
         if ready is None:
             yield JobFailed(request.job_id, "no engine of the fleet could start: " + "; ".join(self.notices))
@@ -163,6 +173,9 @@ class FleetEngine:
 
     def generate(self, request: SynthesisRequest, cancel: threading.Event) -> Iterator[Event]:
         job = request.job_id
+        for member in self.members:
+            member.fresh()
+        self.notices = [f"{m.label}: {m.dropped}" for m in self.members if m.unusable]
         yield JobStarted(job, tuple(ln.line_id for ln in request.lines))
         base_seed = request.sampling.base_seed()
         scenes = sorted(split_scenes(request), key=lambda s: -s.expected_s)
