@@ -1,6 +1,7 @@
 """The memory bound of a server: no request of under 1 MB and no clip of under 10 MB raises its resident memory
 by more than 300 MB. The real `serve` process runs the worst cases known (bombs, odd rates, a million list
-items, deep nesting, the longest references and the longest library clip it takes) under `prlimit --as`, its
+items, deep nesting, the longest references and the longest library clip it takes; audio by each way it enters:
+Fish references, `ref_audio`, uploads, library clips) under `prlimit --as`, its
 address space capped 1 GB above what it held after warming up (so that a blow-up fails at once instead of
 taking the machine: the codec's buffers reserve more address space than they touch), and its resident peak
 (VmHWM, reset before each case) is read after each. The warm-up encodes one clip of the longest length first:
@@ -8,6 +9,8 @@ the first long encode of a process also sets up what every later one reuses (abo
 
 from __future__ import annotations
 
+import base64
+import json
 import subprocess
 from pathlib import Path
 
@@ -30,13 +33,25 @@ def fish(*refs: bytes) -> bytes:
     return ormsgpack.packb({"text": "Hi.", "references": [{"audio": a, "text": "A clip."} for a in refs]})
 
 
+def upload(audio: bytes) -> tuple[bytes, dict[str, str]]:
+    request = httpx.Request("POST", "http://x", data={"name": "Up", "consent": "mine", "ref_text": "A clip."},
+                            files={"audio_sample": ("a.flac", audio)})
+    return request.read(), {"Content-Type": request.headers["Content-Type"]}
+
+
+def ref_audio(audio: bytes) -> bytes:
+    return json.dumps({"input": "Hi.", "voice": "x", "ref_audio": "data:audio/flac;base64," +
+                       base64.b64encode(audio).decode(), "ref_text": "A clip."}).encode()
+
+
+BOMB = wav_bytes(0.5, rate=655350, channels=8, fmt="FLAC", hz=0)
+WIDE = wav_bytes(20.0, rate=48000, channels=8, fmt="FLAC", hz=0)
 WORST: list[tuple[str, str, bytes, dict[str, str], int]] = [
     # (what, path, body, headers, status)
     ("8009 Hz", "/v1/tts", fish(wav_bytes(1.0, rate=8009)), MSGPACK, 400),
     ("44101 Hz", "/v1/tts", fish(wav_bytes(1.0, rate=44101)), MSGPACK, 400),
-    ("655 kHz x 8 FLAC", "/v1/tts", fish(wav_bytes(0.5, rate=655350, channels=8, fmt="FLAC", hz=0)), MSGPACK, 400),
-    ("48 kHz x 8 FLAC, 20 s", "/v1/tts", fish(wav_bytes(20.0, rate=48000, channels=8, fmt="FLAC", hz=0)), MSGPACK,
-     400),
+    ("655 kHz x 8 FLAC", "/v1/tts", fish(BOMB), MSGPACK, 400),
+    ("48 kHz x 8 FLAC, 20 s", "/v1/tts", fish(WIDE), MSGPACK, 400),
     ("FLAC without a length", "/v1/tts", fish(flac_of_unknown_length(1200.0, rate=8000, channels=1)), MSGPACK, 400),
     ("two 30 s references", "/v1/tts", fish(*[wav_bytes(30.0, rate=8000, fmt="FLAC", hz=180.0 + i)
                                              for i in range(2)]), MSGPACK, 200),
@@ -48,6 +63,10 @@ WORST: list[tuple[str, str, bytes, dict[str, str], int]] = [
      JSON, 400),
     ("2000 empty lines", "/v1/s2studio/generate", remote_wire.request_to_wire(
         SynthesisRequest("x", tuple(LineSpec(f"l{i}", 0, "") for i in range(2000)))), MSGPACK, 400),
+    ("an upload at 655 kHz x 8", "/v1/audio/voices", *upload(BOMB), 400),
+    ("an upload at 48 kHz x 8, 20 s", "/v1/audio/voices", *upload(WIDE), 400),
+    ("ref_audio at 48 kHz x 8, 20 s", "/v1/audio/speech", ref_audio(WIDE), JSON, 400),
+    ("an upload of 30 s", "/v1/audio/voices", *upload(wav_bytes(30.0, rate=48000, fmt="FLAC")), 200),
     ("a 30 s library clip", "/v1/audio/speech", b'{"input": "Hi.", "voice": "Long", "response_format": "pcm"}', JSON,
      200),
 ]
