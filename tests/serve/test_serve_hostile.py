@@ -6,6 +6,7 @@ one line per such client and no traceback."""
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import threading
@@ -83,6 +84,12 @@ def tts(server: ServeProcess, body: dict, **headers: str) -> httpx.Response:
                       timeout=60)
 
 
+def upload(server: ServeProcess, name: str, audio: bytes | None = None, **headers: str) -> httpx.Response:
+    return httpx.post(server.url + "/v1/audio/voices", data={"name": name, "consent": "mine", "ref_text": "Hello."},
+                      files={"audio_sample": ("a.wav", audio or wav_bytes(1.0), "audio/wav")}, headers=headers,
+                      timeout=60)
+
+
 def speech(server: ServeProcess, voice: str, **extra: object) -> httpx.Response:
     return httpx.post(server.url + "/v1/audio/speech", json={"input": "Hi there.", "voice": voice,
                                                              "response_format": "wav", **extra}, timeout=120)
@@ -117,6 +124,21 @@ def test_decompression_bombs_are_refused_from_the_header_or_at_the_limit(server,
     assert len(audio) < 13_000_000
     r = tts(server, {"text": "Hi.", "references": [{"audio": audio, "text": "Bomb."}]})
     assert r.status_code == 400 and r.json()["message"].startswith(message), r.json()
+
+
+def test_ref_audio_and_uploads_are_refused_as_references_are(server) -> None:
+    """The other ways a clip enters: a `ref_audio` data URL on /v1/audio/speech and a voice upload."""
+    for audio, message in ((wav_bytes(1.0, rate=11111), "reference 1 has an unusual sample rate of 11111 Hz"),
+                           (wav_bytes(0.05, rate=655350, channels=8, fmt="FLAC", hz=0),
+                            "reference 1 has a sample rate of 655.35 kHz, above the 192 kHz this program reads"),
+                           (flac_of_unknown_length(1200.0, rate=8000, channels=1),
+                            "reference 1 is longer than 30 s; use a clip of at most 30 s")):
+        url = "data:audio/wav;base64," + base64.b64encode(audio).decode()
+        r = speech(server, "x", ref_audio=url, ref_text="A clip.")
+        assert r.status_code == 400 and error_text(r).startswith(message), error_text(r)
+        r = upload(server, "Bomb", audio=audio)
+        assert r.status_code == 400 and error_text(r).startswith(message), error_text(r)
+    assert "Bomb" not in httpx.get(server.url + "/v1/audio/voices").json()["voices"]
 
 
 def test_library_voices_with_clips_they_cannot_use_name_the_voice(server) -> None:
@@ -171,9 +193,6 @@ def test_each_route_takes_only_its_own_media_type(server) -> None:
     assert speech(server, "Alice").status_code == 200  # with its own type it works
 
 
-def upload(server: ServeProcess, name: str, **headers: str) -> httpx.Response:
-    return httpx.post(server.url + "/v1/audio/voices", data={"name": name, "consent": "mine", "ref_text": "Hello."},
-                      files={"audio_sample": ("a.wav", wav_bytes(1.0), "audio/wav")}, headers=headers, timeout=60)
 
 
 def test_without_a_key_a_web_page_elsewhere_cannot_even_post_a_form(server) -> None:
