@@ -250,6 +250,16 @@ def test_idle_half_sent_and_stalled_requests_get_408_and_are_closed(server, keye
     proc.wait_for_log("the body stalled for 1 s; answered 408")
 
 
+def test_a_kept_alive_connection_left_idle_after_its_answer_is_closed(server) -> None:
+    sock = socket.create_connection(("127.0.0.1", server.port))
+    sock.sendall(b"GET /v1/health HTTP/1.1\r\nHost: localhost\r\n\r\n")  # HTTP/1.1: kept alive unless closed
+    started = time.monotonic()
+    got = receive_all(sock)  # returns when the server closes the connection
+    assert got.startswith(b"HTTP/1.1 200 OK\r\n") and b'{"status":"ok"}' in got, got
+    assert time.monotonic() - started < 10  # the next request's header deadline (1 s here) closed it
+    sock.close()
+
+
 def test_a_wrong_key_with_a_pending_body_is_answered_and_closed(keyed) -> None:
     sock = socket.create_connection(("127.0.0.1", keyed.port))
     sock.sendall(b"POST /v1/tts HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
