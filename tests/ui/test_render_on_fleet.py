@@ -34,6 +34,7 @@ def servers(tmp_path):
 def test_the_studio_renders_scenes_over_a_list_of_engines(qtbot, tmp_path: Path, monkeypatch, servers,
                                                           request) -> None:
     w = open_real_studio(qtbot, monkeypatch, tmp_path / "data", request)
+    request.addfinalizer(w.ctx.settings.clear)  # the kind and the list are remembered: not for the next test
     box = w.render_on
     box.where.setCurrentIndex(box.where.findData("fleet"))
     assert box.use_button.text() == "Use these engines"
@@ -81,6 +82,7 @@ def test_before_rendering_on_a_server_that_ignores_seeds_the_studio_asks(qtbot, 
     from PySide6.QtWidgets import QApplication, QMessageBox
 
     w = open_real_studio(qtbot, monkeypatch, tmp_path / "data", request)
+    request.addfinalizer(w.ctx.settings.clear)  # the kind and the list are remembered: not for the next test
     box = w.render_on
     box.where.setCurrentIndex(box.where.findData("fleet"))
     box.url.setText(servers[0].url)
