@@ -63,6 +63,11 @@ async def upload_voice(request: Request) -> Response:
         audio = await sample.read()
         consent, text = _text_field(form, "consent"), _text_field(form, "ref_text")
         description = _text_field(form, "speaker_description")
+    most = state.config.limits.max_text_chars  # what an upload keeps in memory is its clip, not kilobytes of text
+    for key, value in (("consent", consent), ("ref_text", text), ("speaker_description", description)):
+        if len(value) > most:
+            raise ApiError(400, f"{key} is {len(value)} characters; this server takes at most {most}", "field_too_long",
+                           key)
     if not consent:
         raise ApiError(400, "`consent` is required: say whose voice this is and that they agreed", "missing_consent",
                        "consent")

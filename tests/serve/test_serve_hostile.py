@@ -139,6 +139,9 @@ def test_ref_audio_and_uploads_are_refused_as_references_are(server) -> None:
         r = upload(server, "Bomb", audio=audio)
         assert r.status_code == 400 and error_text(r).startswith(message), error_text(r)
     assert "Bomb" not in httpx.get(server.url + "/v1/audio/voices").json()["voices"]
+    r = httpx.post(server.url + "/v1/audio/voices", files={"audio_sample": ("a.wav", wav_bytes(1.0))},
+                   data={"name": "Long", "consent": "x" * 900_000, "ref_text": "Hello."})
+    assert r.status_code == 400 and error_text(r) == "consent is 900000 characters; this server takes at most 4096"
 
 
 def test_library_voices_with_clips_they_cannot_use_name_the_voice(server) -> None:
