@@ -182,7 +182,7 @@ class TimelinePeaks:
                 got = self._levels.get(t)
                 if got is None:
                     self._missing.add(t)
-                    parts.append(np.zeros(0, np.float32))
+                    parts.append(_NONE_YET)
                 else:
                     parts.append(got[k])
             offsets, values = pack.offsets[k], pack.values[k]
@@ -195,6 +195,10 @@ class TimelinePeaks:
         if len(self._levels) > 2 * len(pack.tracks) + 64 and self._worker is None:  # forget lines gone
             live = set(pack.tracks[:i]) | set(middle) | set(pack.tracks[j:])
             self._levels = {t: v for t, v in self._levels.items() if t in live}
+
+
+_NONE_YET = np.zeros(0, np.float32)
+"""A track whose peaks are not read yet (one array for all: a book's 10,000 tracks repacked at once)."""
 
 
 def common_ends(old: Sequence[object], new: Sequence[object], block: int = 256) -> tuple[int, int]:
