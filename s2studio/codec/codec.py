@@ -14,7 +14,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from s2studio.codec.config import S2, CodecConfig
-from s2studio.codec.layers import CausalConv, CausalTransConv, ResidualUnit, Snake1d, WindowLimitedTransformer
+from s2studio.codec.layers import (CausalConv, CausalTransConv, ResidualUnit, Snake1d, Streamer, WindowLimitedTransformer,
+                                   stream)
 from s2studio.codec.quantize import DownsampleRVQ
 from s2studio.errors import UserError
 
@@ -78,6 +79,9 @@ class DecoderBlock(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.block(x)
+
+    def stream_step(self, x: torch.Tensor, streamer: Streamer) -> torch.Tensor:
+        return stream(self.block, x, streamer)
 
 
 class Decoder(nn.Module):

@@ -3,64 +3,27 @@
 The exact streaming decoder (`streaming.py`) pays for rounding like a full decode: row-wise ops on at least
 32 frames, every conv input padded past 20,480 elements, the last transposed convs run frame by frame. None of
 that changes what a listener hears (a full decode's samples differ from it by float32 rounding only), so the
-speeds other than Exact take this path instead, measured first on a 2-core AVX2 EPYC (bench/codec_speed.py):
+speeds other than Exact take this path instead:
 
 - every op runs at the push's own size (no padding rows or columns), each transposed conv as one conv;
 - activations stay time-major, `(1, T, C)` contiguous, which is oneDNN's channels-last (nwc): its convs then
   read and write them in place instead of reordering each input and output;
 - each conv's weights are reordered once into the blocked layout oneDNN picks for its input width
-  (`torch.ops.mkldnn._reorder_convolution_weight`, as inductor's freezing does) instead of on every call, as a
-  plain conv call does; that reorder dominates the large-weight convs at streaming widths (the first conv, 44
-  MB, and the first transposed conv, 75 MB: 6-7x the packed conv's time at a 4-frame push). oneDNN's layout
-  depends on the width (its blocking of the output channels follows it), and a weight packed for one width run
-  at another is reordered again on every call, sometimes through a slow path (measured: 3 s for one conv); so
-  the stack runs in pieces of exactly `step` frames or of 1 frame, and each conv holds at most two packed
-  copies, made on first use (full-size S2 codec: 233 MB per width, `PACKED_SHARE`).
+  (`torch.ops.mkldnn._reorder_convolution_weight`, as inductor's freezing does) instead of on every call. That
+  layout depends on the width, and a weight packed for one width run at another is reordered again on every
+  call, so the stack runs in pieces of exactly `step` frames or of 1 frame, and each conv holds at most two
+  packed copies, made on first use (`PACKED_SHARE`).
 
 Where the CPU multiplies bfloat16 natively (AVX512-BF16 or AMX: `native_bf16`, `fast_dtype`; logged, and readable
 as `IncrementalDecoder.dtype`) the convs and the linears (the post-module's, the ConvNeXt MLPs') run in bfloat16
 through oneDNN: weights packed once in bfloat16, inputs rounded to it, products accumulated in float32 inside
 oneDNN. Snake, the norms, attention, the residual streams (transposed convs' outputs are widened back), the
 depthwise convs (memory-bound) and the last conv stay float32; each conv keeps its past inputs as it reads them.
-Measured on a 2-vCPU AMD EPYC Zen 4 (AVX512-BF16, torch 2.14, oneDNN 3.12; the machine shared, load 1-4;
-bench/codec_speed.py, `--profile` for the shares):
-
-- where a float32 push of 4 frames went (full size, 2 threads): the k7 convs 42 %, the post-module 20 %, Snake
-  11 %, the transposed convs 10 %, the k1 convs 8 %, the ConvNeXt blocks 5 %; in bfloat16 (1 thread): the k7 convs
-  42 %, Snake 18 % (float32 torch ops, the largest thing bfloat16 did not touch: now fused, below), the post-module
-  12 %, the transposed and the k1 convs 10 % each;
-- each conv at its 4-frame-push width took 0.25-0.85x its packed float32 time at 1 thread (the k7 convs
-  0.4-0.6x, oneDNN at about twice float32's GFLOP/s); the post-module's linears 0.22x (half the bytes, and
-  oneDNN's packed bfloat16 GEMM against MKL's float32 one at a few rows);
-- a 4-frame push of the full-size codec: 0.54-0.56x the float32 non-exact decoder's time at 1 thread (52-63
-  against 96-121 ms a frame), 0.53-0.67x at 2 threads (the machine busy: its two threads shared about one core);
-  with float32 linears 0.67x at 1 thread;
-- quality, against a float32 full decode: SNR 43.2 dB on the full-size random codec of bench/codec_speed.py (300
-  frames, chunks of 1 and 4; 95 % of the PCM16 samples off, at most 35 LSB), 41.8 dB on the slow test's full-size
-  demo codec (150 frames), 41.5 dB on the tests' tiny codec; upstream's own CPU server decode (bf16 autocast, spec
-  s2-codec.md §7.1), on the same codes, 39.8, 37.3 and 38.0 dB. So it cannot hold 1 LSB on 99 % (bfloat16 keeps 8
-  significant bits; each conv alone is 51 dB from float32), but it is 3.4-4.5 dB nearer float32 than what
-  upstream serves on a CPU. The float32 decode stays within 1 LSB (0.07-0.44 % of the samples).
-  Most of the error is made at 44.1 kHz: that block in float32 gave 51.8 dB for 8 % more time (not taken; with the
-  fused Snake below still 8 %: 45.4 against 49.2 ms a frame at 1 thread, less than bfloat16 without it); a
-  bfloat16 residual stream 39.6 dB and a bfloat16 last conv 41.1 dB (tiny codec) instead of 41.5;
-- int8 (oneDNN, VNNI; per-channel weights, 8-bit activations) ran a k7 conv at 0.64-0.85x bfloat16's time, its
-  output 36 dB from float32 against bfloat16's 51: not used.
-
-Snake runs fused where the engine hands over its C++ op (`CodecOps`; `engine/weights/cpu_codec.cpp`: one pass,
-its own vectorised sine, written directly in bfloat16 where a bfloat16 conv reads it, which then rounds nothing);
-torch's five elementwise ops otherwise (no kernels built, `S2STUDIO_CPU_KERNELS=0`, other devices). Measured on the Zen 4
-(full size, 4-frame pushes from frame 100, the decoders interleaved, process CPU time; load 2.2-3.4): 0.83-0.85x
-the bfloat16 decode's time at 1 thread (54.5-54.7 → 45.2-46.2 ms a frame), 0.81-0.85x at 2 threads; float32
-0.88-0.93x (99.6-103.7 → 91.4-92.8) and 0.91-0.96x. Snake itself went from 17 % of a bfloat16 push to 5 % (10.7 →
-2.4 ms a frame) and from 10 % to 3 % of a float32 one (9.7 → 3.4), `bench/codec_speed.py --profile`. Its rounding
-differs from torch's (the sine within 1.8 ulp; tests/test_cpu_codec.py), and the decodes are as near a full one:
-float32 1 LSB off on 0.18-0.19 % of the samples (tiny codec; torch's Snake also 0.18-0.19 %), 0.38-0.44 % (the
-slow test's full-size codec; 0.37-0.44 %), 0.10 % (the bench's; 0.09 %); bfloat16 SNRs unchanged to 0.01 dB.
-
-Elsewhere (`S2STUDIO_CODEC_BF16=0`, or no native bfloat16) the decode is float32. On an AVX2 EPYC oneDNN refused to
-pack bfloat16 weights, and torch's own bfloat16 conv ran 17-200x slower than the packed float32 one; int8 (fbgemm)
-ran at 0.8-0.9x its time. On other devices the same layout runs through the modules' own convs (no packing).
+Snake runs fused where the engine hands over its C++ op (`CodecOps`; `engine/weights/cpu_codec.cpp`), torch's
+elementwise ops otherwise. Elsewhere (`S2STUDIO_CODEC_BF16=0`, or no native bfloat16) the decode is float32; on
+other devices the same layout runs through the modules' own convs (no packing). What each choice bought, its
+cost in accuracy against a float32 full decode, and what was tried and not used: docs/codec-streaming.md
+(`bench/codec_speed.py` prints the figures).
 """
 
 from __future__ import annotations
@@ -73,8 +36,8 @@ from typing import Protocol
 import torch
 from torch import nn
 
-from s2studio.codec.codec import Codec, DecoderBlock
-from s2studio.codec.layers import CausalConv, CausalTransConv, ConvNeXtBlock, ResidualUnit, Snake1d, snake
+from s2studio.codec.codec import Codec
+from s2studio.codec.layers import CausalConv, CausalTransConv, ConvNeXtBlock, Snake1d, snake, stream, with_past
 
 log = logging.getLogger(__name__)
 
@@ -238,63 +201,37 @@ class FastConvStack:
         n, i, pieces = x.shape[1], 0, []
         while i < n:
             k = self.step if n - i >= self.step else 1
-            y = self._run(self.codec.quantizer.upsample, x[:, i:i + k])
-            pieces.append(self._run(self.codec.decoder.model, y))
+            y = stream(self.codec.quantizer.upsample, x[:, i:i + k], self)
+            pieces.append(stream(self.codec.decoder.model, y, self))
             i += k
         return torch.cat(pieces, dim=1)
 
-    def _run(self, module: nn.Module, x: torch.Tensor) -> torch.Tensor:
-        if isinstance(module, nn.Sequential):
-            for child in module:
-                x = self._run(child, x)
-            return x
-        if isinstance(module, ResidualUnit):
-            return x + self._run(module.block, x)
-        if isinstance(module, DecoderBlock):
-            return self._run(module.block, x)
-        if isinstance(module, ConvNeXtBlock):
-            y = self._run(module.dwconv, x)
-            return module.pointwise(x.transpose(1, 2), y.transpose(1, 2), self.linear).transpose(1, 2)
-        if isinstance(module, CausalConv):
-            return self._conv(module, x)
-        if isinstance(module, CausalTransConv):
-            return self._trans_conv(module, x)
-        if isinstance(module, Snake1d):
-            if self.ops is None:
-                return snake(x, module.alpha.view(1, 1, -1))
-            return self.ops.snake(x, module.alpha.view(-1), self._snake_dtype.get(module, torch.float32))
-        if isinstance(module, nn.Tanh):
-            return module(x)
-        raise TypeError(f"no streaming rule for {type(module).__name__}")
+    # -- the leaf ops, as `layers.Streamer`: time-major, at the push's own size ---------------------------------
+
+    def snake(self, m: Snake1d, x: torch.Tensor) -> torch.Tensor:
+        if self.ops is None:
+            return snake(x, m.alpha.view(1, 1, -1))
+        return self.ops.snake(x, m.alpha.view(-1), self._snake_dtype.get(m, torch.float32))
+
+    def pointwise(self, m: ConvNeXtBlock, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return m.pointwise(x.transpose(1, 2), y.transpose(1, 2), self.linear).transpose(1, 2)
 
     def _dtype_of(self, m: CausalConv | CausalTransConv) -> torch.dtype:
         return torch.float32 if m is self._last or m.conv.groups != 1 else self.dtype
 
-    def _conv(self, m: CausalConv, x: torch.Tensor) -> torch.Tensor:
-        if m.stride != 1:
-            raise TypeError("strided causal convs are not on the decode path")
+    def conv(self, m: CausalConv, x: torch.Tensor) -> torch.Tensor:
         dtype = self._dtype_of(m)
         x = x.to(dtype)  # before joining the past: the past is kept as the conv reads it, at half the bytes in bf16
         if m.left_pad:
-            past = self._state.get(id(m))
-            if past is None:  # a full decode's zero padding
-                past = x.new_zeros(x.shape[0], m.left_pad, x.shape[2])
-            x = torch.cat([past, x], dim=1)
-            self._state[id(m)] = x[:, -m.left_pad:].clone()
+            x = with_past(self._state, m, x, m.left_pad, 1)
         return conv_time_major(m.conv, x, dtype)
 
-    def _trans_conv(self, m: CausalTransConv, x: torch.Tensor) -> torch.Tensor:
+    def trans_conv(self, m: CausalTransConv, x: torch.Tensor) -> torch.Tensor:
         """The outputs are widened to float32: each starts a residual stream (of ConvNeXt or residual units),
         which stays float32 throughout (a bfloat16 stream would round every sum to 8 bits)."""
         n, s, dtype = x.shape[1], m.stride, self._dtype_of(m)
         x = x.to(dtype)
         if m.crop == 0:  # kernel == stride: exactly n·s outputs, nothing to carry
             return conv_time_major(m.conv, x, dtype).float()
-        if m.crop != m.stride:
-            raise TypeError("transposed convs with kernel other than stride or 2·stride are not streamable here")
-        past = self._state.get(id(m))
-        if past is None:
-            past = x.new_zeros(x.shape[0], 1, x.shape[2])
-        self._state[id(m)] = x[:, -1:].clone()
         # with the previous input frame in front, outputs s … s + n·s are the new frames' (kernel 2·stride)
-        return conv_time_major(m.conv, torch.cat([past, x], dim=1), dtype)[:, s: s + n * s].float()
+        return conv_time_major(m.conv, with_past(self._state, m, x, 1, 1), dtype)[:, s: s + n * s].float()

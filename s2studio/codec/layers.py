@@ -12,6 +12,7 @@ Module and attribute names mirror upstream's so that state-dict keys map one to 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 import torch
 from torch import nn
@@ -25,6 +26,49 @@ the non-exact streaming decoder passes its narrowed matrix products (`fast_strea
 
 def apply_linear(linear: nn.Linear, x: torch.Tensor, via: LinearFn | None) -> torch.Tensor:
     return linear(x) if via is None else via(linear, x)
+
+
+# -- streaming: each decode-path layer's own step over new frames ---------------------------------------------
+
+
+class Streamer(Protocol):
+    """How a streaming decoder runs the leaf ops over new frames: its layout, rounding rules and kept state.
+
+    The two decoders (`streaming.py`, exact; `fast_stream.py`, for speed) differ only here: the walk through the
+    layers is the layers' own (`stream`, each layer's `stream_step`)."""
+
+    def conv(self, m: CausalConv, x: torch.Tensor) -> torch.Tensor: ...
+    def trans_conv(self, m: CausalTransConv, x: torch.Tensor) -> torch.Tensor: ...
+    def snake(self, m: Snake1d, x: torch.Tensor) -> torch.Tensor: ...
+    def pointwise(self, m: ConvNeXtBlock, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor: ...
+
+
+def stream(module: nn.Module, x: torch.Tensor, streamer: Streamer) -> torch.Tensor:
+    """`module` over the new frames `x` only, as `streamer` runs the leaf ops: an `nn.Sequential` in order, tanh
+    as it is (pointwise in time), every other layer by its own `stream_step`."""
+    if isinstance(module, nn.Sequential):
+        for child in module:
+            x = stream(child, x, streamer)
+        return x
+    if isinstance(module, nn.Tanh):
+        return module(x)
+    step = getattr(module, "stream_step", None)
+    if step is None:
+        raise TypeError(f"no streaming step for {type(module).__name__}")
+    return step(x, streamer)
+
+
+def with_past(state: dict[int, torch.Tensor], key: nn.Module, x: torch.Tensor, keep: int, dim: int) -> torch.Tensor:
+    """`x` with the last `keep` frames (along `dim`) of what `key` read before in front — zeros at the start, as a
+    full decode's padding — and those of the result kept for the next push (a copy: `x` may be large)."""
+    past = state.get(id(key))
+    if past is None:
+        shape = list(x.shape)
+        shape[dim] = keep
+        past = x.new_zeros(shape)
+    x = torch.cat([past, x], dim=dim)
+    state[id(key)] = x.narrow(dim, x.shape[dim] - keep, keep).clone()
+    return x
 
 
 class CausalConv(nn.Module):
@@ -42,6 +86,11 @@ class CausalConv(nn.Module):
         x = F.pad(x, (self.left_pad, right), "constant", 0)
         return self.conv(x).contiguous()
 
+    def stream_step(self, x: torch.Tensor, streamer: Streamer) -> torch.Tensor:
+        if self.stride != 1:
+            raise TypeError("strided causal convs are not on the decode path")
+        return streamer.conv(self, x)
+
 
 class CausalTransConv(nn.Module):
     """A transposed conv whose `kernel - stride` trailing samples are cropped, so it never looks ahead."""
@@ -55,6 +104,11 @@ class CausalTransConv(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.conv(x)
         return y[..., : y.shape[-1] - self.crop].contiguous()
+
+    def stream_step(self, x: torch.Tensor, streamer: Streamer) -> torch.Tensor:
+        if self.crop not in (0, self.stride):
+            raise TypeError("transposed convs with kernel other than stride or 2·stride are not streamable here")
+        return streamer.trans_conv(self, x)
 
 
 def snake(x: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
@@ -78,6 +132,9 @@ class Snake1d(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return snake(x, self.alpha)
 
+    def stream_step(self, x: torch.Tensor, streamer: Streamer) -> torch.Tensor:
+        return streamer.snake(self, x)
+
 
 class ResidualUnit(nn.Module):
     """Snake → dilated k7 conv → Snake → k1 conv, added to the input."""
@@ -89,6 +146,9 @@ class ResidualUnit(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.block(x)
+
+    def stream_step(self, x: torch.Tensor, streamer: Streamer) -> torch.Tensor:
+        return x + stream(self.block, x, streamer)
 
 
 class ConvNeXtBlock(nn.Module):
@@ -111,6 +171,9 @@ class ConvNeXtBlock(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.pointwise(x, self.dwconv(x))
+
+    def stream_step(self, x: torch.Tensor, streamer: Streamer) -> torch.Tensor:
+        return streamer.pointwise(self, x, stream(self.dwconv, x, streamer))
 
 
 # -- the windowed causal transformer --------------------------------------------------------------------

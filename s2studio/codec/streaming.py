@@ -18,39 +18,22 @@ The samples equal a full decode's, bit for bit wherever the full decode itself i
 kernels round by shape (spec §10.4): a 1-row GEMM is a GEMV, a conv under 20,480 input elements takes the
 native kernel instead of oneDNN, RMSNorm's mean takes a scalar path on leftover rows, SDPA blocks its keys by
 their count, oneDNN's transposed conv blocks by width. So every streaming op runs at a shape that rounds like
-a long decode (ROW_BLOCK, NATIVE_CONV_LIMIT, `layers.KEY_SPLIT`, `_trans_conv`); the extra rows and columns
-are zeros after the real ones, which causality keeps out of the real outputs. What still differs is what no
-streaming decoder can know in advance, because the full decode depends on its own length T: its last
-`T mod 32` frames (leftover paths), the `window - 1` frames after SDPA's block boundaries when 257 ≤ T ≤ 511,
-and the transposed convs for the widths where oneDNN rounds unlike most (~half of the T for S2's last one).
-Measured (1 thread), max |Δ| ≤ 3e-7 throughout: tiny codec, 160 frames, chunks 1/2/3/5/8 and random:
-identical; 150 frames: 1 LSB on 0.02 % of samples; with window 128, 544 frames: identical. Random full-size
-weights, 160 frames, chunks 1 and 5, and 544 frames, chunks of 8: identical; 144 frames, chunks 1/3/8/random:
-1 LSB on 0.007 %, all in the last 16 frames; 600 frames, chunks of 8: 0.06 % (600 is one of the lengths at
-which the full decode's last transposed conv rounds unlike most). Before: 0.12-0.15 % (tiny), ~0.4 % (full).
-Those figures are an AVX512 Xeon's. On an AVX2 EPYC (torch 2.14, 1 thread) the full decode is less consistent with
-itself than that: oneDNN's deconvolution picks one of two accumulation orders for S2's last transposed conv by the
-input's width (T = 144, 150, 160, 170 one way, 145, 161, 200 the other; 119 and 106 of T = 8..232), SDPA rounds its
-rows from T/2 on unlike a longer pass for 193 ≤ T ≤ 383, and the last T mod 32 frames take leftover paths (1 LSB on
-0.35 % of their samples). The same codes decoded at T = 200 and at 231 frames are 1 LSB apart on 0.26 % of their
-common samples, so any causal streaming decoder is over 0.1 % from one of the two. This one, in chunks of 4, from
-232 random full-size frames: T = 144: 0.140 %, 145: 0.057 %, 150: 0.147 %, 160: 0.114 %, 161: 0.014 %,
-170: 0.128 %, 200: 0.206 %, 231: 0.262 % (tests/test_codec_streaming_full.py asserts its T = 160 case).
-Tried and not used, at T = 144..170: that conv in float64, rounded once, is no nearer either order (0.105-0.160 %:
-the two share most of their error); the mean of both orders, 0.079-0.123 %; the mean of the last block's outputs
-from both, 0.061-0.102 % (the leftover frames stay), for an estimated eighth more work per frame.
+a long decode (ROW_BLOCK, NATIVE_CONV_LIMIT, `layers.KEY_SPLIT`, the transposed convs' width); the extra rows
+and columns are zeros after the real ones, which causality keeps out of the real outputs. What still differs is
+what no streaming decoder can know in advance, because the full decode depends on its own length T (its last
+`T mod 32` frames, SDPA's block boundaries, the widths where oneDNN's transposed conv rounds unlike most).
+docs/codec-streaming.md keeps what was measured, on which machines, and what was tried and not used.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import torch
-from torch import nn
 from torch.nn import functional as F
 
-from s2studio.codec.codec import Codec, DecoderBlock
+from s2studio.codec.codec import Codec
 from s2studio.codec.fast_stream import CodecOps, FastConvStack
-from s2studio.codec.layers import CausalConv, CausalTransConv, ConvNeXtBlock, KVCache, ResidualUnit, Snake1d
+from s2studio.codec.layers import CausalConv, CausalTransConv, ConvNeXtBlock, KVCache, Snake1d, stream, with_past
 
 
 class IncrementalDecoder:
@@ -112,63 +95,37 @@ class IncrementalDecoder:
         z = q.lookup(_pad_time(q.clamp(codes_t), rows))  # padded with code-0 frames
         z = q.post_module.step(z, self.frames, self._kv, new=n)[..., :n]
         self._push_frames = n
-        z = self._run(q.upsample, z)
-        audio = self._run(self.codec.decoder.model, z)
+        z = stream(q.upsample, z, self)
+        audio = stream(self.codec.decoder.model, z, self)
         self.frames += n
         return audio.reshape(-1).to("cpu", torch.float32).numpy().copy()
 
-    def _run(self, module: nn.Module, x: torch.Tensor) -> torch.Tensor:
-        """`module(x)` for the new frames `x`, using and updating the carried state."""
-        if isinstance(module, nn.Sequential):
-            for child in module:
-                x = self._run(child, x)
-            return x
-        if isinstance(module, ResidualUnit):
-            return x + self._run(module.block, x)
-        if isinstance(module, DecoderBlock):
-            return self._run(module.block, x)
-        if isinstance(module, ConvNeXtBlock):
-            n = x.shape[-1]
-            y = self._run(module.dwconv, x)
-            return module.pointwise(_pad_time(x, ROW_BLOCK), _pad_time(y, ROW_BLOCK))[..., :n]
-        if isinstance(module, CausalConv):
-            return self._conv(module, x)
-        if isinstance(module, CausalTransConv):
-            return self._trans_conv(module, x)
-        if isinstance(module, (Snake1d, nn.Tanh)):
-            return module(x)
-        raise TypeError(f"no streaming rule for {type(module).__name__}")
+    # -- the leaf ops, as `layers.Streamer`: at shapes that round like a long decode ----------------------------
 
-    def _conv(self, m: CausalConv, x: torch.Tensor) -> torch.Tensor:
-        if m.stride != 1:
-            raise TypeError("strided causal convs are not on the decode path")
+    def conv(self, m: CausalConv, x: torch.Tensor) -> torch.Tensor:
         n = x.shape[-1]
         if m.left_pad:
-            past = self._state.get(id(m))
-            if past is None:  # a full decode's zero padding
-                past = x.new_zeros(x.shape[0], x.shape[1], m.left_pad)
-            x = torch.cat([past, x], dim=-1)
-            self._state[id(m)] = x[..., -m.left_pad:].clone()  # not a view: x may be large
+            x = with_past(self._state, m, x, m.left_pad, -1)
         return m.conv(_wide(x))[..., :n].contiguous()
 
-    def _trans_conv(self, m: CausalTransConv, x: torch.Tensor) -> torch.Tensor:
+    def trans_conv(self, m: CausalTransConv, x: torch.Tensor) -> torch.Tensor:
         n, s = x.shape[-1], m.stride
         if m.crop == 0:  # kernel == stride: every output frame depends on one input frame
             return m.conv(_wide(x))[..., :n * s].contiguous()
-        if m.crop != m.stride:
-            raise TypeError("transposed convs with kernel other than stride or 2·stride are not streamable here")
-        past = self._state.get(id(m))
-        if past is None:
-            past = x.new_zeros(x.shape[0], x.shape[1], 1)
-        self._state[id(m)] = x[..., -1:].clone()
         # One code frame per batch row: its `per` inputs after the one before. oneDNN's transposed conv rounds
         # by the width it is given (its blocking follows the width), and one code frame's width gives the
         # rounding most long full decodes get, whatever the chunk size (measured on every decoder shape).
         per = n // self._push_frames
-        windows = torch.cat([past, x], dim=-1)[0].unfold(-1, per + 1, per).transpose(0, 1).contiguous()
+        windows = with_past(self._state, m, x, 1, -1)[0].unfold(-1, per + 1, per).transpose(0, 1).contiguous()
         y = m.conv(_wide(windows))[..., s: s + per * s]  # (frames, out channels, per·s)
         return y.transpose(0, 1).reshape(1, -1, n * s)
 
+    def snake(self, m: Snake1d, x: torch.Tensor) -> torch.Tensor:
+        return m(x)
+
+    def pointwise(self, m: ConvNeXtBlock, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        n = x.shape[-1]
+        return m.pointwise(_pad_time(x, ROW_BLOCK), _pad_time(y, ROW_BLOCK))[..., :n]
 
 ROW_BLOCK = 32
 """The streaming path runs every row-wise op on a multiple of 32 frames (at least 32), padding short pushes with

@@ -97,7 +97,6 @@ class RemoteEngine:
         self.info: ModelInfo | None = None
         self.model_name = settings.model
         """The model the server reported (or the one asked for, where a server reports none)."""
-        self.round_trip_s: float | None = None
         self.retry_after: float | None = None
         """Set when the last job failed because the server was busy: seconds it asked to wait."""
         self._wire: OpenAISpeechWire | SglangWire | FishWire | None = None
@@ -154,7 +153,6 @@ class RemoteEngine:
     def _load(self, request: LoadRequest, cancel: threading.Event) -> Iterator[Event]:
         job = request.job_id
         yield ModelLoading(job, 0.0, f"connecting to {self.base_url}")
-        started = time.perf_counter()
         protocol = self._detect()
         if cancel.is_set():
             yield JobFinished(job, cancelled=True)
@@ -172,7 +170,6 @@ class RemoteEngine:
             info = ModelInfo(f"{self.model_name} on {host}", f"{_API_NAMES[protocol]} on {host}", "remote",
                              SAMPLE_RATE, f"remote-audio:{self.base_url}", 32768)
             self._wire = self._make_wire(protocol)
-        self.round_trip_s = time.perf_counter() - started
         self.protocol, self.info = protocol, info
         yield ModelLoading(job, 1.0, "ready")
         yield ModelReady(job, info)

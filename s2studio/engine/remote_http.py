@@ -35,7 +35,7 @@ class Stream:
 
     def __init__(self, client: httpx.Client, request: httpx.Request, quiet_s: float, describe: Callable[[], str]):
         self._queue: queue.Queue[bytes | BaseException | None] = queue.Queue()
-        self._client, self._quiet_s, self._describe = client, quiet_s, describe
+        self._quiet_s, self._describe = quiet_s, describe
         self.response = client.send(request, stream=True)
         self._thread = threading.Thread(target=self._read, name="remote-reader", daemon=True)
         self._thread.start()

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from s2studio.errors import UserError, printable
+from s2studio.errors import printable
 
 LORA_FILE = "lora.safetensors"
 MAX_LORA_BYTES = 1_500_000_000
@@ -178,11 +178,3 @@ def _problem(head: bytes, size: int) -> str | None:
     if unpaired:
         return f"{printable(unpaired[0], 60)} has no partner; the file is damaged"
     return None
-
-
-def check_lora_file(path: Path, what: str = "") -> None:
-    """A UserError naming `path` (or `what`) unless it is a LoRA safetensors file."""
-    problem = lora_file_problem(Path(path))
-    if problem:
-        raise UserError(f"{what or printable(path)} is not a usable LoRA: {problem}; pick the lora.safetensors "
-                        "that `s2studio train` wrote")

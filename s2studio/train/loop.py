@@ -27,20 +27,18 @@ from safetensors.torch import load_file
 from safetensors.torch import save as save_safetensors
 
 from s2studio.engine.s2.device import resolve_device
-from s2studio.engine.weights.checkpoints import load_dual_ar
+from s2studio.engine.s2.setup import load_model, load_tokenizer
 from s2studio.engine.weights.lora import read_lora
 from s2studio.state.lora_file import LORA_FILE
 from s2studio.errors import UserError, printable
-from s2studio.model.config import load_config
 from s2studio.model.dual_ar import DualAR
 from s2studio.state.atomic import OutputSet
 from s2studio.state.project import SETTINGS_LIMITS
-from s2studio.text.tokenizer import S2Tokenizer
 from s2studio.train.data import Batch, Group, Samples, collate, pad_id_of
 from s2studio.train.events import StepMetrics
 from s2studio.train.forward import losses
 from s2studio.train.layers import LoraInit, attach_lora, load_lora_state, lora_state
-from s2studio.train.presets import LoraPreset, lora_targets, preset_named
+from s2studio.train.presets import DEFAULT_PRESET, LoraPreset, lora_targets, preset_named
 from s2studio.train.rng import base_seed, initial_lora
 
 BETAS = (0.9, 0.95)
@@ -58,7 +56,7 @@ FORMAT = "s2studio-train-1"
 class TrainSettings:
     """What decides a run's numbers (a resumed run must have the same)."""
 
-    preset: str = "r_8_alpha_16"
+    preset: str = DEFAULT_PRESET
     steps: int = 1000
     batch_size: int = 4
     max_length: int = 4096
@@ -148,15 +146,12 @@ class Trainer:
         self.precision = run_precision(settings, self.device)
         preset = settings.lora_preset()
         self.preset = preset
-        self.tokenizer = S2Tokenizer.from_file(self.model_dir / "tokenizer.json")
-        config = load_config(self.model_dir)
+        self.tokenizer = load_tokenizer(self.model_dir)
         state = read_state(resume, settings, self.model_dir) if resume is not None else None
         if state is None:
             seed_everything(settings.seed)
         say("loading the model")
-        model = load_dual_ar(self.model_dir, device="cpu", dtype=None,
-                             semantic_range=(self.tokenizer.semantic_begin_id, self.tokenizer.semantic_end_id),
-                             im_end_id=self.tokenizer.im_end_id)
+        model = load_model(self.model_dir, self.tokenizer, device="cpu", dtype=None)  # float32 as stored
         if state is None:
             say("initialising the LoRA")
             injected = read_init_lora(init_lora) if init_lora is not None else None
@@ -174,7 +169,6 @@ class Trainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, warmup_lambda)
         self.trainable = [p for g in self.optimizer.param_groups for p in g["params"]]
         self.pad_id = pad_id_of(self.tokenizer)
-        del config
         if state is None:
             self.base_seed = base_seed()
             self.samples = Samples(groups, self.tokenizer, settings.max_length, self.base_seed)

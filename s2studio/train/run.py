@@ -19,7 +19,6 @@ import json
 import math
 import os
 import signal
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -93,8 +92,7 @@ def encode(request: RunRequest, say: Callable[[str], None]) -> list[Group]:
     """The clips' codes: from `OUT/tokens/` when the same clips were encoded before, else by the model's codec."""
     import torch
 
-    from s2studio.codec.loading import load_codec
-    from s2studio.engine.s2.device import resolve_device
+    from s2studio.engine.s2.setup import load_codec_for
     from s2studio.train.tokens import encode_clips
 
     folder = request.out_dir / TOKENS
@@ -102,7 +100,7 @@ def encode(request: RunRequest, say: Callable[[str], None]) -> list[Group]:
     codes = _cached_codes(folder, request.clips, digest)
     if codes is None:
         say(f"encoding {len(request.clips)} clip(s) with the model's codec")
-        codec = load_codec(request.model_dir, device=resolve_device(request.device))
+        codec = load_codec_for(request.model_dir, request.device)
         codes = encode_clips(codec, request.clips, lambda done, total: say(f"encoded {done} of {total} clips"))
         del codec
         if torch.cuda.is_available():
@@ -273,6 +271,3 @@ def progress_line(event: RunEvent, total: int) -> str:
     return (f"step {m.step}/{total}  loss {m.loss:.4f}  grad {m.grad_norm:.3f}  lr {m.lr:.2e}  "
             f"{m.seconds:.2f} s/step  ETA {format_eta(event.eta_seconds or 0)}")
 
-
-def timestamp() -> str:
-    return time.strftime("%H:%M:%S")

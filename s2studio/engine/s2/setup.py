@@ -1,11 +1,12 @@
 """`load_runtime`: the one recipe that turns a model folder into something that speaks.
 
-The studio's engine (`S2Engine.load`), `s2studio synth` and, later, the server and training all load through
-here, so that they agree on every choice: the device and precision, the thread count, the exact loop or the
+The studio's engine (`S2Engine.load`), `s2studio synth`, the server and training all load through here, so
+that they agree on every choice: the device and precision, the thread count, the exact loop or the
 fast path (and the fast path's cache length), whether the CPU fast path keeps bf16 weights, the memory check
 before anything heavy is read, the narrowing of the linear layers, the codec. The recipe runs as a generator of
 `LoadStep`s so that the engine can report progress and honour a cancel between steps; `load_runtime` runs it to
-the end for callers that only want the result.
+the end for callers that only want the result. Training reads the same parts (`load_tokenizer`, `load_model`,
+`load_codec_for`) without the rest: it needs the model as stored, in float32, and no decoder.
 """
 
 from __future__ import annotations
@@ -94,6 +95,24 @@ def check_model_folder(folder: Path) -> Path:
     return folder
 
 
+def load_tokenizer(folder: Path) -> S2Tokenizer:
+    return S2Tokenizer.from_file(Path(folder) / "tokenizer.json")
+
+
+def load_model(folder: Path, tokenizer: S2Tokenizer, *, device: torch.device | str, dtype: torch.dtype | None,
+               narrow: Narrow = "none") -> DualAR:
+    """The language model of `folder`, checked against its tokenizer (the semantic tokens' range, the end token);
+    `dtype` None: as stored."""
+    return load_dual_ar(folder, device=device, dtype=dtype, narrow=narrow,
+                        semantic_range=(tokenizer.semantic_begin_id, tokenizer.semantic_end_id),
+                        im_end_id=tokenizer.im_end_id)
+
+
+def load_codec_for(folder: Path, device: torch.device | str = "auto") -> Codec:
+    """The codec of `folder` on `device` ("auto": the recipe's choice), always float32 (spec s2-codec.md §7.4)."""
+    return load_codec(folder, device=device if isinstance(device, torch.device) else resolve_device(device))
+
+
 def resolve_speed(speed: Speed, device: torch.device, precision: str) -> Literal["exact", "fast"]:
     """"auto": the fast path everywhere except float32 on the CPU, the one mode whose codes are checked bit for
     bit against upstream's (there the exact loop stays)."""
@@ -123,7 +142,7 @@ def load_steps(folder: Path, *, device: str = "auto", precision: str = "auto", q
     path = resolve_speed(speed, where, name)
     if path == "exact" and context is not None:
         raise ValueError("context sizes the fast path's cache; the exact loop holds the model's whole context")
-    tokenizer = S2Tokenizer.from_file(folder / "tokenizer.json")
+    tokenizer = load_tokenizer(folder)
     config = load_config(folder)
     kernels = None
     if where.type == "cpu" and (path == "fast" or quantize != "none"):
@@ -140,9 +159,7 @@ def load_steps(folder: Path, *, device: str = "auto", precision: str = "auto", q
         codec_bytes += round(codec_bytes * PACKED_SHARE)
     check_fits(config, str(where), precision=name, quantize=quantize, context=positions,
                codec_bytes=codec_bytes, bf16_linears=narrow == "bf16")
-    model = load_dual_ar(folder, device=where, dtype=DTYPES[name], narrow=narrow,
-                         semantic_range=(tokenizer.semantic_begin_id, tokenizer.semantic_end_id),
-                         im_end_id=tokenizer.im_end_id)
+    model = load_model(folder, tokenizer, device=where, dtype=DTYPES[name], narrow=narrow)
     narrowed = narrowing_of(model)
     switch = LoraSwitch(model, folder)
     if lora is not None:
@@ -151,7 +168,7 @@ def load_steps(folder: Path, *, device: str = "auto", precision: str = "auto", q
     loaded_codec = None
     if codec:
         yield LoadStep(0.7, "loading the codec")
-        loaded_codec = load_codec(folder, device=where)  # always float32 (spec s2-codec.md §7.4)
+        loaded_codec = load_codec_for(folder, where)
     yield LoadStep(0.9, "allocating the caches")
     decoder: Decoder[Any] = (FastDecoder(model, tokenizer.im_end_id, length=positions) if path == "fast"
                              else ExactDecoder(model, tokenizer.im_end_id))

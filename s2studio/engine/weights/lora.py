@@ -153,11 +153,3 @@ def merge_tensor(layer: str, weight: Tensor, lora: LoraWeights) -> Tensor:
     a, b = lora.pairs[layer]
     return merged_weight(weight, a, b, lora.scaling, is_embedding(layer)).to(torch.bfloat16)
 
-
-def merge_into(weights: dict[str, Tensor], lora: LoraWeights) -> dict[str, Tensor]:
-    """`weights` (module names) with every layer of `lora` merged, as bfloat16; the other tensors as they are."""
-    check_lora_fits(lora, {k: tuple(v.shape) for k, v in weights.items()})
-    out = dict(weights)
-    for layer in lora.pairs:
-        out[layer + ".weight"] = merge_tensor(layer, weights[layer + ".weight"], lora)
-    return out

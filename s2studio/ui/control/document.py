@@ -200,10 +200,6 @@ class Document(QObject):
 
     # -- queries -------------------------------------------------------------------------------
 
-    @property
-    def has_voices(self) -> bool:
-        return bool(self._voices)
-
     def voice_of(self, speaker: str) -> Voice | None:
         return self._voices.get(self.project.cast.get(speaker, ""))
 

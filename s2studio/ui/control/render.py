@@ -207,11 +207,6 @@ class RenderFlow(QObject):
         self._bridge = EncodeBridge(host, self)
         self._task = Background("render-request", self)
         self._task.done.connect(self._built)
-        self._asked: dict[str, Asked] = {}
-
-    @property
-    def preparing_now(self) -> bool:
-        return self._task.running
 
     @property
     def busy(self) -> bool:

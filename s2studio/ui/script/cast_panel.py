@@ -71,10 +71,6 @@ class CastPanel(QWidget):
         self._cast: dict[str, str] = {}
         self._places: dict[str, int] = {}
 
-    @property
-    def has_voices(self) -> bool:
-        return bool(self._voices)
-
     def set_voices(self, voices: list[tuple[str, str]]) -> None:
         """(voice id, display name) of every voice in the library."""
         self._voices = list(voices)

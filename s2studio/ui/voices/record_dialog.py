@@ -86,7 +86,6 @@ class RecordDialog(QDialog):
         self._blocks: list[np.ndarray] = []
         self._frames = 0
         self._level = (0.0, 0.0)
-        self._clipped = False
         self.rate = RATE
         self.span: Span | None = None
         self.trimmed = False
@@ -194,7 +193,7 @@ class RecordDialog(QDialog):
         device = self.device.currentData()
         if self._sd is None or device is None:
             return
-        self._blocks, self._frames, self._level, self._clipped = [], 0, (0.0, 0.0), False
+        self._blocks, self._frames, self._level = [], 0, (0.0, 0.0)
         self.span, self.trimmed = None, False
         self.meter.reset()
         stream = None
