@@ -17,11 +17,12 @@ import pytest
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "s2studio"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("s2studio", "s2studio.errors", "s2studio.paths", "s2studio.audio"),  # facts every layer reads
+    ("s2studio", "s2studio.errors", "s2studio.paths", "s2studio.units"),  # facts every layer reads
     ("s2studio.state",),
-    ("s2studio.text", "s2studio.model"),
-    ("s2studio.audio.*",),
+    ("s2studio.audio",),
+    ("s2studio.text",),
     ("s2studio.codec",),
+    ("s2studio.model",),
     ("s2studio.checks",),  # checks of finished takes: speech recognition, signal, voice (torch in its process)
     ("s2studio.engine",),  # the torch-free seam: api, plan, fake
     ("s2studio.engine.weights",),
@@ -35,9 +36,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("s2studio.app",),
     ("s2studio.cli", "s2studio.__main__"),
 )
-"""Bottom to top: a module may import modules of its own layer or of the layers below it, never above. A name
-stands for the module and its submodules; "X.*" for the submodules only (`s2studio.audio` itself holds only the
-constants `SAMPLE_RATE` and `FRAME_SAMPLES`, below `state`, which needs them; its submodules sit above `state`)."""
+"""Bottom to top, in design.md §1's order (state, audio, text, codec, model, engine, worker, ui, app): a module
+may import modules of its own layer or of the layers below it, never above. A name stands for the module and its
+submodules."""
 
 NO_QT = ("state", "audio", "text", "model", "codec", "engine")
 NO_TORCH = ("state", "audio", "ui", "worker")
@@ -80,10 +81,7 @@ def layer_of(module: str) -> int:
     best, best_len = -1, -1
     for index, names in enumerate(LAYERS):
         for name in names:
-            prefix = name.removesuffix(".*")
-            matches = (module.startswith(prefix + ".") if name.endswith(".*")
-                       else module == name or module.startswith(name + "."))
-            if matches and len(name) > best_len:
+            if module == name or module.startswith(name + ".") and len(name) > best_len:
                 best, best_len = index, len(name)
     return best
 
@@ -102,9 +100,10 @@ def test_each_module_imports_only_its_layer_and_below() -> None:
 
 
 def test_the_layer_rule_catches_the_arrows_it_exists_for() -> None:
-    """audio -> engine.api (SAMPLE_RATE, once), state -> audio.export, weights -> runtime (the old circle)."""
+    """audio -> engine.api (SAMPLE_RATE, once), state -> audio, weights -> runtime (the old circle)."""
     for module, target in (("s2studio.audio.timeline", "s2studio.engine.api"),
                            ("s2studio.state.project", "s2studio.audio.export"),
+                           ("s2studio.state.codes", "s2studio.audio"),
                            ("s2studio.engine.weights.bf16", "s2studio.engine.s2.setup"),
                            ("s2studio.engine.api", "s2studio.engine.s2.device")):
         graph = {**GRAPH, module: GRAPH[module] | {target}}
@@ -139,14 +138,14 @@ def test_the_import_graph_has_no_cycle() -> None:
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]  # the search finds one
 
 
-def test_audio_constants_import_nothing_and_are_defined_once() -> None:
-    assert GRAPH["s2studio.audio"] == set()
-    for name in ("SAMPLE_RATE", "FRAME_SAMPLES"):
+def test_the_units_import_nothing_and_are_defined_once() -> None:
+    assert GRAPH["s2studio.units"] == set()
+    for name in ("SAMPLE_RATE", "FRAME_SAMPLES", "FRAMES_PER_SECOND", "NUM_CODEBOOKS", "LINE_GAP_S"):
         defined = [m for m, path in MODULES.items() for node in ast.walk(ast.parse(path.read_text("utf-8")))
                    if isinstance(node, (ast.Assign, ast.AnnAssign))
                    and any(isinstance(t, ast.Name) and t.id == name
                            for t in (node.targets if isinstance(node, ast.Assign) else [node.target]))]
-        assert defined == ["s2studio.audio"], (name, defined)
+        assert defined == ["s2studio.units"], (name, defined)
 
 
 def test_the_weights_never_import_the_runtime_and_the_seam_never_imports_torch_code() -> None:

@@ -1,11 +1,9 @@
 """Audio as S2 Studio handles it: numpy and soundfile, no torch (read, resample, timeline, export).
 
-The two facts every layer shares are defined here, once; this file imports nothing, so that `state`, the
-engine and the window may all read them without pulling in the rest of `audio`.
+The facts every layer shares (sample rate, frame samples, ...) are `s2studio.units`'; they are offered here too,
+where most of the audio code reads them.
 """
 
-SAMPLE_RATE = 44100
-"""Every engine speaks 44.1 kHz mono float32 (S2's codec rate); takes, the timeline and exports use it too."""
+from s2studio.units import FRAME_SAMPLES, SAMPLE_RATE
 
-FRAME_SAMPLES = 2048
-"""Samples per codec frame (S2's codec hop): 21.53 frames per second of audio."""
+__all__ = ["FRAME_SAMPLES", "SAMPLE_RATE"]

@@ -51,6 +51,7 @@ from s2studio.audio.subtitles import Cue, srt_text, vtt_text
 from s2studio.audio.timeline import Layout, Timeline
 from s2studio.errors import UserError, printable
 from s2studio.state.atomic import OutputSet, write_bytes_atomic, write_error
+from s2studio.units import LINE_GAP_S
 from s2studio.state.tags import without_tags
 
 log = logging.getLogger(__name__)
@@ -84,7 +85,7 @@ class Metadata:
 @dataclass(frozen=True)
 class ExportSettings:
     format: Format = "wav"
-    gap_s: float = 0.4
+    gap_s: float = LINE_GAP_S
     normalize: Normalize = "none"
     peak_dbfs: float = -1.0
     """Target peak for "peak", and the ceiling after a "loudness" gain."""

@@ -30,6 +30,7 @@ import numpy.typing as npt
 
 from s2studio.audio import SAMPLE_RATE
 from s2studio.state.take_audio import PEAK_BIN, BlockKey, peaks_of
+from s2studio.units import LINE_GAP_S
 
 Audio = npt.NDArray[np.float32]
 
@@ -233,7 +234,7 @@ def _build(tracks: list[Track], gap: int) -> Layout:
 
 
 class Timeline:
-    def __init__(self, gap_s: float = 0.4, sample_rate: int = SAMPLE_RATE) -> None:
+    def __init__(self, gap_s: float = LINE_GAP_S, sample_rate: int = SAMPLE_RATE) -> None:
         self.sample_rate = sample_rate
         self.gap = self._samples(gap_s)
         self._order: list[str] = []

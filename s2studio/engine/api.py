@@ -17,11 +17,9 @@ from typing import Literal, Protocol, Union, get_args
 import numpy as np
 import numpy.typing as npt
 
-from s2studio.audio import FRAME_SAMPLES, SAMPLE_RATE  # noqa: F401 - re-exported: what every engine speaks
 from s2studio.errors import UserError
 from s2studio.state.project import SETTINGS_LIMITS
-
-NUM_CODEBOOKS = 10
+from s2studio.units import FRAME_SAMPLES, NUM_CODEBOOKS, SAMPLE_RATE  # noqa: F401 - re-exported: every engine's
 
 Batching = Literal["line", "upstream"]
 Device = Literal["auto", "cpu", "cuda", "mps"]

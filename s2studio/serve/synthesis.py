@@ -25,9 +25,7 @@ from s2studio.serve.references import CodesCache, InlineReference
 from s2studio.serve.runner import Work
 from s2studio.state.script import Script
 from s2studio.state.voices import Voice, VoiceLibrary
-
-LINE_GAP_S = 0.4
-"""Silence between lines in line mode: the studio's export default."""
+from s2studio.units import LINE_GAP_S
 
 
 @dataclass(frozen=True)

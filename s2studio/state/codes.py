@@ -15,11 +15,8 @@ from typing import BinaryIO
 
 import numpy as np
 
-from s2studio.audio import FRAME_SAMPLES, SAMPLE_RATE
 from s2studio.errors import UserError, printable
-
-NUM_CODEBOOKS = 10
-"""S2's codec: one semantic codebook and nine residual ones."""
+from s2studio.units import FRAME_SAMPLES, NUM_CODEBOOKS, SAMPLE_RATE
 MAX_CODEBOOK_SIZE = 4096
 """S2's largest codebook (the semantic one): no code of any S2 codec reaches it."""
 NPY_MAGIC = b"\x93NUMPY"

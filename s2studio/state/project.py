@@ -17,7 +17,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from s2studio.audio import SAMPLE_RATE
+from s2studio.units import LINE_GAP_S, SAMPLE_RATE
 from s2studio.errors import UserError
 from s2studio.state.codes import check_codes, read_codes_file
 from s2studio.state.schema import dataclass_kind
@@ -206,7 +206,7 @@ class Project:
     lines: dict[str, LineTakes] = field(default_factory=dict)
     """line_id -> its takes. Lines deleted from the script keep theirs (an Undo brings them back)."""
     title: str = ""
-    gap_s: float = 0.4
+    gap_s: float = LINE_GAP_S
     """Silence between lines, the same for the player's timeline and for export."""
     line_ids: list[str] | None = None
     """The id of each line of `script`, in order (`state.line_ids`); None in projects saved before ids were."""

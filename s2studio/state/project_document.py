@@ -32,6 +32,7 @@ from s2studio.state.schema import (Boolean, Field, Integer, ListOf, MapOf, Numbe
                                    Timestamp, child)
 from s2studio.state.staleness import TAKE_SETTINGS
 from s2studio.state.take_files import TAKE_ID
+from s2studio.units import LINE_GAP_S
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ DOCUMENT = Record({
     "script": Field(Text(), ""),
     "cast": Field(MapOf(Text(pattern=VOICE_REF, what='a voice id (v and 12 hex digits) or ""')), dict),
     "settings": Field(SETTINGS, GenerationSettings),
-    "gap_s": Field(Number(0.0, 5.0), 0.4),
+    "gap_s": Field(Number(0.0, 5.0), LINE_GAP_S),
     "lines": Field(MapOf(LINE), dict),
     "line_ids": Field(ListOf(Text(max_chars=200)), None),
     "autosave_of": Field(Text(max_chars=4096), None),

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
-from s2studio.audio import SAMPLE_RATE
+from s2studio.units import SAMPLE_RATE
 from s2studio.errors import Cancelled, UserError, printable
 from s2studio.state.atomic import (OPEN_FLAGS, OutputSet, WriteError, copy_files, fsync_dir, in_parallel, link_file,
                                    remove_quietly, write_bytes_atomic, write_error)

@@ -25,8 +25,8 @@ import numpy as np
 import numpy.typing as npt
 
 from s2studio.state.codes import check_codes  # noqa: F401 - the one check, re-exported for the engine
+from s2studio.units import NUM_CODEBOOKS
 
-NUM_CODEBOOKS = 10
 MAX_TURNS_PER_BATCH = 5
 """`generate_long` passes `max_speakers=5`; it counts turns, not distinct speakers."""
 

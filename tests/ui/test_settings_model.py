@@ -14,7 +14,8 @@ from PySide6.QtWidgets import QMessageBox
 from s2studio import app
 from s2studio.engine.fake import FakeEngine
 from s2studio.state.project import GenerationSettings
-from s2studio.ui.inspector.settings_panel import FRAMES_PER_S, MODES, SettingsPanel
+from s2studio.ui.inspector.settings_panel import MODES, SettingsPanel
+from s2studio.units import FRAMES_PER_SECOND
 from ui_helpers import cast_two_voices, close_studio, open_studio
 
 
@@ -118,7 +119,7 @@ def test_one_control_for_speed_and_exactness_and_the_length_in_seconds(qtbot):
     assert panel.max_seconds.value() == pytest.approx(47.6) and panel.max_seconds.suffix() == " s"
     assert panel.settings().max_frames == 1024  # shown in seconds, kept in frames exactly
     panel.max_seconds.setValue(10.0)
-    assert seen[-1].max_frames == round(10 * FRAMES_PER_S) == 215
+    assert seen[-1].max_frames == round(10 * FRAMES_PER_SECOND) == 215
     assert panel.batching.itemText(1) == "Groups of lines, as the reference implementation"
 
 

@@ -24,9 +24,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from s2studio.audio import FRAME_SAMPLES, SAMPLE_RATE
+from s2studio.units import FRAMES_PER_SECOND
 
-FRAMES_PER_S = SAMPLE_RATE / FRAME_SAMPLES
 MIN_LEAD_S = 0.5
 """Audio in hand before playing even when the render outruns playback: absorbs a slow frame."""
 MAX_LEAD_S = 60.0
@@ -128,7 +127,7 @@ class Pace:
         return current + per_char * self._later_chars()
 
     def remaining_audio_s(self) -> float:
-        return self.remaining_frames() / FRAMES_PER_S
+        return self.remaining_frames() / FRAMES_PER_SECOND
 
     def forecast_s(self) -> float:
         """Render time left: the frames left at the measured speed, and a start-up per line not started."""

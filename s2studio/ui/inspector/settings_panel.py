@@ -18,10 +18,9 @@ from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout,
                                QWidget)
 
-from s2studio.audio import FRAME_SAMPLES, SAMPLE_RATE
 from s2studio.state.project import GenerationSettings
+from s2studio.units import FRAMES_PER_SECOND
 
-FRAMES_PER_S = SAMPLE_RATE / FRAME_SAMPLES
 """Codec frames per second of audio: what converts the length limit between seconds and frames."""
 
 
@@ -156,7 +155,7 @@ class SettingsPanel(QWidget):
         form.addRow("Top-k", self._stack(self.top_k, self._help(HELP["top_k"])))
         self.max_seconds = QDoubleSpinBox()
         self.max_seconds.setDecimals(1)
-        self.max_seconds.setRange(round(16 / FRAMES_PER_S, 1) + 0.1, round(8192 / FRAMES_PER_S, 1))
+        self.max_seconds.setRange(round(16 / FRAMES_PER_SECOND, 1) + 0.1, round(8192 / FRAMES_PER_SECOND, 1))
         self.max_seconds.setSingleStep(5.0)
         self.max_seconds.setSuffix(" s")
         self.max_seconds.setAccessibleName("Longest line, in seconds")
@@ -256,7 +255,7 @@ class SettingsPanel(QWidget):
             self.temperature.setValue(s.temperature)
             self.top_p.setValue(s.top_p)
             self.top_k.setValue(s.top_k)
-            self.max_seconds.setValue(s.max_frames / FRAMES_PER_S)
+            self.max_seconds.setValue(s.max_frames / FRAMES_PER_SECOND)
             self.threads.setValue(s.threads)
             self.seed.setEnabled(s.seed_mode == "fixed")
         finally:
@@ -271,7 +270,7 @@ class SettingsPanel(QWidget):
         mode = next((m for m in MODES if m.key == self.mode.currentData()), None)
         loop = {"precision": mode.precision, "speed": mode.speed, "quantize": mode.quantize} if mode else {}
         seconds = self.max_seconds.value()
-        frames = s.max_frames if abs(seconds - s.max_frames / FRAMES_PER_S) < 0.06 else round(seconds * FRAMES_PER_S)
+        frames = s.max_frames if abs(seconds - s.max_frames / FRAMES_PER_SECOND) < 0.06 else round(seconds * FRAMES_PER_SECOND)
         return replace(s, seed_mode=self.seed_mode.currentData(), seed=self.seed.value(),
                        temperature=round(self.temperature.value(), 2), top_p=round(self.top_p.value(), 2),
                        top_k=self.top_k.value(), max_frames=min(max(frames, 16), 8192),
