@@ -38,11 +38,12 @@ from s2studio.errors import UserError, printable
 from s2studio.state.atomic import OutputSet
 from s2studio.state.script import Script, parse_script, read_script
 from s2studio.state.voices import Voice, VoiceLibrary
+from s2studio.units import LINE_GAP_S
 
 NORMALIZE = ("none", "peak", "loudness")
 EngineFactory = Callable[[], Engine]
 SCRIPT_ONLY = (("--cast", "cast", []), ("--stems", "stems", None), ("--srt", "srt", None), ("--vtt", "vtt", None),
-               ("--events", "events", None), ("--gap", "gap", 0.4), ("--normalize", "normalize", "none"),
+               ("--events", "events", None), ("--gap", "gap", LINE_GAP_S), ("--normalize", "normalize", "none"),
                ("--title", "title", None), ("--cue", "cue", None), ("--chapters", "chapters", None),
                ("--stems-format", "stems_format", None), ("--takes", "takes", 1), ("--pick", "pick", "best"),
                ("--check", "check", None), ("--strict", "strict", False),
@@ -82,7 +83,8 @@ def add_script_arguments(parser: argparse.ArgumentParser,
     add("--srt", type=Path, metavar="FILE", help="subtitles, one cue per spoken line (SubRip)")
     add("--vtt", type=Path, metavar="FILE", help="subtitles, one cue per spoken line (WebVTT)")
     add("--events", type=Path, metavar="FILE.jsonl", help="log every engine event as one JSON line (no sample data)")
-    add("--gap", type=float, default=0.4, metavar="SECONDS", help="silence between lines (default 0.4)")
+    add("--gap", type=float, default=LINE_GAP_S, metavar="SECONDS",
+        help=f"silence between lines (default {LINE_GAP_S})")
     add("--normalize", default="none", metavar="none|peak|loudness",
         help="peak: -1 dBFS peak; loudness: -16 LUFS, peak at most -1 dBFS (default none)")
     add("--title", metavar="TEXT", help="title tag of the audio files (default: the first heading)")
