@@ -60,17 +60,9 @@ def request_to_wire(request: SynthesisRequest) -> bytes:
     })
 
 
-def request_from_wire(body: bytes, job_id: str) -> SynthesisRequest:
-    """The request a client sent; raises WireError naming what is wrong (the settings' refusal included)."""
-    try:
-        raw = ormsgpack.unpackb(body)
-    except ormsgpack.MsgpackDecodeError as exc:
-        raise WireError(f"the body is not MessagePack ({exc})") from None
-    return request_from_record(raw, job_id)
-
-
 def request_from_record(raw: Any, job_id: str) -> SynthesisRequest:
-    """`request_from_wire` of a body already unpacked (the server measures its size first)."""
+    """The request a client sent, its MessagePack body already unpacked (the server measures its size first);
+    raises WireError naming what is wrong (the settings' refusal included)."""
     try:
         lines = tuple(LineSpec(str(i), int(sp), str(t)) for i, sp, t in raw["lines"])
         refs = tuple(Reference(int(r["speaker"]), str(r["transcript"]), unpack_codes(r["codes"]))

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 
-from s2studio.audio import SAMPLE_RATE
+from s2studio.units import SAMPLE_RATE
 
 MIN_SAMPLE_RATE = 8000
 MAX_SAMPLE_RATE = 192_000
