@@ -78,7 +78,8 @@ class ProjectCommands(QObject):
             self.store.progress.disconnect(step)
             dialog.close()
             dialog.deleteLater()
-        return outcome["end"]
+        # the application quitting ends every nested loop: the job goes on on the writer thread, unwaited for here
+        return outcome.get("end", (None, "S2 Studio is closing; this was left unfinished."))
 
     # -- asking ----------------------------------------------------------------------------------
 
