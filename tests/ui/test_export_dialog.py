@@ -51,7 +51,7 @@ def export_with(qtbot, w, setup, answer: QMessageBox.StandardButton | None = Non
         qtbot.mouseClick(d.export_button, Qt.MouseButton.LeftButton)
         if answer is not None:
             qtbot.waitUntil(lambda: "question" in seen, timeout=5000)
-        qtbot.waitUntil(lambda: not d._task.running, timeout=15000)
+        qtbot.waitUntil(lambda: not d._task.running and d._phase == "", timeout=15000)  # checked, then written
         seen.update(status=d.status.text(), result=d.result, open=d.open_button.isEnabled())
         seen["dialog"] = d
         if "keep" not in seen:

@@ -41,6 +41,8 @@ class ProjectCommands(QObject):
         self.window, self.store, self.document, self.library = window, store, document, library
         self.ask = True
         """Ask before unsaved changes are lost (tests and the screenshot tool turn it off)."""
+        self.waiting = False
+        """A save, open or restore is being waited on (the smoke-test quit lets it end, so its report is logged)."""
         document.takes_changed.connect(store.lines_changed)
 
     def _wait(self, ticket: int, title: str, cancel: bool = False) -> tuple[object, str]:
@@ -69,11 +71,13 @@ class ProjectCommands(QObject):
 
         self.store.finished.connect(ended)
         self.store.progress.connect(step)
+        self.waiting = True
         try:
             dialog.setValue(0)
             if "end" not in outcome:
                 loop.exec()
         finally:
+            self.waiting = False
             self.store.finished.disconnect(ended)
             self.store.progress.disconnect(step)
             dialog.close()
