@@ -59,7 +59,6 @@ def wait_up(url: str, proc: subprocess.Popen, timeout: float = 240) -> None:
     raise AssertionError(f"{url} did not start")
 
 
-@pytest.mark.slow
 def test_three_servers_and_the_local_engine_render_a_book_while_one_server_dies(tiny_model) -> None:
     from s2studio.engine.s2 import S2Engine
 
