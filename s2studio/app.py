@@ -125,10 +125,12 @@ def make_application(argv: list[str] | None = None) -> QApplication:
     app.setApplicationDisplayName("S2 Studio")
     app.setDesktopFileName(APP_ID)
     from s2studio.ui import wheel_guard  # noqa: PLC0415
+    from s2studio.ui.control import heap  # noqa: PLC0415
     from s2studio.ui.icons import app_icon  # noqa: PLC0415
 
     app.setWindowIcon(app_icon())
     wheel_guard.install(app)  # the wheel scrolls; it changes a field only when that field has the focus
+    heap.install()  # full garbage collections walk only what is new since the last one
     return app  # type: ignore[return-value]
 
 

@@ -148,6 +148,7 @@ class S2Engine:
         if self._loaded is None:
             return
         self._loaded = None
+        gc.unfreeze()  # the studio freezes what survives a full collection: the model's cycles may be garbage now
         gc.collect()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()

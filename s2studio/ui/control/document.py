@@ -25,6 +25,7 @@ from s2studio.state.script import Line, Script, parse_script
 from s2studio.state.script_edits import Change, Edit, ScriptParser
 from s2studio.state.staleness import Stale, adopt_legacy_take, stale_reasons, voice_key
 from s2studio.state.voices import Voice
+from s2studio.ui.control import heap
 
 LineKind = Literal["none", "fresh", "stale"]
 
@@ -66,6 +67,7 @@ class Document(QObject):
     def replace(self, project: Project, ahead: ParsedAhead | None = None) -> None:
         """Another project: its script with its saved ids (or content ids, for an old file); `ahead`: its
         script parsed off the GUI thread (`parse_ahead`: a book's takes a second to parse)."""
+        heap.release()  # the project before may be garbage now
         self._adopt(project, ahead)
         self.replaced.emit()
 
