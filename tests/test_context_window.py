@@ -70,14 +70,15 @@ def test_lines_after_a_hop_prefill_only_the_line_before_them(engine: S2Engine) -
     so it prefills only line 4's answer and its own turn; a line alone with every earlier take as context hears
     what it heard in the whole render and gives the same take."""
     loaded = engine._loaded
-    decoder, tok = loaded.decoder, loaded.tokenizer
+    tok = loaded.tokenizer
     lines = tuple(LineSpec(f"l{i}", 0, text) for i, text in enumerate(TEXTS))
     sampling = SamplingParams(max_new_tokens=6, seed=21)
     prompts, prefilled, takes = [], [], []
-    before = decoder.prefilled
+    before = 0
     for event in engine.generate(SynthesisRequest("all", lines, REFS, sampling), threading.Event()):
         if isinstance(event, LineFinished):
             takes.append(event)
+            (decoder,) = [d for d in loaded.decoder.slots if d is not None]  # one stream: the same slot for every line
             prompts.append(decoder.tokens[:, :decoder.settled].cpu().numpy().copy())
             prefilled.append(decoder.prefilled - before)
             before = decoder.prefilled

@@ -206,7 +206,9 @@ def test_engine_line_mode_on_the_fast_path_reuses_the_prefix(tmp_path: Path) -> 
         events = collect(engine.generate(request, threading.Event()))
         takes[fast] = [e.codes for e in events if isinstance(e, LineFinished)]
         if fast:
-            decoder = engine._loaded.decoder
+            used = [d for d in engine._loaded.decoder.slots if d is not None]  # the batch's slots: one stream here
+            assert len(used) == 1
+            decoder = used[0]
             assert isinstance(decoder, FastDecoder) and decoder.filled > 0
             # everything but line 3's new columns came from the cache: far fewer than 3 full prompts
             assert decoder.prefilled < 2 * decoder.filled
@@ -263,6 +265,7 @@ def test_engine_picks_the_fast_path_unless_float32_on_the_cpu(tmp_path: Path) ->
     from s2studio.demo_model import write_demo_model
     from s2studio.engine.api import JobFinished, LoadRequest, ModelLoading
     from s2studio.engine.s2 import S2Engine
+    from s2studio.engine.s2.batch import BatchDecoder
     from s2studio.engine.weights.bf16 import Bf16Linear
 
     folder = write_demo_model(tmp_path / "tiny", seed=3)
@@ -272,7 +275,8 @@ def test_engine_picks_the_fast_path_unless_float32_on_the_cpu(tmp_path: Path) ->
         events = collect(engine.load(LoadRequest("l", folder, device="cpu", precision=precision, speed=fast),
                                      threading.Event()))
         assert isinstance(events[-1], JobFinished), events[-1]
-        assert isinstance(engine._loaded.decoder, FastDecoder) == expect, (precision, fast)
+        assert isinstance(engine._loaded.decoder, BatchDecoder) == expect, (precision, fast)
+        assert engine.info.max_batch == (8 if expect else 1)  # a CPU's planned batch, or the exact loop's one
         # the CPU fast path keeps bf16 weights for its kernels (the tiny model: only the 4096-row fast head
         # is large enough to gain); the exact path keeps torch's float Linear
         assert isinstance(engine._loaded.model.fast_output, Bf16Linear) == expect, (precision, fast)

@@ -18,6 +18,7 @@ from s2studio.demo_model import write_demo_model
 from s2studio.engine.api import QUANTIZE_MODES, JobFinished, LoadRequest, SamplingParams
 from s2studio.engine.plan import load_request, sampling_params
 from s2studio.engine.s2 import S2Engine, setup
+from s2studio.engine.s2.batch import BatchDecoder
 from s2studio.engine.s2.fast import FastDecoder
 from s2studio.engine.s2.generate import ExactDecoder
 from s2studio.engine.s2.setup import FAST_CONTEXT, load_runtime
@@ -40,7 +41,7 @@ def test_one_load_recipe() -> None:
     """Only setup.py loads a model: checks the fit, reads the weights, builds the decoders (the codec command
     loads its codec alone; training loads the float32 model it trains, with no narrowing and no decoders, and the
     codec for its tokens stage; the batch decoder makes its slots)."""
-    names = {"load_dual_ar", "check_fits", "load_codec", "FastDecoder", "ExactDecoder", "set_threads"}
+    names = {"load_dual_ar", "check_fits", "load_codec", "FastDecoder", "ExactDecoder", "BatchDecoder", "set_threads"}
     calls: dict[str, set[str]] = {}
     for path in PACKAGE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -51,7 +52,7 @@ def test_one_load_recipe() -> None:
                     calls.setdefault(name, set()).add(str(path.relative_to(PACKAGE)))
     setup_py, codec_cli, trainer, train_run = "engine/s2/setup.py", "commands/codec.py", "train/loop.py", "train/run.py"
     assert {k: sorted(v) for k, v in calls.items()} == {
-        "load_dual_ar": [setup_py, trainer], "check_fits": [setup_py],
+        "load_dual_ar": [setup_py, trainer], "check_fits": [setup_py], "BatchDecoder": [setup_py],
         "FastDecoder": ["engine/s2/batch.py", setup_py],  # the batch's slots are fast decoders
         "ExactDecoder": [setup_py], "load_codec": [codec_cli, setup_py, train_run], "set_threads": [codec_cli, setup_py]}
 
@@ -78,10 +79,11 @@ def test_the_studio_and_synth_fast_allocate_the_same_context(long_model: Path, t
                  "--codes-out", str(tmp_path / "c.npy")]) == 0
     (runtime,) = loaded
     cli = runtime.decoder
-    assert isinstance(studio, FastDecoder) and isinstance(cli, FastDecoder)
+    assert isinstance(studio, BatchDecoder) and isinstance(cli, FastDecoder)
     assert runtime.model.config.slow.max_seq_len == 2 * FAST_CONTEXT
     assert studio.length == cli.length == FAST_CONTEXT
-    assert studio.caches.slow[0].k.shape[2] == cli.caches.slow[0].k.shape[2] == FAST_CONTEXT  # what is allocated
+    assert cli.caches.slow[0].k.shape[2] == FAST_CONTEXT  # what is allocated
+    assert all(slot is None for slot in studio.slots)  # the studio's streams get caches of their own length
     assert runtime.codec is None  # codes only: no codec loaded
 
 

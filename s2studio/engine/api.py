@@ -35,6 +35,8 @@ DEVICES: tuple[Device, ...] = get_args(Device)
 PRECISIONS: tuple[Precision, ...] = get_args(Precision)
 QUANTIZE_MODES: tuple[Quantize, ...] = get_args(Quantize)
 SPEEDS: tuple[Speed, ...] = get_args(Speed)
+MAX_BATCH_LIMIT = 256
+"""The largest `LoadRequest.max_batch` accepted (a typo of 10,000 streams is refused, not planned for)."""
 SEED_RANGE = (-(2**63), 2**64)
 """Seeds torch's generators take (a negative seed wraps around 2**64); the upper bound is excluded."""
 SEED_LIMIT = int(SETTINGS_LIMITS["seed"][1]) + 1
@@ -109,6 +111,12 @@ class LoadRequest:
     """The exact loop or the fast path; chosen once, at load (see `Speed`)."""
     quantize: Quantize = "none"
     """Weight-only int8 or int4 for the transformers' linear layers; independent of `speed`."""
+    max_batch: int | None = None
+    """Most streams the fast path runs at once; None: what the memory planner gives (`ModelInfo.max_batch`)."""
+
+    def __post_init__(self) -> None:
+        if self.max_batch is not None and not 1 <= self.max_batch <= MAX_BATCH_LIMIT:
+            raise UserError(f"the largest batch must be between 1 and {MAX_BATCH_LIMIT}, got {self.max_batch}")
 
 
 @dataclass(frozen=True)
@@ -194,6 +202,9 @@ class ModelInfo:
     apply (the exact loop, a GPU)."""
     kernels_note: str = ""
     """Why torch's slower kernels run instead of the C++ ones, when they do."""
+    max_batch: int = 1
+    """Streams the engine runs at once (lines of several scenes, takes, server requests): the memory planner's
+    largest batch or the one asked for (`LoadRequest.max_batch`); 1 for the exact loop, which runs one."""
 
     def settings_text(self) -> str:
         """How it computes, for a log line or the status bar: "float32, bf16 weights; C++ kernels (AVX2)"."""
@@ -334,12 +345,47 @@ Event = Union[
 ]
 
 
+class Wait:
+    """What a job yields, between its events, when its stream needs the engine's next step: the scheduler then
+    resumes the other jobs and steps the engine once for all of their streams (engine/scheduler.py). Only `WAIT`,
+    the one instance, is ever yielded; callers never see it (`Engine.generate` steps the engine itself)."""
+
+    _instance: Wait | None = None
+
+    def __new__(cls) -> Wait:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "WAIT"
+
+
+WAIT = Wait()
+Step = Union[Event, Wait]
+"""What a job yields on the scheduler: its events, and `WAIT` where its stream waits for the next step."""
+
+
 class Engine(Protocol):
-    """What the worker drives. Every method runs on the engine thread and never raises for
-    user-caused problems: it yields `JobFailed` instead. `cancel` is checked between frames."""
+    """What the scheduler drives. Every method runs on the engine thread and never raises for
+    user-caused problems: it yields `JobFailed` instead. `cancel` is checked between frames.
+
+    `generate` runs one job alone, to its end (a caller that iterates it sees events only)."""
 
     def load(self, request: LoadRequest, cancel: threading.Event) -> Iterator[Event]: ...
 
     def encode(self, request: EncodeRequest, cancel: threading.Event) -> Iterator[Event]: ...
 
     def generate(self, request: SynthesisRequest, cancel: threading.Event) -> Iterator[Event]: ...
+
+
+class BatchEngine(Engine, Protocol):
+    """An engine that runs many jobs' streams at once (design.md §2): the scheduler resumes `stream(request)` of
+    each running job, which yields `WAIT` whenever its stream needs a frame, and calls `step` once for all of them
+    (one prefill piece, one frame for every running stream). `max_batch` is how many streams run at once."""
+
+    max_batch: int
+
+    def stream(self, request: SynthesisRequest, cancel: threading.Event) -> Iterator[Step]: ...
+
+    def step(self) -> None: ...

@@ -9,6 +9,10 @@ It follows the event contract of the real engine exactly (tests/engine_contract.
               (AudioChunk, Progress) every `chunk_frames` frames, LineFinished; JobFinished
               cancel between frames -> JobFinished(cancelled=True); a bad request -> JobFailed
 
+It batches as the real engine does (engine/scheduler.py): `stream` is a job that yields `WAIT` before every frame,
+`step` is one frame for every stream at once (one `frame_latency_s` however many streams run), `max_batch` how
+many streams run at once; `generate` is a job alone.
+
 Audio is deterministic: a sine per speaker index whose level follows the line's codes, and codes
 come from a generator seeded by the line's seed and text, so equal seeds give equal takes. Seeds
 follow the real engine's rule: line i of a request is drawn with base + i, the base being the
@@ -24,18 +28,19 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import soundfile as sf
 
 from s2studio.engine.api import (
-    FRAME_SAMPLES, NUM_CODEBOOKS, SAMPLE_RATE, AudioChunk, ClipEncoded, DeviceOption, EncodeRequest, Event,
+    FRAME_SAMPLES, NUM_CODEBOOKS, SAMPLE_RATE, WAIT, AudioChunk, ClipEncoded, DeviceOption, EncodeRequest, Event,
     JobFailed, JobFinished, JobStarted, LineFinished, LineStarted, LoadRequest, ModelInfo, ModelLoading, ModelReady,
-    Progress, SynthesisRequest, line_seed,
+    Progress, Step, SynthesisRequest, line_seed,
 )
 from s2studio.engine.plan import line_fingerprint, lora_digest
+from s2studio.engine.scheduler import run_alone
 
 SEMANTIC_CODES = 4096
 RESIDUAL_CODES = 1024
@@ -51,7 +56,9 @@ def _stable_int(*parts: object) -> int:
 @dataclass
 class FakeEngine:
     frame_latency_s: float = 0.0
-    """Sleep per generated frame (and per loading step), to look like a slow model."""
+    """Sleep per step, one frame for every stream (and per loading step), to look like a slow model."""
+    max_batch: int = 4
+    """Streams that run at once (what the real engine's memory planner gives); `ModelInfo.max_batch` after a load."""
     chunk_frames: int = 2
     """Frames per AudioChunk; the real engine's first chunk comes after at most 4 frames."""
     frames_per_char: float = 0.25
@@ -99,9 +106,11 @@ class FakeEngine:
             if self.fail_on_load and step == 1:
                 yield JobFailed(request.job_id, f"cannot load the model in {request.model_dir}: fake failure")
                 return
+        if request.max_batch is not None:
+            self.max_batch = request.max_batch
         self.loaded = True
         yield ModelLoading(request.job_id, 1.0, "ready")
-        yield ModelReady(request.job_id, self.info)
+        yield ModelReady(request.job_id, replace(self.info, max_batch=self.max_batch))
         yield JobFinished(request.job_id)
 
     # ------------------------------------------------------------------ encode
@@ -157,6 +166,14 @@ class FakeEngine:
         return None
 
     def generate(self, request: SynthesisRequest, cancel: threading.Event) -> Iterator[Event]:
+        """The job alone (`stream`, stepped here)."""
+        return run_alone(self, request.job_id, lambda: self.stream(request, cancel))
+
+    def step(self) -> None:
+        """One frame for every running stream: one frame's latency."""
+        self._sleep()
+
+    def stream(self, request: SynthesisRequest, cancel: threading.Event) -> Iterator[Step]:
         self.calls.append("generate")
         job = request.job_id
         problem = self._problem(request)
@@ -188,10 +205,10 @@ class FakeEngine:
             pieces: list[np.ndarray] = []
             sent = 0
             for f in range(frames):
+                yield WAIT
                 if cancel.is_set():
                     yield JobFinished(job, cancelled=True)
                     return
-                self._sleep()
                 pieces.append(self._frame_audio(line.speaker, codes[:, f], f, frames))
                 done = f + 1
                 if self.fail_on_line == line.line_id and done >= self.fail_after_frames:

@@ -14,10 +14,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from s2studio.engine.api import (
-    EncodeRequest, Engine, Event, JobFailed, LoadRequest, ModelReady, SynthesisRequest,
+    EncodeRequest, Engine, Event, JobFailed, LoadRequest, ModelReady, Step, SynthesisRequest,
 )
 from s2studio.engine.fleet import FleetEngine, FleetSettings, Member
 from s2studio.engine.remote import RemoteEngine, RemoteSettings, remembered_voices
+from s2studio.engine.scheduler import synthesis
 
 
 class EngineSwitch:
@@ -101,3 +102,19 @@ class EngineSwitch:
         if self._active is None:
             return iter([JobFailed(request.job_id, "no model is loaded; choose a model folder or a server first")])
         return self._active.generate(request, cancel)
+
+    @property
+    def max_batch(self) -> int:
+        """The active engine's streams at once (a server's requests run one after another: 1)."""
+        return int(getattr(self._active, "max_batch", 1) or 1)
+
+    def stream(self, request: SynthesisRequest, cancel: threading.Event) -> Iterator[Step]:
+        """The job on the active engine as the scheduler runs it (`scheduler.synthesis`)."""
+        if self._active is None:
+            return iter([JobFailed(request.job_id, "no model is loaded; choose a model folder or a server first")])
+        return synthesis(self._active, request, cancel)
+
+    def step(self) -> None:
+        step = getattr(self._active, "step", None)
+        if step is not None:
+            step()

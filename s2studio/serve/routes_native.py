@@ -21,7 +21,8 @@ from starlette.responses import JSONResponse, Response
 
 from s2studio import __version__
 from s2studio.engine import remote_wire
-from s2studio.engine.api import Engine, Event, JobFailed, JobFinished, SynthesisRequest
+from s2studio.engine.api import Engine, JobFailed, JobFinished, Step, SynthesisRequest
+from s2studio.engine.scheduler import synthesis as run_synthesis
 from s2studio.serve.app import JobRecord, state_of
 from s2studio.serve.bodies import MSGPACK, check_shape, decode, media_type, read_body
 from s2studio.serve.errors import ApiError
@@ -70,8 +71,8 @@ async def generate(request: Request) -> Response:
     if synthesis.sampling.max_new_tokens > limits.max_new_tokens:  # as for the other routes: at most the limit
         synthesis = replace(synthesis, sampling=replace(synthesis.sampling, max_new_tokens=limits.max_new_tokens))
 
-    def work(engine: Engine, job_id: str, cancel: threading.Event) -> Iterator[Event]:
-        yield from engine.generate(replace(synthesis, job_id=job_id), cancel)
+    def work(engine: Engine, job_id: str, cancel: threading.Event) -> Iterator[Step]:
+        yield from run_synthesis(engine, replace(synthesis, job_id=job_id), cancel)
 
     stream = JobStream(state.runner, work)
     samples = [0]

@@ -17,10 +17,11 @@ import numpy as np
 
 from s2studio.audio.stream_encode import StreamEncoder
 from s2studio.engine.api import (
-    SAMPLE_RATE, AudioChunk, Batching, Engine, Event, LineSpec, LineStarted, Reference, SamplingParams,
+    SAMPLE_RATE, AudioChunk, Batching, Engine, Event, LineSpec, LineStarted, Reference, SamplingParams, Step,
     SynthesisRequest,
 )
 from s2studio.engine.plan import compile_request, engine_encoder
+from s2studio.engine.scheduler import synthesis
 from s2studio.serve.references import CodesCache, InlineReference
 from s2studio.serve.runner import Work
 from s2studio.state.script import Script
@@ -43,7 +44,7 @@ class Speech:
 
 
 def speech_work(speech: Speech, library: VoiceLibrary, cache: CodesCache, fingerprint: str) -> Work:
-    def work(engine: Engine, job_id: str, cancel: threading.Event) -> Iterator[Event]:
+    def work(engine: Engine, job_id: str, cancel: threading.Event) -> Iterator[Step]:
         encoder = engine_encoder(engine, cancel)
         if speech.script is not None:
             codes = {v.id: library.codes(v, encoder, fingerprint) for v in speech.cast.values()}
@@ -59,7 +60,7 @@ def speech_work(speech: Speech, library: VoiceLibrary, cache: CodesCache, finger
                           if 0 <= ln.speaker < len(speech.voices) else ln for ln in speech.lines)
             request = SynthesisRequest(job_id, lines, tuple(refs), speech.sampling, speech.batching,
                                        speech.chunk_length)
-        yield from engine.generate(request, cancel)
+        yield from synthesis(engine, request, cancel)
 
     return work
 

@@ -1,8 +1,10 @@
-"""The engine thread (design.md §2): one long-lived QThread owns the engine, and therefore torch.
+"""The engine thread (design.md §2): one long-lived QThread runs the scheduler's loop (engine/scheduler.py), which
+owns the engine, and therefore torch.
 
-`EngineWorker` lives on that thread and iterates the engine's generators. `EngineHost` lives on the GUI
-thread: it starts the thread once, hands jobs over through a queued signal, and cancels them by setting a
-`threading.Event` directly (a queued "cancel" slot would never run while the worker is inside a generator).
+`EngineHost` lives on the GUI thread: it starts the thread once, submits jobs to the scheduler (from any thread),
+and cancels them by setting their `threading.Event` directly. `EngineWorker` is the thin adapter between the two:
+each job's events go into its outbox. The scheduler runs many jobs at once (streams of one batch), each job's
+events in order and under its `job_id`; the window drops events of jobs it no longer tracks.
 QtCore only: no widgets, no torch here.
 
 Events cross through an outbox, not one queued signal each: the worker appends to it and says so once; the
@@ -15,21 +17,17 @@ ahead of the window than that.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
-import traceback
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, Qt, QThread, QTimer, Signal, Slot
+from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
 from s2studio.engine import api
-from s2studio.errors import UserError
+from s2studio.engine.scheduler import Job, Scheduler, Work, synthesis
 from s2studio.worker.devices import find_devices
-
-logger = logging.getLogger(__name__)
 
 EngineFactory = Callable[[], Any]
 """Builds the engine; called on the engine thread, so an import of torch happens there."""
@@ -82,56 +80,24 @@ class EngineSignals(QObject):
 
 
 class EngineWorker(QObject):
-    """Adapts an `Engine` to the outbox the host empties (module docstring)."""
+    """The thin adapter from the scheduler's jobs to the window: each job's events go into the outbox the host
+    empties (module docstring). The scheduler's loop runs on the engine thread (`EngineThread`)."""
 
     events_waiting = Signal()
     """Events were put in `outbox` while the host was not already told (queued to the GUI thread)."""
 
     def __init__(self, factory: EngineFactory) -> None:
         super().__init__()
-        self._factory = factory
-        self._engine: Any = None
+        self.scheduler = Scheduler(factory)
         self.outbox: deque[api.Event] = deque()
         self.room = threading.Condition()
         """Guards `outbox` and `told`; notified when the host takes events out."""
         self.told = False
         """An `events_waiting` is on its way, or the host is still emptying the outbox."""
 
-    def _get_engine(self) -> Any:
-        if self._engine is None:
-            self._engine = self._factory()
-        return self._engine
-
-    @Slot(str, object, object)
-    def run_job(self, kind: str, request: Any, cancel: threading.Event) -> None:
-        """Run one job to its end. Never raises: any exception becomes `JobFailed`."""
-        job_id = request.job_id
-        finished = False
-
-        def emit(event: api.Event) -> None:
-            self.put(event, cancel)
-
-        try:
-            engine = self._get_engine()
-            events: Iterator[api.Event] = (find_devices(engine, request, cancel) if kind == "devices"
-                                           else getattr(engine, kind)(request, cancel))
-            for event in events:
-                if isinstance(event, (api.JobFinished, api.JobFailed)):
-                    finished = True
-                emit(event)
-            if not finished:  # an engine that forgets its last event must not leave the GUI busy
-                emit(api.JobFinished(job_id, cancelled=cancel.is_set()))
-        except UserError as exc:
-            emit(api.JobFailed(job_id, str(exc)))
-        except ModuleNotFoundError as exc:
-            logger.error("engine unavailable:\n%s", traceback.format_exc())
-            emit(api.JobFailed(job_id, f"The speech engine is not available ({exc.name} is missing); "
-                                       "start with S2STUDIO_ENGINE=fake to try the studio."))
-        except MemoryError:
-            emit(api.JobFailed(job_id, "Out of memory: close other programs or choose a smaller precision."))
-        except Exception as exc:  # noqa: BLE001 - the worker must survive every bug
-            logger.error("job %s failed:\n%s", job_id, traceback.format_exc())
-            emit(api.JobFailed(job_id, f"Unexpected error: {type(exc).__name__}: {exc} (details in the log)"))
+    def submit(self, job_id: str, work: Work, cancel: threading.Event, exclusive: bool = False) -> None:
+        """Queue a job on the scheduler; its events come back through the outbox (from the engine thread)."""
+        self.scheduler.submit(Job(job_id, work, lambda event: self.put(event, cancel), cancel, exclusive))
 
     def put(self, event: api.Event, cancel: threading.Event) -> None:
         """Into the outbox, waiting for room while `OUTBOX_LIMIT` events wait (not once cancelled: a
@@ -145,21 +111,26 @@ class EngineWorker(QObject):
             self.events_waiting.emit()
 
 
+class EngineThread(QThread):
+    """The engine thread: the scheduler's loop, until `stop`."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        super().__init__()
+        self.setObjectName("engine")
+        self.scheduler = scheduler
+
+    def run(self) -> None:  # noqa: D102 - QThread's
+        name_python_thread()
+        self.scheduler.run()
+
+
 class EngineHost(EngineSignals):
     """Owns the engine thread. Re-emits the worker's signals (queued, so slots run on the GUI thread)."""
 
-    _submit = Signal(str, object, object)
-    """Private: hands a job to the worker on the engine thread."""
-
     def __init__(self, factory: EngineFactory, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self._thread = QThread()
-        self._thread.setObjectName("engine")
-        # Python names a thread it did not start "Dummy-N": the log (and a traceback) says "engine" instead
-        self._thread.started.connect(name_python_thread, Qt.ConnectionType.DirectConnection)
         self.worker = EngineWorker(factory)
-        self.worker.moveToThread(self._thread)
-        self._submit.connect(self.worker.run_job)
+        self._thread = EngineThread(self.worker.scheduler)
         self.worker.events_waiting.connect(self._deliver)
         self.job_finished.connect(self._forget)
         self.job_failed.connect(self._forget)
@@ -177,35 +148,40 @@ class EngineHost(EngineSignals):
         return bool(self._cancels)
 
     def load(self, request: api.LoadRequest) -> str:
-        return self._start("load", request)
+        """Load a model: it waits for the running jobs to end, and the jobs after it wait for it."""
+        return self.submit(request.job_id, lambda engine, _job, cancel: engine.load(request, cancel), exclusive=True)
 
     def encode(self, request: api.EncodeRequest) -> str:
-        return self._start("encode", request)
+        return self.submit(request.job_id, lambda engine, _job, cancel: engine.encode(request, cancel))
 
     def generate(self, request: api.SynthesisRequest) -> str:
-        return self._start("generate", request)
+        return self.submit(request.job_id, lambda engine, _job, cancel: synthesis(engine, request, cancel))
 
     def find_devices(self) -> str:
         """Ask the engine thread which devices this computer has (answered by `devices_found`)."""
-        return self._start("devices", api.DevicesRequest(self.new_job_id("devices")))
+        request = api.DevicesRequest(self.new_job_id("devices"))
+        return self.submit(request.job_id, lambda engine, _job, cancel: find_devices(engine, request, cancel))
+
+    def submit(self, job_id: str, work: Work, exclusive: bool = False) -> str:
+        """Run `work(engine, job_id, cancel)` on the engine thread (the scheduler's one loop): its events come back
+        as this host's signals. `exclusive`: it runs alone (a load)."""
+        cancel = threading.Event()
+        self._cancels[job_id] = cancel
+        self.worker.submit(job_id, work, cancel, exclusive)
+        return job_id
 
     def cancel(self, job_id: str | None = None) -> None:
         """Cancel one job, or every queued and running job. Safe to call at any time."""
         for jid, event in list(self._cancels.items()):
             if job_id is None or jid == job_id:
                 event.set()
+        self.worker.scheduler.cancel(job_id)
 
     def shutdown(self) -> None:
         """Cancel everything and stop the thread (the only place the GUI thread waits)."""
         self.cancel()
-        self._thread.quit()
+        self.worker.scheduler.stop()
         self._thread.wait()
-
-    def _start(self, kind: str, request: Any) -> str:
-        cancel = threading.Event()
-        self._cancels[request.job_id] = cancel
-        self._submit.emit(kind, request, cancel)
-        return request.job_id
 
     @Slot()
     def _deliver(self) -> None:

@@ -85,7 +85,7 @@ def test_user_error_and_bug_become_job_failed(host, qtbot):
     assert blocker.args[0] == api.JobFailed("m", "Not an S2 model folder: config.json is missing.")
     with qtbot.waitSignal(host.job_failed, timeout=5000) as blocker:
         host.encode(api.EncodeRequest("e", clips=()))
-    assert blocker.args[0].error == "Unexpected error: RuntimeError: boom (details in the log)"
+    assert blocker.args[0].error == "internal error (RuntimeError: boom); details are in the log"
     assert not host.busy
 
 

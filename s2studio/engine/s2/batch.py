@@ -120,14 +120,15 @@ class BatchDecoder:
         """Bytes the streams' caches may take: the free memory at construction less headroom, unless given (None:
         not known on this device; then only `max_batch` limits the streams)."""
         if max_batch is None:
-            typical = min(self.length, memory.TYPICAL_STREAM)
-            max_batch = (memory.max_streams(c, free=self.memory_bytes, positions=typical, dtype_bytes=self.dtype_bytes)
-                         if self.memory_bytes is not None else memory.DEFAULT_MAX_BATCH)
+            max_batch = memory.planned_batch(c, room=self.memory_bytes, length=self.length,
+                                             dtype_bytes=self.dtype_bytes, device=self.device.type)
         self.max_batch = max(1, max_batch)
         self.slots: list[FastDecoder | None] = [None] * self.max_batch
         self.streams: dict[int, Stream] = {}
         self._admitted = 0
         self._rows: dict[int, tuple[nn.Module, torch.ScriptObject]] = {}
+        self._going: list[tuple[Stream, Tensor]] = []
+        """The streams `draw` made a frame for, and the frame: their slow step is `advance`'s."""
 
     # ------------------------------------------------------------------ admission
 
@@ -226,6 +227,7 @@ class BatchDecoder:
         """A LoRA was merged or removed: every slot's prefix is dropped and the head copied again."""
         if self.streams:
             raise RuntimeError("the weights changed while streams run; merge a LoRA between requests only")
+        self._going = []
         self.head = narrow_head(head_weight(self.model, self.ids), narrowing_of(self.model).mode)
         for decoder in self.slots:
             if decoder is not None:
@@ -236,7 +238,17 @@ class BatchDecoder:
     # ------------------------------------------------------------------ one frame for every running stream
 
     def step(self) -> list[StreamFrame]:
-        """Every running stream's next frame (see the module's docstring)."""
+        """Every running stream's next frame and the slow step after it: `draw`, then `advance`."""
+        out = self.draw()
+        self.advance()
+        return out
+
+    def draw(self) -> list[StreamFrame]:
+        """Every running stream's next frame (see the module's docstring), without the slow step that lets the
+        streams going on draw again (`advance`): a scheduler hands the frames out (and decodes their audio) first,
+        so a line's first frame is heard one slow step sooner. A stream cancelled or ended before `advance` is
+        not stepped; its slot is free at once."""
+        self.advance()
         streams = [self.streams[slot] for slot in self.running]
         if not streams:
             return []
@@ -263,9 +275,15 @@ class BatchDecoder:
             for frame in out:
                 if frame.finished:
                     del self.streams[frame.slot]
-            if going:
-                self._slow_step(going)
+        self._going = going
         return out
+
+    def advance(self) -> None:
+        """The slow step of the frames `draw` made, for the streams still running."""
+        going, self._going = [(s, f) for s, f in self._going if self.streams.get(s.slot) is s], []
+        if going:
+            with torch.inference_mode():
+                self._slow_step(going)
 
     def _cpp(self, streams: Sequence[Stream]) -> bool:
         """Whether the streams step through the C++ kernels (float32 on the CPU)."""

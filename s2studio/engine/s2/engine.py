@@ -1,11 +1,14 @@
-"""`S2Engine`: the real engine behind the studio, `s2studio synth --script` and `serve` (design.md §3, §6).
+"""`S2Engine`: the real engine behind the studio, `s2studio synth --script` and `serve` (design.md §2, §3, §6).
 
 It loads through `setup.load_runtime`'s recipe (as `synth --text` does), owns the `Runtime` it returns (model,
-tokenizer, codec, the decoder chosen at load) and turns requests into the events of
-`engine/api.py`. Audio streams: every generated frame goes straight into an `IncrementalDecoder`, so a
-line's first `AudioChunk` leaves after its first frame, before the next slow step (the generation loop hands a
-frame out as soon as it knows it is not the dropped last one, which for the prompt's frame is known before any
-step: it is never checked for `<|im_end|>`), not at the end of a batch.
+tokenizer, codec, the decoder chosen at load) and turns requests into the events of `engine/api.py`. On the fast
+path many jobs run at once, each a stream of the batch (`streams.Streams`): the scheduler (engine/scheduler.py)
+resumes every job's `stream`, which yields `WAIT` while its stream waits for a frame, and calls `step` once for
+all of them. The exact loop runs one job at a time (`max_batch` 1). `generate` is one job alone, on the caller's
+thread. Audio streams: every generated frame goes straight into the line's `IncrementalDecoder`, so a line's first
+`AudioChunk` leaves after its first frame, before the next slow step (a frame is handed out as soon as it is known
+not to be the dropped last one, which for the prompt's frame is known before any step: it is never checked for
+`<|im_end|>`), not at the end of a batch.
 
 Two ways to render a request:
 
@@ -18,7 +21,7 @@ Two ways to render a request:
   earlier batch kept in the prompt. A batch's audio is reported under the id of its first line, and
   `JobStarted.plan` lists those ids only.
 
-Every method yields `JobFailed` instead of raising; the worker never sees an exception from here.
+Every method yields `JobFailed` instead of raising (the scheduler's one guard, `scheduler.guarded`).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -40,20 +43,21 @@ from s2studio.codec.config import CodecConfig
 from s2studio.codec.resample import encode_file
 from s2studio.codec.streaming import IncrementalDecoder
 from s2studio.engine.api import (
-    AudioChunk, ClipEncoded, EncodeRequest, Event, JobFailed, JobFinished, JobStarted, LineFinished, LineSpec,
-    LineStarted, LoadRequest, ModelInfo, ModelLoading, ModelReady, Progress, SynthesisRequest, line_seed,
+    WAIT, AudioChunk, ClipEncoded, EncodeRequest, Event, JobFinished, JobStarted, LineFinished, LineSpec, LineStarted,
+    LoadRequest, ModelInfo, ModelLoading, ModelReady, Progress, Step, SynthesisRequest, line_seed,
 )
 from s2studio.engine.plan import line_fingerprint
 from s2studio.engine.s2.context import hop
-from s2studio.engine.s2.generate import (
-    PROMPT_RESERVE, BatchEvent, BatchFinished, BatchStarted, FrameReady, generate_batches, make_generator,
-    plan_batches,
-)
+from s2studio.engine.s2.generate import PROMPT_RESERVE, frame_budget, make_generator, plan_batches
 from s2studio.engine.s2.setup import Runtime, load_steps
+from s2studio.engine.s2.streams import Stream, Streams
+from s2studio.engine.scheduler import guarded, run_alone
 from s2studio.engine.weights.cpu_codec import codec_ops
 from s2studio.errors import UserError
 from s2studio.state.codes import check_codes
-from s2studio.text.prompt import Exchange, Reference, conversation, encoded_length, exchange_parts, split_turns
+from s2studio.text.prompt import (
+    Exchange, Reference, build_prompt, conversation, encoded_length, exchange_parts, split_turns,
+)
 
 log = logging.getLogger(__name__)
 
@@ -61,20 +65,6 @@ SPEAKER_TAG = re.compile(r"<\|speaker:\d+\|>")
 TAG = re.compile(r"\[[^\]]*\]")
 FRAMES_PER_CHAR = 1.1
 """Rough speech rate for the progress estimate: ~21.5 frames/s over ~18 characters/s."""
-
-
-def _guard(job_id: str, events: Iterator[Event]) -> Iterator[Event]:
-    """Turn any exception of a job into its `JobFailed`, so the engine thread survives it."""
-    try:
-        yield from events
-    except UserError as exc:
-        yield JobFailed(job_id, str(exc))
-    except (torch.OutOfMemoryError, MemoryError):
-        log.exception("job %s ran out of memory", job_id)
-        yield JobFailed(job_id, "out of memory: choose a smaller precision or device, or close other programs")
-    except Exception as exc:  # a bug: keep the details in the log, the engine usable
-        log.exception("job %s failed", job_id)
-        yield JobFailed(job_id, f"internal error ({type(exc).__name__}: {exc}); details are in the log")
 
 
 def speaker_text(speaker: int, text: str) -> str:
@@ -94,7 +84,7 @@ def line_decoder(codec: Codec, exact: bool, step: int) -> IncrementalDecoder:
 
 
 class S2Engine:
-    """The DualAR model + codec on one device; one request at a time, on the engine thread.
+    """The DualAR model + codec on one device; on the engine thread, its jobs' streams batched (module docstring).
 
     `chunk_frames`: frames decoded per `AudioChunk` after a line's first frame (which goes out alone, for the
     earliest sound). The streaming decoder pads every push to a block of frames to round like a full decode, so
@@ -107,23 +97,33 @@ class S2Engine:
         self.chunk_frames = chunk_frames
         self.context_lines = context_lines
         self._loaded: Runtime | None = None
-        self.last_switch_s: float | None = None
-        """Seconds the last LoRA switch took (merging a voice's LoRA, or removing it)."""
+        self._streams: Streams | None = None
 
     @property
     def info(self) -> ModelInfo | None:
         return self._loaded.info if self._loaded else None
 
+    @property
+    def max_batch(self) -> int:
+        """Streams that run at once: the batch's slots on the fast path, 1 on the exact loop (or with no model)."""
+        return self._streams.max_batch if self._streams is not None else 1
+
+    @property
+    def last_switch_s(self) -> float | None:
+        """Seconds the last LoRA switch took (merging a voice's LoRA, or removing it)."""
+        return self._streams.last_switch_s if self._streams is not None else None
+
     # ------------------------------------------------------------------ load
 
     def load(self, request: LoadRequest, cancel: threading.Event) -> Iterator[Event]:
-        return _guard(request.job_id, self._load(request, cancel))
+        return guarded(request.job_id, lambda: self._load(request, cancel))  # type: ignore[return-value]
 
     def _load(self, request: LoadRequest, cancel: threading.Event) -> Iterator[Event]:
         job = request.job_id
         self.unload()  # never hold two models at once
         steps = load_steps(Path(request.model_dir), device=request.device, precision=request.precision,
-                           quantize=request.quantize, speed=request.speed, threads=request.threads)
+                           quantize=request.quantize, speed=request.speed, threads=request.threads, streams=True,
+                           max_batch=request.max_batch)
         while True:
             try:
                 step = next(steps)
@@ -138,8 +138,8 @@ class S2Engine:
         if runtime.codec is not None and not runtime.exact_audio:
             yield ModelLoading(job, 0.95, "preparing the codec")
             self._audio_decoder(runtime).push(np.zeros((10, 1 + self.chunk_frames), dtype=np.int64))
-        self._loaded = runtime
-        log.info("model ready: %s", runtime.info)
+        self._loaded, self._streams = runtime, Streams(runtime)
+        log.info("model ready: %s; at most %d stream(s) at once", runtime.info, runtime.info.max_batch)
         yield ModelLoading(job, 1.0, "ready")
         yield ModelReady(job, runtime.info)
         yield JobFinished(job)
@@ -147,7 +147,7 @@ class S2Engine:
     def unload(self) -> None:
         if self._loaded is None:
             return
-        self._loaded = None
+        self._loaded = self._streams = None
         gc.unfreeze()  # the studio freezes what survives a full collection: the model's cycles may be garbage now
         gc.collect()
         if torch.cuda.is_available():
@@ -161,7 +161,7 @@ class S2Engine:
     # ------------------------------------------------------------------ encode
 
     def encode(self, request: EncodeRequest, cancel: threading.Event) -> Iterator[Event]:
-        return _guard(request.job_id, self._encode(request, cancel))
+        return guarded(request.job_id, lambda: self._encode(request, cancel))  # type: ignore[return-value]
 
     def _encode(self, request: EncodeRequest, cancel: threading.Event) -> Iterator[Event]:
         loaded = self._require()
@@ -178,9 +178,16 @@ class S2Engine:
     # ------------------------------------------------------------------ generate
 
     def generate(self, request: SynthesisRequest, cancel: threading.Event) -> Iterator[Event]:
-        return _guard(request.job_id, self._generate(request, cancel))
+        """The job alone, on the calling thread (the scheduler runs `stream` beside others)."""
+        return run_alone(self, request.job_id, lambda: self.stream(request, cancel))
 
-    def _generate(self, request: SynthesisRequest, cancel: threading.Event) -> Iterator[Event]:
+    def step(self) -> None:
+        """One step for every running job's stream (`Streams.step`); the scheduler calls it."""
+        if self._streams is not None:
+            self._streams.step()
+
+    def stream(self, request: SynthesisRequest, cancel: threading.Event) -> Iterator[Step]:
+        """The job's events, `WAIT` wherever its stream waits for `step` (may raise: the scheduler guards it)."""
         loaded = self._require()
         assert loaded.codec is not None
         if not request.lines:
@@ -202,12 +209,12 @@ class S2Engine:
                       for r in request.references]
         base_seed = request.sampling.base_seed()
         if request.batching == "upstream":
-            yield from self._generate_upstream(loaded, request, references, base_seed, cancel)
+            yield from self._upstream(loaded, request, references, base_seed, cancel)
         else:
-            yield from self._generate_lines(loaded, request, references, base_seed, cancel)
+            yield from self._lines(loaded, request, references, base_seed, cancel)
 
-    def _generate_lines(self, loaded: Runtime, request: SynthesisRequest, references: list[Reference],
-                        base_seed: int, cancel: threading.Event) -> Iterator[Event]:
+    def _lines(self, loaded: Runtime, request: SynthesisRequest, references: list[Reference], base_seed: int,
+               cancel: threading.Event) -> Iterator[Step]:
         job = request.job_id
         history = [Exchange(speaker_text(t.speaker, t.text), np.asarray(t.codes, dtype=np.int64))
                    for t in request.context]
@@ -226,39 +233,26 @@ class S2Engine:
         yield JobStarted(job, tuple(ln.line_id for ln in request.lines))
         for index, line in enumerate(request.lines):
             seed = line_seed(base_seed, index)
-            switch_s = self._use_lora(loaded, line.lora)
             text = speaker_text(line.speaker, line.text)
             start = hop(start, lengths, own(text), limit, self.context_lines)
-            kept = history[start:]
-            batches = generate_batches(loaded.decoder, loaded.tokenizer, [text], references=references,
-                                       sampling=request.sampling, generator=make_generator(seed, loaded.device),
-                                       context=lambda _history, _text, kept=kept: kept, cancel=cancel)
-            finished = yield from self._stream(loaded, request, line, seed, batches, switch_s)
-            if finished is None:
+            generator = make_generator(seed, loaded.device)
+            prompt = self._prompt(loaded, references, history[start:], text)
+            codes = yield from self._line(loaded, request, line, seed, text, prompt, generator,
+                                          loaded.decoder.sampler(request.sampling, generator)
+                                          if self._streams.batch is None else None, cancel)  # type: ignore[union-attr]
+            if codes is None:
                 yield JobFinished(job, cancelled=True)
                 return
-            history.append(Exchange(text, finished))
+            history.append(Exchange(text, codes))
             lengths.append(encoded_length(exchange_parts(history[-1]), loaded.tokenizer))
         yield JobFinished(job)
 
-    def _use_lora(self, loaded: Runtime, lora: Path | None) -> float | None:
-        """Merge the line's voice's LoRA (or go back to the base weights); returns the switch's seconds (None:
-        nothing changed), which the line's `LineStarted` reports and the log keeps."""
-        started = time.perf_counter()
-        if not loaded.use_lora(lora):
-            return None
-        self.last_switch_s = time.perf_counter() - started
-        log.info("LoRA %s merged in %.3f s", lora.name if lora else "removed", self.last_switch_s)
-        return self.last_switch_s
-
-    def _generate_upstream(self, loaded: Runtime, request: SynthesisRequest, references: list[Reference],
-                           base_seed: int, cancel: threading.Event) -> Iterator[Event]:
+    def _upstream(self, loaded: Runtime, request: SynthesisRequest, references: list[Reference], base_seed: int,
+                  cancel: threading.Event) -> Iterator[Step]:
         job = request.job_id
-        loras = {ln.lora for ln in request.lines}
-        if len(loras) > 1:
+        if len({ln.lora for ln in request.lines}) > 1:
             raise UserError("upstream batching speaks several lines in one batch, so all its voices need the same "
                             "LoRA; use line batching for voices with different LoRAs")
-        switch_s = self._use_lora(loaded, next(iter(loras)))
         texts = [speaker_text(ln.speaker, ln.text) for ln in request.lines]
         batches = plan_batches("\n".join(texts), "upstream", request.chunk_length, upstream_exact=True)
         # each line is one or more turns; a batch holds whole turns, so it starts at some line
@@ -269,16 +263,27 @@ class S2Engine:
             owners.append(turn_owner[consumed])
             consumed += len(split_turns(batch))
         yield JobStarted(job, tuple(ln.line_id for ln in owners))
-        events = generate_batches(loaded.decoder, loaded.tokenizer, batches, references=references,
-                                  sampling=request.sampling, generator=make_generator(base_seed, loaded.device),
-                                  cancel=cancel)
-        for i, owner in enumerate(owners):
-            finished = yield from self._stream(loaded, request, owner, base_seed, events,
-                                               switch_s if i == 0 else None)
-            if finished is None:
+        generator = make_generator(base_seed, loaded.device)  # one for the request, never reseeded (upstream's)
+        sampler = loaded.decoder.sampler(request.sampling, generator) if self._streams.batch is None else None  # type: ignore[union-attr]
+        history: list[Exchange] = []
+        for owner, text in zip(owners, batches, strict=True):
+            prompt = self._prompt(loaded, references, history, text, len(history))
+            codes = yield from self._line(loaded, request, owner, base_seed, text, prompt, generator, sampler, cancel)
+            if codes is None:
                 yield JobFinished(job, cancelled=True)
                 return
+            history.append(Exchange(text, codes))
         yield JobFinished(job)
+
+    @staticmethod
+    def _prompt(loaded: Runtime, references: list[Reference], kept: list[Exchange], text: str,
+                index: int = 0) -> np.ndarray:
+        prompt = build_prompt(loaded.tokenizer, references, kept, text, loaded.model.config.num_codebooks)
+        room = int(loaded.model.config.slow.max_seq_len) - PROMPT_RESERVE
+        if prompt.shape[1] > room:
+            raise UserError(f"prompt is too long: {prompt.shape[1]} tokens > {room} (batch {index + 1}); use "
+                            "shorter text or fewer/shorter references")
+        return prompt
 
     def _audio_decoder(self, loaded: Runtime) -> IncrementalDecoder:
         """A line's streaming decoder (`line_decoder`) in pieces of the engine's chunk (pushing 1 + chunk frames once
@@ -286,17 +291,34 @@ class S2Engine:
         assert loaded.codec is not None
         return line_decoder(loaded.codec, loaded.exact_audio, self.chunk_frames)
 
-    def _stream(self, loaded: Runtime, request: SynthesisRequest, line: LineSpec, seed: int,
-                batch_events: Iterator[BatchEvent], switch_s: float | None = None) -> Iterator[Event]:
-        """Relay one batch's frames as audio; returns its codes, or None when cancelled."""
-        assert loaded.codec is not None
+    def _line(self, loaded: Runtime, request: SynthesisRequest, line: LineSpec, seed: int, text: str,
+              prompt: np.ndarray, generator: torch.Generator, sampler: object,
+              cancel: threading.Event) -> Generator[Step, None, np.ndarray | None]:
+        """One batch of the request (a line, or upstream's group of turns reported under its first line) as a
+        stream: its frames relayed as audio; returns its codes, or None when cancelled."""
+        assert self._streams is not None and loaded.codec is not None
+        opened: Stream | None = yield from self._streams.open(prompt, request.sampling, generator, sampler,
+                                                              line.lora, cancel)
+        if opened is None:
+            return None
+        try:
+            return (yield from self._relay(loaded, request, line, seed, text, prompt, opened, cancel))
+        finally:
+            opened.close()
+
+    def _relay(self, loaded: Runtime, request: SynthesisRequest, line: LineSpec, seed: int, text: str,
+               prompt: np.ndarray, stream: Stream, cancel: threading.Event) -> Generator[Step, None, np.ndarray | None]:
         job, decoder = request.job_id, self._audio_decoder(loaded)
-        yield LineStarted(job, line.line_id, switch_s)
+        if stream.switch_s is not None:
+            log.info("LoRA %s merged in %.3f s", line.lora.name if line.lora else "removed", stream.switch_s)
+        yield LineStarted(job, line.line_id, stream.switch_s)
         started = time.perf_counter()
-        expected = estimate_frames(line.text)
+        budget = frame_budget(prompt.shape[1], request.sampling.max_new_tokens, loaded.decoder.length)
+        expected = max(1, min(max(budget - 1, 0), estimate_frames(text)))
+        frames: list[torch.Tensor] = []
         pending: list[torch.Tensor] = []
         chunks: list[np.ndarray] = []
-        sent = frames = 0
+        sent = 0
 
         def flush() -> AudioChunk:
             nonlocal sent
@@ -307,26 +329,31 @@ class S2Engine:
             sent += len(samples)
             return chunk
 
-        for event in batch_events:
-            if isinstance(event, BatchStarted):
-                expected = max(1, min(event.max_frames, estimate_frames(event.text)))
-            elif isinstance(event, FrameReady):
-                pending.append(event.codes)
-                frames += 1
-                if frames == 1 or len(pending) >= self.chunk_frames:
-                    yield flush()
-                    seconds = sent / loaded.info.sample_rate
-                    yield Progress(job, line.line_id, frames, max(expected, frames + 1),
-                                   (time.perf_counter() - started) / seconds)
-            elif isinstance(event, BatchFinished):
-                if pending:
-                    yield flush()
-                audio = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.float32)
-                fingerprint = line_fingerprint(line, request.references, request.sampling,
-                                               f"{loaded.info.name}|{loaded.info.codec_fingerprint}|{request.batching}")
-                yield LineFinished(job, line.line_id, uuid.uuid4().hex, event.codes, audio, seed, fingerprint)
-                return event.codes
-        return None
+        for frame in stream.frames():
+            if frame is WAIT:
+                if cancel.is_set():
+                    return None
+                yield WAIT
+                continue
+            frames.append(frame)
+            pending.append(frame)
+            if len(frames) == 1 or len(pending) >= self.chunk_frames:
+                yield flush()
+                yield Progress(job, line.line_id, len(frames), max(expected, len(frames) + 1),
+                               (time.perf_counter() - started) / (sent / loaded.info.sample_rate))
+        if cancel.is_set():
+            return None
+        if pending:
+            yield flush()
+        if frames:
+            codes = torch.stack(frames, dim=1).cpu().numpy().astype(np.int64)
+        else:
+            codes = np.zeros((loaded.model.config.num_codebooks, 0), dtype=np.int64)
+        audio = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.float32)
+        fingerprint = line_fingerprint(line, request.references, request.sampling,
+                                       f"{loaded.info.name}|{loaded.info.codec_fingerprint}|{request.batching}")
+        yield LineFinished(job, line.line_id, uuid.uuid4().hex, codes, audio, seed, fingerprint)
+        return codes
 
 
 def _snippet(text: str, limit: int = 30) -> str:

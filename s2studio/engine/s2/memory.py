@@ -48,6 +48,11 @@ TYPICAL_STREAM = 2048
 slots the free memory allows; each request is then admitted by its own length."""
 DEFAULT_MAX_BATCH = 8
 """Slots where the free memory cannot be read."""
+DEVICE_MAX_BATCH = {"cpu": 8, "mps": 8}
+"""The most streams planned on a device whatever its memory holds (`planned_batch`): on a CPU, past about 8 streams
+a step's multiplies outgrow its reads of the weights (`bench/batch_speed.py`), so more only make each stream slower
+and its first audio later. Elsewhere `GPU_MAX_BATCH`."""
+GPU_MAX_BATCH = 64
 
 
 def layer_linear_params(c: TransformerConfig) -> int:
@@ -133,6 +138,17 @@ def stream_bytes(config: DualARConfig, positions: int, dtype_bytes: int) -> int:
 def max_streams(config: DualARConfig, *, free: int, positions: int, dtype_bytes: int) -> int:
     """How many streams of `positions` fit in `free` bytes (memory left for streams, after the model and codec)."""
     return max(0, free // stream_bytes(config, positions, dtype_bytes))
+
+
+def planned_batch(config: DualARConfig, *, room: int | None, length: int, dtype_bytes: int, device: str) -> int:
+    """The largest batch: streams of a typical length (`TYPICAL_STREAM`, at most `length`) that `room` bytes hold
+    (`DEFAULT_MAX_BATCH` when the free memory cannot be read), at most the device's (`DEVICE_MAX_BATCH`), at least 1.
+    Each request is then admitted by its own length, so fewer long ones may run at once."""
+    cap = DEVICE_MAX_BATCH.get(device, GPU_MAX_BATCH)
+    if room is None:
+        return min(cap, DEFAULT_MAX_BATCH)
+    positions = min(length, TYPICAL_STREAM)
+    return max(1, min(cap, max_streams(config, free=room, positions=positions, dtype_bytes=dtype_bytes)))
 
 
 def footprint(config: DualARConfig, *, precision: str, quantize: str = "none", context: int | None = None,

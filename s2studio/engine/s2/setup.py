@@ -24,6 +24,7 @@ from s2studio.codec.fast_stream import PACKED_SHARE, packing_available
 from s2studio.codec.loading import codec_fingerprint, load_codec
 from s2studio.engine.api import QUANTIZE_MODES, SPEEDS, ModelInfo, Quantize, Speed
 from s2studio.engine.plan import lora_digest
+from s2studio.engine.s2.batch import BatchDecoder
 from s2studio.engine.s2.device import DTYPES, resolve_device, resolve_precision, set_threads
 from s2studio.engine.s2.fast import FastDecoder
 from s2studio.engine.s2.generate import Decoder, ExactDecoder
@@ -58,8 +59,9 @@ class Runtime:
     tokenizer: S2Tokenizer
     codec: Codec | None
     """None only when loaded with `codec=False` (`synth --text` writing codes only)."""
-    decoder: Decoder[Any]
-    """`ExactDecoder` or `FastDecoder` (its KV cache keeps the last prompt's prefix between requests)."""
+    decoder: Decoder[Any] | BatchDecoder
+    """`ExactDecoder`, `FastDecoder` (its KV cache keeps the last prompt's prefix between requests), or on the fast
+    path loaded for many streams (`streams=True`, the engine's) a `BatchDecoder` (its slots keep theirs)."""
     info: ModelInfo
     narrowed: Narrowed
     """What the loader narrowed the linear layers to (bf16 on the CPU fast path, or the int8/int4 asked for)."""
@@ -74,10 +76,14 @@ class Runtime:
     def device(self) -> torch.device:
         return self.model.embeddings.weight.device
 
+    def holds_lora(self, path: Path | None) -> bool:
+        """Whether the model holds the LoRA file `path` (None: the base weights) now: the same file's bytes."""
+        return (lora_digest(path) if path is not None else None) == self.lora.digest
+
     def use_lora(self, path: Path | None) -> bool:
         """Merge the LoRA file `path` into the model (None: back to the base weights); False if already so."""
-        if (lora_digest(path) if path is not None else None) == self.lora.digest:
-            return False  # the same file's bytes: nothing to read (a voice's lines come one after another)
+        if self.holds_lora(path):
+            return False  # nothing to read (a voice's lines come one after another)
         changed = self.lora.use(self.lora.read(path) if path is not None else None)
         if changed:
             self.decoder.weights_changed()
@@ -125,13 +131,16 @@ def resolve_speed(speed: Speed, device: torch.device, precision: str) -> Literal
 
 def load_steps(folder: Path, *, device: str = "auto", precision: str = "auto", quantize: Quantize = "none",
                speed: Speed = "auto", context: int | None = None, threads: int | None = None,
-               codec: bool = True, lora: Path | None = None) -> Generator[LoadStep, None, Runtime]:
+               codec: bool = True, lora: Path | None = None, streams: bool = False,
+               max_batch: int | None = None) -> Generator[LoadStep, None, Runtime]:
     """The recipe, step by step; its return value (`StopIteration.value`) is the `Runtime`.
 
     `context`: positions of the fast path's cache (None: `FAST_CONTEXT`, at most the model's context); the exact
     loop always holds the model's whole context, as upstream does, so it takes none. `codec=False` skips the codec
-    (and its memory); `lora` merges that LoRA file into the model (`Runtime.use_lora` changes it later). Every
-    problem a person can fix is a UserError."""
+    (and its memory); `lora` merges that LoRA file into the model (`Runtime.use_lora` changes it later). `streams`:
+    the fast path runs many streams at once (a `BatchDecoder` of `max_batch` slots, None: the memory planner's,
+    `memory.planned_batch`, sized once the model and codec are in memory). Every problem a person can fix is a
+    UserError."""
     yield LoadStep(0.0, "reading the tokenizer")
     if quantize not in QUANTIZE_MODES:
         raise UserError(f"unknown quantization {quantize!r}; choose one of {', '.join(QUANTIZE_MODES)}")
@@ -170,8 +179,13 @@ def load_steps(folder: Path, *, device: str = "auto", precision: str = "auto", q
         yield LoadStep(0.7, "loading the codec")
         loaded_codec = load_codec_for(folder, where)
     yield LoadStep(0.9, "allocating the caches")
-    decoder: Decoder[Any] = (FastDecoder(model, tokenizer.im_end_id, length=positions) if path == "fast"
-                             else ExactDecoder(model, tokenizer.im_end_id))
+    decoder: Decoder[Any] | BatchDecoder
+    if path == "fast" and streams:
+        decoder = BatchDecoder(model, tokenizer.im_end_id, length=positions, max_batch=max_batch)
+    elif path == "fast":
+        decoder = FastDecoder(model, tokenizer.im_end_id, length=positions)
+    else:
+        decoder = ExactDecoder(model, tokenizer.im_end_id)
     dtype = str(DTYPES[name]).removeprefix("torch.")
     described = dtype + ("" if quantize == "none" else f"+{quantize}")
     if narrowed.mode == "bf16" and name != "bf16":
@@ -180,16 +194,19 @@ def load_steps(folder: Path, *, device: str = "auto", precision: str = "auto", q
                      sample_rate=loaded_codec.sample_rate if loaded_codec is not None else SAMPLE_RATE,
                      codec_fingerprint=codec_fingerprint(loaded_codec) if loaded_codec is not None else "",
                      max_context=decoder.length, kernels=kernels.describe() if kernels else "",
-                     kernels_note="" if kernels is None or kernels.native else kernels.reason)
+                     kernels_note="" if kernels is None or kernels.native else kernels.reason,
+                     max_batch=decoder.max_batch if isinstance(decoder, BatchDecoder) else 1)
     return Runtime(model, tokenizer, loaded_codec, decoder, info, narrowed, switch, exact_audio=path == "exact")
 
 
 def load_runtime(folder: Path, *, device: str = "auto", precision: str = "auto", quantize: Quantize = "none",
                  speed: Speed = "auto", context: int | None = None, threads: int | None = None,
-                 codec: bool = True, lora: Path | None = None) -> Runtime:
+                 codec: bool = True, lora: Path | None = None, streams: bool = False,
+                 max_batch: int | None = None) -> Runtime:
     """The one load recipe (see `load_steps` for the options), run to its end."""
     steps = load_steps(folder, device=device, precision=precision, quantize=quantize, speed=speed,
-                       context=context, threads=threads, codec=codec, lora=lora)
+                       context=context, threads=threads, codec=codec, lora=lora, streams=streams,
+                       max_batch=max_batch)
     while True:
         try:
             next(steps)
