@@ -190,7 +190,7 @@ def test_cancel_closes_the_stream_and_the_server_cancels_the_job(real_server) ->
     assert isinstance(events[-1], JobFinished) and events[-1].cancelled
     runner = real_server.state.runner
     deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and (runner.stats().running is not None):
+    while time.monotonic() < deadline and runner.stats().running:
         time.sleep(0.05)
     last = runner.stats().outcomes[-1]
     assert last[1] == "cancelled", runner.stats()

@@ -63,7 +63,7 @@ def test_openai_streaming_response_gives_the_first_chunk_before_the_job_ends(cli
         pieces = response.iter_bytes()
         first = next(pieces)
         assert job not in dict(runner.stats().outcomes), "the first chunk came only after the job ended"
-        assert runner.stats().running == job
+        assert job in runner.stats().running
         rest = b"".join(pieces)
     record = last_record(real_server, "openai")
     assert record.job_id == job
@@ -132,13 +132,13 @@ def test_fishaudio_stream_yields_chunks_while_the_server_generates(real_server) 
     fish = FishAudio(api_key=API_KEY, base_url=real_server.url, httpx_client=StreamingSend(base_url=real_server.url))
     turns = " ".join(f"<|speaker:0|>Turn number {i} of a text long enough for several batches." for i in range(8))
     stream = fish.tts.stream(text=turns, reference_id="Alice", format="pcm")  # 200-byte batches: three of them
-    chunks, running_at_first = [], None
+    chunks, running_at_first = [], ()
     for chunk in stream:
         if not chunks:
             running_at_first = runner.stats().running
         chunks.append(chunk)
     record = last_record(real_server, "fish")
-    assert len(chunks) > 1 and running_at_first == record.job_id
+    assert len(chunks) > 1 and record.job_id in running_at_first
     assert sum(map(len, chunks)) // 2 == record.samples
 
 

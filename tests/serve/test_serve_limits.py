@@ -30,7 +30,7 @@ def fake_server(library):
     engines: list[FakeEngine] = []
 
     def factory() -> FakeEngine:
-        engines.append(FakeEngine(frame_latency_s=0.05))
+        engines.append(FakeEngine(frame_latency_s=0.05, max_batch=1))  # one stream: the queue fills at once
         return engines[-1]
 
     limits = Limits(max_body_bytes=64 * 1024, queue_size=1, max_text_chars=1000)
@@ -138,7 +138,7 @@ def test_a_queued_request_whose_client_leaves_never_reaches_the_engine(fake_serv
     runner = fake_server.state.runner
     with httpx.Client(timeout=30) as client:
         first = client.send(speech(fake_server.url), stream=True)
-        wait_for(lambda: runner.stats().running is not None)
+        wait_for(lambda: bool(runner.stats().running))
         engine = fake_server.engines[0]
         calls = len(engine.calls)
         with httpx.Client(timeout=httpx.Timeout(30, read=0.5)) as impatient:

@@ -60,7 +60,7 @@ def test_the_studio_renders_two_speakers_on_a_server_and_plays_while_it_generate
     w.cast_panel.combos["Alice"].setCurrentIndex(w.cast_panel.combos["Alice"].findData(a.id))
     w.cast_panel.combos["Bob"].setCurrentIndex(w.cast_panel.combos["Bob"].findData(b.id))
     runner = server.state.runner
-    heard: list[str | None] = []
+    heard: list[tuple[str, ...]] = []
     w.player.started_audio.connect(lambda: heard.append(runner.stats().running))
     order: list[str] = []
     w.session.finished.connect(lambda cancelled: order.append("finished"))
@@ -76,5 +76,5 @@ def test_the_studio_renders_two_speakers_on_a_server_and_plays_while_it_generate
     assert all(t.codes.shape[0] == 10 and t.codes.shape[1] > 0 for t in takes)  # the server's codes came along
     jobs = [job for job, outcome in runner.stats().outcomes[before:] if outcome == "finished"]
     assert len(jobs) >= 2  # the encoding of the voices and the render ran on the server
-    assert heard and heard[0] == jobs[-1], (heard, jobs)  # heard while the server was generating that render
+    assert heard and jobs[-1] in heard[0], (heard, jobs)  # heard while the server was generating that render
     w.close()
