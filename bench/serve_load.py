@@ -1,14 +1,16 @@
-"""Load on `s2studio serve`: N concurrent clients on the tiny demo model.
+"""Load on `s2studio serve`: N concurrent clients on a demo model (tiny or mid).
 
-    .venv/bin/python bench/serve_load.py [--clients 1,4,16] [--requests 20,60,120] [--frames 8] [--fast]
+    .venv/bin/python bench/serve_load.py [--clients 1,4,8] [--requests 16,32,48] [--frames 24] [--size mid]
+                                         [--max-batch N] [--no-fast]
 
 Starts `s2studio serve` as its own process on a free loopback port (a demo model and one voice in a temporary
 folder), then for each N runs that many client threads, each posting OpenAI `/v1/audio/speech` requests (pcm,
 streamed) until the round's request count is done. Prints per N: requests/s, p50/p95 time to the first audio
 byte and to the last, and the server's resident memory (RSS, from /proc) after loading and after every round:
-the default rounds add up to 200 requests. One engine serves everything in FIFO order, so requests/s stays
-about flat with N while the time to first byte grows with the queue: that is the design, and these figures
-show its cost. A script, not a test: figures vary by machine (and by what else it runs).
+the server's batch (`/v1/health`) is printed first. On the fast path concurrent requests run as streams of one batch
+(continuous batching, up to the server's largest batch): requests/s should grow with N while each step reads the
+weights once for every stream; the exact path runs one request at a time (FIFO), for comparison. The last column
+is requests/s over N = 1's. A script, not a test: figures vary by machine (and by what else it runs).
 """
 
 from __future__ import annotations
@@ -45,10 +47,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(folder: Path, frames: int, fast: bool, queue: int) -> tuple[subprocess.Popen, str]:
+def start_server(folder: Path, frames: int, fast: bool, queue: int, size: str,
+                 max_batch: int | None) -> tuple[subprocess.Popen, str]:
     env = {**os.environ, "S2STUDIO_DATA_DIR": str(folder / "data"), "PYTHONPATH": str(ROOT)}
     cli = [sys.executable, "-m", "s2studio"]
-    subprocess.run([*cli, "demo-model", str(folder / "model")], env=env, check=True, capture_output=True)
+    subprocess.run([*cli, "demo-model", "--size", size, str(folder / "model")], env=env, check=True,
+                   capture_output=True)
     clip = folder / "voice.wav"
     t = np.arange(44100) / 44100
     sf.write(str(clip), (0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32), 44100)
@@ -57,7 +61,7 @@ def start_server(folder: Path, frames: int, fast: bool, queue: int) -> tuple[sub
     port = free_port()
     args = [*cli, "serve", "--model", str(folder / "model"), "--port", str(port), "--api-key", KEY, "--device", "cpu",
             "--precision", "fp32", "--threads", "1", "--max-new-tokens", str(frames), "--queue", str(queue),
-            "--fast" if fast else "--no-fast"]
+            "--fast" if fast else "--no-fast", *(["--max-batch", str(max_batch)] if max_batch else [])]
     server = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 300
@@ -134,29 +138,36 @@ def round_of(url: str, clients: int, requests: int) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--clients", default="1,4,16")
-    parser.add_argument("--requests", default="20,60,120", help="requests per round (default: 200 in all)")
-    parser.add_argument("--frames", type=int, default=8, help="frames per request (the server's --max-new-tokens)")
-    parser.add_argument("--fast", action="store_true", help="the fast path instead of the exact one")
+    parser.add_argument("--clients", default="1,4,8")
+    parser.add_argument("--requests", default="16,32,48", help="requests per round (default: 96 in all)")
+    parser.add_argument("--frames", type=int, default=24, help="frames per request (the server's --max-new-tokens)")
+    parser.add_argument("--fast", action=argparse.BooleanOptionalAction, default=True,
+                        help="the fast path (batched; the default) or the exact one (one request at a time)")
+    parser.add_argument("--size", default="mid", choices=("tiny", "mid"), help="the demo model's size")
+    parser.add_argument("--max-batch", type=int, default=None, help="the server's --max-batch (default: its own)")
     args = parser.parse_args()
     clients = [int(n) for n in args.clients.split(",")]
     counts = [int(n) for n in args.requests.split(",")]
     if len(counts) != len(clients):
         raise SystemExit("--requests needs one count per --clients entry")
     with tempfile.TemporaryDirectory(prefix="serve-load-") as tmp:
-        server, url = start_server(Path(tmp), args.frames, args.fast, queue=max(clients) + 1)
+        server, url = start_server(Path(tmp), args.frames, args.fast, max(clients) + 1, args.size, args.max_batch)
         try:
-            print(f"s2studio serve, tiny demo model, {args.frames} frames per request, "
-                  f"{'fast' if args.fast else 'exact'} path, {os.cpu_count()} CPUs")
+            health = httpx.get(url + "/v1/health", headers={"Authorization": f"Bearer {KEY}"}).json()
+            print(f"s2studio serve, {args.size} demo model, {args.frames} frames per request, "
+                  f"{'fast' if args.fast else 'exact'} path, largest batch {health.get('max_batch')}, "
+                  f"{os.cpu_count()} CPUs")
             print(f"server RSS after loading: {rss_mb(server.pid):.0f} MB")
             print(f"{'N':>3} {'requests':>8} {'req/s':>6} {'TTFB p50':>9} {'TTFB p95':>9} {'total p50':>10} "
-                  f"{'total p95':>10} {'audio s':>8} {'RSS MB':>7}")
-            done = 0
+                  f"{'total p95':>10} {'audio s':>8} {'RSS MB':>7} {'x N=1':>6}")
+            done, single = 0, None
             for n, count in zip(clients, counts):
                 r = round_of(url, n, count)
                 done += r["ok"]
+                single = single or r["rps"]
                 print(f"{n:>3} {r['ok']:>8} {r['rps']:>6.2f} {r['ttfb50']:>8.2f}s {r['ttfb95']:>8.2f}s "
                       f"{r['total50']:>9.2f}s {r['total95']:>9.2f}s {r['audio_s']:>8.1f} {rss_mb(server.pid):>7.0f}"
+                      f" {r['rps'] / single:>6.2f}"
                       + (f"  ({r['errors']} errors: {r['first_error']})" if r["errors"] else ""))
             print(f"server RSS after {done} requests: {rss_mb(server.pid):.0f} MB")
         finally:

@@ -463,3 +463,38 @@ def test_a_book_gets_chapters_a_cue_sheet_and_flac_stems(tmp_path: Path, data_di
     assert struct.unpack_from("<III", data, cue + 8) == (2, 1, 0)  # two points, the first at 0
     assert struct.unpack_from("<I", data, cue + 12 + 24 + 4)[0] == second
     assert (tmp_path / "book.cue").read_text().count("TRACK") == 2
+
+
+SCENES = "# One\nAlice: Hello there, how are you?\nBob: I am fine.\n# Two\nCarol: Good to hear.\nAlice: See you soon.\n"
+
+
+def test_scenes_and_takes_render_side_by_side(tmp_path: Path, data_dir: Path) -> None:
+    """A heading starts a scene: the scenes' jobs run at once (their events interleave), each line drawn with the
+    seed it has in the whole script; `--takes 2` runs both passes' scenes at once too, and `--pick first` keeps
+    the first pass: the plain render's audio."""
+    script = tmp_path / "book.txt"
+    script.write_text(SCENES, encoding="utf-8")
+    base = ["--script", str(script), *CAST, "--seed", "7"]
+
+    def renders(name: str, *extra: str) -> list[dict]:
+        assert render([*base, "--out", str(tmp_path / f"{name}.wav"), "--events", str(tmp_path / f"{name}.jsonl"),
+                       *extra], FakeEngine) == 0
+        return [e for e in events_of(tmp_path / f"{name}.jsonl") if e["job_id"].startswith("render-")]  # no encodes
+
+    events = renders("plain")
+    jobs = [e["job_id"] for e in events if e["kind"] == "JobStarted"]
+    assert len(jobs) == 2  # one job per scene
+    first_end = next(i for i, e in enumerate(events) if e["kind"] == "JobFinished")
+    assert {e["job_id"] for e in events[:first_end] if e["kind"] == "LineStarted"} == set(jobs)  # side by side
+    seeds = {e["line_id"]: e["seed"] for e in events if e["kind"] == "LineFinished"}
+    from s2studio.state.script import parse_script
+    assert [seeds[ln.line_id] for ln in parse_script(SCENES).lines] == [7, 8, 9, 10]
+
+    events = renders("two", "--takes", "2", "--pick", "first")
+    jobs = [e["job_id"] for e in events if e["kind"] == "JobStarted"]
+    assert len(jobs) == 4 and len({j.rsplit("-take", 1)[1][0] for j in jobs}) == 2  # two passes of two scenes
+    first_end = next(i for i, e in enumerate(events) if e["kind"] == "JobFinished")
+    assert {e["job_id"] for e in events[:first_end] if e["kind"] == "LineStarted"} == set(jobs)  # all at once
+    assert sorted(e["seed"] for e in events if e["kind"] == "LineFinished") == list(range(7, 15))
+    plain, first = (sf.read(str(tmp_path / n))[0] for n in ("plain.wav", "two.wav"))
+    assert np.array_equal(plain, first)

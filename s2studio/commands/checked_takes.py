@@ -84,16 +84,18 @@ def voice_clips(library: VoiceLibrary, voice: Voice) -> tuple[Any, ...]:
     return tuple(Clip(str(library.clip_path(voice, c)), c.transcript) for c in voice.clips)
 
 
-def render_takes(generate: Callable[[SynthesisRequest], list[LineFinished]], request: SynthesisRequest,
+def render_takes(generate: Callable[[Sequence[SynthesisRequest]], list[list[LineFinished]]], request: SynthesisRequest,
                  picking: Picking, clips: Mapping[str, tuple[Any, ...]], quiet: bool = False
                  ) -> tuple[list[LineFinished], list[dict[str, Any]]]:
     """Every line's kept take, in the order the engine gave them, and the report of each line (empty when
-    nothing is checked). `clips`: line id -> its voice's clips."""
-    passes = []
+    nothing is checked). `clips`: line id -> its voice's clips. `generate` renders the passes (side by side where
+    the engine batches) and gives each pass's takes in script order."""
+    asked = []
     for k in range(picking.takes):
         seed = request.sampling.seed
         sampling = replace(request.sampling, seed=None if seed is None else seed + k * len(request.lines))
-        passes.append(generate(replace(request, job_id=f"{request.job_id}-take{k + 1}", sampling=sampling)))
+        asked.append(replace(request, job_id=f"{request.job_id}-take{k + 1}", sampling=sampling))
+    passes = generate(asked)
     if not picking.checking:
         return passes[0], []
     from s2studio.checks.checker import Checker, CheckJob  # noqa: PLC0415 - whisper and the voice encoder

@@ -48,7 +48,8 @@ SCRIPT_ONLY = (("--cast", "cast", []), ("--stems", "stems", None), ("--srt", "sr
                ("--stems-format", "stems_format", None), ("--takes", "takes", 1), ("--pick", "pick", "best"),
                ("--check", "check", None), ("--strict", "strict", False),
                ("--check-asr-model", "check_asr_model", DEFAULT_MODEL), ("--server", "server", []),
-               ("--local-slots", "local_slots", 1), ("--server-key", "server_key", ""))
+               ("--local-slots", "local_slots", 1), ("--server-key", "server_key", ""),
+               ("--max-batch", "max_batch", None))
 """(flag, dest, default) of the options that only a --script render reads (synth refuses them otherwise)."""
 
 
@@ -92,6 +93,9 @@ def add_script_arguments(parser: argparse.ArgumentParser,
     add("--subtitle-tags", action="store_true", help="keep delivery tags such as [whispering] in the subtitles")
     checked_takes.add_arguments(add)
     fleet_args.add_arguments(add)
+    add("--max-batch", type=int, default=None, metavar="N",
+        help="lines generated at once on the fast path: the scenes (a # heading starts one) and takes side by "
+             "side (default: as many as the memory holds, at most 8 on a CPU)")
 
 
 # ----------------------------------------------------------------------------- checks before loading
@@ -215,7 +219,8 @@ def _check(events: Iterable[Event]) -> Iterator[Event]:
 def _load(engine: Engine, args: argparse.Namespace, log: EventLog) -> ModelInfo:
     request = LoadRequest("load", Path(args.model), device=args.device, precision=args.precision,
                           threads=getattr(args, "threads", None), quantize=getattr(args, "quantize", "none"),
-                          speed="fast" if getattr(args, "fast", False) else "exact")
+                          speed="fast" if getattr(args, "fast", False) else "exact",
+                          max_batch=getattr(args, "max_batch", None))
     info = None
     for ev in _check(log.relay(engine.load(request, threading.Event()))):
         if isinstance(ev, ModelReady):
@@ -244,36 +249,70 @@ def _voice_codes(engine: Engine, library: VoiceLibrary, voices: Iterable[Voice],
     return out
 
 
-def _generate(engine: Engine, request: SynthesisRequest, log: EventLog, bar: ProgressBar) -> list[LineFinished]:
-    takes: list[LineFinished] = []
+def _generate(engine: Engine, requests: Sequence[SynthesisRequest], log: EventLog,
+              bar: ProgressBar) -> dict[str, list[LineFinished]]:
+    """Every request on one scheduler (side by side, as many at once as the engine runs); job id -> its takes.
+    The first failure cancels the others and is the error."""
+    from s2studio.engine.scheduler import Job, Scheduler, synthesis
+
+    takes: dict[str, list[LineFinished]] = {r.job_id: [] for r in requests}
+    failures: list[str] = []
+    scheduler = Scheduler(lambda: engine)
     bar.started = time.perf_counter()
-    for ev in engine.generate(request, threading.Event()):
+    bar.total = 0
+
+    def sink(ev: Event) -> None:
+        if failures:
+            return
         frames = None
         if isinstance(ev, AudioChunk):
             frames = (ev.start_sample + len(ev.samples)) // FRAME_SAMPLES
         log.write(ev, frames)
         if isinstance(ev, JobFailed):
-            bar.close()
-            raise UserError(ev.error)
-        if isinstance(ev, JobFinished) and ev.cancelled:
-            bar.close()
-            raise UserError("the render was cancelled; nothing was written")
-        if isinstance(ev, JobStarted):
-            bar.total = len(ev.plan)
-        elif isinstance(ev, AudioChunk):
-            bar.samples += len(ev.samples)
-        elif isinstance(ev, Progress):
-            bar.frames_line = ev.frames
-        elif isinstance(ev, LineFinished):
-            takes.append(ev)
-            bar.done += 1
-            bar.frames_done += int(ev.codes.shape[1])
-            bar.frames_line = 0
-            bar.update(force=True)
-            continue
-        bar.update()
+            failures.append(ev.error)
+        elif isinstance(ev, JobFinished) and ev.cancelled:
+            failures.append("the render was cancelled; nothing was written")
+        if failures:
+            scheduler.cancel()
+            return
+        _count(ev, takes, bar)
+
+    for request in requests:
+        scheduler.submit(Job(request.job_id, lambda e, _job, cancel, r=request: synthesis(e, r, cancel), sink))
+    scheduler.run_until_idle()
     bar.close()
+    if failures:
+        raise UserError(failures[0])
     return takes
+
+
+def _passes(engine: Engine, script: Script, passes: Sequence[SynthesisRequest], log: EventLog,
+            bar: ProgressBar) -> list[list[LineFinished]]:
+    """Each pass over the script (`checked_takes.render_takes`) split into its scenes (`plan.split_request`), every
+    scene of every pass side by side on the engine; each pass's takes in script order."""
+    from s2studio.engine.plan import split_request
+
+    pieces = [split_request(request, script) for request in passes]
+    by_job = _generate(engine, [p for scenes in pieces for p in scenes], log, bar)
+    return [[take for p in scenes for take in by_job[p.job_id]] for scenes in pieces]
+
+
+def _count(ev: Event, takes: dict[str, list[LineFinished]], bar: ProgressBar) -> None:
+    """The progress bar and the takes after one event."""
+    if isinstance(ev, JobStarted):
+        bar.total += len(ev.plan)
+    elif isinstance(ev, AudioChunk):
+        bar.samples += len(ev.samples)
+    elif isinstance(ev, Progress):
+        bar.frames_line = ev.frames
+    elif isinstance(ev, LineFinished):
+        takes[ev.job_id].append(ev)
+        bar.done += 1
+        bar.frames_done += int(ev.codes.shape[1])
+        bar.frames_line = 0
+        bar.update(force=True)
+        return
+    bar.update()
 
 
 def _rendered_lines(script: Script, request: SynthesisRequest, takes: Sequence[LineFinished],
@@ -387,8 +426,8 @@ def run_script(args: argparse.Namespace, engine_factory: EngineFactory | None = 
         t1 = time.perf_counter()
         clips = {ln.line_id: checked_takes.voice_clips(library, cast[ln.speaker]) for ln in script.lines
                  if picking.checking and ln.speaker in cast}
-        takes, reports = checked_takes.render_takes(lambda r: _generate(engine, r, log, bar), request, picking,
-                                                    clips, quiet)
+        takes, reports = checked_takes.render_takes(lambda passes: _passes(engine, script, passes, log, bar), request,
+                                                    picking, clips, quiet)
         render_s = time.perf_counter() - t1
         for line in fleet_args.status_lines(engine):  # per engine: lines, failures, speed; what moved work
             if not quiet:

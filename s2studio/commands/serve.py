@@ -43,7 +43,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help=f"discouraged: every user of this computer sees it in `ps`; set ${ENV_API_KEY} instead")
     p.add_argument("--cors", action="append", default=[], metavar="ORIGIN",
                    help="allow browser pages from ORIGIN (e.g. http://localhost:3000) to call the server; repeatable")
-    p.add_argument("--queue", type=int, default=16, metavar="N", help="requests that may wait (default 16)")
+    p.add_argument("--max-batch", type=int, default=None, metavar="N",
+                   help="requests generated at once, each a stream of one batch (default: as many as the memory "
+                        "holds, at most 8 on a CPU; the exact loop runs one)")
+    p.add_argument("--queue", type=int, default=16, metavar="N",
+                   help="requests that may wait beyond those running (default 16)")
     p.add_argument("--max-text", type=int, default=4096, metavar="CHARS", help="longest text (default 4096)")
     p.add_argument("--max-body-mb", type=int, default=32, metavar="MB", help="largest request body (default 32)")
     p.add_argument("--max-reference-seconds", type=float, default=30.0, metavar="S",
@@ -107,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
                          limits=limits, model_id=args.model_id)
     speed = "fast" if args.fast else "exact"
     load = LoadRequest("load", args.model, device=args.device, precision=args.precision, threads=args.threads,
-                       speed=speed, quantize=args.quantize)
+                       speed=speed, quantize=args.quantize, max_batch=args.max_batch)
     sock = bind(args.host, args.port)  # a port in use is said before the model loads
 
     def loading(event: object) -> None:
@@ -122,8 +126,10 @@ def run(args: argparse.Namespace) -> int:
     if info.kernels_note:
         print(f"note: the CPU kernels are not used ({info.kernels_note})", file=sys.stderr, flush=True)
     mode = mode_name(load.speed, load.quantize)
+    batch_origin = " (--max-batch)" if args.max_batch is not None else " (what the memory holds)"
     print(f"serving {info.name} in {mode} ({info.device}, {info.settings_text()}) at http://{args.host}:{args.port} "
           f"{'with an API key' if config.api_key else 'without an API key (loopback only)'}; "
+          f"{info.max_batch} request(s) at once{batch_origin}; "
           f"{len(state.library.list())} voice(s) from {paths.voices_dir()}", file=sys.stderr, flush=True)
     log.info("serving %s on %s (%s, %s) from %s", info.name, info.device, info.settings_text(), mode, args.model)
     serve_forever(state, sock=sock)

@@ -21,6 +21,7 @@ import itertools
 import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +31,7 @@ from s2studio.engine.api import (
     Reference, SamplingParams, SynthesisRequest,
 )
 from s2studio.errors import UserError
+from s2studio.state.chapters import scenes
 from s2studio.state.lora_file import file_sha256
 from s2studio.state.project import GenerationSettings
 from s2studio.state.script import Script
@@ -123,6 +125,45 @@ def scene_starts(script: Script) -> frozenset[str]:
         if i < len(lines):
             starts.add(lines[i].line_id)
     return frozenset(starts)
+
+
+MAX_TAKES = 8
+"""The most takes of a line asked for at once (the studio's Render N takes, `synth --takes`)."""
+
+
+def split_request(request: SynthesisRequest, script: Script, takes: int = 1) -> list[SynthesisRequest]:
+    """`request` as the requests the scheduler runs side by side: one per scene of its lines (a heading starts a
+    scene, whose first line has no earlier context: `state.chapters.scenes`) and per take, take by take. With a
+    seed, line i of the whole request is drawn with seed + i in take 1 and seed + (k - 1) * lines + i in take k, so
+    take 1 is what the whole request gives line by line; without one each piece draws its own base. The request's
+    context turns go with its first scene only. Upstream batching groups lines across scenes: not split by scene.
+    One request keeps `request.job_id`; several are `<job_id>.<take>.<scene>`."""
+    if not 1 <= takes <= MAX_TAKES:
+        raise UserError(f"takes must be between 1 and {MAX_TAKES}, got {takes}")
+    if takes == 1 and (request.batching == "upstream" or len(request.lines) == 1):
+        return [request]
+    specs = {ln.line_id: ln for ln in request.lines}
+    if request.batching == "upstream":
+        groups = [list(request.lines)]
+    else:
+        found = [script.line(line_id) for line_id in specs]
+        if any(ln is None for ln in found):
+            groups = [list(request.lines)]  # lines not in this script (never for a compiled request)
+        else:
+            groups = [[specs[ln.line_id] for ln in scene] for scene in scenes(script, found)]  # type: ignore[arg-type]
+    out: list[SynthesisRequest] = []
+    for take in range(takes):
+        first = 0
+        for number, group in enumerate(groups):
+            seed = request.sampling.seed
+            if seed is not None:
+                seed += take * len(request.lines) + first
+            job_id = request.job_id if takes == 1 and len(groups) == 1 else f"{request.job_id}.{take + 1}.{number + 1}"
+            out.append(replace(request, job_id=job_id, lines=tuple(group),
+                               context=request.context if number == 0 else (),
+                               sampling=replace(request.sampling, seed=seed)))
+            first += len(group)
+    return out
 
 
 def line_fingerprint(line: LineSpec, references: Sequence[Reference], sampling: SamplingParams,

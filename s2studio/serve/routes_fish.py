@@ -154,8 +154,12 @@ async def tts(request: Request) -> Response:
 
 @router.get("/v1/health")
 @router.post("/v1/health")
-async def health() -> Response:
-    return JSONResponse({"status": "ok"})
+async def health(request: Request) -> Response:
+    """Fish's answer ({"status": "ok"}) and the engine's batch: requests generating now, waiting, and at most at
+    once."""
+    stats = state_of(request).runner.stats()
+    return JSONResponse({"status": "ok", "running": len(stats.running), "queued": stats.queued,
+                         "max_batch": stats.max_batch})
 
 
 @router.get("/v1/references/list")

@@ -61,7 +61,8 @@ def test_missing_or_wrong_key_is_401_in_each_apis_shape(fake_server) -> None:
     assert r.status_code == 401 and r.json()["message"].startswith("the API key is wrong")
     assert r.json()["statusCode"] == 401
     assert httpx.get(fake_server.url + "/v1/health", headers={"Authorization": "Basic " + API_KEY}).status_code == 401
-    assert httpx.get(fake_server.url + "/v1/health", headers=AUTH).json() == {"status": "ok"}
+    assert httpx.get(fake_server.url + "/v1/health", headers=AUTH).json() == {"status": "ok", "running": 0, "queued": 0,
+                                                                             "max_batch": 1}
 
 
 def test_a_body_over_the_limit_is_413_before_it_is_read(fake_server, clips) -> None:
@@ -115,6 +116,8 @@ def test_a_full_queue_answers_503_with_retry_after(fake_server) -> None:
             assert r.status_code == 503 and int(r.headers["retry-after"]) >= 1
             assert r.json()["error"]["code"] == "queue_full"
             assert r.json()["error"]["message"].startswith("the server is busy (1 requests wait)")
+            health = httpx.get(fake_server.url + "/v1/health", headers=AUTH).json()
+            assert health == {"status": "ok", "running": 1, "queued": 1, "max_batch": 1}
         finally:
             first.close()
             thread.join(timeout=60)

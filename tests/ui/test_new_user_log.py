@@ -65,7 +65,7 @@ def test_the_log_says_what_happened(qtbot, data_dir, tmp_path, caplog, monkeypat
     w.editor.setPlainText("Alice: One [sigh] two.\nBob: Three.\nAlice: Four.")
     w.reparse()
     monkeypatch.setattr("s2studio.ui.main_window.QMessageBox.warning", lambda *_args: None)  # no modal box
-    engine_fails = w.ctx.host.worker._get_engine()  # made on the engine thread long ago
+    engine_fails = w.ctx.host.worker.scheduler.engine  # made on the engine thread long ago
     engine_fails.fail_on_line = w.script.lines[2].line_id
     w.actions_by_name["render_stale"].trigger()
     qtbot.waitUntil(lambda: not w.flow.busy, timeout=10000)
