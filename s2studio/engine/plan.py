@@ -49,7 +49,8 @@ def sampling_params(settings: GenerationSettings) -> SamplingParams:
 def load_request(job_id: str, model_dir: Path, settings: GenerationSettings) -> LoadRequest:
     """The engine's load request for the studio's settings (device, precision, speed, quantization, threads)."""
     return LoadRequest(job_id, Path(model_dir), device=settings.device, precision=settings.precision,
-                       speed=settings.speed, quantize=settings.quantize, threads=settings.threads or None)
+                       speed=settings.speed, quantize=settings.quantize, threads=settings.threads or None,
+                       max_batch=settings.max_batch or None)
 
 
 def _words(text: str, tags: Sequence[tuple[int, int]], base: int) -> bool:

@@ -68,6 +68,12 @@ def scene_of(script: Script, line: Line) -> int:
     return bisect_left([h.source_line for h in script.headings], line.source_line)
 
 
+def scene_start(script: Script, line: Line) -> int:
+    """The text row (1-based) of the heading that opens `line`'s scene; 0 before the first heading."""
+    number = scene_of(script, line)
+    return script.headings[number - 1].source_line if number else 0
+
+
 def scenes(script: Script, lines: Sequence[Line]) -> list[list[Line]]:
     """`lines` (in script order) grouped by scene (`scene_of`), in order; a scene without any of them is left out."""
     starts = [h.source_line for h in script.headings]

@@ -48,11 +48,14 @@ class GenerationSettings:
     quantize: Literal["none", "int8", "int4"] = "none"
     threads: int = 0
     """CPU threads for the model; 0: automatic, the cores that were free at start (`s2studio/threads.py`)."""
+    max_batch: int = 0
+    """Lines rendered at once on the fast path (scenes, takes side by side); 0: what the memory holds (the engine's
+    memory planner, at most 8 on a CPU)."""
 
     @property
-    def load_key(self) -> tuple[str, str, str, str, int]:
+    def load_key(self) -> tuple[str, str, str, str, int, int]:
         """The settings that need the model loaded again when they change."""
-        return (self.device, self.precision, self.speed, self.quantize, self.threads)
+        return (self.device, self.precision, self.speed, self.quantize, self.threads, self.max_batch)
 
     @classmethod
     def from_dict(cls, data: object, where: str = "settings") -> GenerationSettings:
@@ -64,7 +67,7 @@ class GenerationSettings:
 
 SETTINGS_LIMITS: dict[str, tuple[float, float]] = {
     "seed": (0, 2**31 - 1), "temperature": (0.05, 1.95), "top_p": (0.05, 1.0), "top_k": (1, 4096),
-    "max_frames": (16, 8192), "threads": (0, 256),
+    "max_frames": (16, 8192), "threads": (0, 256), "max_batch": (0, 256),
 }
 """What the settings panel offers (and the sampler accepts)."""
 SETTINGS = dataclass_kind(GenerationSettings, SETTINGS_LIMITS)

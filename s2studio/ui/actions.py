@@ -60,6 +60,8 @@ SPECS: tuple[ActionSpec, ...] = (
                "Render lines that are new or changed"),
     ActionSpec("render_line", "Render &Line", "Ctrl+Return", "Render", SP.SP_ArrowRight,
                "Render the line under the cursor"),
+    ActionSpec("render_takes", "Render &Takes…", "Ctrl+Shift+Return", "Render", None,
+               "Render several takes of the selected lines at once"),
     ActionSpec("stop_render", "S&top Rendering", "Ctrl+.", "Render", SP.SP_BrowserStop),
     ActionSpec("play_pause", "&Play / Pause", "Ctrl+Space", "Playback", SP.SP_MediaPlay),
     ActionSpec("play_from_cursor", "Play from &Cursor Line", "Ctrl+Shift+Space", "Playback", SP.SP_MediaSeekForward),

@@ -13,11 +13,12 @@ from pathlib import Path
 
 from PySide6.QtCore import QMimeData, Qt, QTimer
 from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
-from PySide6.QtWidgets import (QApplication, QLabel, QMainWindow, QMessageBox, QSplitter, QToolBar, QVBoxLayout,
-                               QWidget)
+from PySide6.QtWidgets import (QApplication, QInputDialog, QLabel, QMainWindow, QMessageBox, QSplitter, QToolBar,
+                               QVBoxLayout, QWidget)
 
 from s2studio.audio.timeline import Timeline
 from s2studio.engine import api
+from s2studio.engine.plan import MAX_TAKES
 from s2studio.errors import UserError
 from s2studio.state.project import GenerationSettings, Project
 from s2studio.state.script import Line, Script
@@ -71,6 +72,8 @@ class MainWindow(QMainWindow):
         self.player = Player(self.timeline, self)
         self.session = RenderSession(ctx.host, self.document, self.timeline, self)
         self.flow = RenderFlow(ctx.host, self.library, self.document, self.session, self)
+        self._takes = 2
+        """What Render Takes… offered last (it offers the same again)."""
         self.live = LivePlayback(self.session, self.player, self)
         self.model = ModelController(ctx.host, self)
         self.store = ProjectStore(ctx.autosave_dir, ctx.settings, self)
@@ -134,7 +137,7 @@ class MainWindow(QMainWindow):
             "find_voice": lambda: self.voices.search.setFocus(),
             "render_all": lambda: self.render(list(self.script.lines)),
             "render_stale": lambda: self.render(self.document.stale_lines()),
-            "render_line": self.render_cursor_line, "stop_render": self.stop, "cancel_load": lambda: self.model.cancel(),
+            "render_line": self.render_cursor_line, "render_takes": self.render_takes, "stop_render": self.stop, "cancel_load": lambda: self.model.cancel(),
             "play_pause": lambda: self.transport.play_pause(),
             "play_from_cursor": lambda: self.transport.play_from_cursor(),
             "loop_line": lambda on: self.transport.set_looping(on),
@@ -413,7 +416,27 @@ class MainWindow(QMainWindow):
 
     # -- rendering -------------------------------------------------------------------------------
 
-    def render(self, lines: list[Line]) -> None:
+    def render_takes(self) -> None:
+        """Ask how many takes, then render that many of the selected lines (or the cursor's line) side by side;
+        each joins its line's takes."""
+        lines = self.editor.lines_in_selection(self.script)
+        if not lines:
+            self.statusBar().showMessage("Put the cursor on a line (or select lines) to render takes of.", 5000)
+            return
+        dialog = QInputDialog(self)
+        dialog.setObjectName("takesDialog")
+        dialog.setWindowTitle("Render takes")
+        dialog.setInputMode(QInputDialog.InputMode.IntInput)
+        dialog.setIntRange(1, MAX_TAKES)
+        dialog.setIntValue(self._takes)
+        which = "this line" if len(lines) == 1 else f"each of the {len(lines)} selected lines"
+        dialog.setLabelText(f"Takes of {which}, rendered at once (1–{MAX_TAKES}):")
+        if dialog.exec() != QInputDialog.DialogCode.Accepted:
+            return
+        self._takes = dialog.intValue()
+        self.render(lines, takes=self._takes)
+
+    def render(self, lines: list[Line], takes: int = 1) -> None:
         if not lines:
             self.statusBar().showMessage("Nothing to render: every line is up to date.", 5000)
             return
@@ -423,7 +446,7 @@ class MainWindow(QMainWindow):
         if not self._engines_accepted():
             return
         try:
-            self.flow.render(lines)
+            self.flow.render(lines, takes)
         except UserError as exc:
             self._render_failed(str(exc))
 
@@ -570,7 +593,7 @@ class MainWindow(QMainWindow):
         ready = self.model.info is not None
         has_lines = bool(self.script.lines)
         loading = self.model.busy
-        for name in ("render_all", "render_stale", "render_line"):
+        for name in ("render_all", "render_stale", "render_line", "render_takes"):
             a[name].setEnabled(ready and has_lines and not busy and not loading)
         a["stop_render"].setEnabled(busy)
         a["cancel_load"].setEnabled(loading)

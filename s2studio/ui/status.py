@@ -80,7 +80,8 @@ class StatusPanel:
             self.device.setText("")
             return
         self.model.setText(f"Model: {info.name}")
-        self.device.setText(f"{info.device} · {info.settings_text().replace('; ', ' · ')}")
+        at_once = f" · {info.max_batch} lines at once" if info.max_batch > 1 else ""
+        self.device.setText(f"{info.device} · {info.settings_text().replace('; ', ' · ')}{at_once}")
         self.device.setToolTip(f"The CPU kernels are not used: {info.kernels_note}" if info.kernels_note else "")
 
     def model_loading(self, progress: float, message: str = "") -> None:

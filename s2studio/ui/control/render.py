@@ -7,7 +7,9 @@
    from the voice library's cache (`VoiceLibrary.codes`); a clip without cached codes for the loaded
    codec is encoded by the engine (an `EncodeRequest` per clip, on the engine thread) and cached. Then
    `engine.plan.compile_request` runs once, for the lines and their context together.
-3. Back on the GUI thread, `RenderSession.start` hands the request to the engine.
+3. Back on the GUI thread, `RenderSession.start` hands the request to the engine as the jobs it runs side by
+   side: one per scene (a heading starts a scene, whose first line hears no earlier line) and take
+   (`engine.plan.split_request`).
 
 Every step reports through signals; the GUI never waits.
 """
@@ -15,6 +17,7 @@ Every step reports through signals; the GUI never waits.
 from __future__ import annotations
 
 import logging
+from bisect import bisect_left
 import queue
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -24,8 +27,9 @@ import numpy as np
 from PySide6.QtCore import QObject, Signal
 
 from s2studio.engine import api, plan
-from s2studio.engine.plan import compile_request
+from s2studio.engine.plan import compile_request, split_request
 from s2studio.errors import UserError
+from s2studio.state.chapters import scene_start
 from s2studio.state.project import GenerationSettings, Project, Take
 from s2studio.state.script import Line, Script
 from s2studio.state.staleness import take_settings, voice_key
@@ -78,8 +82,9 @@ class RenderInputs:
     """Every script speaker that has a voice (voices are numbered over the whole script)."""
     settings: GenerationSettings
     context: tuple[tuple[Line, Take], ...]
-    """Every earlier line with a take, oldest first, when the render does not start at line 1: the engine picks
-    the ones a line hears from all of them, so that a line rendered alone hears what it heard in a full render."""
+    """Every earlier line of the first line's scene with a take, oldest first, when the render does not start at
+    the scene's first line: the engine picks the ones a line hears from all of them, so that a line rendered alone
+    hears what it heard in a full render."""
     left_out: tuple[Line, ...] = ()
     """Lines asked for whose speaker has no voice: the others render without them."""
 
@@ -98,9 +103,10 @@ def gather(job_id: str, lines: Sequence[Line], script: Script, project: Project,
         raise UserError("the lines to render have only tags and no words to speak; add text after the tags")
     cast = {s: voices[vid] for s in script.speakers if (vid := project.cast.get(s, "")) in voices}
     first = lines[0].index
+    scene_row = scene_start(script, lines[0])
     context: list[tuple[Line, Take]] = []
     if first > 0:
-        for ln in script.lines[:first]:
+        for ln in script.lines[bisect_left(script.lines, scene_row, key=lambda ln: ln.source_line):first]:
             take = project.current(ln.line_id)
             if take is not None and ln.speaker in cast:
                 context.append((ln, take))
@@ -216,8 +222,9 @@ class RenderFlow(QObject):
         """The loaded codec: cached codes of another codec are encoded again."""
         self.codec_fingerprint = fingerprint
 
-    def render(self, lines: Sequence[Line]) -> None:
-        """Start building the request for `lines`; UserError (at once) for a cast to fix first."""
+    def render(self, lines: Sequence[Line], takes: int = 1) -> None:
+        """Start building the request for `lines` (`takes` of each, side by side); UserError (at once) for a cast to
+        fix first."""
         if self.busy or not lines:
             return
         d = self.document
@@ -243,7 +250,8 @@ class RenderFlow(QObject):
                 if task.cancel.is_set():
                     raise Cancelled()
                 codes[voice.id] = library.codes(voice, encoder(task, names), fingerprint)
-            return RenderJob(build_request(inputs, codes, clip_paths, lora_paths), asked_of(inputs))
+            request = build_request(inputs, codes, clip_paths, lora_paths)
+            return RenderJob(request, asked_of(inputs), tuple(split_request(request, inputs.script, takes)))
 
         self._task.start(build)
         self.preparing.emit(True)

@@ -15,6 +15,11 @@ picks change). While a job runs:
 A take records what the line was when it was asked (`RenderJob.asked`), not what it is when the take
 arrives, so a line edited during its own render gets a take that is already stale, and a line deleted
 during it keeps the take (Undo brings both back).
+
+A render is one or more engine jobs at once (`RenderJob.pieces`: its scenes, and its takes of the same lines,
+`engine.plan.split_request`): the engine runs them side by side, each line's take lands where the line is as it
+finishes, and only the one line that may grow at the end of the timeline streams (from one job). The render ends
+when its last job has; a failing job stops the others.
 """
 
 from __future__ import annotations
@@ -51,6 +56,12 @@ class RenderJob:
     request: api.SynthesisRequest
     asked: dict[str, Asked] = field(hash=False)
     """line id -> what its take is asked for."""
+    pieces: tuple[api.SynthesisRequest, ...] = ()
+    """The jobs the engine runs side by side (scenes, takes); none: `request` alone."""
+
+    @property
+    def jobs(self) -> tuple[api.SynthesisRequest, ...]:
+        return self.pieces or (self.request,)
 
 
 def lora_switch_message(speaker: str, seconds: float) -> str:
@@ -84,9 +95,16 @@ class RenderSession(QObject):
         self.timeline = timeline
         self.job: RenderJob | None = None
         self.job_id: str | None = None
-        self.pending: dict[str, None] = {}
-        """Line ids of the job not finished yet, in render order (a dict: a membership test for any line
-        of a 10,000-line job is one lookup)."""
+        """The render's id (its request's); its engine jobs are `running`."""
+        self.running: set[str] = set()
+        """The render's engine jobs not ended yet."""
+        self.pending: dict[str, int] = {}
+        """Line ids of the render not finished yet, in render order, each with the takes still to come (a dict: a
+        membership test for any line of a 10,000-line job is one lookup)."""
+        self._streamer: dict[str, str] = {}
+        """line id -> the job whose take of it streams onto the timeline (one per line)."""
+        self._cancelled = False
+        self._error = ""
         self.live: str | None = None
         """The line the engine is rendering now."""
         self._project: Project | None = None
@@ -149,21 +167,27 @@ class RenderSession(QObject):
             raise RuntimeError("a render is already running")
         self.job, self.job_id = job, job.request.job_id
         self._project = self.document.project
-        self.pending = dict.fromkeys(ln.line_id for ln in job.request.lines)
+        self.pending = {}
+        for piece in job.jobs:
+            for ln in piece.lines:
+                self.pending[ln.line_id] = self.pending.get(ln.line_id, 0) + 1
+        self.running = {piece.job_id for piece in job.jobs}
+        self._streamer, self._cancelled, self._error = {}, False, ""
         self.live, self.done_lines = None, 0
         self.pace = Pace({ln.line_id: len(ln.text) for ln in job.request.lines}, started=time.monotonic())
-        self.host.generate(job.request)
+        for piece in job.jobs:
+            self.host.generate(piece)
         self.busy_changed.emit(True)
         self.rendering_changed.emit(tuple(self.pending))
 
     def cancel(self) -> None:
-        if self.job_id is not None:
-            self.host.cancel(self.job_id)
+        for job_id in list(self.running):
+            self.host.cancel(job_id)
 
     # -- engine events ---------------------------------------------------------------------------
 
     def _mine(self, event: Any) -> bool:
-        return self.job_id is not None and event.job_id == self.job_id
+        return event.job_id in self.running
 
     def _for_this_project(self, event: Any) -> bool:
         """An event of the running job while the project it renders for is still open."""
@@ -177,25 +201,34 @@ class RenderSession(QObject):
             asked = self.job.asked.get(event.line_id) if self.job is not None else None
             self.last_lora_switch_s = event.lora_switch_s
             self.lora_switched.emit(lora_switch_message(asked.speaker if asked else "", event.lora_switch_s))
-        if self.timeline.begin_stream(event.line_id):
+        if event.line_id not in self._streamer and self.timeline.begin_stream(event.line_id):
+            self._streamer[event.line_id] = event.job_id
             self.timeline_changed.emit()
 
     def _on_chunk(self, event: api.AudioChunk) -> None:
-        if not self._for_this_project(event) or not self.timeline.streaming(event.line_id):
-            return  # a held line (its old take plays on) or a line gone from the script
+        if not self._for_this_project(event) or self._streamer.get(event.line_id) != event.job_id:
+            return  # a held line (its old take plays on), another take of a streaming line, or a line gone
+        if not self.timeline.streaming(event.line_id):
+            return
         self.audio_grew.emit(self.timeline.append(event.line_id, event.start_sample, event.samples))
 
     def _on_line_finished(self, event: api.LineFinished) -> None:
         if not self._for_this_project(event) or self.job is None:
             return
         asked = self.job.asked[event.line_id]
-        self.pending.pop(event.line_id, None)
-        self.live = None
+        left = self.pending.get(event.line_id, 1) - 1
+        if left > 0:
+            self.pending[event.line_id] = left
+        else:
+            self.pending.pop(event.line_id, None)
+        if self.live == event.line_id:
+            self.live = None
         self.done_lines += 1
         self.document.add_take(Take(event.take_id, event.line_id, asked.text, event.audio, event.codes, event.seed,
                                     speaker=asked.speaker, voice=asked.voice, settings=_with_backend(asked.settings, event),
                                     created=now_iso()))
-        self.rendering_changed.emit((event.line_id,))
+        if left <= 0:
+            self.rendering_changed.emit((event.line_id,))
 
     def _on_progress(self, event: api.Progress) -> None:
         if self._mine(event):
@@ -209,19 +242,38 @@ class RenderSession(QObject):
                 self.timeline_changed.emit()
         pending, self.pending = self.pending, {}
         self.job = self.job_id = self.live = self._project = None
+        self.running, self._streamer = set(), {}
         if pending:
             self.rendering_changed.emit(tuple(pending))
         self.busy_changed.emit(False)
 
+    def _job_ended(self, job_id: str) -> bool:
+        """One of the render's jobs ended; True when it was the last."""
+        self.running.discard(job_id)
+        for line_id, streamer in list(self._streamer.items()):
+            if streamer == job_id and self.timeline.streaming(line_id) and line_id in self.pending:
+                self.timeline.end_stream(line_id, None)  # its take did not come: the line stops growing
+                self.timeline_changed.emit()
+        return not self.running
+
     def _on_job_finished(self, event: api.JobFinished) -> None:
         if self._mine(event):
-            self._end()
-            self.finished.emit(event.cancelled)
+            self._cancelled = self._cancelled or event.cancelled
+            if self._job_ended(event.job_id):
+                error, cancelled = self._error, self._cancelled
+                self._end()
+                if error:
+                    self.failed.emit(error)
+                else:
+                    self.finished.emit(cancelled)
 
     def _on_job_failed(self, event: api.JobFailed) -> None:
         if self._mine(event):
-            self._end()
-            self.failed.emit(event.error)
+            self._error = self._error or event.error
+            self.cancel()  # the render's other jobs stop too
+            if self._job_ended(event.job_id):
+                self._end()
+                self.failed.emit(self._error)
 
 
 def _with_backend(settings: dict, event: api.LineFinished) -> dict:

@@ -64,6 +64,8 @@ HELP = {
     "device": "Where the model runs. Choices this computer lacks are greyed out with the reason.",
     "threads": "Processor threads the model uses. Automatic takes the cores that were free when the studio "
                "started; fewer leave more to other programs.",
+    "max_batch": "Lines the model renders side by side: scenes (a # heading starts one) and takes. Automatic is "
+                 "what the memory holds (at most 8 on a processor); more streams cost each one a little speed.",
 }
 
 
@@ -132,8 +134,13 @@ class SettingsPanel(QWidget):
         self.threads.setSpecialValueText("Automatic (the free cores)")
         self.threads.setAccessibleName("CPU threads")
         form.addRow("CPU threads", self._stack(self.threads, self._help(HELP["threads"])))
-        reload_note = self._help("Changing the speed, the device or the threads loads the model again (seconds to a "
-                                 "minute).")
+        self.max_batch = QSpinBox()
+        self.max_batch.setRange(0, 256)
+        self.max_batch.setSpecialValueText("Automatic (what the memory holds)")
+        self.max_batch.setAccessibleName("Lines at once")
+        form.addRow("Lines at once", self._stack(self.max_batch, self._help(HELP["max_batch"])))
+        reload_note = self._help("Changing the speed, the device, the threads or the lines at once loads the model "
+                                 "again (seconds to a minute).")
         reload_note.setContentsMargins(0, 0, 0, 6)
         form.addRow(reload_note)
 
@@ -169,7 +176,8 @@ class SettingsPanel(QWidget):
         self.set_settings(GenerationSettings())
         for w in (self.mode, self.device, self.seed_mode, self.batching):
             w.currentIndexChanged.connect(self._changed)
-        for w in (self.seed, self.top_k, self.temperature, self.top_p, self.max_seconds, self.threads):
+        for w in (self.seed, self.top_k, self.temperature, self.top_p, self.max_seconds, self.threads,
+                  self.max_batch):
             w.valueChanged.connect(self._changed)
 
     # -- building --------------------------------------------------------------------------------
@@ -257,6 +265,7 @@ class SettingsPanel(QWidget):
             self.top_k.setValue(s.top_k)
             self.max_seconds.setValue(s.max_frames / FRAMES_PER_SECOND)
             self.threads.setValue(s.threads)
+            self.max_batch.setValue(s.max_batch)
             self.seed.setEnabled(s.seed_mode == "fixed")
         finally:
             self._loading = False
@@ -275,7 +284,7 @@ class SettingsPanel(QWidget):
                        temperature=round(self.temperature.value(), 2), top_p=round(self.top_p.value(), 2),
                        top_k=self.top_k.value(), max_frames=min(max(frames, 16), 8192),
                        batching=self.batching.currentData(), device=self.device.currentData(),
-                       threads=self.threads.value(), **loop)
+                       threads=self.threads.value(), max_batch=self.max_batch.value(), **loop)
 
     def _changed(self) -> None:
         self.seed.setEnabled(self.seed_mode.currentData() == "fixed")
