@@ -63,3 +63,61 @@ def test_scenes_render_side_by_side_and_takes_join_their_line(qtbot, tmp_path, m
         assert not w.session.pending and not w.session.running
     finally:
         close_studio(w)
+
+
+def test_on_the_real_engine_scenes_side_by_side_sound_as_one_at_a_time(qtbot, tmp_path, monkeypatch, request):
+    """The tiny model's fast path (float32, the C++ kernels): Render All with one line at a time and with the
+    scenes side by side gives every line the same codes (a stream's codes do not depend on what runs beside it),
+    and Render Takes… on the batch adds that many different takes."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from s2studio.demo_model import write_demo_model
+    from ui_helpers import open_real_studio, write_wav
+
+    model = write_demo_model(tmp_path / "tiny", seed=0)
+    w = open_real_studio(qtbot, monkeypatch, tmp_path / "data", request)
+    w.live.enabled = False
+    voice = w.library.create("A", [(write_wav(tmp_path / "a.wav", seconds=2.0), "hello there")])
+    w.voices.refresh()
+    w.refresh_voices()
+    w.editor.setPlainText(SCENES.replace("Bob", "Alice"))
+    w.reparse()
+    w.cast_panel.combos["Alice"].setCurrentIndex(w.cast_panel.combos["Alice"].findData(voice.id))
+    failures: list[str] = []
+    w.session.failed.connect(failures.append)
+    w.flow.failed.connect(failures.append)
+    codes: dict[int, list] = {}
+    for at_once in (1, 4):
+        settings = replace(w.project.settings, precision="fp32", speed="fast", seed_mode="fixed", seed=11,
+                           max_frames=24, max_batch=at_once)
+        w.document.set_settings(settings)
+        w.settings_panel.set_settings(settings)
+        w.load_model(model)
+        qtbot.waitUntil(lambda: w.model_info is not None and not w.model.busy, timeout=120000)
+        assert w.model_info.max_batch == at_once
+        w.actions_by_name["render_all"].trigger()
+        qtbot.waitUntil(lambda: bool(failures) or (not w.flow.busy and all(
+            len(w.project.takes_of(ln.line_id)) == len(codes) + 1 for ln in w.script.lines)), timeout=120000)
+        assert failures == []
+        codes[at_once] = [w.project.current(ln.line_id).codes for ln in w.script.lines]
+    assert all(c.shape[1] > 0 for c in codes[1])
+    assert all(np.array_equal(a, b) for a, b in zip(codes[1], codes[4], strict=True))
+
+    put_cursor_on(w, 1)
+    line = w.script.lines[0].line_id
+
+    def two_takes(dialog: QInputDialog) -> None:
+        dialog.setIntValue(2)
+        dialog.accept()
+
+    on_modal(qtbot, QInputDialog, two_takes)
+    w.actions_by_name["render_takes"].trigger()
+    qtbot.waitUntil(lambda: bool(failures) or (not w.flow.busy and len(w.project.takes_of(line)) == 4),
+                    timeout=120000)
+    assert failures == []
+    new = w.project.takes_of(line)[2:]
+    assert [t.seed for t in new] == [11, 12] and np.array_equal(new[0].codes, codes[1][0])  # take 1: seed 11 again
+    assert not np.array_equal(new[0].codes[:, :5], new[1].codes[:, :5])
+    w.close()
