@@ -196,3 +196,52 @@ def test_line_mode_tokenizes_each_earlier_line_once_for_its_context(engine: S2En
     # line 1's own length and prompt, the fitting of line 2's context (kept for lines 3 and 4), then the prompts of
     # lines 2, 3 and 4 (building every candidate prompt tokenized it once more for each of lines 3 and 4)
     assert seen.count(first) == 2 + 1 + 3
+
+
+def test_scenes_side_by_side_on_the_scheduler_equal_the_whole_request(model_dir: Path) -> None:
+    """The fast path: a request whose second scene starts at line c (its first line hears no earlier line) gives the
+    same codes whole, one line after another, as split into its scenes run side by side on the scheduler beside a
+    third job that is cancelled after its first audio."""
+    from s2studio.engine.plan import split_request
+    from s2studio.engine.scheduler import Job, Scheduler, synthesis
+
+    engine = S2Engine()
+    events = collect(engine.load(LoadRequest("l", model_dir, device="cpu", precision="fp32", speed="fast",
+                                             max_batch=3), threading.Event()))
+    assert isinstance(events[-1], JobFinished) and engine.max_batch == 3
+    lines = (LineSpec("a", 0, "One line here."), LineSpec("b", 0, "And its answer."), LineSpec("c", 0, "A new scene."),
+             LineSpec("d", 0, "Its second line."))
+    request = SynthesisRequest("w", lines, (Reference(0, "Reference words.", _codes(6)),),
+                               SamplingParams(max_new_tokens=10, seed=3), scene_starts=frozenset({"c"}))
+    whole = {e.line_id: e.codes for e in collect(engine.generate(request, threading.Event()))
+             if isinstance(e, LineFinished)}
+    scheduler = Scheduler(lambda: engine)
+    got: dict[str, np.ndarray] = {}
+    ends: list[object] = []
+
+    def sink(event) -> None:
+        if isinstance(event, LineFinished):
+            got[event.line_id] = event.codes
+        elif isinstance(event, (JobFinished, JobFailed)):
+            ends.append(event)
+
+    def cancel_at_first_audio(event) -> None:
+        if isinstance(event, AudioChunk):
+            scheduler.cancel("x")
+        elif isinstance(event, (JobFinished, JobFailed)):
+            ends.append(event)
+
+    other = SynthesisRequest("x", (LineSpec("x", 0, "Someone else talks for a while."),), request.references,
+                             SamplingParams(max_new_tokens=10, seed=9))
+    scheduler.submit(Job("x", lambda e, _j, cancel: synthesis(e, other, cancel), cancel_at_first_audio))
+    for piece in split_request(request):
+        scheduler.submit(Job(piece.job_id, lambda e, _j, cancel, p=piece: synthesis(e, p, cancel), sink))
+    scheduler.run_until_idle()
+    assert JobFinished("x", cancelled=True) in ends and sum(isinstance(e, JobFinished) for e in ends) == 3
+    assert set(got) == set(whole) and all(np.array_equal(got[k], whole[k]) for k in whole)
+    # the second scene alone (seeded as in the whole request: base + 2) is what it was there: it heard nothing before
+    from dataclasses import replace
+
+    alone = replace(request, lines=lines[2:], sampling=SamplingParams(max_new_tokens=10, seed=5))
+    codes = [e.codes for e in collect(engine.generate(alone, threading.Event())) if isinstance(e, LineFinished)]
+    assert np.array_equal(codes[0], whole["c"]) and np.array_equal(codes[1], whole["d"])

@@ -109,18 +109,17 @@ def test_split_request_by_scene_and_take() -> None:
     from s2studio.engine.api import ContextTurn, SynthesisRequest
     from s2studio.engine.plan import split_request
 
-    script = parse_script("A: one.\n# Two\nA: two.\nA: three.\n## Three\nA: four.")
-    ids = [ln.line_id for ln in script.lines]
+    ids = ["l1", "l2", "l3", "l4"]  # headings before l2 and l4
     turn = ContextTurn(0, "before.", np.zeros((10, 2), np.int64))
     request = SynthesisRequest("r", tuple(LineSpec(i, 0, "x") for i in ids), (), SamplingParams(seed=5),
-                               context=(turn,))
-    pieces = split_request(request, script, takes=2)
+                               context=(turn,), scene_starts=frozenset({ids[1], ids[3]}))
+    pieces = split_request(request, takes=2)
     assert [p.job_id for p in pieces] == ["r.1.1", "r.1.2", "r.1.3", "r.2.1", "r.2.2", "r.2.3"]
     assert [[ln.line_id for ln in p.lines] for p in pieces[:3]] == [ids[:1], ids[1:3], ids[3:]]
     assert [p.sampling.seed for p in pieces] == [5, 6, 8, 9, 10, 12]
     assert [p.context for p in pieces] == [(turn,), (), (), (turn,), (), ()]
-    assert [p.sampling.seed for p in split_request(replace(request, sampling=SamplingParams()), script)] == [None] * 3
-    assert split_request(replace(request, batching="upstream"), script) == [replace(request, batching="upstream")]
-    assert len(split_request(replace(request, batching="upstream"), script, takes=3)) == 3
+    assert [p.sampling.seed for p in split_request(replace(request, sampling=SamplingParams()))] == [None] * 3
+    assert split_request(replace(request, batching="upstream")) == [replace(request, batching="upstream")]
+    assert len(split_request(replace(request, batching="upstream"), takes=3)) == 3
     with pytest.raises(UserError, match="^takes must be between 1 and 8, got 0$"):
-        split_request(request, script, takes=0)
+        split_request(request, takes=0)

@@ -286,13 +286,15 @@ def _generate(engine: Engine, requests: Sequence[SynthesisRequest], log: EventLo
     return takes
 
 
-def _passes(engine: Engine, script: Script, passes: Sequence[SynthesisRequest], log: EventLog,
+def _passes(engine: Engine, passes: Sequence[SynthesisRequest], log: EventLog,
             bar: ProgressBar) -> list[list[LineFinished]]:
-    """Each pass over the script (`checked_takes.render_takes`) split into its scenes (`plan.split_request`), every
-    scene of every pass side by side on the engine; each pass's takes in script order."""
+    """Each pass over the script (`checked_takes.render_takes`), on an engine that batches split into its scenes
+    (`plan.split_request`): every scene of every pass side by side; each pass's takes in script order. An engine
+    that runs one request at a time (the exact loop, a fleet that plans the scenes itself) gets each pass whole."""
     from s2studio.engine.plan import split_request
 
-    pieces = [split_request(request, script) for request in passes]
+    batches = int(getattr(engine, "max_batch", 1) or 1) > 1
+    pieces = [split_request(request) if batches else [request] for request in passes]
     by_job = _generate(engine, [p for scenes in pieces for p in scenes], log, bar)
     return [[take for p in scenes for take in by_job[p.job_id]] for scenes in pieces]
 
@@ -426,7 +428,7 @@ def run_script(args: argparse.Namespace, engine_factory: EngineFactory | None = 
         t1 = time.perf_counter()
         clips = {ln.line_id: checked_takes.voice_clips(library, cast[ln.speaker]) for ln in script.lines
                  if picking.checking and ln.speaker in cast}
-        takes, reports = checked_takes.render_takes(lambda passes: _passes(engine, script, passes, log, bar), request,
+        takes, reports = checked_takes.render_takes(lambda passes: _passes(engine, passes, log, bar), request,
                                                     picking, clips, quiet)
         render_s = time.perf_counter() - t1
         for line in fleet_args.status_lines(engine):  # per engine: lines, failures, speed; what moved work

@@ -31,7 +31,6 @@ from s2studio.engine.api import (
     Reference, SamplingParams, SynthesisRequest,
 )
 from s2studio.errors import UserError
-from s2studio.state.chapters import scenes
 from s2studio.state.lora_file import file_sha256
 from s2studio.state.project import GenerationSettings
 from s2studio.state.script import Script
@@ -132,26 +131,22 @@ MAX_TAKES = 8
 """The most takes of a line asked for at once (the studio's Render N takes, `synth --takes`)."""
 
 
-def split_request(request: SynthesisRequest, script: Script, takes: int = 1) -> list[SynthesisRequest]:
-    """`request` as the requests the scheduler runs side by side: one per scene of its lines (a heading starts a
-    scene, whose first line has no earlier context: `state.chapters.scenes`) and per take, take by take. With a
-    seed, line i of the whole request is drawn with seed + i in take 1 and seed + (k - 1) * lines + i in take k, so
-    take 1 is what the whole request gives line by line; without one each piece draws its own base. The request's
-    context turns go with its first scene only. Upstream batching groups lines across scenes: not split by scene.
-    One request keeps `request.job_id`; several are `<job_id>.<take>.<scene>`."""
+def split_request(request: SynthesisRequest, takes: int = 1) -> list[SynthesisRequest]:
+    """`request` as the requests a batching engine runs side by side: one per scene of its lines (a heading starts
+    a scene: `request.scene_starts`; the engine gives a scene's first line no earlier line to hear, split or not)
+    and per take, take by take. With a seed, line i of the whole request is drawn with seed + i in take 1 and
+    seed + (k - 1) * lines + i in take k, so take 1 is what the whole request gives; without one each piece draws
+    its own base. The context turns go with the first scene only. Upstream batching groups lines across scenes: it
+    is split by take only. One request keeps `request.job_id`; several are `<job_id>.<take>.<scene>`."""
     if not 1 <= takes <= MAX_TAKES:
         raise UserError(f"takes must be between 1 and {MAX_TAKES}, got {takes}")
-    if takes == 1 and (request.batching == "upstream" or len(request.lines) == 1):
+    groups: list[list[LineSpec]] = []
+    for line in request.lines:
+        if not groups or (request.batching == "line" and line.line_id in request.scene_starts):
+            groups.append([])
+        groups[-1].append(line)
+    if takes == 1 and len(groups) == 1:
         return [request]
-    specs = {ln.line_id: ln for ln in request.lines}
-    if request.batching == "upstream":
-        groups = [list(request.lines)]
-    else:
-        found = [script.line(line_id) for line_id in specs]
-        if any(ln is None for ln in found):
-            groups = [list(request.lines)]  # lines not in this script (never for a compiled request)
-        else:
-            groups = [[specs[ln.line_id] for ln in scene] for scene in scenes(script, found)]  # type: ignore[arg-type]
     out: list[SynthesisRequest] = []
     for take in range(takes):
         first = 0
@@ -159,8 +154,7 @@ def split_request(request: SynthesisRequest, script: Script, takes: int = 1) -> 
             seed = request.sampling.seed
             if seed is not None:
                 seed += take * len(request.lines) + first
-            job_id = request.job_id if takes == 1 and len(groups) == 1 else f"{request.job_id}.{take + 1}.{number + 1}"
-            out.append(replace(request, job_id=job_id, lines=tuple(group),
+            out.append(replace(request, job_id=f"{request.job_id}.{take + 1}.{number + 1}", lines=tuple(group),
                                context=request.context if number == 0 else (),
                                sampling=replace(request.sampling, seed=seed)))
             first += len(group)

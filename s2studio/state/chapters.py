@@ -62,23 +62,8 @@ def chapter_at(found: Sequence[Chapter], row: int) -> int | None:
     return i if i >= 0 else None
 
 
-def scene_of(script: Script, line: Line) -> int:
-    """The scene `line` belongs to: how many headings (of any level) come before it. A heading starts a new scene,
-    whose first line is spoken with no earlier line as context, so scenes can be rendered side by side."""
-    return bisect_left([h.source_line for h in script.headings], line.source_line)
-
-
 def scene_start(script: Script, line: Line) -> int:
-    """The text row (1-based) of the heading that opens `line`'s scene; 0 before the first heading."""
-    number = scene_of(script, line)
+    """The text row (1-based) of the heading that opens `line`'s scene (a heading starts a scene, whose first line
+    hears no earlier line); 0 before the first heading."""
+    number = bisect_left([h.source_line for h in script.headings], line.source_line)
     return script.headings[number - 1].source_line if number else 0
-
-
-def scenes(script: Script, lines: Sequence[Line]) -> list[list[Line]]:
-    """`lines` (in script order) grouped by scene (`scene_of`), in order; a scene without any of them is left out."""
-    starts = [h.source_line for h in script.headings]
-    out: dict[int, list[Line]] = {}
-    for line in lines:
-        out.setdefault(bisect_left(starts, line.source_line), []).append(line)
-    return list(out.values())
-

@@ -234,6 +234,8 @@ class S2Engine:
         for index, line in enumerate(request.lines):
             seed = line_seed(base_seed, index)
             text = speaker_text(line.speaker, line.text)
+            if line.line_id in request.scene_starts:
+                start = len(history)  # a heading starts a scene: its first line hears no earlier line
             start = hop(start, lengths, own(text), limit, self.context_lines)
             generator = make_generator(seed, loaded.device)
             prompt = self._prompt(loaded, references, history[start:], text)

@@ -251,7 +251,7 @@ class RenderFlow(QObject):
                     raise Cancelled()
                 codes[voice.id] = library.codes(voice, encoder(task, names), fingerprint)
             request = build_request(inputs, codes, clip_paths, lora_paths)
-            return RenderJob(request, asked_of(inputs), tuple(split_request(request, inputs.script, takes)))
+            return RenderJob(request, asked_of(inputs), tuple(split_request(request, takes)))
 
         self._task.start(build)
         self.preparing.emit(True)
