@@ -168,9 +168,9 @@ class SpeakingEngine(FakeEngine):
     attempts: dict[str, int] = field(default_factory=dict)
     texts: dict[str, str] = field(default_factory=dict)
 
-    def generate(self, request: SynthesisRequest, cancel):  # noqa: ANN001, ANN201 - the Engine protocol
+    def stream(self, request: SynthesisRequest, cancel):  # noqa: ANN001, ANN201 - the batching engine's job
         self.texts.update({ln.line_id: ln.text for ln in request.lines})
-        for event in super().generate(request, cancel):
+        for event in super().stream(request, cancel):
             if isinstance(event, LineFinished):
                 attempt = self.attempts.get(event.line_id, 0)
                 self.attempts[event.line_id] = attempt + 1
