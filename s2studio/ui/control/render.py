@@ -106,7 +106,7 @@ def gather(job_id: str, lines: Sequence[Line], script: Script, project: Project,
     scene_row = scene_start(script, lines[0])
     context: list[tuple[Line, Take]] = []
     if first > 0:
-        for ln in script.lines[bisect_left(script.lines, scene_row, key=lambda ln: ln.source_line):first]:
+        for ln in script.lines[bisect_left(script.line_rows, scene_row):first]:
             take = project.current(ln.line_id)
             if take is not None and ln.speaker in cast:
                 context.append((ln, take))
