@@ -53,7 +53,7 @@ def test_scenes_render_side_by_side_and_takes_join_their_line(qtbot, tmp_path, m
             dialog.accept()
 
         requests.clear()
-        on_modal(qtbot, QInputDialog, three_takes)
+        on_modal(qtbot, QInputDialog, three_takes, timeout_ms=60000)
         w.actions_by_name["render_takes"].trigger()
         qtbot.waitUntil(lambda: not w.flow.busy and len(w.project.takes_of(picked)) == 4, timeout=20000)
         assert requests == [(picked,)] * 3  # three jobs, side by side
@@ -108,12 +108,16 @@ def test_on_the_real_engine_scenes_side_by_side_sound_as_one_at_a_time(qtbot, tm
     put_cursor_on(w, 1)
     line = w.script.lines[0].line_id
 
+    asked: list[str] = []
+
     def two_takes(dialog: QInputDialog) -> None:
+        asked.append(dialog.labelText())
         dialog.setIntValue(2)
         dialog.accept()
 
-    on_modal(qtbot, QInputDialog, two_takes)
+    on_modal(qtbot, QInputDialog, two_takes, timeout_ms=60000)
     w.actions_by_name["render_takes"].trigger()
+    assert asked and w.flow.busy, (asked, [len(w.project.takes_of(ln.line_id)) for ln in w.script.lines])
     qtbot.waitUntil(lambda: bool(failures) or (not w.flow.busy and len(w.project.takes_of(line)) == 4),
                     timeout=120000)
     assert failures == []

@@ -157,7 +157,8 @@ def test_a_voice_preview_renders_once_then_plays_from_the_cache(qtbot, studio, t
     assert messages[0] == "Rendering a preview of “Carol”…"
     assert [j for j in jobs if j.startswith("preview")] == [jobs[-1]] and len(jobs) >= 1
     qtbot.waitUntil(lambda: playback_raw().exists() and np.any(np.fromfile(playback_raw(), "<i2")), timeout=10000)
-    # again: no render, the cached file plays
+    # again: no render, the cached file plays (once the render's job has ended: its end may still be on its way)
+    qtbot.waitUntil(lambda: not w.voices.preview.busy, timeout=10000)
     started = len(jobs)
     messages.clear()
     qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
