@@ -335,6 +335,7 @@ class MainWindow(QMainWindow):
 
     def _model_ready(self, info: api.ModelInfo) -> None:
         self.flow.set_codec(info.codec_fingerprint)
+        self.flow.max_batch = info.max_batch
         switch = self.ctx.engine_switch
         self.flow.on_server = switch is not None and switch.remote is not None
         self.models.ready(info)

@@ -7,9 +7,9 @@
    from the voice library's cache (`VoiceLibrary.codes`); a clip without cached codes for the loaded
    codec is encoded by the engine (an `EncodeRequest` per clip, on the engine thread) and cached. Then
    `engine.plan.compile_request` runs once, for the lines and their context together.
-3. Back on the GUI thread, `RenderSession.start` hands the request to the engine as the jobs it runs side by
-   side: one per scene (a heading starts a scene, whose first line hears no earlier line) and take
-   (`engine.plan.split_request`).
+3. Back on the GUI thread, `RenderSession.start` hands the request to the engine; to an engine that batches, as
+   the jobs it runs side by side: one per scene (a heading starts a scene, whose first line hears no earlier line)
+   and take (`engine.plan.split_request`).
 
 Every step reports through signals; the GUI never waits.
 """
@@ -208,6 +208,8 @@ class RenderFlow(QObject):
         super().__init__(parent)
         self.host, self.library, self.document, self.session = host, library, document, session
         self.codec_fingerprint = ""
+        self.max_batch = 1
+        """Lines the loaded engine renders at once (`ModelInfo.max_batch`): above 1 a render goes as its scenes."""
         self.on_server = False
         """The model is a server's (Settings ▸ Render on): it cannot apply a voice's LoRA."""
         self._bridge = EncodeBridge(host, self)
@@ -244,6 +246,8 @@ class RenderFlow(QObject):
         lora_paths = library.lora_paths(voices_used)
         names = {str(p): f"{v.id}/{c.id}" for v in voices_used for c, p in zip(v.clips, clip_paths[v.id], strict=True)}
 
+        batches = self.max_batch > 1
+
         def build(task: Background) -> RenderJob:
             codes: dict[str, list[np.ndarray]] = {}
             for voice in voices_used:
@@ -251,7 +255,10 @@ class RenderFlow(QObject):
                     raise Cancelled()
                 codes[voice.id] = library.codes(voice, encoder(task, names), fingerprint)
             request = build_request(inputs, codes, clip_paths, lora_paths)
-            return RenderJob(request, asked_of(inputs), tuple(split_request(request, takes)))
+            # an engine that runs one request at a time (the exact loop, a server, a fleet that plans the scenes
+            # itself) gets the render whole: its scenes sound the same either way (`split_request`)
+            pieces = split_request(request, takes) if batches or takes > 1 else [request]
+            return RenderJob(request, asked_of(inputs), tuple(pieces))
 
         self._task.start(build)
         self.preparing.emit(True)
