@@ -258,7 +258,7 @@ def test_a_kept_alive_connection_left_idle_after_its_answer_is_closed(server) ->
     sock.sendall(b"GET /v1/health HTTP/1.1\r\nHost: localhost\r\n\r\n")  # HTTP/1.1: kept alive unless closed
     started = time.monotonic()
     got = receive_all(sock)  # returns when the server closes the connection
-    assert got.startswith(b"HTTP/1.1 200 OK\r\n") and b'{"status":"ok"}' in got, got
+    assert got.startswith(b"HTTP/1.1 200 OK\r\n") and b'{"status":"ok",' in got, got
     assert time.monotonic() - started < 10  # the next request's header deadline (1 s here) closed it
     sock.close()
 
@@ -290,7 +290,7 @@ def test_many_idle_connections_never_stop_the_server_answering(server, keyed, wi
     try:
         started = time.monotonic()
         r = httpx.get(proc.url + "/v1/health", headers=headers, timeout=30)
-        assert r.status_code == 200 and r.json() == {"status": "ok"}
+        assert r.status_code == 200 and r.json()["status"] == "ok"
         assert time.monotonic() - started < 5  # the newest closes the longest-idle, not waits for a timeout
         assert proc.open_files() <= before + 16 + 2
     finally:

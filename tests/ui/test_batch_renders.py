@@ -15,10 +15,7 @@ SCENES = "# One\nAlice: First of one.\nBob: Second of one.\n# Two\nAlice: First 
 
 
 def put_cursor_on(w, row: int) -> None:
-    cursor = w.editor.textCursor()
-    cursor.movePosition(QTextCursor.MoveOperation.Start)
-    cursor.movePosition(QTextCursor.MoveOperation.Down, n=row)
-    w.editor.setTextCursor(cursor)
+    w.editor.setTextCursor(QTextCursor(w.editor.document().findBlockByNumber(row)))
 
 
 def test_scenes_render_side_by_side_and_takes_join_their_line(qtbot, tmp_path, monkeypatch):
@@ -53,6 +50,7 @@ def test_scenes_render_side_by_side_and_takes_join_their_line(qtbot, tmp_path, m
             dialog.accept()
 
         requests.clear()
+        qtbot.waitUntil(w.actions_by_name["render_takes"].isEnabled, timeout=10000)  # as a person can click it
         on_modal(qtbot, QInputDialog, three_takes, timeout_ms=60000)
         w.actions_by_name["render_takes"].trigger()
         qtbot.waitUntil(lambda: not w.flow.busy and len(w.project.takes_of(picked)) == 4, timeout=20000)
@@ -115,9 +113,11 @@ def test_on_the_real_engine_scenes_side_by_side_sound_as_one_at_a_time(qtbot, tm
         dialog.setIntValue(2)
         dialog.accept()
 
+    qtbot.waitUntil(w.actions_by_name["render_takes"].isEnabled, timeout=10000)  # as a person can click it
     on_modal(qtbot, QInputDialog, two_takes, timeout_ms=60000)
     w.actions_by_name["render_takes"].trigger()
-    assert asked and w.flow.busy, (asked, [len(w.project.takes_of(ln.line_id)) for ln in w.script.lines])
+    assert asked and w.flow.busy, (asked, w.statusBar().currentMessage(), w.editor.lines_in_selection(w.script),
+                                   w.editor.textCursor().blockNumber(), w.editor.toPlainText()[:40])
     qtbot.waitUntil(lambda: bool(failures) or (not w.flow.busy and len(w.project.takes_of(line)) == 4),
                     timeout=120000)
     assert failures == []
