@@ -29,6 +29,10 @@ FORMAT_VERSION = 2
 SUFFIX = ".s2proj"
 
 
+LOAD_FIELDS = ("device", "precision", "speed", "quantize", "threads", "max_batch")
+"""The settings that need the model loaded again when they change: `GenerationSettings.load_key`'s fields."""
+
+
 @dataclass(frozen=True)
 class GenerationSettings:
     """What the settings panel edits; part of each take's fingerprint."""
@@ -54,8 +58,8 @@ class GenerationSettings:
 
     @property
     def load_key(self) -> tuple[str, str, str, str, int, int]:
-        """The settings that need the model loaded again when they change."""
-        return (self.device, self.precision, self.speed, self.quantize, self.threads, self.max_batch)
+        """The settings that need the model loaded again when they change (`LOAD_FIELDS`)."""
+        return tuple(getattr(self, name) for name in LOAD_FIELDS)  # type: ignore[return-value]
 
     @classmethod
     def from_dict(cls, data: object, where: str = "settings") -> GenerationSettings:

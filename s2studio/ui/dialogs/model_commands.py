@@ -18,7 +18,7 @@ from PySide6.QtCore import QObject, QSettings, Signal
 from PySide6.QtWidgets import QMessageBox, QWidget
 
 from s2studio.engine import api
-from s2studio.state.project import GenerationSettings
+from s2studio.state.project import LOAD_FIELDS, GenerationSettings
 from s2studio.ui.control.context import StudioContext
 from s2studio.ui.control.document import Document
 from s2studio.ui.control.model import LoadConfig, ModelController
@@ -26,8 +26,6 @@ from s2studio.ui.inspector.settings_panel import DEVICES, SettingsPanel, mode_of
 from s2studio.ui.status import StatusPanel
 from s2studio.worker.servers import engine_choice
 
-LOAD_FIELDS = ("device", "precision", "speed", "quantize")
-"""The fields of `GenerationSettings.load_key`."""
 
 
 STUDIO_DEFAULTS = replace(GenerationSettings(), max_frames=1077)
