@@ -37,7 +37,7 @@ def valid_document() -> dict[str, Any]:
         "format": 1, "title": "Scene", "script": "Alice: Hello there.\n", "cast": {"Alice": "v0123456789ab"},
         "settings": {"seed_mode": "fixed", "seed": 5, "temperature": 0.6, "top_p": 0.8, "top_k": 30,
                      "max_frames": 1024, "batching": "line", "device": "auto", "precision": "auto",
-                     "speed": "exact", "quantize": "none", "threads": 0},
+                     "speed": "exact", "quantize": "none", "threads": 0, "max_batch": 0},
         "gap_s": 0.4,
         "lines": {LINE: {"picked": 1, "takes": [{"take_id": t, "text": "Hello there.", "seed": i,
                                                   "fingerprint": "fp"} for i, t in enumerate(TAKE_IDS)]}},

@@ -52,11 +52,11 @@ def test_settings_that_cannot_change_what_is_asked_mark_nothing_stale() -> None:
     s = GenerationSettings()
     take = take_for(s)
     for name, value in (("device", "cuda"), ("precision", "bf16"), ("speed", "fast"), ("quantize", "int8"),
-                        ("threads", 1)):
+                        ("threads", 1), ("max_batch", 4)):  # a stream's codes are its request's alone
         assert stale_reasons(take, LINE, voice_key(voice()), replace(s, **{name: value})) == (), name
     # every field is either part of what is asked or named here as not: a new setting must choose
     assert {f.name for f in fields(GenerationSettings)} == set(SAMPLING_FIELDS) | {
-        "seed_mode", "seed", "device", "precision", "speed", "quantize", "threads"}
+        "seed_mode", "seed", "device", "precision", "speed", "quantize", "threads", "max_batch"}
 
 
 @pytest.mark.parametrize(("made", "now", "stale"), [
