@@ -109,3 +109,17 @@ def test_transcribe_without_speech_says_so(data: Path, tmp_path: Path, monkeypat
     assert main(["transcribe", "--model", str(tiny_model()), str(tone)]) == 1
     out, err = capsys.readouterr()
     assert out == "\n" and err.endswith("tone.wav: no speech recognised\n")
+
+
+def test_list_names_damaged_voices_instead_of_an_empty_library(data: Path, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["voice", "add", "--name", "Alice", "--clip", str(wav(tmp_path / "a.wav", 4.0)), "--text", "One."]) == 0
+    voice = VoiceLibrary(data / "voices").find("Alice")
+    assert voice is not None
+    (data / "voices" / voice.id / "voice.json").write_text("{not json")
+    capsys.readouterr()
+    assert main(["voice", "list"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "no voices yet" not in captured.err
+    assert captured.err.startswith("warning: skipped a damaged voice (") and str(data / "voices" / voice.id) in captured.err

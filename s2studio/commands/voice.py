@@ -97,8 +97,11 @@ def run(args: argparse.Namespace) -> int:
         voice = lib.create(args.name, pairs, args.notes, args.consent)
         print(_summary(voice))
     elif cmd == "list":
-        voices = lib.list()
-        if not voices:
+        voices, damaged = lib.scan()
+        for folder, reason in damaged:
+            print(f"warning: skipped a damaged voice ({printable(reason, 300)}); restore the folder {folder} "
+                  "from a backup or remove it", file=sys.stderr)
+        if not voices and not damaged:
             print("no voices yet; add one with `s2studio voice add --name NAME --clip FILE --text TRANSCRIPT`",
                   file=sys.stderr)
         for v in voices:

@@ -81,9 +81,15 @@ class VoiceLibrary:
 
     def list(self) -> list[Voice]:
         """Every readable voice, by name; damaged folders are logged and skipped."""
-        voices = []
+        return self.scan()[0]
+
+    def scan(self) -> tuple[list[Voice], list[tuple[Path, str]]]:
+        """Every readable voice by name, and each damaged voice folder with what is wrong with it (logged too):
+        a listing can then say why a library that has folders shows no voices."""
+        voices: list[Voice] = []
+        damaged: list[tuple[Path, str]] = []
         if not self.root.is_dir():
-            return voices
+            return voices, damaged
         for entry in sorted(self.root.iterdir()):
             if not VOICE_ID.match(entry.name) or not (entry / VOICE_FILE).is_file():
                 continue
@@ -91,7 +97,8 @@ class VoiceLibrary:
                 voices.append(self._load(entry))
             except UserError as exc:
                 log.warning("skipping voice %s: %s", entry, exc)
-        return sorted(voices, key=lambda v: (v.name.casefold(), v.id))
+                damaged.append((entry, str(exc)))
+        return sorted(voices, key=lambda v: (v.name.casefold(), v.id)), damaged
 
     def get(self, voice_id: str) -> Voice:
         folder = self.folder(voice_id)
