@@ -498,3 +498,12 @@ def test_scenes_and_takes_render_side_by_side(tmp_path: Path, data_dir: Path) ->
     assert sorted(e["seed"] for e in events if e["kind"] == "LineFinished") == list(range(7, 15))
     plain, first = (sf.read(str(tmp_path / n))[0] for n in ("plain.wav", "two.wav"))
     assert np.array_equal(plain, first)
+
+
+def test_speakers_named_like_a_voice_need_no_cast(tmp_path: Path, data_dir: Path, capsys) -> None:
+    path = tmp_path / "named.txt"
+    path.write_text("ann: Hello there.\nBen: Hi.\nCarol: Me too.\n", encoding="utf-8")
+    rec = Recorder(FakeEngine())
+    assert render(["--script", str(path), "--cast", "Carol=Cleo", "--out", str(tmp_path / "n.wav")], lambda: rec) == 0
+    assert "warning" not in capsys.readouterr().err
+    assert len(takes(rec)) == 3

@@ -67,9 +67,10 @@ def add_script_arguments(parser: argparse.ArgumentParser,
             to.add_argument(*flags, **kwargs)
 
     add("--script", to=text_group or g, type=Path, metavar="FILE",
-        help="render a script ('Name: line' per text line, # headings, [tags]) to audio; needs --cast")
+        help="render a script ('Name: line' per text line, # headings, [tags]) to audio; a speaker without a library voice of its name needs --cast")
     add("--cast", action="append", default=[], metavar="NAME=VOICE",
-        help="give the script's speaker NAME the library voice VOICE (id or name); once per speaker")
+        help="give the script's speaker NAME the library voice VOICE (id or name); once per speaker. "
+             "A speaker with the name of a library voice gets that voice without it")
     add("--out", type=Path, metavar="FILE",
         help="the mixed audio; the format follows the extension: .wav .flac .ogg (Vorbis) .opus .mp3")
     add("--stems", type=Path, metavar="DIR",
@@ -177,15 +178,21 @@ def _line_number(source: str, offset: int) -> int:
     return source.count("\n", 0, offset) + 1
 
 
-def _read(args: argparse.Namespace, cast_names: Iterable[str]) -> Script:
+def _read(args: argparse.Namespace, cast_ids: dict[str, str], library: VoiceLibrary) -> tuple[Script, dict[str, str]]:
+    """The script and its cast: `--cast` first, then each other speaker whose name a library voice has (case and
+    spaces aside), as the studio casts a new project. Warnings name only speakers left without a voice."""
     path: Path = args.script
     source = read_script(path)
     if not source.strip():
         raise UserError(f"script {path} is empty; write lines like 'Alice: Hello.'")
-    script = parse_script(source, known_speakers=set(cast_names))
+    cast = dict(cast_ids)
+    for speaker in parse_script(source).speakers:
+        if speaker not in cast and (voice := library.find(speaker)) is not None:
+            cast[speaker] = voice.id
+    script = parse_script(source, known_speakers=set(cast))
     for w in script.warnings:
         print(f"{path}:{_line_number(source, w.start)}: warning: {w.message}", file=sys.stderr)
-    return script
+    return script, cast
 
 
 def sampling_from_args(args: argparse.Namespace) -> SamplingParams:
@@ -383,11 +390,10 @@ def run_script(args: argparse.Namespace, engine_factory: EngineFactory | None = 
     from s2studio.engine.plan import compile_request
 
     outputs = _check_outputs(args)
-    cast_ids = _parse_cast(args.cast)
-    script = _read(args, cast_ids)
+    library = _library()
+    script, cast_ids = _read(args, _parse_cast(args.cast), library)
     if not script.lines:
         raise UserError(f"script {args.script} has nothing to speak; write lines like 'Alice: Hello.'")
-    library = _library()
     cast: dict[str, Voice] = {}
     for name, voice in cast_ids.items():
         try:
