@@ -90,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
     from s2studio.serve.config import Limits, ServeConfig
     from s2studio.serve.references import remove_stale_folders
     from s2studio.serve.server import bind, return_large_buffers, serve_forever, start_state
+    from s2studio.serve.uploads import UploadedVoices
     from s2studio.state.audio_limits import MAX_REFERENCE_SECONDS
     from s2studio.state.voices import VoiceLibrary
 
@@ -121,7 +122,8 @@ def run(args: argparse.Namespace) -> int:
     remove_stale_folders()
     return_large_buffers()
     print(f"loading {args.model} …", file=sys.stderr, flush=True)
-    state = start_state(config, load, VoiceLibrary(paths.voices_dir()), on_loading=loading)
+    uploads = UploadedVoices(folder=paths.data_dir() / "uploaded-voices")
+    state = start_state(config, load, VoiceLibrary(paths.voices_dir()), on_loading=loading, uploads=uploads)
     info = state.info
     if info.kernels_note:
         print(f"note: the CPU kernels are not used ({info.kernels_note})", file=sys.stderr, flush=True)
@@ -130,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"serving {info.name} in {mode} ({info.device}, {info.settings_text()}) at http://{args.host}:{args.port} "
           f"{'with an API key' if config.api_key else 'without an API key (loopback only)'}; "
           f"{info.max_batch} request(s) at once{batch_origin}; "
-          f"{len(state.library.list())} voice(s) from {paths.voices_dir()}", file=sys.stderr, flush=True)
+          f"{len(state.library.list())} voice(s) from {paths.voices_dir()}, {len(uploads.list())} uploaded by clients", file=sys.stderr, flush=True)
     log.info("serving %s on %s (%s, %s) from %s", info.name, info.device, info.settings_text(), mode, args.model)
     serve_forever(state, sock=sock)
     return 0

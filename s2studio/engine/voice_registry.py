@@ -121,6 +121,7 @@ class VoiceRegistry:
 
         entries = [{"server": server, "clip": clip, "name": name} for (server, clip), name in self._names.items()]
         try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)  # a first run: the data folder may not exist yet
             write_text_atomic(self.path, json.dumps({"voices": entries}, indent=1))
         except (OSError, UserError) as exc:  # remembering is a saving, not a need: the render goes on
             log.warning("could not remember the registered voices in %s: %s", self.path, exc)

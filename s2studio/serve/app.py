@@ -50,7 +50,8 @@ class ServerState:
     library: VoiceLibrary
     cache: CodesCache = field(default_factory=CodesCache)
     uploads: UploadedVoices = field(default_factory=UploadedVoices)
-    """Voices clients uploaded through `POST /v1/audio/voices` (routes_voices), in memory."""
+    """Voices clients uploaded through `POST /v1/audio/voices` (routes_voices); `s2studio serve` keeps them in its
+    data folder, the tests' servers in memory."""
     history: collections.deque[JobRecord] = field(default_factory=lambda: collections.deque(maxlen=1000))
     model_dir: Path | None = None
 

@@ -7,9 +7,9 @@ of sending it with every request; `GET /v1/audio/voices` lists `voices` (names) 
 server in the tests and vllm-omni's clients work with us. Shapes: vllm-project/vllm-omni
 `docs/serving/speech_api.md` at 078de2d14c2fcc670c1e0dd492e1b84a69c69d15.
 
-Uploads live in memory for the server's life (names are case-insensitive, as there): they never write into the
-voice library of the person running the server, and a client that finds a name gone uploads it again. The clip's
-codes are encoded once, on first use, by the codes cache every inline reference goes through.
+Uploads are kept apart from the voice library of the person running the server, in its data folder, so they outlive
+a restart (serve/uploads.py; names are case-insensitive, as there); a client that finds a name gone uploads it
+again. The clip's codes are encoded once, on first use, by the codes cache every inline reference goes through.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from s2studio.serve.bodies import media_type, read_body
 from s2studio.serve.errors import ApiError
 from s2studio.serve.parsing import check_name
 from s2studio.serve.references import check_reference
-from s2studio.serve.uploads import UploadedVoice
+from s2studio.serve.uploads import UploadedVoice, bad_name
 
 router = APIRouter()
 MULTIPART = ("multipart/form-data",)
@@ -55,8 +55,8 @@ async def upload_voice(request: Request) -> Response:
     async with _replayed(request, body).form(max_files=1, max_fields=8) as form:
         name = _text_field(form, "name")
         check_name(name, "name", state.config.limits)
-        if not name or name in (".", "..") or any(c in name for c in "/\\\x00"):
-            raise ApiError(400, "`name` must be a non-empty voice name without slashes", "invalid_name", "name")
+        if bad_name(name):
+            raise ApiError(400, bad_name(name), "invalid_name", "name")
         sample = form.get("audio_sample")
         if not isinstance(sample, UploadFile):
             raise ApiError(400, "`audio_sample` must be an audio file", "invalid_reference", "audio_sample")

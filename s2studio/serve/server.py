@@ -35,15 +35,18 @@ from s2studio.serve.errors import ApiError, error_response
 from s2studio.serve.guard import LoopbackHostMiddleware, OneLineStreamErrors, guarded_protocol
 from s2studio.serve.jobs import job_error
 from s2studio.serve.runner import EngineRunner, default_engine
+from s2studio.serve.uploads import UploadedVoices
 from s2studio.state.voices import VoiceLibrary
 
 
 def start_state(config: ServeConfig, load: LoadRequest, library: VoiceLibrary,
-                engine_factory: Callable[[], Engine] = default_engine, on_loading=None) -> ServerState:  # noqa: ANN001
-    """Load the model on a new engine thread and return the state the app serves from."""
+                engine_factory: Callable[[], Engine] = default_engine, on_loading=None,  # noqa: ANN001
+                uploads: UploadedVoices | None = None) -> ServerState:
+    """Load the model on a new engine thread and return the state the app serves from (`uploads`: where clients'
+    uploaded voices are kept; in memory when None)."""
     runner = EngineRunner(engine_factory, config.limits.queue_size)
     runner.start(load, on_loading)
-    return ServerState(config, runner, library, model_dir=load.model_dir)
+    return ServerState(config, runner, library, uploads=uploads or UploadedVoices(), model_dir=load.model_dir)
 
 
 def create_app(state: ServerState) -> FastAPI:

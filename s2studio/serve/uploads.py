@@ -1,19 +1,36 @@
-"""Voices clients uploaded to this server (`POST /v1/audio/voices`, serve/routes_voices.py), in memory.
+"""Voices clients uploaded to this server (`POST /v1/audio/voices`, serve/routes_voices.py), kept across restarts.
 
 Kept apart from the voice library on purpose: an upload never writes into the library of the person running the
-server, and lives as long as the server does (a client that finds a name gone uploads it again)."""
+server. `s2studio serve` keeps them in the data folder (`uploaded-voices/`), so a client that uploaded a voice once
+can name it after the server restarts (vllm-omni's clients upload once and name it from then on). The folder holds
+each clip under its content hash (`<sha256>.wav`) and one small JSON per voice, named by the hash of its name (a
+client's name never becomes a path): transcript, consent note, clip. Both are written through `state.atomic`, the
+clip first, so a crash leaves a voice whole or absent; one file per voice lets two servers share a data folder. At
+start a voice whose clip is missing or altered, or that is beyond the limits, is left out (a line in the log), and
+clips no voice names are removed.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
+import re
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 
+from s2studio.errors import UserError
 from s2studio.serve.errors import ApiError
 from s2studio.serve.references import InlineReference
 
+log = logging.getLogger("s2studio.serve")
+
 MAX_UPLOADS = 256
 MAX_UPLOAD_BYTES = 128 * 1024 * 1024
-"""All uploaded clips together: what the server's memory holds for clients, whatever their number."""
+"""All uploaded clips together: what the server's memory (and its folder) holds for clients, whatever their number."""
+INDEX = "voices.json"
+_CLIP_NAME = re.compile(r"[0-9a-f]{64}\.(wav|flac|ogg|mp3|aiff|w64|caf)")
 
 
 @dataclass(frozen=True)
@@ -33,18 +50,36 @@ class UploadedVoice:
             entry["speaker_description"] = self.description
         return entry
 
+    @property
+    def clip_name(self) -> str:
+        return self.reference.sha256 + self.reference.suffix
+
 
 _MIME = {".wav": "audio/wav", ".flac": "audio/flac", ".ogg": "audio/ogg", ".mp3": "audio/mpeg"}
 
 
-class UploadedVoices:
-    """Name (case-insensitive) -> uploaded clip; thread-safe; at most `capacity` voices of `max_bytes` in all."""
+def bad_name(name: str) -> str:
+    """Why `name` cannot name an uploaded voice ("" when it can): empty, a path, or control characters."""
+    if not name or name in (".", ".."):
+        return "`name` must be a non-empty voice name"
+    if any(c in name for c in "/\\") or any(ord(c) < 32 or ord(c) == 127 for c in name):
+        return "`name` must be a voice name without slashes or control characters"
+    return ""
 
-    def __init__(self, capacity: int = MAX_UPLOADS, max_bytes: int = MAX_UPLOAD_BYTES) -> None:
+
+class UploadedVoices:
+    """Name (case-insensitive) -> uploaded clip; thread-safe; at most `capacity` voices of `max_bytes` in all;
+    kept in `folder` when one is given (in memory only otherwise: the tests' servers)."""
+
+    def __init__(self, capacity: int = MAX_UPLOADS, max_bytes: int = MAX_UPLOAD_BYTES,
+                 folder: Path | None = None) -> None:
         self._voices: dict[str, UploadedVoice] = {}
         self._lock = threading.Lock()
         self._capacity = capacity
         self._max_bytes = max_bytes
+        self.folder = folder
+        if folder is not None:
+            self._read(folder)
 
     def put(self, voice: UploadedVoice) -> None:
         with self._lock:
@@ -58,6 +93,7 @@ class UploadedVoices:
                 raise ApiError(400, f"this server holds at most {self._max_bytes // 2**20} MB of uploaded voices; "
                                "delete one first (DELETE /v1/audio/voices/NAME) or upload a shorter clip",
                                "too_many_voices", "audio_sample")
+            self._store(voice, replaced)
             self._voices[voice.name.lower()] = voice
 
     def get(self, name: str) -> UploadedVoice | None:
@@ -66,8 +102,114 @@ class UploadedVoices:
 
     def remove(self, name: str) -> bool:
         with self._lock:
-            return self._voices.pop(name.strip().lower(), None) is not None
+            key = name.strip().lower()
+            if key not in self._voices:
+                return False
+            if self.folder is not None:
+                try:
+                    (self.folder / _entry_name(key)).unlink(missing_ok=True)
+                except OSError as exc:
+                    log.warning("could not delete an uploaded voice in %s: %s", self.folder, exc)
+                    raise ApiError(507, "this server could not delete the voice (its disk is not writable); tell "
+                                   "the server's owner", "not_stored") from None
+            gone = self._voices.pop(key)
+            self._tidy(gone)
+            return True
 
     def list(self) -> list[UploadedVoice]:
         with self._lock:
             return sorted(self._voices.values(), key=lambda v: v.created_at)
+
+    # ------------------------------------------------------------------------------------------- the folder
+
+    def _store(self, voice: UploadedVoice, replaced: UploadedVoice | None) -> None:
+        """Write the voice's clip (unless it is there already), then its entry; then tidy the clip it replaced."""
+        if self.folder is None:
+            return
+        from s2studio.state.atomic import replace_durable, write_bytes_atomic
+
+        entry = {"name": voice.name, "clip": voice.clip_name, "ref_text": voice.reference.text,
+                 "consent": voice.consent, "created_at": voice.created_at, "description": voice.description}
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            if not (self.folder / voice.clip_name).is_file():
+                write_bytes_atomic(self.folder / voice.clip_name, voice.reference.audio)
+            replace_durable(self.folder / _entry_name(voice.name.lower()), json.dumps(entry).encode("utf-8"))
+        except (OSError, UserError) as exc:
+            log.warning("could not keep an uploaded voice in %s: %s", self.folder, exc)
+            raise ApiError(507, "this server could not store the voice (its disk is full or not writable); "
+                           "try again later or tell the server's owner", "not_stored") from None
+        if replaced is not None and replaced.clip_name != voice.clip_name:
+            self._tidy(replaced)
+
+    def _tidy(self, gone: UploadedVoice) -> None:
+        """Remove the clip of a voice no longer kept, unless a voice (of any server sharing the folder) names it."""
+        if self.folder is not None and gone.clip_name not in _named_clips(self.folder):
+            from s2studio.state.atomic import remove_quietly
+
+            remove_quietly(self.folder / gone.clip_name)
+
+    def _read(self, folder: Path) -> None:
+        found = []
+        for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
+            voice, why = _voice_of(path, folder)
+            if voice is None:
+                log.warning("left out the uploaded voice %s: %s", path, why)
+            else:
+                found.append(voice)
+        held = 0
+        for voice in sorted(found, key=lambda v: v.created_at):
+            if len(self._voices) >= self._capacity or held + len(voice.reference.audio) > self._max_bytes:
+                log.warning("left out the uploaded voice %r: beyond this server's limits on uploaded voices",
+                            voice.name)
+                continue
+            self._voices[voice.name.lower()] = voice
+            held += len(voice.reference.audio)
+        from s2studio.state.atomic import is_stale, remove_quietly
+
+        named = _named_clips(folder)
+        for path in folder.iterdir() if folder.is_dir() else ():
+            if _CLIP_NAME.fullmatch(path.name) and path.name not in named and is_stale(path):
+                remove_quietly(path)  # a clip whose entry was never written (a crash) or was deleted
+
+
+def _entry_name(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32] + ".json"
+
+
+def _entry(path: Path) -> dict:
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(raw, dict):
+        raise TypeError("not a JSON object")
+    return raw
+
+
+def _named_clips(folder: Path) -> set[str]:
+    named = set()
+    for path in folder.glob("*.json"):
+        try:
+            named.add(str(_entry(path)["clip"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return named
+
+
+def _voice_of(path: Path, folder: Path) -> tuple[UploadedVoice | None, str]:
+    """The voice an entry file describes, or None and why not."""
+    try:
+        entry = _entry(path)
+        name, clip, text, consent = (str(entry[k]) for k in ("name", "clip", "ref_text", "consent"))
+        created, description = int(entry["created_at"]), str(entry.get("description", ""))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return None, f"unreadable ({exc})"
+    if bad_name(name) or path.name != _entry_name(name.lower()) or not _CLIP_NAME.fullmatch(clip):
+        return None, "its name or its clip's file name is not one this server writes"
+    try:
+        audio = (folder / clip).read_bytes()
+    except OSError as exc:
+        return None, f"{name!r}: its clip cannot be read ({exc.strerror or exc})"
+    sha = hashlib.sha256(audio).hexdigest()
+    if sha != clip[:64]:
+        return None, f"{name!r}: its clip was altered"
+    reference = InlineReference(0, audio, text, sha, clip[64:])
+    return UploadedVoice(name, reference, consent, created, description), ""

@@ -290,3 +290,40 @@ def test_the_registry_remembers_each_voice_across_sessions_and_survives_a_bad_fi
     assert len(uploads) == 1 and "http://gpu-box:8091" in path.read_text()
     path.write_text("{not json")
     assert VoiceRegistry(path).registered == 0 and VoiceRegistry(path)._names == {}
+
+
+def test_a_voice_uploaded_once_outlives_a_restart_of_the_server_and_of_the_studio(tiny_model, clips, tmp_path,
+                                                                                   monkeypatch) -> None:
+    """Session 1 uploads Alice to a real `s2studio serve`; both restart; session 2 names her without sending her
+    again (the studio's registry and the server's uploads are both on disk), and its lines render."""
+    from serve_process import ServeProcess
+
+    from s2studio.engine.remote import remembered_voices
+
+    monkeypatch.setenv("S2STUDIO_DATA_DIR", str(tmp_path / "studio"))
+    registry_path = remembered_voices().path
+    assert registry_path == tmp_path / "studio" / "voice-registry.json"
+    uploads: list[str] = []
+    real = httpx.HTTPTransport()
+
+    def counting(req: httpx.Request) -> httpx.Response:
+        if req.method == "POST" and req.url.path == "/v1/audio/voices":
+            uploads.append(req.url.host)
+        return real.handle_request(req)
+
+    port = None
+    for _ in range(2):
+        with ServeProcess(tiny_model, tmp_path / "server", tmp_path / "tmp", "--no-fast", "--max-new-tokens", "2",
+                          port=port) as server:
+            port = server.port
+            engine = RemoteEngine(RemoteSettings(server.url, protocol="vllm"),
+                                  transport=httpx.MockTransport(counting), registry=VoiceRegistry(registry_path))
+            assert isinstance(collect(engine.load(LOAD, threading.Event()))[-1], JobFinished)
+            events = takes(engine, request(clips["alice"]))
+            engine.close()
+        assert isinstance(events[-1], JobFinished), events[-1]
+        assert sum(isinstance(e, LineFinished) for e in events) == 2
+    assert uploads == ["127.0.0.1"]  # once, in the first session
+    assert "1 uploaded by clients" in server.log  # the second server found it in its data folder
+    kept = sorted(p.suffix for p in (tmp_path / "server" / "uploaded-voices").iterdir())
+    assert kept == [".json", ".wav"]

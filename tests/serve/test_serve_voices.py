@@ -5,7 +5,10 @@ clients may send that we refuse gets one clear OpenAI-shaped message."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
+import json
+import os
 
 import httpx
 import numpy as np
@@ -68,6 +71,9 @@ def test_what_we_refuse_is_said_in_one_line(http, clips) -> None:
     bad_name = http.post("/v1/audio/voices", files={"audio_sample": ("b.flac", clip)},
                          data={"name": "../x", "consent": "yes", "ref_text": "And I am Bob."})
     assert bad_name.status_code == 400 and bad_name.json()["error"]["param"] == "name"
+    control = http.post("/v1/audio/voices", files={"audio_sample": ("b.flac", clip)},
+                        data={"name": "b\x1b[2J", "consent": "yes", "ref_text": "And I am Bob."})
+    assert control.json()["error"]["message"] == "`name` must be a voice name without slashes or control characters"
     url = http.post("/v1/audio/speech", json={"input": "Hi.", "ref_audio": "file:///etc/passwd", "ref_text": "x"})
     assert url.status_code == 400 and "does not fetch URLs or read paths" in url.json()["error"]["message"]
     assert http.delete("/v1/audio/voices/nobody").status_code == 404
@@ -88,3 +94,47 @@ def test_uploads_are_bounded_in_bytes_as_well_as_in_number() -> None:
         "this server holds at most 2 MB of uploaded voices; delete one first (DELETE /v1/audio/voices/NAME) or "
         "upload a shorter clip")
     assert [v.name for v in uploads.list()] == ["A"]
+
+
+def _clip_voice(name: str, audio: bytes, created: int = 0) -> UploadedVoice:
+    return UploadedVoice(name, InlineReference(0, audio, "Hi.", hashlib.sha256(audio).hexdigest(), ".wav"), "mine",
+                         created)
+
+
+def test_kept_uploads_come_back_whole_and_what_was_altered_on_disk_is_left_out(tmp_path) -> None:
+    folder = tmp_path / "uploaded-voices"
+    kept = UploadedVoices(folder=folder)
+    kept.put(_clip_voice("Ann", b"a" * 100, 1))
+    kept.put(_clip_voice("Bo*?:<>|", b"b" * 100, 2))  # a name never becomes a path
+    kept.put(_clip_voice("Cy", b"c" * 100, 3))
+    kept.put(_clip_voice("cy", b"d" * 100, 4))  # replaces Cy: its clip goes
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file() and p.parent != folder) == []
+    again = UploadedVoices(folder=folder)
+    assert [(v.name, v.reference.audio[:1]) for v in again.list()] == [("Ann", b"a"), ("Bo*?:<>|", b"b"),
+                                                                       ("cy", b"d")]
+    assert len(list(folder.glob("*.wav"))) == 3
+    assert again.remove("ANN") and not UploadedVoices(folder=folder).get("ann")
+    # altered on disk: a clip changed, an entry naming a path, a foreign file, a clip nobody names
+    bo = again.get("Bo*?:<>|")
+    (folder / bo.clip_name).write_bytes(b"B" * 100)
+    (tmp_path / bo.clip_name).write_bytes(b"b" * 100)  # a clip that would pass its hash check, outside the folder
+    entry = json.loads(next(folder.glob("*.json")).read_text())
+    dee = hashlib.sha256(b"dee").hexdigest()[:32] + ".json"  # where an entry for "Dee" would be
+    (folder / dee).write_text(json.dumps({**entry, "name": "Dee", "clip": "../" + bo.clip_name}))
+    (folder / "notes.txt").write_text("mine")
+    orphan = folder / ("e" * 64 + ".wav")
+    orphan.write_bytes(b"e")
+    os.utime(orphan, (1, 1))  # from before this process: not a clip another server is writing now
+    last = UploadedVoices(capacity=8, folder=folder)
+    assert [v.name for v in last.list()] == ["cy"]
+    assert not orphan.exists() and (folder / "notes.txt").exists()
+    assert [v.name for v in UploadedVoices(capacity=0, folder=folder).list()] == []  # limits hold at start too
+
+
+def test_an_upload_the_disk_cannot_keep_is_refused_and_not_named(tmp_path) -> None:
+    (tmp_path / "file").write_text("not a folder")
+    uploads = UploadedVoices(folder=tmp_path / "file" / "uploaded-voices")
+    with pytest.raises(ApiError) as exc:
+        uploads.put(_clip_voice("Ann", b"a"))
+    assert exc.value.status == 507 and "could not store the voice" in exc.value.message
+    assert uploads.list() == []
