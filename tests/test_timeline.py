@@ -50,6 +50,44 @@ def test_a_line_streams_in_at_the_end_only() -> None:
     assert not tl.can_stream("a") and not tl.can_stream("b")  # c has audio after them
 
 
+def test_a_line_landing_after_a_stream_stops_it_where_it_is_and_its_take_moves_what_follows() -> None:
+    """Scenes rendered side by side: a later scene's line lands while an earlier line streams. The stream stops
+    (it may not grow under that line), its take replaces it whole, and the later line moves by the difference."""
+    tl = Timeline(gap_s=0.1, sample_rate=100)
+    tl.set_lines(["a", "b", "c", "d"], {})
+    assert tl.begin_stream("a")
+    tl.append("a", 0, const(10, 0.25))
+    assert not tl.can_stream("c")  # one stream at a time: the earliest line's
+    tl.set_audio("c", const(5, 1.0))
+    assert not tl.streaming("a") and tl.partial("a") and not tl.layout.growing
+    assert tl.segments() == [Segment("a", 0, 10, True), Segment("c", 20, 5, True)]
+    assert not tl.can_stream("b")
+    tl.end_stream("a", const(30, 0.25))  # its take: what streamed and the rest
+    assert not tl.partial("a")
+    assert tl.segments() == [Segment("a", 0, 30, True), Segment("c", 40, 5, True)]
+    np.testing.assert_array_equal(tl.mix()[:30], 0.25)
+    np.testing.assert_array_equal(tl.mix()[40:], 1.0)
+    assert tl.begin_stream("d") and tl.partial("d")
+    tl.end_stream("d", None)  # cancelled: nothing of it stays
+    assert tl.segments() == [Segment("a", 0, 30, True), Segment("c", 40, 5, True)]
+
+
+def test_the_wait_point_of_a_line_is_where_the_timeline_plays_to_before_it_lands() -> None:
+    tl = Timeline(gap_s=0.1, sample_rate=100)
+    tl.set_lines(["a", "b", "c", "d", "e"], {"a": const(20, 0.5), "d": const(5, 1.0)})
+    assert tl.wait_point("b") == 20 and tl.wait_point("c") == 20  # the end of a: b and c come before d
+    assert tl.wait_point("d") == 30  # an old take waits at its start (its new take comes whole)
+    assert tl.wait_point("a") == 0 and tl.wait_point("gone") is None
+    assert tl.begin_stream("e")
+    assert tl.wait_point("e") is None  # streaming at the end: the end is where playback waits
+    tl.append("e", 0, const(8, 0.25))
+    tl.set_lines(["a", "b", "c", "d", "e"], {"a": const(20, 0.5)})
+    assert tl.begin_stream("b")
+    tl.append("b", 0, const(7, 0.25))
+    tl.set_audio("d", const(5, 1.0))  # lands after b: b stops, and its audio so far is playable
+    assert tl.wait_point("b") == 30 + 7 and tl.wait_point("c") == 37
+
+
 def test_a_stream_that_grows_past_its_buffer_keeps_every_sample() -> None:
     tl = Timeline(gap_s=0.0, sample_rate=10)  # an 8 s first buffer is 80 samples here
     tl.set_lines(["a"], {})

@@ -12,7 +12,9 @@ Costs, whatever the project's length: appending a chunk to the streaming line wr
 buffer doubles when full, so O(chunk) amortised) and builds no new layout; swapping one line's take
 moves the start of every line after it (one vectorised add) and copies no audio.
 
-Only the last line with audio can stream (`begin_stream`), so a growing line never moves another.
+Only the last line with audio can stream (`begin_stream`), so a growing line never moves another: a line that
+lands after it (scenes rendered side by side) stops it where it is, and the rest of its audio comes with its
+take (`partial`: until then the timeline holds the first part of a render).
 Re-rendering a line that has audio does not stream: its old take stays in place until the new one is
 finished (`set_audio`), and every other line stays audible meanwhile.
 
@@ -21,6 +23,7 @@ Writers: the GUI thread only. Readers on any thread use `layout` and the `Layout
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, Union
@@ -67,7 +70,7 @@ class Track:
     raises `length`, and a reader reads `length` before `data`, so it never sees samples that are not there
     yet."""
 
-    __slots__ = ("line_id", "data", "length", "growing", "source", "_peaks", "_peaked")
+    __slots__ = ("line_id", "data", "length", "growing", "partial", "source", "_peaks", "_peaked")
 
     def __init__(self, line_id: str, data: Audio | None, length: int, growing: bool,
                  source: TrackSource | None = None) -> None:
@@ -75,6 +78,8 @@ class Track:
         self.data = data if data is not None else np.zeros(0, np.float32)
         self.length = length
         self.growing = growing
+        self.partial = growing
+        """The first part of a render's audio (streamed in; still growing or stopped), not a finished take."""
         self.source = source
         self._peaks = np.zeros(0, np.float32)
         self._peaked = 0
@@ -299,6 +304,9 @@ class Timeline:
         layout = self.layout
         i = layout.index.get(line_id)
         if old is None or i is None:
+            last = layout.tracks[-1] if layout.tracks else None
+            if last is not None and last.growing and self._position[last.line_id] < self._position[line_id]:
+                last.growing = False  # it may not grow under the line placed after it
             self._relayout()
             return
         tracks = list(layout.tracks)
@@ -310,12 +318,13 @@ class Timeline:
     # ------------------------------------------------------------------ streaming
 
     def can_stream(self, line_id: str) -> bool:
-        """True when no line after `line_id` has audio (and it has none itself)."""
+        """True when no line after `line_id` has audio (and it has none itself), and no line before it streams (the
+        earliest line of a render is the one heard first: a later one, rendered beside it, comes whole)."""
         pos = self._position.get(line_id)
         if pos is None or line_id in self._tracks:
             return False
         tracks = self.layout.tracks  # in script order: the last one placed is the last on the timeline
-        return not tracks or self._position[tracks[-1].line_id] < pos
+        return not tracks or (self._position[tracks[-1].line_id] < pos and not tracks[-1].growing)
 
     def begin_stream(self, line_id: str) -> bool:
         """Start growing `line_id` at the end; False (nothing changes) when it cannot (`can_stream`)."""
@@ -332,6 +341,12 @@ class Timeline:
     def streaming(self, line_id: str) -> bool:
         track = self._tracks.get(line_id)
         return track is not None and track.growing
+
+    def partial(self, line_id: str) -> bool:
+        """The line holds the first part of a render in progress: streaming, or stopped where it was when a line
+        after it landed (`end_stream` puts its take or nothing in its place)."""
+        track = self._tracks.get(line_id)
+        return track is not None and track.partial
 
     def append(self, line_id: str, start_sample: int, samples: Audio) -> int:
         """Add an `AudioChunk` (`start_sample`: its offset within the line) to the streaming line.
@@ -355,7 +370,7 @@ class Timeline:
         return int(self.layout.starts[i]) + start_sample
 
     def end_stream(self, line_id: str, audio: LineAudio | None) -> None:
-        """The streaming line finished (its final audio replaces the chunks) or was cancelled (None)."""
+        """The streamed line (`partial`) finished (its final audio replaces the chunks) or was cancelled (None)."""
         track = self._tracks.get(line_id)
         if track is None:
             return
@@ -363,6 +378,21 @@ class Timeline:
         self.set_audio(line_id, audio)
 
     # ------------------------------------------------------------------ reads
+
+    def wait_point(self, line_id: str) -> int | None:
+        """Where playing the timeline must wait until `line_id` has its new audio (a render runs it, and lines
+        after it, rendered side by side, may already be here): the start of its old take, the end of its audio
+        streamed so far, or the end of the last line with audio before it. None when it streams (the timeline's end
+        is where it waits then) or is not here."""
+        pos = self._position.get(line_id)
+        if pos is None or self.streaming(line_id):
+            return None
+        layout = self.layout
+        i = layout.index.get(line_id)
+        if i is not None:
+            return int(layout.starts[i]) + (layout.tracks[i].length if layout.tracks[i].partial else 0)
+        i = bisect_left(layout.tracks, pos, key=lambda t: self._position[t.line_id])  # the lines before it
+        return int(layout.starts[i - 1]) + layout.tracks[i - 1].length if i else 0
 
     def segments(self) -> list[Segment]:
         return self.layout.segments()

@@ -290,7 +290,7 @@ class MainWindow(QMainWindow):
         self.takes.ab_requested.connect(self.transport.compare)
         self.transport.loop_changed.connect(self.lines.show_takes)
         s.timeline_changed.connect(self.transport.timeline_changed)
-        self.player.buffering_changed.connect(self.player_bar.buffering.setVisible)
+        self.player.buffering_changed.connect(lambda on: self.player_bar.show_buffering(on, self.live.waiting_for()))
         s.audio_grew.connect(lambda _start: self.transport.timeline_changed(lines_moved=False))
         s.busy_changed.connect(self._busy_changed)
         s.progress.connect(lambda _event: self.status.on_progress(s.pace))

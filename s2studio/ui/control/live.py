@@ -1,14 +1,16 @@
 """Play while rendering: the player starts on the first line of a render as soon as enough of it is there
-that playback will not stall, and waits at the end of the timeline while the job runs. How much is enough
-comes from the render's measured pace (`Pace.lead_s`): a render faster than real time starts at once, a
-slower one once the audio in hand covers what the render will lag behind by the end. QtCore only."""
+that playback will not stall, and waits at the end of the timeline while the job runs, or, where scenes render
+side by side, at the earliest line not finished yet (`Player.set_hold`), playing on in script order as it
+lands. How much is enough comes from the render's measured pace (`Pace.lead_s`): a render faster than real
+time starts at once, a slower one once the audio in hand covers what the render will lag behind by the end.
+QtCore only."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import QObject
 
 from s2studio.engine import api
-from s2studio.ui.control.player import Player
+from s2studio.ui.control.player import Player, playable_end
 from s2studio.ui.control.session import RenderSession
 
 FAST_RTF = 0.9
@@ -31,9 +33,30 @@ class LivePlayback(QObject):
         session.audio_grew.connect(self._audio_grew)
         session.finished.connect(self._finished)
         session.failed.connect(lambda _message: self._stop_waiting())
+        session.timeline_changed.connect(self._follow)
+        session.rendering_changed.connect(lambda _lines: self._follow())
+        self._hold_line: str | None = None
+        """The earliest line of the running render not finished yet, while the playhead must wait before it."""
+
+    def _follow(self) -> None:
+        """Hold the whole timeline's play at the render's earliest unfinished line (its lines pend in script
+        order), so that a later scene's lines rendered first are heard after it, never instead of it."""
+        first = next(iter(self.session.pending), None)
+        hold = None if first is None else self.session.timeline.wait_point(first)
+        self._hold_line = None if hold is None else first
+        self.player.set_hold(hold)
+
+    def waiting_for(self) -> str:
+        """'line N' (its row in the editor) while the playhead waits for a line that is not streaming in (it comes
+        whole, rendered beside an earlier scene), else ''."""
+        line_id = self._hold_line
+        script = self.session.document.script
+        i = None if line_id is None or self.player.ahead() > 0 else script.position(line_id)
+        return "" if i is None else f"line {script.line_rows[i]}"
 
     def _busy_changed(self, busy: bool) -> None:
         self.player.set_wait_at_end(busy)
+        self._follow()
         if busy and self.session.pending:
             self._from, self._rtf = next(iter(self.session.pending)), 0.0
             self._single = len(self.session.pending) == 1
@@ -50,7 +73,8 @@ class LivePlayback(QObject):
         bounds = self.session.timeline.layout.bounds(self._from)
         if bounds is None:  # the first line is held (it has an old take): start when its new take is in
             return
-        ahead = (self.session.timeline.layout.end - bounds[0]) / api.SAMPLE_RATE
+        layout = self.session.timeline.layout
+        ahead = (playable_end(layout, bounds[0], self.player.hold) - bounds[0]) / api.SAMPLE_RATE
         if self._rtf >= FAST_RTF and ahead < self.session.pace.lead_s():
             return
         self._start(bounds[0])

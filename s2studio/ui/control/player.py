@@ -5,7 +5,9 @@ buffer allocation, no Qt. Everything the GUI thread asks of it (seek, play one l
 tuple assigned in one step, which the callback picks up at its next block:
 
 - playing the whole timeline, the playhead waits at the rendered end while a render runs
-  (`set_wait_at_end`: it never skips), and stops at the end otherwise. Having run dry it is *buffering*:
+  (`set_wait_at_end`: it never skips), and stops at the end otherwise. Where a render runs scenes side by
+  side, a later scene's lines can be there before an earlier line is: the playhead then waits at that
+  earliest unfinished line (`set_hold`), and plays on once it lands. Having run dry it is *buffering*:
   it stays silent until `lead` seconds are rendered ahead of it (`set_buffer_lead`, from the render's
   pace), so that a render slower than real time plays in long stretches, not chunk by chunk;
 - playing one line stops at the line's end; looping it wraps to its start. The line is named by id and
@@ -76,13 +78,20 @@ def close_stream(stream: Any) -> None:
         logger.warning("closing the audio stream: %s", exc)
 
 
-def fill(layout: Layout, out: Samples, pos: int, line_id: str | None, loop: bool) -> tuple[int, bool, bool]:
+def playable_end(layout: Layout, pos: int, hold: int | None) -> int:
+    """Where playing the whole timeline from `pos` must stop for now: the hold (the earliest line a render has not
+    finished) when the playhead is not past it, else the end."""
+    return layout.end if hold is None or pos > hold else min(layout.end, hold)
+
+
+def fill(layout: Layout, out: Samples, pos: int, line_id: str | None, loop: bool,
+         hold: int | None = None) -> tuple[int, bool, bool]:
     """Fill `out` from `pos` on; returns (new position, whether any audio was copied, whether the play
     reached its end). With `line_id` only that line plays (from its start when `pos` is outside it); at
-    its end it stays there, or wraps to its start when `loop`."""
+    its end it stays there, or wraps to its start when `loop`. Without, it ends at `playable_end`."""
     frames = len(out)
     if line_id is None:
-        start, end = 0, layout.end
+        start, end = 0, playable_end(layout, pos, hold)
     else:
         bounds = layout.bounds(line_id)
         if bounds is None:
@@ -172,6 +181,7 @@ class Player(QObject):
         """(line id or None for the whole timeline, loop)."""
         self._ended = False
         self._wait_at_end = False
+        self._hold: int | None = None
         self._audio_flag = False
         self._announced = False
         self._playing = False
@@ -212,6 +222,24 @@ class Player(QObject):
     def set_wait_at_end(self, wait: bool) -> None:
         """While a render runs, more audio may come: the playhead then waits at the end instead of stopping."""
         self._wait_at_end = wait
+
+    def set_hold(self, sample: int | None) -> None:
+        """While a render runs: the timeline sample of its earliest unfinished line (`Timeline.wait_point`), where
+        playing the whole timeline waits until that line lands; None: the end is the only limit."""
+        self._hold = sample
+
+    @property
+    def hold(self) -> int | None:
+        return self._hold
+
+    def ahead(self) -> int:
+        """Samples the whole timeline can play from the playhead before it must wait."""
+        return playable_end(self.timeline.layout, self._pos, self._hold) - self._pos
+
+    def _need(self) -> int:
+        """Audio that must be ahead to play on: the lead while the render streams in at the end; any while the
+        playhead waits at a hold (what is before it grows no more until that line lands whole)."""
+        return self._lead if self._hold is None or self._pos > self._hold else 1
 
     def set_buffer_lead(self, seconds: float) -> None:
         """Audio that must be ahead of the playhead before a play that ran dry goes on."""
@@ -297,7 +325,7 @@ class Player(QObject):
             outdata[:] = 0.0
             return
         line_id, loop = self._scope
-        pos, audible, ended = fill(self.timeline.layout, outdata[:, 0], pos, line_id, loop)
+        pos, audible, ended = fill(self.timeline.layout, outdata[:, 0], pos, line_id, loop, self._hold)
         if audible:
             self._audio_flag = True
         self._ended = ended
@@ -312,10 +340,11 @@ class Player(QObject):
             self._announced = True
             self.started_audio.emit()
         self.position_changed.emit(self._pos)
-        if self._buffering and (not self._wait_at_end or self.timeline.layout.end - self._pos >= self._lead):
+        if self._buffering and (not self._wait_at_end or self.ahead() >= self._need()):
             self._buffering = False
         if self._buffering != self._told_buffering:
             self._told_buffering = self._buffering
             self.buffering_changed.emit(self._buffering)
-        if self._ended and not (self._scope[0] is None and self._wait_at_end):
-            self.pause()
+        whole = self._scope[0] is None
+        if self._ended and not (whole and (self._wait_at_end or self._pos < self.timeline.layout.end)):
+            self.pause()  # (a whole play that ended at a hold the render has lifted since plays on)

@@ -153,7 +153,7 @@ class RenderSession(QObject):
             return  # a line not in the script (deleted while it rendered): its take is kept, not placed
         take = self.document.project.current(line_id)
         audio = take.sound if take is not None else None
-        if self.timeline.streaming(line_id):
+        if self.timeline.partial(line_id):
             self.timeline.end_stream(line_id, audio)
         else:
             self.timeline.set_audio(line_id, audio)
@@ -237,7 +237,7 @@ class RenderSession(QObject):
 
     def _end(self) -> None:
         for line_id in self.timeline.order:
-            if self.timeline.streaming(line_id):  # cancelled or failed half-way: no take, no audio
+            if self.timeline.partial(line_id):  # cancelled or failed half-way: no take, no audio
                 self.timeline.end_stream(line_id, None)
                 self.timeline_changed.emit()
         pending, self.pending = self.pending, {}
@@ -251,7 +251,7 @@ class RenderSession(QObject):
         """One of the render's jobs ended; True when it was the last."""
         self.running.discard(job_id)
         for line_id, streamer in list(self._streamer.items()):
-            if streamer == job_id and self.timeline.streaming(line_id) and line_id in self.pending:
+            if streamer == job_id and self.timeline.partial(line_id) and line_id in self.pending:
                 self.timeline.end_stream(line_id, None)  # its take did not come: the line stops growing
                 self.timeline_changed.emit()
         return not self.running

@@ -12,6 +12,9 @@ from s2studio.audio.timeline import Timeline
 from s2studio.ui.player.waveform import WaveformView
 
 
+BUFFERING_TIP = "The render is slower than playback: playing on once enough is rendered ahead"
+
+
 def _clock(seconds: float) -> str:
     return f"{int(seconds // 60)}:{seconds % 60:04.1f}"
 
@@ -47,7 +50,7 @@ class PlayerBar(QWidget):
         buttons.addWidget(self.time_label)
         self.buffering = QLabel("Buffering…")
         self.buffering.setAccessibleName("Buffering")
-        self.buffering.setToolTip("The render is slower than playback: playing on once enough is rendered ahead")
+        self.buffering.setToolTip(BUFFERING_TIP)
         self.buffering.setStyleSheet("color: #e0a030;")
         self.buffering.setVisible(False)
         buttons.addWidget(self.buffering)
@@ -82,6 +85,17 @@ class PlayerBar(QWidget):
 
     def set_time(self, position_s: float, length_s: float) -> None:
         self.time_label.setText(f"{_clock(position_s)} / {_clock(length_s)}")
+
+    def show_buffering(self, on: bool, waiting_for: str = "") -> None:
+        """The playhead ran dry while a render runs: it buffers at the rendered end, or waits for `waiting_for` (a
+        line that an earlier scene's render has not reached, while later scenes' lines are already here)."""
+        if waiting_for:
+            self.buffering.setText(f"Waiting for {waiting_for}…")
+            self.buffering.setToolTip(f"Playback waits here until {waiting_for} is rendered, then plays on in order")
+        else:
+            self.buffering.setText("Buffering…")
+            self.buffering.setToolTip(BUFFERING_TIP)
+        self.buffering.setVisible(on)
 
     def set_notice(self, text: str) -> None:
         self.notice.setText(text)
