@@ -116,7 +116,10 @@ class LineIds:
             edit = Edit.everything(before, after)
         n = min(len(old), len(new))
         prefix = edit.first
-        while prefix < n and old[prefix].key == new[prefix].key:
+        # Lines after an edit that kept their count are the same lines: a prefix reaching the edit's end
+        # would run on over all of them (a space typed in a book: 5,000 lines made and compared for nothing).
+        within = edit.old_end if len(old) == len(new) else n
+        while prefix < within and old[prefix].key == new[prefix].key:
             prefix += 1
         suffix = min(len(old) - edit.old_end, n - prefix)
         while suffix < n - prefix and old[-1 - suffix].key == new[-1 - suffix].key:

@@ -75,3 +75,27 @@ def test_an_edit_touches_its_rows_and_the_speakers_it_carries_to() -> None:
     assert edit == Edit(10, 51, 51)  # down to Bob's line, which starts with another speaker than before
     assert {ln.speaker for ln in again.lines[10:50]} == {"Alice"} and again.lines[50].speaker == "Bob"
     assert again == replace(parse_script("\n".join(rows)), lines=again.lines)
+
+
+def test_a_space_typed_in_a_book_makes_and_compares_only_its_own_line(monkeypatch) -> None:
+    """A space at a line's end leaves every key as it was: carrying ids must not walk the lines below it."""
+    from s2studio.state import line_ids, script_edits
+
+    rows = [f"Alice: line {i} of the book." for i in range(2000)]
+    parser, ids = ScriptParser(), LineIds()
+    script = parser.parse("\n".join(rows), None)
+    ids.remember(script.line_ids)
+    rows[1000] += " "
+    parsed, edit = parser.reparse(script, "\n".join(rows), None)
+    made: list[int] = []
+
+    def counted(line, by):  # noqa: ANN001, ANN202
+        made.append(line.index)
+        return script_edits.move_line(line, by)
+
+    monkeypatch.setattr(line_ids, "move_line", counted)
+    monkeypatch.setattr(script_edits, "move_line", counted)
+    moved_before = len(parsed.lines._made)  # type: ignore[attr-defined]
+    carried = ids.carry(script, parsed, edit)
+    assert carried.line_ids == script.line_ids
+    assert len(made) + len(parsed.lines._made) - moved_before <= 4  # type: ignore[attr-defined]
