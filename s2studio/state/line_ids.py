@@ -103,6 +103,12 @@ class LineIds:
         self._orphans: dict[Key, list[str]] = {k: list(v) for k, v in (orphans or {}).items()}
         """(speaker, text) -> ids whose takes no script line owned when the project was opened."""
 
+    def copy(self) -> LineIds:
+        """A copy that carries on its own (an off-thread parse carries ids into one while the window goes on)."""
+        other = LineIds(self._used, self._orphans)
+        other._retired = {k: list(v) for k, v in self._retired.items()}
+        return other
+
     def remember(self, ids: Iterable[str]) -> None:
         """Ids now in use elsewhere (new takes, the first ids of a script)."""
         self._used.update(ids)

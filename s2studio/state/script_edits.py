@@ -61,6 +61,15 @@ class ScriptParser:
         self._known = _frozen(known)
         return RowParser(text, known).run(self._rows, self._speakers)
 
+    def rows_to_parse(self, text: str, known: Collection[str] | None = None) -> int:
+        """About how many rows `reparse(text, known)` would parse: those between the rows the edit kept at
+        either end (a renamed speaker reaches further down), all of them when the known speakers changed."""
+        rows = text.split("\n")
+        if _frozen(known) != self._known:
+            return len(rows)
+        p, s = _common_ends(self._rows, rows)
+        return len(rows) - p - s
+
     def reparse(self, before: Script, text: str, known: Collection[str] | None = None) -> tuple[Script, Edit]:
         """`text` parsed, reusing `before` (the script of the text last parsed here) outside the rows that
         changed. Parses everything when the known speakers changed."""

@@ -83,7 +83,7 @@ class MainWindow(QMainWindow):
         self._build_ui()
         self._build_menus()
         self._parse_timer = QTimer(self, singleShot=True, interval=150)
-        self._parse_timer.timeout.connect(self.reparse)
+        self._parse_timer.timeout.connect(lambda: self.document.set_text_soon(self.editor.toPlainText()))
         self._wire()
         self.refresh_voices()
         self._update_enabled()

@@ -9,6 +9,10 @@ the takes panel and the autosave what changed:
 - `takes_changed(line_id)`: a take was added, picked, deleted or restored;
 - `replaced`: another project was opened (or a new one started);
 - `modified(soon)`: something the project file holds changed (autosave, "unsaved changes").
+
+A parse that would hold the window's thread (a book pasted, the warnings of a whole book after the cast
+changed) runs on a thread of its own (`set_text_soon`, `reparse`); its result is applied only if nothing
+changed the document meanwhile, else it is dropped (a later parse covers the later state).
 """
 
 from __future__ import annotations
@@ -26,8 +30,12 @@ from s2studio.state.script_edits import Change, Edit, ScriptParser
 from s2studio.state.staleness import Stale, adopt_legacy_take, stale_reasons, voice_key
 from s2studio.state.voices import Voice
 from s2studio.ui.control import heap
+from s2studio.ui.control.background import Background
 
 LineKind = Literal["none", "fresh", "stale"]
+
+OFF_THREAD_ROWS = 1000
+"""Rows a parse may have to read before it leaves the window's thread (a row takes 20-30 µs to parse)."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,15 @@ class Document(QObject):
         """The lines the last `script_changed` touched; None when it may have touched any."""
         self._parser = ScriptParser()
         self._ids = LineIds()
+        self._revision = 0
+        """Counts the changes of the script, the cast and the voices: an off-thread parse started at another
+        revision is out of date when it ends."""
+        self._parsing = Background("parse script", self)
+        self._parsing.done.connect(self._parsed_off_thread)
+        self.parses_off_thread = 0
+        self._parsing_for: tuple[int, str] = (-1, "")
+        """The revision and the text of the last parse sent to a thread."""
+        """How many parses went to a thread (what tests and benchmarks read)."""
         self._adopt(project)
 
     # -- the project ---------------------------------------------------------------------------
@@ -76,9 +93,13 @@ class Document(QObject):
         return frozenset(self._voices)
 
     def _adopt(self, project: Project, ahead: ParsedAhead | None = None) -> None:
+        self._revision += 1
         self.project = project
-        if ahead is not None and ahead.text is project.script and ahead.known == _known(project, self.voice_ids()):
+        warnings_stale = False
+        if ahead is not None and ahead.text is project.script:
+            # the lines and their ids do not depend on the cast: only the warnings may (voices remapped)
             self._parser, script = ahead.parser, ahead.script
+            warnings_stale = ahead.known != _known(project, self.voice_ids())
         else:
             script = first_ids(self._parser.parse(project.script, self._known()), project.line_ids)
         owned = set(script.line_ids)
@@ -92,6 +113,8 @@ class Document(QObject):
         project.line_ids = list(script.line_ids)
         project.give_colors(script.speakers)
         self._adopt_legacy_takes()
+        if warnings_stale:
+            self._parse_off_thread(project.script, self.script)
 
     def _adopt_legacy_takes(self) -> None:
         for line in self.script.lines:
@@ -102,8 +125,18 @@ class Document(QObject):
 
     # -- edits ---------------------------------------------------------------------------------
 
+    def set_text_soon(self, text: str) -> None:
+        """The editor's text after a pause in typing: parsed now when the edit is small (`set_text`), else on a
+        thread (a book pasted), `script_changed` coming when it is applied."""
+        if self._parser.rows_to_parse(text, self._known()) < OFF_THREAD_ROWS:
+            self.set_text(text)
+        else:
+            self._revision += 1
+            self._parse_off_thread(text, self.script)
+
     def set_text(self, text: str) -> None:
         """The editor's text after an edit: parse what it touched and carry the ids of the lines before."""
+        self._revision += 1
         before = self.script
         parsed, edit = self._parser.reparse(before, text, self._known())
         self.script = self._ids.carry(before, parsed, edit)
@@ -121,10 +154,53 @@ class Document(QObject):
         self.script_changed.emit(self.script.line_ids != before.line_ids)
 
     def reparse(self) -> None:
-        """The same text, parsed again for new warnings (the cast or the voices changed)."""
+        """The same text, parsed again for new warnings (the cast or the voices changed); a book's on a thread."""
+        self._revision += 1
+        if len(self.script.lines) >= OFF_THREAD_ROWS:
+            self._parse_off_thread(self.project.script, self.script)
+            return
         self.script = self._ids.carry(self.script, self._parser.parse(self.project.script, self._known()))
         self.change = None
         self.script_changed.emit(False)
+
+    def _parse_off_thread(self, text: str, before: Script) -> None:
+        """Parse `text` (and carry `before`'s ids) on a thread: what `set_text` does, speakers cast by name
+        included; `_parsed_off_thread` applies it if the document is still at this revision."""
+        self.parses_off_thread += 1
+        revision, known, ids = self._revision, self._known(), self._ids.copy()
+        by_name = self._voices_by_name()
+        cast = dict(self.project.cast)
+
+        def parse(_task: Background) -> OffThreadParse:
+            parser = ScriptParser()
+            parsed = parser.parse(text, known)
+            named = {s: by_name[s.strip().casefold()] for s in parsed.speakers
+                     if s not in cast and s.strip().casefold() in by_name}
+            if named:  # as `assign_by_name` will cast them: parsed with their voices known
+                parsed = parser.parse(text, (known or frozenset()) | frozenset(named))
+            return OffThreadParse(revision, text, parser, ids, ids.carry(before, parsed), named)
+
+        self._parsing_for = (revision, text)
+        self._parsing.start(parse)
+
+    def _parsed_off_thread(self, result: object, error: str) -> None:
+        if error and self._parsing_for[0] == self._revision:
+            self.set_text(self._parsing_for[1])  # the parser never raises; should it, the script still follows
+        if not isinstance(result, OffThreadParse) or result.revision != self._revision:
+            return  # the document changed meanwhile: the parse after that change counts
+        before = self.script
+        self._parser, self._ids, self.script = result.parser, result.ids, result.script
+        for speaker, voice_id in result.named.items():
+            self.project.cast.setdefault(speaker, voice_id)
+        if result.named:
+            self.cast_changed.emit()
+        self.change = Change.between(before, self.script, Edit.everything(before, self.script))
+        self.project.line_ids = list(self.script.line_ids)
+        colored = self.project.give_colors(self.script.speakers)
+        if result.text != self.project.script or colored or result.named:
+            self.project.script = result.text
+            self.modified.emit(False)
+        self.script_changed.emit(self.script.line_ids != before.line_ids)
 
     def set_voices(self, voices: Iterable[Voice]) -> None:
         """The voice library's voices (after any change to it): their keys for the staleness rule, and
@@ -138,9 +214,7 @@ class Document(QObject):
     def assign_by_name(self) -> list[str]:
         """Give each speaker never cast a voice whose name is the speaker's (case and spaces aside);
         returns the speakers assigned. A speaker the person set to "no voice" stays without."""
-        by_name: dict[str, str] = {}
-        for v in self._voices.values():
-            by_name.setdefault(v.name.strip().casefold(), v.id)
+        by_name = self._voices_by_name()
         assigned = []
         for speaker in self.script.speakers:
             vid = by_name.get(speaker.strip().casefold())
@@ -151,6 +225,13 @@ class Document(QObject):
             self.modified.emit(False)
             self.cast_changed.emit()
         return assigned
+
+    def _voices_by_name(self) -> dict[str, str]:
+        """Voice ids by their name, case and spaces aside (the first of a name)."""
+        by_name: dict[str, str] = {}
+        for v in self._voices.values():
+            by_name.setdefault(v.name.strip().casefold(), v.id)
+        return by_name
 
     def set_cast(self, speaker: str, voice_id: str) -> None:
         if self.project.cast.get(speaker) == voice_id:
@@ -237,6 +318,19 @@ class Document(QObject):
         without one is underlined, as the cast's warning names it). With no voices yet every name would be
         "unknown", so nothing is warned until there is a voice to pick."""
         return _known(self.project, self._voices)
+
+
+@dataclass(frozen=True)
+class OffThreadParse:
+    """A parse made on a thread (`Document._parse_off_thread`), with what applying it needs."""
+
+    revision: int
+    text: str
+    parser: ScriptParser
+    ids: LineIds
+    script: Script
+    named: dict[str, str]
+    """Speakers the parse found that `assign_by_name` casts: speaker -> voice id."""
 
 
 @dataclass(frozen=True)
