@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import QObject, Qt
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QListWidget, QListWidgetItem, QPushButton, QVBoxLayout, QWidget
 
 from s2studio.state.chapters import Chapter, chapter_at, chapter_lines, chapter_span, chapters
 from s2studio.state.script import Line
@@ -40,14 +40,19 @@ class ChapterPanel(QWidget):
         self.list = QListWidget()
         self.list.setObjectName("chapterList")
         self.list.setAccessibleName("Chapters: click one to go to it")
+        # a long title is cut in its middle (its start and its line count stay), never scrolled sideways;
+        # its tooltip says it whole
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.list.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        self.list.setWordWrap(False)
         layout.addWidget(self.list, 1)
         self.empty = QLabel("Start a line with # to begin a chapter; chapters appear here.")
         self.empty.setWordWrap(True)
         self.empty.setObjectName("chaptersEmpty")
         layout.addWidget(self.empty)
-        buttons = QHBoxLayout()
+        buttons = QVBoxLayout()  # one above the other: each as wide as the panel, however narrow it is
         buttons.setSpacing(4)
-        self.render_button = QPushButton("Render")
+        self.render_button = QPushButton("Render chapter")
         self.render_button.setObjectName("renderChapter")
         self.render_button.setToolTip("Render every line of the selected chapter")
         self.render_button.setAccessibleName("Render the selected chapter")
