@@ -166,3 +166,88 @@ def test_the_cursors_line_is_found_by_bisection(qtbot):
     Counted.reads = 0
     assert editor.line_at_cursor(script) == target
     assert Counted.reads <= 20  # log2(3,001 lines) + a few, not a walk over the script
+
+
+def test_a_pasted_book_is_parsed_off_the_windows_thread_and_a_pause_in_typing_parses_once(qtbot, studio, tmp_path,
+                                                                                              monkeypatch):
+    import threading
+
+    from s2studio.state.script_edits import ScriptParser
+    from s2studio.ui.control.document import OFF_THREAD_ROWS
+
+    w = studio
+    cast_two_voices(w, tmp_path)
+    text = book(3, OFF_THREAD_ROWS // 2) + "Carol: a speaker the cast does not have.\n"
+    w.library.create("Carol", [(tmp_path / "a.wav", "hello there")])
+    w.voices.refresh()
+    w.refresh_voices()
+    parses: list[tuple[str, bool]] = []
+    for name in ("parse", "reparse"):
+        real = getattr(ScriptParser, name)
+
+        def counted(self, *args, _real=real, _name=name, **kwargs):  # noqa: ANN001, ANN202
+            parses.append((_name, threading.current_thread() is threading.main_thread()))
+            return _real(self, *args, **kwargs)
+
+        monkeypatch.setattr(ScriptParser, name, counted)
+    cursor = w.editor.textCursor()
+    cursor.select(QTextCursor.SelectionType.Document)
+    w.editor.setTextCursor(cursor)
+    w.editor.insertPlainText(text)  # what a paste does
+    qtbot.waitUntil(lambda: len(w.script.lines) == 1 + 3 * (OFF_THREAD_ROWS // 2) + 1, timeout=20000)
+    assert w.document.parses_off_thread == 1
+    assert parses and not any(on_gui for _name, on_gui in parses)  # parsed (twice: Carol got her voice) off it
+    assert w.project.cast["Carol"] == w.library.list()[-1].id and w.project.script == text
+    assert not [x for x in w.script.warnings if x.kind == "unknown_speaker"]
+    assert w.script == w.document._ids.carry(w.script, ScriptParser().parse(text, w.document._known()))
+    parses.clear()
+    line = w.script.lines[700]
+    cursor.setPosition(line.end)
+    w.editor.setTextCursor(cursor)
+    w.editor.setFocus()
+    qtbot.keyClicks(w.editor, " and more")
+    qtbot.waitUntil(lambda: w.script.lines[700].text == line.text + " and more", timeout=5000)
+    assert parses == [("reparse", True)] and w.script.lines[700].line_id == line.line_id
+
+
+def test_opening_another_project_lets_go_of_the_one_before(qtbot, studio, tmp_path):
+    w = studio
+    cast_two_voices(w, tmp_path, book(1, 3))
+    render(qtbot, w)
+    w.save_project_as(tmp_path / "a.s2proj")
+    qtbot.waitUntil(lambda: not w.store.unsaved_work, timeout=10000)
+    w.new_project()
+    w.editor.setPlainText(book(1, 2))
+    w.reparse()
+    w.save_project_as(tmp_path / "b.s2proj")
+    qtbot.waitUntil(lambda: not w.store.unsaved_work, timeout=10000)
+    assert w.open_project(tmp_path / "a.s2proj")
+    from s2studio.state.project import Take
+
+    a = weakref.ref(w.project)
+    takes = {t.take_id for entry in w.project.lines.values() for t in entry.takes}
+    assert len(takes) == 4
+    gc.collect()  # what survives a full collection is frozen (ui/control/heap.py): A's objects too
+    assert w.open_project(tmp_path / "b.s2proj")
+    gc.collect()
+    assert a() is None
+    assert not [t for t in gc.get_objects() if isinstance(t, Take) and t.take_id in takes]
+
+
+def test_the_chapter_panel_fits_a_narrow_column(qtbot, studio, tmp_path):
+    """Long titles are cut (the tooltip has them whole), never scrolled sideways; both buttons show their text."""
+    w = studio
+    title = "Chapter one, in which a visitor comes to the door at night and nobody answers"
+    cast_two_voices(w, tmp_path, f"# {title}\nAlice: Hello?\nBob: Nobody.\n")
+    w.resize(1360, 860)
+    panel = w.chapter_panel
+    sizes = w.script_splitter.sizes()
+    w.script_splitter.setSizes([160, sum(sizes) - 160] + [0] * (len(sizes) - 2))
+    qtbot.waitUntil(lambda: 0 < panel.width() <= 170)
+    item = panel.list.item(0)
+    assert title in item.toolTip() and "2 lines" in item.toolTip()
+    assert panel.list.horizontalScrollBar().maximum() == 0 and not panel.list.horizontalScrollBar().isVisible()
+    assert panel.list.fontMetrics().horizontalAdvance(item.text()) > panel.list.viewport().width()  # so it is cut
+    panel.timeline_button.setChecked(True)  # its longer text: "Timeline: chapter"
+    for button in (panel.render_button, panel.timeline_button):
+        assert button.fontMetrics().horizontalAdvance(button.text()) < button.width() <= panel.width()
