@@ -8,7 +8,8 @@ tag on about one line in six, a `Name:` at every change of speaker), opens the r
 20 library voices named like the speakers and the project's FakeEngine (a line is about 80 frames, 3.7 s of
 audio, streamed 4 frames a chunk), so that only the studio's own cost shows, and measures per size:
 
-- open: the script pasted into the editor and parsed, and the script-only project opened, until idle;
+- open: the script pasted into an empty editor (as Edit ▸ Paste does) until parsed and idle, and the
+  script-only project opened, until idle;
 - type: a person typing 40 keys 100-350 ms apart in the middle (latency from when the key is due until
   it is handled and painted: p50 / p90 / max);
 - render: Render All with an instant engine (no wait per frame) and at a realistic pace (0.5 ms per
@@ -92,51 +93,19 @@ def reset_peak() -> None:
 
 class Gaps:
     """A 10 ms timer on the GUI thread: the longest gap between its ticks since `reset` is the longest time
-    the window could not answer. With `why_ms`, a watcher thread samples the GUI thread's stack while a gap
-    grows past it (`blocks`: what the GUI thread was doing in each long block)."""
+    the window could not answer. What the window's thread did in a block: run this script under a sampling
+    profiler (`py-spy record --threads -- python bench/long_form.py ...`); a watcher thread in this process
+    that read the GUI thread's stack while it ran crashed Python 3.11 on long runs."""
 
-    def __init__(self, why_ms: float = 0.0) -> None:
+    def __init__(self) -> None:
         from PySide6.QtCore import Qt, QTimer
 
         self.timer = QTimer()
         self.timer.setTimerType(Qt.TimerType.PreciseTimer)
         self.timer.setInterval(10)
         self.timer.timeout.connect(self._tick)
-        self.blocks: list[tuple[float, list[str]]] = []
-        self.ended: dict[float, float] = {}
         self.reset()
         self.timer.start()
-        if why_ms:
-            import threading
-
-            gui = threading.get_ident()
-            threading.Thread(target=self._watch, args=(gui, why_ms / 1000), daemon=True).start()
-
-    def _watch(self, gui: int, after_s: float) -> None:
-        """Samples the GUI thread's stack every `after_s` while it is blocked; keeps, per block, its length
-        and the samples (`blocks`: (seconds, stacks), longest first, at most 5)."""
-        import traceback
-
-        current: tuple[float, list[str]] | None = None
-        while True:
-            time.sleep(after_s)
-            last = self.last
-            blocked = time.perf_counter() - last
-            if current is not None and current[0] != last:  # the block ended
-                self.blocks.append((self.gap_after(current[0]), current[1]))
-                self.blocks.sort(key=lambda b: -b[0])
-                del self.blocks[5:]
-                current = None
-            if blocked > after_s:
-                frame = sys._current_frames().get(gui)
-                stack = "".join(traceback.format_stack(frame, limit=14)) if frame is not None else ""
-                if current is None:
-                    current = (last, [])
-                current[1].append(stack)
-
-    def gap_after(self, tick: float) -> float:
-        """The length of the gap that began at `tick` (ended by the tick after it)."""
-        return self.ended.get(tick, time.perf_counter() - tick)
 
     def reset(self) -> None:
         self.last = time.perf_counter()
@@ -152,7 +121,6 @@ class Gaps:
         self.last_cpu = cpu
         if gap > 0.03:
             self.busy_until = now
-            self.ended[self.last] = gap
         self.last = now
 
     def longest_ms(self) -> float:
@@ -258,8 +226,24 @@ def close_window(w) -> None:  # noqa: ANN001
     w.ctx.host.shutdown()
 
 
+def paste(w, text: str) -> None:  # noqa: ANN001
+    """What Edit ▸ Paste does over a selection of the whole script, until the pasted text is parsed."""
+    from PySide6.QtGui import QTextCursor
+
+    from s2studio.state.script import parse_script
+
+    lines = len(parse_script(text).lines)
+    cursor = w.editor.textCursor()
+    cursor.select(QTextCursor.SelectionType.Document)
+    w.editor.setTextCursor(cursor)
+    w.editor.insertPlainText(text)
+    wait_until(lambda: len(w.script.lines) == lines and w.project.script == text, 120)
+
+
 def step_open(w, gaps: Gaps, text: str, folder: Path) -> dict:  # noqa: ANN001
-    out = {"paste": timed(gaps, lambda: (w.editor.setPlainText(text), w.reparse()))}
+    w.new_project()
+    settle(gaps, time.perf_counter())
+    out = {"paste": timed(gaps, lambda: paste(w, text))}
     path = folder / "script-only.s2proj"
     w.save_project_as(path)
     settle(gaps, time.perf_counter())
@@ -444,7 +428,6 @@ def step_export(w, gaps: Gaps, folder: Path, cap_gb: float) -> dict:  # noqa: AN
     return out
 
 
-WHY_MS = 0.0
 WITHOUT = ""
 PROFILE = ""
 
@@ -454,10 +437,9 @@ def reopen_child(path: Path) -> dict:
     data = Path(tempfile.mkdtemp(prefix="long-form-reopen-"))
     os.environ["S2STUDIO_DATA_DIR"] = str(data)
     w = open_window(data, 0.0)
-    gaps = Gaps(WHY_MS)
+    gaps = Gaps()
     out = timed(gaps, lambda: w.open_project(path), quiet_s=0.5)
     out["rss_mb"] = round(rss_mb())
-    show_blocks(gaps, "reopen")
     close_window(w)
     return out
 
@@ -474,14 +456,12 @@ def measure(size: int, steps: set[str], engines: list[str], limit_s: float, cap_
     for engine in engines:
         os.environ["S2STUDIO_DATA_DIR"] = str(folder / f"data-{engine}")
         w = open_window(folder, 0.0 if engine == "instant" else 0.0005)
-        gaps = Gaps(WHY_MS)
+        gaps = Gaps()
 
         def step(name: str, run, wanted: bool = True) -> None:  # noqa: ANN001
             if wanted and name.split(" ")[0] in steps:
                 note(f"{size} lines: {name}")
-                gaps.blocks.clear()
                 result[name.replace(" (", "_").rstrip(")")] = run()
-                show_blocks(gaps, name)
 
         w.editor.setPlainText(text)
         w.reparse()
@@ -504,30 +484,12 @@ def measure(size: int, steps: set[str], engines: list[str], limit_s: float, cap_
         close_window(w)
     if "reopen" in steps:
         note(f"{size} lines: reopen")
-        child = subprocess.run([sys.executable, __file__, "--reopen", str(saved), "--why", str(WHY_MS)],
+        child = subprocess.run([sys.executable, __file__, "--reopen", str(saved)],
                                capture_output=True, text=True, timeout=3600)
         rows = [r for r in child.stdout.splitlines() if r.startswith("{")]
         result["reopen"] = json.loads(rows[-1]) if rows else {"error": child.stderr[-300:]}
         sys.stderr.write("".join(r + "\n" for r in child.stderr.splitlines() if "propagateSizeHints" not in r))
     return result
-
-
-def _studio_frames(stack: str) -> str:
-    """A stack without this script's own frames (the studio's code is what matters)."""
-    out, skip = [], False
-    for row in stack.splitlines():
-        if row.startswith("  File "):
-            skip = "bench/long_form.py" in row
-        if not skip:
-            out.append(row)
-    return "\n".join(out)
-
-
-def show_blocks(gaps: Gaps, step: str) -> None:
-    for seconds, stacks in gaps.blocks:
-        shown = [_studio_frames(x) for x in (stacks if len(stacks) <= 2 else [stacks[0], stacks[len(stacks) // 2]])]
-        note(f"a block of {1000 * seconds:.0f} ms during {step} ({len(stacks)} samples):\n" + "\n".join(shown))
-    gaps.blocks.clear()
 
 
 def show(result: dict) -> None:
@@ -547,16 +509,13 @@ def main() -> int:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--without", default="", choices=["", "autosave"],
                         help="autosave: no autosave during the steps (to see the rest of the studio's cost)")
-    parser.add_argument("--why", type=float, default=0.0, metavar="MS",
-                        help="print the GUI thread's stack during every block longer than MS (read from another "
-                             "thread while it runs: on Python 3.11 this can crash a long run; figures without it)")
     parser.add_argument("--profile", default="", help="write a cProfile of the render step to this file")
     parser.add_argument("--reopen", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     faulthandler.enable()  # a crash prints every thread's stack
     faulthandler.register(signal.SIGUSR1)  # `kill -USR1 <pid>`: where a step is stuck
-    global WHY_MS, WITHOUT, PROFILE  # noqa: PLW0603 - options read by every step
-    WHY_MS, WITHOUT, PROFILE = args.why, args.without, args.profile
+    global WITHOUT, PROFILE  # noqa: PLW0603 - options read by every step
+    WITHOUT, PROFILE = args.without, args.profile
     if args.reopen:
         print(json.dumps(reopen_child(args.reopen)))
         return 0
