@@ -1,30 +1,28 @@
 """The render plan over a fleet: three `s2studio serve` processes on 127.0.0.1 plus the local engine render a
 6-scene project while one server is killed mid-scene; a server answering 503 + Retry-After is asked again later;
-a server sending garbage audio is reported and nothing of it is kept."""
+a server sending garbage audio is reported and nothing of it is kept; a server slower than its measured pace is
+not waited for."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
 from conftest import live_server
 from engine_contract import collect
+from serve_process import ServeProcess
 
 from s2studio.engine.api import (
-    JobFailed, JobFinished, LineFinished, LineSpec, LoadRequest, SamplingParams, SynthesisRequest,
+    Backend, JobFailed, JobFinished, LineFinished, LineSpec, LineStarted, LoadRequest, SamplingParams,
+    SynthesisRequest,
 )
 from s2studio.engine.fake import FakeEngine
 from s2studio.engine.fleet import FleetConfig, FleetEngine, Member
 from s2studio.engine.remote import RemoteEngine, RemoteSettings
 from s2studio.engine.voice_registry import VoiceRegistry
-from s2studio.serve.server import free_port
 
 TEXTS = ["Once upon a time.", "There was a fox.", "It ran far away.", "Then it came back.", "The end of it.",
          "Not quite yet."]
@@ -39,35 +37,15 @@ def project(scenes: int, per_scene: int, frames: int = 6) -> SynthesisRequest:
                             scene_starts=starts)
 
 
-def serve_process(model: Path, port: int) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(Path.cwd())}
-    return subprocess.Popen([sys.executable, "-m", "s2studio", "serve", "--model", str(model), "--device", "cpu",
-                             "--precision", "fp32", "--threads", "1", "--port", str(port), "--max-new-tokens", "8"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-
-
-def wait_up(url: str, proc: subprocess.Popen, timeout: float = 240) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        assert proc.poll() is None, "a serve process exited while starting"
-        try:
-            if httpx.get(url + "/v1/s2studio/info", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    raise AssertionError(f"{url} did not start")
-
-
-def test_three_servers_and_the_local_engine_render_a_book_while_one_server_dies(tiny_model) -> None:
+def test_three_servers_and_the_local_engine_render_a_book_while_one_server_dies(tiny_model, tmp_path) -> None:
     from s2studio.engine.s2 import S2Engine
 
-    ports = [free_port() for _ in range(3)]
-    procs = [serve_process(tiny_model, p) for p in ports]
-    urls = [f"http://127.0.0.1:{p}" for p in ports]
+    servers = [ServeProcess(tiny_model, tmp_path / f"data{i}", tmp_path / f"tmp{i}", "--precision", "fp32",
+                            "--max-new-tokens", "8") for i in range(3)]  # all three start at once
+    urls = [s.url for s in servers]
     try:
-        for url, proc in zip(urls, procs, strict=True):
-            wait_up(url, proc)
+        for server in servers:
+            server.wait_ready()
         members = [Member(S2Engine(), 1, "this computer")] + [
             Member(RemoteEngine(RemoteSettings(u), registry=VoiceRegistry()), 1, u) for u in urls]
         fleet = FleetEngine(members, FleetConfig(retries=3, first_deadline_s=120))
@@ -79,7 +57,7 @@ def test_three_servers_and_the_local_engine_render_a_book_while_one_server_dies(
             events.append(event)
             if (isinstance(event, LineFinished) and event.backend.url == victim and not killed
                     and not event.line_id.endswith("l2")):
-                procs[1].kill()  # mid-scene: the scene's last line is still to come
+                servers[1].proc.kill()  # mid-scene: the scene's last line is still to come
                 killed.append(event.line_id)
         assert isinstance(events[-1], JobFinished), events[-1]
         takes = [e for e in events if isinstance(e, LineFinished)]
@@ -98,9 +76,8 @@ def test_three_servers_and_the_local_engine_render_a_book_while_one_server_dies(
         assert any("dropped" in n or victim in n for n in fleet.notices)
         assert all(t.codes.shape[1] > 0 and len(t.audio) > 0 for t in takes)
     finally:
-        for proc in procs:
-            proc.kill()
-            proc.wait()
+        for server in servers:
+            server.stop()
 
 
 def _busy_once(real: httpx.BaseTransport, calls: list[float]) -> httpx.BaseTransport:
@@ -187,3 +164,42 @@ def test_a_server_that_is_always_busy_ends_in_a_failed_scene_not_a_loop(tmp_path
     collect(fleet.load(LoadRequest("load", tmp_path), threading.Event()))
     last = collect(fleet.generate(project(1, 1), threading.Event()))[-1]
     assert isinstance(last, JobFailed) and "scene 1 failed: busy: the server at http://busy:9 is busy" in last.error
+
+
+class _Slows:
+    """A server (the seam's FakeEngine) that renders its first line, then goes quiet until it is stopped."""
+
+    backend = Backend("s2studio", "http://slow:1", "fake")
+
+    def __init__(self) -> None:
+        self.inner, self.finished = FakeEngine(), 0
+
+    def load(self, request, cancel):  # noqa: ANN001, ANN201
+        return self.inner.load(request, cancel)
+
+    def generate(self, request, cancel):  # noqa: ANN001, ANN201
+        for event in self.inner.generate(request, cancel):
+            if isinstance(event, LineStarted) and self.finished:
+                cancel.wait(120)
+                yield JobFinished(request.job_id, cancelled=True)
+                return
+            self.finished += isinstance(event, LineFinished)
+            yield event
+
+
+def test_a_server_slower_than_its_measured_pace_is_not_waited_for(tmp_path) -> None:
+    slow = _Slows()
+    steady = FakeEngine(frame_latency_s=0.05)  # a scene takes it about a second: each member gets one
+    fleet = FleetEngine([Member(slow, 1, "slow"), Member(steady, 1, "steady")],
+                        FleetConfig(retries=3, first_deadline_s=120, min_deadline_s=0.5))
+    collect(fleet.load(LoadRequest("load", tmp_path), threading.Event()))
+    request = project(2, 3)
+    started = time.monotonic()
+    events = collect(fleet.generate(request, threading.Event()))
+    took = time.monotonic() - started
+    assert isinstance(events[-1], JobFinished) and not events[-1].cancelled, events[-1]
+    takes = [e for e in events if isinstance(e, LineFinished)]
+    assert sorted(t.line_id for t in takes) == sorted(ln.line_id for ln in request.lines)  # one take each
+    assert [t.backend.url for t in takes].count("http://slow:1") == slow.finished == 1
+    assert any("slow was slower than its deadline" in n for n in fleet.notices), fleet.notices
+    assert took < 60  # its deadline came from its pace (0.5 s here), not the first line's 120 s
