@@ -22,7 +22,7 @@ def servers(tmp_path):
 
     live = []
     for i in range(2):
-        state = start_state(ServeConfig(port=free_port()), LoadRequest("load", tmp_path),
+        state = start_state(ServeConfig(port=free_port(), model_id=f"box{i}-s2"), LoadRequest("load", tmp_path),
                             VoiceLibrary(tmp_path / f"voices{i}"), engine_factory=FakeEngine)
         live.append(ThreadedServer(state).__enter__())
     yield live
@@ -109,6 +109,10 @@ def test_before_rendering_on_a_server_that_ignores_seeds_the_studio_asks(qtbot, 
     w.actions_by_name["render_all"].trigger()
     qtbot.waitUntil(lambda: bool(done), timeout=120000)
     takes = [w.project.current(ln.line_id) for ln in w.script.lines]
-    assert all(t is not None and "(vllm, seed not reproducible)" in t.settings["backend"] for t in takes)
+    where = servers[0].url.split("//")[1]  # the model the server reports, where, the wire, and that seeds are lost
+    assert [t.settings["backend"] for t in takes] == [f"box0-s2 on {where} (vllm, seed not reproducible)"] * 2
+    w.select_line(w.script.lines[1].line_id)
+    qtbot.waitUntil(lambda: w.takes.list.count() == 1, timeout=3000)
+    assert f"seed {takes[1].seed}    box0-s2 on {where} (vllm, seed not reproducible)" in w.takes.list.item(0).text()
     assert len(servers[0].state.uploads.list()) == 2  # each voice uploaded once
     w.close()
