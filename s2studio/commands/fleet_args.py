@@ -26,8 +26,9 @@ def add_arguments(add: Callable[..., None]) -> None:
         help="also render on this server (repeatable): KIND is s2studio, vllm, sglang, fish, fishcloud or openai "
              "(default: asked of the server), N its requests in flight; scenes (# headings) are shared out")
     add("--server-key", default="", metavar="KEY", help="API key for the --server engines (fishcloud: the keyring)")
-    add("--local-slots", type=int, default=1, metavar="N",
-        help="lines this computer renders at once beside the servers (0: servers only; default 1)")
+    add("--local-slots", type=int, default=None, metavar="N",
+        help="scenes this computer renders at once beside the servers (0: servers only; default: as many as its "
+             "batch slots, see --max-batch)")
 
 
 def parse_server(spec: str) -> tuple[str, str, int | None]:
@@ -45,14 +46,15 @@ def parse_server(spec: str) -> tuple[str, str, int | None]:
 def fleet_engine(args: argparse.Namespace, local: Callable[[], Engine]) -> Engine | None:
     """The fleet `args` ask for, or None for a render on this computer alone."""
     servers: list[str] = list(getattr(args, "server", None) or [])
-    slots = int(getattr(args, "local_slots", 1))
+    slots = getattr(args, "local_slots", None)
     if not servers:
-        if slots != 1:
-            raise UserError("--local-slots needs at least one --server; this computer renders one line at a time")
+        if slots is not None:
+            raise UserError("--local-slots needs at least one --server; alone, this computer renders as many scenes "
+                            "at once as --max-batch allows")
         return None
-    if slots < 0:
+    if slots is not None and slots < 0:
         raise UserError(f"--local-slots must be 0 or more, got {slots}")
-    members: list[Member] = [Member(local(), 1, "this computer")] if slots else []
+    members: list[Member] = [Member(local(), slots or 0, "this computer")] if slots != 0 else []
     for spec in servers:
         url, kind, n = parse_server(spec)
         try:

@@ -48,7 +48,7 @@ SCRIPT_ONLY = (("--cast", "cast", []), ("--stems", "stems", None), ("--srt", "sr
                ("--stems-format", "stems_format", None), ("--takes", "takes", 1), ("--pick", "pick", "best"),
                ("--check", "check", None), ("--strict", "strict", False),
                ("--check-asr-model", "check_asr_model", DEFAULT_MODEL), ("--server", "server", []),
-               ("--local-slots", "local_slots", 1), ("--server-key", "server_key", ""),
+               ("--local-slots", "local_slots", None), ("--server-key", "server_key", ""),
                ("--max-batch", "max_batch", None))
 """(flag, dest, default) of the options that only a --script render reads (synth refuses them otherwise)."""
 
@@ -300,7 +300,7 @@ def _passes(engine: Engine, passes: Sequence[SynthesisRequest], log: EventLog,
     that runs one request at a time (the exact loop, a fleet that plans the scenes itself) gets each pass whole."""
     from s2studio.engine.plan import split_request
 
-    batches = int(getattr(engine, "max_batch", 1) or 1) > 1
+    batches = int(getattr(engine, "max_batch", 1) or 1) > 1 and not getattr(engine, "plans_scenes", False)
     pieces = [split_request(request) if batches else [request] for request in passes]
     by_job = _generate(engine, [p for scenes in pieces for p in scenes], log, bar)
     return [[take for p in scenes for take in by_job[p.job_id]] for scenes in pieces]

@@ -12,6 +12,11 @@ the reason, after `retries` tries. A server answering 503 with Retry-After is pa
 back without counting a try. A member that failed twice in a row is dropped for the rest of the render. The deadline
 of a line is `pace_factor` times the member's measured seconds per second of audio (`first_deadline_s` until one
 line has finished there). Every take carries its backend (`LineFinished.backend`). Torch-free.
+
+Run by a scheduler (`stream`; the scheduler tells it how to submit jobs: `attach_scheduler`), the plan's job yields
+to the scheduler's loop while it waits, and this computer's scenes are jobs of that scheduler (`fleet_local`): as many
+in flight as the engine's batch slots (a member of 0 slots), not one. Run alone (`generate`), this computer takes one
+scene at a time on a thread of the plan.
 """
 
 from __future__ import annotations
@@ -23,14 +28,14 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
-import numpy as np
-
 from typing import TYPE_CHECKING
 
 from s2studio.engine.api import (
-    SAMPLE_RATE, AudioChunk, Backend, ContextTurn, EncodeRequest, Engine, Event, JobFailed, JobFinished, JobStarted,
-    LineFinished, LineSpec, LineStarted, LoadRequest, ModelReady, Progress, SynthesisRequest, line_seed,
+    SAMPLE_RATE, WAIT, AudioChunk, Backend, ContextTurn, EncodeRequest, Engine, Event, JobFailed, JobFinished, JobStarted,
+    LineFinished, LineSpec, LineStarted, LoadRequest, ModelReady, Progress, Step, SynthesisRequest, line_seed,
 )
+from s2studio.engine.fleet_local import ScheduledEngine, Submit
+from s2studio.engine.fleet_scenes import CHARS_PER_SECOND, Deadline, Scene, garbage, split_scenes
 
 if TYPE_CHECKING:
     from s2studio.engine.remote import RemoteSettings
@@ -38,8 +43,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 BUSY_PER_TRY = 10
-CHARS_PER_SECOND = 14.0
-"""Rough speaking rate, for a line's expected length before it is rendered (deadlines, longest first)."""
+"""Times a busy server may give a scene back before that counts as one of its tries."""
+IDLE_WAIT_S = 0.02
+"""Longest the plan's job holds the scheduler's loop waiting for a server's event while this computer runs nothing."""
 
 
 @dataclass(frozen=True)
@@ -52,11 +58,12 @@ class FleetConfig:
 
 @dataclass(frozen=True)
 class FleetSettings:
-    """Where a render goes: this computer (its slots; 0: not at all) and servers with their requests in flight."""
+    """Where a render goes: this computer (0: not at all; None: as many scenes at once as its batch slots; N: at
+    most N of them) and servers with their requests in flight."""
 
     servers: tuple["RemoteSettings", ...]
     slots: tuple[int, ...]
-    local_slots: int = 1
+    local_slots: int | None = None
 
 
 @dataclass
@@ -65,6 +72,7 @@ class Member:
 
     engine: Engine
     slots: int
+    """Requests in flight; this computer's: at most this many of its batch slots (0: all of them)."""
     label: str
     backend: Backend = field(default_factory=lambda: Backend("local"))
     done: int = 0
@@ -93,46 +101,11 @@ class Member:
         return f"{self.label}: {self.done} lines, {self.failures} failures{speed}{state}"
 
 
-@dataclass
-class _Scene:
-    index: int
-    lines: list[LineSpec]
-    offset: int
-    """Index of the scene's first line in the request (its seed is base + offset, as in a single render)."""
-    tries: int = 0
-    bounces: int = 0
-    """Times a busy server gave it back (every `BUSY_PER_TRY` of them count as one try: never an endless loop)."""
-    last_error: str = ""
-    kept: list[LineFinished] = field(default_factory=list)
-
-    @property
-    def expected_s(self) -> float:
-        return sum(len(ln.text) for ln in self.lines) / CHARS_PER_SECOND
-
-
-def split_scenes(request: SynthesisRequest) -> list[_Scene]:
-    scenes: list[_Scene] = []
-    for i, line in enumerate(request.lines):
-        if not scenes or line.line_id in request.scene_starts:
-            scenes.append(_Scene(len(scenes), [], i))
-        scenes[-1].lines.append(line)
-    return scenes
-
-
-def garbage(audio: np.ndarray) -> str:
-    """Why `audio` cannot be speech (empty, not finite, louder than any voice), or ""."""
-    if not len(audio):
-        return "no audio"
-    if not np.isfinite(audio).all():
-        return "samples that are not numbers"
-    rms = float(np.sqrt(np.mean(np.square(audio, dtype=np.float64))))
-    if rms > 0.5 or float(np.max(np.abs(audio))) > 1.5:
-        return f"noise, not speech (RMS {rms:.2f})"
-    return ""
-
-
 class FleetEngine:
     """An `Engine` made of members; `load` loads each, `encode` uses the first that can, `generate` fans out."""
+
+    plans_scenes = True
+    """It takes a render whole and shares its scenes out itself (a caller does not split it)."""
 
     def __init__(self, members: list[Member], config: FleetConfig | None = None,
                  settings: FleetSettings | None = None) -> None:
@@ -142,6 +115,44 @@ class FleetEngine:
         self.notices: list[str] = []
         """Failures that moved work (garbage audio, a lost server): the render's report reads them."""
         self._lock = threading.Lock()
+        self._submit: Submit | None = None
+        self._scheduled: dict[int, ScheduledEngine] = {}
+        """id(member) -> this computer's engine as the scheduler runs it (once a scheduler is attached)."""
+
+    # ------------------------------------------------------------------ the scheduler that runs the plan
+
+    def attach_scheduler(self, submit: Submit) -> None:
+        """The scheduler that runs this plan's job: this computer's scenes become jobs beside it."""
+        self._submit = submit
+        self._scheduled = {}
+
+    def _local(self, member: Member) -> ScheduledEngine | None:
+        if self._submit is None or member.backend.kind != "local":
+            return None
+        if id(member) not in self._scheduled:
+            self._scheduled[id(member)] = ScheduledEngine(member.engine, self._submit)
+        return self._scheduled[id(member)]
+
+    def slots(self, member: Member) -> int:
+        """Requests `member` keeps in flight: a server's setting; this computer's batch slots (at most `slots`)
+        when a scheduler runs the plan, else one (its engine is not for two threads at once)."""
+        if member.backend.kind != "local":
+            return max(1, member.slots)
+        local = self._local(member)
+        if local is None:
+            return 1
+        return min(local.slots, member.slots) if member.slots > 0 else local.slots
+
+    @property
+    def max_batch(self) -> int:
+        """Jobs the scheduler runs at once for a render: the plan's own and this computer's scenes."""
+        return 1 + sum(self.slots(m) for m in self.members if self._local(m) is not None and not m.dropped)
+
+    def step(self) -> None:
+        """The scheduler's step: this computer's engine's, while its scenes run."""
+        for local in self._scheduled.values():
+            if local.running:
+                local.step()
 
     # ------------------------------------------------------------------ load, encode
 
@@ -151,8 +162,8 @@ class FleetEngine:
         for member in self.members:
             member.dropped, member.unusable = "", False
             for event in member.engine.load(replace(request, job_id=f"{request.job_id}:{member.label}"), cancel):
-                if isinstance(event, ModelReady):
-                    ready = ready or ModelReady(request.job_id, event.info)
+                if isinstance(event, ModelReady):  # one request at a time: the plan shares out the scenes itself
+                    ready = ready or ModelReady(request.job_id, replace(event.info, max_batch=1))
                     remote = getattr(member.engine, "backend", None)
                     member.backend = remote if isinstance(remote, Backend) else Backend("local",
                                                                                          model=event.info.name)
@@ -172,6 +183,15 @@ class FleetEngine:
     # ------------------------------------------------------------------ generate
 
     def generate(self, request: SynthesisRequest, cancel: threading.Event) -> Iterator[Event]:
+        """The plan alone: its events as they come (this computer, if a member, takes one scene at a time)."""
+        return self._plan(request, cancel, scheduled=False)  # type: ignore[return-value]
+
+    def stream(self, request: SynthesisRequest, cancel: threading.Event) -> Iterator[Step]:
+        """The plan as a scheduler's job (`attach_scheduler`): `WAIT` while no event is there, so the loop runs
+        this computer's scenes (and anything else) meanwhile."""
+        return self._plan(request, cancel, scheduled=self._submit is not None)
+
+    def _plan(self, request: SynthesisRequest, cancel: threading.Event, scheduled: bool) -> Iterator[Step]:
         job = request.job_id
         for member in self.members:
             member.fresh()
@@ -179,7 +199,7 @@ class FleetEngine:
         yield JobStarted(job, tuple(ln.line_id for ln in request.lines))
         base_seed = request.sampling.base_seed()
         scenes = sorted(split_scenes(request), key=lambda s: -s.expected_s)
-        pending: list[_Scene] = list(scenes)
+        pending: list[Scene] = list(scenes)
         out: queue.Queue[Event | None] = queue.Queue()
         done: set[str] = set()
         failed: list[str] = []
@@ -194,7 +214,7 @@ class FleetEngine:
                 failed.append(f"scene {scene.index + 1} failed: a voice in it carries a LoRA, which only this "
                               "computer can apply; add this computer to the engines (--local-slots 1)")
 
-        def take(member: Member) -> _Scene | None:
+        def take(member: Member) -> Scene | None:
             local = member.backend.kind == "local"
             with state:
                 while True:
@@ -206,7 +226,7 @@ class FleetEngine:
                             return scene
                     state.wait(0.1)
 
-        def give_back(scene: _Scene, count: bool, error: str) -> None:
+        def give_back(scene: Scene, count: bool, error: str) -> None:
             with state:
                 scene.bounces += not count
                 scene.tries += count or scene.bounces % BUSY_PER_TRY == 0
@@ -218,7 +238,7 @@ class FleetEngine:
                     pending.append(scene)
                 state.notify_all()
 
-        def finish(scene: _Scene) -> None:
+        def finish(scene: Scene) -> None:
             with state:
                 remaining[0] -= 1
                 state.notify_all()
@@ -235,10 +255,14 @@ class FleetEngine:
                 if member.paused_until > time.monotonic():
                     give_back(scene, False, "")
                     continue
-                self._run_scene(member, scene, request, base_seed, cancel, out, done, give_back, finish)
+                engine = (self._local(member) if scheduled else None) or member.engine
+                self._run_scene(member, engine, scene, request, base_seed, cancel, out, done, give_back, finish)
+
+        def slots(member: Member) -> int:
+            return self.slots(member) if scheduled else 1 if member.backend.kind == "local" else max(1, member.slots)
 
         threads = [threading.Thread(target=worker, args=(m,), name=f"fleet-{m.label}", daemon=True)
-                   for m in self.members if not m.dropped for _ in range(max(1, m.slots))]
+                   for m in self.members if not m.dropped for _ in range(slots(m))]
         for thread in threads:
             thread.start()
 
@@ -252,7 +276,16 @@ class FleetEngine:
             out.put(None)
 
         threading.Thread(target=closer, name="fleet-closer", daemon=True).start()
-        while (event := out.get()) is not None:
+        locals_ = [local for m in self.members if (local := self._local(m)) is not None] if scheduled else []
+        while True:
+            try:  # scheduled: wait here only while this computer runs nothing (else its frames wait on this)
+                event = out.get(timeout=None if not scheduled else 0 if any(x.running for x in locals_)
+                                else IDLE_WAIT_S)
+            except queue.Empty:
+                yield WAIT
+                continue
+            if event is None:
+                break
             yield event
         if cancel.is_set():
             yield JobFinished(job, cancelled=True)
@@ -261,8 +294,9 @@ class FleetEngine:
         else:
             yield JobFinished(job)
 
-    def _run_scene(self, member: Member, scene: _Scene, request: SynthesisRequest, base_seed: int,
-                   cancel: threading.Event, out: queue.Queue, done: set[str], give_back, finish) -> None:  # noqa: ANN001
+    def _run_scene(self, member: Member, engine: Engine | ScheduledEngine, scene: Scene, request: SynthesisRequest,
+                   base_seed: int, cancel: threading.Event, out: queue.Queue, done: set[str], give_back,  # noqa: ANN001
+                   finish) -> None:  # noqa: ANN001
         job = request.job_id
         lines = [ln for ln in scene.lines if ln.line_id not in done]
         if not lines:
@@ -276,11 +310,11 @@ class FleetEngine:
                       sampling=replace(request.sampling, seed=line_seed(base_seed, offset)), context=context + kept,
                       scene_starts=frozenset())
         stop = threading.Event()
-        watch = _Deadline(stop, cancel)
+        watch = Deadline(stop, cancel)
         error, busy, started = "", None, time.perf_counter()
         watch.arm(self._deadline(member, lines[0]))
         try:
-            for event in member.engine.generate(sub, stop):
+            for event in engine.generate(sub, stop):
                 if isinstance(event, LineFinished):
                     why = garbage(event.audio)
                     if why:
@@ -353,37 +387,3 @@ class FleetEngine:
         if request is not None and any(ln.lora is not None for ln in request.lines):
             notes.append("scenes whose voices carry a LoRA render on this computer only")
         return notes
-
-
-class _Deadline:
-    """Sets `stop` when a line takes longer than its deadline (or when the whole render is cancelled)."""
-
-    def __init__(self, stop: threading.Event, cancel: threading.Event) -> None:
-        self._stop, self._cancel = stop, cancel
-        self._timer: threading.Timer | None = None
-        self.fired = False
-        self._relay = threading.Thread(target=self._follow, daemon=True)
-        self._done = threading.Event()
-        self._relay.start()
-
-    def _follow(self) -> None:
-        while not self._done.wait(0.1):
-            if self._cancel.is_set():
-                self._stop.set()
-                return
-
-    def _fire(self) -> None:
-        self.fired = True
-        self._stop.set()
-
-    def arm(self, seconds: float) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer = threading.Timer(seconds, self._fire)
-        self._timer.daemon = True
-        self._timer.start()
-
-    def cancel(self) -> None:
-        self._done.set()
-        if self._timer is not None:
-            self._timer.cancel()

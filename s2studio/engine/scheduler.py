@@ -235,6 +235,9 @@ class Scheduler:
     def _work(self, job: Job) -> Iterator[Step]:
         if self.engine is None:
             self.engine = self._factory()
+            attach = getattr(self.engine, "attach_scheduler", None)
+            if attach is not None:  # an engine whose jobs run others beside them (a render plan's local scenes)
+                attach(self.submit)
         return job.work(self.engine, job.job_id, job.cancel)
 
     def _end(self, job: Job, event: JobFinished | JobFailed) -> None:

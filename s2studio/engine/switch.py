@@ -17,6 +17,7 @@ from s2studio.engine.api import (
     EncodeRequest, Engine, Event, JobFailed, LoadRequest, ModelReady, Step, SynthesisRequest,
 )
 from s2studio.engine.fleet import FleetEngine, FleetSettings, Member
+from s2studio.engine.fleet_local import Submit
 from s2studio.engine.remote import RemoteEngine, RemoteSettings, remembered_voices
 from s2studio.engine.scheduler import synthesis
 
@@ -29,6 +30,11 @@ class EngineSwitch:
         self._active: Engine | None = None
         self._wanted: RemoteSettings | FleetSettings | None = None
         self._fleet: FleetEngine | None = None
+        self._submit: Submit | None = None
+
+    def attach_scheduler(self, submit: Submit) -> None:
+        """The engine thread's scheduler: a render plan's scenes on this computer run as its jobs."""
+        self._submit = submit
 
     def choose(self, remote: RemoteSettings | FleetSettings | None) -> None:
         self._wanted = remote
@@ -47,14 +53,16 @@ class EngineSwitch:
         if self._fleet is not None and self._fleet.settings == wanted:
             return self._fleet
         members = []
-        if wanted.local_slots:
+        if wanted.local_slots != 0:
             if self._local is None:
                 self._local = self._make_local()
-            members.append(Member(self._local, 1, "this computer"))  # one slot until the scheduler gives more
+            members.append(Member(self._local, wanted.local_slots or 0, "this computer"))  # 0: its batch slots
         for server, slots in zip(wanted.servers, wanted.slots, strict=True):
             engine = RemoteEngine(server, registry=remembered_voices())
             members.append(Member(engine, slots, engine.base_url))
         self._fleet = FleetEngine(members, settings=wanted)
+        if self._submit is not None:
+            self._fleet.attach_scheduler(self._submit)
         return self._fleet
 
     @property

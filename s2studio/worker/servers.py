@@ -43,10 +43,11 @@ class ServerTarget:
 
 @dataclass(frozen=True)
 class FleetTarget:
-    """This computer (`local_slots`, 0: not at all) and servers, sharing a render's scenes."""
+    """This computer (`local_slots`: 0 not at all, None its batch slots, N at most N) and servers, sharing a
+    render's scenes."""
 
     servers: tuple[ServerTarget, ...]
-    local_slots: int = 1
+    local_slots: int | None = None
 
 
 def remote_settings(target: ServerTarget) -> RemoteSettings:

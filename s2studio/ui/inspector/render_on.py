@@ -113,7 +113,7 @@ class RenderOnBox(QGroupBox):
     def target(self) -> ServerTarget | FleetTarget | None:
         where = self.where.currentData()
         if where == "fleet":
-            return FleetTarget(tuple(self._servers), 1)
+            return FleetTarget(tuple(self._servers))
         return self._form() if where == "server" else None
 
     def add_server(self) -> None:
