@@ -181,3 +181,22 @@ def test_a_tracks_peaks_follow_it_as_it_streams_and_equal_the_peaks_of_its_whole
         np.testing.assert_array_equal(track.peaks(), whole)
     np.testing.assert_array_equal(track.read(PEAK_BIN, 10), audio[PEAK_BIN:PEAK_BIN + 10])
     assert len(track.read(len(audio) - 4, 10)) == 4
+
+
+def test_takes_landing_in_any_order_lay_out_as_a_fresh_layout_would() -> None:
+    import random
+
+    from s2studio.audio.timeline import _build
+
+    rng = random.Random(3)
+    order = [f"l{i}" for i in range(40)]
+    tl = Timeline(gap_s=0.1, sample_rate=100)
+    tl.set_lines(order, {})
+    for line_id in rng.sample(order, 25) + order[30:]:  # anywhere, then in order at the end (a render)
+        before = tl.layout
+        tl.set_audio(line_id, const(rng.randint(1, 30), 0.5))
+        fresh = _build([tl._tracks[k] for k in order if k in tl._tracks], tl.gap)
+        assert tl.layout.tracks == fresh.tracks and dict(tl.layout.index) == dict(fresh.index)
+        np.testing.assert_array_equal(tl.layout.starts, fresh.starts)
+        if line_id == order[-1]:
+            assert all(tl.layout.index[k] == i for k, i in before.index.items())  # nothing before it moved

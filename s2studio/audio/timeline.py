@@ -259,6 +259,10 @@ class Timeline:
     def order(self) -> tuple[str, ...]:
         return tuple(self._order)
 
+    def __contains__(self, line_id: object) -> bool:
+        """Whether the line is on the timeline (a dict lookup: `order` copies a book's ids)."""
+        return line_id in self._position
+
     def set_lines(self, order: Sequence[str], audio: Mapping[str, LineAudio | None]) -> None:
         """The lines in script order and each one's audio (missing or None: no audio), all at once."""
         self._set_order(order)
@@ -307,7 +311,10 @@ class Timeline:
             last = layout.tracks[-1] if layout.tracks else None
             if last is not None and last.growing and self._position[last.line_id] < self._position[line_id]:
                 last.growing = False  # it may not grow under the line placed after it
-            self._relayout()
+            if i is None:
+                self._place(track)
+            else:
+                self._relayout()
             return
         tracks = list(layout.tracks)
         tracks[i] = track
@@ -411,6 +418,20 @@ class Timeline:
             raise ValueError("line ids of a timeline must be unique")
         self._order = list(order)
         self._position = {k: i for i, k in enumerate(self._order)}
+
+    def _place(self, track: Track) -> None:
+        """A line's first audio put in among the lines placed: those after it move, and only their entries of
+        the index change (a render places lines in script order: few or none), not a relayout of a book."""
+        layout, position = self.layout, self._position
+        tracks = layout.tracks
+        i = bisect_left(tracks, position[track.line_id], key=lambda t: position[t.line_id])
+        start = int(layout.starts[i - 1]) + tracks[i - 1].length + self.gap if i else 0
+        starts = np.insert(layout.starts, i, np.int64(start))
+        starts[i + 1:] += track.length + self.gap
+        index = dict(layout.index)
+        index.update((t.line_id, j) for j, t in enumerate(tracks[i:], start=i + 1))
+        index[track.line_id] = i
+        self.layout = Layout(tracks[:i] + (track,) + tracks[i:], starts, index)
 
     def _relayout(self) -> None:
         self.layout = _build([self._tracks[k] for k in self._order if k in self._tracks], self.gap)

@@ -91,6 +91,7 @@ def test_a_finished_take_updates_its_own_line_and_render_all_announces_its_lines
     assert len(announced[0]) == n and all(len(a) == 1 for a in announced[1:])  # once, then one line per take
     assert started[0] == updates  # queueing the lines worked out no line's state
     assert w.lines.updates - updates == n  # one per finished take, none more
+    qtbot.waitUntil(lambda: not w.waveform._throttle.isActive())  # its repaints come at most 10 times a second
     w.waveform.repaint()
     line = w.script.lines[25]
     x0, x1 = (w.waveform.x_of(b) for b in w.timeline.layout.bounds(line.line_id))
@@ -99,6 +100,7 @@ def test_a_finished_take_updates_its_own_line_and_render_all_announces_its_lines
     cursor.setPosition(line.start + 1)
     w.editor.setTextCursor(cursor)
     render(qtbot, w, "render_line")  # a new take of the same length swaps in place
+    qtbot.waitUntil(lambda: not w.waveform._throttle.isActive())
     w.waveform.repaint()
     assert w.lines.updates - before[0] == 1
     assert w.waveform.peaks.packed_changes - before[2] == 1

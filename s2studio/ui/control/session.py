@@ -149,7 +149,7 @@ class RenderSession(QObject):
             self.timeline_changed.emit()
 
     def _takes_changed(self, line_id: str) -> None:
-        if line_id not in self.timeline.order:
+        if line_id not in self.timeline:
             return  # a line not in the script (deleted while it rendered): its take is kept, not placed
         take = self.document.project.current(line_id)
         audio = take.sound if take is not None else None

@@ -306,8 +306,7 @@ class WaveformView(QWidget):
         layout = self.timeline.layout
         self.stale_flags.update(layout, changed)
         if changed is None or any(i in layout.index for i in changed):
-            self._composed = None
-            self.update()
+            self.refresh()
 
     def set_rendering(self, rendering: Callable[[str], bool], busy: Callable[[], bool] | None = None) -> None:
         """How to tell a line being rendered (the render session's `rendering`), and whether a render runs."""
@@ -316,11 +315,10 @@ class WaveformView(QWidget):
         self.rendering_flags.update(self.timeline.layout, None)
 
     def rendering_changed(self, line_ids: Collection[str]) -> None:
-        """These lines started or stopped rendering (a render's start: all of its lines, once)."""
+        """These lines started or stopped rendering (a render's start: all of its lines, once); repainted as
+        `refresh` repaints (a render ends a line many times a second)."""
         self.rendering_flags.update(self.timeline.layout, line_ids)
-        self._composed = None
-        self.update()
-        self.view_changed.emit()
+        self.refresh()
 
     def set_follow(self, on: bool) -> None:
         self.follow = on
