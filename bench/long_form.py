@@ -226,13 +226,10 @@ def close_window(w) -> None:  # noqa: ANN001
     w.ctx.host.shutdown()
 
 
-def paste(w, text: str) -> None:  # noqa: ANN001
-    """What Edit ▸ Paste does over a selection of the whole script, until the pasted text is parsed."""
+def paste(w, text: str, lines: int) -> None:  # noqa: ANN001
+    """What Edit ▸ Paste does over a selection of the whole script, until the pasted text's `lines` are parsed."""
     from PySide6.QtGui import QTextCursor
 
-    from s2studio.state.script import parse_script
-
-    lines = len(parse_script(text).lines)
     cursor = w.editor.textCursor()
     cursor.select(QTextCursor.SelectionType.Document)
     w.editor.setTextCursor(cursor)
@@ -241,9 +238,12 @@ def paste(w, text: str) -> None:  # noqa: ANN001
 
 
 def step_open(w, gaps: Gaps, text: str, folder: Path) -> dict:  # noqa: ANN001
+    from s2studio.state.script import parse_script
+
+    lines = len(parse_script(text).lines)
     w.new_project()
     settle(gaps, time.perf_counter())
-    out = {"paste": timed(gaps, lambda: paste(w, text))}
+    out = {"paste": timed(gaps, lambda: paste(w, text, lines))}
     path = folder / "script-only.s2proj"
     w.save_project_as(path)
     settle(gaps, time.perf_counter())

@@ -80,8 +80,16 @@ class CastPanel(QWidget):
         """The script's speakers, their voices and their places in the palette (`Project.speaker_colors`)."""
         if tuple(speakers) == self._speakers and cast == self._cast and places == self._places:
             return
+        same_speakers = tuple(speakers) == self._speakers and places == self._places
         self._speakers, self._cast, self._places = tuple(speakers), dict(cast), dict(places)
-        self._rebuild()
+        if same_speakers:  # only voices picked (a book's speakers cast by name): the combos follow, none is rebuilt
+            for speaker, combo in self.combos.items():
+                combo.blockSignals(True)
+                combo.setCurrentIndex(max(combo.findData(self._cast.get(speaker, NO_VOICE)), 0))
+                combo.blockSignals(False)
+            self._show_summary()
+        else:
+            self._rebuild()
 
     def unvoiced(self) -> list[str]:
         ids = {vid for vid, _ in self._voices}
