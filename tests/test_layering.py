@@ -17,7 +17,7 @@ import pytest
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "s2studio"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("s2studio", "s2studio.errors", "s2studio.paths", "s2studio.units"),  # facts every layer reads
+    ("s2studio", "s2studio.errors", "s2studio.paths", "s2studio.units", "s2studio.settings"),  # facts every layer reads
     ("s2studio.state",),
     ("s2studio.audio",),
     ("s2studio.text",),

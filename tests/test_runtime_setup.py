@@ -143,7 +143,7 @@ def test_project_settings_map_onto_the_engines_with_the_same_defaults() -> None:
                                                                      quantize="int4"))
     assert request == LoadRequest("load-1", Path("/m"), device="cpu", precision="bf16", speed="fast",
                                   quantize="int4")
-    assert load_request("l", Path("/m"), GenerationSettings()).threads is None  # automatic: threads.py's choice
+    assert load_request("l", Path("/m"), GenerationSettings()).threads == 0  # automatic: threads.py's choice
     assert load_request("l", Path("/m"), GenerationSettings(threads=3)).threads == 3
     # int4 everywhere: the project file's choices are the engine's
     assert get_args(get_type_hints(GenerationSettings)["quantize"]) == QUANTIZE_MODES

@@ -30,11 +30,13 @@ from s2studio.audio.asr_models import DEFAULT_MODEL
 from s2studio.commands import checked_takes, fleet_args
 from s2studio.commands.outputs import check_file, check_folder
 from s2studio.commands.render_log import EventLog, LoggedEncoder, ProgressBar
+from s2studio.commands.setting_args import speed_of
 from s2studio.engine.api import (
     FRAME_SAMPLES, SAMPLE_RATE, AudioChunk, Engine, Event, JobFailed, JobFinished, JobStarted, LineFinished,
     LoadRequest, ModelInfo, ModelReady, Progress, SamplingParams, SynthesisRequest,
 )
 from s2studio.errors import UserError, printable
+from s2studio.settings import LIMITS
 from s2studio.state.atomic import OutputSet
 from s2studio.state.script import Script, parse_script, read_script
 from s2studio.state.voices import Voice, VoiceLibrary
@@ -96,7 +98,7 @@ def add_script_arguments(parser: argparse.ArgumentParser,
     fleet_args.add_arguments(add)
     add("--max-batch", type=int, default=None, metavar="N",
         help="lines generated at once on the fast path: the scenes (a # heading starts one) and takes side by "
-             "side (default: as many as the memory holds, at most 8 on a CPU)")
+             f"side ({LIMITS['max_batch'].range_text()}; default: as many as the memory holds, at most 8 on a CPU)")
 
 
 # ----------------------------------------------------------------------------- checks before loading
@@ -225,9 +227,9 @@ def _check(events: Iterable[Event]) -> Iterator[Event]:
 
 def _load(engine: Engine, args: argparse.Namespace, log: EventLog) -> ModelInfo:
     request = LoadRequest("load", Path(args.model), device=args.device, precision=args.precision,
-                          threads=getattr(args, "threads", None), quantize=getattr(args, "quantize", "none"),
-                          speed="fast" if getattr(args, "fast", False) else "exact",
-                          max_batch=getattr(args, "max_batch", None))
+                          threads=getattr(args, "threads", None) or 0, quantize=getattr(args, "quantize", "none"),
+                          speed=speed_of(args, getattr(args, "fast", False)),
+                          max_batch=getattr(args, "max_batch", None) or 0)
     info = None
     for ev in _check(log.relay(engine.load(request, threading.Event()))):
         if isinstance(ev, ModelReady):

@@ -16,6 +16,7 @@ import os
 import sys
 from pathlib import Path
 
+from s2studio.commands.setting_args import choice_option, number_option, speed_of, speed_option
 from s2studio.errors import UserError
 
 ENV_API_KEY = "S2STUDIO_API_KEY"
@@ -28,14 +29,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                               epilog=f"The API key is read from ${ENV_API_KEY}; limits and timeouts are listed in "
                                      "the README.")
     p.add_argument("--model", required=True, type=Path, metavar="DIR", help="model folder in the upstream layout")
-    p.add_argument("--device", default="auto", metavar="auto|cpu|cuda|mps", help="where the model runs")
-    p.add_argument("--precision", default="auto", metavar="auto|fp32|bf16",
-                   help="auto: bf16 on CUDA, fp32 elsewhere")
+    choice_option(p, "device", "auto", "where the model runs")
+    choice_option(p, "precision", "auto", "auto: bf16 on CUDA, fp32 elsewhere")
     p.add_argument("--fast", action=argparse.BooleanOptionalAction, default=True,
                    help="the fast generation path, the studio's default (default: on); --no-fast: the exact mode, "
                         "the reference implementation's own loop, several times slower on a CPU")
-    p.add_argument("--quantize", default="none", metavar="none|int8|int4", help="weight-only quantisation")
-    p.add_argument("--threads", type=int, default=None, metavar="N", help="CPU threads for torch")
+    speed_option(p)
+    choice_option(p, "quantize", "none", "weight-only quantisation")
+    number_option(p, "threads", "CPU threads for torch")
     p.add_argument("--host", default="127.0.0.1",
                    help=f"address to listen on (default 127.0.0.1: this computer only; others need ${ENV_API_KEY})")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000, where SillyTavern looks)")
@@ -43,9 +44,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help=f"discouraged: every user of this computer sees it in `ps`; set ${ENV_API_KEY} instead")
     p.add_argument("--cors", action="append", default=[], metavar="ORIGIN",
                    help="allow browser pages from ORIGIN (e.g. http://localhost:3000) to call the server; repeatable")
-    p.add_argument("--max-batch", type=int, default=None, metavar="N",
-                   help="requests generated at once, each a stream of one batch (default: as many as the memory "
-                        "holds, at most 8 on a CPU; the exact loop runs one)")
+    number_option(p, "max_batch", "requests generated at once, each a stream of one batch (automatic: as many as "
+                  "the memory holds, at most 8 on a CPU; the exact loop runs one)")
     p.add_argument("--queue", type=int, default=16, metavar="N",
                    help="requests that may wait beyond those running (default 16)")
     p.add_argument("--max-text", type=int, default=4096, metavar="CHARS", help="longest text (default 4096)")
@@ -110,9 +110,8 @@ def run(args: argparse.Namespace) -> int:
                     header_timeout_s=args.header_timeout, body_timeout_s=args.body_timeout)
     config = ServeConfig(host=args.host, port=args.port, api_key=api_key(args), cors_origins=tuple(args.cors),
                          limits=limits, model_id=args.model_id)
-    speed = "fast" if args.fast else "exact"
     load = LoadRequest("load", args.model, device=args.device, precision=args.precision, threads=args.threads,
-                       speed=speed, quantize=args.quantize, max_batch=args.max_batch)
+                       speed=speed_of(args, args.fast), quantize=args.quantize, max_batch=args.max_batch)
     sock = bind(args.host, args.port)  # a port in use is said before the model loads
 
     def loading(event: object) -> None:
@@ -128,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     if info.kernels_note:
         print(f"note: the CPU kernels are not used ({info.kernels_note})", file=sys.stderr, flush=True)
     mode = mode_name(load.speed, load.quantize)
-    batch_origin = " (--max-batch)" if args.max_batch is not None else " (what the memory holds)"
+    batch_origin = " (--max-batch)" if args.max_batch else " (what the memory holds)"
     print(f"serving {info.name} in {mode} ({info.device}, {info.settings_text()}) at http://{args.host}:{args.port} "
           f"{'with an API key' if config.api_key else 'without an API key (loopback only)'}; "
           f"{info.max_batch} request(s) at once{batch_origin}; "

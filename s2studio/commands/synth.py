@@ -17,8 +17,10 @@ import numpy as np
 
 from s2studio.commands.outputs import audio_bytes, check_file, check_folder, decoded_speech, make_folder, npy_bytes
 from s2studio.commands.script_render import SCRIPT_ONLY, add_script_arguments, run_script, sampling_from_args
+from s2studio.commands.setting_args import choice_option, number_option, speed_of, speed_option
 from s2studio.engine.api import FRAME_SAMPLES, PRECISIONS, QUANTIZE_MODES, SAMPLE_RATE
 from s2studio.errors import UserError, printable
+from s2studio.settings import CHOICES, LIMITS
 from s2studio.state.atomic import OutputSet, remove_quietly
 from s2studio.state.codes import read_codes_file
 
@@ -58,20 +60,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    "model's codec; mixes with --reference-codes, in command-line order")
     p.add_argument("--reference-text", action="append", default=[], metavar="TEXT",
                    help="transcript of the matching --reference or --reference-codes (paired in order)")
-    p.add_argument("--seed", type=int, default=42, help="random seed (default 42, as upstream's CLI)")
+    number_option(p, "seed", "random seed", default=42, why=", as upstream's CLI")
     # device, precision and batching are checked by the engine so that a typo gets a one-line error
-    p.add_argument("--device", default="auto", metavar="auto|cpu|cuda|mps",
-                   help="where the model runs (default auto: CUDA if present, else CPU)")
-    p.add_argument("--precision", default="auto", metavar="auto|fp32|bf16",
-                   help="auto: bf16 on CUDA, fp32 elsewhere; fp32 on CPU is the bit-exact mode")
-    p.add_argument("--threads", type=int, default=None, metavar="N",
-                   help="CPU threads for torch (default: the free cores; the bits depend on it)")
+    choice_option(p, "device", "auto", "where the model runs (default auto: CUDA if present, else CPU)")
+    choice_option(p, "precision", "auto", "auto: bf16 on CUDA, fp32 elsewhere; fp32 on CPU is the bit-exact mode")
+    number_option(p, "threads", "CPU threads for torch, automatic: the free cores; the bits depend on it")
     p.add_argument("--fast", action="store_true",
                    help="fast path: attention over the filled cache, prefix reuse between batches; codes equal "
                         "the exact path's for almost every seed, not all")
-    p.add_argument("--quantize", default="none", metavar="none|int8|int4",
-                   help="int8: int8 linear layers (about half of bf16's memory and time per frame); "
-                        "int4: int4 groups of 128 (S2 Pro's weights 3.2 GB against int8's 5.1; the fastest on a CPU)")
+    speed_option(p)
+    choice_option(p, "quantize", "none",
+                  help="int8: int8 linear layers (about half of bf16's memory and time per frame); "
+                       "int4: int4 groups of 128 (S2 Pro's weights 3.2 GB against int8's 5.1; the fastest on a CPU)")
     p.add_argument("--max-new-tokens", type=int, default=0, metavar="N",
                    help="frames per batch, the dropped last one included (default 0: up to the model's context)")
     p.add_argument("--frames", type=int, default=None, metavar="N",
@@ -81,10 +81,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="for benchmarks: never stop a batch at <|im_end|>; run to --max-new-tokens or the context")
     p.add_argument("--chunk-length", type=int, default=300, metavar="BYTES",
                    help="UTF-8 bytes of turns per batch in upstream batching (default 300)")
-    p.add_argument("--temperature", type=float, default=1.0, metavar="T", help="sampling temperature (default 1.0)")
-    p.add_argument("--top-p", type=float, default=0.9, metavar="P", help="nucleus threshold (default 0.9)")
-    p.add_argument("--top-k", type=int, default=30, metavar="K", help="keep the K most likely tokens (default 30)")
-    p.add_argument("--batching", default=None, metavar="upstream|line",
+    number_option(p, "temperature", "sampling temperature", default=1.0, metavar="T", why=", as upstream's CLI")
+    number_option(p, "top_p", "nucleus threshold", default=0.9, metavar="P", why=", as upstream's CLI")
+    number_option(p, "top_k", "keep the K most likely tokens", metavar="K")
+    choice_option(p, "batching", None,  # type: ignore[arg-type]
                    help="upstream: <|speaker:i|> turns grouped by --chunk-length and 5 turns (default for --text); "
                         "line: every line is its own batch (default for --script)")
     p.add_argument("--codes-out", type=Path, metavar="FILE.npy",
@@ -178,8 +178,9 @@ def run(args: argparse.Namespace) -> int:
     sampling = sampling_from_args(args)
     if args.chunk_length < 1:
         raise UserError(f"--chunk-length must be at least 1 byte, got {args.chunk_length}")
-    if args.batching not in ("upstream", "line"):
-        raise UserError(f"unknown --batching {args.batching!r}; use upstream or line")
+    if args.batching not in CHOICES["batching"]:
+        raise UserError(f"unknown --batching {args.batching!r}; use {_or(CHOICES['batching'])}")
+    LIMITS["threads"].check(args.threads, "--threads")
     if args.precision not in PRECISIONS:
         raise UserError(f"unknown --precision {args.precision!r}; use {_or(PRECISIONS)}")
     if args.quantize not in QUANTIZE_MODES:
@@ -194,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
     clips = {path: load_reference(path) for kind, path, _ in sources if kind == "clip"}
     t0 = time.perf_counter()
     runtime = load_runtime(args.model, device=args.device, precision=args.precision, quantize=args.quantize,
-                           speed="fast" if args.fast else "exact", threads=args.threads,
+                           speed=speed_of(args, args.fast), threads=args.threads or None,
                            codec=args.out is not None or bool(clips))
     references = [Reference(ref_text, given[path] if kind == "codes" else encode_audio(runtime.codec, clips[path]))
                   for kind, path, ref_text in sources]

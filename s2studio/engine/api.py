@@ -12,35 +12,20 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol, Union, get_args
+from typing import Literal, Protocol, Union
 
 import numpy as np
 import numpy.typing as npt
 
 from s2studio.errors import UserError
-from s2studio.state.project import SETTINGS_LIMITS
+from s2studio.settings import CHOICES, LIMITS, Batching, Device, Loading, Precision, Quantize, Speed  # noqa: F401 - re-exported
 from s2studio.units import FRAME_SAMPLES, NUM_CODEBOOKS, SAMPLE_RATE  # noqa: F401 - re-exported: every engine's
 
-Batching = Literal["line", "upstream"]
-Device = Literal["auto", "cpu", "cuda", "mps"]
-Precision = Literal["auto", "fp32", "bf16"]
-Quantize = Literal["none", "int8", "int4"]
-"""Weight-only quantization of the transformers' linear layers: int8 rows or int4 groups (engine/weights/)."""
-Speed = Literal["auto", "exact", "fast"]
-"""exact: upstream's loop, bit-identical to upstream on CPU float32; fast: the fast path (engine/s2/fast.py:
-attention over the filled cache, prefix reuse); auto: fast everywhere except float32 on the CPU."""
-
-BATCHINGS: tuple[Batching, ...] = get_args(Batching)
-DEVICES: tuple[Device, ...] = get_args(Device)
-PRECISIONS: tuple[Precision, ...] = get_args(Precision)
-QUANTIZE_MODES: tuple[Quantize, ...] = get_args(Quantize)
-SPEEDS: tuple[Speed, ...] = get_args(Speed)
-MAX_BATCH_LIMIT = 256
-"""The largest `LoadRequest.max_batch` accepted (a typo of 10,000 streams is refused, not planned for)."""
+DEVICES, PRECISIONS, QUANTIZE_MODES, SPEEDS = (CHOICES[name] for name in ("device", "precision", "quantize", "speed"))
 SEED_RANGE = (-(2**63), 2**64)
 """Seeds torch's generators take (a negative seed wraps around 2**64); the upper bound is excluded."""
-SEED_LIMIT = int(SETTINGS_LIMITS["seed"][1]) + 1
-"""Request seeds are below this (the studio's settings table is the one table of generation limits), and so is
+SEED_LIMIT = int(LIMITS["seed"].hi) + 1
+"""Request seeds are below this (`s2studio.settings.LIMITS` is the one table of generation limits), and so is
 every line's seed (`line_seed`), so any seed an engine reports can be asked for again."""
 
 
@@ -50,16 +35,6 @@ def line_seed(base: int, index: int) -> int:
     return (base + index) % SEED_LIMIT
 
 
-def _shown(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else f"{x:g}"
-
-
-def _check_range(name: str, label: str, value: float) -> None:
-    lo, hi = SETTINGS_LIMITS[name]
-    if not lo <= value <= hi:
-        raise UserError(f"{label} must be between {_shown(lo)} and {_shown(hi)}, got {value}")
-
-
 # ----------------------------------------------------------------------------- requests
 
 
@@ -67,7 +42,7 @@ def _check_range(name: str, label: str, value: float) -> None:
 class SamplingParams:
     """How one request samples: the engine's one settings type (defaults: upstream's API server).
 
-    Validated here, once, against the one table of generation limits (`state.project.SETTINGS_LIMITS`, what the
+    Validated here, once, against the one table of generation limits (`s2studio.settings.LIMITS`, what the
     settings panel offers), with the message a person acts on; the studio's project settings map onto it in
     `plan.sampling_params`, the command line builds it from its flags."""
 
@@ -84,13 +59,12 @@ class SamplingParams:
     or the context. For benchmarks, which need exactly N frames."""
 
     def __post_init__(self) -> None:
-        _check_range("temperature", "temperature", self.temperature)
-        _check_range("top_p", "top-p", self.top_p)
-        _check_range("top_k", "top-k", self.top_k)
+        for name in ("temperature", "top_p", "top_k"):
+            LIMITS[name].check(getattr(self, name))
         if self.max_new_tokens < 0:
             raise UserError(f"max-new-tokens must be 0 (no limit) or more, got {self.max_new_tokens}")
         if self.seed is not None:
-            _check_range("seed", "seed", self.seed)
+            LIMITS["seed"].check(self.seed)
 
     def base_seed(self) -> int:
         """The request's base seed: `seed`, or one drawn now (line i is then drawn with `line_seed`). Every engine
@@ -99,24 +73,13 @@ class SamplingParams:
 
 
 @dataclass(frozen=True)
-class LoadRequest:
-    """Load (or replace) the model and codec."""
+class LoadRequest(Loading):
+    """Load (or replace) the model and codec in `model_dir` with the `Loading` settings (keywords, validated
+    against `s2studio.settings.LIMITS`; threads and max_batch 0: automatic, `ModelInfo.max_batch` says what the
+    memory planner gave)."""
 
     job_id: str
     model_dir: Path
-    device: Device = "auto"
-    precision: Precision = "auto"
-    threads: int | None = None
-    speed: Speed = "auto"
-    """The exact loop or the fast path; chosen once, at load (see `Speed`)."""
-    quantize: Quantize = "none"
-    """Weight-only int8 or int4 for the transformers' linear layers; independent of `speed`."""
-    max_batch: int | None = None
-    """Most streams the fast path runs at once; None: what the memory planner gives (`ModelInfo.max_batch`)."""
-
-    def __post_init__(self) -> None:
-        if self.max_batch is not None and not 1 <= self.max_batch <= MAX_BATCH_LIMIT:
-            raise UserError(f"the largest batch must be between 1 and {MAX_BATCH_LIMIT}, got {self.max_batch}")
 
 
 @dataclass(frozen=True)

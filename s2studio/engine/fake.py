@@ -106,7 +106,7 @@ class FakeEngine:
             if self.fail_on_load and step == 1:
                 yield JobFailed(request.job_id, f"cannot load the model in {request.model_dir}: fake failure")
                 return
-        if request.max_batch is not None:
+        if request.max_batch:  # 0: automatic, what the memory holds
             self.max_batch = request.max_batch
         self.loaded = True
         yield ModelLoading(request.job_id, 1.0, "ready")

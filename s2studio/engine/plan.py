@@ -31,6 +31,7 @@ from s2studio.engine.api import (
     Reference, SamplingParams, SynthesisRequest,
 )
 from s2studio.errors import UserError
+from s2studio.settings import Loading
 from s2studio.state.lora_file import file_sha256
 from s2studio.state.project import GenerationSettings
 from s2studio.state.script import Script
@@ -45,11 +46,9 @@ def sampling_params(settings: GenerationSettings) -> SamplingParams:
                           seed=settings.seed if settings.seed_mode == "fixed" else None)
 
 
-def load_request(job_id: str, model_dir: Path, settings: GenerationSettings) -> LoadRequest:
-    """The engine's load request for the studio's settings (device, precision, speed, quantization, threads)."""
-    return LoadRequest(job_id, Path(model_dir), device=settings.device, precision=settings.precision,
-                       speed=settings.speed, quantize=settings.quantize, threads=settings.threads or None,
-                       max_batch=settings.max_batch or None)
+def load_request(job_id: str, model_dir: Path, settings: Loading) -> LoadRequest:
+    """The engine's load request for the loading settings (of the project's, or of a configuration that loaded)."""
+    return LoadRequest(job_id, Path(model_dir), **vars(settings.loading))
 
 
 def _words(text: str, tags: Sequence[tuple[int, int]], base: int) -> bool:

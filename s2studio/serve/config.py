@@ -2,7 +2,7 @@
 
 `Limits` is the server's one table of limits (the README prints it): what a request may hold, how long a
 client may take to send it, and how many connections may be open. The generation settings a request carries
-(seed, temperature, top-p, top-k, frames) are bounded by the studio's own table, `state.project.SETTINGS_LIMITS`,
+(seed, temperature, top-p, top-k, frames) are bounded by the studio's own table, `s2studio.settings.LIMITS`,
 which the engine checks too (`SETTINGS_BOUNDS` below is its view for request models); audio by
 `state.audio_limits`, which every reader of audio checks.
 """
@@ -11,13 +11,23 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import Field
 
 from s2studio.errors import UserError
-from s2studio.state.project import SETTINGS_LIMITS
+from s2studio.settings import LIMITS
 
-SETTINGS_BOUNDS = {name: (int(lo), int(hi)) if name in ("seed", "top_k", "max_frames") else (lo, hi)
-                   for name, (lo, hi) in SETTINGS_LIMITS.items()}
+SETTINGS_BOUNDS = {name: (int(limit.lo), int(limit.hi)) if limit.integer else (limit.lo, limit.hi)
+                   for name, limit in LIMITS.items()}
 """The studio's generation limits, with the integer ones as integers (pydantic's `ge`/`le`)."""
+
+
+def setting_field(name: str, default: Any = LIMITS) -> Any:
+    """A request model's field for the generation setting `name`: the table's bounds, and its default unless
+    `default` is given (None: the engine chooses, e.g. a seed)."""
+    lo, hi = SETTINGS_BOUNDS[name]
+    return Field(LIMITS[name].default if default is LIMITS else default, ge=lo, le=hi)
 
 
 @dataclass(frozen=True)

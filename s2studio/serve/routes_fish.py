@@ -32,17 +32,16 @@ from s2studio.errors import UserError
 from s2studio.serve.app import ServerState, audio_response, state_of
 from s2studio.serve.bodies import JSON, MSGPACK, parse_body
 from s2studio.serve.compile import tts_lines
-from s2studio.serve.config import SETTINGS_BOUNDS
+from s2studio.serve.config import SETTINGS_BOUNDS, setting_field
 from s2studio.serve.errors import ApiError
 from s2studio.serve.jobs import Disconnected, JobStream
 from s2studio.serve.parsing import check_lines, check_name, find_voice
 from s2studio.serve.references import InlineReference, check_reference
 from s2studio.serve.synthesis import AudioOut, Speech, speech_work
+from s2studio.settings import LIMITS
 from s2studio.state.script import parse_script
 
 router = APIRouter()
-SEED, TEMPERATURE, TOP_P, TOP_K, FRAMES = (SETTINGS_BOUNDS[k] for k in ("seed", "temperature", "top_p", "top_k",
-                                                                          "max_frames"))
 
 
 class FishReference(BaseModel):
@@ -64,11 +63,12 @@ class TTSBody(BaseModel):
     format: Literal["wav", "pcm", "mp3", "opus", "flac"] = "wav"
     streaming: bool | None = None
     chunk_length: int = Field(200, ge=1, le=1000)
-    max_new_tokens: int = Field(1024, ge=0, le=FRAMES[1])
-    top_p: float = Field(0.8, ge=TOP_P[0], le=TOP_P[1])
-    temperature: float = Field(0.8, ge=TEMPERATURE[0], le=TEMPERATURE[1])
-    top_k: int = Field(30, ge=TOP_K[0], le=TOP_K[1])
-    seed: int | None = Field(None, ge=SEED[0], le=SEED[1])
+    max_new_tokens: int = Field(LIMITS["max_frames"].default, ge=0, le=SETTINGS_BOUNDS["max_frames"][1])
+    """0: as many as the context leaves (the engine's `max_new_tokens`)."""
+    top_p: float = setting_field("top_p")
+    temperature: float = setting_field("temperature")
+    top_k: int = setting_field("top_k")
+    seed: int | None = setting_field("seed", None)
     prosody: Prosody | None = None
     cast: dict[str, str] | None = None
 

@@ -27,7 +27,7 @@ from s2studio.engine.api import FRAME_SAMPLES, SAMPLE_RATE, SamplingParams
 from s2studio.serve.app import ServerState, audio_response, state_of
 from s2studio.serve.bodies import JSON, parse_body
 from s2studio.serve.compile import speech_lines
-from s2studio.serve.config import SETTINGS_BOUNDS
+from s2studio.serve.config import setting_field
 from s2studio.serve.errors import ApiError
 from s2studio.serve.parsing import check_lines, check_name, find_voice
 from s2studio.serve.references import InlineReference, check_reference
@@ -35,7 +35,6 @@ from s2studio.serve.synthesis import AudioOut, Speech, speech_work
 from s2studio.state.voices import Voice
 
 router = APIRouter()
-SEED, TEMPERATURE, TOP_P = (SETTINGS_BOUNDS[k] for k in ("seed", "temperature", "top_p"))
 
 
 class VoiceId(BaseModel):
@@ -52,9 +51,9 @@ class SpeechBody(BaseModel):
     response_format: Literal["mp3", "opus", "aac", "flac", "wav", "pcm"] = "mp3"
     speed: float = 1.0
     stream_format: Literal["audio", "sse"] | None = None
-    seed: int | None = Field(None, ge=SEED[0], le=SEED[1])
-    temperature: float = Field(0.8, ge=TEMPERATURE[0], le=TEMPERATURE[1])
-    top_p: float = Field(0.8, ge=TOP_P[0], le=TOP_P[1])
+    seed: int | None = setting_field("seed", None)
+    temperature: float = setting_field("temperature")
+    top_p: float = setting_field("top_p")
     ref_audio: str | None = None
     ref_text: str | None = None
     max_new_tokens: int | None = Field(None, ge=1)

@@ -12,13 +12,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from s2studio.units import LINE_GAP_S, SAMPLE_RATE
 from s2studio.errors import UserError
+from s2studio.settings import LIMITS, Loading, Sampling, Speed
 from s2studio.state.codes import check_codes, read_codes_file
 from s2studio.state.schema import dataclass_kind
 from s2studio.state.take_audio import TakeSound
@@ -29,37 +30,14 @@ FORMAT_VERSION = 2
 SUFFIX = ".s2proj"
 
 
-LOAD_FIELDS = ("device", "precision", "speed", "quantize", "threads", "max_batch")
-"""The settings that need the model loaded again when they change: `GenerationSettings.load_key`'s fields."""
+@dataclass(frozen=True, kw_only=True)
+class GenerationSettings(Loading, Sampling):
+    """The project's settings, what the settings panel edits: `Sampling` (part of what makes a take stale) and
+    `Loading` (how the model runs), with their bounds in `s2studio.settings.LIMITS`."""
 
-
-@dataclass(frozen=True)
-class GenerationSettings:
-    """What the settings panel edits; part of each take's fingerprint."""
-
-    seed_mode: Literal["random", "fixed"] = "random"
-    seed: int = 1234
-    temperature: float = 0.8
-    top_p: float = 0.8
-    top_k: int = 30
-    max_frames: int = 1024
-    batching: Literal["line", "upstream"] = "line"
-    device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
-    precision: Literal["auto", "fp32", "bf16"] = "auto"
-    speed: Literal["exact", "fast"] = "fast"
-    """exact: bit-identical to upstream on CPU fp32; fast: prefix reuse and the fast decode path. The settings
+    speed: Speed = "fast"
+    """A project takes the fast path unless it says otherwise (the engine's own default is "auto"). The settings
     panel offers precision, speed and quantization together as one choice (`ui/inspector/settings_panel.MODES`)."""
-    quantize: Literal["none", "int8", "int4"] = "none"
-    threads: int = 0
-    """CPU threads for the model; 0: automatic, the cores that were free at start (`s2studio/threads.py`)."""
-    max_batch: int = 0
-    """Lines rendered at once on the fast path (scenes, takes side by side); 0: what the memory holds (the engine's
-    memory planner, at most 8 on a CPU)."""
-
-    @property
-    def load_key(self) -> tuple[str, str, str, str, int, int]:
-        """The settings that need the model loaded again when they change (`LOAD_FIELDS`)."""
-        return tuple(getattr(self, name) for name in LOAD_FIELDS)  # type: ignore[return-value]
 
     @classmethod
     def from_dict(cls, data: object, where: str = "settings") -> GenerationSettings:
@@ -69,12 +47,7 @@ class GenerationSettings:
         return SETTINGS.parse(data, where)
 
 
-SETTINGS_LIMITS: dict[str, tuple[float, float]] = {
-    "seed": (0, 2**31 - 1), "temperature": (0.05, 1.95), "top_p": (0.05, 1.0), "top_k": (1, 4096),
-    "max_frames": (16, 8192), "threads": (0, 256), "max_batch": (0, 256),
-}
-"""What the settings panel offers (and the sampler accepts)."""
-SETTINGS = dataclass_kind(GenerationSettings, SETTINGS_LIMITS)
+SETTINGS = dataclass_kind(GenerationSettings, {name: (limit.lo, limit.hi) for name, limit in LIMITS.items()})
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from s2studio.state.lora_file import LORA_FILE
 from s2studio.errors import UserError, printable
 from s2studio.model.dual_ar import DualAR
 from s2studio.state.atomic import OutputSet
-from s2studio.state.project import SETTINGS_LIMITS
+from s2studio.settings import LIMITS
 from s2studio.train.data import Batch, Group, Samples, collate, pad_id_of
 from s2studio.train.events import StepMetrics
 from s2studio.train.forward import losses
@@ -74,9 +74,7 @@ class TrainSettings:
             raise UserError(f"--batch-size must be between 1 and 64, got {self.batch_size}")
         if not 64 <= self.max_length <= 32768:
             raise UserError(f"--max-length must be between 64 and 32768, got {self.max_length}")
-        lo, hi = (int(x) for x in SETTINGS_LIMITS["seed"])
-        if not lo <= self.seed <= hi:
-            raise UserError(f"--seed must be between {lo} and {hi}, got {self.seed}")
+        LIMITS["seed"].check(self.seed, "--seed")
         if not 0 < self.lr < 1:
             raise UserError(f"--lr must be a small positive number, got {self.lr}")
         if self.precision not in ("auto", "fp32", "bf16"):

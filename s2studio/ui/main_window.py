@@ -200,7 +200,7 @@ class MainWindow(QMainWindow):
         self.warning_bar.setStyleSheet("#warningBar { color: #c2410c; }")
         self.warning_bar.setVisible(False)
         cl.addWidget(self.warning_bar)
-        self.inspector = ins = Inspector(self.project.settings, self.ctx.settings)
+        self.inspector = ins = Inspector(self.ctx.settings)
         # the inspector's parts under the window's names (controllers, tests and screenshots reach them here)
         self.tag_palette, self.takes, self.settings_panel = ins.tag_palette, ins.takes, ins.settings_panel
         self.settings_scroll, self.render_on = ins.settings_scroll, ins.render_on
@@ -522,7 +522,6 @@ class MainWindow(QMainWindow):
         pack_voices.blockSignals(True)  # showing the project's choice is not making it
         pack_voices.setChecked(project.with_voices)
         pack_voices.blockSignals(False)
-        self.settings_panel.set_settings(project.settings)
         self.editor.blockSignals(True)  # the document has parsed this text already
         self.editor.setPlainText(project.script)
         self.editor.blockSignals(False)

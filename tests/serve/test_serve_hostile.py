@@ -22,6 +22,7 @@ from serve_process import ServeProcess, flac_of_unknown_length, wav_bytes
 
 from s2studio.engine import remote_wire
 from s2studio.engine.api import LineSpec, SamplingParams, SynthesisRequest
+from s2studio.settings import LIMITS
 from s2studio.state.voices import VoiceLibrary
 
 KEY = "hostile-test-key-0123"
@@ -343,6 +344,10 @@ def test_a_million_empty_items_are_counted_not_validated_and_the_loop_stays_free
     ("/v1/tts", {"text": "Hi.", "max_new_tokens": 10**30}, "max_new_tokens: Input should be less than or equal to"),
     ("/v1/audio/speech", {"input": "Hi.", "voice": "Alice", "seed": 2**40},
      "seed: Input should be less than or equal to 2147483647"),
+    ("/v1/audio/speech", {"input": "Hi.", "voice": "Alice", "temperature": LIMITS["temperature"].hi + 0.05},
+     f"temperature: Input should be less than or equal to {LIMITS['temperature'].hi}"),
+    ("/v1/tts", {"text": "Hi.", "top_p": LIMITS["top_p"].lo / 2},
+     f"top_p: Input should be greater than or equal to {LIMITS['top_p'].lo}"),
     ("/v1/audio/speech", {"input": "Hi.", "voice": ["Alice"]}, "voice.str: Input should be a valid string"),
     ("/v1/audio/speech", {"input": "Hi.", "voice": "A" * 1_000_000},
      "voice: a name of 1000000 characters; names have at most 200"),

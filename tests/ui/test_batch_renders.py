@@ -91,7 +91,6 @@ def test_on_the_real_engine_scenes_side_by_side_sound_as_one_at_a_time(qtbot, tm
         settings = replace(w.project.settings, precision="fp32", speed="fast", seed_mode="fixed", seed=11,
                            max_frames=24, max_batch=at_once)
         w.document.set_settings(settings)
-        w.settings_panel.set_settings(settings)
         w.load_model(model)
         qtbot.waitUntil(lambda: w.model_info is not None and not w.model.busy, timeout=120000)
         assert w.model_info.max_batch == at_once

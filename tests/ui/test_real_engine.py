@@ -60,7 +60,6 @@ def test_a_line_rendered_again_with_its_fixed_seed_is_the_same_take(qtbot, tmp_p
     w.live.enabled = False
     settings = replace(w.project.settings, precision="bf16", speed="fast", seed_mode="fixed", seed=7, max_frames=40)
     w.document.set_settings(settings)
-    w.settings_panel.set_settings(settings)
     w.load_model(demo_model)
     qtbot.waitUntil(lambda: w.model_info is not None and not w.model.busy, timeout=120000)
     assert w.model_info.precision == "bfloat16"

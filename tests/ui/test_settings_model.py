@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QMessageBox
 
 from s2studio import app
 from s2studio.engine.fake import FakeEngine
+from s2studio.settings import CHOICES, LIMITS
 from s2studio.state.project import GenerationSettings
 from s2studio.ui.inspector.settings_panel import MODES, SettingsPanel
 from s2studio.units import FRAMES_PER_SECOND
@@ -53,7 +54,7 @@ def test_a_failed_load_goes_back_to_the_model_that_worked_and_is_never_remembere
     panel = w.settings_panel
     panel.mode.setCurrentIndex(panel.mode.findData("int8"))  # a reload that works
     qtbot.waitUntil(lambda: not w.model.busy and w.model_info is not None, timeout=5000)
-    assert w.model.working.settings.quantize == "int8"
+    assert w.model.working.loading.quantize == "int8"
     panel.device.setCurrentIndex(panel.device.findData("cuda"))  # as if chosen before the devices were known
     box = None
 
@@ -101,6 +102,8 @@ def test_a_first_load_that_fails_says_why(qtbot, data_dir):
 def test_one_control_for_speed_and_exactness_and_the_length_in_seconds(qtbot):
     panel = SettingsPanel()
     qtbot.addWidget(panel)
+    owner = [GenerationSettings()]
+    panel.bind(lambda: owner[0])  # the panel shows its owner's settings and keeps no copy
     seen: list[GenerationSettings] = []
     panel.settings_changed.connect(seen.append)
     assert panel.mode.currentData() == "fast" and "recommended" in panel.mode.currentText()
@@ -112,10 +115,12 @@ def test_one_control_for_speed_and_exactness_and_the_length_in_seconds(qtbot):
     assert [panel.mode.itemText(i) for i in range(4)] == [m.label for m in MODES]
     assert "Exact (slowest)" == MODES[0].label
     old = replace(GenerationSettings(), precision="bf16", speed="exact")  # an older project's combination
-    panel.set_settings(old)
+    owner[0] = old
+    panel.refresh()
     assert panel.mode.currentData() == "custom" and panel.mode.currentText().startswith("As saved: bf16")
     assert panel.settings() == old
-    panel.set_settings(GenerationSettings(max_frames=1024))
+    owner[0] = GenerationSettings(max_frames=1024)
+    panel.refresh()
     assert panel.max_seconds.value() == pytest.approx(47.6) and panel.max_seconds.suffix() == " s"
     assert panel.settings().max_frames == 1024  # shown in seconds, kept in frames exactly
     panel.max_seconds.setValue(10.0)
@@ -133,7 +138,7 @@ def test_a_reload_asked_for_during_a_render_waits_for_its_end(qtbot, data_dir, t
     assert not w.model.busy and w.models.reload_pending  # the render goes on with the model it has
     assert "when this render ends" in w.statusBar().currentMessage()
     qtbot.waitUntil(lambda: not w.session.busy, timeout=15000)
-    qtbot.waitUntil(lambda: w.model.working is not None and w.model.working.settings.speed == "exact",
+    qtbot.waitUntil(lambda: w.model.working is not None and w.model.working.loading.speed == "exact",
                     timeout=5000)
     assert len(w.project.lines) == 2
     close_studio(w)
@@ -154,3 +159,21 @@ def test_the_settings_fit_the_inspector_and_scroll_when_taller(qtbot, data_dir):
     assert panel.mode.toolTip() == long_choice  # a choice wider than the box is read whole in its tooltip
     assert page.height() > view.height() and w.settings_scroll.verticalScrollBar().maximum() > 0  # it scrolls
     close_studio(w)
+
+
+def test_the_panel_offers_the_tables_ranges_steps_and_choices(qtbot):
+    panel = SettingsPanel()
+    qtbot.addWidget(panel)
+    for name, box in (("seed", panel.seed), ("temperature", panel.temperature), ("top_p", panel.top_p),
+                      ("top_k", panel.top_k), ("threads", panel.threads), ("max_batch", panel.max_batch)):
+        limit = LIMITS[name]
+        assert (box.minimum(), box.maximum(), box.singleStep()) == (limit.lo, limit.hi, limit.step), name
+    frames = LIMITS["max_frames"]
+    assert panel.max_seconds.minimum() * FRAMES_PER_SECOND >= frames.lo
+    assert panel.max_seconds.maximum() * FRAMES_PER_SECOND <= frames.hi
+    assert panel.threads.value() == LIMITS["threads"].auto and panel.threads.text().startswith("Automatic")
+    for name, box in (("device", panel.device), ("seed_mode", panel.seed_mode), ("batching", panel.batching)):
+        assert tuple(box.itemData(i) for i in range(box.count())) == CHOICES[name], name
+    shown = panel.settings()
+    assert (shown.temperature, shown.top_p, shown.top_k, shown.seed) == tuple(
+        LIMITS[n].default for n in ("temperature", "top_p", "top_k", "seed"))

@@ -122,8 +122,8 @@ class S2Engine:
         job = request.job_id
         self.unload()  # never hold two models at once
         steps = load_steps(Path(request.model_dir), device=request.device, precision=request.precision,
-                           quantize=request.quantize, speed=request.speed, threads=request.threads, streams=True,
-                           max_batch=request.max_batch)
+                           quantize=request.quantize, speed=request.speed, threads=request.threads or None, streams=True,
+                           max_batch=request.max_batch or None)
         while True:
             try:
                 step = next(steps)

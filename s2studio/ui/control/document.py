@@ -57,6 +57,8 @@ class Document(QObject):
     """Something the project file holds changed; True when it is worth saving at once (a new take: audio
     that took minutes to make), False for edits that come in bursts (typing)."""
     cast_changed = Signal()
+    settings_changed = Signal()
+    """The project's generation settings changed (`set_settings`)."""
 
     def __init__(self, project: Project, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -245,6 +247,7 @@ class Document(QObject):
         if settings != self.project.settings:
             self.project.settings = settings
             self.modified.emit(False)
+            self.settings_changed.emit()
 
     def set_gap(self, gap_s: float) -> None:
         self.project.gap_s = gap_s

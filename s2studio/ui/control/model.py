@@ -16,19 +16,19 @@ from PySide6.QtCore import QObject, Signal
 
 from s2studio.engine import api
 from s2studio.engine.plan import load_request
-from s2studio.state.project import GenerationSettings
+from s2studio.settings import Loading
 from s2studio.worker import EngineHost
 
 
 @dataclass(frozen=True)
 class LoadConfig:
-    """A model folder and the settings that decide how it loads (`GenerationSettings.load_key`)."""
+    """A model folder and the settings that decide how it loads."""
 
     folder: Path
-    settings: GenerationSettings
+    loading: Loading
 
     def same_load(self, other: LoadConfig | None) -> bool:
-        return other is not None and (self.folder, self.settings.load_key) == (other.folder, other.settings.load_key)
+        return other is not None and (self.folder, self.loading) == (other.folder, other.loading)
 
 
 class ModelController(QObject):
@@ -65,11 +65,11 @@ class ModelController(QObject):
     def folder(self) -> Path | None:
         return self.attempt.folder if self.attempt else None
 
-    def load(self, folder: Path, settings: GenerationSettings) -> None:
+    def load(self, folder: Path, settings: Loading) -> None:
         """Load (or reload with other settings) the model in `folder`."""
         if self.job_id is not None:  # a newer choice replaces the load still running
             self.host.cancel(self.job_id)
-        self.attempt = LoadConfig(Path(folder), settings)
+        self.attempt = LoadConfig(Path(folder), settings.loading)
         self.job_id = self.host.new_job_id("load")
         self.host.load(load_request(self.job_id, Path(folder), settings))
         self.busy_changed.emit(True)
@@ -106,7 +106,7 @@ class ModelController(QObject):
         if working is not None and failed is not None and not working.same_load(failed) and not self._falling_back:
             self._falling_back = True
             self.fell_back.emit(event.error, failed, working)
-            self.load(working.folder, working.settings)
+            self.load(working.folder, working.loading)
             return
         self._falling_back = False
         self.busy_changed.emit(False)

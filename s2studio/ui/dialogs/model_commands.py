@@ -18,7 +18,7 @@ from PySide6.QtCore import QObject, QSettings, Signal
 from PySide6.QtWidgets import QMessageBox, QWidget
 
 from s2studio.engine import api
-from s2studio.state.project import LOAD_FIELDS, GenerationSettings
+from s2studio.state.project import GenerationSettings
 from s2studio.ui.control.context import StudioContext
 from s2studio.ui.control.document import Document
 from s2studio.ui.control.model import LoadConfig, ModelController
@@ -46,7 +46,7 @@ def remembered_settings(settings: QSettings) -> GenerationSettings:
 
 def describe(config: LoadConfig) -> str:
     """A configuration as the settings panel names it: "Fast (recommended) on NVIDIA GPU (CUDA)"."""
-    s = config.settings
+    s = config.loading
     mode = mode_of(s)
     device = dict(DEVICES).get(s.device, s.device)
     return f"{mode.label if mode else f'{s.precision}, {s.speed} loop, weights {s.quantize}'} on {device}"
@@ -65,6 +65,9 @@ class ModelCommands(QObject):
         """Loading settings changed while a render ran: the model loads again when it ends."""
         self._loaded_before = remembered_settings(ctx.settings)
         """The loading settings to remember until a configuration of this session has loaded."""
+        panel.bind(lambda: document.project.settings)  # the project owns the settings; the panel shows them
+        document.settings_changed.connect(panel.refresh)
+        document.replaced.connect(panel.refresh)
         model.fell_back.connect(self._fell_back)
         model.ready.connect(lambda _info: self.remember())
 
@@ -93,7 +96,7 @@ class ModelCommands(QObject):
     def settings_changed(self, settings: GenerationSettings, rendering: bool) -> None:
         """The settings panel changed: the project takes the settings; loading ones load the model again (after
         the render, when one runs)."""
-        reload = settings.load_key != self.document.project.settings.load_key
+        reload = settings.loading != self.document.project.settings.loading
         self.document.set_settings(settings)
         if reload and self.ctx.model_dir is not None:
             if rendering:
@@ -111,15 +114,13 @@ class ModelCommands(QObject):
     def remember(self) -> None:
         """Save the settings for the next start, with the loading settings of the configuration that last loaded."""
         working = self.model.working
-        loaded = working.settings if working is not None else self._loaded_before
-        saved = replace(self.document.project.settings, **{f: getattr(loaded, f) for f in LOAD_FIELDS})
+        loaded = working.loading if working is not None else self._loaded_before.loading
+        saved = replace(self.document.project.settings, **vars(loaded))
         self.ctx.settings.setValue("generation", json.dumps(asdict(saved)))
 
     def _fell_back(self, error: str, failed: LoadConfig, working: LoadConfig) -> None:
         """A load failed; the one that worked is loading again: the settings go back to it, and the person is told."""
-        restored = replace(self.document.project.settings, **{f: getattr(working.settings, f) for f in LOAD_FIELDS})
-        self.document.set_settings(restored)
-        self.panel.set_settings(restored)
+        self.document.set_settings(replace(self.document.project.settings, **vars(working.loading)))
         self.remember()
         box = QMessageBox(QMessageBox.Icon.Warning, "The model could not be loaded",
                           f"S2 Studio could not load the model with “{describe(failed)}”:\n\n{error}\n\n"

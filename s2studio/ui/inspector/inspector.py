@@ -13,7 +13,6 @@ from __future__ import annotations
 from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import QComboBox, QScrollArea, QTabWidget, QVBoxLayout, QWidget
 
-from s2studio.state.project import GenerationSettings
 from s2studio.ui.inspector.render_on import RenderOnBox
 from s2studio.ui.inspector.settings_panel import SettingsPanel, fit_narrow
 from s2studio.ui.inspector.tag_palette import TagPalette
@@ -22,16 +21,16 @@ from s2studio.ui.voices.transcripts_box import TranscriptsBox
 
 
 class Inspector(QTabWidget):
-    """Tags, Takes and Settings as tabs; `settings` are the project's, `store` the app's remembered choices."""
+    """Tags, Takes and Settings as tabs; `store`: the app's remembered choices (the settings panel is bound to the
+    project by the window)."""
 
-    def __init__(self, settings: GenerationSettings, store: QSettings, parent: QWidget | None = None) -> None:
+    def __init__(self, store: QSettings, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("inspector")
         self.setAccessibleName("Inspector")
         self.tag_palette = TagPalette()
         self.takes = TakesPanel()
         self.settings_panel = SettingsPanel()
-        self.settings_panel.set_settings(settings)
         self.render_on = RenderOnBox(store)
         self.transcripts_box = TranscriptsBox(store)
         self.settings_page = QWidget()

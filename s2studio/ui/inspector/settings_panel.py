@@ -4,13 +4,14 @@ One control chooses between speed and exactness (`MODES`: precision, decode loop
 the three of `GenerationSettings` that change how the answer is computed, never what is asked); the device says
 which ones this computer has (the engine thread reports them, `set_devices`) and which not, and why; the length
 limit is in seconds (kept in frames, the engine's unit, exactly as the project file holds it); every control has a
-line of help. The panel edits the project's `GenerationSettings`, the one settings type of the state layer; the
-engine's request settings are mapped from it in one place (`engine.plan`).
+line of help. The panel shows and edits the project's `GenerationSettings` without a copy of its own: it reads them
+from their owner (`bind`: the project document) and says each edit (`settings_changed`). Ranges, steps and choices
+are `s2studio.settings`' table's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from PySide6.QtCore import Signal
@@ -18,10 +19,9 @@ from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout,
                                QWidget)
 
+from s2studio.settings import CHOICES, LIMITS, Loading
 from s2studio.state.project import GenerationSettings
 from s2studio.units import FRAMES_PER_SECOND
-
-"""Codec frames per second of audio: what converts the length limit between seconds and frames."""
 
 
 @dataclass(frozen=True)
@@ -51,13 +51,19 @@ MODES: tuple[Mode, ...] = (
          "tables), for small GPUs and laptops, and the fastest on a CPU. Some loss of "
          "quality; try a line before a long render.", "auto", "fast", "int4"),
 )
-DEVICES = (("auto", "Automatic (the GPU when there is one)"), ("cpu", "This computer's processor (CPU)"),
-           ("cuda", "NVIDIA GPU (CUDA)"), ("mps", "Apple GPU (Metal)"))
+DEVICE_LABELS = {"auto": "Automatic (the GPU when there is one)", "cpu": "This computer's processor (CPU)",
+                 "cuda": "NVIDIA GPU (CUDA)", "mps": "Apple GPU (Metal)"}
+DEVICES = tuple((key, DEVICE_LABELS[key]) for key in CHOICES["device"])
+SEED_MODE_LABELS = {"random": "Random, every take", "fixed": "Fixed"}
+BATCHING_LABELS = {"line": "One line at a time (recommended)",
+                   "upstream": "Groups of lines, as the reference implementation"}
 HELP = {
     "seed": "Random: every take differs. Fixed: the same seed and settings give the same take again.",
-    "temperature": "How adventurous the delivery is: lower is steadier, higher more varied (0.8 is the default).",
-    "top_p": "Keeps only the likeliest choices that together make up this share (0.8 is the default).",
-    "top_k": "Keeps at most this many choices at each step (30 is the default).",
+    "temperature": "How adventurous the delivery is: lower is steadier, higher more varied "
+                   f"({LIMITS['temperature'].default:g} is the default).",
+    "top_p": "Keeps only the likeliest choices that together make up this share "
+             f"({LIMITS['top_p'].default:g} is the default).",
+    "top_k": f"Keeps at most this many choices at each step ({LIMITS['top_k'].default:g} is the default).",
     "length": "A line stops here at the latest; a line that reaches it is cut off (raise it for long lines).",
     "chunking": "One line at a time gives each line its own take. Groups of lines follow the reference "
                 "implementation's batching: fewer, longer takes.",
@@ -69,7 +75,7 @@ HELP = {
 }
 
 
-def mode_of(settings: GenerationSettings) -> Mode | None:
+def mode_of(settings: Loading) -> Mode | None:
     """The mode whose precision, loop and quantization the settings hold (None: another combination, e.g. from
     an older project or the command line)."""
     return next((m for m in MODES if (m.precision, m.speed, m.quantize) ==
@@ -115,7 +121,8 @@ class SettingsPanel(QWidget):
         self.setAccessibleName("Generation settings")
         form = NameAbove(self)  # each name above its field: the inspector is narrow, and the fields and their
         # help get its whole width
-        self._settings = GenerationSettings()
+        self._owner: Callable[[], GenerationSettings] = GenerationSettings
+        """Where the settings are (`bind`); until bound, the defaults."""
 
         self.mode = QComboBox()
         self.mode.setAccessibleName("Speed or exactness")
@@ -129,51 +136,44 @@ class SettingsPanel(QWidget):
         for key, label in DEVICES:
             self.device.addItem(label, key)
         form.addRow("Device", self._stack(self.device, self._help(HELP["device"])))
-        self.threads = QSpinBox()
-        self.threads.setRange(0, 256)
+        self.threads = self._spin("threads", "CPU threads")
         self.threads.setSpecialValueText("Automatic (the free cores)")
-        self.threads.setAccessibleName("CPU threads")
         form.addRow("CPU threads", self._stack(self.threads, self._help(HELP["threads"])))
-        self.max_batch = QSpinBox()
-        self.max_batch.setRange(0, 256)
+        self.max_batch = self._spin("max_batch", "Lines at once")
         self.max_batch.setSpecialValueText("Automatic (what the memory holds)")
-        self.max_batch.setAccessibleName("Lines at once")
         form.addRow("Lines at once", self._stack(self.max_batch, self._help(HELP["max_batch"])))
         reload_note = self._help("Changing the speed, the device, the threads or the lines at once loads the model "
                                  "again (seconds to a minute).")
         reload_note.setContentsMargins(0, 0, 0, 6)
         form.addRow(reload_note)
 
-        self.seed_mode = self._combo([("Random, every take", "random"), ("Fixed", "fixed")], "Seed mode")
-        self.seed = QSpinBox()
-        self.seed.setRange(0, 2**31 - 1)
-        self.seed.setAccessibleName("Seed")
+        self.seed_mode = self._combo("seed_mode", SEED_MODE_LABELS, "Seed mode")
+        self.seed = self._spin("seed", "Seed")
         seed_row = QHBoxLayout()
         seed_row.addWidget(self.seed_mode, 3)
         seed_row.addWidget(self.seed, 2)
         form.addRow("Seed", self._stack(seed_row, self._help(HELP["seed"])))
-        self.temperature = self._double(0.05, 1.95, 0.05, "Temperature")
+        self.temperature = self._double("temperature", "Temperature")
         form.addRow("Temperature", self._stack(self.temperature, self._help(HELP["temperature"])))
-        self.top_p = self._double(0.05, 1.0, 0.05, "Top-p")
+        self.top_p = self._double("top_p", "Top-p")
         form.addRow("Top-p", self._stack(self.top_p, self._help(HELP["top_p"])))
-        self.top_k = QSpinBox()
-        self.top_k.setRange(1, 4096)
-        self.top_k.setAccessibleName("Top-k")
+        self.top_k = self._spin("top_k", "Top-k")
         form.addRow("Top-k", self._stack(self.top_k, self._help(HELP["top_k"])))
         self.max_seconds = QDoubleSpinBox()
         self.max_seconds.setDecimals(1)
-        self.max_seconds.setRange(round(16 / FRAMES_PER_SECOND, 1) + 0.1, round(8192 / FRAMES_PER_SECOND, 1))
+        frames = LIMITS["max_frames"]
+        self.max_seconds.setRange(round(frames.lo / FRAMES_PER_SECOND, 1) + 0.1,
+                                  round(frames.hi / FRAMES_PER_SECOND, 1))
         self.max_seconds.setSingleStep(5.0)
         self.max_seconds.setSuffix(" s")
         self.max_seconds.setAccessibleName("Longest line, in seconds")
         form.addRow("Longest line", self._stack(self.max_seconds, self._help(HELP["length"])))
-        self.batching = self._combo([("One line at a time (recommended)", "line"),
-                                     ("Groups of lines, as the reference implementation", "upstream")], "Chunking")
+        self.batching = self._combo("batching", BATCHING_LABELS, "Chunking")
         form.addRow("Lines", self._stack(self.batching, self._help(HELP["chunking"])))
         for box in (self.mode, self.device, self.seed_mode, self.batching):
             fit_narrow(box)
         self._loading = False
-        self.set_settings(GenerationSettings())
+        self.refresh()
         for w in (self.mode, self.device, self.seed_mode, self.batching):
             w.currentIndexChanged.connect(self._changed)
         for w in (self.seed, self.top_k, self.temperature, self.top_p, self.max_seconds, self.threads,
@@ -206,18 +206,28 @@ class SettingsPanel(QWidget):
         return box
 
     @staticmethod
-    def _combo(items: list[tuple[str, str]], name: str) -> QComboBox:
+    def _combo(setting: str, labels: dict[str, str], name: str) -> QComboBox:
         box = QComboBox()
         box.setAccessibleName(name)
-        for label, value in items:
-            box.addItem(label, value)
+        for value in CHOICES[setting]:
+            box.addItem(labels[value], value)
         return box
 
     @staticmethod
-    def _double(lo: float, hi: float, step: float, name: str) -> QDoubleSpinBox:
+    def _spin(setting: str, name: str) -> QSpinBox:
+        limit = LIMITS[setting]
+        box = QSpinBox()
+        box.setRange(int(limit.lo), int(limit.hi))
+        box.setSingleStep(int(limit.step))
+        box.setAccessibleName(name)
+        return box
+
+    @staticmethod
+    def _double(setting: str, name: str) -> QDoubleSpinBox:
+        limit = LIMITS[setting]
         box = QDoubleSpinBox()
-        box.setRange(lo, hi)
-        box.setSingleStep(step)
+        box.setRange(limit.lo, limit.hi)
+        box.setSingleStep(limit.step)
         box.setDecimals(2)
         box.setAccessibleName(name)
         return box
@@ -246,10 +256,19 @@ class SettingsPanel(QWidget):
 
     # -- the settings ------------------------------------------------------------------------------
 
-    def set_settings(self, s: GenerationSettings) -> None:
+    def bind(self, owner: Callable[[], GenerationSettings]) -> None:
+        """Show the settings `owner()` returns, now and on each `refresh` (the project document's, which the window
+        sets from `settings_changed`)."""
+        self._owner = owner
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Show the owner's settings again (after they changed elsewhere: another project, a failed load)."""
+        self._show(self._owner())
+
+    def _show(self, s: GenerationSettings) -> None:
         self._loading = True
         try:
-            self._settings = s
             mode = mode_of(s)
             custom = self.mode.findData("custom")
             self.mode.setItemText(custom, f"As saved: {s.precision}, {s.speed} loop, weights {s.quantize}")
@@ -275,14 +294,16 @@ class SettingsPanel(QWidget):
         view.setRowHidden(self.mode.findData("custom"), not show)
 
     def settings(self) -> GenerationSettings:
-        s = self._settings
+        """The owner's settings with the panel's edits."""
+        s = self._owner()
         mode = next((m for m in MODES if m.key == self.mode.currentData()), None)
         loop = {"precision": mode.precision, "speed": mode.speed, "quantize": mode.quantize} if mode else {}
         seconds = self.max_seconds.value()
         frames = s.max_frames if abs(seconds - s.max_frames / FRAMES_PER_SECOND) < 0.06 else round(seconds * FRAMES_PER_SECOND)
         return replace(s, seed_mode=self.seed_mode.currentData(), seed=self.seed.value(),
                        temperature=round(self.temperature.value(), 2), top_p=round(self.top_p.value(), 2),
-                       top_k=self.top_k.value(), max_frames=min(max(frames, 16), 8192),
+                       top_k=self.top_k.value(),
+                       max_frames=min(max(frames, int(LIMITS["max_frames"].lo)), int(LIMITS["max_frames"].hi)),
                        batching=self.batching.currentData(), device=self.device.currentData(),
                        threads=self.threads.value(), max_batch=self.max_batch.value(), **loop)
 
@@ -291,5 +312,5 @@ class SettingsPanel(QWidget):
         if self._loading:
             return
         settings = self.settings()
-        self.set_settings(settings)  # the help follows the mode; a custom combination left behind is hidden
+        self._show(settings)  # the help follows the mode; a custom combination left behind is hidden
         self.settings_changed.emit(settings)
