@@ -203,3 +203,42 @@ def test_a_server_slower_than_its_measured_pace_is_not_waited_for(tmp_path) -> N
     assert [t.backend.url for t in takes].count("http://slow:1") == slow.finished == 1
     assert any("slow was slower than its deadline" in n for n in fleet.notices), fleet.notices
     assert took < 60  # its deadline came from its pace (0.5 s here), not the first line's 120 s
+
+
+class _Records:
+    """The seam's FakeEngine, noting what each request asks for; its first request fails after one line."""
+
+    def __init__(self) -> None:
+        self.inner, self.asked = FakeEngine(), []
+
+    def load(self, request, cancel):  # noqa: ANN001, ANN201
+        return self.inner.load(request, cancel)
+
+    def generate(self, request, cancel):  # noqa: ANN001, ANN201
+        self.asked.append(request)
+        for event in self.inner.generate(request, cancel):
+            yield event
+            if isinstance(event, LineFinished) and len(self.asked) == 1:
+                yield JobFailed(request.job_id, "the connection broke")
+                return
+
+
+def test_scenes_go_longest_first_and_a_retried_scene_hears_its_kept_lines(tmp_path) -> None:
+    texts = {"a": ["Short.", "Tiny."], "b": ["A much longer line than the rest.", "And more."],
+             "c": ["A middling line.", "Yes."]}
+    lines = tuple(LineSpec(f"{s}{i}", 0, t) for s, pair in texts.items() for i, t in enumerate(pair))
+    request = SynthesisRequest("book", lines, sampling=SamplingParams(max_new_tokens=4, seed=5, ignore_eos=True),
+                               scene_starts=frozenset({"a0", "b0", "c0"}))
+    engine = _Records()
+    fleet = FleetEngine([Member(engine, 1, "one")], FleetConfig(retries=2))
+    collect(fleet.load(LoadRequest("load", tmp_path), threading.Event()))
+    events = collect(fleet.generate(request, threading.Event()))
+    assert isinstance(events[-1], JobFinished), events[-1]
+    asked = [[ln.line_id for ln in r.lines] for r in engine.asked]
+    assert asked == [["b0", "b1"], ["c0", "c1"], ["a0", "a1"], ["b1"]]  # longest first; b's rest queued again
+    retry = engine.asked[3]
+    first = next(e for e in events if isinstance(e, LineFinished) and e.line_id == "b0")
+    assert [t.text for t in retry.context] == ["A much longer line than the rest."]  # the kept line, as context
+    np.testing.assert_array_equal(retry.context[0].codes, first.codes)
+    assert retry.sampling.seed == engine.asked[0].sampling.seed + 1  # b1's seed, as in one render
+    assert sorted(e.line_id for e in events if isinstance(e, LineFinished)) == sorted(ln.line_id for ln in lines)
