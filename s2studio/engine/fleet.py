@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from s2studio.engine.api import (
-    SAMPLE_RATE, WAIT, AudioChunk, Backend, ContextTurn, EncodeRequest, Engine, Event, JobFailed, JobFinished, JobStarted,
+    FRAME_SAMPLES, SAMPLE_RATE, WAIT, AudioChunk, Backend, ContextTurn, EncodeRequest, Engine, Event, JobFailed, JobFinished, JobStarted,
     LineFinished, LineSpec, LineStarted, LoadRequest, ModelReady, Progress, Step, SynthesisRequest, line_seed,
 )
 from s2studio.engine.fleet_local import ScheduledEngine, Submit
@@ -76,6 +76,12 @@ class Member:
     label: str
     backend: Backend = field(default_factory=lambda: Backend("local"))
     done: int = 0
+    frames: int = 0
+    """Frames of audio (`FRAME_SAMPLES` each) of the lines finished here."""
+    started: float = 0.0
+    """When the render began (`time.monotonic`): its frames/s are over the render's time, all slots together."""
+    ended: float = 0.0
+    """When it ended (0 while it runs)."""
     failures: int = 0
     in_a_row: int = 0
     audio_s: float = 0.0
@@ -87,8 +93,9 @@ class Member:
 
     def fresh(self) -> None:
         """A new render: its own figures, and a chance for a member dropped during the last one."""
-        self.done = self.failures = self.in_a_row = 0
+        self.done = self.frames = self.failures = self.in_a_row = 0
         self.audio_s = self.busy_s = 0.0
+        self.started, self.ended = time.monotonic(), 0.0
         self.dropped = self.dropped if self.unusable else ""
 
     def pace(self) -> float | None:
@@ -96,9 +103,11 @@ class Member:
         return self.busy_s / self.audio_s if self.audio_s > 0 else None
 
     def status(self) -> str:
-        speed = f", {self.audio_s / self.busy_s:.2f}x real time" if self.busy_s > 0 and self.audio_s > 0 else ""
+        """The live line: lines done, frames/s since the render began, failures (and why it was dropped)."""
+        elapsed = (self.ended or time.monotonic()) - self.started
+        fps = self.frames / elapsed if self.frames and elapsed > 0 else 0.0
         state = f" — dropped: {self.dropped}" if self.dropped else ""
-        return f"{self.label}: {self.done} lines, {self.failures} failures{speed}{state}"
+        return f"{self.label}: {self.done} lines · {fps:.1f} frames/s · {self.failures} failures{state}"
 
 
 class FleetEngine:
@@ -287,6 +296,8 @@ class FleetEngine:
             if event is None:
                 break
             yield event
+        for member in self.members:
+            member.ended = time.monotonic()
         if cancel.is_set():
             yield JobFinished(job, cancelled=True)
         elif failed:
@@ -328,6 +339,7 @@ class FleetEngine:
                     if first:
                         scene.kept.append(event)
                         member.done += 1
+                        member.frames += round(len(event.audio) / FRAME_SAMPLES)
                         member.in_a_row = 0
                         member.audio_s += len(event.audio) / SAMPLE_RATE
                         member.busy_s += time.perf_counter() - started

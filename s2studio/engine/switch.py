@@ -39,10 +39,11 @@ class EngineSwitch:
     def choose(self, remote: RemoteSettings | FleetSettings | None) -> None:
         self._wanted = remote
 
-    def status_lines(self) -> list[str]:
-        """One line per engine of the fleet (lines done, failures, speed), then what moved work; [] otherwise."""
+    def status_lines(self, notices: bool = True) -> list[str]:
+        """One line per engine of the fleet (lines done, frames/s, failures), then (`notices`) what moved work; []
+        when one engine renders."""
         fleet = self._active if isinstance(self._active, FleetEngine) else None
-        return fleet.status() + fleet.notices[-3:] if fleet is not None else []
+        return fleet.status() + (fleet.notices[-3:] if notices else []) if fleet is not None else []
 
     def travel_notes(self) -> list[str]:
         """What a render on the chosen engines cannot do as this computer would (the person is asked first)."""

@@ -237,6 +237,8 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(outer)
         self.addActions([a[s.name] for s in SPECS if s.scope == "keys"])
         self.status = StatusPanel(self.statusBar(), a["cancel_load"])
+        if self.ctx.engine_switch is not None:  # a render plan's live line per engine, in the status bar too
+            self.status.engine_lines = lambda: self.ctx.engine_switch.status_lines(notices=False)
         self.models = ModelCommands(self, self.ctx, self.model, self.document, self.settings_panel, self.status)
         if not self.player.available:
             self.player_bar.set_notice(self.player.unavailable_reason)

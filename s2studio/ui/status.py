@@ -1,18 +1,23 @@
-"""Status bar: model, device, live frames/s, real-time factor and ETA of the running render."""
+"""Status bar: model, device, live frames/s, real-time factor and ETA of the running render, and while a render runs
+on several engines, a live line per engine (lines done, frames/s, failures)."""
 
 from __future__ import annotations
 
 import os
 import sys
 
+from collections.abc import Callable
+
 from PySide6.QtCore import QTimer
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar, QToolButton
+from PySide6.QtWidgets import QLabel, QProgressBar, QSizePolicy, QStatusBar, QToolButton
 
 from s2studio.engine import api
 from s2studio.ui.control.pace import Pace
 
 PROGRESS_MS = 100
+ENGINES_MS = 1000
+"""How often the per-engine line is read while a render runs (a server may send nothing until a line is done)."""
 
 
 def resident_bytes() -> int:
@@ -47,8 +52,17 @@ class StatusPanel:
         self.progress.setAccessibleName("Render progress")
         self.progress.setMaximumWidth(180)
         self.progress.setVisible(False)
+        self.engines = QLabel("")
+        self.engines.setAccessibleName("Engines of the render")
+        self.engines.setVisible(False)
+        self.engines.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # never widens the window
+        self.engine_lines: Callable[[], list[str]] | None = None
+        """The live line of each engine of a render plan ([] when one engine renders); None: none to ask."""
+        self._engines_timer = QTimer(bar, interval=ENGINES_MS)
+        self._engines_timer.timeout.connect(self.show_engines)
         for w in (self.model, self.device):
             bar.addWidget(w)
+        bar.addWidget(self.engines, 1)
         bar.addPermanentWidget(self.memory)
         bar.addPermanentWidget(self.speed)
         self._memory_timer = QTimer(bar)
@@ -118,6 +132,15 @@ class StatusPanel:
         self.progress.setValue(0)
         self.progress.setVisible(True)
         self.speed.setText("starting…")
+        self._engines_timer.start()
+        self.show_engines()
+
+    def show_engines(self) -> None:
+        """Each engine's line, while the render runs on several: one line in the bar, one per engine in its tip."""
+        lines = self.engine_lines() if self.engine_lines is not None and self._engines_timer.isActive() else []
+        self.engines.setText("  |  ".join(lines))
+        self.engines.setToolTip("\n".join(lines))
+        self.engines.setVisible(bool(lines))
 
     def on_progress(self, pace: Pace) -> None:
         """The running render went on (`pace` is the session's, updated with the engine's report)."""
@@ -131,6 +154,7 @@ class StatusPanel:
         if pace is None:
             return
         self.progress.setValue(int(1000 * pace.fraction))
+        self.show_engines()
         if pace.fps <= 0:  # no speed measured yet: the first report's real-time factor counts the prefill alone
             self.speed.setText("starting…")
             return
@@ -139,6 +163,8 @@ class StatusPanel:
 
     def stop(self, message: str) -> None:
         self._shown.stop()
+        self._engines_timer.stop()
+        self.show_engines()
         self._pace = None
         self.progress.setVisible(False)
         self.speed.setText(message)

@@ -1,9 +1,11 @@
 """Settings ▸ Render on ▸ "This computer and servers": two live `s2studio serve` servers (the seam's FakeEngine
 behind real HTTP) added to the engines list by real clicks, remembered, a two-scene script rendered over them,
-each take saying which server made it in the takes list, and the live line per engine."""
+each take saying which server made it in the takes list, and the live line per engine (in the Render-on box, and
+in the status bar while the render runs)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -58,9 +60,20 @@ def test_the_studio_renders_scenes_over_a_list_of_engines(qtbot, tmp_path: Path,
     failures: list[str] = []
     w.session.failed.connect(failures.append)
     w.flow.failed.connect(failures.append)
+    in_the_bar: list[str] = []  # the status bar's line per engine, as it reads while the render runs
+    w.session.progress.connect(lambda _e: in_the_bar.append(w.status.engines.text())
+                               if w.status.engines.isVisible() else None)
     w.actions_by_name["render_all"].trigger()
     qtbot.waitUntil(lambda: bool(done) or bool(failures), timeout=120000)
     assert failures == []
+    assert in_the_bar
+    for server in servers:  # each server's lines done, frames/s and failures, live
+        live = [re.search(re.escape(server.url) + r": (\d+) lines · (\d+\.\d) frames/s · 0 failures", text)
+                for text in in_the_bar]
+        assert all(live) and max(int(m.group(1)) for m in live) >= 1, in_the_bar
+        assert any(float(m.group(2)) > 0 for m in live)
+    assert all("this computer: 0 lines · 0.0 frames/s · 0 failures" in text for text in in_the_bar)
+    assert not w.status.engines.isVisible()  # the render ended
     takes = [w.project.current(ln.line_id) for ln in w.script.lines]
     assert all(t is not None and len(t.audio) > 0 for t in takes)
     made_by = {t.settings["backend"] for t in takes}
