@@ -53,8 +53,12 @@ def stored(audio: Audio) -> tuple[npt.NDArray[np.int32], Audio]:
     """The samples as a take's 24-bit FLAC holds them: (what to give the encoder, what the file decodes to),
     rounded and clipped here, so both are known exactly without a decode (libsndfile writes int32 as its top 24
     bits and reads 24-bit samples back as n / 2^23; products with powers of two are exact in float32)."""
-    scaled = np.rint(np.nan_to_num(np.asarray(audio, np.float32).reshape(-1)) * np.float32(_SCALE))
-    q = np.clip(scaled, -_SCALE, _SCALE - 1).astype(np.int32)
+    scaled = np.asarray(audio, np.float32).reshape(-1) * np.float32(_SCALE)  # a new array: worked on in place
+    np.rint(scaled, out=scaled)
+    np.clip(scaled, -_SCALE, _SCALE - 1, out=scaled)  # infinities to the ends (as nan_to_num's float max would go)
+    if np.isnan(scaled.sum()):  # NaN to 0; one pass without a copy for a take without any (nan_to_num: ~2 ms)
+        scaled[np.isnan(scaled)] = 0.0
+    q = scaled.astype(np.int32)
     return q << 8, q.astype(np.float32) * np.float32(1 / _SCALE)
 
 

@@ -253,3 +253,15 @@ def test_the_chapter_panel_fits_a_narrow_column(qtbot, studio, tmp_path):
     panel.timeline_button.setChecked(True)  # its longer text: "Timeline: chapter"
     for button in (panel.render_button, panel.timeline_button):
         assert button.fontMetrics().horizontalAdvance(button.text()) < button.width() <= panel.width()
+
+
+def test_a_timeline_slow_to_draw_is_repainted_less_often_as_it_changes(qtbot, studio, monkeypatch):
+    from s2studio.ui.player import waveform
+
+    view = studio.waveform
+    clock = iter([10.0, 10.06, 20.0, 20.001])  # a compose of 60 ms, then one of 1 ms
+    monkeypatch.setattr(waveform, "perf_counter", lambda: next(clock))
+    view._compose()
+    assert view._throttle.interval() == 300  # 60 ms is at most a fifth of the window's thread
+    view._compose()
+    assert view._throttle.interval() == 1000 // waveform.MAX_REPAINT_HZ

@@ -19,6 +19,7 @@ What it draws costs the pixels that changed, not the lines of the script (a book
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
+from time import perf_counter
 
 import numpy as np
 from PySide6.QtCore import QPointF, QRectF, Qt, QTimer, Signal
@@ -39,6 +40,9 @@ MIN_SPAN = SAMPLE_RATE * 8
 MIN_SAMPLES_PER_PIXEL = 2.0
 ZOOM_STEP = 1.5
 MAX_REPAINT_HZ = 10
+REPAINT_SHARE = 0.2
+"""At most this share of the window's thread goes to repainting the timeline as it changes: a view that takes
+longer to compose (a whole book fitted) is repainted less often than `MAX_REPAINT_HZ`."""
 
 
 class WaveformView(QWidget):
@@ -407,6 +411,13 @@ class WaveformView(QWidget):
         p.end()
 
     def _compose(self) -> QPixmap:
+        started = perf_counter()
+        pix = self._composed_now()
+        took_ms = 1000 * (perf_counter() - started)
+        self._throttle.setInterval(min(max(1000 // MAX_REPAINT_HZ, round(took_ms / REPAINT_SHARE)), 1000))
+        return pix
+
+    def _composed_now(self) -> QPixmap:
         image = self.image.update(self)
         ratio = self.devicePixelRatioF()
         pix = QPixmap(self.size() * ratio)
