@@ -265,3 +265,16 @@ def test_a_timeline_slow_to_draw_is_repainted_less_often_as_it_changes(qtbot, st
     assert view._throttle.interval() == 300  # 60 ms is at most a fifth of the window's thread
     view._compose()
     assert view._throttle.interval() == 1000 // waveform.MAX_REPAINT_HZ
+
+
+def test_a_cast_change_while_a_pasted_book_parses_keeps_the_paste(qtbot, studio, tmp_path):
+    from s2studio.ui.control.document import OFF_THREAD_ROWS
+
+    w = studio
+    cast_two_voices(w, tmp_path)
+    text = book(2, OFF_THREAD_ROWS)
+    w.document.set_text_soon(text)  # on a thread now
+    assert w.document.parses_off_thread == 1 and len(w.script.lines) == 2
+    w.document.set_cast("Alice", "")  # parses again: the pasted text, not the one before it
+    qtbot.waitUntil(lambda: len(w.script.lines) == 1 + 2 * OFF_THREAD_ROWS, timeout=20000)
+    assert w.project.script == text and w.document.parses_off_thread == 2

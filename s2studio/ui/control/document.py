@@ -77,6 +77,8 @@ class Document(QObject):
         self._parsing.done.connect(self._parsed_off_thread)
         self.parses_off_thread = 0
         self._parsing_for: tuple[int, str] = (-1, "")
+        self._text_ahead: str | None = None
+        """The editor's text sent to a thread and not applied yet (`project.script` is the text parsed last)."""
         """The revision and the text of the last parse sent to a thread."""
         """How many parses went to a thread (what tests and benchmarks read)."""
         self._adopt(project)
@@ -96,6 +98,7 @@ class Document(QObject):
 
     def _adopt(self, project: Project, ahead: ParsedAhead | None = None) -> None:
         self._revision += 1
+        self._text_ahead = None
         self.project = project
         warnings_stale = False
         if ahead is not None and ahead.text is project.script:
@@ -134,11 +137,13 @@ class Document(QObject):
             self.set_text(text)
         else:
             self._revision += 1
+            self._text_ahead = text
             self._parse_off_thread(text, self.script)
 
     def set_text(self, text: str) -> None:
         """The editor's text after an edit: parse what it touched and carry the ids of the lines before."""
         self._revision += 1
+        self._text_ahead = None
         before = self.script
         parsed, edit = self._parser.reparse(before, text, self._known())
         self.script = self._ids.carry(before, parsed, edit)
@@ -158,8 +163,8 @@ class Document(QObject):
     def reparse(self) -> None:
         """The same text, parsed again for new warnings (the cast or the voices changed); a book's on a thread."""
         self._revision += 1
-        if len(self.script.lines) >= OFF_THREAD_ROWS:
-            self._parse_off_thread(self.project.script, self.script)
+        if self._text_ahead is not None or len(self.script.lines) >= OFF_THREAD_ROWS:  # a paste's parse is redone
+            self._parse_off_thread(self.project.script if self._text_ahead is None else self._text_ahead, self.script)
             return
         self.script = self._ids.carry(self.script, self._parser.parse(self.project.script, self._known()))
         self.change = None
@@ -190,7 +195,7 @@ class Document(QObject):
             self.set_text(self._parsing_for[1])  # the parser never raises; should it, the script still follows
         if not isinstance(result, OffThreadParse) or result.revision != self._revision:
             return  # the document changed meanwhile: the parse after that change counts
-        before = self.script
+        before, self._text_ahead = self.script, None
         self._parser, self._ids, self.script = result.parser, result.ids, result.script
         for speaker, voice_id in result.named.items():
             self.project.cast.setdefault(speaker, voice_id)
