@@ -37,8 +37,8 @@ class Stream:
         self._queue: queue.Queue[bytes | BaseException | None] = queue.Queue()
         self._quiet_s, self._describe = quiet_s, describe
         self.response = client.send(request, stream=True)
-        self._thread = threading.Thread(target=self._read, name="remote-reader", daemon=True)
-        self._thread.start()
+        if self.response.status_code < 400:  # an error's body is read whole by `Link.open`, never by the reader
+            threading.Thread(target=self._read, name="remote-reader", daemon=True).start()
 
     def _read(self) -> None:
         try:

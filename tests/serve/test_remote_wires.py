@@ -136,6 +136,19 @@ def test_vllm_wire_live_against_our_serve(real_server, clips) -> None:
     assert len(real_server.state.uploads.list()) == before + 1 and engine.registry.registered == 1
 
 
+def test_a_server_that_forgot_a_voice_gets_it_once_more(real_server, clips) -> None:
+    """A vllm-omni server keeps uploads in memory: after its restart the remembered name is unknown there."""
+    engine = RemoteEngine(RemoteSettings(real_server.url, API_KEY, protocol="vllm"), registry=VoiceRegistry())
+    assert isinstance(collect(engine.load(LOAD, threading.Event()))[-1], JobFinished)
+    assert isinstance(takes(engine, request(clips["bob"], lines=1))[-1], JobFinished)
+    (name,) = engine.registry._names.values()
+    assert real_server.state.uploads.remove(name)  # what a restart of a server that keeps no uploads does
+    events = takes(engine, request(clips["bob"], lines=2))
+    assert isinstance(events[-1], JobFinished) and sum(isinstance(e, LineFinished) for e in events) == 2
+    assert engine.registry.registered == 2 and real_server.state.uploads.get(name) is not None
+    real_server.state.uploads.remove(name)
+
+
 # ------------------------------------------------------------------ sglang-omni
 
 
