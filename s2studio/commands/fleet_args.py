@@ -2,14 +2,16 @@
 
 Each `--server` is one engine of the fleet; `#kind` says how to talk to it (s2studio, vllm, sglang, fish,
 fishcloud, openai; default: asked of the server), `#kind*N` its requests in flight (default 4, our own
-`s2studio serve` 1: it renders one line at a time). `--local-slots 0` renders on the servers only. The local
-engine counts as one slot for now.
+`s2studio serve` 1: it renders one line at a time). This computer takes as many scenes at once as its engine's
+batch slots (`--local-slots N`: at most N; 0: the servers only). What cannot travel to a server (a seed it does not
+honour, a voice's LoRA) is said before the render, which asks on a terminal (`--yes`: go on without asking).
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from s2studio.engine.api import Engine
@@ -26,6 +28,8 @@ def add_arguments(add: Callable[..., None]) -> None:
         help="also render on this server (repeatable): KIND is s2studio, vllm, sglang, fish, fishcloud or openai "
              "(default: asked of the server), N its requests in flight; scenes (# headings) are shared out")
     add("--server-key", default="", metavar="KEY", help="API key for the --server engines (fishcloud: the keyring)")
+    add("--yes", action="store_true",
+        help="render on the servers without asking, even where something cannot travel there (a seed, a LoRA)")
     add("--local-slots", type=int, default=None, metavar="N",
         help="scenes this computer renders at once beside the servers (0: servers only; default: as many as its "
              "batch slots, see --max-batch)")
@@ -66,8 +70,22 @@ def fleet_engine(args: argparse.Namespace, local: Callable[[], Engine]) -> Engin
     return FleetEngine(members, FleetConfig())
 
 
-def warnings(engine: Any, request: Any) -> list[str]:
-    return [f"warning: {n}" for n in engine.cannot_travel(request)] if isinstance(engine, FleetEngine) else []
+def confirm_travel(engine: Any, lora_voices: Sequence[str], yes: bool) -> None:
+    """Say what cannot travel to which server (per server and voice) and ask on a terminal; `yes` goes on
+    without asking; without a terminal to ask on, refuse in one line (UserError) before anything is rendered."""
+    notes = engine.cannot_travel(lora_voices) if isinstance(engine, FleetEngine) else []
+    if not notes:
+        return
+    for note in notes:
+        print(f"warning: {note}", file=sys.stderr)
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise UserError("these engines cannot do all that this computer does (see the warnings above); "
+                        "add --yes to render anyway")
+    print("Render anyway? [y/N] ", end="", file=sys.stderr, flush=True)
+    if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+        raise UserError("render cancelled; nothing was written")
 
 
 def status_lines(engine: Any) -> list[str]:

@@ -50,7 +50,7 @@ SCRIPT_ONLY = (("--cast", "cast", []), ("--stems", "stems", None), ("--srt", "sr
                ("--stems-format", "stems_format", None), ("--takes", "takes", 1), ("--pick", "pick", "best"),
                ("--check", "check", None), ("--strict", "strict", False),
                ("--check-asr-model", "check_asr_model", DEFAULT_MODEL), ("--server", "server", []),
-               ("--local-slots", "local_slots", None), ("--server-key", "server_key", ""),
+               ("--local-slots", "local_slots", None), ("--yes", "yes", False), ("--server-key", "server_key", ""),
                ("--max-batch", "max_batch", None))
 """(flag, dest, default) of the options that only a --script render reads (synth refuses them otherwise)."""
 
@@ -431,8 +431,9 @@ def run_script(args: argparse.Namespace, engine_factory: EngineFactory | None = 
         clip_paths = {v.id: [library.clip_path(v, c) for c in v.clips] for v in cast.values()}
         request = compile_request(script, cast, codes, f"render-{os.getpid()}-{next(_jobs)}", sampling, batching,
                                   args.chunk_length, clip_paths=clip_paths, lora_paths=library.lora_paths(cast.values()))
-        for line in fleet_args.warnings(engine, request):  # what cannot travel to which server, before it starts
-            print(line, file=sys.stderr)
+        # what cannot travel to which server, per server and voice: asked before it starts
+        fleet_args.confirm_travel(engine, list(dict.fromkeys(v.name for v in cast.values() if v.lora is not None)),
+                                  bool(getattr(args, "yes", False)))
         t1 = time.perf_counter()
         clips = {ln.line_id: checked_takes.voice_clips(library, cast[ln.speaker]) for ln in script.lines
                  if picking.checking and ln.speaker in cast}

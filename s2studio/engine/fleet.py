@@ -25,14 +25,14 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 from typing import TYPE_CHECKING
 
 from s2studio.engine.api import (
-    FRAME_SAMPLES, SAMPLE_RATE, WAIT, AudioChunk, Backend, ContextTurn, EncodeRequest, Engine, Event, JobFailed, JobFinished, JobStarted,
-    LineFinished, LineSpec, LineStarted, LoadRequest, ModelReady, Progress, Step, SynthesisRequest, line_seed,
+    FRAME_SAMPLES, SAMPLE_RATE, WAIT, AudioChunk, Backend, ContextTurn, EncodeRequest, Engine, Event, JobFailed,
+    JobFinished, JobStarted, LineFinished, LineSpec, LineStarted, LoadRequest, ModelReady, Progress, Step, SynthesisRequest, line_seed,
 )
 from s2studio.engine.fleet_local import ScheduledEngine, Submit
 from s2studio.engine.fleet_scenes import CHARS_PER_SECOND, Deadline, Scene, garbage, split_scenes
@@ -108,6 +108,10 @@ class Member:
         fps = self.frames / elapsed if self.frames and elapsed > 0 else 0.0
         state = f" — dropped: {self.dropped}" if self.dropped else ""
         return f"{self.label}: {self.done} lines · {fps:.1f} frames/s · {self.failures} failures{state}"
+
+
+def no_seed_note(label: str, kind: str) -> str:
+    return f"{label} does not take seeds ({kind}): its takes cannot be re-rendered from their seed"
 
 
 class FleetEngine:
@@ -392,10 +396,16 @@ class FleetEngine:
     def status(self) -> list[str]:
         return [m.status() for m in self.members]
 
-    def cannot_travel(self, request: SynthesisRequest | None) -> list[str]:
-        """What a render of `request` loses on which engine, for the person to read before it starts."""
-        notes = [f"{m.label} does not take seeds ({m.backend.kind}): its takes cannot be re-rendered from their seed"
-                 for m in self.members if not m.dropped and not m.backend.seed_reproduces]
-        if request is not None and any(ln.lora is not None for ln in request.lines):
-            notes.append("scenes whose voices carry a LoRA render on this computer only")
+    def cannot_travel(self, lora_voices: Sequence[str] = ()) -> list[str]:
+        """What a render loses on which engine, per server and per voice (`lora_voices`: the names of the render's
+        voices that carry a LoRA), for the person to read before it starts."""
+        notes = [no_seed_note(m.label, m.backend.kind) for m in self.members
+                 if not m.dropped and not m.backend.seed_reproduces]
+        here = any(not m.dropped and m.backend.kind == "local" for m in self.members)
+        servers = [m for m in self.members if not m.dropped and m.backend.kind != "local"]
+        for name in lora_voices if servers else ():
+            notes.append(f"voice {name!r} carries a LoRA, which only this computer applies: its scenes render here, "
+                         "not on the servers" if here else
+                         f"voice {name!r} carries a LoRA, which no server applies: its scenes cannot render; add this "
+                         "computer to the engines")
         return notes

@@ -177,8 +177,9 @@ class RemoteEngine:
 
     def _reported_model(self, protocol: str) -> str:
         """The model the server names (`/v1/models`), or the one asked for where it names none."""
-        if protocol == "fishcloud":
-            return self.settings.model  # the cloud has no model list; the key is checked by the first request
+        if protocol == "fishcloud":  # no model list; the key is checked here (Test, a load), not by a render's line
+            self._check(self._call("GET", CLOUD_KEY_CHECK), "checking the API key")
+            return self.settings.model
         if protocol == "fish":
             self._check(self._call("GET", "/v1/health"), "connecting")
             return self.settings.model
@@ -329,6 +330,9 @@ class RemoteEngine:
         yield JobFinished(job)
 
 
+CLOUD_KEY_CHECK = "/wallet/self/api-credit"
+"""Fish's cloud: the key's API credit (docs.fish.audio, Wallet ▸ Get API Credit), the cheapest call that needs a
+valid key and costs nothing."""
 _API_NAMES = {"fish": "Fish API", "fishcloud": "Fish Audio cloud", "openai": "OpenAI API", "vllm": "vllm-omni",
               "sglang": "sglang-omni"}
 

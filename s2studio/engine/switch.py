@@ -10,13 +10,13 @@ generate go to the engine of the last successful load. Torch-free.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from s2studio.engine.api import (
     EncodeRequest, Engine, Event, JobFailed, LoadRequest, ModelReady, Step, SynthesisRequest,
 )
-from s2studio.engine.fleet import FleetEngine, FleetSettings, Member
+from s2studio.engine.fleet import FleetEngine, FleetSettings, Member, no_seed_note
 from s2studio.engine.fleet_local import Submit
 from s2studio.engine.remote import RemoteEngine, RemoteSettings, remembered_voices
 from s2studio.engine.scheduler import synthesis
@@ -45,10 +45,15 @@ class EngineSwitch:
         fleet = self._active if isinstance(self._active, FleetEngine) else None
         return fleet.status() + (fleet.notices[-3:] if notices else []) if fleet is not None else []
 
-    def travel_notes(self) -> list[str]:
-        """What a render on the chosen engines cannot do as this computer would (the person is asked first)."""
-        fleet = self._active if isinstance(self._active, FleetEngine) else None
-        return fleet.cannot_travel(None) if fleet is not None else []
+    def travel_notes(self, lora_voices: Sequence[str] = ()) -> list[str]:
+        """What a render on the chosen engines cannot do as this computer would, per server and per voice (those of
+        `lora_voices` carry a LoRA): the person is asked first. (One server refuses a LoRA voice outright.)"""
+        if isinstance(self._active, FleetEngine):
+            return self._active.cannot_travel(lora_voices)
+        remote = self.remote
+        if remote is not None and not remote.backend.seed_reproduces:
+            return [no_seed_note(remote.base_url, remote.backend.kind)]
+        return []
 
     def _fleet_for(self, wanted: FleetSettings) -> FleetEngine:
         if self._fleet is not None and self._fleet.settings == wanted:

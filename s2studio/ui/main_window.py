@@ -446,18 +446,20 @@ class MainWindow(QMainWindow):
         if self.model.info is None:
             self.statusBar().showMessage("Load a model first (File ▸ Model…).", 8000)
             return
-        if not self._engines_accepted():
+        if not self._engines_accepted(lines):
             return
         try:
             self.flow.render(lines, takes)
         except UserError as exc:
             self._render_failed(str(exc))
 
-    def _engines_accepted(self) -> bool:
-        """Before rendering on engines that cannot do all this computer does (a server that ignores seeds), say so
-        and ask; once per set of engines."""
+    def _engines_accepted(self, lines: list[Line]) -> bool:
+        """Before rendering on engines that cannot do all this computer does (a server that ignores seeds, a voice's
+        LoRA), say so per server and voice and ask; once per set of notes."""
         switch = self.ctx.engine_switch
-        notes = tuple(switch.travel_notes()) if switch is not None else ()
+        voices = (self.document.voice_of(s) for s in dict.fromkeys(ln.speaker for ln in lines))
+        lora = [v.name for v in voices if v is not None and v.lora is not None]
+        notes = tuple(switch.travel_notes(lora)) if switch is not None else ()
         if not notes or notes == getattr(self, "_accepted_notes", None):
             return True
         box = QMessageBox(QMessageBox.Icon.Question, "Render on these engines?",

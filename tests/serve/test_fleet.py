@@ -141,13 +141,16 @@ def test_what_cannot_travel_is_said_before_and_lora_scenes_stay_on_this_computer
     request = project(1, 1)
     request = SynthesisRequest("book", (LineSpec("s0l0", 0, "Hi.", tmp_path / "lora.safetensors"),),
                                sampling=request.sampling, scene_starts=request.scene_starts)
-    assert fleet.cannot_travel(request) == [
+    assert fleet.cannot_travel(["Narrator"]) == [
         "noisy does not take seeds (openai): its takes cannot be re-rendered from their seed",
-        "scenes whose voices carry a LoRA render on this computer only"]
+        "voice 'Narrator' carries a LoRA, which no server applies: its scenes cannot render; add this computer to "
+        "the engines"]
     last = collect(fleet.generate(request, threading.Event()))[-1]
     assert isinstance(last, JobFailed) and "carries a LoRA, which only this computer can apply" in last.error
     local = FleetEngine([Member(FakeEngine(), 1, "this computer"), Member(noisy, 1, "noisy")])
     collect(local.load(LoadRequest("load", tmp_path), threading.Event()))
+    assert local.cannot_travel(["Narrator"])[1] == ("voice 'Narrator' carries a LoRA, which only this computer "
+                                                    "applies: its scenes render here, not on the servers")
     takes = [e for e in collect(local.generate(request, threading.Event())) if isinstance(e, LineFinished)]
     assert [t.backend.kind for t in takes] == ["local"]
 

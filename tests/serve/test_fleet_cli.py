@@ -5,6 +5,7 @@ prints each engine's line, and refuses a malformed --server in one line."""
 from __future__ import annotations
 
 import argparse
+import io
 from pathlib import Path
 
 import pytest
@@ -68,3 +69,33 @@ def test_a_malformed_server_option_is_one_line(book: Path, tmp_path) -> None:
     with pytest.raises(UserError, match="--local-slots needs at least one --server"):
         run_script(parser().parse_args(base + ["--local-slots", "3"]), engine_factory=FakeEngine)
     assert not (tmp_path / "o.wav").exists()
+
+
+class Terminal(io.StringIO):
+    """A person at a terminal, typing `answer`."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_what_cannot_travel_is_asked_on_a_terminal_refused_without_one_and_yes_goes_on(
+        book: Path, library, tmp_path, capsys, monkeypatch) -> None:
+    with live_server(LoadRequest("load", tmp_path), library, engine_factory=FakeEngine) as server:
+        out = tmp_path / "book.wav"
+        argv = ["--script", str(book), "--cast", "Ann=Ann", "--out", str(out), "--server", f"{server.url}#vllm",
+                "--server-key", API_KEY, "--local-slots", "0"]
+        note = f"warning: {server.url} does not take seeds (vllm): its takes cannot be re-rendered from their seed"
+        monkeypatch.setattr("sys.stdin", io.StringIO(""))  # no terminal: one line, nothing rendered
+        with pytest.raises(UserError, match=r"cannot do all that this computer does .*; add --yes to render anyway"):
+            run_script(parser().parse_args(argv), engine_factory=FakeEngine)
+        assert note in capsys.readouterr().err and not out.exists()
+        monkeypatch.setattr("sys.stdin", Terminal("n\n"))
+        with pytest.raises(UserError, match="render cancelled; nothing was written"):
+            run_script(parser().parse_args(argv), engine_factory=FakeEngine)
+        assert "Render anyway? [y/N]" in capsys.readouterr().err and not out.exists()
+        monkeypatch.setattr("sys.stdin", Terminal("y\n"))
+        assert run_script(parser().parse_args(argv), engine_factory=FakeEngine) == 0 and out.exists()
+        out.unlink()
+        monkeypatch.setattr("sys.stdin", io.StringIO(""))
+        assert run_script(parser().parse_args(argv + ["--yes"]), engine_factory=FakeEngine) == 0 and out.exists()
+        assert note in capsys.readouterr().err

@@ -28,6 +28,7 @@ from s2studio.engine.api import (
 from s2studio.engine.remote import RemoteEngine, RemoteSettings
 from s2studio.engine.voice_registry import VoiceRegistry
 from s2studio.engine.wire_fish import store_cloud_key
+from s2studio.worker.servers import ServerTarget, probe_server
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "wires"
 LOAD = LoadRequest("load", Path("remote"))
@@ -226,6 +227,13 @@ def cloud_stub():
             self.end_headers()
             self.wfile.write(body)
 
+        def do_GET(self) -> None:  # noqa: N802 - the key's credit (docs.fish.audio: Wallet, Get API Credit)
+            if self.headers["Authorization"] != "Bearer cloud-key-123":
+                return self._reply(401, json.dumps({"status": 401, "message": "Invalid API key"}).encode())
+            assert self.path == "/wallet/self/api-credit"
+            calls.append(("credit", {}))
+            return self._reply(200, json.dumps({"credit": "12.50", "has_free_credit": False}).encode())
+
         def do_POST(self) -> None:  # noqa: N802
             body = self.rfile.read(int(self.headers["Content-Length"]))
             if self.headers["Authorization"] != "Bearer cloud-key-123":
@@ -269,18 +277,23 @@ def test_fish_cloud_creates_the_voice_once_and_names_it_by_reference_id(cloud_st
     events = takes(engine, req)
     finished = [e for e in events if isinstance(e, LineFinished)]
     assert len(finished) == 2 and len(finished[0].audio) == len(PCM)
-    assert [kind for kind, _ in calls] == ["model", "tts", "tts"]
-    assert {sent["reference_id"] for _, sent in calls[1:]} == {"802e3bc2b27e49c2995d23ef70e6ac89"}
+    assert [kind for kind, _ in calls] == ["credit", "model", "tts", "tts"]
+    assert {sent["reference_id"] for _, sent in calls[2:]} == {"802e3bc2b27e49c2995d23ef70e6ac89"}
     assert finished[0].backend.kind == "fishcloud" and not finished[0].backend.seed_reproduces
 
 
-def test_fish_cloud_with_a_wrong_key_fails_in_one_line(cloud_stub, clips) -> None:
-    url, _ = cloud_stub
+def test_fish_cloud_with_a_wrong_key_fails_in_one_line_and_test_checks_the_key(cloud_stub, clips) -> None:
+    url, calls = cloud_stub
     store_cloud_key("wrong-key")
     engine = RemoteEngine(RemoteSettings(url, protocol="fishcloud"), registry=VoiceRegistry())
-    collect(engine.load(LOAD, threading.Event()))
-    failed = takes(engine, request(clips["alice"]))[-1]
+    failed = collect(engine.load(LOAD, threading.Event()))[-1]  # at once, before any voice or line is sent
     assert isinstance(failed, JobFailed) and "refused the API key (Invalid API key)" in failed.error
+    target = ServerTarget(url, kind="fishcloud")  # Settings ▸ Render on ▸ Test
+    assert probe_server(target).startswith("Not connected: ") and "refused the API key" in probe_server(target)
+    store_cloud_key("cloud-key-123")
+    tested = probe_server(target)
+    assert tested.startswith("Connected: s2-pro on 127.0.0.1:") and "fishcloud protocol" in tested
+    assert calls == [("credit", {})]  # the key checked, nothing created or spoken
 
 
 def test_the_registry_remembers_each_voice_across_sessions_and_survives_a_bad_file(clips, tmp_path) -> None:

@@ -9,7 +9,9 @@ import re
 from pathlib import Path
 
 import pytest
+import numpy as np
 from PySide6.QtCore import QTimer
+from safetensors.numpy import save
 
 from ui_helpers import cast_two_voices, open_real_studio
 
@@ -67,11 +69,10 @@ def test_the_studio_renders_scenes_over_a_list_of_engines(qtbot, tmp_path: Path,
     qtbot.waitUntil(lambda: bool(done) or bool(failures), timeout=120000)
     assert failures == []
     assert in_the_bar
-    for server in servers:  # each server's lines done, frames/s and failures, live
-        live = [re.search(re.escape(server.url) + r": (\d+) lines · (\d+\.\d) frames/s · 0 failures", text)
-                for text in in_the_bar]
-        assert all(live) and max(int(m.group(1)) for m in live) >= 1, in_the_bar
-        assert any(float(m.group(2)) > 0 for m in live)
+    live = [re.search(re.escape(server.url) + r": (\d+) lines · (\d+\.\d) frames/s · 0 failures", text)
+            for server in servers for text in in_the_bar]  # each server's lines done, frames/s and failures, live
+    assert all(live), in_the_bar
+    assert any(int(m.group(1)) >= 1 and float(m.group(2)) > 0 for m in live), in_the_bar
     assert all("this computer: 0 lines · 0.0 frames/s · 0 failures" in text for text in in_the_bar)
     assert not w.status.engines.isVisible()  # the render ended
     takes = [w.project.current(ln.line_id) for ln in w.script.lines]
@@ -112,10 +113,19 @@ def test_before_rendering_on_a_server_that_ignores_seeds_the_studio_asks(qtbot, 
         asked.append(dialog.text())
         dialog.button(button).click()
 
+    alice = w.document.voice_of("Alice")
+    lora = tmp_path / "lora.safetensors"
+    lora.write_bytes(save({"embeddings.lora_A": np.ones((2, 4), np.float32),
+                           "embeddings.lora_B": np.ones((4, 2), np.float32)}))
+    w.library.set_lora(alice.id, lora, "test")
+    w.refresh_voices()
     QTimer.singleShot(200, lambda: answer(QMessageBox.StandardButton.Cancel))
     w.actions_by_name["render_all"].trigger()
-    assert len(asked) == 1 and "does not take seeds (vllm)" in asked[0]
+    assert len(asked) == 1 and "does not take seeds (vllm)" in asked[0]  # per server, and per voice:
+    assert f"voice {alice.name!r} carries a LoRA, which no server applies: its scenes cannot render" in asked[0]
     assert w.project.current(w.script.lines[0].line_id) is None  # cancelled: nothing rendered
+    w.library.remove_lora(alice.id)
+    w.refresh_voices()
     done: list[bool] = []
     w.session.finished.connect(done.append)
     QTimer.singleShot(200, lambda: answer(QMessageBox.StandardButton.Yes))
@@ -127,5 +137,6 @@ def test_before_rendering_on_a_server_that_ignores_seeds_the_studio_asks(qtbot, 
     w.select_line(w.script.lines[1].line_id)
     qtbot.waitUntil(lambda: w.takes.list.count() == 1, timeout=3000)
     assert f"seed {takes[1].seed}    box0-s2 on {where} (vllm, seed not reproducible)" in w.takes.list.item(0).text()
+    assert len(asked) == 2 and "LoRA" not in asked[1]
     assert len(servers[0].state.uploads.list()) == 2  # each voice uploaded once
     w.close()
