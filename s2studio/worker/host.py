@@ -12,7 +12,8 @@ host takes them out on the GUI thread for at most `SLICE_S` at a time, emitting 
 lets the window paint and take keys before it goes on. A queued signal per event would let a fast engine
 (20 events a line, a line every few milliseconds) bury the window under events it handles in one pass of
 the event loop. When `OUTBOX_LIMIT` events wait, the worker waits for room: the engine runs no further
-ahead of the window than that.
+ahead of the window than that. A line's progress that comes while its last one still waits replaces it there
+(only the latest says anything): a window that lags is not handed every one of them.
 """
 
 from __future__ import annotations
@@ -79,6 +80,15 @@ class EngineSignals(QObject):
     """`api.JobFailed`: one line for the user; the traceback went to the log."""
 
 
+class _Latest:
+    """A line's progress waiting in the outbox, replaced in place by a later one of the same line."""
+
+    __slots__ = ("event",)
+
+    def __init__(self, event: api.Progress) -> None:
+        self.event = event
+
+
 class EngineWorker(QObject):
     """The thin adapter from the scheduler's jobs to the window: each job's events go into the outbox the host
     empties (module docstring). The scheduler's loop runs on the engine thread (`EngineThread`)."""
@@ -89,7 +99,9 @@ class EngineWorker(QObject):
     def __init__(self, factory: EngineFactory) -> None:
         super().__init__()
         self.scheduler = Scheduler(factory)
-        self.outbox: deque[api.Event] = deque()
+        self.outbox: deque[api.Event | _Latest] = deque()
+        self._progress: dict[str, _Latest] = {}
+        """Per job, its progress waiting in the outbox (until the host takes it)."""
         self.room = threading.Condition()
         """Guards `outbox` and `told`; notified when the host takes events out."""
         self.told = False
@@ -103,12 +115,34 @@ class EngineWorker(QObject):
         """Into the outbox, waiting for room while `OUTBOX_LIMIT` events wait (not once cancelled: a
         cancelled job's last events never wait for a window that may be closing)."""
         with self.room:
+            progress = isinstance(event, api.Progress)
+            if progress and (waiting := self._progress.get(event.job_id)) and waiting.event.line_id == event.line_id:
+                waiting.event = event
+                return
             while len(self.outbox) >= OUTBOX_LIMIT and not cancel.is_set():
                 self.room.wait(0.05)
-            self.outbox.append(event)
+            if progress:
+                latest = self._progress[event.job_id] = _Latest(event)
+                self.outbox.append(latest)
+            else:
+                self.outbox.append(event)
             tell, self.told = not self.told, True
         if tell:
             self.events_waiting.emit()
+
+    def take(self) -> api.Event | None:
+        """The next event for the window (None when none waits: then the next `put` tells the host again).
+        The caller holds `room`."""
+        if not self.outbox:
+            self.told = False
+            return None
+        item = self.outbox.popleft()
+        self.room.notify()
+        if isinstance(item, _Latest):
+            if self._progress.get(item.event.job_id) is item:
+                del self._progress[item.event.job_id]
+            return item.event
+        return item
 
 
 class EngineThread(QThread):
@@ -189,11 +223,9 @@ class EngineHost(EngineSignals):
         worker, deadline = self.worker, time.perf_counter() + SLICE_S
         while True:
             with worker.room:
-                if not worker.outbox:
-                    worker.told = False
-                    return
-                event = worker.outbox.popleft()
-                worker.room.notify()
+                event = worker.take()
+            if event is None:
+                return
             getattr(self, _SIGNAL_OF[type(event)]).emit(event)
             if time.perf_counter() > deadline:
                 QTimer.singleShot(0, self._deliver)

@@ -117,3 +117,22 @@ def test_a_fast_engine_waits_for_the_window_which_keeps_answering(host, qtbot, m
     timer.stop()
     assert len(chunks) == 400 and most[0] <= 20  # the engine waited for room
     assert len(set(chunks)) > 20  # the timer ran between slices, not only before and after the flood
+
+
+def test_a_lines_progress_waiting_for_the_window_is_replaced_by_its_next_one(host, qtbot):
+    """Only the latest progress of a line says anything: a window behind the engine gets that one, in its place
+    among the line's other events (chunks, its end), never one of another line or job folded in."""
+    worker, cancel = host.worker, threading.Event()
+    taken: list[api.Event] = []
+    events = [api.LineStarted("a", "l1"), api.Progress("a", "l1", 4, 80, 0.1),
+              api.AudioChunk("a", "l1", 0, np.zeros(4, np.float32)), api.Progress("a", "l1", 8, 80, 0.1),
+              api.Progress("b", "l9", 4, 80, 0.1), api.Progress("a", "l1", 12, 80, 0.1),
+              api.LineStarted("a", "l2"), api.Progress("a", "l2", 4, 80, 0.1), api.Progress("a", "l2", 8, 80, 0.2)]
+    worker.told = True  # the host is not told: the events wait, as behind a busy window
+    for event in events:
+        worker.put(event, cancel)
+    with worker.room:
+        while (event := worker.take()) is not None:
+            taken.append(event)
+    assert taken == [events[0], events[5], events[2], events[4], events[6], events[8]]
+    assert worker._progress == {}
