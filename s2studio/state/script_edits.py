@@ -67,7 +67,7 @@ class ScriptParser:
         rows = text.split("\n")
         if _frozen(known) != self._known:
             return len(rows)
-        p, s = _common_ends(self._rows, rows)
+        p, s = common_ends(self._rows, rows)
         return len(rows) - p - s
 
     def reparse(self, before: Script, text: str, known: Collection[str] | None = None) -> tuple[Script, Edit]:
@@ -78,7 +78,7 @@ class ScriptParser:
             after = self.parse(text, known)
             return after, Edit.everything(before, after)
         old_rows, rows = self._rows, text.split("\n")
-        p, s = _common_ends(old_rows, rows)
+        p, s = common_ends(old_rows, rows)
         delta = len(rows) - len(old_rows)
         offset = sum(map(len, rows[:p])) + p
         first_line = bisect_right(before.lines, p, key=_row_of_line)
@@ -133,8 +133,8 @@ def _start_of_warning(warning: ScriptWarning) -> int:
     return warning.start
 
 
-def _common_ends(old: Sequence[str], new: Sequence[str]) -> tuple[int, int]:
-    """Items (rows, ids) equal at the start (p) and, not overlapping those, at the end (s). Compared a block of rows at a
+def common_ends(old: Sequence[object], new: Sequence[object]) -> tuple[int, int]:
+    """Items (rows, ids, lines) equal at the start (p) and, not overlapping those, at the end (s). Compared a block of rows at a
     time (a list comparison runs in C), then row by row inside the first block that differs."""
     n = min(len(old), len(new))
     p = 0
@@ -189,7 +189,7 @@ class Change:
     def between(before: Script, after: Script, edit: Edit) -> Change:
         """The change from `before` to `after` (its ids carried), `edit` saying where the text changed."""
         old, new = before.line_ids, after.line_ids
-        p, s = _common_ends(old, new)  # where the ids differ: [p, len - s)
+        p, s = common_ends(old, new)  # where the ids differ: [p, len - s)
         touched = tuple(dict.fromkeys(new[edit.first:edit.new_end] + new[p:len(new) - s]))
         were = old[edit.first:edit.old_end] + old[p:len(old) - s]
         kept = set(touched)

@@ -278,3 +278,19 @@ def test_a_cast_change_while_a_pasted_book_parses_keeps_the_paste(qtbot, studio,
     w.document.set_cast("Alice", "")  # parses again: the pasted text, not the one before it
     qtbot.waitUntil(lambda: len(w.script.lines) == 1 + 2 * OFF_THREAD_ROWS, timeout=20000)
     assert w.project.script == text and w.document.parses_off_thread == 2
+
+
+def test_a_books_warnings_parsed_again_off_the_thread_touch_no_line(qtbot, studio, tmp_path):
+    from s2studio.ui.control.document import OFF_THREAD_ROWS
+
+    w = studio
+    cast_two_voices(w, tmp_path, book(2, OFF_THREAD_ROWS // 2))
+    qtbot.waitUntil(lambda: not w.script.warnings, timeout=20000)  # the cast's own reparse, off the thread too
+    updates, parses = w.lines.updates, w.document.parses_off_thread
+    changes: list[object] = []
+    w.document.script_changed.connect(lambda _order: changes.append(w.document.change))
+    w.document.set_cast("Alice", "")  # Alice's lines are warned about now: no line changed
+    qtbot.waitUntil(lambda: bool(changes), timeout=20000)
+    assert w.document.parses_off_thread == parses + 1
+    assert changes[0].touched == () and changes[0].gone == () and w.lines.updates == updates
+    assert {x.kind for x in w.script.warnings} == {"unknown_speaker"}

@@ -18,7 +18,7 @@ changed the document meanwhile, else it is dropped (a later parse covers the lat
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from PySide6.QtCore import QObject, Signal
@@ -26,7 +26,7 @@ from PySide6.QtCore import QObject, Signal
 from s2studio.state.line_ids import Key, LineIds, first_ids
 from s2studio.state.project import GenerationSettings, Project, Take
 from s2studio.state.script import Line, Script, parse_script
-from s2studio.state.script_edits import Change, Edit, ScriptParser
+from s2studio.state.script_edits import Change, Edit, ScriptParser, common_ends
 from s2studio.state.staleness import Stale, adopt_legacy_take, stale_reasons, voice_key
 from s2studio.state.voices import Voice
 from s2studio.ui.control import heap
@@ -105,6 +105,8 @@ class Document(QObject):
             # the lines and their ids do not depend on the cast: only the warnings may (voices remapped)
             self._parser, script = ahead.parser, ahead.script
             warnings_stale = ahead.known != _known(project, self.voice_ids())
+            if warnings_stale:  # not shown meanwhile: a book's stale warnings (every speaker's) take long to show
+                script = replace(script, warnings=())
         else:
             script = first_ids(self._parser.parse(project.script, self._known()), project.line_ids)
         owned = set(script.line_ids)
@@ -185,7 +187,10 @@ class Document(QObject):
                      if s not in cast and s.strip().casefold() in by_name}
             if named:  # as `assign_by_name` will cast them: parsed with their voices known
                 parsed = parser.parse(text, (known or frozenset()) | frozenset(named))
-            return OffThreadParse(revision, text, parser, ids, ids.carry(before, parsed), named)
+            script = ids.carry(before, parsed)
+            p, s = common_ends(list(before.lines), list(script.lines))  # the lines the views must show anew
+            return OffThreadParse(revision, text, parser, ids, script, named,
+                                  Edit(p, len(before.lines) - s, len(script.lines) - s))
 
         self._parsing_for = (revision, text)
         self._parsing.start(parse)
@@ -201,7 +206,7 @@ class Document(QObject):
             self.project.cast.setdefault(speaker, voice_id)
         if result.named:
             self.cast_changed.emit()
-        self.change = Change.between(before, self.script, Edit.everything(before, self.script))
+        self.change = Change.between(before, self.script, result.edit)
         self.project.line_ids = list(self.script.line_ids)
         colored = self.project.give_colors(self.script.speakers)
         if result.text != self.project.script or colored or result.named:
@@ -339,6 +344,8 @@ class OffThreadParse:
     script: Script
     named: dict[str, str]
     """Speakers the parse found that `assign_by_name` casts: speaker -> voice id."""
+    edit: Edit
+    """The lines that differ from the script the parse started from (none when only warnings changed)."""
 
 
 @dataclass(frozen=True)
