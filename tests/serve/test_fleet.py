@@ -245,3 +245,47 @@ def test_scenes_go_longest_first_and_a_retried_scene_hears_its_kept_lines(tmp_pa
     np.testing.assert_array_equal(retry.context[0].codes, first.codes)
     assert retry.sampling.seed == engine.asked[0].sampling.seed + 1  # b1's seed, as in one render
     assert sorted(e.line_id for e in events if isinstance(e, LineFinished)) == sorted(ln.line_id for ln in lines)
+
+
+def test_a_503_over_a_real_socket_pauses_the_server_for_its_retry_after(tmp_path) -> None:
+    """An OpenAI-shaped server on 127.0.0.1 whose first answer is 503 + Retry-After: 1, then speech."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    asked: list[float] = []
+    speech = (np.sin(np.arange(4410) / 7.0) * 8000).astype("<i2").tobytes()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:  # noqa: ANN002
+            pass
+
+        def _reply(self, status: int, body: bytes, headers: dict[str, str]) -> None:
+            self.send_response(status)
+            for key, value in {**headers, "Content-Length": str(len(body))}.items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:  # noqa: N802
+            self._reply(200, b'{"data": [{"id": "stub"}]}', {"Content-Type": "application/json"})
+
+        def do_POST(self) -> None:  # noqa: N802
+            self.rfile.read(int(self.headers["Content-Length"]))
+            asked.append(time.monotonic())
+            if len(asked) == 1:
+                return self._reply(503, b'{"error": {"message": "the queue is full"}}',
+                                   {"Content-Type": "application/json", "Retry-After": "1"})
+            self._reply(200, speech, {"Content-Type": "audio/pcm"})
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        remote = RemoteEngine(RemoteSettings(f"http://127.0.0.1:{server.server_address[1]}", protocol="openai"),
+                              registry=VoiceRegistry())
+        fleet = FleetEngine([Member(remote, 1, "stub")], FleetConfig(retries=2))
+        collect(fleet.load(LoadRequest("load", tmp_path), threading.Event()))
+        events = collect(fleet.generate(project(1, 2), threading.Event()))
+    finally:
+        server.shutdown()
+    assert isinstance(events[-1], JobFinished), events[-1]
+    assert sum(isinstance(e, LineFinished) for e in events) == 2
+    assert len(asked) == 3 and asked[1] - asked[0] >= 0.9  # asked again after Retry-After, not at once
