@@ -174,20 +174,14 @@ class TimelinePeaks:
     def _repack(self, i: int, j: int, middle: Sequence[Track]) -> None:
         """Old packed tracks [i, j) replaced by `middle`."""
         pack = self._pack
-        for t in pack.tracks[i:j]:
-            self._missing.discard(t)
+        self._missing.difference_update(pack.tracks[i:j])
+        got = [self._levels.get(t) for t in middle]
+        self._missing.update(t for t, g in zip(middle, got, strict=True) if g is None)
         for k in range(LEVELS):
-            parts = []
-            for t in middle:
-                got = self._levels.get(t)
-                if got is None:
-                    self._missing.add(t)
-                    parts.append(_NONE_YET)
-                else:
-                    parts.append(got[k])
+            parts = [_NONE_YET if g is None else g[k] for g in got]
             offsets, values = pack.offsets[k], pack.values[k]
             a, b = int(offsets[i]), int(offsets[j])
-            lengths = np.fromiter((len(v) for v in parts), np.int64, len(parts))
+            lengths = np.array([len(v) for v in parts], np.int64)
             new_offsets = a + np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
             grown = int(new_offsets[-1]) - b
             pack.values[k] = np.concatenate([values[:a], *parts, values[b:]])
