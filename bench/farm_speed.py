@@ -41,9 +41,10 @@ TEXTS = ["The rain had stopped by morning.", "She opened the window and listened
          "A dog barked twice, far away."]
 
 
-def start(model: Path) -> tuple[subprocess.Popen, str]:
+def start(model: Path, data: Path) -> tuple[subprocess.Popen, str]:
+    """A server on 127.0.0.1 whose data folder (voices uploaded to it) is `data`, not the person's."""
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "S2STUDIO_DATA_DIR": str(data)}
     proc = subprocess.Popen([sys.executable, "-m", "s2studio", "serve", "--model", str(model), "--device", "cpu",
                              "--precision", "fp32", "--threads", "1", "--port", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
@@ -120,8 +121,8 @@ def main() -> None:
             model = write_demo_model(Path(tmp) / "tiny", seed=5)
         procs = []
         try:
-            for _ in range(2):
-                procs.append(start(model))
+            for i in range(2):
+                procs.append(start(model, Path(tmp) / f"data{i}"))
             urls = [url for _, url in procs]
             request = project(12, args.lines, args.frames)
             render(urls[:1], project(2, 1, 4))  # warm both servers' first request

@@ -167,10 +167,13 @@ class UploadedVoices:
             held += len(voice.reference.audio)
         from s2studio.state.atomic import is_stale, remove_quietly
 
-        named = _named_clips(folder)
-        for path in folder.iterdir() if folder.is_dir() else ():
-            if _CLIP_NAME.fullmatch(path.name) and path.name not in named and is_stale(path):
-                remove_quietly(path)  # a clip whose entry was never written (a crash) or was deleted
+        try:
+            named = _named_clips(folder)
+            for path in folder.iterdir() if folder.is_dir() else ():
+                if _CLIP_NAME.fullmatch(path.name) and path.name not in named and is_stale(path):
+                    remove_quietly(path)  # a clip whose entry was never written (a crash) or was deleted
+        except OSError as exc:  # tidying is a saving, not a need
+            log.warning("could not tidy the uploaded voices in %s: %s", folder, exc)
 
 
 def _entry_name(key: str) -> str:
