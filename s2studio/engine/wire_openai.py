@@ -6,7 +6,8 @@ Shapes from vllm-project/vllm-omni `docs/serving/speech_api.md` at 078de2d14c2fc
 
 - a library voice is uploaded once per server (`POST /v1/audio/voices`, multipart `audio_sample`, `name`,
   `consent`, `ref_text`) and named by `voice` afterwards; a server without the upload route (404/405) gets the
-  voice inline instead, as `ref_audio` (a base64 WAV data URL) + `ref_text`;
+  voice inline instead, as `ref_audio` (a base64 WAV data URL) + `ref_text`, and so does a voice the server
+  refuses to keep (it holds as many as it takes: 400, 413 or 507), so that a full server still renders;
 - audio streams as raw PCM (`response_format: "pcm"`, `stream_format: "audio"`): 16-bit mono at the model's
   44.1 kHz (or the rate a server states in `X-Audio-Sample-Rate`);
 - `openai` is the same request for servers with their own named voices (`RemoteSettings.voices`).
@@ -15,6 +16,7 @@ Shapes from vllm-project/vllm-omni `docs/serving/speech_api.md` at 078de2d14c2fc
 from __future__ import annotations
 
 import base64
+import logging
 import threading
 from collections.abc import Iterator
 
@@ -23,6 +25,8 @@ import numpy as np
 from s2studio.engine.api import LineSpec, SynthesisRequest
 from s2studio.engine.remote_http import Link, PcmReader, RemoteError
 from s2studio.engine.voice_registry import SpeakerVoice, VoiceRegistry, speaker_voice
+
+log = logging.getLogger(__name__)
 
 CONSENT = "s2studio: the voice's owner recorded consent in the studio's voice library"
 
@@ -36,6 +40,8 @@ class OpenAISpeechWire:
         self._upload = upload
         self._inline = False
         """Set when the server turned out to have no upload route: voices travel inline from then on."""
+        self._refused: set[str] = set()
+        """Clip hashes of voices the server would not keep: they travel inline."""
         self._voices: dict[tuple, SpeakerVoice | None] = {}
         self._lock = threading.Lock()
 
@@ -54,6 +60,10 @@ class OpenAISpeechWire:
                                   data={"name": name, "consent": CONSENT, "ref_text": voice.transcript})
         if response.status_code in (404, 405):
             raise _NoUpload()
+        if response.status_code in (400, 413, 507):
+            log.warning("%s did not keep a voice (%s); it travels with each line instead", self.link.where(),
+                        response.text[:200])
+            raise _NotKept()
         self.link.check(response, "uploading a voice")
         return name
 
@@ -69,12 +79,14 @@ class OpenAISpeechWire:
             named = self.voices or ("default",)
             body["voice"] = named[line.speaker] if line.speaker < len(named) else named[0]
             return body
-        if not self._inline:
+        if not self._inline and voice.sha256 not in self._refused:
             try:
                 body["voice"] = self.registry.name(self.link.base_url, voice, self.register)
                 return body
             except _NoUpload:
                 self._inline = True
+            except _NotKept:
+                self._refused.add(voice.sha256)
         body["voice"] = "default"  # what vllm-omni's docs say S2 takes beside ref_audio
         body["ref_audio"] = "data:audio/wav;base64," + base64.b64encode(voice.wav).decode("ascii")
         body["ref_text"] = voice.transcript
@@ -104,3 +116,7 @@ class OpenAISpeechWire:
 
 class _NoUpload(Exception):
     """The server has no voice upload route."""
+
+
+class _NotKept(Exception):
+    """The server refused to keep this voice (it is full, or the clip is beyond its limits)."""

@@ -150,6 +150,26 @@ def test_a_server_that_forgot_a_voice_gets_it_once_more(real_server, clips) -> N
     real_server.state.uploads.remove(name)
 
 
+def test_a_server_too_full_to_keep_a_voice_gets_it_inline(real_server, clips, monkeypatch) -> None:
+    from s2studio.serve.uploads import UploadedVoices
+
+    monkeypatch.setattr(real_server.state, "uploads", UploadedVoices(capacity=0))  # holds no more voices
+    sent: list[str] = []
+    real = httpx.HTTPTransport()
+
+    def noting(req: httpx.Request) -> httpx.Response:
+        sent.append(req.url.path if req.url.path != "/v1/audio/speech" else
+                    "inline" if b'"ref_audio"' in req.read() else "named")
+        return real.handle_request(req)
+
+    engine = RemoteEngine(RemoteSettings(real_server.url, API_KEY, protocol="vllm"),
+                          transport=httpx.MockTransport(noting), registry=VoiceRegistry())
+    assert isinstance(collect(engine.load(LOAD, threading.Event()))[-1], JobFinished)
+    events = takes(engine, request(clips["alice"], lines=2))
+    assert isinstance(events[-1], JobFinished), events[-1]
+    assert sent[-3:] == ["/v1/audio/voices", "inline", "inline"]  # asked once, then the clip travels with each line
+
+
 # ------------------------------------------------------------------ sglang-omni
 
 
