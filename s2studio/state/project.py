@@ -23,6 +23,7 @@ from s2studio.settings import LIMITS, Loading, Sampling, Speed
 from s2studio.state.codes import check_codes, read_codes_file
 from s2studio.state.schema import dataclass_kind
 from s2studio.state.take_audio import TakeSound
+from s2studio.state.take_check import TakeCheck
 
 FORMAT_VERSION = 2
 """2: project.json + journal.jsonl, takes in folders by the first two characters of their id, with peaks;
@@ -82,12 +83,12 @@ class Take:
     `audio` is the whole take as one array (decoded on each call for a take in its file)."""
 
     __slots__ = ("take_id", "line_id", "text", "seed", "fingerprint", "speaker", "voice", "settings", "created",
-                 "sound", "files", "_codes", "held")
+                 "check", "sound", "files", "_codes", "held")
 
     def __init__(self, take_id: str, line_id: str, text: str, audio: npt.NDArray[np.float32] | None = None,
                  codes: npt.NDArray[np.int64] | None = None, seed: int = 0, fingerprint: str = "",
                  speaker: str | None = None, voice: str | None = None, settings: dict[str, Any] | None = None,
-                 created: str | None = None, *, sound: TakeSound | None = None,
+                 created: str | None = None, check: TakeCheck | None = None, *, sound: TakeSound | None = None,
                  files: TakeFiles | None = None) -> None:
         self.take_id = take_id
         self.line_id = line_id
@@ -103,6 +104,9 @@ class Take:
         """`staleness.take_settings` of the settings it was made with (None when unknown)."""
         self.created = created
         """When it was made, ISO 8601 with the UTC offset (None when unknown)."""
+        self.check = check
+        """What the automatic checks found (None until it is checked); the one field set after the take is made,
+        replaced whole (`Document.set_check`) when the take is checked again."""
         if sound is None:
             sound = TakeSound.of(audio if audio is not None else np.zeros(0, np.float32))
         self.sound = sound

@@ -28,9 +28,10 @@ from s2studio.errors import UserError, printable
 from s2studio.state.atomic import fsync_dir, remove_quietly, replace
 from s2studio.state.project import FORMAT_VERSION, SETTINGS, SUFFIX, GenerationSettings, Project
 from s2studio.state.project_journal import JOURNAL, PLAIN_FIELDS, DocState, apply, capture, line_entry, read_journal
-from s2studio.state.schema import (Boolean, Field, Integer, ListOf, MapOf, Number, Record, SchemaError, Text,
-                                   Timestamp, child)
+from s2studio.state.schema import (Boolean, Choice, Converted, Field, Integer, ListOf, MapOf, Number, Record,
+                                   SchemaError, Text, Timestamp, child)
 from s2studio.state.staleness import TAKE_SETTINGS
+from s2studio.state.take_check import VERDICTS, TakeCheck
 from s2studio.state.take_files import TAKE_ID
 from s2studio.units import LINE_GAP_S
 
@@ -42,6 +43,18 @@ VOICES_FOLDER = "voices"
 """Inside a project saved with its voices: one `<voice id>.s2voice` per voice of the cast."""
 MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
 
+CHECK = Converted(Record({
+    "key": Field(Text(max_chars=64)),
+    "checks": Field(ListOf(Record({
+        "name": Field(Text(max_chars=40)),
+        "verdict": Field(Choice(VERDICTS)),
+        "score": Field(Number(0.0, 1.0)),
+        "value": Field(Number(), None),
+        "reason": Field(Text(max_chars=2000), ""),
+    })), list),
+}), TakeCheck.from_json, TakeCheck.to_json)
+"""What a take's checks found (`state.take_check`)."""
+
 TAKE = Record({
     "take_id": Field(Text(pattern=TAKE_ID, what="a take id (lower-case letters, digits, - and _)")),
     "text": Field(Text(), ""),
@@ -51,6 +64,7 @@ TAKE = Record({
     "voice": Field(Text(max_chars=200), None),
     "settings": Field(TAKE_SETTINGS, None),
     "created": Field(Timestamp(), None),
+    "check": Field(CHECK, None),
 })
 """One row of a line's takes. A field here that `Take` also has is copied both ways by name."""
 LINE = Record({

@@ -38,9 +38,9 @@ from s2studio.state.project import Project, Take
 JOURNAL = "journal.jsonl"
 JOURNAL_VERSION = 1
 
-TakeKey = tuple[Take, Any, Any, Any]
-"""A take as a document row shows it: the take (immutable) and the three fields that adopting an old take
-fills in later (speaker, voice, settings)."""
+TakeKey = tuple[Take, Any, Any, Any, Any]
+"""A take as a document row shows it: the take (immutable), the three fields that adopting an old take
+fills in later (speaker, voice, settings) and what its checks found (set when they finish)."""
 LineKey = tuple[int, tuple[TakeKey, ...]]
 """A line of `Project.lines` as the document shows it: (picked, its takes)."""
 PLAIN_FIELDS = ("title", "cast", "settings", "gap_s", "voice_names", "with_voices", "speaker_colors", "autosave_of")
@@ -70,7 +70,7 @@ class DocState:
         written as the take is when it is written, and written again when they change)."""
         if self.is_keyed:
             return self
-        lines = {k: (picked, tuple((t, t.speaker, t.voice, t.settings) for t in takes))
+        lines = {k: (picked, tuple((t, t.speaker, t.voice, t.settings, t.check) for t in takes))
                  for k, (picked, takes) in self.lines.items()}
         return replace(self, lines=lines, is_keyed=True)
 
@@ -94,9 +94,10 @@ def _copied(value: Any) -> Any:
 
 def take_row(key: TakeKey, dump: Any) -> dict[str, Any]:
     """A take's row in the document (`dump`: the TAKE record's `dump`)."""
-    take, speaker, voice, settings = key
+    take, speaker, voice, settings, check = key
     return dump({"take_id": take.take_id, "text": take.text, "seed": take.seed, "fingerprint": take.fingerprint,
-                 "speaker": speaker, "voice": voice, "settings": settings, "created": take.created})
+                 "speaker": speaker, "voice": voice, "settings": settings, "created": take.created,
+                 "check": check})
 
 
 def line_entry(key: LineKey, dump: Any) -> dict[str, Any]:

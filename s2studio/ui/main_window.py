@@ -25,6 +25,7 @@ from s2studio.state.script import Line, Script
 from s2studio.state.staleness import take_settings
 from s2studio.state.voices import VoiceLibrary
 from s2studio.ui.actions import SPECS, ShortcutsDialog, build_actions
+from s2studio.ui.check_commands import CheckCommands
 from s2studio.ui.colors import is_dark, speaker_colors
 from s2studio.ui.control.activity import ActivityLog
 from s2studio.ui.control.context import StudioContext
@@ -81,6 +82,9 @@ class MainWindow(QMainWindow):
         self.shortcuts_dialog = ShortcutsDialog(self)
         self.actions_by_name = build_actions(self, self._slots())
         self._build_ui()
+        self.check_commands = CheckCommands(self, self.document, self.library, self.flow, self.session, self.lines,
+                                            ctx.settings, lambda: self.editor.lines_in_selection(self.script),
+                                            lambda text: self.statusBar().showMessage(text, 15000))
         self._build_menus()
         self._parse_timer = QTimer(self, singleShot=True, interval=150)
         self._parse_timer.timeout.connect(lambda: self.document.set_text_soon(self.editor.toPlainText()))
@@ -137,7 +141,11 @@ class MainWindow(QMainWindow):
             "find_voice": lambda: self.voices.search.setFocus(),
             "render_all": lambda: self.render(list(self.script.lines)),
             "render_stale": lambda: self.render(self.document.stale_lines()),
-            "render_line": self.render_cursor_line, "render_takes": self.render_takes, "stop_render": self.stop, "cancel_load": lambda: self.model.cancel(),
+            "render_line": self.render_cursor_line, "render_takes": self.render_takes, "stop_render": self.stop,
+            "render_failing": lambda: self.check_commands.render_failing(),
+            "best_of_n": lambda: self.check_commands.best_of_n(),
+            "retake_until_pass": lambda: self.check_commands.retake_until_pass(),
+            "next_failed": lambda: self.check_commands.next_failed(), "cancel_load": lambda: self.model.cancel(),
             "play_pause": lambda: self.transport.play_pause(),
             "play_from_cursor": lambda: self.transport.play_from_cursor(),
             "loop_line": lambda on: self.transport.set_looping(on),
@@ -573,6 +581,8 @@ class MainWindow(QMainWindow):
     def open_export(self) -> None:
         from s2studio.ui.dialogs.export_dialog import ExportDialog  # noqa: PLC0415
 
+        if not self.check_commands.confirm_export():
+            return
         names = {v.id: v.name for v in self.voices.voices()}
         selected = [ln.line_id for ln in self.editor.lines_in_selection(self.script)]
         name = self.store.path.stem if self.store.path is not None else ""
@@ -597,7 +607,8 @@ class MainWindow(QMainWindow):
         ready = self.model.info is not None
         has_lines = bool(self.script.lines)
         loading = self.model.busy
-        for name in ("render_all", "render_stale", "render_line", "render_takes"):
+        for name in ("render_all", "render_stale", "render_line", "render_takes", "render_failing", "best_of_n",
+                     "retake_until_pass"):
             a[name].setEnabled(ready and has_lines and not busy and not loading)
         a["stop_render"].setEnabled(busy)
         a["cancel_load"].setEnabled(loading)
@@ -612,6 +623,7 @@ class MainWindow(QMainWindow):
             return
         self.player.close()
         self.flow.cancel()
+        self.check_commands.checks.shutdown()
         self.memory.save()
         self.store.remember_last()
         self.store.end_session(discard=answer is None)

@@ -330,3 +330,27 @@ def test_a_save_of_more_takes_than_the_open_files_limit(tmp_path):
                          text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.split() == ["400", "0.399"]
+
+
+def test_a_takes_check_is_saved_with_it_as_a_change_of_its_line_and_read_back_equal(tmp_path):
+    from s2studio.state.take_check import CheckResult, TakeCheck
+
+    p = base_project()
+    folder = ProjectFolder(tmp_path / "p.s2proj")
+    folder.save(capture(p))
+    take = p.lines["l1"].takes[0]
+    found = TakeCheck((CheckResult("words", "failed", 0.5, 0.25, "missed “river”"),
+                       CheckResult("runaway", "skipped", 1.0, None, "frame limit unknown")), "key0")
+    take.check = found
+    folder.save(capture(p))
+    journal = (folder.path / "journal.jsonl").read_bytes().splitlines()
+    record = json.loads(journal[-1].rpartition(b" ")[0])
+    assert set(record["lines"]) == {"l1"}
+    assert read_project(folder.path).project.lines["l1"].takes[0].check == found
+    doc = json.loads((folder.path / "project.json").read_text("utf-8"))
+    row = doc["lines"]["l1"]["takes"][0]
+    row["check"] = {"key": "k", "checks": [{"name": "words", "verdict": "great", "score": 1.0, "reason": ""}]}
+    (folder.path / "journal.jsonl").unlink()
+    (folder.path / "project.json").write_text(json.dumps(doc), "utf-8")
+    with pytest.raises(UserError, match=r"takes\[0\]\.check\.checks\[0\]\.verdict must be one of"):
+        read_project(folder.path)

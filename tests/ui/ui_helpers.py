@@ -78,6 +78,7 @@ def open_studio(qtbot, factory: Callable[[], object], begin_session: bool = True
     w = app.build_window("fake", factory=factory)
     w.ask_on_close = False
     w.live.enabled = False
+    w.check_commands.checks.enabled = False  # no checker process unless a test asks (tests/ui/test_checked_takes.py)
     qtbot.addWidget(w)
     w.show()
     if begin_session:
@@ -99,6 +100,7 @@ def open_real_studio(qtbot, monkeypatch, data_dir: Path, request):
     request.addfinalizer(lambda: (w.player.close(), w.ctx.host.shutdown()))
     w.ctx.settings.clear()
     w.ask_on_close = False
+    w.check_commands.checks.enabled = False
     qtbot.addWidget(w)
     w.show()
     return w

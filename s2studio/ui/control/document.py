@@ -28,6 +28,7 @@ from s2studio.state.project import GenerationSettings, Project, Take
 from s2studio.state.script import Line, Script, parse_script
 from s2studio.state.script_edits import Change, Edit, ScriptParser, common_ends
 from s2studio.state.staleness import Stale, adopt_legacy_take, stale_reasons, voice_key
+from s2studio.state.take_check import TakeCheck
 from s2studio.state.voices import Voice
 from s2studio.ui.control import heap
 from s2studio.ui.control.background import Background
@@ -46,6 +47,8 @@ class LineState:
     """none: no take; fresh: the picked take answers the line as it is; stale: it answers an older one."""
     reasons: tuple[Stale, ...]
     takes: int
+    check: TakeCheck | None = None
+    """What the checks found in the picked take (None: not checked yet)."""
 
 
 class Document(QObject):
@@ -271,6 +274,12 @@ class Document(QObject):
         self.takes_changed.emit(take.line_id)
         self.modified.emit(True)
 
+    def set_check(self, take: Take, check: TakeCheck) -> None:
+        """What the checks found in `take` (`control.take_checks`), kept with it in the project."""
+        take.check = check
+        self.takes_changed.emit(take.line_id)
+        self.modified.emit(False)
+
     def pick(self, line_id: str, index: int) -> None:
         entry = self.project.lines.get(line_id)
         if entry is None or entry.picked == index:
@@ -320,7 +329,16 @@ class Document(QObject):
         if entry is None or entry.current is None:
             return LineState("none", (), 0)
         reasons = self.reasons(line, entry.current)
-        return LineState("stale" if reasons else "fresh", reasons, len(entry.takes))
+        return LineState("stale" if reasons else "fresh", reasons, len(entry.takes), entry.current.check)
+
+    def failed_lines(self) -> list[Line]:
+        """Lines whose picked take failed a check: what Render ▸ Render Failing Lines Again renders."""
+        out = []
+        for line in self.script.lines:
+            take = self.project.current(line.line_id)
+            if take is not None and take.check is not None and take.check.verdict == "failed":
+                out.append(line)
+        return out
 
     def stale_lines(self) -> list[Line]:
         """Lines whose picked take is missing or stale: what Render ▸ Render Stale Lines renders."""

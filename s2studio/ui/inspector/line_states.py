@@ -85,15 +85,17 @@ class LineStates(QObject):
         line = lines[0]
         state = self.document.state(line)
         kind = "rendering" if self.session.rendering(line.line_id) else state.kind
-        return LineMark(line.line_id, kind, state.takes)
+        return LineMark(line.line_id, kind, state.takes, state.check.verdict if state.check is not None else "")
 
     def tip_at(self, block: int) -> str:
         lines = lines_on_row(self.document.script, block + 1)
         if not lines:
             return ""
         line = lines[0]
-        takes = self.document.state(line).takes
-        return f"{line.speaker}: {self.words(line)}" + (f"; {takes} take{'s' * (takes != 1)}" if takes else "")
+        state = self.document.state(line)
+        takes = state.takes
+        tip = f"{line.speaker}: {self.words(line)}" + (f"; {takes} take{'s' * (takes != 1)}" if takes else "")
+        return tip + (f"\nChecks of the picked take: {state.check.summary()}" if state.check is not None else "")
 
     # -- keeping up with changes -----------------------------------------------------------------
 

@@ -13,9 +13,17 @@ from PySide6.QtWidgets import (QGridLayout, QLabel, QListWidget, QListWidgetItem
                                QWidget)
 
 from s2studio.state.project import LineTakes, Take
+from s2studio.state.take_check import MARKS
 
 TITLE_CHARS = 120
 """The selected line's text is shown whole up to this length, then cut with "…" (the whole text in its tooltip)."""
+
+
+def checked(take: Take) -> str:
+    """What the checks found in the take, in one line with its mark ("" before it is checked)."""
+    if take.check is None:
+        return ""
+    return f"{MARKS[take.check.verdict]} checks: {take.check.summary()}"
 
 
 def _when(take: Take) -> str:
@@ -104,7 +112,7 @@ class TakesPanel(QWidget):
             head += f"    {backend}" if backend else ""
             when = _when(take)
             text = head + (f"    {when}" if when else "")
-            note = notes[i] if i < len(notes) else ""
+            note = "\n".join(n for n in (notes[i] if i < len(notes) else "", checked(take)) if n)
             item = QListWidgetItem(text + (f"\n{note}" if note else ""))
             item.setData(Qt.ItemDataRole.UserRole, i)
             item.setToolTip(f"Take {i + 1}: “{take.text}”" + (f"\n{note}" if note else ""))

@@ -17,7 +17,11 @@ from PySide6.QtWidgets import QPlainTextEdit, QToolTip, QWidget
 MarkKind = Literal["none", "fresh", "stale", "rendering"]
 
 COLORS: dict[str, str] = {"fresh": "#2f9e44", "stale": "#e8590c", "rendering": "#1c7ed6", "none": "#868e96"}
-WIDTH = 44
+CHECK_MARKS: dict[str, tuple[str, str]] = {"passed": ("✓", "#2f9e44"), "warning": ("!", "#f08c00"),
+                                           "failed": ("✗", "#e03131")}
+"""What the checks found in the picked take: its sign and colour at the gutter's right edge."""
+WIDTH = 54
+CHECK_WIDTH = 12
 
 
 @dataclass(frozen=True)
@@ -25,6 +29,8 @@ class LineMark:
     line_id: str
     kind: MarkKind
     takes: int
+    check: str = ""
+    """The picked take's check verdict ("" when not checked, or nothing to show)."""
 
 
 MarkSource = Callable[[int], LineMark | None]
@@ -141,8 +147,12 @@ class LineGutter(QWidget):
                     p.drawEllipse(centre, r, r)
             if mark.takes:
                 p.setPen(pal.color(QPalette.ColorRole.PlaceholderText))
-                p.drawText(QRectF(19, cy - 8, WIDTH - 21, 16), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
-                           f"×{mark.takes}")
+                p.drawText(QRectF(19, cy - 8, WIDTH - 21 - CHECK_WIDTH, 16),
+                           Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, f"×{mark.takes}")
+            if mark.check in CHECK_MARKS:
+                sign, color = CHECK_MARKS[mark.check]
+                p.setPen(QColor(color))
+                p.drawText(QRectF(WIDTH - CHECK_WIDTH - 1, cy - 8, CHECK_WIDTH, 16), Qt.AlignmentFlag.AlignCenter, sign)
         p.end()
 
     def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt override

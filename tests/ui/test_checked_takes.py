@@ -1,0 +1,132 @@
+"""Checked takes in the studio: takes spoken by espeak-ng with known faults (`SpeakingEngine`, the fake at the
+engine seam) are checked in the checker's own process with the tests' real recognizer; the gutter, the takes
+list and Export show what failed and why; Render Failing Lines Again, Best of N and Retake Until It Passes keep
+the best take; and the whole loop on the real engine and the tiny demo model, whose noise fails every take."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from PySide6.QtWidgets import QMessageBox
+
+from speech import tiny_model
+from spoken_takes import LINES, SpeakingEngine, write_clips
+from test_take_checks import needs_checks_extra
+from ui_helpers import close_studio, on_modal, open_real_studio, open_studio, write_wav
+
+TIMEOUT_MS = 240_000
+
+
+def cast_reader(w, tmp_path: Path, text: str, clips=None) -> None:  # noqa: ANN001
+    voice = w.library.create("Reader", clips if clips is not None else write_clips(tmp_path / "clips"))
+    w.voices.refresh()
+    w.refresh_voices()
+    w.editor.setPlainText(text)
+    w.reparse()
+    combo = w.cast_panel.combos["Narrator"]
+    combo.setCurrentIndex(combo.findData(voice.id))
+    w.ctx.settings.setValue("asr/model", str(tiny_model()))
+    w.check_commands.checks.enabled = True
+
+
+@pytest.fixture(scope="module")
+def demo_model(tmp_path_factory):  # noqa: ANN001, ANN201
+    from s2studio.demo_model import write_demo_model  # noqa: PLC0415
+
+    return write_demo_model(tmp_path_factory.mktemp("demo") / "demo-tiny", seed=0)
+
+
+def test_the_whole_loop_on_the_real_engine_ends_at_k_when_every_take_fails(qtbot, tmp_path, monkeypatch,
+                                                                            demo_model, request):
+    needs_checks_extra()
+    w = open_real_studio(qtbot, monkeypatch, tmp_path / "data", request)
+    request.addfinalizer(w.check_commands.checks.shutdown)
+    w.live.enabled = False
+    w.settings_panel.max_seconds.setValue(1.0)
+    w.load_model(demo_model)
+    qtbot.waitUntil(lambda: w.model_info is not None and not w.model.busy, timeout=120000)
+    cast_reader(w, tmp_path, "Narrator: Good morning to you all.",
+                [(write_wav(tmp_path / "a.wav", seconds=3.0), "hello there")])
+    line = w.script.lines[0]
+    w.lines.select(line.line_id)
+    messages: list[str] = []
+    w.check_commands.retakes.message.connect(messages.append)
+    w.check_commands.retake_until_pass(2)
+    qtbot.waitUntil(lambda: bool(messages), timeout=TIMEOUT_MS)
+    takes = w.project.lines[line.line_id].takes
+    assert len(takes) == 2 and all(t.check.of("words").verdict == "failed" for t in takes), \
+        [t.check.summary() for t in takes]
+    assert "never passed in 2 takes" in messages[0]
+    w.close()
+
+
+@pytest.fixture
+def studio(qtbot, tmp_path, monkeypatch):  # noqa: ANN001, ANN201
+    needs_checks_extra()
+    monkeypatch.setenv("S2STUDIO_DATA_DIR", str(tmp_path / "data"))
+    engine = SpeakingEngine(frame_latency_s=0.0)
+    w = open_studio(qtbot, lambda: engine)
+    w.engine = engine
+    yield w
+    w.check_commands.checks.shutdown()
+    close_studio(w)
+
+
+def checked(w, line_id: str, count: int) -> bool:  # noqa: ANN001
+    takes = w.project.lines[line_id].takes if line_id in w.project.lines else []
+    return len(takes) == count and all(t.check is not None for t in takes) and not w.flow.busy
+
+
+def test_a_failed_take_is_marked_with_its_reason_and_rendered_again_until_it_passes(qtbot, studio, tmp_path):
+    w = studio
+    w.engine.fault = lambda _line, attempt: ("skip", "clean")[attempt]
+    cast_reader(w, tmp_path, f"Narrator: {LINES[0]}")
+    line = w.script.lines[0]
+    w.actions_by_name["render_all"].trigger()
+    qtbot.waitUntil(lambda: checked(w, line.line_id, 1), timeout=TIMEOUT_MS)
+    take = w.project.current(line.line_id)
+    assert take.check.verdict == "failed" and "missed “walked”" in take.check.of("words").reason
+    assert w.lines.mark_at(0).check == "failed"
+    assert "Checks of the picked take: failed: words (missed “walked”" in w.lines.tip_at(0)
+    w.lines.select(line.line_id)
+    assert "✗ checks: failed: words (missed “walked”" in w.takes.list.item(0).text()
+    assert [ln.line_id for ln in w.document.failed_lines()] == [line.line_id]
+
+    on_modal(qtbot, QMessageBox, lambda box: box.buttons()[1].click())  # Export: "Go to First Failed Line"
+    w.actions_by_name["export"].trigger()
+    assert w.lines.selected().line_id == line.line_id
+
+    w.actions_by_name["render_failing"].trigger()
+    qtbot.waitUntil(lambda: checked(w, line.line_id, 2), timeout=TIMEOUT_MS)
+    assert w.project.current(line.line_id).check.verdict == "passed"
+    assert w.lines.mark_at(0).check == "passed" and w.document.failed_lines() == []
+
+
+def test_best_of_three_keeps_the_clean_take_and_every_take_stays(qtbot, studio, tmp_path):
+    w = studio
+    w.engine.fault = lambda _line, attempt: ("cut", "clean", "fade")[attempt]
+    cast_reader(w, tmp_path, f"Narrator: {LINES[2]}")
+    line = w.script.lines[0]
+    messages: list[str] = []
+    w.check_commands.retakes.message.connect(messages.append)
+    w.check_commands.best_of_n(3)
+    qtbot.waitUntil(lambda: bool(messages), timeout=TIMEOUT_MS)
+    takes = w.project.lines[line.line_id].takes
+    assert [t.check.verdict for t in takes] == ["failed", "passed", "failed"]
+    assert w.project.current(line.line_id) is takes[1]
+    assert messages == ["Best of N: done (line 1: best of 3)"]
+
+
+def test_retake_until_it_passes_stops_at_k_and_keeps_the_best(qtbot, studio, tmp_path):
+    w = studio
+    w.engine.fault = lambda _line, _attempt: "cut"
+    cast_reader(w, tmp_path, f"Narrator: {LINES[4]}")
+    line = w.script.lines[0]
+    messages: list[str] = []
+    w.check_commands.retakes.message.connect(messages.append)
+    w.check_commands.retake_until_pass(2)
+    qtbot.waitUntil(lambda: bool(messages), timeout=TIMEOUT_MS)
+    assert len(w.project.lines[line.line_id].takes) == 2 == w.engine.attempts[line.line_id]
+    assert messages == ["Retake until it passes: 1 line never passed in 2 takes, the best kept "
+                        "(line 1: none of 2 takes passed; kept the best)"]
