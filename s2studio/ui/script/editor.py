@@ -21,6 +21,8 @@ from s2studio.ui.script.gutter import LineGutter
 from s2studio.ui.script.highlighter import ScriptHighlighter
 from s2studio.ui.script.undo_steps import LineSteps
 
+MIN_TEXT_WIDTH = 32
+"""The least width the script's text keeps however narrow the window's middle gets."""
 
 
 def lines_on_row(script: Script, row: int) -> list[Line]:
@@ -92,6 +94,10 @@ class ScriptEditor(QPlainTextEdit):
         self.gutter = LineGutter(self)
         self.gutter.mark_clicked.connect(self.mark_clicked)
         self.setViewportMargins(GUTTER_WIDTH, 0, 0, 0)
+        # never squeezed to no text at all: with a viewport of zero width, wrapping to it and the scroll bars it
+        # needs change each other's size for ever and the window stops answering
+        self.setMinimumWidth(GUTTER_WIDTH + MIN_TEXT_WIDTH + self.verticalScrollBar().sizeHint().width()
+                             + 2 * self.frameWidth())
 
     # -- tags ------------------------------------------------------------------------------------
 
