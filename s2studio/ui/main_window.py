@@ -617,6 +617,9 @@ class MainWindow(QMainWindow):
             a[name].setEnabled(self.player.available)
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
+        if self._parse_timer.isActive():  # the last keystrokes, parsed before anything is written
+            self.reparse()
+        self.document.finish_parsing()
         answer = self.projects.confirm_discard("closing")
         if answer is False:
             event.ignore()

@@ -294,3 +294,19 @@ def test_a_books_warnings_parsed_again_off_the_thread_touch_no_line(qtbot, studi
     assert w.document.parses_off_thread == parses + 1
     assert changes[0].touched == () and changes[0].gone == () and w.lines.updates == updates
     assert {x.kind for x in w.script.warnings} == {"unknown_speaker"}
+
+
+def test_a_save_right_after_a_paste_writes_the_pasted_book(qtbot, studio, tmp_path):
+    import json
+
+    from s2studio.ui.control.document import OFF_THREAD_ROWS
+
+    w = studio
+    cast_two_voices(w, tmp_path)
+    text = book(2, OFF_THREAD_ROWS)
+    w.document.set_text_soon(text)  # still parsing on its thread when the save comes
+    assert w.project.script != text
+    w.save_project_as(tmp_path / "pasted.s2proj")
+    qtbot.waitUntil(lambda: not w.store.unsaved_work, timeout=20000)
+    saved = json.loads((tmp_path / "pasted.s2proj" / "project.json").read_text())
+    assert saved["script"] == text and len(saved["line_ids"]) == 1 + 2 * OFF_THREAD_ROWS

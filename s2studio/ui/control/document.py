@@ -145,6 +145,12 @@ class Document(QObject):
             self._text_ahead = text
             self._parse_off_thread(text, self.script)
 
+    def finish_parsing(self) -> None:
+        """The text still parsing on a thread parsed here and now (before a save or the window closing: what
+        is written is the editor's text)."""
+        if self._text_ahead is not None:
+            self.set_text(self._text_ahead)
+
     def set_text(self, text: str) -> None:
         """The editor's text after an edit: parse what it touched and carry the ids of the lines before."""
         self._revision += 1

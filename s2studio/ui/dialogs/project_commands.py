@@ -183,6 +183,7 @@ class ProjectCommands(QObject):
         return self.save()
 
     def _save_to(self, path: Path) -> bool:
+        self.document.finish_parsing()
         project = self.document.project
         try:
             note_voice_names(project, self.library)
