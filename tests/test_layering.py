@@ -211,8 +211,8 @@ def test_main_window_does_not_pull_in_torch() -> None:
 
 # -- ui/ (design.md §1, §8): controllers without widgets, and only the engine's torch-free seam -------------
 
-UI_ENGINE_SEAM = ("s2studio.engine.api", "s2studio.engine.plan")
-"""The torch-free seam (issue 11). Settings ▸ Render on reaches servers through the worker layer
+UI_ENGINE_SEAM = ("s2studio.engine.api", "s2studio.engine.plan", "s2studio.engine.render")
+"""The torch-free seam (issue 11; the render job every caller submits, issue 28). Settings ▸ Render on reaches servers through the worker layer
 (`worker/servers.py`: the server as plain data, and "Test connection")."""
 
 

@@ -242,7 +242,7 @@ def test_a_clip_that_is_not_audio_fails_before_rendering(tmp_path: Path, script:
     monkeypatch.setenv(paths.ENV_DATA_DIR, str(data))
     ben = VoiceLibrary(data / "voices").find("Ben")
     (data / "voices" / ben.id / "clip1.flac").write_bytes(b"this is not audio at all" * 40)
-    with pytest.raises(UserError, match=r"^voice 'Ben': .*clip1\.flac"):
+    with pytest.raises(UserError, match=r"^voice 'Ben', clip 1: clip1\.flac is not an audio file"):
         render(["--script", str(script), *CAST, "--model", str(model_dir), "--max-new-tokens", "4",
                 "--out", str(tmp_path / "mix.wav"), "--events", str(tmp_path / "ev.jsonl")], lambda: engine)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "scene.txt"]

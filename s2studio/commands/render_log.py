@@ -80,10 +80,14 @@ class EventLog:
 
 
 class LoggedEncoder:
-    """The engine seen by `engine_encoder`, with its encode events copied to the events log."""
+    """The engine as the render's jobs see it, with its encode events copied to the events log (the rest is the
+    engine's own)."""
 
     def __init__(self, engine: Engine, log: EventLog) -> None:
         self.engine, self.log = engine, log
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.engine, name)
 
     def encode(self, request: Any, cancel: threading.Event) -> Iterator[Event]:
         return self.log.relay(self.engine.encode(request, cancel))

@@ -19,11 +19,9 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from s2studio import __version__, paths
 from s2studio.audio.asr_models import DEFAULT_MODEL
@@ -31,6 +29,7 @@ from s2studio.commands import checked_takes, fleet_args
 from s2studio.commands.outputs import check_file, check_folder
 from s2studio.commands.render_log import EventLog, LoggedEncoder, ProgressBar
 from s2studio.commands.setting_args import speed_of
+from s2studio.engine.render import Render
 from s2studio.engine.api import (
     FRAME_SAMPLES, SAMPLE_RATE, AudioChunk, Engine, Event, JobFailed, JobFinished, JobStarted, LineFinished,
     LoadRequest, ModelInfo, ModelReady, Progress, SamplingParams, SynthesisRequest,
@@ -239,34 +238,16 @@ def _load(engine: Engine, args: argparse.Namespace, log: EventLog) -> ModelInfo:
     return info
 
 
-def _voice_codes(engine: Engine, library: VoiceLibrary, voices: Iterable[Voice], info: ModelInfo,
-                 log: EventLog) -> dict[str, list[np.ndarray]]:
-    from s2studio.engine.plan import engine_encoder
-
-    encoder = engine_encoder(LoggedEncoder(engine, log))  # type: ignore[arg-type]
-    out: dict[str, list[np.ndarray]] = {}
-    for voice in voices:
-        if voice.id in out:
-            continue
-        try:
-            out[voice.id] = library.codes(voice, encoder, info.codec_fingerprint)
-        except UserError as exc:
-            raise UserError(f"voice {voice.name!r}: {exc}") from None
-        except OSError as exc:
-            raise UserError(f"voice {voice.name!r}: cannot read its clips ({exc.strerror or exc}); "
-                            "re-add the voice") from None
-    return out
-
-
-def _generate(engine: Engine, requests: Sequence[SynthesisRequest], log: EventLog,
+def _generate(engine: Engine, renders: Sequence[Render], log: EventLog,
               bar: ProgressBar) -> dict[str, list[LineFinished]]:
-    """Every request on one scheduler (side by side, as many at once as the engine runs); job id -> its takes.
-    The first failure cancels the others and is the error."""
-    from s2studio.engine.scheduler import Job, Scheduler, synthesis
+    """Every render on one scheduler (side by side, as many at once as the engine runs); job id -> its takes.
+    The first failure cancels the others and is the error. The clips encoded on the way go to the events log."""
+    from s2studio.engine.scheduler import Job, Scheduler
 
-    takes: dict[str, list[LineFinished]] = {r.job_id: [] for r in requests}
+    takes: dict[str, list[LineFinished]] = {r.job_id: [] for r in renders}
     failures: list[str] = []
-    scheduler = Scheduler(lambda: engine)
+    logged = LoggedEncoder(engine, log)
+    scheduler = Scheduler(lambda: logged)
     bar.started = time.perf_counter()
     bar.total = 0
 
@@ -286,8 +267,8 @@ def _generate(engine: Engine, requests: Sequence[SynthesisRequest], log: EventLo
             return
         _count(ev, takes, bar)
 
-    for request in requests:
-        scheduler.submit(Job(request.job_id, lambda e, _job, cancel, r=request: synthesis(e, r, cancel), sink))
+    for render in renders:
+        scheduler.submit(Job(render.job_id, render.work, sink))
     scheduler.run_until_idle()
     bar.close()
     if failures:
@@ -295,15 +276,13 @@ def _generate(engine: Engine, requests: Sequence[SynthesisRequest], log: EventLo
     return takes
 
 
-def _passes(engine: Engine, passes: Sequence[SynthesisRequest], log: EventLog,
+def _passes(engine: Engine, render: Render, passes: Sequence[SynthesisRequest], log: EventLog,
             bar: ProgressBar) -> list[list[LineFinished]]:
-    """Each pass over the script (`checked_takes.render_takes`), on an engine that batches split into its scenes
-    (`plan.split_request`): every scene of every pass side by side; each pass's takes in script order. An engine
-    that runs one request at a time (the exact loop, a fleet that plans the scenes itself) gets each pass whole."""
-    from s2studio.engine.plan import split_request
-
+    """Each pass over the script (`checked_takes.render_takes`: `render` with that pass's request), on an engine
+    that batches split into its scenes (`Render.pieces`): every scene of every pass side by side; each pass's takes
+    in script order. A fleet, which plans the scenes itself, gets each pass whole."""
     batches = int(getattr(engine, "max_batch", 1) or 1) > 1 and not getattr(engine, "plans_scenes", False)
-    pieces = [split_request(request) if batches else [request] for request in passes]
+    pieces = [replace(render, request=request).pieces(batches=batches) for request in passes]
     by_job = _generate(engine, [p for scenes in pieces for p in scenes], log, bar)
     return [[take for p in scenes for take in by_job[p.job_id]] for scenes in pieces]
 
@@ -389,7 +368,7 @@ def run_script(args: argparse.Namespace, engine_factory: EngineFactory | None = 
     top_k, max_new_tokens, batching (None -> line), chunk_length, quiet. `engine_factory` makes the
     engine (default: `S2Engine`); tests pass a `FakeEngine`."""
     from s2studio.audio.export import ExportSettings, Metadata
-    from s2studio.engine.plan import compile_request
+    from s2studio.engine.render import render_for_script
 
     outputs = _check_outputs(args)
     library = _library()
@@ -412,9 +391,9 @@ def run_script(args: argparse.Namespace, engine_factory: EngineFactory | None = 
         raise UserError(f"--chunk-length must be at least 1 byte, got {args.chunk_length}")
     sampling = sampling_from_args(args)  # bad sampler options fail before the slow load
     picking = checked_takes.picking_from_args(args, batching)
-    # the cheap checks of the compiled request (only tags, a speaker without a voice) also come first
-    compile_request(script, cast, {v.id: [np.zeros((10, 1), np.int64)] * len(v.clips) for v in cast.values()},
-                    "check", batching=batching, chunk_length=args.chunk_length)
+    # what needs no codes is compiled before the load too (only tags, a speaker without a voice)
+    render = render_for_script(script, cast, library, "", f"render-{os.getpid()}-{next(_jobs)}", sampling, batching,
+                               args.chunk_length)
 
     quiet = bool(getattr(args, "quiet", False))
     bar = ProgressBar(sys.stderr, enabled=not quiet and sys.stderr.isatty())
@@ -427,17 +406,15 @@ def run_script(args: argparse.Namespace, engine_factory: EngineFactory | None = 
         if bar.enabled:
             print(f"loaded {info.name} on {info.device} ({info.settings_text()}) in "
                   f"{time.perf_counter() - t0:.1f} s", file=sys.stderr)
-        codes = _voice_codes(engine, library, cast.values(), info, log)
-        clip_paths = {v.id: [library.clip_path(v, c) for c in v.clips] for v in cast.values()}
-        request = compile_request(script, cast, codes, f"render-{os.getpid()}-{next(_jobs)}", sampling, batching,
-                                  args.chunk_length, clip_paths=clip_paths, lora_paths=library.lora_paths(cast.values()))
+        render = replace(render, fingerprint=info.codec_fingerprint)
+        request = render.request
         # what cannot travel to which server, per server and voice: asked before it starts
         fleet_args.confirm_travel(engine, list(dict.fromkeys(v.name for v in cast.values() if v.lora is not None)),
                                   bool(getattr(args, "yes", False)))
         t1 = time.perf_counter()
         clips = {ln.line_id: checked_takes.voice_clips(library, cast[ln.speaker]) for ln in script.lines
                  if picking.checking and ln.speaker in cast}
-        takes, reports = checked_takes.render_takes(lambda passes: _passes(engine, passes, log, bar), request,
+        takes, reports = checked_takes.render_takes(lambda passes: _passes(engine, render, passes, log, bar), request,
                                                     picking, clips, quiet)
         render_s = time.perf_counter() - t1
         for line in fleet_args.status_lines(engine):  # per engine: lines, failures, speed; what moved work

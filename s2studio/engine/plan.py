@@ -70,12 +70,29 @@ def compile_request(
     clip_paths: Mapping[str, Sequence[Path]] | None = None,
     lora_paths: Mapping[str, Path] | None = None,
 ) -> SynthesisRequest:
-    """The request for `script` (or only `line_ids` of it, in script order).
+    """The request for `script` (or only `line_ids` of it, in script order): `compile_lines`, then the voices'
+    references (`voice_references`).
 
     `cast`: speaker name -> voice; `voice_codes`: voice id -> each clip's (10, N) codes, as
     `VoiceLibrary.codes` returns them; `clip_paths`: voice id -> each clip's file (`VoiceLibrary.clip_path`),
     carried in the references for engines that send audio rather than codes; `lora_paths`: voice id -> its
     LoRA (`VoiceLibrary.lora_path`), put on each of its lines."""
+    request, voices = compile_lines(script, cast, job_id, sampling, batching, chunk_length, line_ids, lora_paths)
+    return replace(request, references=voice_references(voices, voice_codes, clip_paths))
+
+
+def compile_lines(
+    script: Script,
+    cast: Mapping[str, Voice],
+    job_id: str,
+    sampling: SamplingParams | None = None,
+    batching: Batching = "line",
+    chunk_length: int = 200,
+    line_ids: Sequence[str] | None = None,
+    lora_paths: Mapping[str, Path] | None = None,
+) -> tuple[SynthesisRequest, tuple[Voice, ...]]:
+    """What needs no codes: the request without references, and the voices in speaker-index order (voice i speaks
+    as speaker i). UserError for what a person fixes in the script or the cast."""
     lines = list(script.lines)
     if line_ids is not None:
         wanted = set(line_ids)
@@ -89,15 +106,24 @@ def compile_request(
         names = ", ".join(repr(s) for s in missing)
         raise UserError(f"no voice for speaker {names}; cast it (e.g. --cast '{missing[0]}=VOICE')"
                         if len(missing) == 1 else f"no voice for speakers {names}; cast each of them")
-    index: dict[str, int] = {}
-    references: list[Reference] = []
+    voices: dict[str, Voice] = {}
     for ln in script.lines:  # the whole script, so a subset render conditions like a full one
-        if ln.speaker not in cast:
-            continue
-        voice = cast[ln.speaker]
-        if voice.id in index:
-            continue
-        index[voice.id] = len(index)
+        if ln.speaker in cast:
+            voices.setdefault(cast[ln.speaker].id, cast[ln.speaker])
+    index = {vid: i for i, vid in enumerate(voices)}
+    loras = lora_paths or {}
+    specs = tuple(LineSpec(ln.line_id, index[cast[ln.speaker].id], ln.text, loras.get(cast[ln.speaker].id))
+                  for ln in lines)
+    request = SynthesisRequest(job_id, specs, (), sampling or SamplingParams(), batching, chunk_length,
+                               scene_starts=scene_starts(script))
+    return request, tuple(voices.values())
+
+
+def voice_references(voices: Sequence[Voice], voice_codes: Mapping[str, Sequence[np.ndarray]],
+                     clip_paths: Mapping[str, Sequence[Path]] | None = None) -> tuple[Reference, ...]:
+    """Each voice's clips as references, voice i's with speaker index i, in clip order."""
+    references: list[Reference] = []
+    for number, voice in enumerate(voices):
         codes = voice_codes.get(voice.id)
         if codes is None or len(codes) != len(voice.clips):
             raise ValueError(f"codes for voice {voice.id} missing or not one per clip")
@@ -107,12 +133,8 @@ def compile_request(
             if c.ndim != 2 or c.shape[0] != NUM_CODEBOOKS or c.shape[1] == 0:
                 raise UserError(f"voice {voice.name!r}: cached codes of {clip.file} have shape {c.shape}; "
                                 "delete its codes.safetensors so they are encoded again")
-            references.append(Reference(index[voice.id], clip.transcript, c.astype(np.int64, copy=False), file))
-    loras = lora_paths or {}
-    specs = tuple(LineSpec(ln.line_id, index[cast[ln.speaker].id], ln.text, loras.get(cast[ln.speaker].id))
-                  for ln in lines)
-    return SynthesisRequest(job_id, specs, tuple(references), sampling or SamplingParams(), batching, chunk_length,
-                            scene_starts=scene_starts(script))
+            references.append(Reference(number, clip.transcript, c.astype(np.int64, copy=False), file))
+    return tuple(references)
 
 
 def scene_starts(script: Script) -> frozenset[str]:

@@ -7,7 +7,7 @@
   pieces of at most `PIECE_BYTES`, each its own line in line mode (conditioned on the pieces before it), so
   a long input does not become one overlong generation. `instructions` becomes an inline tag on every piece.
 - The script extension (`Name:` lines with a `cast` of library voices) is parsed and compiled exactly as the
-  studio and `s2studio synth --script` compile a script (`engine.plan.compile_request`).
+  studio and `s2studio synth --script` compile a script (`engine.render.render_for_script`).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from starlette.responses import JSONResponse, Response
 
 from s2studio.audio.stream_encode import StreamEncoder
 from s2studio.engine.api import Engine, Event, SamplingParams
-from s2studio.engine.plan import compile_request
+from s2studio.engine.plan import compile_lines
 from s2studio.errors import UserError
 from s2studio.serve.app import ServerState, audio_response, state_of
 from s2studio.serve.bodies import JSON, MSGPACK, parse_body
@@ -98,16 +98,13 @@ def base64_audio(raw: dict, kind: str) -> None:
 
 
 def _script_speech(state: ServerState, body: TTSBody, sampling: SamplingParams) -> Speech:
-    import numpy as np
-
     cast = {name: find_voice(state.library, voice, "cast") for name, voice in (body.cast or {}).items()}
     script = parse_script(body.text, known_speakers=set(cast))
     if len(script.lines) > state.config.limits.max_lines:
         raise ApiError(400, f"text: {len(script.lines)} lines; this server takes at most "
                        f"{state.config.limits.max_lines} in one request", "too_many_lines", "text")
-    try:  # the cheap checks of the compiler (a speaker without a voice, only tags) answer at once
-        compile_request(script, cast, {v.id: [np.zeros((10, 1), np.int64)] * len(v.clips) for v in cast.values()},
-                        "check")
+    try:  # what needs no codes (a speaker without a voice, only tags) answers at once
+        compile_lines(script, cast, "check")
     except UserError as exc:
         raise ApiError(400, str(exc), "invalid_script", "text") from None
     return Speech((), sampling, "line", script=script, cast=cast)

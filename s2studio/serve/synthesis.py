@@ -1,27 +1,24 @@
 """What a speech request becomes on the engine thread, and its audio on the way out.
 
 A route checks everything it can on the event loop (text, limits, voices, reference clips) and describes the
-job as a `Speech`; `speech_work` turns that into engine calls on the engine thread: encode what the codes
-cache and the voice library do not hold yet, compile the `SynthesisRequest`, generate. `AudioOut` turns the
+job as a `Speech`; `speech_work` makes it the render job every caller submits (`engine.render.Render`: on the
+engine thread it encodes what the codes cache and the voice library do not hold yet, then generates). `AudioOut` turns the
 job's events into the bytes of the response, with the studio's silence between lines in line mode (upstream
 batching joins its batches without a gap, as upstream's server does).
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from s2studio.audio.stream_encode import StreamEncoder
 from s2studio.engine.api import (
-    SAMPLE_RATE, AudioChunk, Batching, Engine, Event, LineSpec, LineStarted, Reference, SamplingParams, Step,
-    SynthesisRequest,
+    SAMPLE_RATE, AudioChunk, Batching, Event, LineSpec, LineStarted, SamplingParams, SynthesisRequest,
 )
-from s2studio.engine.plan import compile_request, engine_encoder
-from s2studio.engine.scheduler import synthesis
+from s2studio.engine.render import Render, render_for_script
 from s2studio.serve.references import CodesCache, InlineReference
 from s2studio.serve.runner import Work
 from s2studio.state.script import Script
@@ -44,25 +41,17 @@ class Speech:
 
 
 def speech_work(speech: Speech, library: VoiceLibrary, cache: CodesCache, fingerprint: str) -> Work:
-    def work(engine: Engine, job_id: str, cancel: threading.Event) -> Iterator[Step]:
-        encoder = engine_encoder(engine, cancel)
-        if speech.script is not None:
-            codes = {v.id: library.codes(v, encoder, fingerprint) for v in speech.cast.values()}
-            request = compile_request(speech.script, speech.cast, codes, job_id, speech.sampling, "line",
-                                      lora_paths=library.lora_paths(speech.cast.values()))
-        else:
-            refs = list(cache.references(engine, list(speech.inline), fingerprint, cancel))
-            for index, voice in enumerate(speech.voices):
-                for clip, c in zip(voice.clips, library.codes(voice, encoder, fingerprint), strict=True):
-                    refs.append(Reference(index, clip.transcript, c))
-            loras = library.lora_paths(speech.voices)  # voice i speaks as speaker i, with its LoRA if it has one
-            lines = tuple(replace(ln, lora=loras.get(speech.voices[ln.speaker].id))
-                          if 0 <= ln.speaker < len(speech.voices) else ln for ln in speech.lines)
-            request = SynthesisRequest(job_id, lines, tuple(refs), speech.sampling, speech.batching,
-                                       speech.chunk_length)
-        yield from synthesis(engine, request, cancel)
-
-    return work
+    """The request's render (`engine.render.Render`): a script compiled as the studio compiles it, or lines whose
+    speaker i is voice i (with its LoRA), after the inline references (encoded once, `CodesCache`)."""
+    if speech.script is not None:
+        return render_for_script(speech.script, speech.cast, library, fingerprint, "", speech.sampling).work
+    loras = library.lora_paths(speech.voices)
+    lines = tuple(replace(ln, lora=loras.get(speech.voices[ln.speaker].id))
+                  if 0 <= ln.speaker < len(speech.voices) else ln for ln in speech.lines)
+    inline = list(speech.inline)
+    request = SynthesisRequest("", lines, (), speech.sampling, speech.batching, speech.chunk_length)
+    return Render(request, speech.voices, library, fingerprint,
+                  lambda engine, cancel: cache.references(engine, inline, fingerprint, cancel)).work
 
 
 class AudioOut:

@@ -76,7 +76,7 @@ class VoiceLibrary:
         return self.folder(voice.id) / LORA_FILE if voice.lora is not None else None
 
     def lora_paths(self, voices: Iterable[Voice]) -> dict[str, Path]:
-        """Voice id -> LoRA file of those `voices` that carry one (`compile_request(lora_paths=...)`)."""
+        """Voice id -> LoRA file of those `voices` that carry one (`plan.compile_lines(lora_paths=...)`)."""
         return {v.id: path for v in voices if (path := self.lora_path(v)) is not None}
 
     def list(self) -> list[Voice]:

@@ -96,7 +96,7 @@ class MainWindow(QMainWindow):
                                                         "splitter_outer": self.outer_splitter,
                                                         "splitter_script": self.script_splitter})
         self.memory.restore()
-        self.activity = ActivityLog(self.session, self.flow, self)  # what the log says of the person's work
+        self.activity = ActivityLog(self.session, self)  # what the log says of the person's work
         ctx.host.devices_found.connect(lambda event: self.settings_panel.set_devices(event.devices))
         ctx.host.devices_found.connect(lambda event: self.activity.devices(event.devices))
         self.space = SpaceForPlayback(self)
@@ -307,8 +307,6 @@ class MainWindow(QMainWindow):
         s.failed.connect(self._render_failed)
         s.lora_switched.connect(lambda text: self.statusBar().showMessage(text, 8000))
         s.finished.connect(lambda cancelled: self.status.stop("Render cancelled." if cancelled else "Render finished."))
-        self.flow.failed.connect(self._render_failed)
-        self.flow.preparing.connect(self._preparing)
         self.flow.notice.connect(lambda text: self.statusBar().showMessage(text, 15000))
         self.projects.about_to_switch.connect(self._before_switch)
         self.projects.message.connect(lambda text, ms: self.statusBar().showMessage(text, ms))
@@ -484,10 +482,6 @@ class MainWindow(QMainWindow):
         line = self.cursor_line()
         if line is not None:
             self.render([line])
-
-    def _preparing(self, on: bool) -> None:
-        self.status.stop("Reading the voices' codes…" if on else "")
-        self._update_enabled()
 
     def _busy_changed(self, busy: bool) -> None:
         if busy:

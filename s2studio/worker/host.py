@@ -45,7 +45,6 @@ _SIGNAL_OF: dict[type, str] = {
     api.Progress: "progress",
     api.AudioChunk: "audio_chunk",
     api.LineFinished: "line_finished",
-    api.ClipEncoded: "clip_encoded",
     api.DevicesFound: "devices_found",
     api.JobFinished: "job_finished",
     api.JobFailed: "job_failed",
@@ -71,7 +70,6 @@ class EngineSignals(QObject):
     audio_chunk = Signal(object)
     """`api.AudioChunk`: freshly allocated float32 samples the receiver owns."""
     line_finished = Signal(object)
-    clip_encoded = Signal(object)
     devices_found = Signal(object)
     """`api.DevicesFound`: the devices this computer has for the model (and why not the others)."""
     job_finished = Signal(object)
@@ -184,9 +182,6 @@ class EngineHost(EngineSignals):
     def load(self, request: api.LoadRequest) -> str:
         """Load a model: it waits for the running jobs to end, and the jobs after it wait for it."""
         return self.submit(request.job_id, lambda engine, _job, cancel: engine.load(request, cancel), exclusive=True)
-
-    def encode(self, request: api.EncodeRequest) -> str:
-        return self.submit(request.job_id, lambda engine, _job, cancel: engine.encode(request, cancel))
 
     def generate(self, request: api.SynthesisRequest) -> str:
         return self.submit(request.job_id, lambda engine, _job, cancel: synthesis(engine, request, cancel))

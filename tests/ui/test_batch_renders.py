@@ -85,7 +85,6 @@ def test_on_the_real_engine_scenes_side_by_side_sound_as_one_at_a_time(qtbot, tm
     w.cast_panel.combos["Alice"].setCurrentIndex(w.cast_panel.combos["Alice"].findData(voice.id))
     failures: list[str] = []
     w.session.failed.connect(failures.append)
-    w.flow.failed.connect(failures.append)
     codes: dict[int, list] = {}
     for at_once in (1, 4):
         settings = replace(w.project.settings, precision="fp32", speed="fast", seed_mode="fixed", seed=11,

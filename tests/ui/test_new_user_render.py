@@ -85,7 +85,7 @@ def test_a_fine_tuned_voice_on_a_server_is_named_and_render_failed_does_not_stay
                                        "apply: render Alice's lines on this computer (Settings ▸ Render on), or cast a "
                                        "voice without fine-tuning.")]
     assert w.statusBar().currentMessage() == "Render failed." and w.status.speed.text() == ""
-    w.flow.failed.emit("a lower-case reason from an engine")
+    w.session.failed.emit("a lower-case reason from an engine")
     assert boxes[-1] == ("Render failed", "A lower-case reason from an engine")
     w.flow.on_server = False  # back on this computer: the cause is gone
     w.actions_by_name["render_all"].trigger()

@@ -40,7 +40,6 @@ def test_real_engine_on_the_demo_model(qtbot, tmp_path, monkeypatch, demo_model,
     w.session.finished.connect(lambda cancelled: order.append("finished"))
     failures: list[str] = []
     w.session.failed.connect(failures.append)
-    w.flow.failed.connect(failures.append)
     w.actions_by_name["render_all"].trigger()
     qtbot.waitUntil(lambda: "finished" in order or bool(failures), timeout=300000)
     assert failures == []
@@ -71,7 +70,6 @@ def test_a_line_rendered_again_with_its_fixed_seed_is_the_same_take(qtbot, tmp_p
     w.cast_panel.combos["Alice"].setCurrentIndex(w.cast_panel.combos["Alice"].findData(voice.id))
     failures: list[str] = []
     w.session.failed.connect(failures.append)
-    w.flow.failed.connect(failures.append)
     line = w.script.lines[0]
     for count in (1, 2):
         w.actions_by_name["render_line"].trigger()

@@ -3,6 +3,7 @@ whole script numbers its voices, so a re-rendered line hears what precedes it as
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ from s2studio.errors import UserError
 from s2studio.state.project import Project, Take
 from s2studio.state.script import parse_script
 from s2studio.state.voices import VoiceLibrary
-from s2studio.ui.control.render import build_request, gather
+from s2studio.ui.control.render import build_render, gather
 from ui_helpers import write_wav
 
 FINGERPRINT = "codec-x"
@@ -35,12 +36,32 @@ def _take(line, frames: int) -> Take:
                 speaker=line.speaker)
 
 
+class _Capture:
+    """An engine that keeps the request its job generates (and must not encode: the codes are cached)."""
+
+    def __init__(self) -> None:
+        self.requests: list = []
+
+    def encode(self, request, cancel):
+        pytest.fail("encoded")
+
+    def generate(self, request, cancel):
+        self.requests.append(request)
+        return iter(())
+
+
 def _request(library: VoiceLibrary, script, project: Project, lines):
-    """What RenderFlow builds: the inputs gathered on the GUI thread, then the request from the cached codes."""
+    """What RenderFlow builds (the inputs gathered on the GUI thread, the render compiled) and what its job hands the
+    engine on the engine thread, with the references from the cached codes."""
     voices = {v.id: v for v in library.list()}
-    inputs = gather("j", lines, script, project, voices)
-    codes = {v.id: library.codes(v, lambda p: pytest.fail("encoded"), FINGERPRINT) for v in inputs.cast.values()}
-    return build_request(inputs, codes)
+    render = build_render(gather("j", lines, script, project, voices), library, FINGERPRINT)
+    engine = _Capture()
+    assert list(render.work(engine, "j", threading.Event())) == []
+    (request,) = engine.requests
+    speakers = dict.fromkeys(ln.speaker for ln in script.lines)  # numbered in order of their first line
+    assert [(r.speaker, r.transcript, r.codes.shape) for r in request.references] == [
+        (i, f"I am {name}.", (10, 7)) for i, name in enumerate(speakers)]
+    return request
 
 
 def test_a_later_line_gets_the_earlier_takes_as_context(tmp_path: Path) -> None:

@@ -61,7 +61,6 @@ def test_the_studio_renders_scenes_over_a_list_of_engines(qtbot, tmp_path: Path,
     w.session.finished.connect(done.append)
     failures: list[str] = []
     w.session.failed.connect(failures.append)
-    w.flow.failed.connect(failures.append)
     in_the_bar: list[str] = []  # the status bar's line per engine, as it reads while the render runs
     w.session.progress.connect(lambda _e: in_the_bar.append(w.status.engines.text())
                                if w.status.engines.isVisible() else None)

@@ -66,7 +66,6 @@ def test_the_studio_renders_two_speakers_on_a_server_and_plays_while_it_generate
     w.session.finished.connect(lambda cancelled: order.append("finished"))
     failures: list[str] = []
     w.session.failed.connect(failures.append)
-    w.flow.failed.connect(failures.append)
     before = len(runner.stats().outcomes)
     w.actions_by_name["render_all"].trigger()
     qtbot.waitUntil(lambda: "finished" in order or bool(failures), timeout=300000)

@@ -84,7 +84,7 @@ def test_user_error_and_bug_become_job_failed(host, qtbot):
         host.load(api.LoadRequest("m", model_dir=__import__("pathlib").Path("/nowhere")))
     assert blocker.args[0] == api.JobFailed("m", "Not an S2 model folder: config.json is missing.")
     with qtbot.waitSignal(host.job_failed, timeout=5000) as blocker:
-        host.encode(api.EncodeRequest("e", clips=()))
+        host.submit("e", lambda engine, _job, cancel: engine.encode(api.EncodeRequest("e", clips=()), cancel))
     assert blocker.args[0].error == "internal error (RuntimeError: boom); details are in the log"
     assert not host.busy
 

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 
 from PySide6.QtCore import QObject
 
-from s2studio.ui.control.render import RenderFlow
 from s2studio.ui.control.session import RenderSession
 
 logger = logging.getLogger("s2studio.activity")
@@ -29,7 +28,7 @@ def describe_devices(options: Sequence[object]) -> str:
 
 
 class ActivityLog(QObject):
-    def __init__(self, session: RenderSession, flow: RenderFlow, parent: QObject | None = None) -> None:
+    def __init__(self, session: RenderSession, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.session = session
         self._started = 0.0
@@ -37,7 +36,6 @@ class ActivityLog(QObject):
         session.busy_changed.connect(self._busy)
         session.finished.connect(self._finished)
         session.failed.connect(self._failed)
-        flow.failed.connect(lambda error: logger.warning("render not started: %s", error))
 
     def devices(self, options: Sequence[object]) -> None:
         logger.info("devices: %s", describe_devices(options))

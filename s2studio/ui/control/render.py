@@ -1,15 +1,13 @@
-"""From Render to a running job: the request is built once (design.md §6). QtCore only.
+"""From Render to a running job: the render is built once (design.md §6). QtCore only.
 
-1. On the GUI thread, `RenderFlow.render` checks the cast once (every speaker of the lines has a voice
-   that exists) and takes what the request needs from the document: the script, the voices, the
-   settings, the earlier takes for context.
-2. Off the GUI thread (`control.background`), each voice's clips are hashed once and their codes read
-   from the voice library's cache (`VoiceLibrary.codes`); a clip without cached codes for the loaded
-   codec is encoded by the engine (an `EncodeRequest` per clip, on the engine thread) and cached. Then
-   `engine.plan.compile_request` runs once, for the lines and their context together.
-3. Back on the GUI thread, `RenderSession.start` hands the request to the engine; to an engine that batches, as
-   the jobs it runs side by side: one per scene (a heading starts a scene, whose first line hears no earlier line)
-   and take (`engine.plan.split_request`).
+1. `RenderFlow.render` checks the cast once (every speaker of the lines has a voice that exists) and takes what
+   the render needs from the document: the script, the voices, the settings, the earlier takes for context.
+2. It compiles what needs no codes (`engine.render.render_for_script`, for the lines and their context together)
+   and `RenderSession.start` submits the render job (`engine.render.Render`); to an engine that batches, as the
+   jobs it runs side by side: one per scene (a heading starts a scene, whose first line hears no earlier line)
+   and take (`Render.pieces`).
+3. On the engine thread, each job reads its voices' codes from the library's cache (a clip without cached codes
+   for the loaded codec is encoded by the engine, then cached) and generates.
 
 Every step reports through signals; the GUI never waits.
 """
@@ -27,14 +25,13 @@ import numpy as np
 from PySide6.QtCore import QObject, Signal
 
 from s2studio.engine import api, plan
-from s2studio.engine.plan import compile_request, split_request
+from s2studio.engine.render import Render, render_for_script
 from s2studio.errors import UserError
 from s2studio.state.chapters import scene_start
 from s2studio.state.project import GenerationSettings, Project, Take
 from s2studio.state.script import Line, Script
 from s2studio.state.staleness import take_settings, voice_key
 from s2studio.state.voices import Voice, VoiceLibrary
-from s2studio.ui.control.background import Background, Cancelled
 from s2studio.ui.control.document import Document
 from s2studio.ui.control.session import Asked, RenderJob, RenderSession
 from s2studio.worker import EngineHost
@@ -113,22 +110,20 @@ def gather(job_id: str, lines: Sequence[Line], script: Script, project: Project,
     return RenderInputs(job_id, tuple(lines), script, cast, project.settings, tuple(context), left_out)
 
 
-def build_request(inputs: RenderInputs, codes: Mapping[str, Sequence[np.ndarray]],
-                  clip_paths: Mapping[str, Sequence[Path]] | None = None,
-                  lora_paths: Mapping[str, Path] | None = None) -> api.SynthesisRequest:
-    """The engine request: one `compile_request` over the context lines and the lines to render (so both
-    are numbered as the whole script numbers its voices), then split into lines and context turns.
-    `clip_paths` (voice id -> its clips' files) go along for engines that send audio, not codes; `lora_paths`
-    (voice id -> its LoRA file) make the engine merge each voice's LoRA for its lines."""
+def build_render(inputs: RenderInputs, library: VoiceLibrary, fingerprint: str) -> Render:
+    """The render job: one compile over the context lines and the lines to render (so both are numbered as the
+    whole script numbers its voices), then split into lines and context turns. Each voice speaks with its LoRA."""
     wanted = {ln.line_id for ln in inputs.lines}
     context_ids = [ln.line_id for ln, _ in inputs.context]
-    request = compile_request(inputs.script, inputs.cast, codes, inputs.job_id, sampling_params(inputs.settings),
-                              batching=inputs.settings.batching, line_ids=context_ids + sorted(wanted),
-                              clip_paths=clip_paths, lora_paths=lora_paths)
+    render = render_for_script(inputs.script, inputs.cast, library, fingerprint, inputs.job_id,
+                               sampling_params(inputs.settings), inputs.settings.batching,
+                               line_ids=context_ids + sorted(wanted))
     takes = {ln.line_id: take for ln, take in inputs.context}
+    request = render.request
     turns = tuple(api.ContextTurn(spec.speaker, takes[spec.line_id].text, takes[spec.line_id].codes)
                   for spec in request.lines if spec.line_id in takes)
-    return replace(request, lines=tuple(spec for spec in request.lines if spec.line_id in wanted), context=turns)
+    return replace(render, request=replace(request, lines=tuple(spec for spec in request.lines
+                                                                 if spec.line_id in wanted), context=turns))
 
 
 def asked_of(inputs: RenderInputs) -> dict[str, Asked]:
@@ -137,69 +132,7 @@ def asked_of(inputs: RenderInputs) -> dict[str, Asked]:
             for ln in inputs.lines}
 
 
-class EncodeBridge(QObject):
-    """Lets the background step ask the engine thread to encode one clip and wait for its codes: the ask
-    crosses to the GUI thread (a queued signal), which starts the engine job; the answer comes back
-    through a queue the background step waits on."""
-
-    asked = Signal(str, str, object)
-    """(clip path, its name for the engine's log, reply queue)."""
-
-    def __init__(self, host: EngineHost, parent: QObject | None = None) -> None:
-        super().__init__(parent)
-        self.host = host
-        self._replies: dict[str, queue.Queue] = {}
-        self.asked.connect(self._start)
-        host.clip_encoded.connect(self._on_clip)
-        host.job_finished.connect(self._on_finished)
-        host.job_failed.connect(self._on_failed)
-
-    def encoder(self, task: Background, names: Mapping[str, str]):  # noqa: ANN201 - VoiceLibrary.codes' encoder
-        """`encoder(path) -> codes` for `VoiceLibrary.codes`; `names`: clip path -> "<voice id>/<clip id>"."""
-        def encode(path: Path) -> np.ndarray:
-            reply: queue.Queue = queue.Queue()
-            self.asked.emit(str(path), names.get(str(path), Path(path).name), reply)
-            while True:
-                if task.cancel.is_set():
-                    raise Cancelled()
-                try:
-                    answer = reply.get(timeout=0.05)
-                except queue.Empty:
-                    continue
-                if isinstance(answer, np.ndarray):
-                    return answer
-                raise answer
-        return encode
-
-    def _start(self, path: str, name: str, reply: queue.Queue) -> None:
-        job = self.host.new_job_id("encode")
-        self._replies[job] = reply
-        self.host.encode(api.EncodeRequest(job, (api.ClipToEncode(name, Path(path)),)))
-
-    def cancel(self) -> None:
-        for job in list(self._replies):
-            self.host.cancel(job)
-
-    def _on_clip(self, event: api.ClipEncoded) -> None:
-        reply = self._replies.pop(event.job_id, None)
-        if reply is not None:
-            reply.put(np.asarray(event.codes))
-
-    def _on_finished(self, event: api.JobFinished) -> None:
-        reply = self._replies.pop(event.job_id, None)
-        if reply is not None:  # ended without codes: cancelled
-            reply.put(Cancelled())
-
-    def _on_failed(self, event: api.JobFailed) -> None:
-        reply = self._replies.pop(event.job_id, None)
-        if reply is not None:
-            reply.put(UserError(event.error))
-
-
 class RenderFlow(QObject):
-    failed = Signal(str)
-    preparing = Signal(bool)
-    """True while the request is being built (clips hashed, missing codes encoded)."""
     notice = Signal(str)
     """Said once when a render starts without some of the lines asked for (their speakers have no voice)."""
 
@@ -212,27 +145,23 @@ class RenderFlow(QObject):
         """Lines the loaded engine renders at once (`ModelInfo.max_batch`): above 1 a render goes as its scenes."""
         self.on_server = False
         """The model is a server's (Settings ▸ Render on): it cannot apply a voice's LoRA."""
-        self._bridge = EncodeBridge(host, self)
-        self._task = Background("render-request", self)
-        self._task.done.connect(self._built)
 
     @property
     def busy(self) -> bool:
-        return self._task.running or self.session.busy
+        return self.session.busy
 
     def set_codec(self, fingerprint: str) -> None:
         """The loaded codec: cached codes of another codec are encoded again."""
         self.codec_fingerprint = fingerprint
 
     def render(self, lines: Sequence[Line], takes: int = 1) -> None:
-        """Start building the request for `lines` (`takes` of each, side by side); UserError (at once) for a cast to
-        fix first."""
+        """Start rendering `lines` (`takes` of each, side by side); UserError (at once) for a cast or a script to fix
+        first."""
         if self.busy or not lines:
             return
         d = self.document
         voices = {v.id: v for s in d.script.speakers if (v := d.voice_of(s)) is not None}
         inputs = gather(self.host.new_job_id("render"), lines, d.script, d.project, voices)
-        library, fingerprint, encoder = self.library, self.codec_fingerprint, self._bridge.encoder
         voices_used = {v.id: v for v in inputs.cast.values()}.values()
         if self.on_server:
             for voice in voices_used:
@@ -242,36 +171,8 @@ class RenderFlow(QObject):
         if inputs.left_out:
             speakers = list(dict.fromkeys(ln.speaker for ln in inputs.left_out))
             self.notice.emit(left_out_message(speakers, len(inputs.left_out)))
-        clip_paths = {v.id: [library.clip_path(v, c) for c in v.clips] for v in voices_used}
-        lora_paths = library.lora_paths(voices_used)
-        names = {str(p): f"{v.id}/{c.id}" for v in voices_used for c, p in zip(v.clips, clip_paths[v.id], strict=True)}
-
-        batches = self.max_batch > 1
-
-        def build(task: Background) -> RenderJob:
-            codes: dict[str, list[np.ndarray]] = {}
-            for voice in voices_used:
-                if task.cancel.is_set():
-                    raise Cancelled()
-                codes[voice.id] = library.codes(voice, encoder(task, names), fingerprint)
-            request = build_request(inputs, codes, clip_paths, lora_paths)
-            # an engine that runs one request at a time (the exact loop, a server, a fleet that plans the scenes
-            # itself) gets the render whole: its scenes sound the same either way (`split_request`)
-            pieces = split_request(request, takes) if batches or takes > 1 else [request]
-            return RenderJob(request, asked_of(inputs), tuple(pieces))
-
-        self._task.start(build)
-        self.preparing.emit(True)
+        render = build_render(inputs, self.library, self.codec_fingerprint)
+        self.session.start(RenderJob(render.request, asked_of(inputs), render.pieces(takes, self.max_batch > 1)))
 
     def cancel(self) -> None:
-        if self._task.running:
-            self._task.cancel.set()
-            self._bridge.cancel()
         self.session.cancel()
-
-    def _built(self, job: RenderJob | None, error: str) -> None:
-        self.preparing.emit(False)
-        if job is not None:
-            self.session.start(job)
-        elif error != "Cancelled.":
-            self.failed.emit(error)

@@ -16,8 +16,8 @@ A take records what the line was when it was asked (`RenderJob.asked`), not what
 arrives, so a line edited during its own render gets a take that is already stale, and a line deleted
 during it keeps the take (Undo brings both back).
 
-A render is one or more engine jobs at once (`RenderJob.pieces`: its scenes, and its takes of the same lines,
-`engine.plan.split_request`): the engine runs them side by side, each line's take lands where the line is as it
+A render is one or more engine jobs at once (`RenderJob.jobs`: its scenes, and its takes of the same lines,
+`engine.render.Render.pieces`): the engine runs them side by side, each line's take lands where the line is as it
 finishes, and only the one line that may grow at the end of the timeline streams (from one job). The render ends
 when its last job has; a failing job stops the others.
 """
@@ -33,6 +33,7 @@ from PySide6.QtCore import QObject, Signal
 
 from s2studio.audio.timeline import Timeline
 from s2studio.engine import api
+from s2studio.engine.render import Render
 from s2studio.state.project import Project, Take, now_iso
 from s2studio.ui.control.document import Document
 from s2studio.ui.control.pace import Pace
@@ -54,14 +55,11 @@ class Asked:
 @dataclass(frozen=True)
 class RenderJob:
     request: api.SynthesisRequest
+    """The lines asked for (compiled without the voices' references, which each job puts in)."""
     asked: dict[str, Asked] = field(hash=False)
     """line id -> what its take is asked for."""
-    pieces: tuple[api.SynthesisRequest, ...] = ()
-    """The jobs the engine runs side by side (scenes, takes); none: `request` alone."""
-
-    @property
-    def jobs(self) -> tuple[api.SynthesisRequest, ...]:
-        return self.pieces or (self.request,)
+    jobs: tuple[Render, ...] = field(hash=False)
+    """The render jobs the engine runs side by side (scenes, takes: `Render.pieces`)."""
 
 
 def lora_switch_message(speaker: str, seconds: float) -> str:
@@ -169,14 +167,14 @@ class RenderSession(QObject):
         self._project = self.document.project
         self.pending = {}
         for piece in job.jobs:
-            for ln in piece.lines:
+            for ln in piece.request.lines:
                 self.pending[ln.line_id] = self.pending.get(ln.line_id, 0) + 1
         self.running = {piece.job_id for piece in job.jobs}
         self._streamer, self._cancelled, self._error = {}, False, ""
         self.live, self.done_lines = None, 0
         self.pace = Pace({ln.line_id: len(ln.text) for ln in job.request.lines}, started=time.monotonic())
         for piece in job.jobs:
-            self.host.generate(piece)
+            self.host.submit(piece.job_id, piece.work)
         self.busy_changed.emit(True)
         self.rendering_changed.emit(tuple(self.pending))
 

@@ -1,9 +1,8 @@
 """A voice's preview: a fixed test sentence rendered with the voice by the loaded model, so that a person hears
 the clone before casting it. QtCore only.
 
-The render takes the studio's own path: the voice's codes from the library's cache (its clips encoded on the
-engine thread when missing, `EncodeBridge`), one request compiled by `engine.plan`, the job run by the engine
-host. The sentence, the seed and the sampler are fixed, so the audio depends only on the voice (its clips and
+The render takes the studio's own path: one render job (`engine.render.Render`: the voice's codes from the
+library's cache, its clips encoded on the engine thread when missing, then the stream) run by the engine host. The sentence, the seed and the sampler are fixed, so the audio depends only on the voice (its clips and
 transcripts, `voice_key`) and the model; it is kept in the user cache under both
 (`paths.cache_dir()/previews/<voice>-<model>.wav`, written through `state.atomic`) and played from there the
 next time, with no render.
@@ -22,13 +21,12 @@ from PySide6.QtCore import QObject, Signal
 from s2studio import paths
 from s2studio.audio.io import write_wav
 from s2studio.engine import api
-from s2studio.engine.plan import compile_request, lora_digest
-from s2studio.errors import Cancelled, UserError
+from s2studio.engine.plan import lora_digest
+from s2studio.engine.render import render_for_script
+from s2studio.errors import UserError
 from s2studio.state.script import parse_script
 from s2studio.state.staleness import voice_key
 from s2studio.state.voices import Voice, VoiceLibrary
-from s2studio.ui.control.background import Background
-from s2studio.ui.control.render import EncodeBridge
 from s2studio.worker import EngineHost
 
 logger = logging.getLogger(__name__)
@@ -61,9 +59,6 @@ class VoicePreview(QObject):
         super().__init__(parent)
         self.host, self.library = host, library
         self.info: api.ModelInfo | None = None
-        self._bridge = EncodeBridge(host, self)
-        self._task = Background("voice-preview", self)
-        self._task.done.connect(self._built)
         self.job_id: str | None = None
         self._voice: Voice | None = None
         self._lora: Path | None = None
@@ -74,7 +69,7 @@ class VoicePreview(QObject):
 
     @property
     def busy(self) -> bool:
-        return self._task.running or self.job_id is not None
+        return self.job_id is not None
 
     def _model_ready(self, event: api.ModelReady) -> None:
         self.info = event.info
@@ -93,43 +88,24 @@ class VoicePreview(QObject):
         if cached.is_file():
             self.ready.emit(voice.id, cached)
             return cached
-        self._voice, self._lora = voice, lora
-        library, fingerprint = self.library, info.codec_fingerprint
-        names = {str(library.clip_path(voice, c)): f"{voice.id}/{c.id}" for c in voice.clips}
-        clip_paths = {voice.id: [library.clip_path(voice, c) for c in voice.clips]}
-        speaks_with = lora if lora is not None else library.lora_path(voice)
-        lora_paths = {voice.id: speaks_with} if speaks_with is not None else None
-        job_id = self.host.new_job_id("preview")
-
-        def build(task: Background) -> api.SynthesisRequest:
-            codes = library.codes(voice, self._bridge.encoder(task, names), fingerprint)
-            if task.cancel.is_set():
-                raise Cancelled()
-            script = parse_script(f"{SPEAKER}: {SENTENCE}")
-            return compile_request(script, {SPEAKER: voice}, {voice.id: codes}, job_id,
-                                   api.SamplingParams(seed=SEED), clip_paths=clip_paths, lora_paths=lora_paths)
-
-        self._task.start(build)
+        speaks_with = lora if lora is not None else self.library.lora_path(voice)
+        try:
+            render = render_for_script(parse_script(f"{SPEAKER}: {SENTENCE}"), {SPEAKER: voice}, self.library,
+                                       info.codec_fingerprint, self.host.new_job_id("preview"),
+                                       api.SamplingParams(seed=SEED),
+                                       lora_paths={voice.id: speaks_with} if speaks_with is not None else {})
+        except UserError as exc:
+            self.message.emit(f"Cannot render the preview: {exc}")
+            return None
+        self._voice, self._lora, self.job_id = voice, lora, render.job_id
+        self.host.submit(render.job_id, render.work)
         self.busy_changed.emit(True)
         self.message.emit(f"Rendering a preview of “{voice.name}”…")
         return None
 
     def cancel(self) -> None:
-        if self._task.running:
-            self._task.cancel.set()
-            self._bridge.cancel()
         if self.job_id is not None:
             self.host.cancel(self.job_id)
-
-    def _built(self, request: api.SynthesisRequest | None, error: str) -> None:
-        if request is None:
-            self._voice = None
-            self.busy_changed.emit(False)
-            if error != "Cancelled.":
-                self.message.emit(f"Cannot render the preview: {error}")
-            return
-        self.job_id = request.job_id
-        self.host.generate(request)
 
     def _line_finished(self, event: api.LineFinished) -> None:
         if event.job_id != self.job_id or self._voice is None or self.info is None:
