@@ -46,7 +46,7 @@ def test_best_of_two_keeps_the_clean_take_and_the_report_says_why(tmp_path: Path
     engine = SpeakingEngine()
     engine.fault = lambda line_id, attempt: faults[(LINES.index(engine.texts[line_id]), attempt)]
     report = tmp_path / "report.jsonl"
-    assert render(tmp_path, engine, "--takes", "2", "--check", str(report)) == 0
+    assert render(tmp_path, engine, "--takes", "2", "--pick", "best", "--check", str(report)) == 0
     lines = [json.loads(row) for row in report.read_text("utf-8").splitlines()]
     assert [r["line"] for r in lines] == [1, 2] and [len(r["takes"]) for r in lines] == [2, 2]
     assert lines[0]["kept"] == 2 and lines[0]["verdict"] == "passed"

@@ -507,3 +507,37 @@ def test_speakers_named_like_a_voice_need_no_cast(tmp_path: Path, data_dir: Path
     assert render(["--script", str(path), "--cast", "Carol=Cleo", "--out", str(tmp_path / "n.wav")], lambda: rec) == 0
     assert "warning" not in capsys.readouterr().err
     assert len(takes(rec)) == 3
+
+
+def test_takes_go_each_to_its_own_files_at_once(tmp_path: Path, script: Path, data_dir: Path, capsys) -> None:
+    """`--takes 3` without --pick: every output once per take (`mix_take1.wav` …), the takes side by side on the
+    batch; take k draws line i with seed + (k - 1)·lines + i, so take 1 is the plain render and take 2 the plain
+    render seeded 4 further on (the script has 4 lines)."""
+    class Counting(FakeEngine):
+        """Counts the streams that run at once."""
+
+        def stream(self, request, cancel):
+            self.now = getattr(self, "now", 0) + 1
+            self.most_at_once = max(getattr(self, "most_at_once", 0), self.now)
+            try:
+                yield from super().stream(request, cancel)
+            finally:
+                self.now -= 1
+
+    engine = Counting()
+    outs = ["--out", str(tmp_path / "mix.wav"), "--srt", str(tmp_path / "subs.srt"), "--seed", "5"]
+    assert render(["--script", str(script), *CAST, *outs, "--takes", "3"], lambda: engine) == 0
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix in (".wav", ".srt")) == [
+        "mix_take1.wav", "mix_take2.wav", "mix_take3.wav", "subs_take1.srt", "subs_take2.srt", "subs_take3.srt"]
+    assert "rendered 4 line(s) × 3 takes" in capsys.readouterr().err
+    assert engine.most_at_once >= 3  # the three passes' streams ran side by side
+    mixes = [sf.read(str(tmp_path / f"mix_take{k}.wav"))[0] for k in (1, 2, 3)]
+    for k, seed in ((1, 5), (2, 9)):
+        plain = tmp_path / f"plain{k}"
+        plain.mkdir()
+        assert render(["--script", str(script), *CAST, "--out", str(plain / "mix.wav"), "--seed", str(seed)],
+                      FakeEngine) == 0
+        assert np.array_equal(sf.read(str(plain / "mix.wav"))[0], mixes[k - 1])
+    assert not np.array_equal(mixes[0], mixes[1])
+    with pytest.raises(UserError, match="--check and --strict judge the takes to keep one of each line; add --pick"):
+        render(["--script", str(script), *CAST, *outs, "--takes", "2", "--strict"], FakeEngine)

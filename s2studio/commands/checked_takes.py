@@ -1,7 +1,9 @@
-"""`synth --script` with checked takes: `--takes N` renders every line N times, `--pick best` keeps each line's
-take that the checks rank best (`state.take_check.best`), `--check FILE` writes one JSON object per line of the
-script (every take's verdict, scores and reasons, and which take was kept), `--strict` exits 1 when a kept take
-failed a check. Without any of them nothing is checked and a render costs what it did.
+"""`synth --script` with takes: `--takes N` renders every line N times at once (side by side on the batch) and
+writes each take as its own files (`take_path`: `mix_take1.wav` … `mix_takeN.wav`); `--pick best` keeps instead each
+line's take that the checks rank best (`state.take_check.best`) in one set of files, `--pick first` the first;
+`--check FILE` writes one JSON object per line of the script (every take's verdict, scores and reasons, and which
+take was kept), `--strict` exits 1 when a kept take failed a check. Without --pick, --check or --strict nothing is
+checked and a render costs what it did.
 
 The checks run in this process once the takes are made (the command line has its model loaded already; the
 studio runs them in a process of their own). The N takes are N passes over the script, each pass with its own
@@ -38,7 +40,8 @@ class Picking:
     """What `--takes`, `--pick`, `--check` and `--strict` ask for."""
 
     takes: int = 1
-    pick: str = "best"
+    pick: str | None = None
+    """None: every take is written (`each_take`); "best" or "first": one take of each line is kept."""
     report: Path | None = None
     strict: bool = False
     asr: AsrSettings = AsrSettings(DEFAULT_MODEL)
@@ -47,13 +50,19 @@ class Picking:
     def checking(self) -> bool:
         return self.report is not None or self.strict or (self.takes > 1 and self.pick == "best")
 
+    @property
+    def each_take(self) -> bool:
+        """Every take goes to its own files (`take_path`)."""
+        return self.takes > 1 and self.pick is None
+
 
 def add_arguments(add: Callable[..., None]) -> None:
     """The options, through script_render's `add` (into its argument group)."""
     add("--takes", type=int, default=1, metavar="N",
-        help=f"render every line N times (at most {MAX_TAKES}) and keep one take of each (see --pick)")
-    add("--pick", default="best", metavar="best|first",
-        help="which of a line's takes to keep: best (the one the take checks rank best) or first (default best)")
+        help=f"render every line N times at once (at most {MAX_TAKES}; side by side with --fast): each take to its own "
+             "files, NAME_take1.wav … NAME_takeN.wav (every output so named), or one set with --pick")
+    add("--pick", default=None, metavar="best|first",
+        help="keep one take of each line in one set of files: best (the one the take checks rank best) or first")
     add("--check", type=Path, metavar="FILE.jsonl",
         help="check every take (words heard, pace, fade, cut-off end, runaway, pauses, clipping, voice) and write "
              "one JSON object per line: each take's verdicts, scores and reasons, and the take kept")
@@ -64,13 +73,16 @@ def add_arguments(add: Callable[..., None]) -> None:
 
 def picking_from_args(args: argparse.Namespace, batching: str) -> Picking:
     """The options, refused before the slow load when they cannot work."""
-    picking = Picking(getattr(args, "takes", 1), getattr(args, "pick", "best"), getattr(args, "check", None),
+    picking = Picking(getattr(args, "takes", 1), getattr(args, "pick", None), getattr(args, "check", None),
                       bool(getattr(args, "strict", False)),
                       AsrSettings(getattr(args, "check_asr_model", DEFAULT_MODEL) or DEFAULT_MODEL))
     if not 1 <= picking.takes <= MAX_TAKES:
         raise UserError(f"--takes must be between 1 and {MAX_TAKES}, got {picking.takes}")
-    if picking.pick not in PICKS:
+    if picking.pick is not None and picking.pick not in PICKS:
         raise UserError(f"unknown --pick {picking.pick!r}; use best or first")
+    if picking.each_take and (picking.report is not None or picking.strict):
+        raise UserError("--check and --strict judge the takes to keep one of each line; add --pick best, or leave "
+                        "them out to write every take")
     if picking.checking and batching != "line":
         raise UserError("the take checks judge one line at a time; render with --batching line")
     check_file(picking.report, "--check")
@@ -84,20 +96,28 @@ def voice_clips(library: VoiceLibrary, voice: Voice) -> tuple[Any, ...]:
     return tuple(Clip(str(library.clip_path(voice, c)), c.transcript) for c in voice.clips)
 
 
+def take_path(path: Path, take: int) -> Path:
+    """Where take `take` (from 1) of an output goes: `mix.wav` -> `mix_take1.wav`, a folder `stems` -> `stems_take1`."""
+    return path.with_name(f"{path.stem}_take{take}{path.suffix}")
+
+
 def render_takes(generate: Callable[[Sequence[SynthesisRequest]], list[list[LineFinished]]], request: SynthesisRequest,
                  picking: Picking, clips: Mapping[str, tuple[Any, ...]], quiet: bool = False
-                 ) -> tuple[list[LineFinished], list[dict[str, Any]]]:
-    """Every line's kept take, in the order the engine gave them, and the report of each line (empty when
-    nothing is checked). `clips`: line id -> its voice's clips. `generate` renders the passes (side by side where
-    the engine batches) and gives each pass's takes in script order."""
+                 ) -> tuple[list[list[LineFinished]], list[dict[str, Any]]]:
+    """The takes of each set of files to write, every line's in the order the engine gave them (every pass with
+    `each_take`, else the kept take of each line), and the report of each line (empty when nothing is checked).
+    `clips`: line id -> its voice's clips. `generate` renders the passes (side by side where the engine batches) and
+    gives each pass's takes in script order."""
     asked = []
     for k in range(picking.takes):
         seed = request.sampling.seed
         sampling = replace(request.sampling, seed=None if seed is None else seed + k * len(request.lines))
         asked.append(replace(request, job_id=f"{request.job_id}-take{k + 1}", sampling=sampling))
     passes = generate(asked)
+    if picking.each_take:
+        return passes, []
     if not picking.checking:
-        return passes[0], []
+        return [passes[0]], []
     from s2studio.checks.checker import Checker, CheckJob  # noqa: PLC0415 - whisper and the voice encoder
 
     checker = Checker(CheckSettings(), picking.asr)
@@ -118,7 +138,7 @@ def render_takes(generate: Callable[[Sequence[SynthesisRequest]], list[list[Line
         reports.append(line_report(number, first.line_id, texts[first.line_id], takes, results, index))
     if not quiet:
         print(file=sys.stderr)
-    return kept, reports
+    return [kept], reports
 
 
 def line_report(number: int, line_id: str, text: str, takes: Sequence[LineFinished], results: Sequence[TakeCheck],

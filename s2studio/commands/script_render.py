@@ -46,7 +46,7 @@ EngineFactory = Callable[[], Engine]
 SCRIPT_ONLY = (("--cast", "cast", []), ("--stems", "stems", None), ("--srt", "srt", None), ("--vtt", "vtt", None),
                ("--events", "events", None), ("--gap", "gap", LINE_GAP_S), ("--normalize", "normalize", "none"),
                ("--title", "title", None), ("--cue", "cue", None), ("--chapters", "chapters", None),
-               ("--stems-format", "stems_format", None), ("--takes", "takes", 1), ("--pick", "pick", "best"),
+               ("--stems-format", "stems_format", None), ("--pick", "pick", None),
                ("--check", "check", None), ("--strict", "strict", False),
                ("--check-asr-model", "check_asr_model", DEFAULT_MODEL), ("--server", "server", []),
                ("--local-slots", "local_slots", None), ("--yes", "yes", False), ("--server-key", "server_key", ""),
@@ -224,7 +224,7 @@ def _check(events: Iterable[Event]) -> Iterator[Event]:
         yield ev
 
 
-def _load(engine: Engine, args: argparse.Namespace, log: EventLog) -> ModelInfo:
+def load_model(engine: Engine, args: argparse.Namespace, log: EventLog) -> ModelInfo:
     request = LoadRequest("load", Path(args.model), device=args.device, precision=args.precision,
                           threads=getattr(args, "threads", None) or 0, quantize=getattr(args, "quantize", "none"),
                           speed=speed_of(args, getattr(args, "fast", False)),
@@ -238,7 +238,7 @@ def _load(engine: Engine, args: argparse.Namespace, log: EventLog) -> ModelInfo:
     return info
 
 
-def _generate(engine: Engine, renders: Sequence[Render], log: EventLog,
+def run_renders(engine: Engine, renders: Sequence[Render], log: EventLog,
               bar: ProgressBar) -> dict[str, list[LineFinished]]:
     """Every render on one scheduler (side by side, as many at once as the engine runs); job id -> its takes.
     The first failure cancels the others and is the error. The clips encoded on the way go to the events log."""
@@ -283,7 +283,7 @@ def _passes(engine: Engine, render: Render, passes: Sequence[SynthesisRequest], 
     in script order. A fleet, which plans the scenes itself, gets each pass whole."""
     batches = int(getattr(engine, "max_batch", 1) or 1) > 1 and not getattr(engine, "plans_scenes", False)
     pieces = [replace(render, request=request).pieces(batches=batches) for request in passes]
-    by_job = _generate(engine, [p for scenes in pieces for p in scenes], log, bar)
+    by_job = run_renders(engine, [p for scenes in pieces for p in scenes], log, bar)
     return [[take for p in scenes for take in by_job[p.job_id]] for scenes in pieces]
 
 
@@ -329,8 +329,9 @@ def _rendered_lines(script: Script, request: SynthesisRequest, takes: Sequence[L
     return out
 
 
-def _export(lines: list, outputs: _Outputs, settings: Any, log: EventLog, bar: ProgressBar) -> Any:
-    """`export` and the events log, staged in one `OutputSet` and committed together: all or nothing."""
+def _export(sets: Sequence[tuple[_Outputs, list]], settings: Any, log: EventLog, bar: ProgressBar) -> list[Any]:
+    """`export` of each set of lines to its outputs, and the events log, staged in one `OutputSet` and committed
+    together: all or nothing."""
     from s2studio.audio.export import export
 
     def progress(fraction: float, what: str) -> None:
@@ -339,9 +340,9 @@ def _export(lines: list, outputs: _Outputs, settings: Any, log: EventLog, bar: P
 
     files = OutputSet()
     try:
-        result = export(lines, settings, out=outputs.out, stems_dir=outputs.stems, clips_dir=outputs.clips,
-                        srt=outputs.srt, vtt=outputs.vtt, cue=outputs.cue, chapters_dir=outputs.chapters, into=files,
-                        progress=progress)
+        results = [export(lines, settings, out=outputs.out, stems_dir=outputs.stems, clips_dir=outputs.clips,
+                          srt=outputs.srt, vtt=outputs.vtt, cue=outputs.cue, chapters_dir=outputs.chapters,
+                          into=files, progress=progress) for outputs, lines in sets]
         if bar.enabled:
             print(file=sys.stderr)
         log.stage(files)
@@ -349,13 +350,13 @@ def _export(lines: list, outputs: _Outputs, settings: Any, log: EventLog, bar: P
     except BaseException:
         files.discard()
         raise
-    return result
+    return results
 
 
 _jobs = itertools.count(1)
 
 
-def _default_engine() -> Engine:
+def default_engine() -> Engine:
     from s2studio.engine.s2 import S2Engine
 
     return S2Engine()
@@ -399,10 +400,10 @@ def run_script(args: argparse.Namespace, engine_factory: EngineFactory | None = 
     bar = ProgressBar(sys.stderr, enabled=not quiet and sys.stderr.isatty())
     log = EventLog(outputs.events)
     try:
-        local = engine_factory or _default_engine
+        local = engine_factory or default_engine
         engine = fleet_args.fleet_engine(args, local) or local()
         t0 = time.perf_counter()
-        info = _load(engine, args, log)
+        info = load_model(engine, args, log)
         if bar.enabled:
             print(f"loaded {info.name} on {info.device} ({info.settings_text()}) in "
                   f"{time.perf_counter() - t0:.1f} s", file=sys.stderr)
@@ -420,7 +421,6 @@ def run_script(args: argparse.Namespace, engine_factory: EngineFactory | None = 
         for line in fleet_args.status_lines(engine):  # per engine: lines, failures, speed; what moved work
             if not quiet:
                 print(line, file=sys.stderr)
-        lines = _rendered_lines(script, request, takes, cast)
         voices = tuple(dict.fromkeys(cast[ln.speaker].name for ln in script.lines))
         title = args.title if args.title is not None else (script.headings[0].text if script.headings
                                                            else Path(args.script).stem)
@@ -430,15 +430,36 @@ def run_script(args: argparse.Namespace, engine_factory: EngineFactory | None = 
                                   bitrate_kbps=getattr(args, "bitrate", None),
                                   subtitle_tags=bool(getattr(args, "subtitle_tags", False)),
                                   stems_format=outputs.stems_format)  # type: ignore[arg-type]
-        result = _export(lines, outputs, settings, log, bar)
+        sets = [(_take_outputs(outputs, k) if picking.each_take else outputs,
+                 _rendered_lines(script, request, kept, cast)) for k, kept in enumerate(takes, 1)]
+        results = _export(sets, settings, log, bar)
     except BaseException:
         bar.close()
         raise
-    seconds = result.samples / SAMPLE_RATE
-    audio_s = sum(len(t.audio) for t in takes) / SAMPLE_RATE
-    frames = sum(int(t.codes.shape[1]) for t in takes)
+    made = [t for kept in takes for t in kept]
+    seconds = sum(r.samples for r in results) / SAMPLE_RATE
+    audio_s = sum(len(t.audio) for t in made) / SAMPLE_RATE
+    frames = sum(int(t.codes.shape[1]) for t in made)
     rtf = render_s / audio_s if audio_s else 0.0
-    written = [printable(p) for p in (outputs.out, outputs.srt, outputs.vtt, outputs.events) if p is not None]
+    written = [w for (out, lines), result in zip(sets, results, strict=True) for w in _written(out, lines, result)]
+    if outputs.events is not None:
+        written.append(printable(outputs.events))
+    each = f" × {len(takes)} takes" if picking.each_take else ""
+    print(f"rendered {len(takes[0])} line(s){each}, {frames} frames, {seconds:.2f} s in {render_s:.1f} s "
+          f"(RTF {rtf:.2f}) -> {', '.join(written)}", file=sys.stderr)
+    return checked_takes.finish(picking, reports)
+
+
+def _take_outputs(outputs: _Outputs, take: int) -> _Outputs:
+    """The outputs of take `take` when every take is written (`checked_takes.take_path`); one events log for all."""
+    named = {f: checked_takes.take_path(p, take) for f in ("out", "stems", "clips", "srt", "vtt", "cue", "chapters")
+             if (p := getattr(outputs, f)) is not None}
+    return replace(outputs, **named)
+
+
+def _written(outputs: _Outputs, lines: list, result: Any) -> list[str]:
+    """What one set of outputs holds, as the summary line names it."""
+    written = [printable(p) for p in (outputs.out, outputs.srt, outputs.vtt) if p is not None]
     if outputs.stems is not None:
         speakers = len({ln.speaker for ln in lines})
         written.append(f"{speakers} speaker stem{'s' * (speakers != 1)} in {printable(outputs.stems)}")
@@ -449,6 +470,4 @@ def run_script(args: argparse.Namespace, engine_factory: EngineFactory | None = 
         written.append(f"{n} chapter file{'s' * (n != 1)} in {printable(outputs.chapters)}")
     if outputs.cue is not None:
         written.append(printable(outputs.cue))
-    print(f"rendered {len(takes)} line(s), {frames} frames, {seconds:.2f} s in {render_s:.1f} s (RTF {rtf:.2f})"
-          f" -> {', '.join(written)}", file=sys.stderr)
-    return checked_takes.finish(picking, reports)
+    return written

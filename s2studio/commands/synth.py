@@ -18,6 +18,7 @@ import numpy as np
 from s2studio.commands.outputs import audio_bytes, check_file, check_folder, decoded_speech, make_folder, npy_bytes
 from s2studio.commands.script_render import SCRIPT_ONLY, add_script_arguments, run_script, sampling_from_args
 from s2studio.commands.setting_args import choice_option, number_option, speed_of, speed_option
+from s2studio.commands.synth_takes import check_takes, run_takes
 from s2studio.engine.api import FRAME_SAMPLES, PRECISIONS, QUANTIZE_MODES, SAMPLE_RATE
 from s2studio.errors import UserError, printable
 from s2studio.settings import CHOICES, LIMITS
@@ -186,12 +187,18 @@ def run(args: argparse.Namespace) -> int:
     if args.quantize not in QUANTIZE_MODES:
         raise UserError(f"unknown --quantize {args.quantize!r}; use {_or(QUANTIZE_MODES)}")
     out_format = _check_outputs(args)
+    check_takes(args)
 
     # every reference is read and checked before the (slow) load, so that a bad one fails at once
     config = load_config(check_model_folder(args.model))
     given = {path: check_codes(_read_codes(path), f"reference codes {path}", config.num_codebooks,
                                config.codebook_size)
              for kind, path, _ in sources if kind == "codes"}
+    if args.takes > 1:
+        for kind, path, _ in sources:
+            if kind == "clip":
+                load_reference(path)  # a clip that is not audio fails before the load, as below
+        return run_takes(args, text, sources, given, sampling, out_format)
     clips = {path: load_reference(path) for kind, path, _ in sources if kind == "clip"}
     t0 = time.perf_counter()
     runtime = load_runtime(args.model, device=args.device, precision=args.precision, quantize=args.quantize,

@@ -149,7 +149,7 @@ def scene_starts(script: Script) -> frozenset[str]:
 
 
 MAX_TAKES = 8
-"""The most takes of a line asked for at once (the studio's Render N takes, `synth --takes`)."""
+"""The most takes of a line asked for at once (the studio's Render N takes)."""
 
 
 def split_request(request: SynthesisRequest, takes: int = 1) -> list[SynthesisRequest]:

@@ -38,7 +38,8 @@ class Render:
     """Compiled without the voices' references (the job puts them in); its job id is the job's."""
     voices: tuple[Voice, ...]
     """Voice i speaks as speaker i: its clips become the references of index i, after the inline ones."""
-    library: VoiceLibrary = field(compare=False)
+    library: VoiceLibrary | None = field(compare=False)
+    """Where the voices' clips and cached codes are (None: no voices, only inline references)."""
     fingerprint: str
     """The loaded codec's: codes cached under another codec are encoded again."""
     inline: InlineReferences | None = field(default=None, compare=False)
@@ -59,9 +60,14 @@ class Render:
         """The scheduler's `Work`: the references (encoding what no cache holds), then the stream."""
         encoder = engine_encoder(engine, cancel)
         inline = tuple(self.inline(engine, cancel)) if self.inline is not None else ()
-        codes = voice_codes(self.library, self.voices, encoder, self.fingerprint)
-        paths = {v.id: [self.library.clip_path(v, c) for c in v.clips] for v in self.voices}
-        references = (*self.request.references, *inline, *voice_references(self.voices, codes, paths))
+        voices: tuple[Reference, ...] = ()
+        if self.voices:
+            if self.library is None:
+                raise ValueError("a render with voices needs their library")
+            codes = voice_codes(self.library, self.voices, encoder, self.fingerprint)
+            paths = {v.id: [self.library.clip_path(v, c) for c in v.clips] for v in self.voices}
+            voices = voice_references(self.voices, codes, paths)
+        references = (*self.request.references, *inline, *voices)
         yield from synthesis(engine, replace(self.request, job_id=job_id, references=references), cancel)
 
 
