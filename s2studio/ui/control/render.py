@@ -16,12 +16,9 @@ from __future__ import annotations
 
 import logging
 from bisect import bisect_left
-import queue
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 
-import numpy as np
 from PySide6.QtCore import QObject, Signal
 
 from s2studio.engine import api, plan
