@@ -1,5 +1,7 @@
 """`s2studio synth` with reference clips as audio and speech written as audio: a clip given with
---reference conditions exactly like its codes given with --reference-codes, and --out holds every frame."""
+--reference conditions exactly like its codes given with --reference-codes, and --out holds every frame; `--takes N`
+runs N takes at once on the batch (`--fast`), each to its own files, take k the plain command's codes with
+seed + k - 1."""
 
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ def clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def synth(model_dir: Path, *args: str) -> int:
+def synth(model_dir: Path, *args: object) -> int:
     return main(["synth", "--model", str(model_dir), "--text", TEXT, "--seed", "4", "--threads", "1",
                  "--max-new-tokens", "6", "--chunk-length", "20", "-q", *map(str, args)])
 
@@ -89,3 +91,42 @@ def test_bad_reference_and_out_give_one_line(model_dir: Path, clip: Path, tmp_pa
     assert "cannot tell the format of speech.xyz" in capsys.readouterr().err
     assert synth(model_dir, "--out", tmp_path / "missing" / "a.wav") == 2
     assert "folder" in capsys.readouterr().err
+
+
+def fast(model_dir: Path, clip: Path, *args: object) -> int:
+    """`synth` on the fast path (where takes run side by side) with the clip as its one reference."""
+    return synth(model_dir, "--device", "cpu", "--precision", "fp32", "--fast", "--reference", clip,
+                 "--reference-text", "A voice.", *args)
+
+
+def test_takes_run_at_once_and_each_is_the_plain_command_with_its_seed(model_dir: Path, clip: Path, tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    takes = tmp_path / "takes"
+    takes.mkdir()
+    assert fast(model_dir, clip, "--seed", "4", "--takes", "3", "--out", takes / "speech.wav",
+                 "--codes-out", takes / "codes.npy") == 0
+    assert sorted(p.name for p in takes.iterdir()) == [f"{name}_take{k}.{ext}" for name, ext in
+                                                       (("codes", "npy"), ("speech", "wav")) for k in (1, 2, 3)]
+    assert "3 takes (3 at once)" in capsys.readouterr().err
+    codes = [np.load(takes / f"codes_take{k}.npy") for k in (1, 2, 3)]
+    for k, c in enumerate(codes, 1):
+        assert sf.info(str(takes / f"speech_take{k}.wav")).frames == c.shape[1] * 2048
+    assert not all(np.array_equal(codes[0], c) for c in codes[1:])
+    for k, seed in ((1, 4), (2, 5)):
+        plain = tmp_path / f"plain{seed}.npy"
+        assert fast(model_dir, clip, "--seed", seed, "--codes-out", plain) == 0
+        assert np.array_equal(np.load(plain), codes[k - 1]), k
+
+
+def test_takes_are_refused_where_they_cannot_work(model_dir: Path, clip: Path, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    def error(*args: object) -> str:
+        assert fast(model_dir, clip, *args) == 2
+        return capsys.readouterr().err.strip().removeprefix("s2studio synth: error: ")
+
+    assert error("--takes", "0", "--out", tmp_path / "a.wav") == "--takes must be between 1 and 16, got 0"
+    assert error("--takes", "2") == ("--takes writes each take to its own files; give --out FILE and/or "
+                                     "--codes-out FILE.npy")
+    assert error("--takes", "2", "--pick", "best", "--out", tmp_path / "a.wav").startswith(
+        "--pick belongs to a --script render")
+    assert list(tmp_path.iterdir()) == []
