@@ -50,8 +50,8 @@ class Render:
 
     def pieces(self, takes: int = 1, batches: bool = True) -> tuple[Render, ...]:
         """The jobs a batching engine runs side by side (`plan.split_request`: its scenes, and `takes` of its
-        lines). An engine that runs one request at a time (the exact loop, a server, a fleet that plans the scenes
-        itself) gets one take whole: its scenes sound the same either way."""
+        lines). An engine that runs one request at a time (`batches` off: the exact loop, a server, a fleet that
+        plans the scenes itself) gets a render of one take whole: its scenes sound the same either way."""
         if takes == 1 and not batches:
             return (self,)
         return tuple(replace(self, request=piece) for piece in split_request(self.request, takes))
