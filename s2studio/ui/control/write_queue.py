@@ -42,7 +42,7 @@ class WriteQueue(QObject):
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self._task = Background("project-writer", self)
+        self._task = Background("project-writer", self, keep_thread=True)
         self._task.done.connect(self._done)
         self._task.progress.connect(self.progress)
         self._waiting: deque[Job] = deque()
