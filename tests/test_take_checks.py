@@ -118,6 +118,20 @@ def result(*verdicts: str, score: float = 1.0) -> TakeCheck:
     return TakeCheck(tuple(CheckResult(f"c{i}", v, score, None, v) for i, v in enumerate(verdicts)), "k")
 
 
+def test_pace_is_judged_against_the_voices_clips_and_the_lines_around_it() -> None:
+    from s2studio.checks.signal import pace_check  # noqa: PLC0415
+
+    s = CheckSettings()
+    like_neighbours = pace_check(6.0, 4.0, 6.0, s)  # as fast as its chapter, half again its voice's own pace
+    assert like_neighbours.verdict == "warning"
+    assert like_neighbours.reason == ("too fast: 6.0 syllables/s against 4.0 for this voice's clips and 6.0 for the "
+                                      "lines around it")
+    rushed = pace_check(4.0, 4.0, 8.0, s)  # its voice's pace, half its neighbours'
+    assert (rushed.verdict, rushed.reason.split(":")[0]) == ("failed", "too slow")
+    assert pace_check(4.0, None, 4.2, s).verdict == "passed"
+    assert pace_check(4.0, None, None, s).verdict == "skipped"
+
+
 def test_the_best_take_has_fewest_failures_then_warnings_then_the_highest_score() -> None:
     takes = [(0, result("failed", "passed")), (1, None), (2, result("passed", "warning")),
              (3, result("passed", "warning", score=0.5)), (4, result("failed", "failed"))]

@@ -83,11 +83,11 @@ class Checker:
         speech = signal.find_speech(samples, job.rate)
         s = self.settings
         facts = [self._clip(c) for c in job.clips]
-        references = [f.pace for f in facts if f.pace is not None] + list(job.neighbour_paces)
+        clip_paces = [f.pace for f in facts if f.pace is not None]
         checks = [
             self._words(job.text, samples, job.rate),
-            signal.pace_check(signal.pace_of(job.text, speech),
-                              statistics.median(references) if references else None, s),
+            signal.pace_check(signal.pace_of(job.text, speech), statistics.median(clip_paces) if clip_paces else None,
+                              statistics.median(job.neighbour_paces) if job.neighbour_paces else None, s),
             signal.fade_check(samples, speech, s),
             signal.end_check(speech, s),
             signal.runaway_check(len(samples), job.max_frames),

@@ -9,7 +9,8 @@ and what the fault it is for measures, nearer the clean side only where the faul
   "color"), which counts as half an error; so up to 0.12 word error rate passes and 0.30 fails. A word of the line
   missing, a tag read aloud, or three words added in a row fail whatever the rate: those are the model's faults,
   not the recognizer's (a recognizer mishears; it rarely drops or invents a word).
-- pace: clean takes are within 15 % of their voice's clips; a take 35 % faster or slower warns, 80 % fails.
+- pace: clean takes are within 15 % of their voice's clips; a take 35 % faster or slower warns, 80 % fails. It is
+  judged against the voice's clips and against the picked takes of the lines around it, the worse one standing.
 - fade: clean takes' last third is within ±3 dB of their first; 4 dB quieter warns, 6 dB fails (the fault the
   issue names fades 12 dB over the line, which measures 7–9 dB between the thirds).
 - end: a take whose last 20 ms are within 25 dB of its speech, with less than 30 ms of quiet after its last sound,
@@ -28,8 +29,9 @@ from dataclasses import asdict, dataclass
 
 from s2studio.state.schema import dataclass_kind
 
-CHECKER_VERSION = 1
-"""Raised when a check measures differently: every stored result is then made again."""
+CHECKER_VERSION = 2
+"""Raised when a check measures differently: every stored result is then made again (2: pace judged against
+the lines around it too)."""
 
 
 @dataclass(frozen=True)

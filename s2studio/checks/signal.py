@@ -102,17 +102,23 @@ def pace_of(text: str, speech: Speech) -> float | None:
     return n / talking if n >= MIN_PACE_SYLLABLES and talking > 0.3 else None
 
 
-def pace_check(pace: float | None, reference: float | None, settings: CheckSettings) -> CheckResult:
+def pace_check(pace: float | None, clips: float | None, neighbours: float | None,
+               settings: CheckSettings) -> CheckResult:
+    """The take's pace against the voice's own clips and against the lines around it (same speaker): each
+    comparison there is judges it, and the worse verdict stands (a take can match a fast chapter and still be
+    twice its voice's speed, or match the voice and rush against its neighbours)."""
     if pace is None:
         return CheckResult("pace", "skipped", 1.0, None, "too short to tell")
-    if reference is None:
+    against = [(ref, what) for ref, what in ((clips, "this voice's clips"), (neighbours, "the lines around it"))
+               if ref is not None and ref > 0]
+    if not against:
         return CheckResult("pace", "skipped", 1.0, pace, f"{pace:.1f} syllables/s; no clips or neighbours to "
                                                          "compare with")
-    ratio = pace / reference
+    ratio = max((pace / ref for ref, _ in against), key=lambda r: max(r, 1 / r))
     off = max(ratio, 1 / ratio)
     verdict = "failed" if off >= settings.pace_fail else "warning" if off >= settings.pace_warn else "passed"
     how = "too fast" if ratio > 1 else "too slow"
-    words = f"{pace:.1f} syllables/s against {reference:.1f} for this voice"
+    words = f"{pace:.1f} syllables/s against " + " and ".join(f"{ref:.1f} for {what}" for ref, what in against)
     reason = f"{how}: {words}" if verdict != "passed" else words
     return CheckResult("pace", verdict, float(np.clip(1 - (off - 1) / (settings.pace_fail - 1), 0, 1)),
                        round(pace, 3), reason)

@@ -70,6 +70,8 @@ SPECS: tuple[ActionSpec, ...] = (
                "Render the selected lines again until a take passes the checks (at most a number of times)"),
     ActionSpec("next_failed", "Go to Next Failed &Line", "F8", "Render", None,
                "Move to the next line whose picked take failed a check"),
+    ActionSpec("only_failed", "Show &Only Failed Lines", "Ctrl+Alt+O", "Render", None,
+               "Show only the lines whose picked take failed a check in the script", checkable=True),
     ActionSpec("stop_render", "S&top Rendering", "Ctrl+.", "Render", SP.SP_BrowserStop),
     ActionSpec("play_pause", "&Play / Pause", "Ctrl+Space", "Playback", SP.SP_MediaPlay),
     ActionSpec("play_from_cursor", "Play from &Cursor Line", "Ctrl+Shift+Space", "Playback", SP.SP_MediaSeekForward),

@@ -1,6 +1,8 @@
 """The window's commands for checked takes: Render ▸ Render Failing Lines Again, Best of N Takes…, Retake Until
-It Passes…, Go to Next Failed Line, and the question Export asks when picked takes failed a check. The work is
-`control.take_checks` (every take checked in the checks' own process) and `control.retakes` (the loops)."""
+It Passes…, Go to Next Failed Line, Show Only Failed Lines, and the question Export asks when picked takes failed
+a check. The work is `control.take_checks` (every take checked in the checks' own process) and `control.retakes`
+(the loops). The thresholds come from Settings ▸ Checks; a change there, or of the recognizer in Settings ▸
+Transcripts, has every take checked with other ones checked again (its old result shown until then)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,11 @@ from s2studio.ui.control.render import RenderFlow
 from s2studio.ui.control.retakes import Retakes
 from s2studio.ui.control.session import RenderSession
 from s2studio.ui.control.take_checks import TakeChecks
+from s2studio.ui.inspector.checks_box import thresholds
+from s2studio.ui.inspector.inspector import Inspector
 from s2studio.ui.inspector.line_states import LineStates
+from s2studio.ui.script.editor import ScriptEditor
+from s2studio.ui.script.line_filter import show_only_rows
 from s2studio.ui.voices.transcripts_box import asr_settings
 
 TAKES_KEY, ATTEMPTS_KEY = "checks/takes", "checks/attempts"
@@ -25,14 +31,20 @@ DEFAULT_TAKES, DEFAULT_ATTEMPTS, MOST = 3, 4, 16
 
 class CheckCommands(QObject):
     def __init__(self, window: QWidget, document: Document, library: VoiceLibrary, flow: RenderFlow,
-                 session: RenderSession, states: LineStates, settings: QSettings,
-                 lines: Callable[[], list[Line]], say: Callable[[str], None]) -> None:
+                 session: RenderSession, states: LineStates, settings: QSettings, inspector: Inspector,
+                 editor: ScriptEditor, lines: Callable[[], list[Line]], say: Callable[[str], None]) -> None:
         super().__init__(window)
         self.window, self.document, self.library, self.states, self.settings = window, document, library, states, settings
-        self.lines, self.say = lines, say
-        self.checks = TakeChecks(document, self._clips_of, lambda: asr_settings(settings), parent=self)
+        self.editor, self.lines, self.say = editor, lines, say
+        self.checks = TakeChecks(document, self._clips_of, lambda: asr_settings(settings), thresholds(settings),
+                                 parent=self)
         self.retakes = Retakes(document, self.checks, flow, session, self)
         self.retakes.message.connect(say)
+        inspector.checks_box.changed.connect(self.checks.set_settings)
+        inspector.transcripts_box.changed.connect(self.checks.check_project)
+        self.only_failed = False
+        for signal in (document.script_changed, document.takes_changed, document.replaced, self.checks.checked):
+            signal.connect(lambda *_: self._filter())
 
     def _clips_of(self, speaker: str) -> tuple:
         from s2studio.checks.checker import Clip  # noqa: PLC0415 - torch-free: a file and its transcript
@@ -48,6 +60,18 @@ class CheckCommands(QObject):
             self.say("No line's picked take failed a check.")
             return
         self.retakes.flow.render(lines)
+
+    def show_only_failed(self, on: bool) -> None:
+        """The filter: only the lines whose picked take failed a check are shown in the script (every line when
+        none did, and it says so)."""
+        self.only_failed = on
+        self._filter()
+        if on and not self.document.failed_lines():
+            self.say("No line's picked take failed a check: every line is shown.")
+
+    def _filter(self) -> None:
+        failed = self.document.failed_lines() if self.only_failed else []
+        show_only_rows(self.editor, {ln.source_line - 1 for ln in failed} if failed else None)
 
     def best_of_n(self, n: int | None = None) -> None:
         n = n or self._ask("Best of N Takes", "Takes of each line (the best is kept):", TAKES_KEY, DEFAULT_TAKES)

@@ -83,7 +83,8 @@ class MainWindow(QMainWindow):
         self.actions_by_name = build_actions(self, self._slots())
         self._build_ui()
         self.check_commands = CheckCommands(self, self.document, self.library, self.flow, self.session, self.lines,
-                                            ctx.settings, lambda: self.editor.lines_in_selection(self.script),
+                                            ctx.settings, self.inspector, self.editor,
+                                            lambda: self.editor.lines_in_selection(self.script),
                                             lambda text: self.statusBar().showMessage(text, 15000))
         self._build_menus()
         self._parse_timer = QTimer(self, singleShot=True, interval=150)
@@ -145,7 +146,8 @@ class MainWindow(QMainWindow):
             "render_failing": lambda: self.check_commands.render_failing(),
             "best_of_n": lambda: self.check_commands.best_of_n(),
             "retake_until_pass": lambda: self.check_commands.retake_until_pass(),
-            "next_failed": lambda: self.check_commands.next_failed(), "cancel_load": lambda: self.model.cancel(),
+            "next_failed": lambda: self.check_commands.next_failed(),
+            "only_failed": lambda on: self.check_commands.show_only_failed(on), "cancel_load": lambda: self.model.cancel(),
             "play_pause": lambda: self.transport.play_pause(),
             "play_from_cursor": lambda: self.transport.play_from_cursor(),
             "loop_line": lambda on: self.transport.set_looping(on),

@@ -116,6 +116,7 @@ def test_best_of_three_keeps_the_clean_take_and_every_take_stays(qtbot, studio, 
     assert [t.check.verdict for t in takes] == ["failed", "passed", "failed"]
     assert w.project.current(line.line_id) is takes[1]
     assert messages == ["Best of N: done (line 1: best of 3)"]
+    assert w.flow.max_batch > 1 and w.check_commands.retakes.rounds == 1  # the three side by side, in one render
 
 
 def test_retake_until_it_passes_stops_at_k_and_keeps_the_best(qtbot, studio, tmp_path):
@@ -130,3 +131,40 @@ def test_retake_until_it_passes_stops_at_k_and_keeps_the_best(qtbot, studio, tmp
     assert len(w.project.lines[line.line_id].takes) == 2 == w.engine.attempts[line.line_id]
     assert messages == ["Retake until it passes: 1 line never passed in 2 takes, the best kept "
                         "(line 1: none of 2 takes passed; kept the best)"]
+
+
+def test_only_failed_lines_shown_and_thresholds_or_recognizer_changed_check_every_take_again(qtbot, studio,
+                                                                                           tmp_path):
+    w = studio
+    w.engine.fault = lambda line_id, _attempt: "skip" if line_id == w.script.lines[0].line_id else "clean"
+    cast_reader(w, tmp_path, f"Narrator: {LINES[0]}\nNarrator: {LINES[1]}")
+    first, second = w.script.lines
+    w.actions_by_name["render_all"].trigger()
+    qtbot.waitUntil(lambda: checked(w, first.line_id, 1) and checked(w, second.line_id, 1), timeout=TIMEOUT_MS)
+    assert [ln.line_id for ln in w.document.failed_lines()] == [first.line_id]
+
+    w.actions_by_name["only_failed"].trigger()
+    block = w.editor.document().firstBlock()
+    assert (block.isVisible(), block.next().isVisible()) == (True, False)
+    w.actions_by_name["only_failed"].trigger()
+    assert block.next().isVisible()
+
+    # the pace of a take is judged against its neighbours' too: the other line's measured pace
+    paces = w.check_commands.checks.neighbour_paces(second.line_id, "Narrator")
+    assert paces == (w.project.current(first.line_id).check.of("pace").value,)
+
+    checks, old = w.check_commands.checks, w.check_commands.checks.key
+    box = w.inspector.checks_box
+    box.spins["words_fail"].setValue(box.spins["words_fail"].value() + 5)  # per cent
+    qtbot.waitUntil(lambda: checks.settings.words_fail == pytest.approx(0.35), timeout=5000)
+    assert checks.key != old and box.value() == checks.settings
+    assert w.ctx.settings.value("checks/thresholds")  # kept for the next start
+    takes = [w.project.current(ln.line_id) for ln in (first, second)]
+    assert all(t.check.key == old for t in takes)  # the old results are shown until their replacements come
+    qtbot.waitUntil(lambda: not checks.busy and all(t.check.key == checks.key for t in takes), timeout=TIMEOUT_MS)
+
+    by_threshold = checks.key
+    combo = w.transcripts_box.language
+    combo.setCurrentIndex(combo.findData("de"))  # another language for the recognizer: another key
+    assert checks.key != by_threshold
+    qtbot.waitUntil(lambda: not checks.busy and all(t.check.key == checks.key for t in takes), timeout=TIMEOUT_MS)

@@ -8,7 +8,9 @@ K takes are made. A line that is done gets its best take of the run picked (`sta
 other take stays in its take list. A run ends when every line is done, or at once when a render fails, is
 cancelled or cannot start (`message` says which lines ended how).
 
-N takes are N rounds of one take each until the engine renders several takes of a line in one batch.
+Where the engine has batch slots (`RenderFlow.max_batch` above 1), best of N renders a line's missing takes in
+one round, side by side (as Render Takes… does: N takes cost little more than one); on an engine that runs one
+request at a time, and for *until it passes* (which stops at the first take that passes), a round makes one take.
 """
 
 from __future__ import annotations
@@ -89,7 +91,7 @@ class Retakes(QObject):
                         {ln.line_id: {t.take_id for t in entries[ln.line_id].takes} if ln.line_id in entries else set()
                          for ln in lines})
         self.rounds = 0
-        self._round(list(lines))
+        self._round(list(lines), self._takes_per_round(limit))
 
     def takes_of(self, line_id: str) -> list[Take]:
         """The takes the run made of a line, oldest first."""
@@ -98,16 +100,21 @@ class Retakes(QObject):
         before = self.run.before[line_id]
         return [t for t in entry.takes if t.take_id not in before] if entry is not None else []
 
-    def _round(self, lines: list[Line]) -> None:
+    def _takes_per_round(self, missing: int) -> int:
+        """Takes of each line the next round renders, when each line still needs `missing` takes."""
+        assert self.run is not None
+        return max(1, missing) if self.run.mode == "best_of" and self.flow.max_batch > 1 else 1
+
+    def _round(self, lines: list[Line], takes: int = 1) -> None:
         if self.run is None:
             return
         if self.flow.busy:  # the last job is still winding down: start when it has
-            QTimer.singleShot(100, lambda: self._round(lines))
+            QTimer.singleShot(100, lambda: self._round(lines, takes))
             return
         self.rounds += 1
         self.run.rendering = True
         try:
-            self.flow.render(lines)
+            self.flow.render(lines, takes=takes)
         except UserError as exc:
             self._stop(f"stopped: {exc}")
             return
@@ -130,7 +137,7 @@ class Retakes(QObject):
         if self.flow.busy:  # the job's last signals are still on their way: look again when they have arrived
             QTimer.singleShot(50, self._next)
             return
-        again = []
+        again, missing = [], run.limit
         for line_id, line in run.lines.items():
             if line_id in run.done:
                 continue
@@ -146,11 +153,12 @@ class Retakes(QObject):
                                      f"none of {len(takes)} takes passed; kept the best")
             else:
                 again.append(line)
+                missing = min(missing, run.limit - len(takes))
                 continue
             self._keep_best(line_id, takes)
         log.info("retakes round %d: %d line(s) again, %d done", self.rounds, len(again), len(run.done))
         if again:
-            self._round(again)
+            self._round(again, self._takes_per_round(missing))
         else:
             self._stop(None)
 

@@ -32,6 +32,8 @@ from s2studio.ui.control.document import Document
 
 log = logging.getLogger(__name__)
 
+NEIGHBOURS = 3
+"""Lines of the same speaker on each side whose picked takes' pace a take is compared with."""
 ClipsOf = Callable[[str], tuple]
 """Speaker -> the clips of the voice cast for it (`checks.checker.Clip`s), () without one."""
 
@@ -42,6 +44,7 @@ class _Job:
     text: str
     clips: tuple
     max_frames: int | None
+    neighbour_paces: tuple[float, ...]
     key: str
     generation: int
     """Of the project it was queued for (a result for another project is dropped)."""
@@ -120,8 +123,23 @@ class TakeChecks(QObject):
         self._pending.add(take.take_id)
         max_frames = (take.settings or {}).get("max_frames")
         self._queue.put(_Job(take, take.text, self.clips_of(take.speaker or ""), int(max_frames) if max_frames else None,
-                             self.key, self._generation))
+                             self.neighbour_paces(take.line_id, take.speaker or ""), self.key, self._generation))
         self._start()
+
+    def neighbour_paces(self, line_id: str, speaker: str) -> tuple[float, ...]:
+        """The measured paces of the picked takes of the same speaker's lines around `line_id` (up to
+        `NEIGHBOURS` each side), those checked already."""
+        order = [ln.line_id for ln in self.document.script.lines if ln.speaker == speaker]
+        if line_id not in order:
+            return ()
+        at = order.index(line_id)
+        paces = []
+        for other in order[max(0, at - NEIGHBOURS):at] + order[at + 1:at + 1 + NEIGHBOURS]:
+            take = self.document.project.current(other)
+            pace = take.check.of("pace") if take is not None and take.check is not None else None
+            if pace is not None and pace.value is not None:
+                paces.append(pace.value)
+        return tuple(paces)
 
     # -- the checker's process -------------------------------------------------------------------
 
@@ -160,7 +178,7 @@ class TakeChecks(QObject):
                     sent_key = job.key
                 samples = job.take.audio
                 self._conn.send(("check", CheckJob(job.take.take_id, job.take.line_id, job.text, samples, SAMPLE_RATE,
-                                                   job.max_frames, job.clips)))
+                                                   job.max_frames, job.clips, job.neighbour_paces)))
                 kind, _take_id, found = self._conn.recv()
             except (EOFError, OSError, BrokenPipeError) as exc:
                 log.warning("the take checker stopped: %s", exc)

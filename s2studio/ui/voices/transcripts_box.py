@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QSettings
+from PySide6.QtCore import QSettings, Signal
 from PySide6.QtWidgets import QComboBox, QFileDialog, QFormLayout, QGroupBox, QLabel, QVBoxLayout, QWidget
 
 from s2studio.audio.asr import AsrSettings
@@ -35,6 +35,9 @@ def asr_settings(settings: QSettings | None) -> AsrSettings:
 
 
 class TranscriptsBox(QGroupBox):
+    changed = Signal()
+    """Another model or language was chosen (stored already)."""
+
     def __init__(self, settings: QSettings, parent: QWidget | None = None) -> None:
         super().__init__("Transcripts", parent)
         self.setObjectName("transcriptsBox")
@@ -81,6 +84,7 @@ class TranscriptsBox(QGroupBox):
         self._settings.setValue(MODEL_KEY, self.model.currentData())
         self._settings.setValue(LANGUAGE_KEY, self.language.currentData())
         self._show_note()
+        self.changed.emit()
 
     def _choose_folder(self) -> None:
         """Ask for a folder; a faster-whisper model is added and chosen, anything else refused with the reason."""
