@@ -79,11 +79,11 @@ class Document(QObject):
         self._parsing = Background("parse script", self)
         self._parsing.done.connect(self._parsed_off_thread)
         self.parses_off_thread = 0
+        """How many parses went to a thread (what tests and benchmarks read)."""
         self._parsing_for: tuple[int, str] = (-1, "")
+        """The revision and the text of the last parse sent to a thread."""
         self._text_ahead: str | None = None
         """The editor's text sent to a thread and not applied yet (`project.script` is the text parsed last)."""
-        """The revision and the text of the last parse sent to a thread."""
-        """How many parses went to a thread (what tests and benchmarks read)."""
         self._adopt(project)
 
     # -- the project ---------------------------------------------------------------------------
