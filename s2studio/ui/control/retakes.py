@@ -61,7 +61,6 @@ class Retakes(QObject):
         checks.checked.connect(lambda _line, _take: self._next())
         session.finished.connect(self._rendered)
         session.failed.connect(lambda error: self._stop(f"stopped: the render failed ({error})"))
-        flow.failed.connect(lambda error: self._stop(f"stopped: {error}"))
 
     @property
     def busy(self) -> bool:
