@@ -5,9 +5,9 @@ Speaker indices are given per *voice*, in order of the voices' first line in the
 two script speakers cast with the same voice share one index (one timbre). Each voice's clips become references with that index, in clip order. A line's text
 goes to the model as written, tags included.
 
-`line_fingerprint` hashes what decides a take: the line's text and speaker index, the references it
-was conditioned on and the sampling settings. Both engines put it on every take (`LineFinished`), and
-`synth --events` logs it.
+`line_fingerprint` is the one take fingerprint (`state.staleness.take_fingerprint`) as the engine knows the
+line: its text and speaker index, the references it was conditioned on and the sampling settings. Every engine
+puts it on every take (`LineFinished`), and `synth --events` logs it.
 
 `sampling_params` and `load_request` are the one mapping from the studio's project settings
 (`state.project.GenerationSettings`, what the settings panel edits and the project file keeps) to the
@@ -35,6 +35,7 @@ from s2studio.settings import Loading
 from s2studio.state.lora_file import file_sha256
 from s2studio.state.project import GenerationSettings
 from s2studio.state.script import Script
+from s2studio.state.staleness import take_fingerprint
 from s2studio.state.voices import Voice
 
 
@@ -184,20 +185,18 @@ def split_request(request: SynthesisRequest, takes: int = 1) -> list[SynthesisRe
 
 def line_fingerprint(line: LineSpec, references: Sequence[Reference], sampling: SamplingParams,
                      extra: str = "") -> str:
-    """Hash of what decides a take: text, speaker, references, sampling (and `extra`, e.g. model)."""
-    h = hashlib.sha256()
-    settings = {"text": line.text, "speaker": line.speaker, "temperature": sampling.temperature,
-                "top_p": sampling.top_p, "top_k": sampling.top_k, "max_new_tokens": sampling.max_new_tokens,
-                "seed": sampling.seed, "extra": extra}
-    if sampling.ignore_eos:  # only when set, so that every other take keeps the fingerprint it had
-        settings["ignore_eos"] = True
-    if line.lora is not None:  # likewise: a take without a LoRA keeps its fingerprint
-        settings["lora"] = lora_digest(Path(line.lora))
-    h.update(json.dumps(settings, sort_keys=True).encode())
+    """The take fingerprint (`state.staleness.take_fingerprint`) of `line` as the engine knows it: the speaker is
+    its index, the voice what the model hears (the references' transcripts and codes, the line's LoRA, and `extra`:
+    the model, the codec, the batching), the settings the request's sampling."""
+    heard = hashlib.sha256(json.dumps({"extra": extra, "ignore_eos": sampling.ignore_eos,
+                                       "lora": lora_digest(Path(line.lora)) if line.lora is not None else None},
+                                      sort_keys=True).encode())
     for ref in references:
-        h.update(f"|{ref.speaker}|{ref.transcript}|{ref.codes.shape}|".encode())
-        h.update(np.ascontiguousarray(ref.codes, dtype=np.int64).tobytes())
-    return h.hexdigest()[:16]
+        heard.update(f"|{ref.speaker}|{ref.transcript}|{ref.codes.shape}|".encode())
+        heard.update(np.ascontiguousarray(ref.codes, dtype=np.int64).tobytes())
+    settings = {"temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": sampling.top_k,
+                "max_frames": sampling.max_new_tokens, "seed": sampling.seed}
+    return take_fingerprint(line.text, str(line.speaker), heard.hexdigest()[:16], settings)
 
 
 _digests: dict[tuple[str, int, int], str] = {}

@@ -16,16 +16,18 @@ Never for how the answer is computed or where it is placed: device, precision, s
 quantization, the gap between lines. Those fields of `GenerationSettings` are not in
 `SAMPLING_FIELDS`, so changing them marks nothing stale.
 
-Takes record what they were asked (`Take.speaker`, `Take.voice`, `Take.settings`, `Take.text`). Takes
-of projects saved before they did carry only a hash of all of it (`Take.fingerprint`);
-`adopt_legacy_take` fills the fields in when that hash still matches, so an old project's up-to-date
-lines stay up to date.
+Takes record what they were asked (`Take.speaker`, `Take.voice`, `Take.settings`, `Take.text`) and its one
+fingerprint (`take_fingerprint`, which the engine puts on every take it makes too). Takes of projects saved
+before they did carry only an older hash of all of it, or the fields without the fingerprint; `upgrade_take`
+brings both to today's record when a project opens (the older hash only where it still matches), so an old
+project's up-to-date lines stay up to date.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import asdict
 from enum import Enum
 from typing import Any
@@ -63,6 +65,23 @@ def take_settings(settings: GenerationSettings) -> dict[str, Any]:
     return out
 
 
+def take_fingerprint(text: str, speaker: str, voice: str, settings: Mapping[str, Any]) -> str:
+    """The one fingerprint of a take: a hash of what it was asked as the staleness rule compares it (the text, the
+    speaker, the voice as the model hears it, the sampling fields and a fixed seed; `take_settings`' other entries
+    never count). The studio fills it from the script and the voice library (`voice_key`), the engine from its
+    request (`engine.plan.line_fingerprint`: the speaker's index, the references' codes)."""
+    asked = {"text": text, "speaker": speaker, "voice": voice,
+             "settings": {name: settings.get(name) for name in (*SAMPLING_FIELDS, "seed")}}
+    return hashlib.sha256(json.dumps(asked, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
+
+
+def fingerprint_of(take: Take) -> str:
+    """`take_fingerprint` of what `take` records it was asked ("" for a take that records nothing)."""
+    if take.settings is None:
+        return ""
+    return take_fingerprint(take.text, take.speaker or "", take.voice or "", take.settings)
+
+
 def voice_key(voice: Voice) -> str:
     """The voice as the model hears it: its id, each clip's audio checksum and transcript, and its LoRA (only
     when it has one, so that every take made before LoRAs existed stays current)."""
@@ -76,6 +95,9 @@ def voice_key(voice: Voice) -> str:
 def stale_reasons(take: Take, line: Line, voice: str, settings: GenerationSettings) -> tuple[Stale, ...]:
     """Why `take` no longer answers `line` as cast (`voice`: `voice_key` of its voice, "" for none) with
     `settings`; empty when it is up to date."""
+    now = take_fingerprint(line.text, line.speaker, voice, take_settings(settings))
+    if take.fingerprint == now:
+        return ()
     reasons = []
     if take.text != line.text:
         reasons.append(Stale.TEXT)
@@ -108,9 +130,10 @@ def describe(reasons: tuple[Stale, ...]) -> str:
 
 def legacy_fingerprint(line: Line, voice: Voice | None, settings: GenerationSettings) -> str:
     """The hash older studios stored as `Take.fingerprint`: speaker, text, voice id with its clips'
-    checksums, and every setting (the seed only when fixed)."""
+    checksums, and every setting they had (the seed only when fixed)."""
     values = asdict(settings)
-    values.pop("threads")  # added after these hashes were retired
+    for later in ("threads", "max_batch"):  # added after these hashes were retired
+        values.pop(later)
     if settings.seed_mode == "random":
         values.pop("seed")
     voice_id = "" if voice is None else voice.id + ":" + ",".join(c.sha256[:12] for c in voice.clips)
@@ -131,4 +154,16 @@ def adopt_legacy_take(take: Take, line: Line, voice: Voice | None, settings: Gen
     take.speaker = line.speaker
     take.voice = voice_key(voice) if voice is not None else ""
     take.settings = take_settings(settings)
+    return True
+
+
+def upgrade_take(take: Take, line: Line, voice: Voice | None, settings: GenerationSettings) -> bool:
+    """Bring a take of an older project to today's record when its project opens (True when it changed): an
+    older hash that still matches becomes the fields (`adopt_legacy_take`), and a take with the fields gets its
+    `take_fingerprint` (computed from its own record, so it is exactly as up to date as before)."""
+    adopted = adopt_legacy_take(take, line, voice, settings)
+    fingerprint = fingerprint_of(take)
+    if not fingerprint or take.fingerprint == fingerprint:
+        return adopted
+    take.fingerprint = fingerprint
     return True

@@ -11,11 +11,14 @@ import pytest
 from s2studio.state.project import GenerationSettings, Take
 from s2studio.state.script import parse_script
 from s2studio.state.staleness import (
-    SAMPLING_FIELDS, Stale, adopt_legacy_take, describe, legacy_fingerprint, stale_reasons, take_settings, voice_key,
+    SAMPLING_FIELDS, Stale, adopt_legacy_take, describe, fingerprint_of, legacy_fingerprint, stale_reasons,
+    take_fingerprint, take_settings, upgrade_take, voice_key,
 )
 from s2studio.state.voice_format import Clip, Voice
 
 LINE = parse_script("Alice: Hello [sigh] there.").lines[0]
+PINNED = "3f4a6a2bd5e07c77"
+"""`take_fingerprint` of one record: what every project stores (a new formula would have to upgrade them)."""
 
 
 def voice(transcript: str = "hi", sha: str = "a" * 64) -> Voice:
@@ -86,3 +89,22 @@ def test_a_legacy_take_is_adopted_when_its_hash_still_matches() -> None:
                  legacy_fingerprint(LINE, v, replace(s, temperature=0.3)))
     assert not adopt_legacy_take(other, LINE, v, s)
     assert stale_reasons(other, LINE, voice_key(v), s) == (Stale.VOICE, Stale.SETTINGS)
+
+
+def test_a_take_carries_the_one_fingerprint_and_an_older_one_is_upgraded_in_place() -> None:
+    s, v = GenerationSettings(), voice()
+    made = take_for(s)  # a take written before the fingerprint: its record, fingerprint ""
+    assert made.fingerprint == "" and stale_reasons(made, LINE, voice_key(v), s) == ()
+    assert upgrade_take(made, LINE, v, s) and not upgrade_take(made, LINE, v, s)
+    assert made.fingerprint == fingerprint_of(made) == take_fingerprint(LINE.text, "Alice", voice_key(v), take_settings(s))
+    assert take_fingerprint("Hi.", "Alice", "v1:abc", take_settings(s)) == PINNED  # projects store it: never changes
+    assert stale_reasons(made, LINE, voice_key(v), s) == ()
+    assert stale_reasons(made, LINE, voice_key(v), replace(s, temperature=0.3)) == (Stale.SETTINGS,)
+    assert take_fingerprint(LINE.text, "Alice", voice_key(v), {**take_settings(s), "backend": "a server"}) == \
+        made.fingerprint  # which engine made it never counts
+    # an older studio's hash, of the settings it had (none of the loading settings added since), still adopts
+    hashed = Take("t3", LINE.line_id, LINE.text, fingerprint=legacy_fingerprint(LINE, v, replace(s, max_batch=4)))
+    assert upgrade_take(hashed, LINE, v, s) and hashed.fingerprint == fingerprint_of(hashed) != ""
+    assert stale_reasons(hashed, LINE, voice_key(v), s) == ()
+    stranger = Take("t4", LINE.line_id, LINE.text, fingerprint=legacy_fingerprint(LINE, v, replace(s, top_k=3)))
+    assert not upgrade_take(stranger, LINE, v, s) and stale_reasons(stranger, LINE, voice_key(v), s)

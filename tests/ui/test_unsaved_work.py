@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QMessageBox
 
 from s2studio.state.project import GenerationSettings
 from s2studio.state.script import make_line_id, parse_script
+from s2studio.state.staleness import fingerprint_of, take_settings, voice_key
 from s2studio.ui.dialogs import project_commands
 from ui_helpers import close_studio, fake_engine, on_modal, open_studio, write_wav
 
@@ -96,7 +97,8 @@ def test_unsaved_work_outlives_an_exit_nobody_chose_to_discard(qtbot, tmp_path, 
 def _old_fingerprint(speaker: str, text: str, voice, settings: GenerationSettings) -> str:
     """The take fingerprint studios before line ids wrote (their `staleness_key`), written out again here."""
     values = asdict(settings)
-    values.pop("threads")  # a later setting: those studios had none
+    values.pop("threads")  # later settings: those studios had none
+    values.pop("max_batch")
     if settings.seed_mode == "random":
         values.pop("seed")
     voice_id = voice.id + ":" + ",".join(c.sha256[:12] for c in voice.clips)
@@ -111,12 +113,12 @@ def test_an_old_project_file_still_opens_up_to_date(qtbot, tmp_path, monkeypatch
         b = w.library.create("B", [(write_wav(tmp_path / "b.wav", hz=330), "hi again")])
         w.voices.refresh()
         w.refresh_voices()
-        script = "Alice: An old line.\nBob: Another old line.\n"
+        script = "Alice: An old line.\nBob: Another old line.\nCarol: A line of last month.\n"
         settings = GenerationSettings()
         folder = tmp_path / "old.s2proj"
         (folder / "takes").mkdir(parents=True)
         lines = {}
-        for i, (ln, voice) in enumerate(zip(parse_script(script).lines, (a, b), strict=True)):
+        for i, (ln, voice) in enumerate(zip(parse_script(script).lines[:2], (a, b), strict=True)):
             take_id = f"0a0b0c0d0e0{i}"
             sf.write(folder / "takes" / f"{take_id}.flac", np.full(4096, 0.1 * (i + 1), np.float32), 44100,
                      subtype="PCM_24")
@@ -124,18 +126,27 @@ def test_an_old_project_file_still_opens_up_to_date(qtbot, tmp_path, monkeypatch
             lines[make_line_id(ln.speaker, ln.text, 0)] = {"picked": 0, "takes": [{
                 "take_id": take_id, "text": ln.text, "seed": 7,
                 "fingerprint": _old_fingerprint(ln.speaker, ln.text, voice, settings)}]}
+        carol = parse_script(script).lines[2]  # a take as last month's studio wrote it: the record, no fingerprint
+        sf.write(folder / "takes" / "0a0b0c0d0e02.flac", np.full(4096, 0.3, np.float32), 44100, subtype="PCM_24")
+        np.save(folder / "takes" / "0a0b0c0d0e02.npy", np.zeros((10, 2), np.int64))
+        lines[make_line_id(carol.speaker, carol.text, 0)] = {"picked": 0, "takes": [{
+            "take_id": "0a0b0c0d0e02", "text": carol.text, "seed": 7, "fingerprint": "", "speaker": "Carol",
+            "voice": voice_key(a),
+            "settings": {k: v for k, v in take_settings(settings).items() if v is not None}}]}  # as dumped
         (folder / "project.json").write_text(json.dumps({
-            "format": 1, "title": "", "script": script, "cast": {"Alice": a.id, "Bob": b.id},
+            "format": 1, "title": "", "script": script, "cast": {"Alice": a.id, "Bob": b.id, "Carol": a.id},
             "settings": asdict(settings), "gap_s": 0.4, "lines": lines}))
 
         assert w.open_project(folder)
         assert w.script.line_ids == tuple(lines)  # the content ids became the first ids
-        assert [w.document.state(ln).kind for ln in w.script.lines] == ["fresh", "fresh"]
+        assert [w.document.state(ln).kind for ln in w.script.lines] == ["fresh", "fresh", "fresh"]
+        takes = [w.project.takes_of(line_id)[0] for line_id in lines]  # each now carries the one fingerprint
+        assert [t.fingerprint for t in takes] == [fingerprint_of(t) for t in takes] and all(fingerprint_of(t) for t in takes)
         assert [s.line_id for s in w.timeline.segments()] == list(lines)
         w.editor.setPlainText(script.replace("An old line.", "An old line, edited."))
         w.reparse()
         assert w.script.line_ids == tuple(lines)
-        assert [w.document.state(ln).kind for ln in w.script.lines] == ["stale", "fresh"]
+        assert [w.document.state(ln).kind for ln in w.script.lines] == ["stale", "fresh", "fresh"]
         w.save_project()
         doc = json.loads((folder / "project.json").read_text())
         assert doc["line_ids"] == list(lines)
@@ -143,6 +154,7 @@ def test_an_old_project_file_still_opens_up_to_date(qtbot, tmp_path, monkeypatch
         assert (row["speaker"], row["settings"]["temperature"]) == ("Bob", 0.8) and row["voice"].startswith(b.id)
         assert w.open_project(folder)  # the saved ids and records come back
         assert w.script.line_ids == tuple(lines)
-        assert [w.document.state(ln).kind for ln in w.script.lines] == ["stale", "fresh"]
+        assert [w.document.state(ln).kind for ln in w.script.lines] == ["stale", "fresh", "fresh"]
+        assert [row["takes"][0]["fingerprint"] for row in doc["lines"].values()] == [t.fingerprint for t in takes]
     finally:
         close_studio(w)

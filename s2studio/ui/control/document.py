@@ -27,7 +27,7 @@ from s2studio.state.line_ids import Key, LineIds, first_ids
 from s2studio.state.project import GenerationSettings, Project, Take
 from s2studio.state.script import Line, Script, parse_script
 from s2studio.state.script_edits import Change, Edit, ScriptParser, common_ends
-from s2studio.state.staleness import Stale, adopt_legacy_take, stale_reasons, voice_key
+from s2studio.state.staleness import Stale, stale_reasons, upgrade_take, voice_key
 from s2studio.state.take_check import TakeCheck
 from s2studio.state.voices import Voice
 from s2studio.ui.control import heap
@@ -122,16 +122,16 @@ class Document(QObject):
         self.script, self.change = script, None
         project.line_ids = list(script.line_ids)
         project.give_colors(script.speakers)
-        self._adopt_legacy_takes()
+        self._upgrade_takes()
         if warnings_stale:
             self._parse_off_thread(project.script, self.script)
 
-    def _adopt_legacy_takes(self) -> None:
+    def _upgrade_takes(self) -> None:
         for line in self.script.lines:
             entry = self.project.lines.get(line.line_id)
             for take in entry.takes if entry else ():
                 voice = self._voices.get(self.project.cast.get(line.speaker, ""))
-                adopt_legacy_take(take, line, voice, self.project.settings)
+                upgrade_take(take, line, voice, self.project.settings)
 
     # -- edits ---------------------------------------------------------------------------------
 
@@ -228,7 +228,7 @@ class Document(QObject):
         speakers without a voice get the voice of the same name."""
         self._voices = {v.id: v for v in voices}
         self._voice_keys = {v.id: voice_key(v) for v in self._voices.values()}
-        self._adopt_legacy_takes()
+        self._upgrade_takes()
         self.assign_by_name()
         self.reparse()
 

@@ -35,6 +35,7 @@ from s2studio.audio.timeline import Timeline
 from s2studio.engine import api
 from s2studio.engine.render import Render
 from s2studio.state.project import Project, Take, now_iso
+from s2studio.state.staleness import take_fingerprint
 from s2studio.ui.control.document import Document
 from s2studio.ui.control.pace import Pace
 from s2studio.worker import EngineHost
@@ -223,6 +224,7 @@ class RenderSession(QObject):
             self.live = None
         self.done_lines += 1
         self.document.add_take(Take(event.take_id, event.line_id, asked.text, event.audio, event.codes, event.seed,
+                                    take_fingerprint(asked.text, asked.speaker, asked.voice, asked.settings),
                                     speaker=asked.speaker, voice=asked.voice, settings=_with_backend(asked.settings, event),
                                     created=now_iso()))
         if left <= 0:
