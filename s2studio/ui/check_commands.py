@@ -43,6 +43,7 @@ class CheckCommands(QObject):
         inspector.checks_box.changed.connect(self.checks.set_settings)
         inspector.transcripts_box.changed.connect(self.checks.check_project)
         self.only_failed = False
+        self._rows_hidden = False
         for signal in (document.script_changed, document.takes_changed, document.replaced, self.checks.checked):
             signal.connect(lambda *_: self._filter())
 
@@ -71,6 +72,9 @@ class CheckCommands(QObject):
 
     def _filter(self) -> None:
         failed = self.document.failed_lines() if self.only_failed else []
+        if not failed and not self._rows_hidden:
+            return  # every row is shown already: no walk over a book's rows for each finished take
+        self._rows_hidden = bool(failed)
         show_only_rows(self.editor, {ln.source_line - 1 for ln in failed} if failed else None)
 
     def best_of_n(self, n: int | None = None) -> None:

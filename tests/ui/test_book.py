@@ -310,3 +310,15 @@ def test_a_save_right_after_a_paste_writes_the_pasted_book(qtbot, studio, tmp_pa
     qtbot.waitUntil(lambda: not w.store.unsaved_work, timeout=20000)
     saved = json.loads((tmp_path / "pasted.s2proj" / "project.json").read_text())
     assert saved["script"] == text and len(saved["line_ids"]) == 1 + 2 * OFF_THREAD_ROWS
+
+
+def test_a_render_with_every_row_shown_walks_no_rows_of_the_script(qtbot, studio, tmp_path, monkeypatch):
+    from s2studio.ui import check_commands
+
+    walks: list[object] = []
+    real = check_commands.show_only_rows
+    monkeypatch.setattr(check_commands, "show_only_rows", lambda *a: (walks.append(a[1]), real(*a))[1])
+    w = studio
+    cast_two_voices(w, tmp_path, book(1, 6))
+    render(qtbot, w)
+    assert walks == []  # no filter on: nothing to hide, no walk per finished take
