@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol, Union
+from typing import Protocol, Union
 
 import numpy as np
 import numpy.typing as npt

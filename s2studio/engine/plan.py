@@ -9,9 +9,9 @@ goes to the model as written, tags included.
 line: its text and speaker index, the references it was conditioned on and the sampling settings. Every engine
 puts it on every take (`LineFinished`), and `synth --events` logs it.
 
-`sampling_params` and `load_request` are the one mapping from the studio's project settings
-(`state.project.GenerationSettings`, what the settings panel edits and the project file keeps) to the
-engine's request settings (`api.SamplingParams`, `api.LoadRequest`), each validated on its own side.
+`sampling_params` and `load_request` are the one mapping from the settings' two types (`s2studio.settings`:
+`Sampling` and `Loading`, which the project's `GenerationSettings` both is) to the engine's requests
+(`api.SamplingParams`, `api.LoadRequest`), all checked against the one table of limits.
 """
 
 from __future__ import annotations
@@ -31,15 +31,14 @@ from s2studio.engine.api import (
     Reference, SamplingParams, SynthesisRequest,
 )
 from s2studio.errors import UserError
-from s2studio.settings import Loading
+from s2studio.settings import Loading, Sampling
 from s2studio.state.lora_file import file_sha256
-from s2studio.state.project import GenerationSettings
 from s2studio.state.script import Script
 from s2studio.state.staleness import take_fingerprint
 from s2studio.state.voices import Voice
 
 
-def sampling_params(settings: GenerationSettings) -> SamplingParams:
+def sampling_params(settings: Sampling) -> SamplingParams:
     """The engine's sampler settings for the studio's settings: a "random" seed mode leaves the seed to the
     engine (one drawn per request, reported on every take); `max_frames` caps each line."""
     return SamplingParams(temperature=settings.temperature, top_p=settings.top_p, top_k=settings.top_k,
