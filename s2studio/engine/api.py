@@ -46,10 +46,10 @@ class SamplingParams:
     settings panel offers), with the message a person acts on; the studio's project settings map onto it in
     `plan.sampling_params`, the command line builds it from its flags."""
 
-    temperature: float = 0.8
-    top_p: float = 0.8
-    top_k: int = 30
-    max_new_tokens: int = 1024
+    temperature: float = LIMITS["temperature"].default
+    top_p: float = LIMITS["top_p"].default
+    top_k: int = LIMITS["top_k"].default  # type: ignore[assignment]
+    max_new_tokens: int = LIMITS["max_frames"].default  # type: ignore[assignment]
     """Frames per batch, the dropped last one included; 0: as many as the context leaves."""
     seed: int | None = None
     """None: the engine draws one base seed for the request and reports it per line in `LineFinished.seed`

@@ -69,10 +69,10 @@ def request_from_record(raw: Any, job_id: str) -> SynthesisRequest:
                      for r in raw.get("references", ()))
         context = tuple(ContextTurn(int(t["speaker"]), str(t["text"]), unpack_codes(t["codes"]))
                         for t in raw.get("context", ()))
-        s = raw.get("sampling", {})
+        s, d = raw.get("sampling", {}), SamplingParams()
         seed = s.get("seed")
-        sampling = SamplingParams(float(s.get("temperature", 0.8)), float(s.get("top_p", 0.8)),
-                                  int(s.get("top_k", 30)), int(s.get("max_new_tokens", 1024)),
+        sampling = SamplingParams(float(s.get("temperature", d.temperature)), float(s.get("top_p", d.top_p)),
+                                  int(s.get("top_k", d.top_k)), int(s.get("max_new_tokens", d.max_new_tokens)),
                                   None if seed is None else int(seed), bool(s.get("ignore_eos", False)))
         batching = raw.get("batching", "line")
         if batching not in ("line", "upstream"):

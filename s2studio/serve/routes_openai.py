@@ -114,7 +114,7 @@ async def speech(request: Request) -> Response:
         raise ApiError(400, f"speed {body.speed:g} is not supported: S2 has no speed control; send 1.0 "
                        "(or leave it out)", "unsupported_speed", "speed")
     voices, inline = _voice_of(state, body)
-    frames = min(body.max_new_tokens or 1024, limits.max_new_tokens)
+    frames = min(body.max_new_tokens or SamplingParams.max_new_tokens, limits.max_new_tokens)
     speech = Speech(check_lines(speech_lines(body.input, body.instructions), limits, "input"),
                     SamplingParams(temperature=body.temperature, top_p=body.top_p, max_new_tokens=frames,
                                    seed=body.seed),
