@@ -96,7 +96,8 @@ def run_takes(args: argparse.Namespace, text: str, sources: Sequence[tuple[str, 
         raise
     frames = sum(int(t.codes.shape[1]) for kept in takes.values() for t in kept)
     seconds = frames * FRAME_SAMPLES / SAMPLE_RATE
-    named = take_path(args.out if args.out is not None else args.codes_out or args.codes_out_dir, 1)
-    print(f"{args.takes} takes ({min(args.takes, info.max_batch)} at once), {frames} frames ({seconds:.2f} s of audio) in {time.perf_counter() - t1:.1f} s "
-          f"-> {printable(named)} … _take{args.takes}", file=sys.stderr)
+    named = args.out if args.out is not None else args.codes_out or args.codes_out_dir
+    print(f"{args.takes} takes ({min(args.takes, info.max_batch)} at once), {frames} frames ({seconds:.2f} s of "
+          f"audio) in {time.perf_counter() - t1:.1f} s -> {printable(take_path(named, 1))} … "
+          f"{printable(take_path(named, args.takes).name)}", file=sys.stderr)
     return 0
