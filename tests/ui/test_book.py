@@ -322,3 +322,21 @@ def test_a_render_with_every_row_shown_walks_no_rows_of_the_script(qtbot, studio
     cast_two_voices(w, tmp_path, book(1, 6))
     render(qtbot, w)
     assert walks == []  # no filter on: nothing to hide, no walk per finished take
+
+
+def test_a_takes_neighbours_of_its_speaker_are_found_around_it_as_in_the_list_of_all_lines():
+    import random
+
+    from s2studio.state.script import parse_script
+    from s2studio.ui.control.take_checks import NEIGHBOURS, _same_speaker
+
+    rng = random.Random(5)
+    script = parse_script("\n".join(f"{rng.choice('ABC')}: line {i}." for i in range(300)))
+    lines = script.lines
+    for line in lines[::7]:
+        order = [ln.line_id for ln in lines if ln.speaker == line.speaker]  # the whole list, as it was
+        at = order.index(line.line_id)
+        expected = order[max(0, at - NEIGHBOURS):at] + order[at + 1:at + 1 + NEIGHBOURS]
+        around = _same_speaker(lines, line.index, -1, line.speaker)[::-1] + _same_speaker(lines, line.index, 1,
+                                                                                          line.speaker)
+        assert around == expected

@@ -18,7 +18,7 @@ import logging
 import multiprocessing
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal
@@ -27,6 +27,7 @@ from s2studio.audio import SAMPLE_RATE
 from s2studio.audio.asr import AsrSettings
 from s2studio.checks.settings import CheckSettings, check_key
 from s2studio.state.project import Take
+from s2studio.state.script import Line
 from s2studio.state.take_check import TakeCheck
 from s2studio.ui.control.document import Document
 
@@ -129,12 +130,13 @@ class TakeChecks(QObject):
     def neighbour_paces(self, line_id: str, speaker: str) -> tuple[float, ...]:
         """The measured paces of the picked takes of the same speaker's lines around `line_id` (up to
         `NEIGHBOURS` each side), those checked already."""
-        order = [ln.line_id for ln in self.document.script.lines if ln.speaker == speaker]
-        if line_id not in order:
+        script = self.document.script
+        line = script.line(line_id)
+        if line is None or line.speaker != speaker:
             return ()
-        at = order.index(line_id)
-        paces = []
-        for other in order[max(0, at - NEIGHBOURS):at] + order[at + 1:at + 1 + NEIGHBOURS]:
+        paces = []  # found by walking out from the line, not by listing a book's lines for every take
+        for other in _same_speaker(script.lines, line.index, -1, speaker)[::-1] + _same_speaker(
+                script.lines, line.index, 1, speaker):
             take = self.document.project.current(other)
             pace = take.check.of("pace") if take is not None and take.check is not None else None
             if pace is not None and pace.value is not None:
@@ -215,3 +217,14 @@ class TakeChecks(QObject):
             self._process.join(5)
             if self._process.is_alive():
                 self._process.kill()
+
+
+def _same_speaker(lines: Sequence[Line], at: int, step: int, speaker: str) -> list[str]:
+    """Ids of up to `NEIGHBOURS` lines of `speaker` from `at` on (not `at` itself), going by `step`."""
+    found: list[str] = []
+    i = at + step
+    while 0 <= i < len(lines) and len(found) < NEIGHBOURS:
+        if lines[i].speaker == speaker:
+            found.append(lines[i].line_id)
+        i += step
+    return found
