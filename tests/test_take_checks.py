@@ -111,6 +111,22 @@ def test_words_reasons_name_what_was_missed_added_and_replaced() -> None:
     assert tag.verdict == "failed" and "reads the tag aloud (“laughing”)" in tag.reason
 
 
+def test_a_word_skipped_fails_but_a_word_misheard_or_spelled_otherwise_does_not() -> None:
+    """The line between a take that skipped a word and a recognizer that misheard one (the probabilities are
+    what tiny.en gave on espeak-ng: a skipped word 0.0002, "bus" heard as "most" 0.0004, "hidden" unheard 0.0067)."""
+    s = CheckSettings()
+    skipped = words_check("Bring the blue folder.", "Bring the folder.", "en", s, lambda: [0.9, 0.9, 0.0002, 0.9])
+    assert skipped.verdict == "failed" and "missed “blue”" in skipped.reason
+    misheard = words_check("The bus driver waited.", "The most driver waited.", "en", s,
+                           lambda: [0.9, 0.0004, 0.9, 0.9])
+    assert misheard.verdict == "warning" and "replaced “bus” with “most”" in misheard.reason
+    line = "She found a golden key hidden under a loose stone in the wall."
+    unheard = words_check(line, line.replace(" hidden", ""), "en", s, lambda: [0.9] * 5 + [0.0067] + [0.9] * 7)
+    assert unheard.verdict == "passed" and "not heard “hidden”" in unheard.reason
+    spelled = compare("Colourful silk radios.", "Colorful silk radio.")
+    assert spelled.doubted == (("colourful", "colorful"), ("radios", "radio")) and spelled.error_rate == 0.5 / 3
+
+
 # -- results: ranking, the project file's form, the key -------------------------------------------------------
 
 
@@ -181,3 +197,17 @@ def test_the_checker_process_answers_each_take_and_reports_one_it_cannot_check(t
     finally:
         if proc.is_alive():
             proc.kill()
+
+
+def test_the_voice_encoder_embeds_as_resemblyzer_does() -> None:
+    """Our reading of Resemblyzer's network and front end against Resemblyzer's own `embed_utterance`, run in a
+    separate environment where it imports (tests/voice_golden.py says how the golden was made)."""
+    needs_checks_extra()
+    from s2studio.checks.voice_encoder import VoiceEncoder  # noqa: PLC0415 - torch
+    from voice_golden import voiced  # noqa: PLC0415
+
+    reference = np.load(Path(__file__).parent / "golden" / "voice_encoder" / "resemblyzer.npy")
+    encoder = VoiceEncoder()
+    ours = np.stack([encoder.embed(voiced(3.0, 130.0, 0)), encoder.embed(voiced(5.0, 210.0, 1))])
+    np.testing.assert_allclose(ours, reference, atol=1e-5)
+    assert float(reference[0] @ reference[1]) < 0.9  # two different sounds: the comparison can fail

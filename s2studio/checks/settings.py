@@ -29,9 +29,9 @@ from dataclasses import asdict, dataclass
 
 from s2studio.state.schema import dataclass_kind
 
-CHECKER_VERSION = 2
+CHECKER_VERSION = 3
 """Raised when a check measures differently: every stored result is then made again (2: pace judged against
-the lines around it too)."""
+the lines around it too; 3: words heard in a word's place or spelled nearly alike are mishearings, not misses)."""
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,14 @@ substitution costing less the more alike the words are spelled (rapidfuzz measur
 A recognizer mishears (the tests' tiny.en turns espeak's "sandwiches" into "sand which is"), so a word the
 transcript got wrong is asked about once more: Whisper is told the line and says how sure it is of each of its
 words in the audio (`audio.asr.word_probabilities`). A word it finds there (probability at least `SURE`) is the
-recognizer's doubt and counts a quarter; a word it does not find is an error. A missed word that carries meaning
-and is not in the audio, a tag's words in the transcript ("reads the tag aloud") or a run of three added words
-fail whatever the rate: those are a speech model's faults.
+recognizer's doubt and counts a quarter, as does a word heard spelled nearly alike ("colorful" for "colourful",
+"radio" for "radios": the recognizer's spelling); any other word heard wrong is an error. A word of the line that
+carries meaning, with nothing heard in its place and not in the audio, is missed, and fails whatever the rate, as
+do a tag's words in the transcript ("reads the tag aloud") or a run of three added words: those are a speech
+model's faults. Something heard in a word's place is a mishearing, however unsure Whisper is of the word (on
+clean espeak takes tiny.en hears "most" for "bus", at a probability as low as a skipped word's); a word with
+nothing in its place that Whisper still finds in the audio (at least `ABSENT`) is "not heard", an error but no
+proof the take skipped it.
 """
 
 from __future__ import annotations
@@ -38,6 +43,9 @@ SURE = 0.1
 ABSENT = 0.003
 """Below this the word is not in the audio: missed, whatever the transcript made of it (espeak's words that were
 left out score under 0.0005 with the tests' tiny.en; words it said but tiny.en misheard, 0.007 and up)."""
+NEAR = 0.8
+"""Spelling similarity (Levenshtein, normalised) at which a word heard for the line's word is its spelling, not
+another word: one letter in five."""
 ALIKE_DISCOUNT = 0.6
 """How much cheaper aligning two words is the more alike they are spelled (0: not at all)."""
 DOUBT_WEIGHT = 0.25
@@ -63,16 +71,20 @@ class WordDiff:
     replaced: tuple[tuple[str, str], ...]
     """(the line's word, what was heard instead) where the audio does not hold the line's word."""
     doubted: tuple[tuple[str, str], ...]
-    """(the line's word, what was heard, "" when nothing) where the audio holds the line's word: misheard."""
+    """(the line's word, what was heard, "" when nothing) where the audio holds the line's word, or what was heard
+    is spelled nearly alike: misheard."""
     tag_words: tuple[str, ...]
     """What was heard of the line's tags: their words anywhere, or any words where a tag stands."""
+    unheard: tuple[str, ...] = ()
+    """Words of the line with nothing heard in their place that Whisper finds in the audio, unsure."""
 
     @property
     def error_rate(self) -> float:
         """Errors per word of the line: missed and replaced words 1, doubted ones `DOUBT_WEIGHT`, added ones
         `ADDED_WEIGHT` (1 in a run of `ADDED_RUN`)."""
         added = sum(len(r) * (1.0 if len(r) >= ADDED_RUN else ADDED_WEIGHT) for r in self.added)
-        errors = len(self.missed) + len(self.replaced) + DOUBT_WEIGHT * len(self.doubted) + added
+        errors = (len(self.missed) + len(self.replaced) + len(self.unheard) + DOUBT_WEIGHT * len(self.doubted)
+                  + added)
         return errors / max(len(self.reference), 1)
 
 
@@ -157,6 +169,7 @@ def compare(line: str, transcript: str, lang: str = "en", support: Support | Non
     added: list[tuple[str, ...]] = []
     replaced: list[tuple[str, str]] = []
     doubted: list[tuple[str, str]] = []
+    unheard: list[str] = []
     found_tags: list[str] = []
     run: list[str] = []
     for k, (op, i, j) in enumerate(ops):
@@ -177,14 +190,16 @@ def compare(line: str, transcript: str, lang: str = "en", support: Support | Non
         if h and _is_tag(h, tags):
             found_tags.append(h)
             h = ""
-        if p is not None and p >= SURE:
+        if p is not None and p >= SURE or h and similarity(r, h) >= NEAR:
             doubted.append((r, h))
-        elif p is not None and p < ABSENT or not h:
+        elif h:
+            replaced.append((r, h))
+        elif p is None or p < ABSENT:
             missed.append(r)
         else:
-            replaced.append((r, h))
+            unheard.append(r)
     return WordDiff(tuple(reference), tuple(heard), tuple(missed), tuple(added), tuple(replaced), tuple(doubted),
-                    tuple(dict.fromkeys(found_tags)))
+                    tuple(dict.fromkeys(found_tags)), tuple(unheard))
 
 
 def support_of(words: Sequence[tuple[str, float]], reference: Sequence[str], lang: str) -> list[float | None]:
@@ -220,6 +235,8 @@ def words_check(line: str, transcript: str, lang: str, settings: CheckSettings,
         reasons.append(f"added {_quoted([' '.join(r) for r in diff.added])}")
     if diff.replaced:
         reasons.append("replaced " + ", ".join(f"“{r}” with “{h}”" for r, h in diff.replaced))
+    if diff.unheard:
+        reasons.append("not heard " + _quoted(diff.unheard))
     if diff.doubted:
         reasons.append("unclear " + _quoted([r for r, _ in diff.doubted]))
     if not diff.heard:
