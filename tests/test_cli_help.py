@@ -45,7 +45,7 @@ def test_serve_runs_the_studios_fast_mode_unless_asked_for_the_exact_one(monkeyp
             def list() -> list:
                 return []
 
-    def start_state(config, load, library, on_loading=None):
+    def start_state(config, load, library, on_loading=None, **_):
         asked.append(load)
         return Started()
 

@@ -29,7 +29,6 @@ log = logging.getLogger("s2studio.serve")
 MAX_UPLOADS = 256
 MAX_UPLOAD_BYTES = 128 * 1024 * 1024
 """All uploaded clips together: what the server's memory (and its folder) holds for clients, whatever their number."""
-INDEX = "voices.json"
 _CLIP_NAME = re.compile(r"[0-9a-f]{64}\.(wav|flac|ogg|mp3|aiff|w64|caf)")
 
 
