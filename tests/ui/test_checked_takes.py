@@ -168,3 +168,20 @@ def test_only_failed_lines_shown_and_thresholds_or_recognizer_changed_check_ever
     combo.setCurrentIndex(combo.findData("de"))  # another language for the recognizer: another key
     assert checks.key != by_threshold
     qtbot.waitUntil(lambda: not checks.busy and all(t.check.key == checks.key for t in takes), timeout=TIMEOUT_MS)
+
+
+def test_stored_thresholds_read_back_and_a_broken_value_gives_the_defaults(tmp_path):  # noqa: ANN001
+    import json  # noqa: PLC0415
+
+    from PySide6.QtCore import QSettings  # noqa: PLC0415
+
+    from s2studio.checks.settings import CheckSettings  # noqa: PLC0415
+    from s2studio.ui.inspector.checks_box import KEY, thresholds  # noqa: PLC0415
+
+    store = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+    assert thresholds(store) == CheckSettings()
+    store.setValue(KEY, json.dumps({"words_fail": 0.4}))
+    assert thresholds(store) == CheckSettings(words_fail=0.4)
+    for broken in (json.dumps({"words_fail": 9.0}), "{not json", json.dumps([1, 2])):
+        store.setValue(KEY, broken)
+        assert thresholds(store) == CheckSettings()

@@ -11,7 +11,8 @@ import logging
 from dataclasses import asdict, dataclass, fields, replace
 
 from PySide6.QtCore import QSettings, QTimer, Signal
-from PySide6.QtWidgets import (QDoubleSpinBox, QGridLayout, QGroupBox, QLabel, QPushButton, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QDoubleSpinBox, QGridLayout, QGroupBox, QLabel, QPushButton, QSizePolicy, QVBoxLayout,
+                               QWidget)
 
 from s2studio.checks.settings import LIMITS, SETTINGS, CheckSettings
 from s2studio.errors import UserError
@@ -19,6 +20,8 @@ from s2studio.errors import UserError
 log = logging.getLogger(__name__)
 
 KEY = "checks/thresholds"
+SPIN_WIDTH = 84
+"""The spin boxes' widest: the section fits the inspector's narrow column."""
 SETTLE_MS = 700
 """How long after the last turn of a spin box the new thresholds are applied (each change re-checks takes)."""
 
@@ -36,12 +39,12 @@ class Row:
 
 
 ROWS = (
-    Row("Words (error rate)", "words_warn", "words_fail", " %", 100, 0),
+    Row("Words (errors)", "words_warn", "words_fail", " %", 100, 0),
     Row("Pace (× off)", "pace_warn", "pace_fail", " ×"),
-    Row("Fade (last third)", "fade_warn_db", "fade_fail_db", " dB", decimals=1),
-    Row("Silence inside", "silence_warn_s", "silence_fail_s", " s", decimals=1),
-    Row("Clipping (samples)", "clip_warn", "clip_fail", " %", 100, 3),
-    Row("Voice (similarity)", "voice_warn", "voice_fail", ""),
+    Row("Fade", "fade_warn_db", "fade_fail_db", " dB", decimals=1),
+    Row("Pauses", "silence_warn_s", "silence_fail_s", " s", decimals=1),
+    Row("Clipping", "clip_warn", "clip_fail", " %", 100, 3),
+    Row("Voice (alike)", "voice_warn", "voice_fail", ""),
     Row("End: quiet after", "", "end_quiet_ms", " ms", decimals=0),
 )
 
@@ -79,8 +82,9 @@ class ChecksBox(QGroupBox):
                 if name:
                     self.spins[name] = spin = self._spin(row, name)
                     grid.addWidget(spin, r, c)
-        self.note = QLabel("Every take is checked when it is made; a take checked with other thresholds is checked "
-                           "again. Words and voice fail below their thresholds' scores, the others above.")
+        self.note = QLabel("Each take is checked when it is made, and again when these change. Voice warns and "
+                           "fails below its numbers, the others above them; the fade is the last third against the "
+                           "first.")
         self.note.setWordWrap(True)
         self.note.setEnabled(False)
         column.addWidget(self.note)
@@ -102,6 +106,8 @@ class ChecksBox(QGroupBox):
         spin.setDecimals(row.decimals)
         spin.setSingleStep(10 ** -row.decimals if row.decimals else 1)
         spin.setSuffix(row.suffix)
+        spin.setMaximumWidth(SPIN_WIDTH)
+        spin.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)  # may shrink below its hint
         spin.setAccessibleName(f"{row.label}: {'warn' if name == row.warn else 'fail'} at")
         return spin
 
