@@ -77,7 +77,9 @@ class ChecksBox(QGroupBox):
         grid.addWidget(QLabel("Fail"), 0, 2)
         self.spins: dict[str, QDoubleSpinBox] = {}
         for r, row in enumerate(ROWS, 1):
-            grid.addWidget(QLabel(row.label), r, 0)
+            label = QLabel(row.label)
+            label.setWordWrap(True)  # a narrow inspector wraps the name, never cuts the spin boxes off
+            grid.addWidget(label, r, 0)
             for c, name in ((1, row.warn), (2, row.fail)):
                 if name:
                     self.spins[name] = spin = self._spin(row, name)
