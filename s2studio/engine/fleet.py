@@ -6,7 +6,7 @@ keeps each member's number of requests in flight (`Member.slots`), and passes ev
 each line gets exactly one take, placed by its line id, so the timeline fills in script order wherever a scene ran.
 
 Failures move work, never lose it: when a member refuses, breaks, goes quiet, sends garbage audio or is slower than
-its deadline, the scene's finished lines are kept and the rest goes back to the queue for any member (the remainder
+its deadline, the scene's finished lines are kept and the rest goes back to the front of the queue for any member (the remainder
 hears the kept lines as context where their codes exist); a scene fails, with one message naming the server and
 the reason, after `retries` tries. A server answering 503 with Retry-After is paused that long and its scene goes
 back without counting a try. A member that failed twice in a row is dropped for the rest of the render. The deadline
@@ -248,7 +248,7 @@ class FleetEngine:
                     failed.append(f"scene {scene.index + 1} failed: {scene.last_error}")
                     remaining[0] -= 1
                 else:
-                    pending.append(scene)
+                    pending.insert(0, scene)  # begun first: its lines are the earliest still missing
                 state.notify_all()
 
         def finish(scene: Scene) -> None:

@@ -238,8 +238,9 @@ def test_scenes_go_longest_first_and_a_retried_scene_hears_its_kept_lines(tmp_pa
     events = collect(fleet.generate(request, threading.Event()))
     assert isinstance(events[-1], JobFinished), events[-1]
     asked = [[ln.line_id for ln in r.lines] for r in engine.asked]
-    assert asked == [["b0", "b1"], ["c0", "c1"], ["a0", "a1"], ["b1"]]  # longest first; b's rest queued again
-    retry = engine.asked[3]
+    # longest first; b's rest goes back to the front (its line is the earliest missing, playback waits on it)
+    assert asked == [["b0", "b1"], ["b1"], ["c0", "c1"], ["a0", "a1"]]
+    retry = engine.asked[1]
     first = next(e for e in events if isinstance(e, LineFinished) and e.line_id == "b0")
     assert [t.text for t in retry.context] == ["A much longer line than the rest."]  # the kept line, as context
     np.testing.assert_array_equal(retry.context[0].codes, first.codes)
