@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from PySide6.QtCore import QMimeData, Qt, QTimer
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import (QApplication, QInputDialog, QLabel, QMainWindow, QMessageBox, QSplitter, QToolBar,
                                QVBoxLayout, QWidget)
@@ -28,14 +28,17 @@ from s2studio.ui.actions import SPECS, ShortcutsDialog, build_actions
 from s2studio.ui.check_commands import CheckCommands
 from s2studio.ui.colors import is_dark, speaker_colors
 from s2studio.ui.control.activity import ActivityLog
+from s2studio.ui.control.clips import ClipJobs
 from s2studio.ui.control.context import StudioContext
 from s2studio.ui.control.document import Document
+from s2studio.ui.control.drops import DropRouter, dropped_paths
 from s2studio.ui.control.live import LivePlayback
 from s2studio.ui.control.model import ModelController
 from s2studio.ui.control.player import Player
 from s2studio.ui.control.projects import ProjectStore
 from s2studio.ui.control.render import RenderFlow
 from s2studio.ui.control.session import RenderSession
+from s2studio.ui.control.voices import VoiceCommands
 from s2studio.ui.desktop import reveal_folder
 from s2studio.ui.dialogs.about import show_about
 from s2studio.ui.dialogs.model_commands import ModelCommands, remembered_settings
@@ -55,7 +58,6 @@ from s2studio.ui.window_memory import WindowMemory
 
 logger = logging.getLogger(__name__)
 
-AUDIO_SUFFIXES = {".wav", ".flac", ".ogg", ".mp3", ".aiff", ".aif"}
 SEEK_STEP_S = 5.0
 
 
@@ -68,6 +70,8 @@ class MainWindow(QMainWindow):
         self.setAcceptDrops(True)
         self.resize(1280, 800)
         self.library = VoiceLibrary(ctx.voices_dir)
+        self.voice_commands = VoiceCommands(self.library, self)
+        self.clip_jobs = ClipJobs(self)
         self.document = Document(Project(settings=remembered_settings(ctx.settings)), self)
         self.timeline = Timeline(gap_s=self.document.project.gap_s)
         self.player = Player(self.timeline, self)
@@ -185,7 +189,13 @@ class MainWindow(QMainWindow):
             else:
                 toolbar.addAction(a[name])
         self.addToolBar(toolbar)
-        self.voices = VoicesPanel(self.library, settings=self.ctx.settings, host=self.ctx.host)
+        preview = None
+        if self.ctx.host is not None:
+            from s2studio.ui.control.preview import VoicePreview  # noqa: PLC0415 - only with an engine
+
+            preview = VoicePreview(self.ctx.host, self.library, self)
+        self.voices = VoicesPanel(self.voice_commands, self.clip_jobs, preview, settings=self.ctx.settings)
+        self.drops = DropRouter(self.voices.new_voice_from, self.voices.import_voice, self.open_project, self)
         self.cast_panel = CastPanel()
         self.editor = ScriptEditor()
         centre = QWidget()
@@ -292,7 +302,9 @@ class MainWindow(QMainWindow):
         self.editor.edited.connect(self._parse_timer.start)
         self.tag_palette.tag_chosen.connect(self.editor.insert_tag)
         self.cast_panel.cast_changed.connect(d.set_cast)
-        self.voices.voices_changed.connect(self.refresh_voices)
+        self.voice_commands.changed.connect(lambda _vid: self.refresh_voices())
+        self.voices.dropped.connect(self.drops.route)
+        self.drops.refused.connect(lambda text: QMessageBox.warning(self, "Cannot open", text))
         self.voices.finetune_requested.connect(self.fine_tune_voice)
         self.voices.message.connect(lambda m: self.statusBar().showMessage(m, 5000))
         self.settings_panel.settings_changed.connect(self._settings_changed)
@@ -313,7 +325,7 @@ class MainWindow(QMainWindow):
         self.projects.about_to_switch.connect(self._before_switch)
         self.projects.message.connect(lambda text, ms: self.statusBar().showMessage(text, ms))
         self.models.message.connect(lambda text, ms: self.statusBar().showMessage(text, ms))
-        self.projects.voices_added.connect(lambda: (self.voices.refresh(), self.refresh_voices()))
+        self.projects.voices_added.connect(self.voice_commands.reread)
         self.store.path_changed.connect(lambda _path: self._update_title())
         self.store.unsaved_changed.connect(lambda _unsaved: self._update_title())
 
@@ -374,16 +386,12 @@ class MainWindow(QMainWindow):
             QMessageBox.warning(self, "Fine-tune voice", str(exc))
             return
 
-        def changed(_vid: str) -> None:
-            self.voices.refresh()
-            self.refresh_voices()
-
-        dialog.voice_changed.connect(changed)
+        dialog.voice_changed.connect(self.voice_commands.reread)
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.show()
 
     def refresh_voices(self) -> None:
-        voices = self.voices.voices()
+        voices = self.library.list()
         self.cast_panel.set_voices([(v.id, v.name) for v in voices])
         self.document.set_voices(voices)
 
@@ -542,35 +550,12 @@ class MainWindow(QMainWindow):
     # -- voices ----------------------------------------------------------------------------------
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 - Qt override
-        if self._dropped_paths(event.mimeData()):
+        if dropped_paths(event.mimeData()):
             event.acceptProposedAction()
 
     def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802 - Qt override
-        paths = self._dropped_paths(event.mimeData())
         event.acceptProposedAction()
-        QTimer.singleShot(0, lambda: self.open_paths(paths))
-
-    @staticmethod
-    def _dropped_paths(mime: QMimeData) -> list[Path]:
-        return [Path(u.toLocalFile()) for u in mime.urls() if u.isLocalFile()]
-
-    def open_paths(self, paths: list[Path]) -> None:
-        """What a drop does: the audio files together make one voice (1–4 clips), .s2voice imports,
-        .s2proj opens."""
-        audio = [p for p in paths if p.suffix.lower() in AUDIO_SUFFIXES]
-        if audio:
-            self.voices.new_voice_from(audio)
-        for path in paths:
-            try:
-                if path.suffix == ".s2voice":
-                    voice = self.library.import_voice(path)
-                    self.voices.refresh()
-                    self.voices.select(voice.id)
-                    self.refresh_voices()
-                elif path.suffix == ".s2proj" or (path / "project.json").is_file():
-                    self.open_project(path)
-            except UserError as exc:
-                QMessageBox.warning(self, "Cannot open", str(exc))
+        self.drops.route(dropped_paths(event.mimeData()))
 
     # -- dialogs ---------------------------------------------------------------------------------
 
@@ -579,7 +564,7 @@ class MainWindow(QMainWindow):
 
         if not self.check_commands.confirm_export():
             return
-        names = {v.id: v.name for v in self.voices.voices()}
+        names = {v.id: v.name for v in self.library.list()}
         selected = [ln.line_id for ln in self.editor.lines_in_selection(self.script)]
         name = self.store.path.stem if self.store.path is not None else ""
         dialog = ExportDialog(self.project, self.script, self.model.info, names, selected, self.ctx.settings, self,
@@ -626,6 +611,6 @@ class MainWindow(QMainWindow):
         self.memory.save()
         self.store.remember_last()
         self.store.end_session(discard=answer is None)
-        self.voices.forget_undo()
+        self.voice_commands.forget_undo()
         QApplication.instance().removeEventFilter(self.space)
         super().closeEvent(event)

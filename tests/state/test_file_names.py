@@ -121,13 +121,15 @@ def test_voice_library_folders_and_files(tmp_path):
 
 def test_a_voice_is_offered_for_export_under_a_valid_name(qtbot, tmp_path, monkeypatch):
     from s2studio.state.voices import VoiceLibrary
+    from s2studio.ui.control.clips import ClipJobs
+    from s2studio.ui.control.voices import VoiceCommands
     from s2studio.ui.voices import voices_panel
 
     clip = tmp_path / "clip.wav"
     sf.write(str(clip), tone(3.0), 44100)
     library = VoiceLibrary(tmp_path / "voices")
     voice = library.create('CON: "the narrator"?', [(clip, "Hello there.")])
-    panel = voices_panel.VoicesPanel(library)
+    panel = voices_panel.VoicesPanel(VoiceCommands(library), ClipJobs())
     qtbot.addWidget(panel)
     panel.select(voice.id)
     offered = []

@@ -109,11 +109,13 @@ def test_too_little_speech_or_no_model_cannot_start(qtbot, tiny: Path, tmp_path:
 def test_the_voice_panel_asks_for_the_dialog_and_shows_the_lora(qtbot, tmp_path: Path) -> None:
     from safetensors.numpy import save
 
+    from s2studio.ui.control.clips import ClipJobs
+    from s2studio.ui.control.voices import VoiceCommands
     from s2studio.ui.voices.voices_panel import VoicesPanel
 
     lib = VoiceLibrary(tmp_path / "voices")
     voice = voice_with(lib, tmp_path, 3.0, clips=1)
-    panel = VoicesPanel(lib)
+    panel = VoicesPanel(VoiceCommands(lib), ClipJobs())
     qtbot.addWidget(panel)
     assert not panel.finetune_button.isEnabled()  # nothing selected yet
     panel.select(voice.id)
@@ -195,7 +197,7 @@ def test_each_checkpoint_gets_a_preview_to_play_and_can_be_the_one_kept(qtbot, t
     from ui_helpers import close_studio, open_studio, playback_raw
 
     from s2studio.engine.fake import FakeEngine
-    from s2studio.ui.voices.voice_preview import preview_path
+    from s2studio.ui.control.preview import preview_path
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     w = open_studio(qtbot, lambda: FakeEngine(frame_latency_s=0.001))

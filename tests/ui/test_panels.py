@@ -198,6 +198,7 @@ def test_delete_voice_then_undo(qtbot, data_dir, tmp_path):
 
 def test_a_delete_that_cannot_keep_its_undo_copy_deletes_nothing(qtbot, data_dir, tmp_path, monkeypatch):
     from s2studio.state.atomic import WriteError
+    from s2studio.ui.control import voices as voice_commands
     from s2studio.ui.voices import voices_panel
 
     w = open_studio(qtbot, fake_engine)
@@ -206,14 +207,14 @@ def test_a_delete_that_cannot_keep_its_undo_copy_deletes_nothing(qtbot, data_dir
     w.voices.select(v.id)
     warnings: list[str] = []
     monkeypatch.setattr(voices_panel.QMessageBox, "warning", lambda _parent, _title, text: warnings.append(text))
-    making = voices_panel.tempfile.TemporaryDirectory
-    monkeypatch.setattr(voices_panel.tempfile, "TemporaryDirectory",  # the temp folder cannot be made
+    making = voice_commands.tempfile.TemporaryDirectory
+    monkeypatch.setattr(voice_commands.tempfile, "TemporaryDirectory",  # the temp folder cannot be made
                         lambda **_: (_ for _ in ()).throw(OSError(28, "No space left on device")))
     qtbot.mouseClick(w.voices.delete_button, Qt.MouseButton.LeftButton)
     assert [x.id for x in w.library.list()] == [v.id]
     assert warnings == ["The temp folder cannot hold the undo copy (No space left on device); free some space "
                         "there.\n“Narrator voice” was not deleted."]
-    monkeypatch.setattr(voices_panel.tempfile, "TemporaryDirectory", making)  # it can; the copy cannot be written
+    monkeypatch.setattr(voice_commands.tempfile, "TemporaryDirectory", making)  # it can; the copy cannot be written
     monkeypatch.setattr(w.library, "export", lambda *_: (_ for _ in ()).throw(WriteError("No space left on device", tmp_path, 28)))
     qtbot.mouseClick(w.voices.delete_button, Qt.MouseButton.LeftButton)
     assert [x.id for x in w.library.list()] == [v.id]

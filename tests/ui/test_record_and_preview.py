@@ -16,7 +16,7 @@ from s2studio.ui.voices import record_dialog
 from s2studio.ui.voices.level_meter import LevelMeter
 from s2studio.ui.voices.new_voice_dialog import NewVoiceDialog
 from s2studio.ui.voices.record_dialog import NO_MICROPHONE, RecordDialog, suggested_voice_name
-from s2studio.ui.voices.voice_preview import SENTENCE, preview_path
+from s2studio.ui.control.preview import SENTENCE, preview_path
 from ui_helpers import close_studio, fake_engine, on_modal, open_studio, playback_raw, write_wav
 
 

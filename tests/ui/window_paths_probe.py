@@ -22,7 +22,7 @@ from ui_helpers import close_studio, open_studio, write_wav  # noqa: E402
 def test_fine_tune_preview_and_transcription_leave_torch_out(qtbot, tmp_path: Path, monkeypatch) -> None:
     from s2studio.audio.asr import AsrSettings
     from s2studio.engine.fake import FakeEngine
-    from s2studio.ui.voices.clip_jobs import ClipJobs
+    from s2studio.ui.control.clips import ClipJobs
     from s2studio.ui.voices.finetune_dialog import FineTuneDialog
 
     assert "torch" not in sys.modules

@@ -10,7 +10,7 @@ Before a run, Estimate times one real step of the chosen settings in the trainin
 memory in plain words; a run that would not fit in the free memory cannot start.
 
 Each saved checkpoint gets a row (step, loss, Play, Use this one) and a preview: the voice's test sentence
-(`voice_preview.SENTENCE`) spoken with that checkpoint's LoRA on the voice's reference clips. The preview is
+(`ui.control.preview.SENTENCE`) spoken with that checkpoint's LoRA on the voice's reference clips. The preview is
 rendered by the studio's engine (`VoicePreview` on the engine host), not in the training process: the engine has
 the model loaded already and switches LoRAs by merging them into it (seconds at most), whereas the trainer's
 model is a float32 copy in training mode with no codec loaded (it is freed after encoding), so rendering there
@@ -84,7 +84,7 @@ class FineTuneDialog(QDialog):
         self._previewing: CheckpointRow | None = None
         self.previews = None
         if host is not None:
-            from s2studio.ui.voices.voice_preview import VoicePreview  # noqa: PLC0415 - only with an engine
+            from s2studio.ui.control.preview import VoicePreview  # noqa: PLC0415 - only with an engine
 
             self.previews = VoicePreview(host, library, self)  # type: ignore[arg-type]
             self.previews.info = model_info  # type: ignore[assignment]

@@ -27,7 +27,7 @@ from s2studio.state.clips import MAX_RECORDING_SECONDS, ClipAudio, read_audio
 from s2studio.state.voices import MAX_CLIPS
 from s2studio.ui.file_places import remember, start_in
 from s2studio.ui.voices.clip_card import ClipCard, ClipDraft
-from s2studio.ui.voices.clip_jobs import ClipJobs
+from s2studio.ui.control.clips import ClipJobs
 from s2studio.ui.voices.voice_details import play_samples, stop_playing
 
 AUDIO_FILTER = "Audio (*.wav *.flac *.ogg *.mp3 *.aiff *.aif);;All files (*)"

@@ -1,120 +1,75 @@
 """The voice library panel: search, new voice (drop, browse or record), clips with transcripts and
 checks, a preview of the voice, rename, delete with undo, export/import `.s2voice`.
 
-Files dragged over the panel light it up (audio makes a new voice, a `.s2voice` is imported). The panel owns
-the worker that prepares and transcribes clips (`ClipJobs`, shared by its dialogs, so a loaded speech
-model stays loaded) and the voice preview (`VoicePreview`, on the engine host when there is one)."""
+The panel is the view: it lists the voices, asks the person (names, files, which clip) and shows what went wrong;
+the library's changes are the commands' (`ui.control.voices`). Files dragged over it light it up and go to the
+window's one drop router (`ui.control.drops`). The clip jobs (shared by its dialogs, so a loaded speech model
+stays loaded) and the voice preview (on the engine host when there is one) are the window's controllers."""
 
 from __future__ import annotations
 
 import logging
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QPointF, QSettings, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import (QColor, QDragEnterEvent, QDragLeaveEvent, QDropEvent, QFont, QIcon, QPainter, QPainterPath,
-                           QPen, QPixmap)
+from PySide6.QtCore import QSettings, QSize, Qt, Signal
+from PySide6.QtGui import QDragEnterEvent, QDragLeaveEvent, QDropEvent
 from PySide6.QtWidgets import (QDialog, QFileDialog, QHBoxLayout, QInputDialog, QLabel, QLineEdit, QListWidget,
                                QListWidgetItem, QMessageBox, QPushButton, QStyle, QToolButton, QVBoxLayout, QWidget)
 
 from s2studio.errors import UserError
 from s2studio.state.file_names import portable_name
-from s2studio.state.voices import MAX_CLIPS, Voice, VoiceLibrary
-from s2studio.ui.colors import is_dark, speaker_color
+from s2studio.state.voices import MAX_CLIPS, Voice
+from s2studio.ui.colors import is_dark
+from s2studio.ui.control.clips import ClipJobs
+from s2studio.ui.control.drops import dropped_paths, is_audio, voice_files
+from s2studio.ui.control.voices import VoiceCommands
 from s2studio.ui.file_places import remember, start_in
 from s2studio.ui.voices.clip_card import ClipDraft
-from s2studio.ui.voices.clip_jobs import ClipJobs
 from s2studio.ui.voices.new_voice_dialog import NewVoiceDialog
 from s2studio.ui.voices.transcripts_box import asr_settings
 from s2studio.ui.voices.voice_details import VoiceDetails, play_file
+from s2studio.ui.voices.voice_icons import add_voice_icon, avatar
+
+if TYPE_CHECKING:
+    from s2studio.ui.control.preview import VoicePreview
 
 logger = logging.getLogger(__name__)
 
 AUDIO_FILTER = "Audio (*.wav *.flac *.ogg *.mp3 *.aiff *.aif);;All files (*)"
-AUDIO_SUFFIXES = frozenset({".wav", ".flac", ".ogg", ".mp3", ".aiff", ".aif"})
 DROP_HINT = "Drop to make a voice of these clips"
 LIST_ROWS = 4
 """Voices the list always shows: the selected voice's details take only the height left below them."""
 
 
-def add_voice_icon(color: QColor, size: int = 32) -> QIcon:
-    """"Add voice from a file": a sound wave with a plus, drawn so it reads at 16–32 px on any theme."""
-    icon = QIcon()
-    for px in (16, 24, size):
-        pix = QPixmap(px, px)
-        pix.fill(Qt.GlobalColor.transparent)
-        p = QPainter(pix)
-        p.setRenderHint(QPainter.RenderHint.Antialiasing)
-        p.scale(px / 32, px / 32)
-        p.setPen(QPen(color, 2.6, Qt.PenStyle.SolidLine, Qt.PenCapStyle.RoundCap))
-        for x, h in ((4, 6), (9, 14), (14, 22), (19, 12), (24, 7)):
-            p.drawLine(QPointF(x, 16 - h / 2), QPointF(x, 16 + h / 2))
-        plus = QPainterPath()
-        p.setPen(Qt.PenStyle.NoPen)
-        p.setBrush(QColor("#2f9e44"))
-        p.drawEllipse(QPointF(25, 25), 6.5, 6.5)
-        p.setPen(QPen(QColor("#ffffff"), 2.2, Qt.PenStyle.SolidLine, Qt.PenCapStyle.RoundCap))
-        plus.moveTo(25, 21.5)
-        plus.lineTo(25, 28.5)
-        plus.moveTo(21.5, 25)
-        plus.lineTo(28.5, 25)
-        p.drawPath(plus)
-        p.end()
-        icon.addPixmap(pix)
-    return icon
-
-
-def avatar(name: str, dark: bool, size: int = 60) -> QIcon:
-    """A round badge with the voice's initials, in a colour that stays the same for the name."""
-    pix = QPixmap(size, size)
-    pix.fill(Qt.GlobalColor.transparent)
-    p = QPainter(pix)
-    p.setRenderHint(QPainter.RenderHint.Antialiasing)
-    color = speaker_color(name, dark)
-    p.setBrush(color)
-    p.setPen(Qt.PenStyle.NoPen)
-    p.drawEllipse(0, 0, size, size)
-    font = QFont()
-    font.setPixelSize(int(size * 0.42))
-    font.setBold(True)
-    p.setFont(font)
-    p.setPen(QColor("#ffffff") if color.lightness() < 150 else QColor("#1b1b1b"))
-    initials = "".join(w[0] for w in name.split()[:2] if w[:1].isalnum()).upper() or "?"
-    p.drawText(pix.rect(), Qt.AlignmentFlag.AlignCenter, initials)
-    p.end()
-    return QIcon(pix)
-
-
 class VoicesPanel(QWidget):
-    voices_changed = Signal()
     finetune_requested = Signal(str)
     """Voice id: the window opens the Fine-tune dialog (it knows the model folder)."""
-    """The library changed (created, renamed, deleted, imported)."""
     message = Signal(str)
     """A one-line notice for the status bar."""
+    dropped = Signal(list)
+    """Audio and `.s2voice` files dropped on the list (for the window's drop router)."""
 
-    def __init__(self, library: VoiceLibrary, parent: QWidget | None = None, settings: QSettings | None = None,
-                 host=None) -> None:  # noqa: ANN001 - an EngineHost (None: no preview)
+    def __init__(self, commands: VoiceCommands, jobs: ClipJobs, preview: VoicePreview | None = None,
+                 settings: QSettings | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("voicesPanel")
         self.setAccessibleName("Voice library")
         self.setAcceptDrops(True)
-        self.library = library
+        self.commands = commands
+        self.library = commands.library
         self.settings = settings
-        self.jobs = ClipJobs(self)
+        self.jobs = jobs
         stop = self.jobs.stop_event
         self.destroyed.connect(lambda *_: stop.set())  # a transcript running when the window closes ends soon
-        self.preview = None
-        if host is not None:
-            from s2studio.ui.voices.voice_preview import VoicePreview  # noqa: PLC0415
-
-            self.preview = VoicePreview(host, library, self)
-            self.preview.message.connect(self.message)
-            self.preview.ready.connect(self._preview_ready)
-        self._undo_file: Path | None = None
-        # Made at the first delete; removed when the window closes (`forget_undo`) or at exit.
-        self._undo_dir: tempfile.TemporaryDirectory[str] | None = None
+        self.preview = preview
+        if preview is not None:
+            preview.message.connect(self.message)
+            preview.ready.connect(self._preview_ready)
+        commands.changed.connect(self._library_changed)
+        commands.message.connect(self.message)
+        commands.undo_offered.connect(self._offer_undo)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 8, 4, 8)
         layout.setSpacing(6)
@@ -164,9 +119,9 @@ class VoicesPanel(QWidget):
         self.undo_button = QPushButton("Undo delete")
         self.undo_button.setAccessibleName("Undo deleting the voice")
         self.undo_button.setVisible(False)
-        self.undo_button.clicked.connect(self.undo_delete)
+        self.undo_button.clicked.connect(commands.undo_delete)
         layout.addWidget(self.undo_button)
-        self.details = VoiceDetails(library)
+        self.details = VoiceDetails(self.library)
         self.details.message.connect(self.message)
         self.details.preview_button.setVisible(self.preview is not None)
         self.details.preview_requested.connect(self.preview_voice)
@@ -187,14 +142,11 @@ class VoicesPanel(QWidget):
 
     # -- list ------------------------------------------------------------------------------------
 
-    def voices(self) -> list[Voice]:
-        return self.library.list()
-
     def refresh(self) -> None:
         selected = self.selected_id()
         needle = self.search.text().strip().casefold()
         self.list.clear()
-        for voice in self.voices():
+        for voice in self.library.list():
             if needle and needle not in voice.name.casefold() and needle not in voice.notes.casefold():
                 continue
             secs = sum(c.duration_s for c in voice.clips)
@@ -239,13 +191,18 @@ class VoicesPanel(QWidget):
         self.remove_clip_button.setEnabled(len(voice.clips) > 1)  # a voice keeps at least one clip
         self.details.show_voice(voice)
 
+    def _library_changed(self, voice_id: str) -> None:
+        self.refresh()
+        if voice_id:
+            self.select(voice_id)
+
     # -- commands --------------------------------------------------------------------------------
 
     def record(self) -> None:
         """Record a clip from the microphone, then name the voice made of it."""
         from s2studio.ui.voices.record_dialog import RecordDialog  # noqa: PLC0415 - opened rarely
 
-        dialog = RecordDialog(self, [v.name for v in self.voices()])
+        dialog = RecordDialog(self, [v.name for v in self.library.list()])
         accepted = dialog.exec()
         take = dialog.take() if accepted else None
         transcript, name = dialog.transcript.toPlainText().strip(), dialog.suggested_name
@@ -269,11 +226,8 @@ class VoicesPanel(QWidget):
         if len(clips) > MAX_CLIPS:
             dialog.reason.setText(f"⚠ A voice takes 1–{MAX_CLIPS} clips: only the first {MAX_CLIPS} of the "
                                   f"{len(clips)} files are used.")
-        voice = self._until_accepted(dialog, lambda: self.library.create(dialog.name.text(), dialog.pairs(),
+        return self._until_accepted(dialog, lambda: self.commands.create(dialog.name.text(), dialog.pairs(),
                                                                          consent=dialog.consent.text()))
-        if voice is not None:
-            self._changed(voice, f"Voice “{voice.name}” created.")
-        return voice
 
     @staticmethod
     def _until_accepted(dialog: NewVoiceDialog, apply: Callable[[], Voice]) -> Voice | None:
@@ -316,12 +270,9 @@ class VoicesPanel(QWidget):
             pairs = dialog.pairs()
             if not pairs:
                 raise UserError("Add a clip first.")
-            return self.library.add_clip(vid, *pairs[0])
+            return self.commands.add_clip(vid, *pairs[0])
 
-        added = self._until_accepted(dialog, add)
-        if added is not None:
-            self._changed(added, f"Clip added to “{added.name}”.")
-        return added
+        return self._until_accepted(dialog, add)
 
     def remove_clip(self) -> Voice | None:
         """Pick one of the selected voice's clips and remove it (the voice keeps at least one)."""
@@ -336,18 +287,10 @@ class VoicesPanel(QWidget):
             return None
         clip = voice.clips[labels.index(label)]
         try:
-            voice = self.library.remove_clip(vid, clip.id)
+            return self.commands.remove_clip(vid, clip.id)
         except UserError as exc:
             QMessageBox.warning(self, "Remove clip", str(exc))
             return None
-        self._changed(voice, f"Clip removed from “{voice.name}”.")
-        return voice
-
-    def _changed(self, voice: Voice, message: str) -> None:
-        self.refresh()
-        self.select(voice.id)
-        self.voices_changed.emit()
-        self.message.emit(message)
 
     def rename(self) -> None:
         vid = self.selected_id()
@@ -357,58 +300,24 @@ class VoicesPanel(QWidget):
         name, ok = QInputDialog.getText(self, "Rename voice", "New name:", text=voice.name)
         if ok and name.strip():
             try:
-                self.library.rename(vid, name)
+                self.commands.rename(vid, name)
             except UserError as exc:
                 QMessageBox.warning(self, "Rename voice", str(exc))
-                return
-            self.refresh()
-            self.voices_changed.emit()
 
     def delete(self) -> None:
-        """Delete at once (no question), keeping a copy so that Undo brings it back with the same id."""
+        """Delete at once (no question); Undo brings it back with the same id."""
         vid = self.selected_id()
         if vid is None:
             return
-        voice = self.library.get(vid)
-        if self._undo_file is not None:  # one level of undo: the copy before it goes
-            self._undo_file.unlink(missing_ok=True)
-            self._undo_file = None
         try:
-            if self._undo_dir is None:
-                self._undo_dir = tempfile.TemporaryDirectory(prefix="s2studio-undo-")
-            self._undo_file = self.library.export(vid, Path(self._undo_dir.name) / f"{vid}.s2voice")
-        except (UserError, OSError) as exc:  # no undo copy, no delete: the voice stays as it was
-            self.undo_button.setVisible(False)
-            reason = exc if isinstance(exc, UserError) else (
-                f"The temp folder cannot hold the undo copy ({exc.strerror or exc}); free some space there.")
-            QMessageBox.warning(self, "Delete voice", f"{reason}\n“{voice.name}” was not deleted.")
-            return
-        self.library.delete(vid)
-        self.undo_button.setText(f"Undo delete of “{voice.name}”")
-        self.undo_button.setVisible(True)
-        self.refresh()
-        self.voices_changed.emit()
-        self.message.emit(f"Voice “{voice.name}” deleted.")
+            self.commands.delete(vid)
+        except UserError as exc:
+            QMessageBox.warning(self, "Delete voice", str(exc))
 
-    def forget_undo(self) -> None:
-        """Drop the deleted voice's copy and its folder: nothing of the studio stays in the temp folder."""
-        self._undo_file = None
-        self.undo_button.setVisible(False)
-        if self._undo_dir is not None:
-            self._undo_dir.cleanup()
-            self._undo_dir = None
-
-    def undo_delete(self) -> None:
-        if self._undo_file is None:
-            return
-        voice = self.library.import_voice(self._undo_file)
-        self._undo_file.unlink(missing_ok=True)
-        self._undo_file = None
-        self.undo_button.setVisible(False)
-        self.refresh()
-        self.select(voice.id)
-        self.voices_changed.emit()
-        self.message.emit(f"Voice “{voice.name}” restored.")
+    def _offer_undo(self, name: str) -> None:
+        if name:
+            self.undo_button.setText(f"Undo delete of “{name}”")
+        self.undo_button.setVisible(bool(name))
 
     def fine_tune(self) -> None:
         vid = self.selected_id()
@@ -426,28 +335,22 @@ class VoicesPanel(QWidget):
         if name:
             remember("voice", Path(name))
             try:
-                path = self.library.export(vid, Path(name))
+                self.commands.export(vid, Path(name))
             except UserError as exc:
                 QMessageBox.warning(self, "Export voice", str(exc))
-                return
-            self.message.emit(f"Exported to {path}.")
 
     def import_file(self) -> None:
         name, _ = QFileDialog.getOpenFileName(self, "Import voice", start_in("voice"), "S2 voice (*.s2voice)")
         if name:
             remember("voice", Path(name))
-            self._import(Path(name))
+            self.import_voice(Path(name))
 
-    def _import(self, path: Path) -> None:
+    def import_voice(self, path: Path) -> None:
         """Import one `.s2voice` file and select it; a refusal is one warning naming what is wrong."""
         try:
-            voice = self.library.import_voice(path)
+            self.commands.import_file(path)
         except UserError as exc:
             QMessageBox.warning(self, "Import voice", str(exc))
-            return
-        self.refresh()
-        self.select(voice.id)
-        self.voices_changed.emit()
 
     def play_clip(self) -> None:
         """Play the clip selected in the details (the first one until another is chosen)."""
@@ -476,15 +379,6 @@ class VoicesPanel(QWidget):
 
     # -- drops -----------------------------------------------------------------------------------
 
-    @staticmethod
-    def droppable(paths: Sequence[Path]) -> list[Path]:
-        """What a drop on the panel takes: audio files and .s2voice files."""
-        return [p for p in paths if p.suffix.lower() in AUDIO_SUFFIXES or p.suffix == ".s2voice"]
-
-    @staticmethod
-    def _paths(event: QDragEnterEvent | QDropEvent) -> list[Path]:
-        return [Path(u.toLocalFile()) for u in event.mimeData().urls() if u.isLocalFile()]
-
     def _highlight(self, on: bool, count: int = 0) -> None:
         self.setProperty("dropTarget", on)
         self.list.setStyleSheet("QListWidget { border: 2px dashed palette(highlight); "
@@ -498,10 +392,10 @@ class VoicesPanel(QWidget):
         return bool(self.property("dropTarget"))
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 - Qt override
-        paths = self.droppable(self._paths(event))
+        paths = voice_files(dropped_paths(event.mimeData()))
         if paths:
             event.acceptProposedAction()
-            self._highlight(True, len([p for p in paths if p.suffix != ".s2voice"]))
+            self._highlight(True, len([p for p in paths if is_audio(p)]))
         else:
             event.ignore()  # a project file goes on to the window
 
@@ -510,18 +404,9 @@ class VoicesPanel(QWidget):
 
     def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802 - Qt override
         self._highlight(False)
-        paths = self.droppable(self._paths(event))
+        paths = voice_files(dropped_paths(event.mimeData()))
         if not paths:
             event.ignore()
             return
         event.acceptProposedAction()
-        QTimer.singleShot(0, lambda: self.open_dropped(paths))
-
-    def open_dropped(self, paths: Sequence[Path]) -> None:
-        """Audio files together make one voice; each .s2voice is imported."""
-        audio = [p for p in paths if p.suffix.lower() in AUDIO_SUFFIXES]
-        if audio:
-            self.new_voice_from(audio)
-        for path in paths:
-            if path.suffix == ".s2voice":
-                self._import(path)
+        self.dropped.emit(paths)
