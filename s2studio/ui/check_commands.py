@@ -20,10 +20,10 @@ from s2studio.ui.control.session import RenderSession
 from s2studio.ui.control.take_checks import TakeChecks
 from s2studio.ui.inspector.checks_box import thresholds
 from s2studio.ui.inspector.inspector import Inspector
-from s2studio.ui.inspector.line_states import LineStates
 from s2studio.ui.script.editor import ScriptEditor
 from s2studio.ui.script.line_filter import show_only_rows
 from s2studio.ui.voices.transcripts_box import asr_settings
+from s2studio.ui.window.line_states import LineStates
 
 TAKES_KEY, ATTEMPTS_KEY = "checks/takes", "checks/attempts"
 DEFAULT_TAKES, DEFAULT_ATTEMPTS, MOST = 3, 4, 16

@@ -44,16 +44,16 @@ from s2studio.ui.dialogs.about import show_about
 from s2studio.ui.dialogs.model_commands import ModelCommands, remembered_settings
 from s2studio.ui.dialogs.project_commands import ProjectCommands
 from s2studio.ui.inspector.inspector import Inspector
-from s2studio.ui.inspector.line_states import LineStates
 from s2studio.ui.keys import SpaceForPlayback, run_edit
 from s2studio.ui.player.player_bar import PlayerBar
-from s2studio.ui.player.transport import Transport
 from s2studio.ui.script.cast_panel import CastPanel
 from s2studio.ui.script.chapters import ChapterNavigation, ChapterPanel
 from s2studio.ui.script.editor import InlineWarning, ScriptEditor
 from s2studio.ui.script.find_bar import FindBar
 from s2studio.ui.status import StatusPanel
 from s2studio.ui.voices.voices_panel import VoicesPanel
+from s2studio.ui.window.line_states import LineStates
+from s2studio.ui.window.transport import Transport
 from s2studio.ui.window_memory import WindowMemory
 
 logger = logging.getLogger(__name__)
