@@ -137,7 +137,7 @@ def make_application(argv: list[str] | None = None) -> QApplication:
 def build_window(engine_kind: str | None = None, factory: Callable[[], Any] | None = None):  # noqa: ANN201
     """The window and its engine host, not shown; `app.main` and the tests both start here."""
     from s2studio.ui.control.context import StudioContext  # noqa: PLC0415
-    from s2studio.ui.main_window import MainWindow  # noqa: PLC0415
+    from s2studio.ui.window.main_window import MainWindow  # noqa: PLC0415
 
     kind = engine_kind or os.environ.get(ENV_ENGINE, "s2")
     data = paths.data_dir()
@@ -166,15 +166,15 @@ def start_engine(window) -> None:  # noqa: ANN001
     has painted."""
     from s2studio.ui.dialogs.model_page import validate_model_dir  # noqa: PLC0415
 
-    window.ask_devices()
+    window.ctx.host.find_devices()  # the settings grey out the devices this computer lacks
     if window.ctx.engine_kind == "fake":
-        window.load_model(Path("fake-model"))
+        window.models.load(Path("fake-model"))
         return
-    target = window.render_on.target()
+    target = window.inspector.render_on.target()
     if target is not None and window.ctx.engine_switch is not None:  # remembered: render on a server
         folder = window.ctx.settings.value("model/dir", "")
         window.ctx.model_dir = Path(folder) if folder else None
-        window.render_on_target(target)
+        window.models.render_on_target(target)
         return
     remembered = window.ctx.settings.value("model/dir", "")
     if remembered:
@@ -183,9 +183,9 @@ def start_engine(window) -> None:  # noqa: ANN001
         except UserError as exc:
             window.statusBar().showMessage(str(exc), 10000)
         else:
-            window.load_model(Path(remembered))
+            window.models.load(Path(remembered))
             return
-    QTimer.singleShot(0, window.open_model_page)
+    QTimer.singleShot(0, window.models.open_model_page)
 
 
 def apply_start_hooks(window, restored: bool) -> None:  # noqa: ANN001
@@ -193,14 +193,14 @@ def apply_start_hooks(window, restored: bool) -> None:  # noqa: ANN001
     without either the project open at the last clean exit opens again."""
     path = os.environ.get(ENV_OPEN)
     if path and not restored:
-        window.open_project(Path(path))
+        window.projects.open(Path(path))
     elif not restored and (last := window.store.last()) is not None:
-        window.open_project(last)
+        window.projects.open(last)
     if os.environ.get(ENV_AUTORENDER) == "1":
         pending = [True]
 
         def render_once(busy: bool) -> None:  # once the load has ended with a model (rendering waits for that)
-            if pending and not busy and window.model_info is not None:
+            if pending and not busy and window.model.info is not None:
                 pending.clear()
                 window.actions_by_name["render_all"].trigger()
 
@@ -210,8 +210,8 @@ def apply_start_hooks(window, restored: bool) -> None:  # noqa: ANN001
 def restore_at_start(window) -> bool:  # noqa: ANN001
     """Offer the autosave of a session that did not end cleanly (`S2STUDIO_RESTORE=1`: restore it at once)."""
     if os.environ.get(ENV_RESTORE) == "1":
-        return window.store.crashed_before() and window.restore_autosave()
-    return window.offer_restore()
+        return window.store.crashed_before() and window.projects.restore_autosave()
+    return window.projects.offer_restore()
 
 
 def start_up(window) -> None:  # noqa: ANN001
@@ -264,7 +264,7 @@ class FirstPaint(QObject):
 
 def close_all(window) -> None:  # noqa: ANN001
     """Leave cleanly, modal boxes of the start-up included (the smoke-test hook)."""
-    window.ask_on_close = False
+    window.projects.ask = False
     QApplication.closeAllWindows()
     QApplication.quit()
 
@@ -303,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     FirstPaint(window, lambda: start_up(window))
     quit_after = os.environ.get(ENV_QUIT_AFTER)
     if quit_after:  # smoke tests of a build: start, then leave cleanly
-        window.ask_on_close = False
+        window.projects.ask = False
         QTimer.singleShot(int(quit_after), lambda: close_when_idle(window))
     try:
         return app.exec()

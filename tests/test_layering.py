@@ -204,7 +204,7 @@ def test_light_modules_do_not_pull_in_torch(module: str) -> None:
 
 
 def test_main_window_does_not_pull_in_torch() -> None:
-    loaded = _loaded_after("s2studio.ui.main_window")
+    loaded = _loaded_after("s2studio.ui.window.main_window")
     assert "PySide6.QtWidgets" in loaded
     assert "torch" not in loaded
 
@@ -232,6 +232,13 @@ def test_ui_controllers_are_qtcore_only() -> None:
     offenders = [f"{p.relative_to(PACKAGE)}: {m}" for p in _files("ui/control") for m in _modules_named(p)
                  if m.startswith(("PySide6.QtWidgets", "PySide6.QtGui"))]
     assert offenders == []
+
+
+def test_the_main_window_only_composes_and_wires() -> None:
+    """Its parts do the work and tests reach them by name: the window stays small and forwards nothing."""
+    text = (PACKAGE / "ui/window/main_window.py").read_text()
+    assert len(text.splitlines()) < 300
+    assert "@property" not in text and "def _slots" not in text
 
 
 def test_ui_imports_only_the_engine_seam() -> None:

@@ -125,20 +125,20 @@ def main() -> int:
             pal.setColor(role, QColor(color))
         qapp.setPalette(pal)
     window = studio.build_window(args.engine)
-    window.ask_on_close = False
+    window.projects.ask = False
     window.resize(1360, 860)
     window.show()
-    window.ask_devices()
-    window.load_model(model_dir if args.engine == "s2" else Path("fake-model"))
-    if not _wait(qapp, lambda: window.model_info is not None, 180):
+    window.ctx.host.find_devices()
+    window.models.load(model_dir if args.engine == "s2" else Path("fake-model"))
+    if not _wait(qapp, lambda: window.model.info is not None, 180):
         print("the model did not load", file=sys.stderr)
         return 1
     voices = [window.library.create("Alice (warm)", [(_voice_clip(home / "alice.wav", 210), "Hello, I am Alice.")]),
               window.library.create("Bob (deep)", [(_voice_clip(home / "bob.wav", 110), "And I am Bob.")]),
               window.library.create("Narrator", [(_voice_clip(home / "narr.wav", 150), "Once upon a time.")])]
     window.voices.refresh()
-    window.refresh_voices()
-    window.settings_panel.max_seconds.setValue(3.0)
+    window.voice_commands.reread()
+    window.inspector.settings_panel.max_seconds.setValue(3.0)
     window.editor.setPlainText(SCRIPT)
     window.reparse()
     for speaker, voice in (("Alice", voices[0]), ("Bob", voices[1])):
@@ -146,27 +146,27 @@ def main() -> int:
         combo.setCurrentIndex(combo.findData(voice.id))
     window.live.enabled = False  # screenshots are silent; the playhead is placed by hand below
     window.actions_by_name["render_all"].trigger()
-    if not _wait(qapp, lambda: len(window.project.lines) >= 2, 300):
+    if not _wait(qapp, lambda: len(window.document.project.lines) >= 2, 300):
         print("the render did not progress", file=sys.stderr)
         return 1
     _wait(qapp, lambda: not window.flow.busy, 300)
     window.voices.select(voices[0].id)
-    second = window.script.lines[1]
+    second = window.document.script.lines[1]
     cursor = window.editor.textCursor()
     cursor.setPosition(second.start + 5)
     window.editor.setTextCursor(cursor)
     window.player.seek(window.timeline.layout.bounds(second.line_id)[0])
     window.editor.set_playing_block(second.source_line - 1)
-    window.waveform.set_current_line(second.line_id)
+    window.player_bar.waveform.set_current_line(second.line_id)
     _wait(qapp, lambda: False, 0.5)
     args.out.mkdir(parents=True, exist_ok=True)
     window.grab().save(str(args.out / "main-window.png"))
 
     # a revised line: a second take of line 2, then its text edited; its takes stay, marked stale
-    window.waveform.set_current_line(None)
+    window.player_bar.waveform.set_current_line(None)
     window.editor.set_playing_block(-1)
     window.actions_by_name["render_line"].trigger()
-    _wait(qapp, lambda: len(window.project.lines[second.line_id].takes) == 2 and not window.flow.busy, 300)
+    _wait(qapp, lambda: len(window.document.project.lines[second.line_id].takes) == 2 and not window.flow.busy, 300)
     edit = window.editor.textCursor()
     edit.setPosition(second.end)
     window.editor.setTextCursor(edit)
@@ -180,11 +180,11 @@ def main() -> int:
     # the timeline zoomed into the revised line (Ctrl+wheel, +/−, fit), the line selected
     bounds = window.timeline.layout.bounds(second.line_id)
     window.player.seek((bounds[0] + bounds[1]) // 2)
-    window.waveform.zoom(2.5)
-    window.waveform.scroll_to(bounds[0] - (bounds[1] - bounds[0]) // 4)
+    window.player_bar.waveform.zoom(2.5)
+    window.player_bar.waveform.scroll_to(bounds[0] - (bounds[1] - bounds[0]) // 4)
     _wait(qapp, lambda: False, 0.5)
     window.grab().save(str(args.out / "zoomed-timeline.png"))
-    window.waveform.fit()
+    window.player_bar.waveform.fit()
 
     # a cast of 20 speakers: it wraps (and scrolls past three rows) inside a 1280 px window
     saved_script = window.editor.toPlainText()
@@ -202,9 +202,9 @@ def main() -> int:
 
     # the Settings tab after switching to 8-bit weights (a real reload); a GPU this computer lacks greyed out
     window.inspector.show_settings()
-    mode = window.settings_panel.mode
+    mode = window.inspector.settings_panel.mode
     mode.setCurrentIndex(mode.findData("int8"))
-    if not _wait(qapp, lambda: not window.model.busy and window.model_info is not None, 180):
+    if not _wait(qapp, lambda: not window.model.busy and window.model.info is not None, 180):
         print("the model did not reload with 8-bit weights", file=sys.stderr)
         return 1
     _wait(qapp, lambda: False, 0.3)
@@ -265,8 +265,8 @@ def main() -> int:
     new_voice.grab().save(str(args.out / "new-voice-dialog.png"))
     new_voice.done(0)
 
-    export = ExportDialog(window.project, window.script, window.model_info,
-                          {v.id: v.name for v in window.library.list()}, [window.script.lines[1].line_id], None,
+    export = ExportDialog(window.document.project, window.document.script, window.model.info,
+                          {v.id: v.name for v in window.library.list()}, [window.document.script.lines[1].line_id], None,
                           window)
     export.out.setText(str(Path.home() / "Audio" / "chapter-one.wav"))
     export.stems.setChecked(True)

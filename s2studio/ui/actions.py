@@ -109,7 +109,7 @@ SPECS: tuple[ActionSpec, ...] = (
 )
 
 
-def build_actions(parent: QWidget, slots: dict[str, Callable[[], object]]) -> dict[str, QAction]:
+def build_actions(parent: QWidget) -> dict[str, QAction]:
     actions: dict[str, QAction] = {}
     style = parent.style()
     for spec in SPECS:
@@ -127,13 +127,17 @@ def build_actions(parent: QWidget, slots: dict[str, Callable[[], object]]) -> di
             act.setIconText(spec.label)
         if spec.scope == "player":
             act.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
-        slot = slots.get(spec.name)
-        if slot is not None and spec.checkable:
-            act.toggled.connect(slot)
-        elif slot is not None:
-            act.triggered.connect(lambda _=False, s=slot: s())
         actions[spec.name] = act
     return actions
+
+
+def connect_actions(actions: dict[str, QAction], slots: dict[str, Callable[..., object]]) -> None:
+    """Each action to what it does: a checkable one passes its state, the others call with no argument."""
+    for name, slot in slots.items():
+        if actions[name].isCheckable():
+            actions[name].toggled.connect(slot)
+        else:
+            actions[name].triggered.connect(lambda _=False, s=slot: s())
 
 
 class ShortcutsDialog(QDialog):
@@ -163,3 +167,8 @@ class ShortcutsDialog(QDialog):
         layout = QVBoxLayout(self)
         layout.addWidget(table)
         layout.addWidget(buttons)
+
+    def present(self) -> None:
+        """Show the list (it stays open beside the window) and bring it to the front."""
+        self.show()
+        self.raise_()

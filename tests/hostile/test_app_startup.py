@@ -128,7 +128,7 @@ def _window(qtbot):
     app.make_application()
     w = app.build_window("fake", factory=lambda: FakeEngine())
     w.ctx.settings.clear()
-    w.ask_on_close = False
+    w.projects.ask = False
     qtbot.addWidget(w)
     w.show()
     return w
@@ -158,16 +158,16 @@ def test_file_open_shows_the_field_naming_message_and_changes_nothing(qtbot, tmp
         for case in MALFORMED:
             folder = make_malformed(case, tmp_path / case.name / "p.s2proj")
             seen = _answer_next_box()
-            w.open_project(folder)
+            w.projects.open(folder)
             assert len(seen) == 1 and re.search(case.message, seen[0]), (case, seen)
             assert w.editor.toPlainText() == "Alice: My unsaved line." and w.store.path is None
         for name, (_, _, problem) in UNREADABLE_TAKES.items():
             folder = make_unreadable(name, tmp_path / name / "p.s2proj")
             seen = _answer_next_box()
-            w.open_project(folder)
+            w.projects.open(folder)
             assert len(seen) == 1 and "1 take could not be read and was left out" in seen[0] and problem in seen[0], \
                 (name, seen)
-            assert w.store.path == folder and len(next(iter(w.project.lines.values())).takes) == 2, name
+            assert w.store.path == folder and len(next(iter(w.document.project.lines.values())).takes) == 2, name
     finally:
         w.player.close()
         w.close()

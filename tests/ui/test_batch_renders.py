@@ -24,25 +24,25 @@ def test_scenes_render_side_by_side_and_takes_join_their_line(qtbot, tmp_path, m
     try:
         assert w.status.device.text().endswith(" · 4 lines at once")
         cast_two_voices(w, tmp_path, SCENES)
-        one, two = w.script.lines[:2], w.script.lines[2:]
+        one, two = w.document.script.lines[:2], w.document.script.lines[2:]
         seen: list[tuple[str, str]] = []
         w.ctx.host.line_started.connect(lambda e: seen.append(("start", e.line_id)))
         w.ctx.host.line_finished.connect(lambda e: seen.append(("end", e.line_id)))
         requests: list = []
         w.ctx.host.job_started.connect(lambda e: requests.append(e.plan) if e.job_id.startswith("render") else None)
         w.actions_by_name["render_all"].trigger()
-        qtbot.waitUntil(lambda: not w.flow.busy and len(w.project.lines) == 4, timeout=20000)
+        qtbot.waitUntil(lambda: not w.flow.busy and len(w.document.project.lines) == 4, timeout=20000)
         assert sorted(requests) == sorted([tuple(ln.line_id for ln in one), tuple(ln.line_id for ln in two)])
         # scene two began before scene one ended, and each scene's lines came in order
         assert seen.index(("start", two[0].line_id)) < seen.index(("end", one[-1].line_id)), seen
         for scene in (one, two):
             ends = [seen.index(("end", ln.line_id)) for ln in scene]
             assert ends == sorted(ends)
-        assert all(w.timeline.layout.bounds(ln.line_id) is not None for ln in w.script.lines)  # every line landed
+        assert all(w.timeline.layout.bounds(ln.line_id) is not None for ln in w.document.script.lines)  # every line landed
 
         put_cursor_on(w, 2)  # "Bob: Second of one."
         picked = one[1].line_id
-        before = {ln.line_id: len(w.project.takes_of(ln.line_id)) for ln in w.script.lines}
+        before = {ln.line_id: len(w.document.project.takes_of(ln.line_id)) for ln in w.document.script.lines}
 
         def three_takes(dialog: QInputDialog) -> None:
             assert dialog.labelText().startswith("Takes of this line, rendered at once (1–8)")
@@ -53,11 +53,11 @@ def test_scenes_render_side_by_side_and_takes_join_their_line(qtbot, tmp_path, m
         qtbot.waitUntil(w.actions_by_name["render_takes"].isEnabled, timeout=10000)  # as a person can click it
         on_modal(qtbot, QInputDialog, three_takes, timeout_ms=60000)
         w.actions_by_name["render_takes"].trigger()
-        qtbot.waitUntil(lambda: not w.flow.busy and len(w.project.takes_of(picked)) == 4, timeout=20000)
+        qtbot.waitUntil(lambda: not w.flow.busy and len(w.document.project.takes_of(picked)) == 4, timeout=20000)
         assert requests == [(picked,)] * 3  # three jobs, side by side
-        takes = w.project.takes_of(picked)
+        takes = w.document.project.takes_of(picked)
         assert len({t.seed for t in takes[1:]}) == 3 and len({t.take_id for t in takes}) == 4
-        assert {ln.line_id: len(w.project.takes_of(ln.line_id)) for ln in w.script.lines} == {**before, picked: 4}
+        assert {ln.line_id: len(w.document.project.takes_of(ln.line_id)) for ln in w.document.script.lines} == {**before, picked: 4}
         assert not w.session.pending and not w.session.running
     finally:
         close_studio(w)
@@ -79,7 +79,7 @@ def test_on_the_real_engine_scenes_side_by_side_sound_as_one_at_a_time(qtbot, tm
     w.live.enabled = False
     voice = w.library.create("A", [(write_wav(tmp_path / "a.wav", seconds=2.0), "hello there")])
     w.voices.refresh()
-    w.refresh_voices()
+    w.voice_commands.reread()
     w.editor.setPlainText(SCENES.replace("Bob", "Alice"))
     w.reparse()
     w.cast_panel.combos["Alice"].setCurrentIndex(w.cast_panel.combos["Alice"].findData(voice.id))
@@ -87,22 +87,22 @@ def test_on_the_real_engine_scenes_side_by_side_sound_as_one_at_a_time(qtbot, tm
     w.session.failed.connect(failures.append)
     codes: dict[int, list] = {}
     for at_once in (1, 4):
-        settings = replace(w.project.settings, precision="fp32", speed="fast", seed_mode="fixed", seed=11,
+        settings = replace(w.document.project.settings, precision="fp32", speed="fast", seed_mode="fixed", seed=11,
                            max_frames=24, max_batch=at_once)
         w.document.set_settings(settings)
-        w.load_model(model)
-        qtbot.waitUntil(lambda: w.model_info is not None and not w.model.busy, timeout=120000)
-        assert w.model_info.max_batch == at_once
+        w.models.load(model)
+        qtbot.waitUntil(lambda: w.model.info is not None and not w.model.busy, timeout=120000)
+        assert w.model.info.max_batch == at_once
         w.actions_by_name["render_all"].trigger()
         qtbot.waitUntil(lambda: bool(failures) or (not w.flow.busy and all(
-            len(w.project.takes_of(ln.line_id)) == len(codes) + 1 for ln in w.script.lines)), timeout=120000)
+            len(w.document.project.takes_of(ln.line_id)) == len(codes) + 1 for ln in w.document.script.lines)), timeout=120000)
         assert failures == []
-        codes[at_once] = [w.project.current(ln.line_id).codes for ln in w.script.lines]
+        codes[at_once] = [w.document.project.current(ln.line_id).codes for ln in w.document.script.lines]
     assert all(c.shape[1] > 0 for c in codes[1])
     assert all(np.array_equal(a, b) for a, b in zip(codes[1], codes[4], strict=True))
 
     put_cursor_on(w, 1)
-    line = w.script.lines[0].line_id
+    line = w.document.script.lines[0].line_id
 
     asked: list[str] = []
 
@@ -114,12 +114,12 @@ def test_on_the_real_engine_scenes_side_by_side_sound_as_one_at_a_time(qtbot, tm
     qtbot.waitUntil(w.actions_by_name["render_takes"].isEnabled, timeout=10000)  # as a person can click it
     on_modal(qtbot, QInputDialog, two_takes, timeout_ms=60000)
     w.actions_by_name["render_takes"].trigger()
-    assert asked and w.flow.busy, (asked, w.statusBar().currentMessage(), w.editor.lines_in_selection(w.script),
+    assert asked and w.flow.busy, (asked, w.statusBar().currentMessage(), w.editor.lines_in_selection(w.document.script),
                                    w.editor.textCursor().blockNumber(), w.editor.toPlainText()[:40])
-    qtbot.waitUntil(lambda: bool(failures) or (not w.flow.busy and len(w.project.takes_of(line)) == 4),
+    qtbot.waitUntil(lambda: bool(failures) or (not w.flow.busy and len(w.document.project.takes_of(line)) == 4),
                     timeout=120000)
     assert failures == []
-    new = w.project.takes_of(line)[2:]
+    new = w.document.project.takes_of(line)[2:]
     assert [t.seed for t in new] == [11, 12] and np.array_equal(new[0].codes, codes[1][0])  # take 1: seed 11 again
     assert not np.array_equal(new[0].codes[:, :5], new[1].codes[:, :5])
     w.close()

@@ -55,12 +55,12 @@ def test_the_chapter_list_jumps_renders_a_chapter_and_scopes_the_timeline(qtbot,
     click_chapter(qtbot, w, "Chapter 2")
     assert w.editor.textCursor().blockNumber() == 6  # the heading's row
     assert w.editor.hasFocus()
-    two = [ln.line_id for ln in w.script.lines if "of chapter 2" in ln.text]
+    two = [ln.line_id for ln in w.document.script.lines if "of chapter 2" in ln.text]
     qtbot.mouseClick(panel.render_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: not w.flow.busy and len(w.project.lines) == 4, timeout=30000)
-    assert sorted(w.project.lines) == sorted(two)
+    qtbot.waitUntil(lambda: not w.flow.busy and len(w.document.project.lines) == 4, timeout=30000)
+    assert sorted(w.document.project.lines) == sorted(two)
     render(qtbot, w)  # the whole book
-    wave, layout = w.waveform, w.timeline.layout
+    wave, layout = w.player_bar.waveform, w.timeline.layout
     assert wave.range() == (0, layout.end)
     qtbot.mouseClick(panel.timeline_button, Qt.MouseButton.LeftButton)  # the timeline shows chapter 2 alone
     lo, hi = layout.bounds(two[0])[0], layout.bounds(two[-1])[1]
@@ -68,12 +68,12 @@ def test_the_chapter_list_jumps_renders_a_chapter_and_scopes_the_timeline(qtbot,
     assert panel.timeline_button.text() == "Timeline: chapter"
     assert wave.origin == lo and wave.x_of(hi) <= wave.width()
     click_chapter(qtbot, w, "Chapter 3")  # the scope follows the chapter chosen
-    assert wave.range()[0] == layout.bounds(w.script.lines[9].line_id)[0]
+    assert wave.range()[0] == layout.bounds(w.document.script.lines[9].line_id)[0]
     qtbot.mouseClick(panel.timeline_button, Qt.MouseButton.LeftButton)  # the whole book again
     assert wave.scope is None and wave.range() == (0, layout.end)
     assert panel.timeline_button.text() == "Timeline: book"
     cursor = w.editor.textCursor()
-    cursor.setPosition(w.script.lines[1].start)
+    cursor.setPosition(w.document.script.lines[1].start)
     w.editor.setTextCursor(cursor)  # the list marks the chapter the cursor is in
     assert panel.list.currentItem().text().startswith("Chapter 1")
 
@@ -87,24 +87,24 @@ def test_a_finished_take_updates_its_own_line_and_render_all_announces_its_lines
     started: list[int] = []
     w.ctx.host.line_started.connect(lambda _e: started.append(w.lines.updates))
     render(qtbot, w)
-    n = len(w.script.lines)
+    n = len(w.document.script.lines)
     assert len(announced[0]) == n and all(len(a) == 1 for a in announced[1:])  # once, then one line per take
     assert started[0] == updates  # queueing the lines worked out no line's state
     assert w.lines.updates - updates == n  # one per finished take, none more
-    qtbot.waitUntil(lambda: not w.waveform._throttle.isActive())  # its repaints come at most 10 times a second
-    w.waveform.repaint()
-    line = w.script.lines[25]
-    x0, x1 = (w.waveform.x_of(b) for b in w.timeline.layout.bounds(line.line_id))
-    before = (w.lines.updates, w.waveform.columns_drawn, w.waveform.peaks.packed_changes)
+    qtbot.waitUntil(lambda: not w.player_bar.waveform._throttle.isActive())  # its repaints come at most 10 times a second
+    w.player_bar.waveform.repaint()
+    line = w.document.script.lines[25]
+    x0, x1 = (w.player_bar.waveform.x_of(b) for b in w.timeline.layout.bounds(line.line_id))
+    before = (w.lines.updates, w.player_bar.waveform.columns_drawn, w.player_bar.waveform.peaks.packed_changes)
     cursor = w.editor.textCursor()
     cursor.setPosition(line.start + 1)
     w.editor.setTextCursor(cursor)
     render(qtbot, w, "render_line")  # a new take of the same length swaps in place
-    qtbot.waitUntil(lambda: not w.waveform._throttle.isActive())
-    w.waveform.repaint()
+    qtbot.waitUntil(lambda: not w.player_bar.waveform._throttle.isActive())
+    w.player_bar.waveform.repaint()
     assert w.lines.updates - before[0] == 1
-    assert w.waveform.peaks.packed_changes - before[2] == 1
-    assert w.waveform.columns_drawn - before[1] <= (x1 - x0) + 4 < w.waveform.width() / 4
+    assert w.player_bar.waveform.peaks.packed_changes - before[2] == 1
+    assert w.player_bar.waveform.columns_drawn - before[1] <= (x1 - x0) + 4 < w.player_bar.waveform.width() / 4
 
 
 def test_an_edit_reparses_what_it_touched_and_highlighting_is_not_an_edit(qtbot, studio, tmp_path):
@@ -114,7 +114,7 @@ def test_an_edit_reparses_what_it_touched_and_highlighting_is_not_an_edit(qtbot,
     w.editor.edited.connect(lambda: edits.append(1))
     w.editor.highlighter.set_places({"Bob": 0, "Alice": 1, "Carol": 2})  # a rehighlight changes no text
     assert edits == [] and not w._parse_timer.isActive()
-    line = w.script.lines[120]
+    line = w.document.script.lines[120]
     updates = w.lines.updates
     cursor = w.editor.textCursor()
     cursor.setPosition(line.end)
@@ -124,20 +124,20 @@ def test_an_edit_reparses_what_it_touched_and_highlighting_is_not_an_edit(qtbot,
     assert edits and w._parse_timer.isActive()
     w.reparse()
     assert w.document.change.touched == (line.line_id,) and w.document.change.gone == ()
-    assert w.script.lines[120].text == line.text + " More" and w.script.lines[120].line_id == line.line_id
+    assert w.document.script.lines[120].text == line.text + " More" and w.document.script.lines[120].line_id == line.line_id
     assert w.lines.updates - updates == 1
     cursor.movePosition(QTextCursor.MoveOperation.StartOfBlock)
     cursor.insertText("Carol: ")  # a new speaker for this line
     w.reparse()
-    assert w.script.lines[120].speaker == "Carol" and w.waveform.speaker_of(line.line_id) == "Carol"
+    assert w.document.script.lines[120].speaker == "Carol" and w.player_bar.waveform.speaker_of(line.line_id) == "Carol"
 
 
 def test_a_render_lets_go_of_its_project(qtbot, studio, tmp_path):
     w = studio
     cast_two_voices(w, tmp_path, book(1, 3))
     render(qtbot, w)
-    old = weakref.ref(w.project)
-    w.new_project()
+    old = weakref.ref(w.document.project)
+    w.projects.new()
     gc.collect()
     assert old() is None
 
@@ -182,7 +182,7 @@ def test_a_pasted_book_is_parsed_off_the_windows_thread_and_a_pause_in_typing_pa
     text = book(3, OFF_THREAD_ROWS // 2) + "Carol: a speaker the cast does not have.\n"
     w.library.create("Carol", [(tmp_path / "a.wav", "hello there")])
     w.voices.refresh()
-    w.refresh_voices()
+    w.voice_commands.reread()
     parses: list[tuple[str, bool]] = []
     for name in ("parse", "reparse"):
         real = getattr(ScriptParser, name)
@@ -196,41 +196,41 @@ def test_a_pasted_book_is_parsed_off_the_windows_thread_and_a_pause_in_typing_pa
     cursor.select(QTextCursor.SelectionType.Document)
     w.editor.setTextCursor(cursor)
     w.editor.insertPlainText(text)  # what a paste does
-    qtbot.waitUntil(lambda: len(w.script.lines) == 1 + 3 * (OFF_THREAD_ROWS // 2) + 1, timeout=20000)
+    qtbot.waitUntil(lambda: len(w.document.script.lines) == 1 + 3 * (OFF_THREAD_ROWS // 2) + 1, timeout=20000)
     assert w.document.parses_off_thread == 1
     assert parses and not any(on_gui for _name, on_gui in parses)  # parsed (twice: Carol got her voice) off it
-    assert w.project.cast["Carol"] == w.library.list()[-1].id and w.project.script == text
-    assert not [x for x in w.script.warnings if x.kind == "unknown_speaker"]
-    assert w.script == w.document._ids.carry(w.script, ScriptParser().parse(text, w.document._known()))
+    assert w.document.project.cast["Carol"] == w.library.list()[-1].id and w.document.project.script == text
+    assert not [x for x in w.document.script.warnings if x.kind == "unknown_speaker"]
+    assert w.document.script == w.document._ids.carry(w.document.script, ScriptParser().parse(text, w.document._known()))
     parses.clear()
-    line = w.script.lines[700]
+    line = w.document.script.lines[700]
     cursor.setPosition(line.end)
     w.editor.setTextCursor(cursor)
     w.editor.setFocus()
     qtbot.keyClicks(w.editor, " and more")
-    qtbot.waitUntil(lambda: w.script.lines[700].text == line.text + " and more", timeout=5000)
-    assert parses == [("reparse", True)] and w.script.lines[700].line_id == line.line_id
+    qtbot.waitUntil(lambda: w.document.script.lines[700].text == line.text + " and more", timeout=5000)
+    assert parses == [("reparse", True)] and w.document.script.lines[700].line_id == line.line_id
 
 
 def test_opening_another_project_lets_go_of_the_one_before(qtbot, studio, tmp_path):
     w = studio
     cast_two_voices(w, tmp_path, book(1, 3))
     render(qtbot, w)
-    w.save_project_as(tmp_path / "a.s2proj")
+    w.projects.save_as(tmp_path / "a.s2proj")
     qtbot.waitUntil(lambda: not w.store.unsaved_work, timeout=10000)
-    w.new_project()
+    w.projects.new()
     w.editor.setPlainText(book(1, 2))
     w.reparse()
-    w.save_project_as(tmp_path / "b.s2proj")
+    w.projects.save_as(tmp_path / "b.s2proj")
     qtbot.waitUntil(lambda: not w.store.unsaved_work, timeout=10000)
-    assert w.open_project(tmp_path / "a.s2proj")
+    assert w.projects.open(tmp_path / "a.s2proj")
     from s2studio.state.project import Take
 
-    a = weakref.ref(w.project)
-    takes = {t.take_id for entry in w.project.lines.values() for t in entry.takes}
+    a = weakref.ref(w.document.project)
+    takes = {t.take_id for entry in w.document.project.lines.values() for t in entry.takes}
     assert len(takes) == 4
     gc.collect()  # what survives a full collection is frozen (ui/control/heap.py): A's objects too
-    assert w.open_project(tmp_path / "b.s2proj")
+    assert w.projects.open(tmp_path / "b.s2proj")
     gc.collect()
     assert a() is None
     assert not [t for t in gc.get_objects() if isinstance(t, Take) and t.take_id in takes]
@@ -258,7 +258,7 @@ def test_the_chapter_panel_fits_a_narrow_column(qtbot, studio, tmp_path):
 def test_a_timeline_slow_to_draw_is_repainted_less_often_as_it_changes(qtbot, studio, monkeypatch):
     from s2studio.ui.player import waveform
 
-    view = studio.waveform
+    view = studio.player_bar.waveform
     clock = iter([10.0, 10.06, 20.0, 20.001])  # a compose of 60 ms, then one of 1 ms
     monkeypatch.setattr(waveform, "perf_counter", lambda: next(clock))
     view._compose()
@@ -274,10 +274,10 @@ def test_a_cast_change_while_a_pasted_book_parses_keeps_the_paste(qtbot, studio,
     cast_two_voices(w, tmp_path)
     text = book(2, OFF_THREAD_ROWS)
     w.document.set_text_soon(text)  # on a thread now
-    assert w.document.parses_off_thread == 1 and len(w.script.lines) == 2
+    assert w.document.parses_off_thread == 1 and len(w.document.script.lines) == 2
     w.document.set_cast("Alice", "")  # parses again: the pasted text, not the one before it
-    qtbot.waitUntil(lambda: len(w.script.lines) == 1 + 2 * OFF_THREAD_ROWS, timeout=20000)
-    assert w.project.script == text and w.document.parses_off_thread == 2
+    qtbot.waitUntil(lambda: len(w.document.script.lines) == 1 + 2 * OFF_THREAD_ROWS, timeout=20000)
+    assert w.document.project.script == text and w.document.parses_off_thread == 2
 
 
 def test_a_books_warnings_parsed_again_off_the_thread_touch_no_line(qtbot, studio, tmp_path):
@@ -285,7 +285,7 @@ def test_a_books_warnings_parsed_again_off_the_thread_touch_no_line(qtbot, studi
 
     w = studio
     cast_two_voices(w, tmp_path, book(2, OFF_THREAD_ROWS // 2))
-    qtbot.waitUntil(lambda: not w.script.warnings, timeout=20000)  # the cast's own reparse, off the thread too
+    qtbot.waitUntil(lambda: not w.document.script.warnings, timeout=20000)  # the cast's own reparse, off the thread too
     updates, parses = w.lines.updates, w.document.parses_off_thread
     changes: list[object] = []
     w.document.script_changed.connect(lambda _order: changes.append(w.document.change))
@@ -293,7 +293,7 @@ def test_a_books_warnings_parsed_again_off_the_thread_touch_no_line(qtbot, studi
     qtbot.waitUntil(lambda: bool(changes), timeout=20000)
     assert w.document.parses_off_thread == parses + 1
     assert changes[0].touched == () and changes[0].gone == () and w.lines.updates == updates
-    assert {x.kind for x in w.script.warnings} == {"unknown_speaker"}
+    assert {x.kind for x in w.document.script.warnings} == {"unknown_speaker"}
 
 
 def test_a_save_right_after_a_paste_writes_the_pasted_book(qtbot, studio, tmp_path):
@@ -305,8 +305,8 @@ def test_a_save_right_after_a_paste_writes_the_pasted_book(qtbot, studio, tmp_pa
     cast_two_voices(w, tmp_path)
     text = book(2, OFF_THREAD_ROWS)
     w.document.set_text_soon(text)  # still parsing on its thread when the save comes
-    assert w.project.script != text
-    w.save_project_as(tmp_path / "pasted.s2proj")
+    assert w.document.project.script != text
+    w.projects.save_as(tmp_path / "pasted.s2proj")
     qtbot.waitUntil(lambda: not w.store.unsaved_work, timeout=20000)
     saved = json.loads((tmp_path / "pasted.s2proj" / "project.json").read_text())
     assert saved["script"] == text and len(saved["line_ids"]) == 1 + 2 * OFF_THREAD_ROWS

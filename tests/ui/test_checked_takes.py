@@ -21,7 +21,7 @@ TIMEOUT_MS = 240_000
 def cast_reader(w, tmp_path: Path, text: str, clips=None) -> None:  # noqa: ANN001
     voice = w.library.create("Reader", clips if clips is not None else write_clips(tmp_path / "clips"))
     w.voices.refresh()
-    w.refresh_voices()
+    w.voice_commands.reread()
     w.editor.setPlainText(text)
     w.reparse()
     combo = w.cast_panel.combos["Narrator"]
@@ -43,18 +43,18 @@ def test_the_whole_loop_on_the_real_engine_ends_at_k_when_every_take_fails(qtbot
     w = open_real_studio(qtbot, monkeypatch, tmp_path / "data", request)
     request.addfinalizer(w.check_commands.checks.shutdown)
     w.live.enabled = False
-    w.settings_panel.max_seconds.setValue(1.0)
-    w.load_model(demo_model)
-    qtbot.waitUntil(lambda: w.model_info is not None and not w.model.busy, timeout=120000)
+    w.inspector.settings_panel.max_seconds.setValue(1.0)
+    w.models.load(demo_model)
+    qtbot.waitUntil(lambda: w.model.info is not None and not w.model.busy, timeout=120000)
     cast_reader(w, tmp_path, "Narrator: Good morning to you all.",
                 [(write_wav(tmp_path / "a.wav", seconds=3.0), "hello there")])
-    line = w.script.lines[0]
+    line = w.document.script.lines[0]
     w.lines.select(line.line_id)
     messages: list[str] = []
     w.check_commands.retakes.message.connect(messages.append)
     w.check_commands.retake_until_pass(2)
     qtbot.waitUntil(lambda: bool(messages), timeout=TIMEOUT_MS)
-    takes = w.project.lines[line.line_id].takes
+    takes = w.document.project.lines[line.line_id].takes
     assert len(takes) == 2 and all(t.check.of("words").verdict == "failed" for t in takes), \
         [t.check.summary() for t in takes]
     assert "never passed in 2 takes" in messages[0]
@@ -74,7 +74,7 @@ def studio(qtbot, tmp_path, monkeypatch):  # noqa: ANN001, ANN201
 
 
 def checked(w, line_id: str, count: int) -> bool:  # noqa: ANN001
-    takes = w.project.lines[line_id].takes if line_id in w.project.lines else []
+    takes = w.document.project.lines[line_id].takes if line_id in w.document.project.lines else []
     return len(takes) == count and all(t.check is not None for t in takes) and not w.flow.busy
 
 
@@ -82,15 +82,15 @@ def test_a_failed_take_is_marked_with_its_reason_and_rendered_again_until_it_pas
     w = studio
     w.engine.fault = lambda _line, attempt: ("skip", "clean")[attempt]
     cast_reader(w, tmp_path, f"Narrator: {LINES[0]}")
-    line = w.script.lines[0]
+    line = w.document.script.lines[0]
     w.actions_by_name["render_all"].trigger()
     qtbot.waitUntil(lambda: checked(w, line.line_id, 1), timeout=TIMEOUT_MS)
-    take = w.project.current(line.line_id)
+    take = w.document.project.current(line.line_id)
     assert take.check.verdict == "failed" and "missed “walked”" in take.check.of("words").reason
     assert w.lines.mark_at(0).check == "failed"
     assert "Checks of the picked take: failed: words (missed “walked”" in w.lines.tip_at(0)
     w.lines.select(line.line_id)
-    assert "✗ checks: failed: words (missed “walked”" in w.takes.list.item(0).text()
+    assert "✗ checks: failed: words (missed “walked”" in w.inspector.takes.list.item(0).text()
     assert [ln.line_id for ln in w.document.failed_lines()] == [line.line_id]
 
     on_modal(qtbot, QMessageBox, lambda box: box.buttons()[1].click())  # Export: "Go to First Failed Line"
@@ -99,7 +99,7 @@ def test_a_failed_take_is_marked_with_its_reason_and_rendered_again_until_it_pas
 
     w.actions_by_name["render_failing"].trigger()
     qtbot.waitUntil(lambda: checked(w, line.line_id, 2), timeout=TIMEOUT_MS)
-    assert w.project.current(line.line_id).check.verdict == "passed"
+    assert w.document.project.current(line.line_id).check.verdict == "passed"
     assert w.lines.mark_at(0).check == "passed" and w.document.failed_lines() == []
 
 
@@ -107,14 +107,14 @@ def test_best_of_three_keeps_the_clean_take_and_every_take_stays(qtbot, studio, 
     w = studio
     w.engine.fault = lambda _line, attempt: ("cut", "clean", "fade")[attempt]
     cast_reader(w, tmp_path, f"Narrator: {LINES[2]}")
-    line = w.script.lines[0]
+    line = w.document.script.lines[0]
     messages: list[str] = []
     w.check_commands.retakes.message.connect(messages.append)
     w.check_commands.best_of_n(3)
     qtbot.waitUntil(lambda: bool(messages), timeout=TIMEOUT_MS)
-    takes = w.project.lines[line.line_id].takes
+    takes = w.document.project.lines[line.line_id].takes
     assert [t.check.verdict for t in takes] == ["failed", "passed", "failed"]
-    assert w.project.current(line.line_id) is takes[1]
+    assert w.document.project.current(line.line_id) is takes[1]
     assert messages == ["Best of N: done (line 1: best of 3)"]
     assert w.flow.max_batch > 1 and w.check_commands.retakes.rounds == 1  # the three side by side, in one render
 
@@ -123,12 +123,12 @@ def test_retake_until_it_passes_stops_at_k_and_keeps_the_best(qtbot, studio, tmp
     w = studio
     w.engine.fault = lambda _line, _attempt: "cut"
     cast_reader(w, tmp_path, f"Narrator: {LINES[4]}")
-    line = w.script.lines[0]
+    line = w.document.script.lines[0]
     messages: list[str] = []
     w.check_commands.retakes.message.connect(messages.append)
     w.check_commands.retake_until_pass(2)
     qtbot.waitUntil(lambda: bool(messages), timeout=TIMEOUT_MS)
-    assert len(w.project.lines[line.line_id].takes) == 2 == w.engine.attempts[line.line_id]
+    assert len(w.document.project.lines[line.line_id].takes) == 2 == w.engine.attempts[line.line_id]
     assert messages == ["Retake until it passes: 1 line never passed in 2 takes, the best kept "
                         "(line 1: none of 2 takes passed; kept the best)"]
 
@@ -136,9 +136,9 @@ def test_retake_until_it_passes_stops_at_k_and_keeps_the_best(qtbot, studio, tmp
 def test_only_failed_lines_shown_and_thresholds_or_recognizer_changed_check_every_take_again(qtbot, studio,
                                                                                            tmp_path):
     w = studio
-    w.engine.fault = lambda line_id, _attempt: "skip" if line_id == w.script.lines[0].line_id else "clean"
+    w.engine.fault = lambda line_id, _attempt: "skip" if line_id == w.document.script.lines[0].line_id else "clean"
     cast_reader(w, tmp_path, f"Narrator: {LINES[0]}\nNarrator: {LINES[1]}")
-    first, second = w.script.lines
+    first, second = w.document.script.lines
     w.actions_by_name["render_all"].trigger()
     qtbot.waitUntil(lambda: checked(w, first.line_id, 1) and checked(w, second.line_id, 1), timeout=TIMEOUT_MS)
     assert [ln.line_id for ln in w.document.failed_lines()] == [first.line_id]
@@ -151,7 +151,7 @@ def test_only_failed_lines_shown_and_thresholds_or_recognizer_changed_check_ever
 
     # the pace of a take is judged against its neighbours' too: the other line's measured pace
     paces = w.check_commands.checks.neighbour_paces(second.line_id, "Narrator")
-    assert paces == (w.project.current(first.line_id).check.of("pace").value,)
+    assert paces == (w.document.project.current(first.line_id).check.of("pace").value,)
 
     checks, old = w.check_commands.checks, w.check_commands.checks.key
     box = w.inspector.checks_box
@@ -159,12 +159,12 @@ def test_only_failed_lines_shown_and_thresholds_or_recognizer_changed_check_ever
     qtbot.waitUntil(lambda: checks.settings.words_fail == pytest.approx(0.35), timeout=5000)
     assert checks.key != old and box.value() == checks.settings
     assert w.ctx.settings.value("checks/thresholds")  # kept for the next start
-    takes = [w.project.current(ln.line_id) for ln in (first, second)]
+    takes = [w.document.project.current(ln.line_id) for ln in (first, second)]
     assert all(t.check.key == old for t in takes)  # the old results are shown until their replacements come
     qtbot.waitUntil(lambda: not checks.busy and all(t.check.key == checks.key for t in takes), timeout=TIMEOUT_MS)
 
     by_threshold = checks.key
-    combo = w.transcripts_box.language
+    combo = w.inspector.transcripts_box.language
     combo.setCurrentIndex(combo.findData("de"))  # another language for the recognizer: another key
     assert checks.key != by_threshold
     qtbot.waitUntil(lambda: not checks.busy and all(t.check.key == checks.key for t in takes), timeout=TIMEOUT_MS)

@@ -73,24 +73,24 @@ def test_killed_during_a_render_restores_everything(qtbot, tmp_path, monkeypatch
 
     app.make_application()
     w = app.build_window("fake", factory=lambda: FakeEngine())
-    w.ask_on_close = False
+    w.projects.ask = False
     qtbot.addWidget(w)
     try:
         w.show()
         on_modal(qtbot, QMessageBox, lambda box: qtbot.mouseClick(
             box.button(QMessageBox.StandardButton.Yes), Qt.MouseButton.LeftButton))
-        assert w.offer_restore()
+        assert w.projects.offer_restore()
         assert w.editor.toPlainText() == SCRIPT
-        assert w.project.cast == cast
-        assert w.project.settings.seed_mode == "fixed"
-        assert {k: [t.take_id for t in v.takes] for k, v in w.project.lines.items()} == on_disk
-        for entry in w.project.lines.values():
+        assert w.document.project.cast == cast
+        assert w.document.project.settings.seed_mode == "fixed"
+        assert {k: [t.take_id for t in v.takes] for k, v in w.document.project.lines.items()} == on_disk
+        for entry in w.document.project.lines.values():
             take = entry.current
             assert len(take.audio) > 0 and len(take.audio) == take.codes.shape[1] * 2048
             assert np.abs(take.audio).max() > 0.05
         assert w.store.path == saved  # saving goes back to the project the user had open
-        rendered = [ln for ln in w.script.lines if ln.line_id in on_disk]
-        assert [ln.line_id for ln in w.script.lines if ln not in rendered] == \
+        rendered = [ln for ln in w.document.script.lines if ln.line_id in on_disk]
+        assert [ln.line_id for ln in w.document.script.lines if ln not in rendered] == \
                [ln.line_id for ln in w.document.stale_lines()]
         assert w.timeline.layout.bounds(rendered[0].line_id)[0] == 0
     finally:

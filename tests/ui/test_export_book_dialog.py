@@ -27,7 +27,7 @@ def studio(qtbot, tmp_path, monkeypatch):
     w = open_studio(qtbot, lambda: FakeEngine(frame_latency_s=0.001), begin_session=False)
     cast_two_voices(w, tmp_path, SCRIPT)
     w.actions_by_name["render_all"].trigger()
-    qtbot.waitUntil(lambda: len(w.project.lines) == 3 and not w.session.busy, timeout=15000)
+    qtbot.waitUntil(lambda: len(w.document.project.lines) == 3 and not w.session.busy, timeout=15000)
     yield w
     close_studio(w)
 
@@ -102,7 +102,7 @@ def test_typing_clearing_and_pasting_a_path_never_raises(qtbot, studio, tmp_path
 
 def test_the_name_is_the_projects_and_rows_stay_put(qtbot, studio, tmp_path):
     with qtbot.waitSignal(studio.store.path_changed, timeout=30_000):  # saving runs on the writer thread
-        studio.store.save(studio.project, tmp_path / "My book.s2proj")
+        studio.store.save(studio.document.project, tmp_path / "My book.s2proj")
 
     def steps(d: ExportDialog, seen: dict) -> None:
         seen["name"] = Path(d.out.text()).name
@@ -147,7 +147,7 @@ def test_headings_become_markers_a_cue_sheet_and_chapter_files(qtbot, studio, tm
     assert seen["enabled"] and seen["status"].startswith("✓ Wrote 5 files: book.wav, 01_The-start.wav, 02_The-end.wav, "
                                                          "book.srt")
     starts = [0, sf.info(str(tmp_path / "book chapters" / "01_The-start.wav")).frames
-              + round(studio.project.gap_s * 44100)]
+              + round(studio.document.project.gap_s * 44100)]
     with out.open("rb") as f:
         data = f.read()
     cue = data.index(b"cue ")

@@ -29,7 +29,7 @@ def studio(qtbot, tmp_path, monkeypatch):
     w = open_studio(qtbot, lambda: FakeEngine(frame_latency_s=0.001), begin_session=False)
     cast_two_voices(w, tmp_path, SCRIPT)
     w.actions_by_name["render_all"].trigger()
-    qtbot.waitUntil(lambda: len(w.project.lines) == 3 and not w.session.busy, timeout=15000)
+    qtbot.waitUntil(lambda: len(w.document.project.lines) == 3 and not w.session.busy, timeout=15000)
     yield w
     close_studio(w)
 
@@ -73,7 +73,7 @@ def test_speaker_stems_and_line_clips(qtbot, studio, tmp_path):
 
     seen = export_with(qtbot, w, setup)
     assert seen["status"].startswith("✓ Wrote 7 files")
-    takes = [w.project.current(ln.line_id).audio for ln in w.script.lines]
+    takes = [w.document.project.current(ln.line_id).audio for ln in w.document.script.lines]
     mix, _ = sf.read(out, dtype="float32")
     stems = sorted((tmp_path / "out" / "scene stems").iterdir())
     assert [p.name for p in stems] == ["01_Alice.wav", "02_Bob.wav"]  # one per speaker, not one per line
@@ -131,7 +131,7 @@ def test_files_get_the_umask_mode_and_open_folder_shows_them(qtbot, studio, tmp_
 
 def test_only_the_selected_lines_with_tags_kept_and_a_bitrate(qtbot, studio, tmp_path):
     w = studio
-    bob, alice = w.script.lines[1], w.script.lines[2]
+    bob, alice = w.document.script.lines[1], w.document.script.lines[2]
     cursor = w.editor.textCursor()
     cursor.setPosition(bob.start + 1)
     cursor.setPosition(alice.start + 2, cursor.MoveMode.KeepAnchor)  # from Bob's line into Alice's second
@@ -155,9 +155,9 @@ def test_only_the_selected_lines_with_tags_kept_and_a_bitrate(qtbot, studio, tmp
     assert seen["status"].startswith("✓ Wrote 4 files")
     assert sorted(p.name for p in (tmp_path / "bob lines").iterdir()) == ["002_Bob_three.mp3",
                                                                           "003_Alice_four-five.mp3"]
-    seconds = [len(w.project.current(ln.line_id).audio) / 44100 for ln in (bob, alice)]
+    seconds = [len(w.document.project.current(ln.line_id).audio) / 44100 for ln in (bob, alice)]
     assert sf.info(out).format == "MP3"
-    assert abs(sf.info(out).duration - (sum(seconds) + w.project.gap_s)) < 0.06
+    assert abs(sf.info(out).duration - (sum(seconds) + w.document.project.gap_s)) < 0.06
     srt = out.with_suffix(".srt").read_text("utf-8")
     assert srt.startswith("1\n00:00:00,000 --> ") and "Bob: Three.\n\n2\n" in srt
     assert srt.endswith("Alice: Four [whispering] five.\n")  # tags kept, as asked

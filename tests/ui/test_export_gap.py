@@ -28,8 +28,8 @@ def test_export_and_playback_use_the_same_gap(qtbot, tmp_path, monkeypatch):
     try:
         cast_two_voices(w, tmp_path, "Alice: One two three.\nBob: Four five.\nAlice: Six seven eight nine.")
         w.actions_by_name["render_all"].trigger()
-        qtbot.waitUntil(lambda: len(w.project.lines) == 3 and not w.session.busy, timeout=15000)
-        lengths = [len(w.project.current(ln.line_id).audio) for ln in w.script.lines]
+        qtbot.waitUntil(lambda: len(w.document.project.lines) == 3 and not w.session.busy, timeout=15000)
+        lengths = [len(w.document.project.current(ln.line_id).audio) for ln in w.document.script.lines]
         assert [s.start for s in w.timeline.segments()] == [0, lengths[0] + 17640, sum(lengths[:2]) + 2 * 17640]
 
         out = tmp_path / "out" / "scene.wav"
@@ -48,7 +48,7 @@ def test_export_and_playback_use_the_same_gap(qtbot, tmp_path, monkeypatch):
         on_modal(qtbot, ExportDialog, do_export)
         w.actions_by_name["export"].trigger()
         gap = round(1.23 * SAMPLE_RATE)
-        assert w.project.gap_s == 1.23 and w.timeline.gap == gap
+        assert w.document.project.gap_s == 1.23 and w.timeline.gap == gap
         starts = [s.start for s in w.timeline.segments()]
         assert starts == [0, lengths[0] + gap, sum(lengths[:2]) + 2 * gap]
         audio, rate = sf.read(out, dtype="float32")
@@ -60,11 +60,11 @@ def test_export_and_playback_use_the_same_gap(qtbot, tmp_path, monkeypatch):
         assert len(re.findall(r"-->", vtt)) == 3
         # the gap is part of the project: saved, and back after reopening
         saved = tmp_path / "scene.s2proj"
-        w.save_project_as(saved)
+        w.projects.save_as(saved)
         assert load_project(saved).gap_s == 1.23
-        w.new_project()
+        w.projects.new()
         assert w.timeline.gap == 17640
-        w.open_project(saved)
+        w.projects.open(saved)
         assert [s.start for s in w.timeline.segments()] == starts
     finally:
         close_studio(w)

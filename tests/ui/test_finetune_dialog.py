@@ -204,7 +204,7 @@ def test_each_checkpoint_gets_a_preview_to_play_and_can_be_the_one_kept(qtbot, t
     try:
         lib = w.library
         voice = voice_with(lib, tmp_path, 8.0)
-        dialog = FineTuneDialog(lib, voice.id, tiny, tmp_path / "data", host=w.ctx.host, model_info=w.model_info)
+        dialog = FineTuneDialog(lib, voice.id, tiny, tmp_path / "data", host=w.ctx.host, model_info=w.model.info)
         qtbot.addWidget(dialog)
         dialog.show()
         small(dialog, 2)
@@ -218,7 +218,7 @@ def test_each_checkpoint_gets_a_preview_to_play_and_can_be_the_one_kept(qtbot, t
         assert dialog.table.item(1, 1).text() == f"{dialog.plot.points[1][1]:.4f}"
         qtbot.waitUntil(lambda: all(r.state == "ready" for r in dialog.checkpoints), timeout=30_000)
         first, second = dialog.checkpoints
-        assert first.preview == preview_path(dialog.voice, w.model_info, lora=first.lora)
+        assert first.preview == preview_path(dialog.voice, w.model.info, lora=first.lora)
         assert first.preview.is_file() and second.preview.is_file()
         assert first.preview.read_bytes() != second.preview.read_bytes()  # each spoken with its own LoRA
         assert dialog.play_button(0).text() == "▶ Play" and dialog.play_button(0).isEnabled()
@@ -240,10 +240,10 @@ def test_each_checkpoint_gets_a_preview_to_play_and_can_be_the_one_kept(qtbot, t
         # the voice's own preview now speaks with the LoRA it carries: step 1's sentence, sample for sample
         with qtbot.waitSignal(dialog.previews.ready, timeout=120_000) as own:  # a render, on a loaded machine
             assert dialog.previews.preview(kept) is None
-        assert own.args[1] == preview_path(kept, w.model_info) != first.preview
+        assert own.args[1] == preview_path(kept, w.model.info) != first.preview
         assert own.args[1].read_bytes() == first.preview.read_bytes()
 
-        again = FineTuneDialog(lib, voice.id, tiny, tmp_path / "data", host=w.ctx.host, model_info=w.model_info)
+        again = FineTuneDialog(lib, voice.id, tiny, tmp_path / "data", host=w.ctx.host, model_info=w.model.info)
         qtbot.addWidget(again)  # reopened: the checkpoints are listed with their losses, previews from the cache
         losses = [round(loss, 6) for _step, loss in dialog.plot.points]
         assert [(r.step, round(r.loss, 6), r.state, r.preview) for r in again.checkpoints] == [

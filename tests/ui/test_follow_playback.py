@@ -42,7 +42,7 @@ def test_playback_follows_the_earliest_unfinished_line_while_scenes_render_side_
     w = open_studio(qtbot, lambda: engine)
     try:
         cast_two_voices(w, tmp_path, SCRIPT)
-        first, slow, last, *two = (ln.line_id for ln in w.script.lines)
+        first, slow, last, *two = (ln.line_id for ln in w.document.script.lines)
         played: list[np.ndarray] = []
         callback = w.player._callback
 

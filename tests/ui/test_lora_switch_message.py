@@ -25,7 +25,7 @@ def test_each_lora_switch_is_timed_and_shown(qtbot, tmp_path, monkeypatch) -> No
                                "embeddings.lora_B": np.ones((4, 2), np.float32)}))
         w.library.set_lora(a.id, lora, "test")
         w.voices.refresh()
-        w.refresh_voices()
+        w.voice_commands.reread()
         w.editor.setPlainText("Alice: One.\nAlice: Two.\nBob: Three.\nAlice: Four.")
         w.reparse()
         w.cast_panel.combos["Alice"].setCurrentIndex(w.cast_panel.combos["Alice"].findData(a.id))
@@ -33,7 +33,7 @@ def test_each_lora_switch_is_timed_and_shown(qtbot, tmp_path, monkeypatch) -> No
         said: list[str] = []
         w.session.lora_switched.connect(said.append)
         w.actions_by_name["render_all"].trigger()
-        qtbot.waitUntil(lambda: len(w.project.lines) == 4 and not w.session.busy, timeout=15000)
+        qtbot.waitUntil(lambda: len(w.document.project.lines) == 4 and not w.session.busy, timeout=15000)
         # Alice's first line merges her LoRA, her second needs no switch, Bob's goes back, Alice's last merges again
         whose = [re.match(r"Switched the model's LoRA for (\w+)'s line in (\d+\.\d\d) s\.$", m) for m in said]
         assert [m.group(1) for m in whose if m] == ["Alice", "Bob", "Alice"], said

@@ -57,9 +57,9 @@ def test_enter_after_the_demo_model_leaves_the_studio_with_a_loaded_model(qtbot,
     QSettings().clear()
     w = app.build_window("fake", factory=fake_engine)
     qtbot.addWidget(w)
-    w.ask_on_close = False
+    w.projects.ask = False
     w.show()
-    assert w.model_info is None
+    assert w.model.info is None
     pages: list[ModelPage] = []
 
     def use_demo(page: ModelPage) -> None:
@@ -74,7 +74,7 @@ def test_enter_after_the_demo_model_leaves_the_studio_with_a_loaded_model(qtbot,
     w.actions_by_name["choose_model"].trigger()  # returns once the page has closed
     assert pages and pages[0].result() == ModelPage.DialogCode.Accepted
     qtbot.keyClick(QApplication.focusWidget() or w, Qt.Key.Key_Return)
-    qtbot.waitUntil(lambda: w.model_info is not None and not w.model.busy, timeout=5000)
+    qtbot.waitUntil(lambda: w.model.info is not None and not w.model.busy, timeout=5000)
     assert QApplication.activeModalWidget() is None
     assert w.ctx.model_dir == tmp_path / "data" / "models" / "demo-tiny"
     assert w.ctx.settings.value("model/dir") == str(tmp_path / "data" / "models" / "demo-tiny")
@@ -97,7 +97,7 @@ def test_file_model_shows_the_model_in_use_and_the_accepted_licence(qtbot, tmp_p
     w.actions_by_name["choose_model"].trigger()
     assert seen["intro"].startswith("<h3>Model in use: fake</h3>") and str(tmp_path / "s2") in seen["intro"]
     assert seen["folder"] == str(tmp_path / "s2") and seen["licence"] and seen["verdict"].startswith("✓")
-    assert w.model_info is not None  # cancelling keeps the model
+    assert w.model.info is not None  # cancelling keeps the model
     close_studio(w)
 
 

@@ -46,27 +46,27 @@ def test_the_log_says_what_happened(qtbot, data_dir, tmp_path, caplog, monkeypat
 
     cast_two_voices(w, tmp_path)
     w.actions_by_name["render_all"].trigger()
-    qtbot.waitUntil(lambda: not w.flow.busy and len(w.project.lines) == 2, timeout=10000)
+    qtbot.waitUntil(lambda: not w.flow.busy and len(w.document.project.lines) == 2, timeout=10000)
     assert said(caplog, "render started: 2 lines")
     assert said(caplog, "render finished: 2 of 2 lines in ")
     assert not said(caplog, "One [sigh] two")  # the script's words never go to the log
 
-    w.save_project_as(tmp_path / "scene.s2proj")
+    w.projects.save_as(tmp_path / "scene.s2proj")
     assert said(caplog, f"saved the project {tmp_path / 'scene.s2proj'} (2 lines, 2 takes)")
-    w.new_project()
-    w.open_project(tmp_path / "scene.s2proj")
+    w.projects.new()
+    w.projects.open(tmp_path / "scene.s2proj")
     assert said(caplog, f"opened the project {tmp_path / 'scene.s2proj'} (2 lines, 2 takes)")
     w.editor.setPlainText(w.editor.toPlainText() + "\nAlice: Three.")
     w.reparse()
-    assert w.restore_autosave()
+    assert w.projects.restore_autosave()
     restored = said(caplog, "restored the autosave of ")
     assert restored and re.search(r"\(\d+ lines, \d+ to render\)$", restored[0].getMessage())
 
     w.editor.setPlainText("Alice: One [sigh] two.\nBob: Three.\nAlice: Four.")
     w.reparse()
-    monkeypatch.setattr("s2studio.ui.main_window.QMessageBox.warning", lambda *_args: None)  # no modal box
+    monkeypatch.setattr("s2studio.ui.window.render_commands.QMessageBox.warning", lambda *_args: None)  # no modal box
     engine_fails = w.ctx.host.worker.scheduler.engine  # made on the engine thread long ago
-    engine_fails.fail_on_line = w.script.lines[2].line_id
+    engine_fails.fail_on_line = w.document.script.lines[2].line_id
     w.actions_by_name["render_stale"].trigger()
     qtbot.waitUntil(lambda: not w.flow.busy, timeout=10000)
     failed = said(caplog, "render failed after 0 of 1 lines in ")
@@ -74,7 +74,7 @@ def test_the_log_says_what_happened(qtbot, data_dir, tmp_path, caplog, monkeypat
     engine_fails.fail_on_line, engine_fails.frame_latency_s = None, 0.05
     w.actions_by_name["render_all"].trigger()
     qtbot.waitUntil(lambda: w.session.busy, timeout=5000)
-    w.stop()
+    w.flow.cancel()
     qtbot.waitUntil(lambda: not w.flow.busy, timeout=10000)
     assert said(caplog, "render cancelled: ")
     close_studio(w)

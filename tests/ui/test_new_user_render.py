@@ -25,7 +25,7 @@ def voiced(w, tmp_path, script: str = SCRIPT) -> None:
     for name, hz in (("Alice", 220), ("Bob", 330)):
         w.library.create(name, [(write_wav(tmp_path / f"{name}.wav", hz=hz), f"I am {name}.")])
     w.voices.refresh()
-    w.refresh_voices()  # Alice and Bob get the voices of their names; the Narrator and Carol have none
+    w.voice_commands.reread()  # Alice and Bob get the voices of their names; the Narrator and Carol have none
     w.editor.setPlainText(script)
     w.reparse()
 
@@ -33,10 +33,10 @@ def voiced(w, tmp_path, script: str = SCRIPT) -> None:
 def test_render_all_renders_the_voiced_lines_and_names_the_rest_once(qtbot, data_dir, tmp_path, monkeypatch):
     w = open_studio(qtbot, fake_engine)
     failures: list[str] = []
-    monkeypatch.setattr(w, "_render_failed", failures.append)
+    monkeypatch.setattr(w.renders, "failed", failures.append)
     voiced(w, tmp_path)
     assert w.cast_panel.summary.text().startswith("⚠ 2 speakers have no voice: Narrator, Carol")
-    narration = w.script.lines[0]
+    narration = w.document.script.lines[0]
     assert narration.speaker == "Narrator"
     underlined = [x for x in w.editor.warnings if x.start <= narration.start < x.end or
                   narration.start <= x.start < narration.end]
@@ -46,15 +46,15 @@ def test_render_all_renders_the_voiced_lines_and_names_the_rest_once(qtbot, data
     messages: list[str] = []
     w.statusBar().messageChanged.connect(messages.append)
     w.actions_by_name["render_all"].trigger()
-    qtbot.waitUntil(lambda: not w.flow.busy and len(w.project.lines) == 3, timeout=10000)
+    qtbot.waitUntil(lambda: not w.flow.busy and len(w.document.project.lines) == 3, timeout=10000)
     assert failures == []
-    assert {w.script.line(i).speaker for i in w.project.lines} == {"Alice", "Bob"}
+    assert {w.document.script.line(i).speaker for i in w.document.project.lines} == {"Alice", "Bob"}
     said = [m for m in messages if "left out" in m]
     assert said == ["Rendering the lines that have a voice; 2 lines of Narrator and Carol left out: they have no "
                     "voice yet (pick one in the cast)."]
     w.cast_panel.combos["Carol"].setCurrentIndex(w.cast_panel.combos["Carol"].findText("Bob"))
     w.actions_by_name["render_stale"].trigger()  # Carol now has a voice: only the Narrator is left out
-    qtbot.waitUntil(lambda: not w.flow.busy and len(w.project.lines) == 4, timeout=10000)
+    qtbot.waitUntil(lambda: not w.flow.busy and len(w.document.project.lines) == 4, timeout=10000)
     assert [m for m in messages if "left out" in m][-1] == (
         "Rendering the lines that have a voice; 1 line of Narrator left out: it has no voice yet (pick one in the "
         "cast).")
@@ -75,9 +75,9 @@ def test_a_fine_tuned_voice_on_a_server_is_named_and_render_failed_does_not_stay
     alice = next(v for v in w.library.list() if v.name == "Alice")
     w.library.set_lora(alice.id, lora, "test")
     w.voices.refresh()
-    w.refresh_voices()
+    w.voice_commands.reread()
     boxes: list[tuple[str, str]] = []
-    monkeypatch.setattr("s2studio.ui.main_window.QMessageBox.warning",
+    monkeypatch.setattr("s2studio.ui.window.render_commands.QMessageBox.warning",
                         lambda _parent, title, text: boxes.append((title, text)))
     w.flow.on_server = True  # as after Settings ▸ Render on ▸ Use this server
     w.actions_by_name["render_all"].trigger()
@@ -89,6 +89,6 @@ def test_a_fine_tuned_voice_on_a_server_is_named_and_render_failed_does_not_stay
     assert boxes[-1] == ("Render failed", "A lower-case reason from an engine")
     w.flow.on_server = False  # back on this computer: the cause is gone
     w.actions_by_name["render_all"].trigger()
-    qtbot.waitUntil(lambda: not w.flow.busy and len(w.project.lines) == 2, timeout=10000)
+    qtbot.waitUntil(lambda: not w.flow.busy and len(w.document.project.lines) == 2, timeout=10000)
     assert w.status.speed.text() == "Render finished." and "failed" not in w.statusBar().currentMessage()
     close_studio(w)

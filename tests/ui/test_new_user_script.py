@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QPalette, QTextCursor
+from PySide6.QtWidgets import QLabel
 
 from s2studio.state.project_files import load_project
 from ui_helpers import cast_two_voices, close_studio, fake_engine, open_studio
@@ -26,7 +27,7 @@ def rendered(qtbot, tmp_path: Path, frames: int = 12):
     w = open_studio(qtbot, lambda: fake_engine(frames=frames))
     cast_two_voices(w, tmp_path, SCRIPT)
     w.actions_by_name["render_all"].trigger()
-    qtbot.waitUntil(lambda: len(w.project.lines) == 3 and not w.flow.busy, timeout=15000)
+    qtbot.waitUntil(lambda: len(w.document.project.lines) == 3 and not w.flow.busy, timeout=15000)
     return w
 
 
@@ -37,25 +38,25 @@ def put_cursor(w, position: int) -> None:
 
 
 def label_colors(w) -> dict[str, str]:
-    return {w.waveform.speaker_of(i): w.waveform.colour_of(i).name() for i in w.script.line_ids}
+    return {w.player_bar.waveform.speaker_of(i): w.player_bar.waveform.colour_of(i).name() for i in w.document.script.line_ids}
 
 
 def test_the_timeline_selection_follows_the_line_when_one_is_inserted_above(qtbot, data_dir, tmp_path):
     w = rendered(qtbot, tmp_path)
-    bob = w.script.lines[1]
+    bob = w.document.script.lines[1]
     put_cursor(w, bob.start + 2)
-    assert w.waveform.selected_line == bob.line_id
+    assert w.player_bar.waveform.selected_line == bob.line_id
     put_cursor(w, 0)  # on Alice's first line, then a line inserted above it
     w.editor.textCursor().insertText("Bob: Hello first.\n")
     w.reparse()
-    first_alice = w.script.lines[1]
-    assert first_alice.speaker == "Alice" and w.cursor_line() == first_alice
-    assert w.waveform.selected_line == first_alice.line_id  # not the line now at that index among rendered ones
+    first_alice = w.document.script.lines[1]
+    assert first_alice.speaker == "Alice" and w.lines.selected() == first_alice
+    assert w.player_bar.waveform.selected_line == first_alice.line_id  # not the line now at that index among rendered ones
     close_studio(w)
 
 
 def cast_label_colors(w) -> dict[str, str]:  # noqa: ANN001
-    labels = {s: w.cast_panel.combos[s].parentWidget().findChild(type(w.warning_bar)) for s in w.script.speakers}
+    labels = {s: w.cast_panel.combos[s].parentWidget().findChild(QLabel) for s in w.document.script.speakers}
     return {s: label.palette().color(QPalette.ColorRole.WindowText).name() for s, label in labels.items()
             if s in ("Alice", "Bob")}
 
@@ -69,7 +70,7 @@ def test_speakers_keep_their_colours_for_the_life_of_the_project(qtbot, data_dir
     qtbot.keyClicks(w.editor, "Carol: I speak first now.")
     qtbot.keyClick(w.editor, Qt.Key.Key_Return)
     w.reparse()
-    assert w.script.speakers[0] == "Carol"
+    assert w.document.script.speakers[0] == "Carol"
     after = label_colors(w)
     assert after["Alice"] == before["Alice"] and after["Bob"] == before["Bob"]
     assert after["Carol"] not in (before["Alice"], before["Bob"])
@@ -80,19 +81,19 @@ def test_speakers_keep_their_colours_for_the_life_of_the_project(qtbot, data_dir
     w.actions_by_name["redo"].trigger()
     w.reparse()
     assert label_colors(w) == after  # Carol comes back in her colour
-    w.save_project_as(tmp_path / "colours.s2proj")
+    w.projects.save_as(tmp_path / "colours.s2proj")
     assert load_project(tmp_path / "colours.s2proj").speaker_colors == {"Alice": 0, "Bob": 1, "Carol": 2}
-    w.new_project()
-    w.open_project(tmp_path / "colours.s2proj")
+    w.projects.new()
+    w.projects.open(tmp_path / "colours.s2proj")
     assert label_colors(w) == after
     close_studio(w)
 
 
 def test_a_click_on_a_segment_selects_its_line_and_the_view_stays(qtbot, data_dir, tmp_path):
     w = rendered(qtbot, tmp_path, frames=60)
-    bob = w.script.lines[1]
+    bob = w.document.script.lines[1]
     put_cursor(w, 0)
-    wave = w.waveform
+    wave = w.player_bar.waveform
     start, end = w.timeline.layout.bounds(bob.line_id)
     wave.zoom(6)  # Bob's line is wider than the view
     middle = (start + end) // 2
@@ -100,7 +101,7 @@ def test_a_click_on_a_segment_selects_its_line_and_the_view_stays(qtbot, data_di
     origin = wave.origin
     assert origin > start
     qtbot.mouseClick(wave, Qt.MouseButton.LeftButton, pos=QPoint(int(wave.x_of(middle)), wave.height() // 2))
-    assert w.cursor_line() == bob and w.editor.textCursor().blockNumber() == bob.source_line - 1
+    assert w.lines.selected() == bob and w.editor.textCursor().blockNumber() == bob.source_line - 1
     assert wave.selected_line == bob.line_id and wave.origin == origin  # no jump back to the line's start
     assert abs(w.player.position - middle) < wave.samples_per_pixel + 1
     selected = [s for s in w.editor.extraSelections() if s.cursor.blockNumber() == bob.source_line - 1]
@@ -114,7 +115,7 @@ def undo_history(w, qtbot) -> list[tuple[str, list[str]]]:
     while w.editor.document().isUndoAvailable():
         qtbot.keyClick(w.editor, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
         w.reparse()
-        seen.append((w.editor.toPlainText(), [w.document.state(ln).kind for ln in w.script.lines]))
+        seen.append((w.editor.toPlainText(), [w.document.state(ln).kind for ln in w.document.script.lines]))
     return seen
 
 
@@ -123,18 +124,18 @@ def test_a_line_added_is_one_undo_step_and_never_marks_another_stale(qtbot, data
     w = rendered(qtbot, tmp_path)
     w.editor.document().clearUndoRedoStacks()
     w.editor.setFocus()
-    bob = w.script.lines[1]
+    bob = w.document.script.lines[1]
     if how.startswith("typed"):
         put_cursor(w, w.editor.document().findBlockByNumber(bob.source_line - 1).position())
         qtbot.keyClicks(w.editor, "Carol: Hi.")
         qtbot.keyClick(w.editor, Qt.Key.Key_Return)
     else:
-        put_cursor(w, w.script.lines[0].end)
+        put_cursor(w, w.document.script.lines[0].end)
         qtbot.keyClick(w.editor, Qt.Key.Key_Return)
         qtbot.keyClicks(w.editor, "Carol: Hi.")
     w.reparse()
     assert w.editor.toPlainText() == "Alice: One [sigh] two.\nCarol: Hi.\nBob: Three.\nAlice: Four."
-    assert [w.document.state(ln).kind for ln in w.script.lines] == ["fresh", "none", "fresh", "fresh"]
+    assert [w.document.state(ln).kind for ln in w.document.script.lines] == ["fresh", "none", "fresh", "fresh"]
     assert undo_history(w, qtbot) == [(SCRIPT, ["fresh", "fresh", "fresh"])]  # one Ctrl+Z, nothing stale
     close_studio(w)
 

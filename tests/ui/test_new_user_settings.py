@@ -44,17 +44,17 @@ def test_the_wheel_scrolls_the_settings_and_changes_a_field_only_when_it_has_the
     w = open_studio(qtbot, fake_engine)
     w.resize(1280, 800)
     w.inspector.show_settings()
-    panel, bar = w.settings_panel, w.settings_scroll.verticalScrollBar()
+    panel, bar = w.inspector.settings_panel, w.inspector.settings_scroll.verticalScrollBar()
     qtbot.waitUntil(lambda: bar.maximum() > 0)
-    for field in (panel.temperature, panel.mode, panel.top_k, w.transcripts_box.model):
+    for field in (panel.temperature, panel.mode, panel.top_k, w.inspector.transcripts_box.model):
         assert field.focusPolicy() == Qt.FocusPolicy.StrongFocus  # a wheel never gives them the focus
     bar.setValue(0)
-    before = w.project.settings
+    before = w.document.project.settings
     wheel(panel.temperature, -1)
     assert bar.value() > 0 and panel.temperature.value() == pytest.approx(0.80)  # the panel scrolled
     wheel(panel.mode, -3)
     assert panel.mode.currentData() == "fast" and not w.model.busy  # no reload behind the person's back
-    assert w.project.settings == before
+    assert w.document.project.settings == before
     scrolled = bar.value()
     wheel(panel.mode, 2)
     assert bar.value() < scrolled
@@ -64,7 +64,7 @@ def test_the_wheel_scrolls_the_settings_and_changes_a_field_only_when_it_has_the
     at = bar.value()
     wheel(panel.temperature, -1)  # working in the field: the wheel is the field's
     assert panel.temperature.value() == pytest.approx(0.75) and bar.value() == at
-    assert w.project.settings.temperature == pytest.approx(0.75)
+    assert w.document.project.settings.temperature == pytest.approx(0.75)
     close_studio(w)
 
 
@@ -74,9 +74,9 @@ def test_render_on_keeps_its_rows_whole_and_says_where_it_connected_once(qtbot, 
     w = open_studio(qtbot, fake_engine)
     w.resize(1280, 800)
     w.inspector.show_settings()
-    page, box = w.inspector.settings_page, w.render_on
+    page, box = w.inspector.settings_page, w.inspector.render_on
     for key in ("int8", "exact", "int4", "fast", "exact"):  # each mode's help has its own length
-        w.settings_panel.mode.setCurrentIndex(w.settings_panel.mode.findData(key))
+        w.inspector.settings_panel.mode.setCurrentIndex(w.inspector.settings_panel.mode.findData(key))
         qtbot.waitUntil(lambda: not w.model.busy, timeout=5000)
         qtbot.wait(20)
         assert not squeezed(page)
@@ -127,16 +127,16 @@ def test_switching_the_seed_to_fixed_leaves_every_take_up_to_date(qtbot, data_di
     w = open_studio(qtbot, fake_engine)
     cast_two_voices(w, tmp_path)
     w.actions_by_name["render_all"].trigger()
-    qtbot.waitUntil(lambda: len(w.project.lines) == 2 and not w.flow.busy, timeout=10000)
-    assert [w.document.state(ln).kind for ln in w.script.lines] == ["fresh", "fresh"]
-    panel = w.settings_panel
+    qtbot.waitUntil(lambda: len(w.document.project.lines) == 2 and not w.flow.busy, timeout=10000)
+    assert [w.document.state(ln).kind for ln in w.document.script.lines] == ["fresh", "fresh"]
+    panel = w.inspector.settings_panel
     panel.seed_mode.setCurrentIndex(panel.seed_mode.findData("fixed"))
-    assert w.project.settings.seed_mode == "fixed"
-    assert [w.document.state(ln).kind for ln in w.script.lines] == ["fresh", "fresh"]
-    assert not w.waveform.stale_lines and w.document.stale_lines() == []
+    assert w.document.project.settings.seed_mode == "fixed"
+    assert [w.document.state(ln).kind for ln in w.document.script.lines] == ["fresh", "fresh"]
+    assert not w.player_bar.waveform.stale_lines and w.document.stale_lines() == []
     w.actions_by_name["render_line"].trigger()  # a take with the fixed seed, then another fixed seed
-    line = w.cursor_line()
-    qtbot.waitUntil(lambda: len(w.project.lines[line.line_id].takes) == 2 and not w.flow.busy, timeout=10000)
+    line = w.lines.selected()
+    qtbot.waitUntil(lambda: len(w.document.project.lines[line.line_id].takes) == 2 and not w.flow.busy, timeout=10000)
     panel.seed.setValue(panel.seed.value() + 1)
     assert w.document.state(line).kind == "stale"
     assert [ln.line_id for ln in w.document.stale_lines()] == [line.line_id]
@@ -147,7 +147,7 @@ def test_mode_names_fit_the_settings_and_the_longest_line_is_a_round_figure(qtbo
     w = open_studio(qtbot, fake_engine)
     w.resize(1280, 800)
     w.inspector.show_settings()
-    panel = w.settings_panel
+    panel = w.inspector.settings_panel
     qtbot.waitUntil(lambda: panel.mode.width() > 0)
     metrics = panel.mode.fontMetrics()
     for mode in MODES:  # read whole in the closed box, not only in its list
@@ -219,8 +219,8 @@ def test_the_save_and_open_dialogs_start_in_the_documents_folder_then_the_last_o
                         lambda _w, _title, start: asked.append(start) or "")
     w.editor.setPlainText("Alice: Hello.")
     w.reparse()
-    assert w.save_project()
+    assert w.projects.save()
     assert asked == [str(documents / "Untitled.s2proj")]  # not the program's folder (a bare name opened there)
-    w.open_project()
+    w.projects.open()
     assert asked[-1] == str(target.parent)  # where the person saved last
     close_studio(w)

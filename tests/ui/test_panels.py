@@ -32,8 +32,8 @@ def test_renders_with_the_fake_engine(qtbot, data_dir, tmp_path):
     w = open_studio(qtbot, lambda: FakeEngine(frame_latency_s=0.002))
     cast_two_voices(w, tmp_path)
     w.actions_by_name["render_all"].trigger()
-    qtbot.waitUntil(lambda: len(w.project.lines) == 2 and not w.session.busy, timeout=15000)
-    takes = [w.project.current(ln.line_id) for ln in w.script.lines]
+    qtbot.waitUntil(lambda: len(w.document.project.lines) == 2 and not w.session.busy, timeout=15000)
+    takes = [w.document.project.current(ln.line_id) for ln in w.document.script.lines]
     assert all(len(t.audio) > 0 for t in takes)
     # the reference clips were encoded once and cached for the fake codec
     voice = w.library.list()[0]
@@ -43,15 +43,15 @@ def test_renders_with_the_fake_engine(qtbot, data_dir, tmp_path):
     w.editor.setPlainText("Alice: One [sigh] two, edited.\nBob: Three.")
     w.reparse()
     assert [ln.text for ln in w.document.stale_lines()] == ["One [sigh] two, edited."]
-    bob = w.script.lines[1].line_id
+    bob = w.document.script.lines[1].line_id
     w.actions_by_name["render_stale"].trigger()
     qtbot.waitUntil(lambda: not w.document.stale_lines() and not w.session.busy, timeout=15000)
-    assert len(w.project.lines[bob].takes) == 1  # only the edited line rendered again
+    assert len(w.document.project.lines[bob].takes) == 1  # only the edited line rendered again
     # play from the cursor's line: the playhead starts where Bob's line starts on the timeline
     started_at: list[int] = []
     w.player.play = lambda: started_at.append(w.player.position) or True
     cursor = w.editor.textCursor()
-    cursor.setPosition(w.script.lines[1].start + 1)
+    cursor.setPosition(w.document.script.lines[1].start + 1)
     w.editor.setTextCursor(cursor)
     w.actions_by_name["play_from_cursor"].trigger()
     assert started_at == [w.timeline.layout.bounds(bob)[0]] and started_at[0] > 0
@@ -61,7 +61,7 @@ def test_renders_with_the_fake_engine(qtbot, data_dir, tmp_path):
 def test_missing_voice_is_a_clear_message(qtbot, data_dir, monkeypatch):
     w = open_studio(qtbot, fake_engine)
     shown: list[str] = []
-    monkeypatch.setattr(w, "_render_failed", shown.append)
+    monkeypatch.setattr(w.renders, "failed", shown.append)
     w.editor.setPlainText("Alice: hi")
     w.reparse()
     w.actions_by_name["render_all"].trigger()
@@ -74,19 +74,19 @@ def test_restart_after_a_crash_offers_the_autosave(qtbot, data_dir, tmp_path):
     w = open_studio(qtbot, fake_engine)
     cast_two_voices(w, tmp_path)
     w.actions_by_name["render_all"].trigger()
-    qtbot.waitUntil(lambda: len(w.project.lines) == 2 and not w.session.busy, timeout=15000)
+    qtbot.waitUntil(lambda: len(w.document.project.lines) == 2 and not w.session.busy, timeout=15000)
     w.store.flush()  # the autosave on disk now, then killed
-    script, cast = w.editor.toPlainText(), dict(w.project.cast)
-    audio = {k: v.current.audio.copy() for k, v in w.project.lines.items()}
+    script, cast = w.editor.toPlainText(), dict(w.document.project.cast)
+    audio = {k: v.current.audio.copy() for k, v in w.document.project.lines.items()}
     close_studio(w, clean=False)  # killed: no closeEvent, the session lock stays
 
     w2 = open_studio(qtbot, fake_engine)
     assert w2.store.crashed_before()
-    assert w2.restore_autosave()
-    assert w2.editor.toPlainText() == script and w2.project.cast == cast
-    assert {k: v.current.audio for k, v in w2.project.lines.items()}.keys() == audio.keys()
+    assert w2.projects.restore_autosave()
+    assert w2.editor.toPlainText() == script and w2.document.project.cast == cast
+    assert {k: v.current.audio for k, v in w2.document.project.lines.items()}.keys() == audio.keys()
     for k, a in audio.items():
-        assert np.allclose(w2.project.lines[k].current.audio, a, atol=1e-6)
+        assert np.allclose(w2.document.project.lines[k].current.audio, a, atol=1e-6)
     w2.close()  # a clean exit clears the lock: no offer next time
     assert not w2.store.crashed_before()
     close_studio(w2, clean=False)
@@ -169,13 +169,13 @@ def test_tag_completion_after_bracket(qtbot, data_dir):
     assert w.editor.completer.currentCompletion() == "whisper"
     qtbot.keyClick(popup, Qt.Key.Key_Return)
     assert w.editor.toPlainText() == "Alice: Well [whisper]"
-    w.tag_palette.tag_chosen.emit("sigh")
+    w.inspector.tag_palette.tag_chosen.emit("sigh")
     assert w.editor.toPlainText() == "Alice: Well [whisper] [sigh] "
     # keyboard only: Ctrl+T, type a filter, Enter inserts the first match at the cursor
     qtbot.keyClick(w, Qt.Key.Key_T, Qt.KeyboardModifier.ControlModifier)
-    assert w.tag_palette.filter.hasFocus()
-    qtbot.keyClicks(w.tag_palette.filter, "laugh")
-    qtbot.keyClick(w.tag_palette.filter, Qt.Key.Key_Return)
+    assert w.inspector.tag_palette.filter.hasFocus()
+    qtbot.keyClicks(w.inspector.tag_palette.filter, "laugh")
+    qtbot.keyClick(w.inspector.tag_palette.filter, Qt.Key.Key_Return)
     assert w.editor.toPlainText() == "Alice: Well [whisper] [sigh] [laughing tone] "
     assert w.editor.hasFocus()
     assert w.status.memory.text().startswith("RAM ")
@@ -245,18 +245,18 @@ def test_the_voice_panel_leaves_nothing_in_the_temp_folder(qtbot, data_dir, tmp_
 
 def test_settings_are_remembered_between_sessions(qtbot, data_dir):
     w = open_studio(qtbot, fake_engine)
-    w.settings_panel.temperature.setValue(0.55)
-    w.settings_panel.seed_mode.setCurrentIndex(w.settings_panel.seed_mode.findData("fixed"))
-    w.settings_panel.seed.setValue(99)
-    assert w.project.settings.temperature == 0.55 and w.project.settings.seed == 99
+    w.inspector.settings_panel.temperature.setValue(0.55)
+    w.inspector.settings_panel.seed_mode.setCurrentIndex(w.inspector.settings_panel.seed_mode.findData("fixed"))
+    w.inspector.settings_panel.seed.setValue(99)
+    assert w.document.project.settings.temperature == 0.55 and w.document.project.settings.seed == 99
     close_studio(w)
     app.make_application()
     w2 = app.build_window("fake", factory=fake_engine)  # no settings.clear(): the remembered values load
     qtbot.addWidget(w2)
-    w2.ask_on_close = False
-    s = w2.project.settings
+    w2.projects.ask = False
+    s = w2.document.project.settings
     assert (s.temperature, s.seed_mode, s.seed) == (0.55, "fixed", 99)
-    assert w2.settings_panel.temperature.value() == 0.55 and w2.settings_panel.seed.isEnabled()
+    assert w2.inspector.settings_panel.temperature.value() == 0.55 and w2.inspector.settings_panel.seed.isEnabled()
     close_studio(w2)
 
 
@@ -272,12 +272,12 @@ def test_stop_cancels_the_render_and_the_studio_stays_usable(qtbot, data_dir, tm
     assert "ETA" in w.status.speed.text()
     w.actions_by_name["stop_render"].trigger()
     qtbot.waitUntil(lambda: ended == [True], timeout=10000)
-    assert w.project.lines == {} and not w.timeline.layout.growing
+    assert w.document.project.lines == {} and not w.timeline.layout.growing
     assert w.status.speed.text() == "Render cancelled."
     assert w.actions_by_name["render_all"].isEnabled()
     w.actions_by_name["render_all"].trigger()
     qtbot.waitUntil(lambda: len(ended) == 2, timeout=20000)
-    assert ended == [True, False] and len(w.project.lines) == 2
+    assert ended == [True, False] and len(w.document.project.lines) == 2
     close_studio(w)
 
 
@@ -287,9 +287,9 @@ def test_a_model_load_can_be_cancelled_and_loaded_again(qtbot, data_dir):
     app.make_application()
     w = app.build_window("fake", factory=lambda: FakeEngine(frame_latency_s=0.3))
     w.ctx.settings.clear()
-    w.ask_on_close = False
+    w.projects.ask = False
     qtbot.addWidget(w)
-    w.load_model(Path("fake-model"))
+    w.models.load(Path("fake-model"))
     a = w.actions_by_name
     assert a["cancel_load"].isEnabled() and not a["stop_render"].isEnabled()  # Stop Rendering is for renders
     assert not a["render_all"].isEnabled()
@@ -297,9 +297,9 @@ def test_a_model_load_can_be_cancelled_and_loaded_again(qtbot, data_dir):
     assert w.status.cancel_load.isVisibleTo(w)
     a["cancel_load"].trigger()
     qtbot.waitUntil(lambda: w.status.model.text() == "No model (loading cancelled)", timeout=5000)
-    assert w.model_info is None and not a["cancel_load"].isEnabled() and not w.status.cancel_load.isVisibleTo(w)
-    w.load_model(Path("fake-model"))
-    qtbot.waitUntil(lambda: w.model_info is not None, timeout=10000)
+    assert w.model.info is None and not a["cancel_load"].isEnabled() and not w.status.cancel_load.isVisibleTo(w)
+    w.models.load(Path("fake-model"))
+    qtbot.waitUntil(lambda: w.model.info is not None, timeout=10000)
     assert w.status.model.text() == "Model: fake"
     close_studio(w)
 

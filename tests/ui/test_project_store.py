@@ -52,12 +52,12 @@ def test_save_as_and_open_run_off_the_window_thread(qtbot, tmp_path, monkeypatch
         seen: list[str] = []
         with monkeypatch.context() as m:
             timer = _blocking(m, "save", ticks, seen)
-            assert w.save_project_as(tmp_path / "scene.s2proj")
+            assert w.projects.save_as(tmp_path / "scene.s2proj")
             timer.stop()
         assert seen and set(seen) == {"project-writer"} and len(ticks) >= 5  # (an autosave of the edit too)
         assert read_project(tmp_path / "scene.s2proj").project.script == "Alice: Saved while the window answers."
         assert not w.store.unsaved_work and w.store.path == tmp_path / "scene.s2proj"
-        assert w.new_project()
+        assert w.projects.new()
         seen.clear()
         parsed_on: list[str] = []
         real_parse = ScriptParser.parse
@@ -65,7 +65,7 @@ def test_save_as_and_open_run_off_the_window_thread(qtbot, tmp_path, monkeypatch
             timer = _blocking(m, "open", ticks, seen)
             m.setattr(ScriptParser, "parse", lambda *a, **k: (parsed_on.append(threading.current_thread().name),
                                                               real_parse(*a, **k))[1])
-            assert w.open_project(tmp_path / "scene.s2proj")
+            assert w.projects.open(tmp_path / "scene.s2proj")
             timer.stop()
         assert seen == ["project-writer"]
         assert parsed_on == ["project-writer"]  # the script too: the window thread only swaps it in
@@ -80,10 +80,10 @@ def test_takes_are_written_once_as_they_arrive_and_the_autosave_copies_none(qtbo
     path = tmp_path / "scene.s2proj"
     try:
         cast_two_voices(w, tmp_path)
-        assert w.save_project_as(path)
+        assert w.projects.save_as(path)
         w.actions_by_name["render_all"].trigger()
-        qtbot.waitUntil(lambda: len(w.project.lines) == 2 and not w.session.busy, timeout=15000)
-        takes = [e.current for e in w.project.lines.values()]
+        qtbot.waitUntil(lambda: len(w.document.project.lines) == 2 and not w.session.busy, timeout=15000)
+        takes = [e.current for e in w.document.project.lines.values()]
         qtbot.waitUntil(lambda: all(t.files is not None for t in takes), timeout=10000)
         assert all(t.files == take_files(path, t.take_id) and not t.sound.in_memory for t in takes)
         inodes = {t.take_id: t.files.audio.stat().st_ino for t in takes}
@@ -92,9 +92,9 @@ def test_takes_are_written_once_as_they_arrive_and_the_autosave_copies_none(qtbo
         assert not (autosave / "takes").exists()  # the autosave names the project's takes, copies none
         assert {k: [r["take_id"] for r in v["takes"]] for k, v in read_document(autosave).values["lines"].items()} \
             == {t.line_id: [t.take_id] for t in takes}
-        assert w.save_project()
+        assert w.projects.save()
         assert {t.take_id: take_files(path, t.take_id).audio.stat().st_ino for t in takes} == inodes
-        assert w.open_project(path)  # a new session of the same project: its first autosave writes no take
+        assert w.projects.open(path)  # a new session of the same project: its first autosave writes no take
         w.editor.setPlainText(w.editor.toPlainText() + "Alice: One more.\n")
         w.reparse()
         w.store.flush()
@@ -113,10 +113,10 @@ def test_while_takes_arrive_the_autosave_waits_its_interval(qtbot, tmp_path, mon
         w.editor.setPlainText("Alice: Typed.")
         w.reparse()
         w.store.flush()  # an autosave just ran
-        w.store.changed(w.project, soon=True)  # a take arrived
+        w.store.changed(w.document.project, soon=True)  # a take arrived
         assert w.store._timer.remainingTime() > (projects.RENDER_AUTOSAVE_S - 2) * 1000
         w.store._last_autosave -= projects.RENDER_AUTOSAVE_S  # long enough ago: the next take's autosave is due
-        w.store.changed(w.project, soon=True)
+        w.store.changed(w.document.project, soon=True)
         assert w.store._timer.remainingTime() < 1000
     finally:
         close_studio(w)
@@ -130,7 +130,7 @@ def test_takes_a_project_folder_cannot_take_go_to_the_autosave_and_nothing_is_lo
     path = tmp_path / "scene.s2proj"
     try:
         cast_two_voices(w, tmp_path)
-        assert w.save_project_as(path)
+        assert w.projects.save_as(path)
 
         def read_only(self, takes):
             raise WriteError(f"read-only file system: {self.path}; choose a folder on a writable disk", self.path,
@@ -138,9 +138,9 @@ def test_takes_a_project_folder_cannot_take_go_to_the_autosave_and_nothing_is_lo
 
         monkeypatch.setattr(project_folder.ProjectFolder, "write_takes", read_only)
         w.actions_by_name["render_all"].trigger()
-        qtbot.waitUntil(lambda: len(w.project.lines) == 2 and not w.session.busy, timeout=15000)
+        qtbot.waitUntil(lambda: len(w.document.project.lines) == 2 and not w.session.busy, timeout=15000)
         w.store.flush()
-        takes = [e.current for e in w.project.lines.values()]
+        takes = [e.current for e in w.document.project.lines.values()]
         assert all(t.files is not None and t.files.folder == w.store.autosave_path for t in takes)
         assert not any(take_files(path, t.take_id).audio.exists() for t in takes)
         restored = read_project(w.store.autosave_path, autosave=True)  # what a restart after a crash finds

@@ -18,7 +18,7 @@ def rendered_studio(qtbot, tmp_path, monkeypatch, data: str = "data"):
     w = open_studio(qtbot, lambda: FakeEngine(frame_latency_s=0.001), begin_session=False)
     cast_two_voices(w, tmp_path)
     w.actions_by_name["render_all"].trigger()
-    qtbot.waitUntil(lambda: len(w.project.lines) == 2 and not w.session.busy, timeout=15000)
+    qtbot.waitUntil(lambda: len(w.document.project.lines) == 2 and not w.session.busy, timeout=15000)
     return w
 
 
@@ -30,9 +30,9 @@ def second_machine(qtbot, tmp_path, monkeypatch, data: str):
 
 def test_a_project_saved_with_voices_opens_on_an_empty_data_folder(qtbot, tmp_path, monkeypatch):
     w = rendered_studio(qtbot, tmp_path, monkeypatch)
-    cast = dict(w.project.cast)
+    cast = dict(w.document.project.cast)
     path = tmp_path / "scene.s2proj"
-    w.save_project_as(path)
+    w.projects.save_as(path)
     w.actions_by_name["save_with_voices"].trigger()  # checked: saved now with the voices packed in
     assert w.actions_by_name["save_with_voices"].isChecked()
     saved = read_project(path)
@@ -45,12 +45,12 @@ def test_a_project_saved_with_voices_opens_on_an_empty_data_folder(qtbot, tmp_pa
 
     w2 = second_machine(qtbot, tmp_path, monkeypatch, "other")
     assert w2.library.list() == []
-    w2.open_project(path)
+    w2.projects.open(path)
     assert sorted(v.name for v in w2.library.list()) == ["A", "B"]
     for voice in w2.library.list():  # the clips were unpacked into this library
         clip = w2.library.clip_path(voice, voice.clips[0])
         assert clip.is_file() and tmp_path / "other" / "voices" in clip.parents
-    assert w2.project.cast == cast  # the ids were free here: kept
+    assert w2.document.project.cast == cast  # the ids were free here: kept
     assert w2.document.stale_lines() == []  # every take still answers its line
     assert w2.cast_panel.combos["Alice"].currentData() == cast["Alice"]
     assert w2.actions_by_name["save_with_voices"].isChecked()
@@ -60,8 +60,8 @@ def test_a_project_saved_with_voices_opens_on_an_empty_data_folder(qtbot, tmp_pa
 def test_missing_voices_are_found_by_name_or_by_their_clips(qtbot, tmp_path, monkeypatch):
     w = rendered_studio(qtbot, tmp_path, monkeypatch)
     path = tmp_path / "scene.s2proj"
-    w.save_project_as(path)  # without voices: only their names travel
-    old = dict(w.project.cast)
+    w.projects.save_as(path)  # without voices: only their names travel
+    old = dict(w.document.project.cast)
     close_studio(w)
 
     w2 = second_machine(qtbot, tmp_path, monkeypatch, "other")
@@ -71,10 +71,10 @@ def test_missing_voices_are_found_by_name_or_by_their_clips(qtbot, tmp_path, mon
         tmp_path / "data" / "voices").get(old["Alice"]).clips[0].sha256
     other_b = lib.create("B", [(write_wav(tmp_path / "b2.wav", hz=500), "another B")])
     w2.voices.refresh()
-    w2.refresh_voices()
-    w2.open_project(path)
-    assert w2.project.cast == {"Alice": renamed.id, "Bob": other_b.id}
-    alice, bob = w2.script.lines
+    w2.voice_commands.reread()
+    w2.projects.open(path)
+    assert w2.document.project.cast == {"Alice": renamed.id, "Bob": other_b.id}
+    alice, bob = w2.document.script.lines
     assert w2.document.state(alice).kind == "fresh"  # the same clips: its take still answers the line
     assert w2.document.state(bob).kind == "stale"  # another voice of that name: "voice changed"
     assert "used the library's voice “B” for “B”" in w2.statusBar().currentMessage()
@@ -85,16 +85,16 @@ def test_missing_voices_are_found_by_name_or_by_their_clips(qtbot, tmp_path, mon
 def test_the_person_is_asked_when_a_packed_voice_and_a_library_voice_share_a_name(qtbot, tmp_path, monkeypatch):
     w = rendered_studio(qtbot, tmp_path, monkeypatch)
     path = tmp_path / "scene.s2proj"
-    w.save_project_as(path)
+    w.projects.save_as(path)
     w.projects.save_with_voices(True)
-    cast = dict(w.project.cast)
+    cast = dict(w.document.project.cast)
     close_studio(w)
 
     w2 = second_machine(qtbot, tmp_path, monkeypatch, "other")
     lib = w2.library
     mine = lib.create("A", [(write_wav(tmp_path / "a2.wav", hz=610), "my own A")])
     w2.voices.refresh()
-    w2.refresh_voices()
+    w2.voice_commands.reread()
     asked: list[list[str]] = []
 
     def choose(d: QInputDialog) -> None:
@@ -104,11 +104,11 @@ def test_the_person_is_asked_when_a_packed_voice_and_a_library_voice_share_a_nam
         d.accept()
 
     on_modal(qtbot, QInputDialog, choose)
-    w2.open_project(path)
+    w2.projects.open(path)
     assert len(asked) == 1 and asked[0][0].startswith("The project's own copy of “A”")
     assert asked[0][1] == "The library's voice “A” (1 clip)" and asked[0][2].startswith("No voice")
     names = sorted(v.name for v in lib.list())
     assert names == ["A", "A (2)", "B"]  # the copy was added beside the library's own A
-    assert w2.project.cast["Alice"] == cast["Alice"] != mine.id and w2.project.cast["Bob"] == cast["Bob"]
+    assert w2.document.project.cast["Alice"] == cast["Alice"] != mine.id and w2.document.project.cast["Bob"] == cast["Bob"]
     assert w2.document.stale_lines() == []
     close_studio(w2)

@@ -22,15 +22,15 @@ def demo_model(tmp_path_factory):
 
 def test_real_engine_on_the_demo_model(qtbot, tmp_path, monkeypatch, demo_model, request):
     w = open_real_studio(qtbot, monkeypatch, tmp_path / "data", request)
-    w.load_model(demo_model)
-    qtbot.waitUntil(lambda: w.model_info is not None and not w.model.busy, timeout=120000)
-    assert (w.model_info.sample_rate, w.model_info.device) == (44100, "cpu")
+    w.models.load(demo_model)
+    qtbot.waitUntil(lambda: w.model.info is not None and not w.model.busy, timeout=120000)
+    assert (w.model.info.sample_rate, w.model.info.device) == (44100, "cpu")
     a = w.library.create("A", [(write_wav(tmp_path / "a.wav", seconds=3.0), "hello there")])
     b = w.library.create("B", [(write_wav(tmp_path / "b.wav", seconds=3.0, hz=330), "hi again")])
     w.voices.refresh()
-    w.refresh_voices()
-    w.settings_panel.max_seconds.setValue(2.2)  # 47 frames
-    w.settings_panel.seed_mode.setCurrentIndex(1)
+    w.voice_commands.reread()
+    w.inspector.settings_panel.max_seconds.setValue(2.2)  # 47 frames
+    w.inspector.settings_panel.seed_mode.setCurrentIndex(1)
     w.editor.setPlainText("Alice: Good [whispering] morning.\nBob: [laughing] Hello!")
     w.reparse()
     w.cast_panel.combos["Alice"].setCurrentIndex(w.cast_panel.combos["Alice"].findData(a.id))
@@ -43,8 +43,8 @@ def test_real_engine_on_the_demo_model(qtbot, tmp_path, monkeypatch, demo_model,
     w.actions_by_name["render_all"].trigger()
     qtbot.waitUntil(lambda: "finished" in order or bool(failures), timeout=300000)
     assert failures == []
-    assert len(w.project.lines) == 2
-    assert all(len(w.project.current(ln.line_id).audio) > 0 for ln in w.script.lines)
+    assert len(w.document.project.lines) == 2
+    assert all(len(w.document.project.current(ln.line_id).audio) > 0 for ln in w.document.script.lines)
     assert order[0] == "playing"  # the player started while the engine was still rendering
     w.close()
 
@@ -57,26 +57,26 @@ def test_a_line_rendered_again_with_its_fixed_seed_is_the_same_take(qtbot, tmp_p
 
     w = open_real_studio(qtbot, monkeypatch, tmp_path / "data", request)
     w.live.enabled = False
-    settings = replace(w.project.settings, precision="bf16", speed="fast", seed_mode="fixed", seed=7, max_frames=40)
+    settings = replace(w.document.project.settings, precision="bf16", speed="fast", seed_mode="fixed", seed=7, max_frames=40)
     w.document.set_settings(settings)
-    w.load_model(demo_model)
-    qtbot.waitUntil(lambda: w.model_info is not None and not w.model.busy, timeout=120000)
-    assert w.model_info.precision == "bfloat16"
+    w.models.load(demo_model)
+    qtbot.waitUntil(lambda: w.model.info is not None and not w.model.busy, timeout=120000)
+    assert w.model.info.precision == "bfloat16"
     voice = w.library.create("A", [(write_wav(tmp_path / "a.wav", seconds=3.0), "hello there")])
     w.voices.refresh()
-    w.refresh_voices()
+    w.voice_commands.reread()
     w.editor.setPlainText("Alice: Could you pass me the salt?")
     w.reparse()
     w.cast_panel.combos["Alice"].setCurrentIndex(w.cast_panel.combos["Alice"].findData(voice.id))
     failures: list[str] = []
     w.session.failed.connect(failures.append)
-    line = w.script.lines[0]
+    line = w.document.script.lines[0]
     for count in (1, 2):
         w.actions_by_name["render_line"].trigger()
-        qtbot.waitUntil(lambda: bool(failures) or (len(w.project.takes_of(line.line_id)) == count
+        qtbot.waitUntil(lambda: bool(failures) or (len(w.document.project.takes_of(line.line_id)) == count
                                                    and not w.flow.busy), timeout=120000)
         assert failures == []
-    first, second = w.project.takes_of(line.line_id)
+    first, second = w.document.project.takes_of(line.line_id)
     assert first.take_id != second.take_id and first.seed == second.seed == 7
     assert first.codes.shape[1] > 0 and np.array_equal(first.codes, second.codes)
     assert np.array_equal(first.audio, second.audio)

@@ -152,7 +152,7 @@ def test_a_voice_preview_renders_once_then_plays_from_the_cache(qtbot, studio, t
     assert button.isVisible() and button.isEnabled()
     playback_raw().unlink(missing_ok=True)
     qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
-    path = preview_path(voice, w.model_info)
+    path = preview_path(voice, w.model.info)
     qtbot.waitUntil(lambda: path.is_file() and "Playing the preview." in messages, timeout=15000)
     assert messages[0] == "Rendering a preview of “Carol”…"
     assert [j for j in jobs if j.startswith("preview")] == [jobs[-1]] and len(jobs) >= 1
@@ -164,7 +164,7 @@ def test_a_voice_preview_renders_once_then_plays_from_the_cache(qtbot, studio, t
     qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
     assert messages == ["Playing the preview."] and len(jobs) == started
     # another voice is another preview; the sentence is the fixed one
-    assert preview_path(w.library.rename(voice.id, "Caroline"), w.model_info) == path  # the name is not the voice
+    assert preview_path(w.library.rename(voice.id, "Caroline"), w.model.info) == path  # the name is not the voice
     other = w.library.add_clip(voice.id, write_wav(tmp_path / "d.wav", seconds=3.0, hz=300), "More words.")
-    assert preview_path(other, w.model_info) != path
+    assert preview_path(other, w.model.info) != path
     assert SENTENCE.startswith("Hello!")

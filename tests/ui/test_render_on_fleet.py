@@ -39,7 +39,7 @@ def test_the_studio_renders_scenes_over_a_list_of_engines(qtbot, tmp_path: Path,
                                                           request) -> None:
     w = open_real_studio(qtbot, monkeypatch, tmp_path / "data", request)
     request.addfinalizer(w.ctx.settings.clear)  # the kind and the list are remembered: not for the next test
-    box = w.render_on
+    box = w.inspector.render_on
     box.where.setCurrentIndex(box.where.findData("fleet"))
     assert box.use_button.text() == "Use these engines"
     box.use_button.click()
@@ -53,7 +53,7 @@ def test_the_studio_renders_scenes_over_a_list_of_engines(qtbot, tmp_path: Path,
     box.test_connection()
     qtbot.waitUntil(lambda: box.result.text().startswith("Connected"), timeout=30000)
     box.use_button.click()
-    qtbot.waitUntil(lambda: w.model_info is not None and not w.model.busy, timeout=60000)
+    qtbot.waitUntil(lambda: w.model.info is not None and not w.model.busy, timeout=60000)
     assert '"url"' in w.ctx.settings.value("render/fleet")  # remembered for the next start
 
     cast_two_voices(w, tmp_path, "# One\nAlice: One [sigh] two.\nBob: Three.\n# Two\nAlice: Four.\nBob: Five.")
@@ -74,7 +74,7 @@ def test_the_studio_renders_scenes_over_a_list_of_engines(qtbot, tmp_path: Path,
     assert any(int(m.group(1)) >= 1 and float(m.group(2)) > 0 for m in live), in_the_bar
     assert all("this computer: 0 lines · 0.0 frames/s · 0 failures" in text for text in in_the_bar)
     assert not w.status.engines.isVisible()  # the render ended
-    takes = [w.project.current(ln.line_id) for ln in w.script.lines]
+    takes = [w.document.project.current(ln.line_id) for ln in w.document.script.lines]
     assert all(t is not None and len(t.audio) > 0 for t in takes)
     made_by = {t.settings["backend"] for t in takes}
     assert made_by <= {f"{s.state.info.name} on {s.url.split('//')[1]} (s2studio)" for s in servers}, made_by
@@ -84,9 +84,9 @@ def test_the_studio_renders_scenes_over_a_list_of_engines(qtbot, tmp_path: Path,
 
     qtbot.waitUntil(lambda: sum(served()) == 4, timeout=5000)  # the live line of each server
     assert "this computer: 0 lines" in box.engines_status.text()  # no model here: the servers did it all
-    w.select_line(w.script.lines[0].line_id)  # the takes list of the line says which server made its take
-    qtbot.waitUntil(lambda: w.takes.list.count() == 1, timeout=3000)
-    assert f"    {takes[0].settings['backend']}    " in w.takes.list.item(0).text()
+    w.lines.select(w.document.script.lines[0].line_id)  # the takes list of the line says which server made its take
+    qtbot.waitUntil(lambda: w.inspector.takes.list.count() == 1, timeout=3000)
+    assert f"    {takes[0].settings['backend']}    " in w.inspector.takes.list.item(0).text()
     w.close()
 
 
@@ -96,13 +96,13 @@ def test_before_rendering_on_a_server_that_ignores_seeds_the_studio_asks(qtbot, 
 
     w = open_real_studio(qtbot, monkeypatch, tmp_path / "data", request)
     request.addfinalizer(w.ctx.settings.clear)  # the kind and the list are remembered: not for the next test
-    box = w.render_on
+    box = w.inspector.render_on
     box.where.setCurrentIndex(box.where.findData("fleet"))
     box.url.setText(servers[0].url)
     box.kind.setCurrentIndex(box.kind.findData("vllm"))
     box.add_button.click()
     box.use_button.click()
-    qtbot.waitUntil(lambda: w.model_info is not None and not w.model.busy, timeout=60000)
+    qtbot.waitUntil(lambda: w.model.info is not None and not w.model.busy, timeout=60000)
     cast_two_voices(w, tmp_path, "# One\nAlice: One two.\nBob: Three.")
     asked: list[str] = []
 
@@ -117,25 +117,25 @@ def test_before_rendering_on_a_server_that_ignores_seeds_the_studio_asks(qtbot, 
     lora.write_bytes(save({"embeddings.lora_A": np.ones((2, 4), np.float32),
                            "embeddings.lora_B": np.ones((4, 2), np.float32)}))
     w.library.set_lora(alice.id, lora, "test")
-    w.refresh_voices()
+    w.voice_commands.reread()
     QTimer.singleShot(200, lambda: answer(QMessageBox.StandardButton.Cancel))
     w.actions_by_name["render_all"].trigger()
     assert len(asked) == 1 and "does not take seeds (vllm)" in asked[0]  # per server, and per voice:
     assert f"voice {alice.name!r} carries a LoRA, which no server applies: its scenes cannot render" in asked[0]
-    assert w.project.current(w.script.lines[0].line_id) is None  # cancelled: nothing rendered
+    assert w.document.project.current(w.document.script.lines[0].line_id) is None  # cancelled: nothing rendered
     w.library.remove_lora(alice.id)
-    w.refresh_voices()
+    w.voice_commands.reread()
     done: list[bool] = []
     w.session.finished.connect(done.append)
     QTimer.singleShot(200, lambda: answer(QMessageBox.StandardButton.Yes))
     w.actions_by_name["render_all"].trigger()
     qtbot.waitUntil(lambda: bool(done), timeout=120000)
-    takes = [w.project.current(ln.line_id) for ln in w.script.lines]
+    takes = [w.document.project.current(ln.line_id) for ln in w.document.script.lines]
     where = servers[0].url.split("//")[1]  # the model the server reports, where, the wire, and that seeds are lost
     assert [t.settings["backend"] for t in takes] == [f"box0-s2 on {where} (vllm, seed not reproducible)"] * 2
-    w.select_line(w.script.lines[1].line_id)
-    qtbot.waitUntil(lambda: w.takes.list.count() == 1, timeout=3000)
-    assert f"seed {takes[1].seed}    box0-s2 on {where} (vllm, seed not reproducible)" in w.takes.list.item(0).text()
+    w.lines.select(w.document.script.lines[1].line_id)
+    qtbot.waitUntil(lambda: w.inspector.takes.list.count() == 1, timeout=3000)
+    assert f"seed {takes[1].seed}    box0-s2 on {where} (vllm, seed not reproducible)" in w.inspector.takes.list.item(0).text()
     assert len(asked) == 2 and "LoRA" not in asked[1]
     assert len(servers[0].state.uploads.list()) == 2  # each voice uploaded once
     w.close()

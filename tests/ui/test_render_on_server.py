@@ -33,7 +33,7 @@ def server(tmp_path_factory):
 def test_the_studio_renders_two_speakers_on_a_server_and_plays_while_it_generates(
         qtbot, tmp_path: Path, monkeypatch, server, request) -> None:
     w = open_real_studio(qtbot, monkeypatch, tmp_path / "data", request)
-    box = w.render_on
+    box = w.inspector.render_on
     box.where.setCurrentIndex(box.where.findData("server"))
     box.url.setText(server.url)
     box.key.setText("wrong-key-0000")
@@ -45,16 +45,16 @@ def test_the_studio_renders_two_speakers_on_a_server_and_plays_while_it_generate
     qtbot.waitUntil(lambda: box.result.text().startswith("Connected"), timeout=30000)
     assert f"tiny on 127.0.0.1:{server.state.config.port}" in box.result.text() and "ms round trip" in box.result.text()
     box.use_button.click()
-    qtbot.waitUntil(lambda: w.model_info is not None and not w.model.busy, timeout=60000)
-    assert w.model_info.codec_fingerprint == server.state.info.codec_fingerprint
+    qtbot.waitUntil(lambda: w.model.info is not None and not w.model.busy, timeout=60000)
+    assert w.model.info.codec_fingerprint == server.state.info.codec_fingerprint
     assert w.ctx.settings.value("render/on") == "server" and w.ctx.settings.value("render/url") == server.url
 
     a = w.library.create("A", [(write_wav(tmp_path / "a.wav", seconds=2.0), "hello there")])
     b = w.library.create("B", [(write_wav(tmp_path / "b.wav", seconds=2.0, hz=330), "hi again")])
     w.voices.refresh()
-    w.refresh_voices()
-    w.settings_panel.max_seconds.setValue(1.8)  # 39 frames, within the server's 40
-    w.settings_panel.seed_mode.setCurrentIndex(1)
+    w.voice_commands.reread()
+    w.inspector.settings_panel.max_seconds.setValue(1.8)  # 39 frames, within the server's 40
+    w.inspector.settings_panel.seed_mode.setCurrentIndex(1)
     w.editor.setPlainText("Alice: Good [whispering] morning to you.\nBob: [laughing] Hello, hello!")
     w.reparse()
     w.cast_panel.combos["Alice"].setCurrentIndex(w.cast_panel.combos["Alice"].findData(a.id))
@@ -70,8 +70,8 @@ def test_the_studio_renders_two_speakers_on_a_server_and_plays_while_it_generate
     w.actions_by_name["render_all"].trigger()
     qtbot.waitUntil(lambda: "finished" in order or bool(failures), timeout=300000)
     assert failures == []
-    assert all(len(w.project.current(ln.line_id).audio) > 0 for ln in w.script.lines)
-    takes = [w.project.current(ln.line_id) for ln in w.script.lines]
+    assert all(len(w.document.project.current(ln.line_id).audio) > 0 for ln in w.document.script.lines)
+    takes = [w.document.project.current(ln.line_id) for ln in w.document.script.lines]
     assert all(t.codes.shape[0] == 10 and t.codes.shape[1] > 0 for t in takes)  # the server's codes came along
     jobs = [job for job, outcome in runner.stats().outcomes[before:] if outcome == "finished"]
     assert len(jobs) >= 2  # the encoding of the voices and the render ran on the server

@@ -32,7 +32,7 @@ def studio(qtbot, tmp_path, monkeypatch):
 
 def render_all(qtbot, w) -> None:
     w.actions_by_name["render_all"].trigger()
-    qtbot.waitUntil(lambda: not w.flow.busy and all(w.project.current(k) for k in w.script.line_ids),
+    qtbot.waitUntil(lambda: not w.flow.busy and all(w.document.project.current(k) for k in w.document.script.line_ids),
                     timeout=20000)
 
 
@@ -44,62 +44,62 @@ def put_cursor(w, position: int) -> None:
 
 
 def takes_of(w) -> dict[str, list[str]]:
-    return {k: [t.take_id for t in e.takes] for k, e in w.project.lines.items()}
+    return {k: [t.take_id for t in e.takes] for k, e in w.document.project.lines.items()}
 
 
 def kinds(w) -> list[str]:
-    return [w.document.state(ln).kind for ln in w.script.lines]
+    return [w.document.state(ln).kind for ln in w.document.script.lines]
 
 
 def test_editing_a_rendered_line_keeps_its_takes_and_audio_and_undo_redo_keep_them(qtbot, studio, tmp_path):
     w = studio
     cast_two_voices(w, tmp_path, "Alice: One two three.\nBob: Four five.\nAlice: Six seven.")
     render_all(qtbot, w)
-    ids, takes, mix = w.script.line_ids, takes_of(w), w.timeline.mix().copy()
+    ids, takes, mix = w.document.script.line_ids, takes_of(w), w.timeline.mix().copy()
     segments = w.timeline.segments()
-    bob = w.script.lines[1]
+    bob = w.document.script.lines[1]
     put_cursor(w, bob.end)
     qtbot.keyClicks(w.editor, " Six")  # real keys, parsed after the editor's debounce
-    qtbot.waitUntil(lambda: w.script.lines[1].text == "Four five. Six", timeout=3000)
-    assert w.script.line_ids == ids and takes_of(w) == takes
+    qtbot.waitUntil(lambda: w.document.script.lines[1].text == "Four five. Six", timeout=3000)
+    assert w.document.script.line_ids == ids and takes_of(w) == takes
     assert w.timeline.segments() == segments and np.array_equal(w.timeline.mix(), mix)  # its audio stays
     assert kinds(w) == ["fresh", "stale", "fresh"]
-    assert w.document.state(w.script.lines[1]).reasons == (Stale.TEXT,)
-    assert w.waveform.stale_lines == {bob.line_id}
+    assert w.document.state(w.document.script.lines[1]).reasons == (Stale.TEXT,)
+    assert w.player_bar.waveform.stale_lines == {bob.line_id}
     assert w.editor.gutter.mark(1).kind == "stale" and w.editor.gutter.mark(1).takes == 1
-    assert "stale: text edited" in w.takes.title.text()  # the takes panel shows the line under the cursor
-    assert w.takes.list.count() == 1
+    assert "stale: text edited" in w.inspector.takes.title.text()  # the takes panel shows the line under the cursor
+    assert w.inspector.takes.list.count() == 1
 
     for _ in range(5):  # Undo (Ctrl+Z) until the text is back: the same line, the same take, up to date
         if w.editor.toPlainText().endswith("Four five.\nAlice: Six seven."):
             break
         qtbot.keyClick(w.editor, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
-    qtbot.waitUntil(lambda: w.script.lines[1].text == "Four five.", timeout=3000)
-    assert w.script.line_ids == ids and takes_of(w) == takes and kinds(w) == ["fresh"] * 3
+    qtbot.waitUntil(lambda: w.document.script.lines[1].text == "Four five.", timeout=3000)
+    assert w.document.script.line_ids == ids and takes_of(w) == takes and kinds(w) == ["fresh"] * 3
     assert np.array_equal(w.timeline.mix(), mix)
     qtbot.keyClick(w.editor, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
-    qtbot.waitUntil(lambda: w.script.lines[1].text == "Four five. Six", timeout=3000)
-    assert w.script.line_ids == ids and takes_of(w) == takes and kinds(w) == ["fresh", "stale", "fresh"]
+    qtbot.waitUntil(lambda: w.document.script.lines[1].text == "Four five. Six", timeout=3000)
+    assert w.document.script.line_ids == ids and takes_of(w) == takes and kinds(w) == ["fresh", "stale", "fresh"]
 
 
 def test_deleting_a_line_then_undo_brings_its_takes_back(qtbot, studio, tmp_path):
     w = studio
     cast_two_voices(w, tmp_path, "Alice: One two three.\nBob: Four five.\nAlice: Six seven.")
     render_all(qtbot, w)
-    ids, takes, mix = w.script.line_ids, takes_of(w), w.timeline.mix().copy()
+    ids, takes, mix = w.document.script.line_ids, takes_of(w), w.timeline.mix().copy()
     cursor = w.editor.textCursor()
-    cursor.setPosition(w.script.lines[1].start - len("Bob: "))
+    cursor.setPosition(w.document.script.lines[1].start - len("Bob: "))
     cursor.movePosition(QTextCursor.MoveOperation.Down, QTextCursor.MoveMode.KeepAnchor)
     w.editor.setTextCursor(cursor)
     w.editor.setFocus()
     qtbot.keyClick(w.editor, Qt.Key.Key_Delete)
-    qtbot.waitUntil(lambda: len(w.script.lines) == 2, timeout=3000)
-    assert w.script.line_ids == (ids[0], ids[2])
+    qtbot.waitUntil(lambda: len(w.document.script.lines) == 2, timeout=3000)
+    assert w.document.script.line_ids == (ids[0], ids[2])
     assert takes_of(w) == takes  # the deleted line's take stays in the project
     assert [s.line_id for s in w.timeline.segments()] == [ids[0], ids[2]]
     qtbot.keyClick(w.editor, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
-    qtbot.waitUntil(lambda: len(w.script.lines) == 3, timeout=3000)
-    assert w.script.line_ids == ids and kinds(w) == ["fresh"] * 3
+    qtbot.waitUntil(lambda: len(w.document.script.lines) == 3, timeout=3000)
+    assert w.document.script.line_ids == ids and kinds(w) == ["fresh"] * 3
     assert np.array_equal(w.timeline.mix(), mix)
 
 
@@ -107,20 +107,20 @@ def test_inserting_a_line_above_keeps_every_take_where_it_was(qtbot, studio, tmp
     w = studio
     cast_two_voices(w, tmp_path, "Alice: One two three.\nBob: Four five.")
     render_all(qtbot, w)
-    ids, takes, mix = w.script.line_ids, takes_of(w), w.timeline.mix().copy()
+    ids, takes, mix = w.document.script.line_ids, takes_of(w), w.timeline.mix().copy()
     put_cursor(w, 0)
     qtbot.keyClicks(w.editor, "Bob: A new first line.")
     qtbot.keyClick(w.editor, Qt.Key.Key_Return)
-    qtbot.waitUntil(lambda: len(w.script.lines) == 3, timeout=3000)
-    assert w.script.line_ids[1:] == ids and w.script.line_ids[0] not in ids
+    qtbot.waitUntil(lambda: len(w.document.script.lines) == 3, timeout=3000)
+    assert w.document.script.line_ids[1:] == ids and w.document.script.line_ids[0] not in ids
     assert takes_of(w) == takes and kinds(w) == ["none", "fresh", "fresh"]
     assert [s.line_id for s in w.timeline.segments()] == list(ids)  # a line without audio takes no room
     assert np.array_equal(w.timeline.mix(), mix)
     assert w.editor.gutter.mark(0).kind == "none" and w.editor.gutter.mark(1).kind == "fresh"
     w.actions_by_name["render_stale"].trigger()  # only the new line renders; it comes in before the others
-    qtbot.waitUntil(lambda: not w.flow.busy and w.project.current(w.script.line_ids[0]) is not None, timeout=20000)
-    assert takes_of(w) == {**takes, w.script.line_ids[0]: takes_of(w)[w.script.line_ids[0]]}
-    first = len(w.project.current(w.script.line_ids[0]).audio) + w.timeline.gap
+    qtbot.waitUntil(lambda: not w.flow.busy and w.document.project.current(w.document.script.line_ids[0]) is not None, timeout=20000)
+    assert takes_of(w) == {**takes, w.document.script.line_ids[0]: takes_of(w)[w.document.script.line_ids[0]]}
+    first = len(w.document.project.current(w.document.script.line_ids[0]).audio) + w.timeline.gap
     assert np.array_equal(w.timeline.mix()[first:], mix)  # the old lines moved back, unchanged
 
 
@@ -128,44 +128,44 @@ def test_splitting_a_line_keeps_its_takes_with_the_larger_part(qtbot, studio, tm
     w = studio
     cast_two_voices(w, tmp_path, "Alice: Hi there. How are you today, my old friend?\nBob: Fine, thanks.")
     render_all(qtbot, w)
-    ids, takes = w.script.line_ids, takes_of(w)
-    put_cursor(w, w.script.lines[0].start + len("Hi there."))
+    ids, takes = w.document.script.line_ids, takes_of(w)
+    put_cursor(w, w.document.script.lines[0].start + len("Hi there."))
     qtbot.keyClick(w.editor, Qt.Key.Key_Return)
-    qtbot.waitUntil(lambda: len(w.script.lines) == 3, timeout=3000)
-    assert [(ln.speaker, ln.text) for ln in w.script.lines] == [
+    qtbot.waitUntil(lambda: len(w.document.script.lines) == 3, timeout=3000)
+    assert [(ln.speaker, ln.text) for ln in w.document.script.lines] == [
         ("Alice", "Hi there."), ("Alice", "How are you today, my old friend?"), ("Bob", "Fine, thanks.")]
-    assert w.script.line_ids[1:] == ids and w.script.line_ids[0] not in ids
+    assert w.document.script.line_ids[1:] == ids and w.document.script.line_ids[0] not in ids
     assert takes_of(w) == takes
     assert kinds(w) == ["none", "stale", "fresh"]
-    assert w.document.state(w.script.lines[1]).reasons == (Stale.TEXT,)
+    assert w.document.state(w.document.script.lines[1]).reasons == (Stale.TEXT,)
     qtbot.keyClick(w.editor, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)  # joined again
-    qtbot.waitUntil(lambda: len(w.script.lines) == 2, timeout=3000)
-    assert w.script.line_ids == ids and kinds(w) == ["fresh", "fresh"]
+    qtbot.waitUntil(lambda: len(w.document.script.lines) == 2, timeout=3000)
+    assert w.document.script.line_ids == ids and kinds(w) == ["fresh", "fresh"]
 
 
 def test_rerendering_line_1_of_6_leaves_lines_2_to_6_audible(qtbot, studio, tmp_path):
     w = studio
     cast_two_voices(w, tmp_path, SIX)
     render_all(qtbot, w)
-    first = w.script.lines[0].line_id
-    old_take = w.project.current(first)
+    first = w.document.script.lines[0].line_id
+    old_take = w.document.project.current(first)
     layout = w.timeline.layout
-    start2 = layout.bounds(w.script.lines[1].line_id)[0]
+    start2 = layout.bounds(w.document.script.lines[1].line_id)[0]
     before = w.timeline.mix().copy()
     chunks: list[int] = []
     w.ctx.host.audio_chunk.connect(lambda e: chunks.append(e.start_sample) if e.line_id == first else None)
     w.engine.frame_latency_s = 0.05  # slow enough to look at the timeline while the job runs
-    put_cursor(w, w.script.lines[0].start + 2)
+    put_cursor(w, w.document.script.lines[0].start + 2)
     qtbot.keyClick(w.editor, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)  # Render ▸ Render Line
     qtbot.waitUntil(lambda: len(chunks) >= 3, timeout=10000)
     assert w.session.busy and w.session.rendering(first)
     during = w.timeline.mix()
     assert np.array_equal(during, before)  # every line audible; line 1 still plays its old take
     assert [s.start for s in w.timeline.segments()] == [s.start for s in layout.segments()]
-    assert first in w.waveform.rendering_lines and w.editor.gutter.mark(0).kind == "rendering"
+    assert first in w.player_bar.waveform.rendering_lines and w.editor.gutter.mark(0).kind == "rendering"
     qtbot.waitUntil(lambda: not w.flow.busy, timeout=20000)
-    new_take = w.project.current(first)
-    assert [t.take_id for t in w.project.lines[first].takes] == [old_take.take_id, new_take.take_id]
+    new_take = w.document.project.current(first)
+    assert [t.take_id for t in w.document.project.lines[first].takes] == [old_take.take_id, new_take.take_id]
     after = w.timeline.mix()
     assert np.array_equal(after[:len(new_take.audio)], new_take.audio)
     assert not np.array_equal(new_take.audio, old_take.audio)
@@ -176,10 +176,10 @@ def test_ab_playback_never_leaves_the_line(qtbot, studio, tmp_path):
     w = studio
     cast_two_voices(w, tmp_path, "Alice: One two three.\nBob: Four five.\nAlice: Six seven.")
     render_all(qtbot, w)
-    line = w.script.lines[1]
+    line = w.document.script.lines[1]
     put_cursor(w, line.start + 1)
     w.actions_by_name["render_line"].trigger()
-    qtbot.waitUntil(lambda: not w.flow.busy and len(w.project.lines[line.line_id].takes) == 2, timeout=20000)
+    qtbot.waitUntil(lambda: not w.flow.busy and len(w.document.project.lines[line.line_id].takes) == 2, timeout=20000)
     outside: list[tuple[int, tuple[int, int]]] = []
     blocks: list[int] = []
     callback = w.player._callback
@@ -192,11 +192,11 @@ def test_ab_playback_never_leaves_the_line(qtbot, studio, tmp_path):
             outside.append((w.player.position, bounds))
 
     w.player._callback = watched
-    w.inspector.setCurrentWidget(w.takes)
+    w.inspector.setCurrentWidget(w.inspector.takes)
     picks = []
     for _ in range(4):
-        qtbot.mouseClick(w.takes.ab_button, Qt.MouseButton.LeftButton)
-        picks.append(w.project.lines[line.line_id].picked)
+        qtbot.mouseClick(w.inspector.takes.ab_button, Qt.MouseButton.LeftButton)
+        picks.append(w.document.project.lines[line.line_id].picked)
         assert w.player.playing and w.player.looping and w.player.line == line.line_id
         qtbot.wait(400)  # longer than the line (12 frames: 0.56 s) at least once: the loop wraps
     w.player.pause()
@@ -209,10 +209,10 @@ def test_play_line_stops_at_the_lines_end(qtbot, studio, tmp_path):
     w = studio
     cast_two_voices(w, tmp_path, "Alice: One two three.\nBob: Four five.\nAlice: Six seven.")
     render_all(qtbot, w)
-    line = w.script.lines[0]
+    line = w.document.script.lines[0]
     put_cursor(w, line.start)
-    w.inspector.setCurrentWidget(w.takes)
-    qtbot.mouseClick(w.takes.play_button, Qt.MouseButton.LeftButton)
+    w.inspector.setCurrentWidget(w.inspector.takes)
+    qtbot.mouseClick(w.inspector.takes.play_button, Qt.MouseButton.LeftButton)
     assert w.player.playing
     qtbot.waitUntil(lambda: not w.player.playing, timeout=5000)
     assert w.player.position == w.timeline.layout.bounds(line.line_id)[1]
@@ -225,7 +225,7 @@ def test_twenty_speakers_keep_the_window_on_a_1280_px_screen(qtbot, studio, tmp_
     clip = write_wav(tmp_path / "a.wav")
     voices = {n: w.library.create(n, [(clip, "hello")]) for n in ("Alice", "Bob")}
     w.voices.refresh()
-    w.refresh_voices()
+    w.voice_commands.reread()
     w.editor.setPlainText("".join(f"{n}: Line {i} of the scene.\n" for i, n in enumerate(names)))
     w.reparse()
     w.resize(1280, 800)
@@ -234,7 +234,7 @@ def test_twenty_speakers_keep_the_window_on_a_1280_px_screen(qtbot, studio, tmp_
     assert len(w.cast_panel.combos) == 20
     assert w.width() <= 1280 and w.minimumSizeHint().width() <= 1280
     assert w.cast_panel.geometry().right() <= w.width()
-    assert w.project.cast == {"Alice": voices["Alice"].id, "Bob": voices["Bob"].id}  # voices named as speakers
+    assert w.document.project.cast == {"Alice": voices["Alice"].id, "Bob": voices["Bob"].id}  # voices named as speakers
     text = w.cast_panel.summary.text()
     assert text.startswith("⚠ 18 speakers have no voice: Carol, Dave, Eve, Frank,")
     assert "“Bbo”: did you mean Bob?" in text
@@ -245,7 +245,7 @@ def test_zoom_changes_samples_per_pixel_and_a_click_selects_the_line(qtbot, stud
     w = studio
     cast_two_voices(w, tmp_path, "Alice: One two three.\nBob: Four five.\nAlice: Six seven.")
     render_all(qtbot, w)
-    wave = w.waveform
+    wave = w.player_bar.waveform
     fitted = wave.samples_per_pixel
     assert wave.fitted and fitted == pytest.approx(int(w.timeline.layout.end * 1.01 + 1) / wave.width())
     centre = QPointF(wave.width() / 2, wave.height() / 2)
@@ -272,36 +272,36 @@ def test_zoom_changes_samples_per_pixel_and_a_click_selects_the_line(qtbot, stud
     qtbot.keyClick(wave, Qt.Key.Key_0)
     assert wave.fitted and wave.samples_per_pixel == pytest.approx(fitted)
 
-    third = w.script.lines[2]
+    third = w.document.script.lines[2]
     start, end = w.timeline.layout.bounds(third.line_id)
-    put_cursor(w, w.script.lines[0].start)
+    put_cursor(w, w.document.script.lines[0].start)
     qtbot.mouseClick(wave, Qt.MouseButton.LeftButton, pos=QPoint(int(wave.x_of((start + end) / 2)), 50))
-    assert w.cursor_line() == third and wave.selected_line == third.line_id
-    assert w.inspector.currentWidget() is w.takes and third.text in w.takes.title.text()
+    assert w.lines.selected() == third and wave.selected_line == third.line_id
+    assert w.inspector.currentWidget() is w.inspector.takes and third.text in w.inspector.takes.title.text()
     assert start <= w.player.position < end
-    put_cursor(w, w.script.lines[1].start)  # the reverse: the editor's line is the waveform's selection
-    assert wave.selected_line == w.script.lines[1].line_id
+    put_cursor(w, w.document.script.lines[1].start)  # the reverse: the editor's line is the waveform's selection
+    assert wave.selected_line == w.document.script.lines[1].line_id
 
 
 def test_a_gutter_mark_selects_the_lines_takes_and_a_deleted_take_comes_back(qtbot, studio, tmp_path):
     w = studio
     cast_two_voices(w, tmp_path, "Alice: One two three.\nBob: Four five.")
     render_all(qtbot, w)
-    bob = w.script.lines[1]
+    bob = w.document.script.lines[1]
     put_cursor(w, 0)
     w.inspector.setCurrentIndex(0)
     block = w.editor.document().findBlockByNumber(1)
     top = w.editor.blockBoundingGeometry(block).translated(w.editor.contentOffset()).top()
     qtbot.mouseClick(w.editor.gutter, Qt.MouseButton.LeftButton, pos=QPoint(10, int(top) + 8))
-    assert w.cursor_line() == bob and w.inspector.currentWidget() is w.takes
-    assert "Four five." in w.takes.title.text() and w.takes.list.count() == 1
-    take = w.project.current(bob.line_id)
-    w.takes.list.setCurrentRow(0)
-    qtbot.mouseClick(w.takes.delete_button, Qt.MouseButton.LeftButton)
-    assert bob.line_id not in w.project.lines and w.editor.gutter.mark(1).kind == "none"
-    assert [s.line_id for s in w.timeline.segments()] == [w.script.lines[0].line_id]
-    qtbot.mouseClick(w.takes.undo_button, Qt.MouseButton.LeftButton)
-    assert w.project.current(bob.line_id) is take and w.editor.gutter.mark(1).kind == "fresh"
+    assert w.lines.selected() == bob and w.inspector.currentWidget() is w.inspector.takes
+    assert "Four five." in w.inspector.takes.title.text() and w.inspector.takes.list.count() == 1
+    take = w.document.project.current(bob.line_id)
+    w.inspector.takes.list.setCurrentRow(0)
+    qtbot.mouseClick(w.inspector.takes.delete_button, Qt.MouseButton.LeftButton)
+    assert bob.line_id not in w.document.project.lines and w.editor.gutter.mark(1).kind == "none"
+    assert [s.line_id for s in w.timeline.segments()] == [w.document.script.lines[0].line_id]
+    qtbot.mouseClick(w.inspector.takes.undo_button, Qt.MouseButton.LeftButton)
+    assert w.document.project.current(bob.line_id) is take and w.editor.gutter.mark(1).kind == "fresh"
     assert len(w.timeline.segments()) == 2
 
 
@@ -309,20 +309,20 @@ def test_settings_that_cannot_change_the_audio_mark_nothing_stale(qtbot, studio,
     w = studio
     cast_two_voices(w, tmp_path, "Alice: One two three.\nBob: Four five.")
     render_all(qtbot, w)
-    panel = w.settings_panel
+    panel = w.inspector.settings_panel
     for box, value in ((panel.mode, "exact"), (panel.device, "cpu"), (panel.mode, "int8"), (panel.mode, "int4")):
         box.setCurrentIndex(box.findData(value))
-        qtbot.waitUntil(lambda: not w.model.busy and w.model_info is not None, timeout=5000)  # reloaded
+        qtbot.waitUntil(lambda: not w.model.busy and w.model.info is not None, timeout=5000)  # reloaded
     panel.threads.setValue(1)
-    qtbot.waitUntil(lambda: not w.model.busy and w.model_info is not None, timeout=5000)
-    w.set_gap(1.5)
-    assert w.project.settings.speed == "fast" and w.project.settings.quantize == "int4"
-    assert w.project.settings.threads == 1 and panel.threads.text() == "1"
+    qtbot.waitUntil(lambda: not w.model.busy and w.model.info is not None, timeout=5000)
+    w.renders.set_gap(1.5)
+    assert w.document.project.settings.speed == "fast" and w.document.project.settings.quantize == "int4"
+    assert w.document.project.settings.threads == 1 and panel.threads.text() == "1"
     assert w.document.stale_lines() == [] and kinds(w) == ["fresh", "fresh"]
     assert [w.editor.gutter.mark(b).kind for b in (0, 1)] == ["fresh", "fresh"]
     panel.temperature.setValue(0.5)  # what the model is asked: every line stale, and why
     assert kinds(w) == ["stale", "stale"]
-    assert {w.document.state(ln).reasons for ln in w.script.lines} == {(Stale.SETTINGS,)}
+    assert {w.document.state(ln).reasons for ln in w.document.script.lines} == {(Stale.SETTINGS,)}
     assert "stale: settings changed" in w.editor.gutter.tip(0)
 
 
@@ -334,7 +334,7 @@ def test_transport_keys_work_in_the_player(qtbot, tmp_path, monkeypatch):
         render_all(qtbot, w)
         w.activateWindow()
         qtbot.waitUntil(w.isActiveWindow, timeout=3000)  # shortcuts reach the active window only
-        wave = w.waveform
+        wave = w.player_bar.waveform
         qtbot.mouseClick(wave, Qt.MouseButton.LeftButton, pos=QPoint(2, wave.height() // 2))
         assert wave.hasFocus() and w.player.position < 4096
         end = w.timeline.layout.end
@@ -350,11 +350,11 @@ def test_transport_keys_work_in_the_player(qtbot, tmp_path, monkeypatch):
         assert w.player.playing
         qtbot.keyClick(wave, Qt.Key.Key_Space)
         assert not w.player.playing
-        second = w.script.lines[1].line_id
+        second = w.document.script.lines[1].line_id
         start, stop = w.timeline.layout.bounds(second)
         x = int(wave.x_of((start + stop) / 2))
         qtbot.mouseClick(wave, Qt.MouseButton.LeftButton, pos=QPoint(x, wave.height() // 2))  # selects line 2 …
-        assert w.cursor_line().line_id == second
+        assert w.lines.selected().line_id == second
         qtbot.keyClick(wave, Qt.Key.Key_L)  # … and L loops it
         assert w.player.playing and w.player.looping and w.player.line == second
         assert w.actions_by_name["loop_line"].isChecked()
@@ -382,9 +382,9 @@ def test_the_request_hashes_each_clip_once_off_the_gui_thread(qtbot, studio, tmp
     render_all(qtbot, w)  # the first render encodes both clips (and caches their codes)
     assert sorted(hashed) == sorted([(c.file, False) for v in w.library.list() for c in v.clips])
     hashed.clear()
-    put_cursor(w, w.script.lines[1].start)
+    put_cursor(w, w.document.script.lines[1].start)
     w.actions_by_name["render_line"].trigger()  # codes from the cache: still each clip hashed once
-    qtbot.waitUntil(lambda: not w.flow.busy and len(w.project.lines[w.script.line_ids[1]].takes) == 2,
+    qtbot.waitUntil(lambda: not w.flow.busy and len(w.document.project.lines[w.document.script.line_ids[1]].takes) == 2,
                     timeout=20000)
     assert len(hashed) == 2 and not any(on_gui for _, on_gui in hashed)
 
@@ -393,14 +393,14 @@ def test_a_render_cancelled_by_opening_another_project_leaves_it_alone(qtbot, st
     w = studio
     cast_two_voices(w, tmp_path, SIX)
     saved = tmp_path / "six.s2proj"
-    w.save_project_as(saved)
+    w.projects.save_as(saved)
     w.engine.frame_latency_s = 0.02
     w.actions_by_name["render_all"].trigger()
     qtbot.waitUntil(lambda: w.session.busy and w.timeline.layout.end > 0, timeout=10000)
-    job, first = w.session.job_id, w.script.lines[0].line_id
-    assert w.open_project(saved)  # the same lines (the same ids), no takes
+    job, first = w.session.job_id, w.document.script.lines[0].line_id
+    assert w.projects.open(saved)  # the same lines (the same ids), no takes
     # a line the engine finished just before it saw the cancel, its event still queued
     w.ctx.host.line_finished.emit(api.LineFinished(job, first, "0123456789ab", np.zeros((10, 2), np.int64),
                                                    np.full(4096, 0.5, np.float32), 1, ""))
     qtbot.waitUntil(lambda: not w.flow.busy, timeout=20000)
-    assert w.project.lines == {} and w.timeline.segments() == []
+    assert w.document.project.lines == {} and w.timeline.segments() == []

@@ -31,13 +31,13 @@ def engine(gpu: bool = False, latency: float = 0.002):
 
 
 def device_item(w, key: str):
-    panel = w.settings_panel
+    panel = w.inspector.settings_panel
     return panel.device.model().item(panel.device.findData(key))
 
 
 def test_devices_this_computer_lacks_are_greyed_out_with_the_reason(qtbot, data_dir):
     w = open_studio(qtbot, engine(gpu=False))
-    qtbot.waitUntil(lambda: not w.settings_panel.device_available("cuda"), timeout=5000)
+    qtbot.waitUntil(lambda: not w.inspector.settings_panel.device_available("cuda"), timeout=5000)
     cuda = device_item(w, "cuda")
     assert not cuda.isEnabled() and cuda.text() == "NVIDIA GPU (CUDA) — no NVIDIA GPU found"
     assert cuda.toolTip() == "no NVIDIA GPU found"
@@ -51,9 +51,9 @@ def test_devices_this_computer_lacks_are_greyed_out_with_the_reason(qtbot, data_
 
 def test_a_failed_load_goes_back_to_the_model_that_worked_and_is_never_remembered(qtbot, data_dir):
     w = open_studio(qtbot, engine(gpu=False))
-    panel = w.settings_panel
+    panel = w.inspector.settings_panel
     panel.mode.setCurrentIndex(panel.mode.findData("int8"))  # a reload that works
-    qtbot.waitUntil(lambda: not w.model.busy and w.model_info is not None, timeout=5000)
+    qtbot.waitUntil(lambda: not w.model.busy and w.model.info is not None, timeout=5000)
     assert w.model.working.loading.quantize == "int8"
     panel.device.setCurrentIndex(panel.device.findData("cuda"))  # as if chosen before the devices were known
     box = None
@@ -67,9 +67,9 @@ def test_a_failed_load_goes_back_to_the_model_that_worked_and_is_never_remembere
     assert "could not load the model with “Faster, less memory (8-bit) on NVIDIA GPU (CUDA)”" in box.text()
     assert "this computer has none" in box.text()
     assert "went back to “Faster, less memory (8-bit) on Automatic" in box.text()
-    qtbot.waitUntil(lambda: not w.model.busy and w.model_info is not None, timeout=5000)  # the model is back
-    assert w.project.settings.device == "auto" and panel.device.currentData() == "auto"
-    assert w.project.settings.quantize == "int8"
+    qtbot.waitUntil(lambda: not w.model.busy and w.model.info is not None, timeout=5000)  # the model is back
+    assert w.document.project.settings.device == "auto" and panel.device.currentData() == "auto"
+    assert w.document.project.settings.quantize == "int8"
     remembered = json.loads(w.ctx.settings.value("generation"))
     assert (remembered["device"], remembered["quantize"]) == ("auto", "int8")
     box.close()
@@ -78,8 +78,8 @@ def test_a_failed_load_goes_back_to_the_model_that_worked_and_is_never_remembere
     app.make_application()
     w2 = app.build_window("fake", factory=engine())  # the next start loads what worked
     qtbot.addWidget(w2)
-    w2.ask_on_close = False
-    assert (w2.project.settings.device, w2.project.settings.quantize) == ("auto", "int8")
+    w2.projects.ask = False
+    assert (w2.document.project.settings.device, w2.document.project.settings.quantize) == ("auto", "int8")
     close_studio(w2)
 
 
@@ -89,13 +89,13 @@ def test_a_first_load_that_fails_says_why(qtbot, data_dir):
     QSettings().setValue("generation", json.dumps({"device": "cuda"}))
     w = app.build_window("fake", factory=engine(gpu=False))
     qtbot.addWidget(w)
-    w.ask_on_close = False
+    w.projects.ask = False
     w.show()
     app.start_engine(w)
     qtbot.waitUntil(lambda: (b := w.findChild(QMessageBox, "loadFailedBox")) is not None and b.isVisible(),
                     timeout=5000)
     assert "this computer has none" in w.findChild(QMessageBox, "loadFailedBox").text()
-    assert w.model_info is None and w.status.model.text() == "No model"
+    assert w.model.info is None and w.status.model.text() == "No model"
     close_studio(w)
 
 
@@ -133,14 +133,14 @@ def test_a_reload_asked_for_during_a_render_waits_for_its_end(qtbot, data_dir, t
     cast_two_voices(w, tmp_path)
     w.actions_by_name["render_all"].trigger()
     qtbot.waitUntil(lambda: w.session.busy, timeout=5000)
-    panel = w.settings_panel
+    panel = w.inspector.settings_panel
     panel.mode.setCurrentIndex(panel.mode.findData("exact"))
     assert not w.model.busy and w.models.reload_pending  # the render goes on with the model it has
     assert "when this render ends" in w.statusBar().currentMessage()
     qtbot.waitUntil(lambda: not w.session.busy, timeout=15000)
     qtbot.waitUntil(lambda: w.model.working is not None and w.model.working.loading.speed == "exact",
                     timeout=5000)
-    assert len(w.project.lines) == 2
+    assert len(w.document.project.lines) == 2
     close_studio(w)
 
 
@@ -148,16 +148,16 @@ def test_the_settings_fit_the_inspector_and_scroll_when_taller(qtbot, data_dir):
     w = open_studio(qtbot, engine())
     w.resize(1280, 800)
     w.actions_by_name["settings"].trigger()
-    assert w.inspector.currentWidget() is w.settings_scroll
-    qtbot.waitUntil(lambda: w.settings_scroll.viewport().width() > 0)
-    panel, view = w.settings_panel, w.settings_scroll.viewport()
+    assert w.inspector.currentWidget() is w.inspector.settings_scroll
+    qtbot.waitUntil(lambda: w.inspector.settings_scroll.viewport().width() > 0)
+    panel, view = w.inspector.settings_panel, w.inspector.settings_scroll.viewport()
     page = w.inspector.settings_page  # the settings, then Render on and Transcripts under them
     assert page.minimumSizeHint().width() <= view.width()  # nothing cut off on the right
     assert page.width() == view.width()
     long_choice = panel.mode.itemText(panel.mode.findData("exact"))
     panel.mode.setCurrentIndex(panel.mode.findData("exact"))
     assert panel.mode.toolTip() == long_choice  # a choice wider than the box is read whole in its tooltip
-    assert page.height() > view.height() and w.settings_scroll.verticalScrollBar().maximum() > 0  # it scrolls
+    assert page.height() > view.height() and w.inspector.settings_scroll.verticalScrollBar().maximum() > 0  # it scrolls
     close_studio(w)
 
 

@@ -32,14 +32,14 @@ def window(qtbot, tmp_path, monkeypatch):
     app.make_application()
     QSettings().clear()  # before the window reads them: another test may have left a fixed seed remembered
     w = app.build_window("fake", factory=lambda: fake_engine(FRAMES, 0.03))
-    w.ask_on_close = False
+    w.projects.ask = False
     qtbot.addWidget(w)
     w.show()
     w.activateWindow()
     qtbot.waitUntil(w.isActiveWindow, timeout=3000)  # shortcuts only reach the active window
     w.store.begin_session()
     app.start_engine(w)
-    qtbot.waitUntil(lambda: w.model_info is not None, timeout=5000)
+    qtbot.waitUntil(lambda: w.model.info is not None, timeout=5000)
     yield w
     w.player.close()
     w.close()
@@ -105,7 +105,7 @@ def make_voices(qtbot, w, tmp_path) -> tuple[str, str]:
 
 
 def test_gui_never_imports_torch():
-    code = "import sys, s2studio.ui.main_window, s2studio.app; print('torch' in sys.modules)"
+    code = "import sys, s2studio.ui.window.main_window, s2studio.app; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -116,15 +116,15 @@ def test_studio_end_to_end(qtbot, window, tmp_path):
 
     type_script(qtbot, w.editor, ["# Scene", "Alice: Did you hear that? [whispering] Someone is here.",
                                   "Bob: [laughing] It's only the cat."])
-    qtbot.waitUntil(lambda: w.script.speakers == ("Alice", "Bob"), timeout=3000)
-    assert [ln.text for ln in w.script.lines] == ["Did you hear that? [whispering] Someone is here.",
+    qtbot.waitUntil(lambda: w.document.script.speakers == ("Alice", "Bob"), timeout=3000)
+    assert [ln.text for ln in w.document.script.lines] == ["Did you hear that? [whispering] Someone is here.",
                                                   "[laughing] It's only the cat."]
     # both speakers lack a voice: the parser's warnings are underlined in the editor
     assert sorted(x.message.split("'")[1] for x in w.editor.warnings) == ["Alice", "Bob"]
     w.cast_panel.combos["Alice"].setCurrentIndex(w.cast_panel.combos["Alice"].findData(alice))
     w.cast_panel.combos["Bob"].setCurrentIndex(w.cast_panel.combos["Bob"].findData(bob))
     qtbot.waitUntil(lambda: w.editor.warnings == [], timeout=3000)
-    assert w.project.cast == {"Alice": alice, "Bob": bob}
+    assert w.document.project.cast == {"Alice": alice, "Bob": bob}
 
     # render: playback must start while the engine is still rendering
     order: list[str] = []
@@ -144,7 +144,7 @@ def test_studio_end_to_end(qtbot, window, tmp_path):
     assert abs(np.argmax(np.abs(np.fft.rfft(first_line))) * 2 - 180) < 4  # FakeEngine: 180 Hz for speaker 0
 
     # seek by clicking the waveform (paused: the playhead stays where the click put it)
-    wave = w.waveform
+    wave = w.player_bar.waveform
     x = wave.width() // 3
     qtbot.mouseClick(wave, Qt.MouseButton.LeftButton, pos=QPoint(x, wave.height() // 2))
     assert w.player.position == min(wave.sample_at(x), w.timeline.layout.end)
@@ -152,19 +152,19 @@ def test_studio_end_to_end(qtbot, window, tmp_path):
 
     # a second take of the first line (cursor on it, Ctrl+Return), then pick take 1 again
     cursor = w.editor.textCursor()
-    cursor.setPosition(w.script.lines[0].start + 3)
+    cursor.setPosition(w.document.script.lines[0].start + 3)
     w.editor.setTextCursor(cursor)
-    first = w.script.lines[0].line_id
-    take1 = w.project.current(first).audio.copy()
+    first = w.document.script.lines[0].line_id
+    take1 = w.document.project.current(first).audio.copy()
     qtbot.keyClick(w.editor, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
-    qtbot.waitUntil(lambda: len(w.project.lines[first].takes) == 2 and not w.session.busy, timeout=10000)
-    assert w.project.lines[first].picked == 1
+    qtbot.waitUntil(lambda: len(w.document.project.lines[first].takes) == 2 and not w.session.busy, timeout=10000)
+    assert w.document.project.lines[first].picked == 1
     assert not np.array_equal(w.timeline.mix()[:LINE], take1)
-    w.inspector.setCurrentWidget(w.takes)
-    item = w.takes.list.item(0)
-    qtbot.mouseClick(w.takes.list.viewport(), Qt.MouseButton.LeftButton,
-                     pos=w.takes.list.visualItemRect(item).center())
-    assert w.project.lines[first].picked == 0
+    w.inspector.setCurrentWidget(w.inspector.takes)
+    item = w.inspector.takes.list.item(0)
+    qtbot.mouseClick(w.inspector.takes.list.viewport(), Qt.MouseButton.LeftButton,
+                     pos=w.inspector.takes.list.visualItemRect(item).center())
+    assert w.document.project.lines[first].picked == 0
     assert np.array_equal(w.timeline.mix()[:LINE], take1)
 
     # export WAV + SRT through the dialog, read them back
@@ -191,14 +191,14 @@ def test_studio_end_to_end(qtbot, window, tmp_path):
 
     # save, start a new project, reopen: script, cast, takes and the pick come back
     saved = tmp_path / "scene.s2proj"
-    w.save_project_as(saved)
+    w.projects.save_as(saved)
     script_text = w.editor.toPlainText()
-    w.new_project()
-    assert w.editor.toPlainText() == "" and w.project.lines == {}
-    w.open_project(saved)
+    w.projects.new()
+    assert w.editor.toPlainText() == "" and w.document.project.lines == {}
+    w.projects.open(saved)
     assert w.editor.toPlainText() == script_text
-    assert w.project.cast == {"Alice": alice, "Bob": bob}
-    assert len(w.project.lines[first].takes) == 2 and w.project.lines[first].picked == 0
-    assert np.allclose(w.project.current(first).audio, take1, atol=1e-6)
+    assert w.document.project.cast == {"Alice": alice, "Bob": bob}
+    assert len(w.document.project.lines[first].takes) == 2 and w.document.project.lines[first].picked == 0
+    assert np.allclose(w.document.project.current(first).audio, take1, atol=1e-6)
     assert w.timeline.layout.end == 2 * LINE + GAP
     assert not w.document.stale_lines()

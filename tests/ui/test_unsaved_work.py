@@ -37,7 +37,7 @@ def typed(qtbot, w, text: str) -> None:
 def test_new_and_open_ask_to_save_unsaved_changes(qtbot, tmp_path, monkeypatch):
     monkeypatch.setenv("S2STUDIO_DATA_DIR", str(tmp_path / "data"))
     w = open_studio(qtbot, fake_engine)
-    w.ask_on_close = True
+    w.projects.ask = True
     try:
         typed(qtbot, w, "Alice: Words I do not want to lose.")
         asked: list[str] = []
@@ -49,24 +49,24 @@ def test_new_and_open_ask_to_save_unsaved_changes(qtbot, tmp_path, monkeypatch):
         saved = tmp_path / "kept.s2proj"
         monkeypatch.setattr(project_commands.QFileDialog, "getSaveFileName", lambda *a, **k: (str(saved), ""))
         answer(qtbot, QMessageBox.StandardButton.Save, asked)
-        assert w.new_project()  # Save: written first, then the new project
+        assert w.projects.new()  # Save: written first, then the new project
         assert w.editor.toPlainText() == "" and not w.store.unsaved_work
         assert json.loads((saved / "project.json").read_text())["script"] == "Alice: Words I do not want to lose."
 
         typed(qtbot, w, "Bob: A second draft.")
         monkeypatch.setattr(project_commands.QFileDialog, "getExistingDirectory", lambda *a, **k: str(saved))
         answer(qtbot, QMessageBox.StandardButton.Cancel, asked)
-        assert not w.open_project()  # Open, cancelled: nothing asked for a folder, the draft stays
+        assert not w.projects.open()  # Open, cancelled: nothing asked for a folder, the draft stays
         assert w.editor.toPlainText() == "Bob: A second draft."
         answer(qtbot, QMessageBox.StandardButton.Discard, asked)
-        assert w.open_project()  # Discard: the person chose to drop the draft
+        assert w.projects.open()  # Discard: the person chose to drop the draft
         assert w.editor.toPlainText() == "Alice: Words I do not want to lose."
         assert asked[-1] == "Save the changes to the project before opening another project?"
         assert len(asked) == 4
-        assert w.new_project()  # nothing unsaved now: no question
+        assert w.projects.new()  # nothing unsaved now: no question
         assert len(asked) == 4
     finally:
-        w.ask_on_close = False
+        w.projects.ask = False
         close_studio(w)
 
 
@@ -82,15 +82,15 @@ def test_unsaved_work_outlives_an_exit_nobody_chose_to_discard(qtbot, tmp_path, 
     on_modal(qtbot, QMessageBox, lambda box: (box.text().startswith("Your last session ended with unsaved")
                                               and qtbot.mouseClick(box.button(QMessageBox.StandardButton.Yes),
                                                                    Qt.MouseButton.LeftButton)))
-    assert w2.offer_restore()
+    assert w2.projects.offer_restore()
     w2.store.begin_session()
     assert w2.editor.toPlainText() == "Alice: Typed, never saved."
-    w2.ask_on_close = True
+    w2.projects.ask = True
     on_modal(qtbot, QMessageBox, lambda box: qtbot.mouseClick(box.button(QMessageBox.StandardButton.Discard),
                                                               Qt.MouseButton.LeftButton))
     w2.close()  # asked, and Discard chosen: now the autosave goes
     assert not (tmp_path / "data" / "autosave" / "current.s2proj").exists()
-    w2.ask_on_close = False
+    w2.projects.ask = False
     close_studio(w2, clean=False)
 
 
@@ -112,7 +112,7 @@ def test_an_old_project_file_still_opens_up_to_date(qtbot, tmp_path, monkeypatch
         a = w.library.create("A", [(write_wav(tmp_path / "a.wav"), "hello there")])
         b = w.library.create("B", [(write_wav(tmp_path / "b.wav", hz=330), "hi again")])
         w.voices.refresh()
-        w.refresh_voices()
+        w.voice_commands.reread()
         script = "Alice: An old line.\nBob: Another old line.\nCarol: A line of last month.\n"
         settings = GenerationSettings()
         folder = tmp_path / "old.s2proj"
@@ -137,24 +137,24 @@ def test_an_old_project_file_still_opens_up_to_date(qtbot, tmp_path, monkeypatch
             "format": 1, "title": "", "script": script, "cast": {"Alice": a.id, "Bob": b.id, "Carol": a.id},
             "settings": asdict(settings), "gap_s": 0.4, "lines": lines}))
 
-        assert w.open_project(folder)
-        assert w.script.line_ids == tuple(lines)  # the content ids became the first ids
-        assert [w.document.state(ln).kind for ln in w.script.lines] == ["fresh", "fresh", "fresh"]
-        takes = [w.project.takes_of(line_id)[0] for line_id in lines]  # each now carries the one fingerprint
+        assert w.projects.open(folder)
+        assert w.document.script.line_ids == tuple(lines)  # the content ids became the first ids
+        assert [w.document.state(ln).kind for ln in w.document.script.lines] == ["fresh", "fresh", "fresh"]
+        takes = [w.document.project.takes_of(line_id)[0] for line_id in lines]  # each now carries the one fingerprint
         assert [t.fingerprint for t in takes] == [fingerprint_of(t) for t in takes] and all(fingerprint_of(t) for t in takes)
         assert [s.line_id for s in w.timeline.segments()] == list(lines)
         w.editor.setPlainText(script.replace("An old line.", "An old line, edited."))
         w.reparse()
-        assert w.script.line_ids == tuple(lines)
-        assert [w.document.state(ln).kind for ln in w.script.lines] == ["stale", "fresh", "fresh"]
-        w.save_project()
+        assert w.document.script.line_ids == tuple(lines)
+        assert [w.document.state(ln).kind for ln in w.document.script.lines] == ["stale", "fresh", "fresh"]
+        w.projects.save()
         doc = json.loads((folder / "project.json").read_text())
         assert doc["line_ids"] == list(lines)
-        row = doc["lines"][w.script.line_ids[1]]["takes"][0]
+        row = doc["lines"][w.document.script.line_ids[1]]["takes"][0]
         assert (row["speaker"], row["settings"]["temperature"]) == ("Bob", 0.8) and row["voice"].startswith(b.id)
-        assert w.open_project(folder)  # the saved ids and records come back
-        assert w.script.line_ids == tuple(lines)
-        assert [w.document.state(ln).kind for ln in w.script.lines] == ["stale", "fresh", "fresh"]
+        assert w.projects.open(folder)  # the saved ids and records come back
+        assert w.document.script.line_ids == tuple(lines)
+        assert [w.document.state(ln).kind for ln in w.document.script.lines] == ["stale", "fresh", "fresh"]
         assert [row["takes"][0]["fingerprint"] for row in doc["lines"].values()] == [t.fingerprint for t in takes]
     finally:
         close_studio(w)

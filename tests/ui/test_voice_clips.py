@@ -76,14 +76,14 @@ def test_voices_of_several_clips(qtbot, tmp_path, monkeypatch):
         assert seen[0].windowTitle() == "Add a clip to “Alice”"
         assert w.library.get(voice.id).clips[2].transcript == "Third clip words."
         assert "Third clip words." in w.voices.details.clips.item(2).text()
-        assert w.document.stale_lines() == list(w.script.lines)  # the voice changed: its line is stale
+        assert w.document.stale_lines() == list(w.document.script.lines)  # the voice changed: its line is stale
         done: list[bool] = []
         w.session.finished.connect(done.append)
         w.actions_by_name["render_stale"].trigger()
         qtbot.waitUntil(lambda: done == [False], timeout=15000)
         assert w.document.stale_lines() == []
         assert ENCODED[2:] == [f"{voice.id}/c3"]  # only the new clip was encoded
-        assert len(w.project.lines[w.script.lines[0].line_id].takes) == 2
+        assert len(w.document.project.lines[w.document.script.lines[0].line_id].takes) == 2
 
         # "−" removes a clip chosen from a list
         offered: list[list[str]] = []
@@ -101,7 +101,7 @@ def test_voices_of_several_clips(qtbot, tmp_path, monkeypatch):
         assert offered == [["Clip 1 · 3.0 s · “First clip words.”", "Clip 2 · 4.0 s · “Second clip words.”",
                             "Clip 3 · 5.0 s · “Third clip words.”"]]
         assert [c.id for c in w.library.get(voice.id).clips] == ["c1", "c3"]
-        assert w.document.stale_lines() == list(w.script.lines)
+        assert w.document.stale_lines() == list(w.document.script.lines)
 
         # choosing five files: the first four make the voice, and the dialog says so
         monkeypatch.setattr(voices_panel.QFileDialog, "getOpenFileNames",

@@ -25,7 +25,7 @@ def test_each_clip_plays(qtbot, tmp_path):
     app.make_application()
     w = app.build_window("fake", factory=lambda: fake_engine())
     w.ctx.settings.clear()
-    w.ask_on_close = False
+    w.projects.ask = False
     qtbot.addWidget(w)
     w.show()
     try:

@@ -260,7 +260,7 @@ def test_stopping_a_download_and_the_message_offline(qtbot, studio, tmp_path, mo
 
 def test_settings_choose_the_model_and_language(qtbot, studio):
     w = studio
-    box = w.transcripts_box
+    box = w.inspector.transcripts_box
     assert isinstance(box, TranscriptsBox) and box.parent() is w.inspector.settings_page
     box.model.setCurrentIndex(box.model.findData("small"))
     box.language.setCurrentIndex(box.language.findData("de"))

@@ -38,7 +38,7 @@ def test_the_title_marks_unsaved_changes(qtbot, data_dir, tmp_path):
     qtbot.keyClicks(w.editor, "Alice: Hello.")
     w.reparse()
     assert shown_title(w) == "Untitled* — S2 Studio"
-    w.save_project_as(tmp_path / "scene.s2proj")
+    w.projects.save_as(tmp_path / "scene.s2proj")
     assert shown_title(w) == "scene.s2proj — S2 Studio"
     qtbot.keyClicks(w.editor, " More.")
     w.reparse()
@@ -58,19 +58,19 @@ def test_geometry_splitters_and_the_last_project_come_back(qtbot, data_dir, tmp_
     assert (top, outer) != before
     w.editor.setPlainText("Alice: Hello.")
     w.reparse()
-    w.save_project_as(tmp_path / "last.s2proj")
+    w.projects.save_as(tmp_path / "last.s2proj")
     close_studio(w)
 
     app.make_application()
     w2 = app.build_window("fake", factory=fake_engine)  # nothing cleared: what the first window left
     qtbot.addWidget(w2)
-    w2.ask_on_close = False
+    w2.projects.ask = False
     w2.show()
     assert (w2.width(), w2.height()) == size != (1280, 800)
     assert w2.top_splitter.sizes() == top and w2.outer_splitter.sizes() == outer
     app.apply_start_hooks(w2, restored=False)
     assert w2.store.path == tmp_path / "last.s2proj" and w2.editor.toPlainText() == "Alice: Hello."
-    w2.new_project()  # an unsaved project at exit: nothing to reopen next time
+    w2.projects.new()  # an unsaved project at exit: nothing to reopen next time
     close_studio(w2)
     assert QSettings().value("project/last") == ""
 
@@ -86,7 +86,7 @@ def test_edit_commands_act_on_the_focused_field_else_on_the_script(qtbot, data_d
     assert QGuiApplication.clipboard().text() == "warm"
     a["cut"].trigger()
     assert w.voices.search.text() == ""
-    w.waveform.setFocus()  # no text field has the focus: the commands act on the script
+    w.player_bar.waveform.setFocus()  # no text field has the focus: the commands act on the script
     a["select_all"].trigger()
     a["copy"].trigger()
     assert QGuiApplication.clipboard().text() == "Alice: One.\nBob: Two."
@@ -139,9 +139,10 @@ def test_space_plays_unless_the_focus_types_or_presses(qtbot, data_dir, monkeypa
     w = open_studio(qtbot, fake_engine)
     w.activateWindow()
     toggles: list[int] = []
-    monkeypatch.setattr(w.transport, "play_pause", lambda: toggles.append(1))
-    w.waveform.setFocus()
-    qtbot.keyClick(w.waveform, Qt.Key.Key_Space)
+    for name in ("play_pause", "player_play_pause"):  # Space is one of them, wherever the focus lets it through
+        w.actions_by_name[name].triggered.connect(lambda *_: toggles.append(1))
+    w.player_bar.waveform.setFocus()
+    qtbot.keyClick(w.player_bar.waveform, Qt.Key.Key_Space)
     w.voices.list.setFocus()
     qtbot.keyClick(w.voices.list, Qt.Key.Key_Space)
     assert len(toggles) == 2
@@ -149,10 +150,10 @@ def test_space_plays_unless_the_focus_types_or_presses(qtbot, data_dir, monkeypa
     qtbot.keyClick(w.editor, Qt.Key.Key_Space)
     assert len(toggles) == 2 and w.editor.toPlainText() == " "
     follow = w.player_bar.findChild(QToolButton, "btn:follow_playhead")
-    was = w.waveform.follow
+    was = w.player_bar.waveform.follow
     follow.setFocus()
     qtbot.keyClick(follow, Qt.Key.Key_Space)
-    assert len(toggles) == 2 and w.waveform.follow is not was  # the focused button pressed, nothing played
+    assert len(toggles) == 2 and w.player_bar.waveform.follow is not was  # the focused button pressed, nothing played
     assert w.actions_by_name["player_play_pause"].shortcut() == QKeySequence("Space")
     close_studio(w)
 
@@ -195,11 +196,11 @@ def test_the_takes_title_shows_the_line_or_cuts_it_with_an_ellipsis(qtbot, data_
     long = "Word " * 40
     w.editor.setPlainText(f"Alice: Really?\nBob: {long.strip()} <end>")
     w.reparse()
-    w.select_line(w.script.lines[0].line_id)
-    assert "Alice: Really?" in w.takes.title.text()
-    w.select_line(w.script.lines[1].line_id)
-    title = w.takes.title.text()
-    assert "…" in title and "&lt;end&gt;" not in title and w.takes.title.toolTip().endswith("<end>")
+    w.lines.select(w.document.script.lines[0].line_id)
+    assert "Alice: Really?" in w.inspector.takes.title.text()
+    w.lines.select(w.document.script.lines[1].line_id)
+    title = w.inspector.takes.title.text()
+    assert "…" in title and "&lt;end&gt;" not in title and w.inspector.takes.title.toolTip().endswith("<end>")
     close_studio(w)
 
 
@@ -238,7 +239,7 @@ def test_the_cast_and_the_waveform_colour_twelve_speakers_apart(qtbot, data_dir)
     names = ["Ann", "Ben", "Cleo", "Dan", "Eve", "Finn", "Gus", "Hal", "Ivy", "Jo", "Kai", "Lu"]
     w.editor.setPlainText("\n".join(f"{n}: Line {i}." for i, n in enumerate(names)))
     w.reparse()
-    label_colors = {w.waveform.speaker_of(i): w.waveform.colour_of(i).name() for i in w.script.line_ids}
+    label_colors = {w.player_bar.waveform.speaker_of(i): w.player_bar.waveform.colour_of(i).name() for i in w.document.script.line_ids}
     assert len(set(label_colors.values())) == 12
     assert label_colors["Ann"] == colors.palette_color(0, colors.is_dark(w.palette())).name()
     close_studio(w)
@@ -248,8 +249,8 @@ def test_the_rulers_labels_stay_inside_the_view_and_the_time_reads_as_one(qtbot,
     w = open_studio(qtbot, lambda: fake_engine(frames=30, latency_s=0.001))
     cast_two_voices(w, tmp_path)
     w.actions_by_name["render_all"].trigger()
-    qtbot.waitUntil(lambda: len(w.project.lines) == 2 and not w.session.busy, timeout=15000)
-    wave = w.waveform
+    qtbot.waitUntil(lambda: len(w.document.project.lines) == 2 and not w.session.busy, timeout=15000)
+    wave = w.player_bar.waveform
     for width in (300, 517, 900):
         wave.resize(width, wave.height())
         wave.fit()

@@ -76,7 +76,7 @@ def open_studio(qtbot, factory: Callable[[], object], begin_session: bool = True
     app.make_application()
     QSettings().clear()  # nothing remembered from another test (window geometry, the last project)
     w = app.build_window("fake", factory=factory)
-    w.ask_on_close = False
+    w.projects.ask = False
     w.live.enabled = False
     w.check_commands.checks.enabled = False  # no checker process unless a test asks (tests/ui/test_checked_takes.py)
     qtbot.addWidget(w)
@@ -85,7 +85,7 @@ def open_studio(qtbot, factory: Callable[[], object], begin_session: bool = True
         w.store.begin_session()
     app.start_engine(w)
     # ready is not the end of the load job: Render stays disabled until its JobFinished clears `model.busy`
-    qtbot.waitUntil(lambda: w.model_info is not None and not w.model.busy, timeout=5000)
+    qtbot.waitUntil(lambda: w.model.info is not None and not w.model.busy, timeout=5000)
     return w
 
 
@@ -99,7 +99,7 @@ def open_real_studio(qtbot, monkeypatch, data_dir: Path, request):
     w = app.build_window("s2")
     request.addfinalizer(lambda: (w.player.close(), w.ctx.host.shutdown()))
     w.ctx.settings.clear()
-    w.ask_on_close = False
+    w.projects.ask = False
     w.check_commands.checks.enabled = False
     qtbot.addWidget(w)
     w.show()
@@ -119,7 +119,7 @@ def cast_two_voices(w, tmp_path: Path, script: str = "Alice: One [sigh] two.\nBo
     a = w.library.create("A", [(write_wav(tmp_path / "a.wav"), "hello there")])
     b = w.library.create("B", [(write_wav(tmp_path / "b.wav", hz=330), "hi again")])
     w.voices.refresh()
-    w.refresh_voices()
+    w.voice_commands.reread()
     w.editor.setPlainText(script)
     w.reparse()
     w.cast_panel.combos["Alice"].setCurrentIndex(w.cast_panel.combos["Alice"].findData(a.id))

@@ -34,7 +34,7 @@ def test_fine_tune_preview_and_transcription_leave_torch_out(qtbot, tmp_path: Pa
         voice = lib.create("Alice", [(write_wav(tmp_path / f"c{i}.wav", 8.0, 150 + 40 * i), f"Clip {i}, spoken.")
                                      for i in range(4)])
         dialog = FineTuneDialog(lib, voice.id, Path(os.environ["S2STUDIO_PROBE_MODEL"]), tmp_path / "data",
-                                host=w.ctx.host, model_info=w.model_info)
+                                host=w.ctx.host, model_info=w.model.info)
         qtbot.addWidget(dialog)
         dialog.show()
         dialog.steps.setValue(1)

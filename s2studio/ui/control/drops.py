@@ -1,7 +1,7 @@
 """The one router for files dropped on the studio, wherever they land: the audio files of a drop together make
 one new voice (1–4 clips), each `.s2voice` is imported, a project (`.s2proj` folder) opens. QtCore only.
 
-The window and the voice list both hand their drops here; the handlers are the views' commands, which ask what
+The router takes the drops that land on the window (`watch`) and those the voice list hands it; the handlers are the views' commands, which ask what
 they need (the new voice's name, whether to discard unsaved work). A drop is routed once the event loop is back,
 so the dragging application is not held while a dialog is open.
 """
@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from PySide6.QtCore import QMimeData, QObject, QTimer, Signal
+from PySide6.QtCore import QEvent, QMimeData, QObject, QTimer, Signal
 
 from s2studio.errors import UserError
 
@@ -48,6 +48,21 @@ class DropRouter(QObject):
                  open_project: Callable[[Path], object], parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._new_voice, self._import_voice, self._open_project = new_voice, import_voice, open_project
+
+    def watch(self, window: QObject) -> None:
+        """Take the drops of files that land on `window` (one that accepts drops) and on no part that takes them."""
+        window.installEventFilter(self)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt override
+        if event.type() == QEvent.Type.DragEnter:
+            if dropped_paths(event.mimeData()):
+                event.acceptProposedAction()
+            return True
+        if event.type() == QEvent.Type.Drop:
+            event.acceptProposedAction()
+            self.route(dropped_paths(event.mimeData()))
+            return True
+        return super().eventFilter(watched, event)
 
     def route(self, paths: Sequence[Path]) -> None:
         """Open what was dropped, once the drop's event has returned."""

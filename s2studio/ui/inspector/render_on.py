@@ -12,8 +12,9 @@ renders (`show_engines`). Remembered in QSettings under `render/`; Fish's cloud 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
-from PySide6.QtCore import QSettings, Signal
+from PySide6.QtCore import QSettings, QTimer, Signal
 from PySide6.QtWidgets import (
     QComboBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QListWidget, QPushButton, QSpinBox,
     QVBoxLayout, QWidget,
@@ -138,6 +139,12 @@ class RenderOnBox(QGroupBox):
     def show_engines(self, lines: list[str]) -> None:
         """The live line of each engine of the fleet (lines done, failures, speed), while it renders."""
         self.engines_status.setText("\n".join(lines))
+
+    def follow_engines(self, lines: Callable[[], list[str]]) -> None:
+        """Show the fleet's live lines, read each second (plain strings)."""
+        self._engines_timer = QTimer(self, interval=1000)
+        self._engines_timer.timeout.connect(lambda: self.show_engines(lines()))
+        self._engines_timer.start()
 
     def _sync(self) -> None:
         where = self.where.currentData()

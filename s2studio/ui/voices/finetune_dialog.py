@@ -20,12 +20,13 @@ the window responsive either way. Use this one attaches that checkpoint's `lora.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QTimer, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QFormLayout, QHBoxLayout, QLabel,
-                               QProgressBar, QPushButton, QSpinBox, QVBoxLayout, QWidget)
+                               QMessageBox, QProgressBar, QPushButton, QSpinBox, QVBoxLayout, QWidget)
 
 from s2studio.errors import UserError
 from s2studio.state.voices import VoiceLibrary
@@ -36,6 +37,8 @@ from s2studio.ui.voices.loss_plot import LossPlot
 
 if TYPE_CHECKING:
     from s2studio.train.estimate import Estimate
+    from s2studio.ui.control.context import StudioContext
+    from s2studio.ui.control.model import ModelController
 
 FIRST_RUN = {"preset": "r_8_alpha_16", "steps": 100, "device": "auto", "save_every": 25, "batch_size": 2,
              "max_length": 2048, "attach": True}
@@ -446,3 +449,18 @@ class FineTuneDialog(QDialog):
             self.stop()
             return
         super().reject()
+
+
+def open_fine_tune(parent: QWidget, library: VoiceLibrary, voice_id: str, model: ModelController,
+                   ctx: StudioContext, changed: Callable[[], object]) -> None:
+    """Open the Fine-tune dialog for the voice, on the model the studio loaded; `changed` when a LoRA is attached.
+    A voice that cannot be fine-tuned (too little speech) is one warning."""
+    try:
+        dialog = FineTuneDialog(library, voice_id, model.folder, ctx.data_dir, parent, host=ctx.host,
+                                model_info=model.info)
+    except UserError as exc:
+        QMessageBox.warning(parent, "Fine-tune voice", str(exc))
+        return
+    dialog.voice_changed.connect(changed)
+    dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+    dialog.show()

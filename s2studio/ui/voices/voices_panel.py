@@ -352,10 +352,6 @@ class VoicesPanel(QWidget):
         except UserError as exc:
             QMessageBox.warning(self, "Import voice", str(exc))
 
-    def play_clip(self) -> None:
-        """Play the clip selected in the details (the first one until another is chosen)."""
-        self.details.play()
-
     # -- preview ---------------------------------------------------------------------------------
 
     def preview_voice(self) -> None:

@@ -85,6 +85,9 @@ class Transport(QObject):
     def step(self, seconds: float) -> None:
         self.player.seek(self.player.position + int(seconds * SAMPLE_RATE))
 
+    def to_end(self) -> None:
+        self.player.seek(self.timeline.layout.end)
+
     def timeline_changed(self, lines_moved: bool = True) -> None:
         """Lines moved (or a take swapped), or only the streaming line grew (`lines_moved=False`)."""
         self.waveform.refresh(lines_moved)
