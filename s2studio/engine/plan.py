@@ -217,14 +217,17 @@ def lora_digest(path: Path) -> str:
 _encode_jobs = itertools.count(1)
 
 
-def engine_encoder(engine: Engine, cancel: threading.Event | None = None) -> Callable[[Path], np.ndarray]:
-    """Adapt `engine.encode` to the `encoder(path) -> codes` that `VoiceLibrary.codes` takes.
+def engine_encoder(engine: Engine, cancel: threading.Event | None = None,
+                   clip_ids: Mapping[Path, str] | None = None) -> Callable[[Path], np.ndarray]:
+    """Adapt `engine.encode` to the `encoder(path) -> codes` that `VoiceLibrary.codes` takes; `clip_ids` names
+    each clip in the engine's events (`voice id/clip id`; "clip" for a path it lacks).
 
     Runs on the engine's thread (it calls the engine directly); a `JobFailed` becomes a UserError."""
     def encode(path: Path) -> np.ndarray:
         job = f"encode-{next(_encode_jobs)}"
+        clip = ClipToEncode((clip_ids or {}).get(Path(path), "clip"), Path(path))
         codes = None
-        for ev in engine.encode(EncodeRequest(job, (ClipToEncode("clip", Path(path)),)), cancel or threading.Event()):
+        for ev in engine.encode(EncodeRequest(job, (clip,)), cancel or threading.Event()):
             if isinstance(ev, ClipEncoded):
                 codes = ev.codes
             elif isinstance(ev, JobFailed):

@@ -58,14 +58,14 @@ class Render:
 
     def work(self, engine: Any, job_id: str, cancel: threading.Event) -> Iterator[Step]:
         """The scheduler's `Work`: the references (encoding what no cache holds), then the stream."""
-        encoder = engine_encoder(engine, cancel)
         inline = tuple(self.inline(engine, cancel)) if self.inline is not None else ()
         voices: tuple[Reference, ...] = ()
         if self.voices:
             if self.library is None:
                 raise ValueError("a render with voices needs their library")
-            codes = voice_codes(self.library, self.voices, encoder, self.fingerprint)
             paths = {v.id: [self.library.clip_path(v, c) for c in v.clips] for v in self.voices}
+            ids = {path: f"{v.id}/{c.id}" for v in self.voices for c, path in zip(v.clips, paths[v.id], strict=True)}
+            codes = voice_codes(self.library, self.voices, engine_encoder(engine, cancel, ids), self.fingerprint)
             voices = voice_references(self.voices, codes, paths)
         references = (*self.request.references, *inline, *voices)
         yield from synthesis(engine, replace(self.request, job_id=job_id, references=references), cancel)
