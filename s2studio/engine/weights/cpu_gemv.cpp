@@ -608,7 +608,10 @@ struct Int4Rows {
   };
   State start() const { return {0.0f, 0.0f}; }
 #endif
-  static constexpr int64_t kTile = 4 + 4 * kWideRegisters, kXBytes = 2;
+  // 4 rows of x at every width: with 8 (AVX512's 32 registers) the group's float sums and offsets beside the
+  // block's parts and integer sums no longer fit, and a tile of 8 made fewer multiply-adds a second than two
+  // tiles of 4 reading the same weights again from L1 (`bench/gemv_speed.py --rows 8`).
+  static constexpr int64_t kTile = 4, kXBytes = 2;
   const uint8_t* w;
   const uint16_t* sz;
   const Rows16& x;
