@@ -70,7 +70,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return folder, random_lora(folder, root / "lora.safetensors")
 
 
-def load(folder: Path, config: str, threads: int | None = None, engine: S2Engine | None = None) -> S2Engine:
+def load(folder: Path, config: str, threads: int = 0, engine: S2Engine | None = None) -> S2Engine:
     precision, quantize, speed = CONFIGS[config]
     engine = engine or S2Engine(context_lines=2)  # a third line drops the first from its context
     events = collect(engine.load(LoadRequest("load", folder, device="cpu", precision=precision, speed=speed,
