@@ -27,7 +27,8 @@ def servers(tmp_path):
     live = []
     for i in range(2):
         state = start_state(ServeConfig(port=free_port(), model_id=f"box{i}-s2"), LoadRequest("load", tmp_path),
-                            VoiceLibrary(tmp_path / f"voices{i}"), engine_factory=FakeEngine)
+                            VoiceLibrary(tmp_path / f"voices{i}"),
+                            engine_factory=lambda: FakeEngine(frame_latency_s=0.1))  # slow enough to be seen live
         live.append(ThreadedServer(state).__enter__())
     yield live
     for server in live:
@@ -61,9 +62,10 @@ def test_the_studio_renders_scenes_over_a_list_of_engines(qtbot, tmp_path: Path,
     w.session.finished.connect(done.append)
     failures: list[str] = []
     w.session.failed.connect(failures.append)
-    in_the_bar: list[str] = []  # the status bar's line per engine, as it reads while the render runs
-    w.session.progress.connect(lambda _e: in_the_bar.append(w.status.engines.text())
-                               if w.status.engines.isVisible() else None)
+    in_the_bar: list[str] = []  # each text the status bar's line per engine shows while the render runs
+    shown = w.status.engines.setText
+    monkeypatch.setattr(w.status.engines, "setText", lambda text: (in_the_bar.append(text) if text else None,
+                                                                   shown(text)))
     w.actions_by_name["render_all"].trigger()
     qtbot.waitUntil(lambda: bool(done) or bool(failures), timeout=120000)
     assert failures == []
