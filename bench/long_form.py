@@ -197,7 +197,7 @@ def open_window(data: Path, frame_latency_s: float):  # noqa: ANN201
     w.show()
     w.store.begin_session()
     app.start_engine(w)
-    wait_until(lambda: w.model_info is not None and not w.model.busy, 60)
+    wait_until(lambda: w.model.info is not None and not w.model.busy, 60)
     if not w.library.list():
         import numpy as np
         import soundfile as sf
@@ -208,7 +208,7 @@ def open_window(data: Path, frame_latency_s: float):  # noqa: ANN201
             sf.write(clip, (0.3 * np.sin(2 * np.pi * (150 + 15 * i) * t)).astype(np.float32), 44100)
             w.library.create(name, [(clip, "hello there, this is a voice")])
     w.voices.refresh()
-    w.refresh_voices()
+    w.voice_commands.changed.emit("")
     if WITHOUT == "autosave":
         w.store.autosave_now = lambda: None
     w.statusBar().messageChanged.connect(lambda text: text and note(f"status bar: {text}"))
@@ -216,7 +216,7 @@ def open_window(data: Path, frame_latency_s: float):  # noqa: ANN201
 
     for kind in ("warning", "critical", "information"):  # a modal box would stop the run: said, not shown
         setattr(QMessageBox, kind, staticmethod(lambda _parent, title, text, *a, **k: note(f"{title}: {text}")))
-    QMessageBox.question = staticmethod(lambda *_a, **_k: QMessageBox.StandardButton.Yes)
+    QMessageBox.question = staticmethod(lambda *_a, **_k: QMessageBox.StandardButton.Discard)
     return w
 
 
@@ -234,21 +234,21 @@ def paste(w, text: str, lines: int) -> None:  # noqa: ANN001
     cursor.select(QTextCursor.SelectionType.Document)
     w.editor.setTextCursor(cursor)
     w.editor.insertPlainText(text)
-    wait_until(lambda: len(w.script.lines) == lines and w.project.script == text, 120)
+    wait_until(lambda: len(w.document.script.lines) == lines and w.document.project.script == text, 120)
 
 
 def step_open(w, gaps: Gaps, text: str, folder: Path) -> dict:  # noqa: ANN001
     from s2studio.state.script import parse_script
 
     lines = len(parse_script(text).lines)
-    w.new_project()
+    w.projects.new()
     settle(gaps, time.perf_counter())
     out = {"paste": timed(gaps, lambda: paste(w, text, lines))}
     path = folder / "script-only.s2proj"
-    w.save_project_as(path)
+    w.projects.save_as(path)
     settle(gaps, time.perf_counter())
-    w.new_project()
-    out["project"] = timed(gaps, lambda: w.open_project(path))
+    w.projects.new()
+    out["project"] = timed(gaps, lambda: w.projects.open(path))
     out["rss_mb"] = round(rss_mb())
     return out
 
@@ -259,7 +259,7 @@ def step_type(w, gaps: Gaps, keys: int = 40) -> dict:  # noqa: ANN001
     from PySide6.QtWidgets import QApplication
 
     rng = random.Random(1)
-    line = w.script.lines[len(w.script.lines) // 2]
+    line = w.document.script.lines[len(w.document.script.lines) // 2]
     cursor = w.editor.textCursor()
     cursor.setPosition(line.end)
     w.editor.setTextCursor(cursor)
@@ -283,7 +283,7 @@ def step_type(w, gaps: Gaps, keys: int = 40) -> dict:  # noqa: ANN001
 def step_render(w, gaps: Gaps, limit_s: float) -> dict:  # noqa: ANN001
     first: list[float] = []
     w.ctx.host.line_started.connect(lambda _e: first.append(time.perf_counter()) if not first else None)
-    n = len(w.script.lines)
+    n = len(w.document.script.lines)
     action = w.actions_by_name["render_all"]
     if not wait_until(action.isEnabled, 120):  # a model (re)load after opening a project
         return {"error": "Render All stayed disabled"}
@@ -303,10 +303,10 @@ def step_render(w, gaps: Gaps, limit_s: float) -> dict:  # noqa: ANN001
     if profile is not None:
         profile.disable()
         profile.dump_stats(PROFILE)
-    finished = sum(1 for k in w.script.line_ids if w.project.current(k) is not None)
+    finished = sum(1 for k in w.document.script.line_ids if w.document.project.current(k) is not None)
     blocks = gaps.blocks_ms()
     if not done:
-        w.stop()
+        w.flow.cancel()
         wait_until(lambda: not w.flow.busy, 60)
     return {"first_line_s": round(first[0] - started, 3) if first else None, "lines": finished, "of": n,
             "s": round(took, 1), "lines_per_s": round(finished / took, 1), "complete": done,
@@ -322,10 +322,10 @@ def complete_takes(w) -> int:  # noqa: ANN001
     from s2studio.state.project import Take, now_iso
     from s2studio.state.staleness import take_settings
 
-    project, made = w.project, 0
+    project, made = w.document.project, 0
     settings = take_settings(project.settings)
-    speakers = {s: i for i, s in enumerate(w.script.speakers)}
-    for line in w.script.lines:
+    speakers = {s: i for i, s in enumerate(w.document.script.speakers)}
+    for line in w.document.script.lines:
         if project.current(line.line_id) is not None:
             continue
         frames = max(8, len(line.text.encode()))
@@ -340,7 +340,7 @@ def complete_takes(w) -> int:  # noqa: ANN001
 
 def step_save(w, gaps: Gaps, path: Path) -> dict:  # noqa: ANN001
     saved: list[bool] = []
-    out = timed(gaps, lambda: saved.append(w.save_project_as(path)))
+    out = timed(gaps, lambda: saved.append(w.projects.save_as(path)))
     if not saved[0]:
         return {"error": "not saved"}
     if not wait_until(lambda: not w.store.unsaved_work, 120):
@@ -352,7 +352,7 @@ def step_save(w, gaps: Gaps, path: Path) -> dict:  # noqa: ANN001
 
 def step_autosave(w, gaps: Gaps) -> dict:  # noqa: ANN001
     cursor = w.editor.textCursor()
-    cursor.setPosition(w.script.lines[len(w.script.lines) // 3].end)
+    cursor.setPosition(w.document.script.lines[len(w.document.script.lines) // 3].end)
     cursor.insertText(" Edited.")
     w.reparse()
     return timed(gaps, w.store.autosave_now if hasattr(w.store, "autosave_now") else lambda: None)
@@ -362,9 +362,9 @@ def step_navigate(w, gaps: Gaps) -> dict:  # noqa: ANN001
     from PySide6.QtCore import QPoint, Qt
     from PySide6.QtTest import QTest
 
-    wave, out = w.waveform, {}
-    line = w.script.lines[len(w.script.lines) // 2]
-    w.select_line(line.line_id)
+    wave, out = w.player_bar.waveform, {}
+    line = w.document.script.lines[len(w.document.script.lines) // 2]
+    w.lines.select(line.line_id)
     settle(gaps, time.perf_counter())
     w.editor.setFocus()
     out["down_key"] = timed(gaps, lambda: [QTest.keyClick(w.editor, Qt.Key.Key_Down) for _ in range(10)])
@@ -386,7 +386,7 @@ def step_navigate(w, gaps: Gaps) -> dict:  # noqa: ANN001
         for track, start in list(zip(layout.tracks, layout.starts, strict=True))[100:110]:
             wave.set_playhead(int(start), moving=True)
             wave.set_current_line(track.line_id)
-            found = w.script.line(track.line_id)
+            found = w.document.script.line(track.line_id)
             w.editor.set_playing_block(found.source_line - 1 if found else -1)
             wave.repaint()
 
@@ -399,9 +399,9 @@ def step_export(w, gaps: Gaps, folder: Path, cap_gb: float) -> dict:  # noqa: AN
     from s2studio.ui.dialogs.export_dialog import ExportDialog
 
     out = {}
-    names = {v.id: v.name for v in w.voices.voices()}
+    names = {v.id: v.name for v in w.library.list()}
     for what in ("mix", "stems"):
-        dialog = ExportDialog(w.project, w.script, w.model.info, names, [], w.ctx.settings, w, name="book")
+        dialog = ExportDialog(w.document.project, w.document.script, w.model.info, names, [], w.ctx.settings, w, name="book")
         wait_until(lambda: dialog.ready, 600)  # its lines counted
         dialog.mix.setChecked(what == "mix")
         dialog.stems.setChecked(what == "stems")
@@ -438,7 +438,7 @@ def reopen_child(path: Path) -> dict:
     os.environ["S2STUDIO_DATA_DIR"] = str(data)
     w = open_window(data, 0.0)
     gaps = Gaps()
-    out = timed(gaps, lambda: w.open_project(path), quiet_s=0.5)
+    out = timed(gaps, lambda: w.projects.open(path), quiet_s=0.5)
     out["rss_mb"] = round(rss_mb())
     close_window(w)
     return out
@@ -473,11 +473,11 @@ def measure(size: int, steps: set[str], engines: list[str], limit_s: float, cap_
             result["takes_made_without_the_window"] = complete_takes(w)
             step("save", lambda: step_save(w, gaps, saved))
             if "save" not in steps:
-                w.save_project_as(saved)
+                w.projects.save_as(saved)
                 wait_until(lambda: not w.store.unsaved_work, 600)
             step("autosave", lambda: step_autosave(w, gaps))
             if steps & {"navigate", "export"}:
-                w.open_project(saved)
+                w.projects.open(saved)
                 settle(gaps, time.perf_counter())
             step("navigate", lambda: step_navigate(w, gaps))
             step("export", lambda: step_export(w, gaps, folder / "export", cap_gb))
