@@ -13,10 +13,11 @@ audio, streamed 4 frames a chunk), so that only the studio's own cost shows, and
 - type: a person typing 40 keys 100-350 ms apart in the middle (latency from when the key is due until
   it is handled and painted: p50 / p90 / max);
 - render: Render All with an instant engine (no wait per frame) and at a realistic pace (0.5 ms per
-  frame): time until the first line starts, lines per second, the CPU time it took (the GUI thread's and
-  the whole process's: on a loaded machine, what wall time the render would need with the cores to
-  itself), the whole render (or what was done when
-  `--render-limit` ran out; the rest of the takes are then made without the window, as a render would);
+  frame): time until the first line starts, lines per second, the CPU time it took (the GUI thread's, the
+  whole process's, the take checker's process, and each thread's: on a loaded machine, what wall time the
+  render would need with the cores to itself is about the larger of the busiest thread and the sum over the
+  cores), the whole render (or what was done when `--render-limit` ran out; the rest of the takes are then
+  made without the window, as a render would);
 - save: Save As to a new folder; autosave: the autosave after one edit; reopen: the saved project opened
   in a fresh process (time and RSS);
 - navigate (the rendered project): a cursor move to the next line, a click on the waveform, zoom in and out,
@@ -33,6 +34,7 @@ from __future__ import annotations
 import argparse
 import faulthandler
 import json
+import multiprocessing
 import os
 import random
 import resource
@@ -41,6 +43,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -82,6 +85,49 @@ def rss_mb(field: str = "VmRSS") -> float:
         if row.startswith(field + ":"):
             return int(row.split()[1]) / 1024
     return 0.0
+
+
+def thread_cpu() -> dict[int, tuple[str, float]]:
+    """CPU seconds each live thread of this process has used: native id -> (its name, seconds). Python names
+    its threads only for itself, so the names come from `threading` where it knows the thread, else from the
+    kernel (Qt names its own threads there)."""
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rpartition(")")[2].split()
+            comm = (task / "comm").read_text().strip()
+        except OSError:
+            continue
+        tid = int(task.name)
+        out[tid] = (names.get(tid, comm), (int(fields[11]) + int(fields[12])) / tick)
+    return out
+
+
+def children_cpu() -> float:
+    """CPU seconds used by the live child processes (the take checker) and those already waited for."""
+    tick, total = os.sysconf("SC_CLK_TCK"), resource.getrusage(resource.RUSAGE_CHILDREN)
+    seconds = total.ru_utime + total.ru_stime
+    for child in multiprocessing.active_children():
+        try:
+            fields = Path(f"/proc/{child.pid}/stat").read_text().rpartition(")")[2].split()
+            seconds += (int(fields[11]) + int(fields[12])) / tick
+        except OSError:
+            pass
+    return seconds
+
+
+def cpu_by_thread(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]],
+                  process_s: float) -> dict[str, float]:
+    """CPU seconds per thread between two `thread_cpu` readings, a pool's threads (`name_3`) summed under
+    their pool's name; what threads that ended meanwhile used is the process's rest."""
+    out: dict[str, float] = {}
+    for tid, (name, seconds) in after.items():
+        group = name.rstrip("0123456789").rstrip("_-") or name
+        out[group] = out.get(group, 0.0) + seconds - before.get(tid, (name, 0.0))[1]
+    out["ended threads"] = process_s - sum(out.values())
+    return {k: round(v, 1) for k, v in sorted(out.items(), key=lambda kv: -kv[1]) if abs(v) >= 0.05}
 
 
 def reset_peak() -> None:
@@ -295,11 +341,13 @@ def step_render(w, gaps: Gaps, limit_s: float) -> dict:  # noqa: ANN001
 
         profile = cProfile.Profile()
         profile.enable()
+    threads, children = thread_cpu(), children_cpu()
     started, gui_cpu, cpu = time.perf_counter(), time.thread_time(), time.process_time()
     action.trigger()
     done = wait_until(lambda: not w.flow.busy, limit_s)
     took = time.perf_counter() - started
     gui_cpu, cpu = time.thread_time() - gui_cpu, time.process_time() - cpu
+    threads, children = cpu_by_thread(threads, thread_cpu(), cpu), children_cpu() - children
     if profile is not None:
         profile.disable()
         profile.dump_stats(PROFILE)
@@ -310,7 +358,8 @@ def step_render(w, gaps: Gaps, limit_s: float) -> dict:  # noqa: ANN001
         wait_until(lambda: not w.flow.busy, 60)
     return {"first_line_s": round(first[0] - started, 3) if first else None, "lines": finished, "of": n,
             "s": round(took, 1), "lines_per_s": round(finished / took, 1), "complete": done,
-            "cpu_s": {"gui": round(gui_cpu, 1), "process": round(cpu, 1)},
+            "cpu_s": {"gui": round(gui_cpu, 1), "process": round(cpu, 1), "child processes": round(children, 1)},
+            "cpu_s_by_thread": threads,
             **blocks, "rss_mb": round(rss_mb())}
 
 
