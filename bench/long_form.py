@@ -2,6 +2,8 @@
 
     .venv/bin/python bench/long_form.py [--sizes 100,1000,3000,10000] [--steps open,type,render,save,...]
                                         [--engine instant,paced] [--render-limit 600] [--json out.json]
+                                        [--root DIR] [--book DIR/n10000/book.s2proj]
+                                        [--profile out.prof --profile-step open|render|save|reopen]
 
 Builds a script of N lines (about 12 words each, 20 speakers, a `# Chapter` heading every 50 lines, an inline
 tag on about one line in six, a `Name:` at every change of speaker), opens the real window (offscreen) with
@@ -25,6 +27,10 @@ audio, streamed 4 frames a chunk), so that only the studio's own cost shows, and
 - export: the mix (WAV) and 20 speaker stems (FLAC) through the export dialog's own code, on its thread
   (time and peak RSS; the address space is capped at the current size + `--export-cap-gb`).
 
+A rendered book is slow to make: `--root DIR` keeps the run's files, and a later run with `--book
+DIR/N/book.s2proj` and steps without `render` opens that book for save and reopen. `--profile` writes a
+cProfile of the GUI thread during one step (reopen: in its fresh process).
+
 For each step: the longest block of the GUI thread (the largest gap between ticks of a 10 ms timer: how
 long the window could not repaint or take a key). A script, not a test: figures vary by machine and load.
 """
@@ -32,6 +38,7 @@ long the window could not repaint or take a key). A script, not a test: figures 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import faulthandler
 import json
 import multiprocessing
@@ -212,15 +219,33 @@ def settle(gaps: Gaps, started: float, quiet_s: float = 0.25, timeout_s: float =
     return max(gaps.busy_until - started, 0.0)
 
 
-def timed(gaps: Gaps, action, quiet_s: float = 0.25) -> dict:  # noqa: ANN001
+@contextlib.contextmanager
+def profiled(step: str):  # noqa: ANN201
+    """A cProfile of the GUI thread during `step` when `--profile FILE --profile-step STEP` name it."""
+    if not PROFILE or step != PROFILE_STEP:
+        yield
+        return
+    import cProfile
+
+    profile = cProfile.Profile()
+    profile.enable()
+    try:
+        yield
+    finally:
+        profile.disable()
+        profile.dump_stats(PROFILE)
+
+
+def timed(gaps: Gaps, action, quiet_s: float = 0.25, step: str = "") -> dict:  # noqa: ANN001
     """`action()`, then until idle: seconds to idle and the longest block."""
     run_for(0.05)
     gaps.reset()
     started = time.perf_counter()
-    action()
-    gaps._tick()
-    called = time.perf_counter() - started
-    idle = max(settle(gaps, started, quiet_s), called)
+    with profiled(step):
+        action()
+        gaps._tick()
+        called = time.perf_counter() - started
+        idle = max(settle(gaps, started, quiet_s), called)
     return {"s": round(idle, 3), **gaps.blocks_ms()}
 
 
@@ -294,7 +319,7 @@ def step_open(w, gaps: Gaps, text: str, folder: Path) -> dict:  # noqa: ANN001
     w.projects.save_as(path)
     settle(gaps, time.perf_counter())
     w.projects.new()
-    out["project"] = timed(gaps, lambda: w.projects.open(path))
+    out["project"] = timed(gaps, lambda: w.projects.open(path), step="open")
     out["rss_mb"] = round(rss_mb())
     return out
 
@@ -335,22 +360,14 @@ def step_render(w, gaps: Gaps, limit_s: float) -> dict:  # noqa: ANN001
         return {"error": "Render All stayed disabled"}
     run_for(0.1)
     gaps.reset()
-    profile = None
-    if PROFILE:
-        import cProfile
-
-        profile = cProfile.Profile()
-        profile.enable()
     threads, children = thread_cpu(), children_cpu()
-    started, gui_cpu, cpu = time.perf_counter(), time.thread_time(), time.process_time()
-    action.trigger()
-    done = wait_until(lambda: not w.flow.busy, limit_s)
-    took = time.perf_counter() - started
-    gui_cpu, cpu = time.thread_time() - gui_cpu, time.process_time() - cpu
-    threads, children = cpu_by_thread(threads, thread_cpu(), cpu), children_cpu() - children
-    if profile is not None:
-        profile.disable()
-        profile.dump_stats(PROFILE)
+    with profiled("render"):
+        started, gui_cpu, cpu = time.perf_counter(), time.thread_time(), time.process_time()
+        action.trigger()
+        done = wait_until(lambda: not w.flow.busy, limit_s)
+        took = time.perf_counter() - started
+        gui_cpu, cpu = time.thread_time() - gui_cpu, time.process_time() - cpu
+        threads, children = cpu_by_thread(threads, thread_cpu(), cpu), children_cpu() - children
     finished = sum(1 for k in w.document.script.line_ids if w.document.project.current(k) is not None)
     blocks = gaps.blocks_ms()
     if not done:
@@ -389,7 +406,7 @@ def complete_takes(w) -> int:  # noqa: ANN001
 
 def step_save(w, gaps: Gaps, path: Path) -> dict:  # noqa: ANN001
     saved: list[bool] = []
-    out = timed(gaps, lambda: saved.append(w.projects.save_as(path)))
+    out = timed(gaps, lambda: saved.append(w.projects.save_as(path)), step="save")
     if not saved[0]:
         return {"error": "not saved"}
     if not wait_until(lambda: not w.store.unsaved_work, 120):
@@ -479,6 +496,8 @@ def step_export(w, gaps: Gaps, folder: Path, cap_gb: float) -> dict:  # noqa: AN
 
 WITHOUT = ""
 PROFILE = ""
+PROFILE_STEP = "render"
+BOOK: Path | None = None
 
 
 def reopen_child(path: Path) -> dict:
@@ -487,7 +506,7 @@ def reopen_child(path: Path) -> dict:
     os.environ["S2STUDIO_DATA_DIR"] = str(data)
     w = open_window(data, 0.0)
     gaps = Gaps()
-    out = timed(gaps, lambda: w.projects.open(path), quiet_s=0.5)
+    out = timed(gaps, lambda: w.projects.open(path), quiet_s=0.5, step="reopen")
     out["rss_mb"] = round(rss_mb())
     close_window(w)
     return out
@@ -518,10 +537,15 @@ def measure(size: int, steps: set[str], engines: list[str], limit_s: float, cap_
         step("open", lambda: step_open(w, gaps, text, folder), first)
         step("type", lambda: step_type(w, gaps), first)
         step(f"render ({engine})", lambda: step_render(w, gaps, limit_s))
-        if first and steps & {"save", "autosave", "reopen", "navigate", "export"}:  # steps on a rendered book
+        if first and BOOK is not None and "render" not in steps:  # a book rendered and saved by an earlier run
+            w.projects.open(BOOK)
+            settle(gaps, time.perf_counter())
+            saved = BOOK if "save" not in steps else folder / f"book-copy-{time.strftime('%H%M%S')}.s2proj"
+        elif first and steps & {"save", "autosave", "reopen", "navigate", "export"}:  # steps on a rendered book
             result["takes_made_without_the_window"] = complete_takes(w)
+        if first and steps & {"save", "autosave", "reopen", "navigate", "export"}:
             step("save", lambda: step_save(w, gaps, saved))
-            if "save" not in steps:
+            if "save" not in steps and saved != BOOK:
                 w.projects.save_as(saved)
                 wait_until(lambda: not w.store.unsaved_work, 600)
             step("autosave", lambda: step_autosave(w, gaps))
@@ -533,7 +557,8 @@ def measure(size: int, steps: set[str], engines: list[str], limit_s: float, cap_
         close_window(w)
     if "reopen" in steps:
         note(f"{size} lines: reopen")
-        child = subprocess.run([sys.executable, __file__, "--reopen", str(saved)],
+        profile = ["--profile", PROFILE, "--profile-step", "reopen"] if PROFILE and PROFILE_STEP == "reopen" else []
+        child = subprocess.run([sys.executable, __file__, "--reopen", str(saved), *profile],
                                capture_output=True, text=True, timeout=3600)
         rows = [r for r in child.stdout.splitlines() if r.startswith("{")]
         result["reopen"] = json.loads(rows[-1]) if rows else {"error": child.stderr[-300:]}
@@ -558,13 +583,18 @@ def main() -> int:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--without", default="", choices=["", "autosave"],
                         help="autosave: no autosave during the steps (to see the rest of the studio's cost)")
-    parser.add_argument("--profile", default="", help="write a cProfile of the render step to this file")
+    parser.add_argument("--profile", default="", help="write a cProfile of the GUI thread during a step to this file")
+    parser.add_argument("--profile-step", default="render", choices=["open", "render", "save", "reopen"])
+    parser.add_argument("--root", type=Path, help="keep the run's files (scripts, saved books) in this folder")
+    parser.add_argument("--book", type=Path, help="a rendered book saved by an earlier run (--root DIR: "
+                        "DIR/n10000/book.s2proj): without the render step, save and reopen use it")
     parser.add_argument("--reopen", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     faulthandler.enable()  # a crash prints every thread's stack
     faulthandler.register(signal.SIGUSR1)  # `kill -USR1 <pid>`: where a step is stuck
     global WITHOUT, PROFILE  # noqa: PLW0603 - options read by every step
-    WITHOUT, PROFILE = args.without, args.profile
+    global PROFILE_STEP, BOOK  # noqa: PLW0603
+    WITHOUT, PROFILE, PROFILE_STEP, BOOK = args.without, args.profile, args.profile_step, args.book
     if args.reopen:
         print(json.dumps(reopen_child(args.reopen)))
         return 0
@@ -572,7 +602,7 @@ def main() -> int:
     unknown = steps - set(STEPS)
     if unknown:
         parser.error(f"unknown steps: {', '.join(sorted(unknown))}")
-    root = Path(tempfile.mkdtemp(prefix="long-form-"))
+    root = args.root or Path(tempfile.mkdtemp(prefix="long-form-"))
     results = []
     for size in (int(s) for s in args.sizes.split(",")):
         results.append(measure(size, steps, args.engine.split(","), args.render_limit, args.export_cap_gb, root))
