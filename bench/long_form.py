@@ -151,16 +151,30 @@ class Gaps:
     that read the GUI thread's stack while it ran crashed Python 3.11 on long runs."""
 
     def __init__(self) -> None:
+        import gc
+
         from PySide6.QtCore import Qt, QTimer
 
         self.timer = QTimer()
         self.timer.setTimerType(Qt.TimerType.PreciseTimer)
         self.timer.setInterval(10)
         self.timer.timeout.connect(self._tick)
+        self._gc_started = 0.0
+        gc.callbacks.append(self._collection)
         self.reset()
         self.timer.start()
 
+    def _collection(self, phase: str, info: dict) -> None:
+        """The longest full garbage collection (every thread waits for it) since `reset`."""
+        if info.get("generation") != 2:
+            return
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+        else:
+            self.longest_gc = max(self.longest_gc, time.perf_counter() - self._gc_started)
+
     def reset(self) -> None:
+        self.longest_gc = 0.0
         self.last = time.perf_counter()
         self.last_cpu = time.thread_time()
         self.longest = self.longest_cpu = 0.0
@@ -185,7 +199,8 @@ class Gaps:
         return 1000 * max(self.longest_cpu, time.thread_time() - self.last_cpu)
 
     def blocks_ms(self) -> dict:
-        return {"block_ms": round(self.longest_ms(), 1), "cpu_ms": round(self.longest_cpu_ms(), 1)}
+        return {"block_ms": round(self.longest_ms(), 1), "cpu_ms": round(self.longest_cpu_ms(), 1),
+                "full_gc_ms": round(1000 * self.longest_gc, 1)}
 
 
 def note(text: str) -> None:

@@ -18,7 +18,7 @@ import logging
 import multiprocessing
 import queue
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal
@@ -30,6 +30,7 @@ from s2studio.state.project import Take
 from s2studio.state.script import Line
 from s2studio.state.take_check import TakeCheck
 from s2studio.ui.control.document import Document
+from s2studio.ui.control.slices import Slices
 
 log = logging.getLogger(__name__)
 
@@ -69,18 +70,24 @@ class TakeChecks(QObject):
         self._thread: threading.Thread | None = None
         self._conn = None
         self._process = None
+        self._queuing: Slices[Take] = Slices(self._add, self._queued, self)
+        """A project's takes queued in slices (a book's 10,000 take a second): the window answers meanwhile."""
+        self._key = ""
+        """`key` while a project's takes are queued (asked once, not per take)."""
         self._result.connect(self._store)
         document.takes_changed.connect(self.check_line)
         document.replaced.connect(self.check_project)
 
     @property
     def key(self) -> str:
+        if self._queuing.busy and self._key:
+            return self._key
         asr = self.asr()
         return check_key(self.settings, asr.model, asr.language)
 
     @property
     def busy(self) -> bool:
-        return bool(self._pending)
+        return bool(self._pending) or self._queuing.busy
 
     def waiting(self, take: Take) -> bool:
         """Whether the take is waiting to be checked (or being checked)."""
@@ -98,7 +105,8 @@ class TakeChecks(QObject):
             self._add(take)
 
     def check_project(self) -> None:
-        """Every take without an up-to-date result, the picked ones first."""
+        """Every take without an up-to-date result, the picked ones first (queued in slices, from the next
+        pass of the event loop on)."""
         self._generation += 1
         self._pending.clear()
         while True:  # what was queued for the project before is not checked
@@ -106,12 +114,21 @@ class TakeChecks(QObject):
                 self._queue.get_nowait()
             except queue.Empty:
                 break
-        lines = self.document.project.lines
+        self._queuing.stop()
+        self._key = self.key
+        self._queuing.start(self._project_takes(), now=False)
+
+    def _project_takes(self) -> Iterator[Take]:
+        entries = list(self.document.project.lines.values())  # lines added meanwhile come by `check_line`
         for picked_only in (True, False):
-            for entry in lines.values():
-                for take in entry.takes:
+            for entry in entries:
+                for take in tuple(entry.takes):
                     if (take is entry.current) == picked_only:
-                        self._add(take)
+                        yield take
+
+    def _queued(self) -> None:
+        if not self._pending:
+            self.idle.emit()
 
     def set_settings(self, settings: CheckSettings) -> None:
         """New thresholds: every result made with others is made again."""
@@ -203,7 +220,7 @@ class TakeChecks(QObject):
         elif found.key == self.key:
             self.document.set_check(job.take, found)
         self.checked.emit(job.take.line_id, job.take.take_id)
-        if not self._pending:
+        if not self.busy:
             self.idle.emit()
 
     def shutdown(self) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import partial
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QFont, QPalette, QResizeEvent
 from PySide6.QtWidgets import QComboBox, QFrame, QHBoxLayout, QLabel, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
 
@@ -17,6 +17,9 @@ from s2studio.ui.script.flow_layout import FlowLayout
 
 NO_VOICE = ""
 VISIBLE_ROWS = 3
+CHIPS_PER_PASS = 6
+"""Speakers' rows built per pass of the event loop (a row with its voice combo costs ~3 ms: a book's 20 speakers
+are built over four passes, between which the window keeps answering; a cast of up to 6 is built at once)."""
 """Rows of speakers shown before the cast scrolls."""
 
 
@@ -70,6 +73,10 @@ class CastPanel(QWidget):
         self._speakers: tuple[str, ...] = ()
         self._cast: dict[str, str] = {}
         self._places: dict[str, int] = {}
+        self._to_build: list[str] = []
+        """Speakers whose rows are still to be built, in order (`_build_some`)."""
+        self._builder = QTimer(self, singleShot=True, interval=0)
+        self._builder.timeout.connect(self._build_some)
 
     def set_voices(self, voices: list[tuple[str, str]]) -> None:
         """(voice id, display name) of every voice in the library."""
@@ -102,11 +109,22 @@ class CastPanel(QWidget):
                 item.widget().deleteLater()
         self.combos.clear()
         self._hint.setVisible(not self._speakers)
+        self._to_build = list(self._speakers)
+        self._builder.stop()
+        self._build_some()
+
+    def building(self) -> bool:
+        """Rows are still being built (a large cast takes a few passes of the event loop)."""
+        return bool(self._to_build)
+
+    def _build_some(self) -> None:
+        """The next CHIPS_PER_PASS speakers' rows, each with its current voice; the rest at the next pass."""
+        batch, self._to_build = self._to_build[:CHIPS_PER_PASS], self._to_build[CHIPS_PER_PASS:]
         dark = is_dark(self.palette())
         colors = speaker_colors(self._places, dark)
         colored, bold = QPalette(self.palette()), QFont(self.font())
         bold.setWeight(QFont.Weight.DemiBold)
-        for speaker in self._speakers:
+        for speaker in batch:
             chip = QWidget()
             row = QHBoxLayout(chip)
             row.setContentsMargins(0, 0, 0, 0)
@@ -132,6 +150,8 @@ class CastPanel(QWidget):
             self._flow.addWidget(chip)
             chip.show()  # shown now, not at the next layout pass: the rows are measured below
             self.combos[speaker] = combo
+        if self._to_build:
+            self._builder.start()
         self._show_summary()
         self._fit_height()
 

@@ -10,15 +10,15 @@ The work follows what changed, not the length of the script (a book has 10,000 l
 - the gutter asks for the marks of the rows on screen when it paints them, and for a mark's words when
   the pointer rests on it;
 - the waveform keeps the set of stale lines, told which lines entered or left it;
-- what changes every line (another project, the settings, the voices) recounts every line, in slices of
-  `SLICE` lines between which the window keeps answering.
+- what changes every line (another project, the settings, the voices) recounts every line, in slices
+  (`Slices`) between which the window keeps answering.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection
 
-from PySide6.QtCore import QObject, QTimer
+from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QTabWidget
 
 from s2studio.state.project import Take
@@ -27,14 +27,13 @@ from s2studio.state.staleness import describe
 from s2studio.ui.control.document import Document
 from s2studio.ui.control.player import Player
 from s2studio.ui.control.session import RenderSession
+from s2studio.ui.control.slices import Slices
 from s2studio.ui.inspector.takes_panel import TakesPanel
 from s2studio.ui.player.waveform import WaveformView
 from s2studio.ui.script.editor import ScriptEditor, lines_on_row
 from s2studio.ui.script.gutter import LineMark
 
 WORDS = {"none": "not rendered", "fresh": "up to date", "rendering": "rendering…"}
-SLICE = 2000
-"""Lines recounted per pass of the event loop when every line's state may have changed."""
 ROWS_ONE_BY_ONE = 16
 """Up to this many lines changed, the gutter repaints their rows only."""
 
@@ -51,9 +50,7 @@ class LineStates(QObject):
         self.updates = 0
         """Lines whose state was worked out for the gutter and the waveform, counted (what a change costs)."""
         self._stale: set[str] = set()
-        self._recount_from: int | None = None
-        self._recount = QTimer(self, singleShot=True, interval=0)
-        self._recount.timeout.connect(self._recount_slice)
+        self._recount: Slices[str] = Slices(self._count, self._counted, self)
         editor.gutter.set_source(self.mark_at, self.tip_at)
         waveform.set_rendering(session.rendering, lambda: session.busy)
         editor.cursor_line_changed.connect(lambda _block: self._selection_moved())
@@ -101,9 +98,9 @@ class LineStates(QObject):
 
     def show(self) -> None:
         """Every line may have changed (another project, the settings, the voices): recount them all."""
-        self._recount_from = 0
-        self._recount.stop()
-        self._recount_slice()
+        self._stale = set()
+        self.waveform.set_stale(self._stale, None)
+        self._recount.start(self.document.script.line_ids)
         self.editor.gutter.refresh()
         self._selection_moved()  # the line under the cursor, by id
 
@@ -125,23 +122,14 @@ class LineStates(QObject):
             self.waveform.set_stale(self._stale, entered | left)
         self.editor.gutter.refresh(self._rows(line_ids))
 
-    def _recount_slice(self) -> None:
-        if self._recount_from is None:
-            return
-        script = self.document.script
-        start = self._recount_from
-        if start == 0:
-            self._stale = set()
-        stop = min(start + SLICE, len(script.lines))
-        for line in script.lines[start:stop]:
-            self.updates += 1
-            if self.document.state(line).kind == "stale":
-                self._stale.add(line.line_id)
-        if stop < len(script.lines):
-            self._recount_from = stop
-            self._recount.start()
-        else:
-            self._recount_from = None
+    def _count(self, line_id: str) -> None:
+        """One line of a recount, as the script is now (an edit during the recount has refreshed its lines)."""
+        line = self.document.script.line(line_id)
+        self.updates += 1
+        if line is not None and self.document.state(line).kind == "stale":
+            self._stale.add(line_id)
+
+    def _counted(self) -> None:
         self.waveform.set_stale(self._stale, None)
 
     def _script_changed(self, _order_changed: bool) -> None:
