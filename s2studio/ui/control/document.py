@@ -198,8 +198,9 @@ class Document(QObject):
                 parsed = parser.parse(text, (known or frozenset()) | frozenset(named))
             script = ids.carry(before, parsed)
             p, s = common_ends(list(before.lines), list(script.lines))  # the lines the views must show anew
-            return OffThreadParse(revision, text, parser, ids, script, named,
-                                  Edit(p, len(before.lines) - s, len(script.lines) - s))
+            change = Change.between(before, script, Edit(p, len(before.lines) - s, len(script.lines) - s))
+            script.line_rows, script.line_speakers  # noqa: B018 - the views' first reads of a book, made here
+            return OffThreadParse(revision, text, parser, ids, script, named, before, change)
 
         self._parsing_for = (revision, text)
         self._parsing.start(parse)
@@ -213,11 +214,13 @@ class Document(QObject):
         self._parser, self._ids, self.script = result.parser, result.ids, result.script
         for speaker, voice_id in result.named.items():
             self.project.cast.setdefault(speaker, voice_id)
+        colored = self.project.give_colors(self.script.speakers)  # before the cast is shown: shown once, colored
         if result.named:
             self.cast_changed.emit()
-        self.change = Change.between(before, self.script, result.edit)
+        same_start = result.before is before  # else (never while the revision holds) every line is shown anew
+        self.change = result.change if same_start else Change.between(before, self.script, Edit.everything(before,
+                                                                                                          self.script))
         self.project.line_ids = list(self.script.line_ids)
-        colored = self.project.give_colors(self.script.speakers)
         if result.text != self.project.script or colored or result.named:
             self.project.script = result.text
             self.modified.emit(False)
@@ -243,6 +246,7 @@ class Document(QObject):
                 self.project.cast[speaker] = vid
                 assigned.append(speaker)
         if assigned:
+            self.project.give_colors(self.script.speakers)  # the cast shown once, in the speakers' colours
             self.modified.emit(False)
             self.cast_changed.emit()
         return assigned
@@ -368,8 +372,10 @@ class OffThreadParse:
     script: Script
     named: dict[str, str]
     """Speakers the parse found that `assign_by_name` casts: speaker -> voice id."""
-    edit: Edit
-    """The lines that differ from the script the parse started from (none when only warnings changed)."""
+    before: Script
+    """The script the parse started from (the document's while its revision is unchanged)."""
+    change: Change
+    """The lines that differ from `before` (none when only warnings changed)."""
 
 
 @dataclass(frozen=True)

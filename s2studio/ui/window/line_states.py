@@ -36,6 +36,8 @@ from s2studio.ui.script.gutter import LineMark
 WORDS = {"none": "not rendered", "fresh": "up to date", "rendering": "rendering…"}
 ROWS_ONE_BY_ONE = 16
 """Up to this many lines changed, the gutter repaints their rows only."""
+RECOUNT_ABOVE = 500
+"""More lines than this touched by one change (a book pasted), every line is recounted in later passes."""
 
 
 class LineStates(QObject):
@@ -96,11 +98,12 @@ class LineStates(QObject):
 
     # -- keeping up with changes -----------------------------------------------------------------
 
-    def show(self) -> None:
-        """Every line may have changed (another project, the settings, the voices): recount them all."""
+    def show(self, now: bool = True) -> None:
+        """Every line may have changed (another project, the settings, the voices): recount them all, beginning
+        in this pass or (`now` False) the next."""
         self._stale = set()
         self.waveform.set_stale(self._stale, None)
-        self._recount.start(self.document.script.line_ids)
+        self._recount.start(self.document.script.line_ids, now)
         self.editor.gutter.refresh()
         self._selection_moved()  # the line under the cursor, by id
 
@@ -136,6 +139,9 @@ class LineStates(QObject):
         change = self.document.change
         if change is None:
             self.show()
+            return
+        if len(change.touched) > RECOUNT_ABOVE:  # a book pasted: recounted in slices after the pass that parsed it
+            self.show(now=False)
             return
         self._stale -= set(change.gone)
         self.refresh(change.touched)
