@@ -27,7 +27,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("serve", help="serve the engine and voice library over HTTP (OpenAI and Fish APIs)",
                               description=__doc__.splitlines()[0] if __doc__ else None,
                               epilog=f"The API key is read from ${ENV_API_KEY}; limits and timeouts are listed in "
-                                     "the README.")
+                                     "the README. Voices clients upload (POST /v1/audio/voices) are kept in the data "
+                                     "folder's uploaded-voices/, at most 256 voices and 128 MB of clips: past that, "
+                                     "an upload evicts the voices used least recently (never one a running request "
+                                     "speaks with), and a client naming an evicted voice is told to upload it again.")
     p.add_argument("--model", required=True, type=Path, metavar="DIR", help="model folder in the upstream layout")
     choice_option(p, "device", "auto", "where the model runs")
     choice_option(p, "precision", "auto", "auto: bf16 on CUDA, fp32 elsewhere")

@@ -84,19 +84,25 @@ def state_of(request: Request) -> ServerState:
 
 async def audio_response(request: Request, route: str, work: Work, out: AudioOut, headers: dict[str, str],
                          frame: Callable[[bytes], bytes] = lambda b: b,
-                         closing: Callable[[int], bytes] | None = None) -> Response:
+                         closing: Callable[[int], bytes] | None = None,
+                         ended: Callable[[], None] = lambda: None) -> Response:
     """Queue `work`, wait for its first audio, then stream the rest as `out` encodes it.
 
     `frame` wraps each piece of encoded audio (SSE events); `closing(samples)` is sent after the last one. A failure
     before the first audio is a proper error response; one after it ends the stream abruptly, so the client
-    sees a broken transfer rather than a short file that looks whole."""
+    sees a broken transfer rather than a short file that looks whole. `ended()` is called once when the request is
+    over, however it ends (before this returns when no audio is streamed)."""
     state = state_of(request)
-    stream = JobStream(state.runner, work)
     try:
+        stream = JobStream(state.runner, work)
         first = await stream.first_audio(request)
     except Disconnected:
+        ended()
         state.history.append(JobRecord(stream.job_id, route, stream.samples, "cancelled"))
         return Response(status_code=499)
+    except BaseException:
+        ended()
+        raise
 
     async def body() -> AsyncIterator[bytes]:
         outcome = "cancelled"
@@ -128,7 +134,7 @@ async def audio_response(request: Request, route: str, work: Work, out: AudioOut
             state.history.append(JobRecord(stream.job_id, route, out.encoder.samples, outcome))
 
     headers = {"X-S2-Job": stream.job_id, **headers}
-    return JobResponse(stream, body(), headers=headers, media_type=headers.pop("Content-Type"))
+    return JobResponse(stream, body(), ended, headers=headers, media_type=headers.pop("Content-Type"))
 
 
 class ApiKeyMiddleware:

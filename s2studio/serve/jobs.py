@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
@@ -138,9 +138,12 @@ class JobResponse(StreamingResponse):
     """A streamed body tied to its job: however the response ends (finished, client gone, send failed), a job
     that has not ended is cancelled at that moment, not when the garbage collector gets to the generator."""
 
-    def __init__(self, stream: JobStream, content: AsyncIterator[bytes], **kwargs: object) -> None:
+    def __init__(self, stream: JobStream, content: AsyncIterator[bytes], ended: Callable[[], None] = lambda: None,
+                 **kwargs: object) -> None:
         super().__init__(content, **kwargs)  # type: ignore[arg-type]
         self.stream = stream
+        self.ended = ended
+        """Called once the response has ended, however it ended (an uploaded voice it spoke with is let go)."""
 
     async def __call__(self, scope, receive, send) -> None:  # noqa: ANN001 - ASGI
         try:
@@ -148,3 +151,4 @@ class JobResponse(StreamingResponse):
         finally:
             if not self.stream.done:
                 self.stream.cancel()
+            self.ended()

@@ -31,11 +31,17 @@ def check_lines(lines: tuple[LineSpec, ...], limits: Limits, param: str = "text"
     return lines
 
 
-def find_voice(library: VoiceLibrary, name: str, param: str) -> Voice:
-    """A library voice by id or name, or a 404 that names it (shortened) and says where to look."""
+LIBRARY_HINT = "add it with `s2studio voice add` or in the studio"
+UPLOAD_HINT = ("upload it (again: uploads not used for a while make room for new ones) with POST /v1/audio/voices, "
+               "or add it to the server's library with `s2studio voice add`")
+
+
+def find_voice(library: VoiceLibrary, name: str, param: str, hint: str = LIBRARY_HINT) -> Voice:
+    """A library voice by id or name, or a 404 that names it (shortened), the voices there are, and `hint`: what
+    to do (where a route also takes uploaded voices, that an evicted one is uploaded again)."""
     try:
         return library.resolve(name)
     except UserError:
         known = ", ".join(repr(printable(v.name, SHOWN)) for v in library.list()[:8]) or "none yet"
-        raise ApiError(404, f"no voice called {printable(name, SHOWN)!r} on this server (voices: {known}); add it "
-                       "with `s2studio voice add` or in the studio", "voice_not_found", param) from None
+        raise ApiError(404, f"no voice called {printable(name, SHOWN)!r} on this server (voices: {known}); {hint}",
+                       "voice_not_found", param) from None

@@ -29,9 +29,10 @@ from s2studio.serve.bodies import JSON, parse_body
 from s2studio.serve.compile import speech_lines
 from s2studio.serve.config import setting_field
 from s2studio.serve.errors import ApiError
-from s2studio.serve.parsing import check_lines, check_name, find_voice
+from s2studio.serve.parsing import UPLOAD_HINT, check_lines, check_name, find_voice
 from s2studio.serve.references import InlineReference, check_reference
 from s2studio.serve.synthesis import AudioOut, Speech, speech_work
+from s2studio.serve.uploads import UploadedVoice
 from s2studio.state.voices import Voice
 
 router = APIRouter()
@@ -72,17 +73,19 @@ def _data_url_audio(url: str) -> bytes:
         raise ApiError(400, "ref_audio is not valid base64", "invalid_reference", "ref_audio") from None
 
 
-def _voice_of(state: ServerState, body: SpeechBody) -> tuple[tuple[Voice, ...], tuple[InlineReference, ...]]:
-    """Who speaks: inline `ref_audio` + `ref_text`, an uploaded voice, or a library voice (in that order)."""
+def _voice_of(state: ServerState, body: SpeechBody) -> tuple[tuple[Voice, ...], tuple[InlineReference, ...],
+                                                              UploadedVoice | None]:
+    """Who speaks: inline `ref_audio` + `ref_text`, an uploaded voice, or a library voice (in that order); an
+    uploaded voice is the third item, held against eviction until the request lets it go (`state.uploads.release`)."""
     limit = state.config.limits.max_reference_seconds
     if body.ref_audio is not None:
-        return (), (check_reference(0, _data_url_audio(body.ref_audio), body.ref_text or "", limit),)
+        return (), (check_reference(0, _data_url_audio(body.ref_audio), body.ref_text or "", limit),), None
     name = body.voice if isinstance(body.voice, str) else body.voice.id
     check_name(name, "voice", state.config.limits)
-    uploaded = state.uploads.get(name)
+    uploaded = state.uploads.take(name)
     if uploaded is not None:
-        return (), (uploaded.reference,)
-    return (find_voice(state.library, name, "voice"),), ()
+        return (), (uploaded.reference,), uploaded
+    return (find_voice(state.library, name, "voice", UPLOAD_HINT),), (), None
 
 
 def _sse_delta(data: bytes) -> bytes:
@@ -113,7 +116,19 @@ async def speech(request: Request) -> Response:
     if body.speed != 1.0:
         raise ApiError(400, f"speed {body.speed:g} is not supported: S2 has no speed control; send 1.0 "
                        "(or leave it out)", "unsupported_speed", "speed")
-    voices, inline = _voice_of(state, body)
+    voices, inline, uploaded = _voice_of(state, body)
+    ended = (lambda: None) if uploaded is None else state.uploads.release(uploaded)
+    try:
+        return await _speak(request, state, body, voices, inline, ended)
+    except BaseException:
+        ended()
+        raise
+
+
+async def _speak(request: Request, state: ServerState, body: SpeechBody, voices: tuple[Voice, ...],
+                 inline: tuple[InlineReference, ...], ended: Callable[[], None]) -> Response:
+    """The speech of a checked request, streamed; `ended()` once it is over (audio_response calls it)."""
+    limits = state.config.limits
     frames = min(body.max_new_tokens or SamplingParams.max_new_tokens, limits.max_new_tokens)
     speech = Speech(check_lines(speech_lines(body.input, body.instructions), limits, "input"),
                     SamplingParams(temperature=body.temperature, top_p=body.top_p, max_new_tokens=frames,
@@ -131,8 +146,8 @@ async def speech(request: Request) -> Response:
         headers["Content-Type"] = "text/event-stream"
         headers.pop("Content-Disposition")
         return await audio_response(request, "openai", work, out, headers, frame=_sse_delta,
-                                    closing=_sse_done(len(body.input)))
-    return await audio_response(request, "openai", work, out, headers)
+                                    closing=_sse_done(len(body.input)), ended=ended)
+    return await audio_response(request, "openai", work, out, headers, ended=ended)
 
 
 @router.get("/v1/models")

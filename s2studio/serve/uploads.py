@@ -8,6 +8,12 @@ client's name never becomes a path): transcript, consent note, clip. Both are wr
 clip first, so a crash leaves a voice whole or absent; one file per voice lets two servers share a data folder. At
 start a voice whose clip is missing or altered, or that is beyond the limits, is left out (a line in the log), and
 clips no voice names are removed.
+
+The store is bounded (256 voices, 128 MB of clips): an upload that would pass a bound makes room by evicting the
+voices used least recently (named by a request or uploaded; at start, the newest upload counts as the most recent),
+one log line each, so a server that clients keep uploading to never refuses them for good. A voice a running
+request is speaking with is never evicted (`take`, then `release`); an evicted voice named later is unknown, and the
+404 says to upload it again.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ import json
 import logging
 import re
 import threading
+from collections import Counter, OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,7 +80,8 @@ class UploadedVoices:
 
     def __init__(self, capacity: int = MAX_UPLOADS, max_bytes: int = MAX_UPLOAD_BYTES,
                  folder: Path | None = None) -> None:
-        self._voices: dict[str, UploadedVoice] = {}
+        self._voices: OrderedDict[str, UploadedVoice] = OrderedDict()  # least recently used first
+        self._in_use: Counter[str] = Counter()  # keys of the voices running requests speak with
         self._lock = threading.Lock()
         self._capacity = capacity
         self._max_bytes = max_bytes
@@ -81,19 +90,71 @@ class UploadedVoices:
             self._read(folder)
 
     def put(self, voice: UploadedVoice) -> None:
+        """Keep `voice` (replacing one of its name), evicting the least recently used voices that no running
+        request speaks with when it would pass the bounds; refused (nothing evicted) when even that is not room."""
+        key = voice.name.lower()
         with self._lock:
-            if voice.name.lower() not in self._voices and len(self._voices) >= self._capacity:
-                raise ApiError(400, f"this server holds at most {self._capacity} uploaded voices; delete one "
-                               "first (DELETE /v1/audio/voices/NAME)", "too_many_voices", "name")
-            replaced = self._voices.get(voice.name.lower())
-            held = sum(len(v.reference.audio) for v in self._voices.values()) - (
-                len(replaced.reference.audio) if replaced else 0)
-            if held + len(voice.reference.audio) > self._max_bytes:
-                raise ApiError(400, f"this server holds at most {self._max_bytes // 2**20} MB of uploaded voices; "
-                               "delete one first (DELETE /v1/audio/voices/NAME) or upload a shorter clip",
-                               "too_many_voices", "audio_sample")
-            self._store(voice, replaced)
-            self._voices[voice.name.lower()] = voice
+            evicted = self._room_for(key, len(voice.reference.audio))
+            self._store(voice, self._voices.get(key))
+            self._voices[key] = voice
+            self._voices.move_to_end(key)
+            for gone in evicted:
+                try:
+                    self._drop(gone.name.lower())
+                except ApiError:  # logged; the new voice is kept, the old one goes at the next start
+                    continue
+                log.info("evicted the uploaded voice %r (used least recently) to make room for %r; this server "
+                         "keeps at most %d uploaded voices, %d MB in all", gone.name, voice.name, self._capacity,
+                         self._max_bytes // 2**20)
+
+    def _room_for(self, key: str, size: int) -> list[UploadedVoice]:
+        """The voices to evict, least recently used first, so that a voice of `size` bytes kept as `key` fits."""
+        count = sum(1 for k in self._voices if k != key) + 1
+        held = sum(len(v.reference.audio) for k, v in self._voices.items() if k != key) + size
+        evicted: list[UploadedVoice] = []
+        for k, v in self._voices.items():
+            if count <= self._capacity and held <= self._max_bytes:
+                break
+            if k != key and not self._in_use[k]:
+                evicted.append(v)
+                count, held = count - 1, held - len(v.reference.audio)
+        if size > self._max_bytes:
+            raise ApiError(400, f"this server holds at most {self._max_bytes // 2**20} MB of uploaded voices; "
+                           "upload a shorter clip", "too_many_voices", "audio_sample")
+        if count > self._capacity or held > self._max_bytes:
+            if self._capacity == 0:
+                raise ApiError(400, "this server keeps no uploaded voices; send the clip with each request "
+                               "(ref_audio and ref_text)", "too_many_voices", "name")
+            raise ApiError(503, "this server's uploaded voices are all in use by running requests; try again when "
+                           "they end", "too_many_voices", "name")
+        return evicted
+
+    def take(self, name: str) -> UploadedVoice | None:
+        """The voice called `name`, now the most recently used and never evicted until `release(voice)()`."""
+        with self._lock:
+            key = name.strip().lower()
+            voice = self._voices.get(key)
+            if voice is not None:
+                self._voices.move_to_end(key)
+                self._in_use[key] += 1
+            return voice
+
+    def release(self, voice: UploadedVoice) -> Callable[[], None]:
+        """A function that lets `voice` go (one `take` each) the first time it is called, for a request to call
+        wherever it ends."""
+        called = threading.Event()
+
+        def let_go() -> None:
+            if called.is_set():
+                return
+            called.set()
+            with self._lock:
+                key = voice.name.lower()
+                self._in_use[key] -= 1
+                if self._in_use[key] <= 0:
+                    del self._in_use[key]
+
+        return let_go
 
     def get(self, name: str) -> UploadedVoice | None:
         with self._lock:
@@ -104,20 +165,23 @@ class UploadedVoices:
             key = name.strip().lower()
             if key not in self._voices:
                 return False
-            if self.folder is not None:
-                try:
-                    (self.folder / _entry_name(key)).unlink(missing_ok=True)
-                except OSError as exc:
-                    log.warning("could not delete an uploaded voice in %s: %s", self.folder, exc)
-                    raise ApiError(507, "this server could not delete the voice (its disk is not writable); tell "
-                                   "the server's owner", "not_stored") from None
-            gone = self._voices.pop(key)
-            self._tidy(gone)
+            self._drop(key)
             return True
 
     def list(self) -> list[UploadedVoice]:
         with self._lock:
             return sorted(self._voices.values(), key=lambda v: v.created_at)
+
+    def _drop(self, key: str) -> None:
+        """Forget the voice kept as `key`: its entry first, then its clip unless another voice names it."""
+        if self.folder is not None:
+            try:
+                (self.folder / _entry_name(key)).unlink(missing_ok=True)
+            except OSError as exc:
+                log.warning("could not delete an uploaded voice in %s: %s", self.folder, exc)
+                raise ApiError(507, "this server could not delete the voice (its disk is not writable); tell "
+                               "the server's owner", "not_stored") from None
+        self._tidy(self._voices.pop(key))
 
     # ------------------------------------------------------------------------------------------- the folder
 
@@ -156,14 +220,16 @@ class UploadedVoices:
                 log.warning("left out the uploaded voice %s: %s", path, why)
             else:
                 found.append(voice)
-        held = 0
-        for voice in sorted(found, key=lambda v: v.created_at):
-            if len(self._voices) >= self._capacity or held + len(voice.reference.audio) > self._max_bytes:
+        held, kept = 0, []
+        for voice in sorted(found, key=lambda v: v.created_at, reverse=True):  # the newest are kept
+            if len(kept) >= self._capacity or held + len(voice.reference.audio) > self._max_bytes:
                 log.warning("left out the uploaded voice %r: beyond this server's limits on uploaded voices",
                             voice.name)
                 continue
-            self._voices[voice.name.lower()] = voice
+            kept.append(voice)
             held += len(voice.reference.audio)
+        for voice in reversed(kept):  # oldest first: the first to be evicted
+            self._voices[voice.name.lower()] = voice
         from s2studio.state.atomic import is_stale, remove_quietly
 
         try:

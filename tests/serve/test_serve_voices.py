@@ -8,14 +8,18 @@ import base64
 import hashlib
 import io
 import json
+import logging
 import os
+import time
+from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
 import soundfile as sf
-from conftest import API_KEY
+from conftest import API_KEY, live_server
 
+from s2studio.engine.api import LoadRequest
 from s2studio.serve.errors import ApiError
 from s2studio.serve.references import InlineReference
 from s2studio.serve.uploads import UploadedVoice, UploadedVoices
@@ -88,12 +92,44 @@ def test_uploads_are_bounded_in_bytes_as_well_as_in_number() -> None:
     uploads = UploadedVoices(capacity=4, max_bytes=2 * mb)
     uploads.put(voice("a", 1.2))
     uploads.put(voice("A", 1.9))  # replacing a voice counts only the new clip
+    uploads.put(voice("b", 0.2))  # past 2 MB: A makes room
+    assert [v.name for v in uploads.list()] == ["b"]
     with pytest.raises(ApiError) as exc:
-        uploads.put(voice("b", 0.2))
+        uploads.put(voice("c", 2.1))
     assert exc.value.status == 400 and exc.value.message == (
-        "this server holds at most 2 MB of uploaded voices; delete one first (DELETE /v1/audio/voices/NAME) or "
-        "upload a shorter clip")
-    assert [v.name for v in uploads.list()] == ["A"]
+        "this server holds at most 2 MB of uploaded voices; upload a shorter clip")
+    assert [v.name for v in uploads.list()] == ["b"]  # a refused upload evicts nothing
+
+
+def test_past_the_cap_the_least_recently_used_voice_not_in_use_is_evicted(tmp_path, caplog) -> None:
+    folder = tmp_path / "uploaded-voices"
+    uploads = UploadedVoices(capacity=2, folder=folder)
+    uploads.put(_clip_voice("Ann", b"a" * 100, 1))
+    uploads.put(_clip_voice("Bo", b"b" * 100, 2))
+    busy = uploads.take("ann")  # a request speaks with Ann: the least recent now is Bo
+    with caplog.at_level(logging.INFO, logger="s2studio.serve"):
+        uploads.put(_clip_voice("Cy", b"c" * 100, 3))
+    assert "evicted the uploaded voice 'Bo' (used least recently) to make room for 'Cy'" in caplog.text
+    assert sorted(v.name for v in uploads.list()) == ["Ann", "Cy"] and uploads.get("bo") is None
+    assert sorted(p.read_bytes()[:1] for p in folder.glob("*.wav")) == [b"a", b"c"]  # Bo's clip went with him
+    assert uploads.take("cy") is not None  # Cy is the most recent, Ann the least recent but still speaking
+    uploads.release(uploads.get("cy"))()
+    uploads.put(_clip_voice("Dee", b"d" * 100, 4))
+    assert sorted(v.name for v in uploads.list()) == ["Ann", "Dee"]  # not Ann: a running request holds her
+    both = uploads.take("dee")
+    with pytest.raises(ApiError) as exc:
+        uploads.put(_clip_voice("Eve", b"e" * 100, 5))
+    assert exc.value.status == 503 and exc.value.message == (
+        "this server's uploaded voices are all in use by running requests; try again when they end")
+    let_go = uploads.release(busy)
+    let_go()
+    let_go()  # once only: Ann's other requests (none here) would still hold her
+    uploads.release(both)()
+    uploads.put(_clip_voice("Eve", b"e" * 100, 5))
+    assert sorted(v.name for v in uploads.list()) == ["Dee", "Eve"]
+    assert sorted(v.name for v in UploadedVoices(capacity=2, folder=folder).list()) == ["Dee", "Eve"]
+    with pytest.raises(ApiError, match="keeps no uploaded voices; send the clip with each request"):
+        UploadedVoices(capacity=0).put(_clip_voice("Ann", b"a"))
 
 
 def _clip_voice(name: str, audio: bytes, created: int = 0) -> UploadedVoice:
@@ -129,6 +165,7 @@ def test_kept_uploads_come_back_whole_and_what_was_altered_on_disk_is_left_out(t
     assert [v.name for v in last.list()] == ["cy"]
     assert not orphan.exists() and (folder / "notes.txt").exists()
     assert [v.name for v in UploadedVoices(capacity=0, folder=folder).list()] == []  # limits hold at start too
+    assert [v.name for v in UploadedVoices(capacity=1, folder=folder).list()] == ["cy"]  # the newest are kept
 
 
 def test_an_upload_the_disk_cannot_keep_is_refused_and_not_named(tmp_path) -> None:
@@ -138,3 +175,55 @@ def test_an_upload_the_disk_cannot_keep_is_refused_and_not_named(tmp_path) -> No
         uploads.put(_clip_voice("Ann", b"a"))
     assert exc.value.status == 507 and "could not store the voice" in exc.value.message
     assert uploads.list() == []
+
+
+def _upload(http: httpx.Client, name: str, clip: bytes) -> httpx.Response:
+    return http.post("/v1/audio/voices", files={"audio_sample": ("clip.wav", clip, "audio/wav")},
+                     data={"name": name, "consent": "recorded by the tests", "ref_text": "Hello, I am Alice."})
+
+
+def test_past_the_cap_an_upload_evicts_the_least_recently_used_and_naming_it_says_upload_again(
+        http, real_server, clips, monkeypatch, tmp_path, caplog) -> None:
+    monkeypatch.setattr(real_server.state, "uploads", UploadedVoices(capacity=2, folder=tmp_path / "uploaded"))
+    alice, bob = clips["alice"].read_bytes(), clips["bob"].read_bytes()
+    assert _upload(http, "One", alice).status_code == 200 and _upload(http, "Two", bob).status_code == 200
+    _speech(http, voice="One")  # One is used: Two is now the least recently used
+    with caplog.at_level(logging.INFO, logger="s2studio.serve"):
+        assert _upload(http, "Three", alice).status_code == 200
+    assert "evicted the uploaded voice 'Two' (used least recently) to make room for 'Three'" in caplog.text
+    listed = http.get("/v1/audio/voices").json()["uploaded_voices"]
+    assert sorted(v["name"] for v in listed) == ["One", "Three"]
+    assert len(list((tmp_path / "uploaded").glob("*.wav"))) == 1  # Bob's clip went with Two; One and Three share one
+    gone = http.post("/v1/audio/speech", json={"input": "Hi.", "voice": "Two"})
+    unknown = http.post("/v1/audio/speech", json={"input": "Hi.", "voice": "Zed"})
+    assert gone.status_code == unknown.status_code == 404
+    said = gone.json()["error"]["message"]
+    assert said == unknown.json()["error"]["message"].replace("'Zed'", "'Two'")  # as if never uploaded
+    assert said.startswith("no voice called 'Two' on this server (voices: 'Alice', ") and said.endswith(
+        "; upload it (again: uploads not used for a while make room for new ones) with POST /v1/audio/voices, or "
+        "add it to the server's library with `s2studio voice add`")
+    assert _upload(http, "Two", bob).status_code == 200 and len(_speech(http, voice="Two")) > 0
+
+
+def test_a_voice_a_running_request_speaks_with_is_never_evicted(library, clips) -> None:
+    from s2studio.engine.fake import FakeEngine
+
+    slow = " ".join(["A long sentence that keeps the fake engine busy for a while, frame after frame."] * 8)
+    with live_server(LoadRequest("load", Path("fake")), library,
+                     lambda: FakeEngine(frame_latency_s=0.05, max_batch=1)) as server, \
+            httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {API_KEY}"}, timeout=60) as http:
+        server.state.uploads = UploadedVoices(capacity=1)
+        alice = clips["alice"].read_bytes()
+        assert _upload(http, "Busy", alice).status_code == 200
+        with http.stream("POST", "/v1/audio/speech",
+                         json={"input": slow, "voice": "Busy", "response_format": "pcm"}) as running:
+            chunks = running.iter_bytes()  # held: a dropped iterator closes the connection
+            assert running.status_code == 200 and next(chunks)  # it speaks with Busy now
+            refused = _upload(http, "New", alice)
+            assert refused.status_code == 503 and refused.json()["error"]["message"] == (
+                "this server's uploaded voices are all in use by running requests; try again when they end")
+            assert [v.name for v in server.state.uploads.list()] == ["Busy"]
+        deadline = time.monotonic() + 20  # the client hung up: the server lets Busy go as the request ends
+        while (up := _upload(http, "New", alice)).status_code == 503 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert up.status_code == 200 and [v.name for v in server.state.uploads.list()] == ["New"]
