@@ -13,9 +13,9 @@ It batches as the real engine does (engine/scheduler.py): `stream` is a job that
 `step` is one frame for every stream at once (one `frame_latency_s` however many streams run), `max_batch` how
 many streams run at once; `generate` is a job alone.
 
-Audio is deterministic: a sine per speaker index whose level follows the line's codes, and codes
-come from a generator seeded by the line's seed and text, so equal seeds give equal takes. Seeds
-follow the real engine's rule: line i of a request is drawn with base + i, the base being the
+Audio is deterministic: a sine per speaker index whose level follows the line's codes (a frame's level from its
+semantic code), and codes come from a generator seeded by the line's seed and text, so equal seeds give equal
+takes. Seeds follow the real engine's rule: line i of a request is drawn with base + i, the base being the
 request's seed or, when it has none, one seed drawn for the whole request.
 `frame_latency_s`, `fail_on_load`, `fail_on_line` and `fail_on_encode` inject slowness and failures.
 """
@@ -45,6 +45,7 @@ from s2studio.engine.scheduler import run_alone
 SEMANTIC_CODES = 4096
 RESIDUAL_CODES = 1024
 """The fake codec's codebooks (S2's sizes): codebook 0 is semantic, 1..9 residual."""
+_FADE_IN = np.linspace(0.0, 1.0, FRAME_SAMPLES, dtype=np.float32)
 FAKE_INFO = ModelInfo(name="fake", device="cpu", precision="fp32", sample_rate=SAMPLE_RATE,
                       codec_fingerprint="fake-codec-1", max_context=4096)
 
@@ -81,6 +82,7 @@ class FakeEngine:
     loaded: bool = False
     calls: list[str] = field(default_factory=list)
     """Names of the methods called, in order (tests count them)."""
+    _sines: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
 
     # ------------------------------------------------------------------ load
 
@@ -202,25 +204,23 @@ class FakeEngine:
             frames = min(frames, request.sampling.max_new_tokens or frames)
             codes = self._codes(rng, frames)
             started = time.perf_counter()
-            pieces: list[np.ndarray] = []
+            audio = self._line_audio(line.speaker, codes[0])  # made at once, handed out a frame at a time
             sent = 0
             for f in range(frames):
                 yield WAIT
                 if cancel.is_set():
                     yield JobFinished(job, cancelled=True)
                     return
-                pieces.append(self._frame_audio(line.speaker, codes[:, f], f, frames))
                 done = f + 1
                 if self.fail_on_line == line.line_id and done >= self.fail_after_frames:
                     yield JobFailed(job, f"generation failed on line {line.line_id}: fake failure")
                     return
                 if done % self.chunk_frames == 0 or done == frames:
-                    chunk = np.concatenate(pieces[sent // FRAME_SAMPLES:])
+                    chunk = audio[sent:done * FRAME_SAMPLES]
                     yield AudioChunk(job, line.line_id, sent, chunk)
                     sent += len(chunk)
                     seconds = sent / SAMPLE_RATE
                     yield Progress(job, line.line_id, done, frames, (time.perf_counter() - started) / seconds)
-            audio = np.concatenate(pieces)
             yield LineFinished(job, line.line_id, uuid.uuid4().hex, codes, audio, seed,
                                line_fingerprint(line, request.references, request.sampling, "fake"))
         yield JobFinished(job)
@@ -237,15 +237,22 @@ class FakeEngine:
         codes[0] = rng.integers(0, SEMANTIC_CODES, size=frames)
         return codes
 
-    @staticmethod
-    def _frame_audio(speaker: int, frame_codes: np.ndarray, f: int, frames: int) -> np.ndarray:
-        """One frame of a phase-continuous sine; level from codebook 0, fades at both ends."""
-        freq = 180.0 * 2 ** (speaker / 5)
-        n = np.arange(f * FRAME_SAMPLES, (f + 1) * FRAME_SAMPLES)
-        level = 0.1 + 0.2 * float(frame_codes[0]) / 4096
-        wave = level * np.sin(2 * np.pi * freq * n / SAMPLE_RATE)
-        if f == 0:
-            wave *= np.linspace(0.0, 1.0, FRAME_SAMPLES)
-        if f == frames - 1:
-            wave *= np.linspace(1.0, 0.0, FRAME_SAMPLES)
-        return wave.astype(np.float32)
+    def _line_audio(self, speaker: int, semantic: np.ndarray) -> np.ndarray:
+        """A line's audio, a frame per code: a sine per speaker, each frame's level from its codebook-0 code,
+        fades in the first frame and out in the last (float32)."""
+        samples = len(semantic) * FRAME_SAMPLES
+        levels = (0.1 + 0.2 * semantic.astype(np.float32) / np.float32(SEMANTIC_CODES)).astype(np.float32)
+        audio = np.repeat(levels, FRAME_SAMPLES) * self._sine(speaker, samples)
+        audio[:FRAME_SAMPLES] *= _FADE_IN
+        audio[-FRAME_SAMPLES:] *= _FADE_IN[::-1]
+        return audio
+
+    def _sine(self, speaker: int, samples: int) -> np.ndarray:
+        """The speaker's tone (180 Hz up a fifth of an octave per speaker index), its first `samples`: made
+        once per speaker and length, as a real model's cost is not what the fake stands for."""
+        wave = self._sines.get(speaker)
+        if wave is None or len(wave) < samples:
+            n = np.arange(max(samples, 2 * len(wave) if wave is not None else 0, 1 << 18))
+            wave = self._sines[speaker] = np.sin(2 * np.pi * 180.0 * 2 ** (speaker / 5) * n / SAMPLE_RATE
+                                                 ).astype(np.float32)
+        return wave[:samples]
