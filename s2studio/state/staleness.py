@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict
 from enum import Enum
 from typing import Any
 
-from s2studio.state.project import GenerationSettings, Take
+from s2studio.state.project import GenerationSettings, Project, Take
 from s2studio.state.schema import Field, Integer, Number, Record, Text
 from s2studio.state.script import Line
 from s2studio.state.voices import Voice
@@ -155,6 +155,16 @@ def adopt_legacy_take(take: Take, line: Line, voice: Voice | None, settings: Gen
     take.voice = voice_key(voice) if voice is not None else ""
     take.settings = take_settings(settings)
     return True
+
+
+def upgrade_takes(project: Project, lines: Iterable[Line], voices: Mapping[str, Voice]) -> None:
+    """`upgrade_take` for every take of these lines of `project`, with the voice its cast gives each speaker
+    (`voices`: the library's, by id). Touches nothing but its arguments: a project just read is upgraded on the
+    thread that read it."""
+    for line in lines:
+        entry = project.lines.get(line.line_id)
+        for take in entry.takes if entry else ():
+            upgrade_take(take, line, voices.get(project.cast.get(line.speaker, "")), project.settings)
 
 
 def upgrade_take(take: Take, line: Line, voice: Voice | None, settings: GenerationSettings) -> bool:

@@ -229,6 +229,7 @@ def test_twenty_speakers_keep_the_window_on_a_1280_px_screen(qtbot, studio, tmp_
     w.editor.setPlainText("".join(f"{n}: Line {i} of the scene.\n" for i, n in enumerate(names)))
     w.reparse()
     w.resize(1280, 800)
+    qtbot.waitUntil(lambda: not w.cast_panel.building())  # a cast this large is built over a few passes
     qtbot.wait(50)
     QApplication.processEvents()
     assert len(w.cast_panel.combos) == 20

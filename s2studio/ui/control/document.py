@@ -27,7 +27,7 @@ from s2studio.state.line_ids import Key, LineIds, first_ids
 from s2studio.state.project import GenerationSettings, Project, Take
 from s2studio.state.script import Line, Script, parse_script
 from s2studio.state.script_edits import Change, Edit, ScriptParser, common_ends
-from s2studio.state.staleness import Stale, stale_reasons, upgrade_take, voice_key
+from s2studio.state.staleness import Stale, stale_reasons, upgrade_takes, voice_key
 from s2studio.state.take_check import TakeCheck
 from s2studio.state.voices import Voice
 from s2studio.ui.control import heap
@@ -112,6 +112,7 @@ class Document(QObject):
                 script = replace(script, warnings=())
         else:
             script = first_ids(self._parser.parse(project.script, self._known()), project.line_ids)
+        upgraded = ahead is not None and ahead.upgraded and script is ahead.script
         owned = set(script.line_ids)
         orphans: dict[Key, list[str]] = {}
         for line_id, entry in project.lines.items():
@@ -122,16 +123,17 @@ class Document(QObject):
         self.script, self.change = script, None
         project.line_ids = list(script.line_ids)
         project.give_colors(script.speakers)
-        self._upgrade_takes()
+        if not upgraded:
+            self._upgrade_takes()
         if warnings_stale:
             self._parse_off_thread(project.script, self.script)
 
     def _upgrade_takes(self) -> None:
-        for line in self.script.lines:
-            entry = self.project.lines.get(line.line_id)
-            for take in entry.takes if entry else ():
-                voice = self._voices.get(self.project.cast.get(line.speaker, ""))
-                upgrade_take(take, line, voice, self.project.settings)
+        upgrade_takes(self.project, self.script.lines, self._voices)
+
+    def voices(self) -> dict[str, Voice]:
+        """The library's voices by id, as the staleness rule reads them (`set_voices`)."""
+        return dict(self._voices)
 
     # -- edits ---------------------------------------------------------------------------------
 
@@ -386,6 +388,9 @@ class ParsedAhead:
     known: frozenset[str] | None
     parser: ScriptParser
     script: Script
+    upgraded: bool = False
+    """The project's takes were upgraded for `script` with the cast and voices as they are now
+    (`upgrade_takes`, on the thread that read it)."""
 
 
 def parse_ahead(project: Project, voice_ids: Collection[str]) -> ParsedAhead:

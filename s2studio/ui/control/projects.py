@@ -300,6 +300,11 @@ class ProjectStore(QObject):
         return self.queue.submit("open", lambda: lambda task: _opened(
             ProjectFolder.open(Path(path), progress=task.progress.emit), ahead), done)
 
+    def run(self, kind: str, work: Callable[[], object]) -> int:
+        """`work` on the writer thread, in turn with saves (a project just read, prepared before it is shown);
+        `finished` brings its result for the ticket."""
+        return self.queue.submit(kind, lambda: lambda _task: work())
+
     def cancel(self) -> None:
         """Stop the running save (a long copy stops between takes; the folder stays as it was)."""
         self.queue.cancel()

@@ -7,6 +7,7 @@ the voices this library lacks (`dialogs/project_voices.py`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 from pathlib import Path
@@ -17,6 +18,7 @@ from PySide6.QtWidgets import QFileDialog, QMessageBox, QProgressDialog, QWidget
 from s2studio.errors import UserError
 from s2studio.state.project import Project
 from s2studio.state.project_voices import note_voice_names, pack
+from s2studio.state.staleness import upgrade_takes
 from s2studio.state.voices import VoiceLibrary
 from s2studio.ui.control.document import Document, ParsedAhead, parse_ahead
 from s2studio.ui.control.projects import ProjectStore
@@ -132,8 +134,9 @@ class ProjectCommands(QObject):
         changed, notes = resolve_voices(self.window, self.library, project, self.store.packed_voices)
         if len(self.library.list()) != before:
             self.voices_added.emit()
+        ahead = self._upgraded(project, self._ahead())
         self.about_to_switch.emit()
-        self.document.replace(project, self._ahead())
+        self.document.replace(project, ahead)
         if changed:  # the cast now names this library's voices: worth saving
             self.store.changed(project)
         if notes:
@@ -147,6 +150,18 @@ class ProjectCommands(QObject):
         """The script of the project just opened, parsed on the writer thread while it was read."""
         ahead = self.store.ahead_result
         return ahead if isinstance(ahead, ParsedAhead) else None
+
+    def _upgraded(self, project: Project, ahead: ParsedAhead | None) -> ParsedAhead | None:
+        """The takes of a project just read brought to today's record (`upgrade_takes`: a hash a take, a second
+        for a book) on the writer thread, with its voices as resolved; the document then shows them as they are."""
+        if ahead is None or ahead.text is not project.script:
+            return ahead
+        work = functools.partial(upgrade_takes, project, ahead.script.lines, self.document.voices())
+        _, error = self._wait(self.store.run("upgrade takes", work), "Opening the project…")
+        if error:  # the document upgrades them itself
+            logger.warning("upgrading the takes of the project off the window's thread failed: %s", error)
+            return ahead
+        return dataclasses.replace(ahead, upgraded=True)
 
     def _report_unreadable_takes(self, title: str) -> None:
         problems = self.store.problems

@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QInputDialog, QWidget
 from s2studio.errors import UserError, printable
 from s2studio.state.project import Project
 from s2studio.state.project_voices import Missing, missing_voices, plan, remap
-from s2studio.state.voices import VoiceLibrary
+from s2studio.state.voices import Voice, VoiceLibrary
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +53,6 @@ def resolve_voices(parent: QWidget, library: VoiceLibrary, project: Project,
     project's cast changed or the library grew, and what was done, in words."""
     p = plan(missing_voices(project, library, packed))
     chosen: dict[str, str | None] = {m.voice_id: ask(parent, m) for m in p.ask}
-    changed = False
     notes = list(p.notes)
     for m in p.ask:
         choice = chosen[m.voice_id]
@@ -61,20 +60,17 @@ def resolve_voices(parent: QWidget, library: VoiceLibrary, project: Project,
             p.imports[m.voice_id] = m.packed  # type: ignore[assignment]
         elif choice is not None:
             p.use[m.voice_id] = choice
+    voices: dict[str, Voice] = {}
     for old_id, path in p.imports.items():
         try:
-            voice = library.import_voice(path)
+            voices[old_id] = library.import_voice(path)
         except UserError as exc:
             logger.warning("cannot import the packed voice %s: %s", path, exc)
             notes.append(f"the project's copy of a voice could not be added: {exc}")
-            continue
-        remap(project, old_id, voice)
-        changed = True
     for old_id, new_id in p.use.items():
         try:
-            remap(project, old_id, library.get(new_id))
+            voices[old_id] = library.get(new_id)
         except UserError as exc:
             notes.append(str(exc))
-            continue
-        changed = True
-    return changed, notes
+    remap(project, voices)
+    return bool(voices), notes
