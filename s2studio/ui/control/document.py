@@ -30,7 +30,6 @@ from s2studio.state.script_edits import Change, Edit, ScriptParser, common_ends
 from s2studio.state.staleness import Stale, stale_reasons, upgrade_takes, voice_key
 from s2studio.state.take_check import TakeCheck
 from s2studio.state.voices import Voice
-from s2studio.ui.control import heap
 from s2studio.ui.control.background import Background
 
 LineKind = Literal["none", "fresh", "stale"]
@@ -91,7 +90,6 @@ class Document(QObject):
     def replace(self, project: Project, ahead: ParsedAhead | None = None) -> None:
         """Another project: its script with its saved ids (or content ids, for an old file); `ahead`: its
         script parsed off the GUI thread (`parse_ahead`: a book's takes a second to parse)."""
-        heap.release()  # the project before may be garbage now
         self._adopt(project, ahead)
         self.replaced.emit()
 

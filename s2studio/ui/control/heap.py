@@ -3,13 +3,16 @@
 A full collection walks every object the collector tracks, and every thread waits for it (the GIL), the window's
 included: with a 10,000-line book open that is ~220,000 objects and ~200 ms of CPU, every time enough new objects
 have piled up (while typing, rendering, saving). Objects that survived a full collection are frozen (`gc.freeze`),
-so later full collections walk only what came after them. When another project is opened they are unfrozen
-(`release`): the next full collection may free the project before (its cycles), then freezes what is left.
-Objects no cycle holds are freed by their reference counts either way. QtCore only."""
+so later full collections walk only what came after them. While another project is read they are unfrozen
+(`reading`, on the thread that reads it): the collections there may free what the project before left in cycles,
+and the project read is frozen as soon as it is read. Objects no cycle holds (a project) are freed by their
+reference counts either way. QtCore only."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -24,6 +27,15 @@ def install() -> None:
         gc.callbacks.append(_collected)
 
 
-def release() -> None:
-    """What was frozen may be garbage now (another project is open): collectable again."""
+@contextlib.contextmanager
+def reading() -> Iterator[None]:
+    """Around reading a project, on the thread that reads it. Before: what was frozen is collectable again (the
+    cycles the project open now left when it was read; the project itself, acyclic, is freed by its reference
+    counts once another replaces it), so the full collections that reading causes free them, here. After: the
+    project read is frozen at once (no collection walks it; a full collection of it on the window's thread, once
+    it is shown, held that thread ~150 ms for a book)."""
     gc.unfreeze()
+    try:
+        yield
+    finally:
+        gc.freeze()

@@ -38,6 +38,7 @@ from s2studio.state.project_files import ProjectFile, exists, recover
 from s2studio.state.project_folder import ProjectFolder
 from s2studio.state.project_journal import capture
 from s2studio.ui.control.background import Background
+from s2studio.ui.control import heap
 from s2studio.ui.control.write_queue import WriteQueue
 
 logger = logging.getLogger(__name__)
@@ -159,7 +160,7 @@ class ProjectStore(QObject):
             return opened.project, opened.autosave_of
 
         return self.queue.submit("restore", lambda: lambda task: _opened(
-            ProjectFolder.open(self.autosave_path, autosave=True, progress=task.progress.emit), ahead), done)
+            lambda: ProjectFolder.open(self.autosave_path, autosave=True, progress=task.progress.emit), ahead), done)
 
     def set_aside(self) -> Path | None:
         """Move the autosave out of the way (kept as `damaged-<time>.s2proj`); returns where it went."""
@@ -298,7 +299,7 @@ class ProjectStore(QObject):
             return opened.project
 
         return self.queue.submit("open", lambda: lambda task: _opened(
-            ProjectFolder.open(Path(path), progress=task.progress.emit), ahead), done)
+            lambda: ProjectFolder.open(Path(path), progress=task.progress.emit), ahead), done)
 
     def run(self, kind: str, work: Callable[[], object]) -> int:
         """`work` on the writer thread, in turn with saves (a project just read, prepared before it is shown);
@@ -353,6 +354,10 @@ class ProjectStore(QObject):
         self.recent_changed.emit()
 
 
-def _opened(opened: tuple[ProjectFolder, ProjectFile], ahead: Ahead | None) -> tuple[ProjectFolder, ProjectFile, object]:
-    """(writer, project file, what `ahead` made of the project), on the writer thread."""
-    return (*opened, ahead(opened[1].project) if ahead is not None else None)
+def _opened(read: Callable[[], tuple[ProjectFolder, ProjectFile]],
+            ahead: Ahead | None) -> tuple[ProjectFolder, ProjectFile, object]:
+    """(writer, project file, what `ahead` made of the project), read on the writer thread, where the full
+    garbage collections that its objects cause run too (`heap.reading`)."""
+    with heap.reading():
+        opened = read()
+        return (*opened, ahead(opened[1].project) if ahead is not None else None)
