@@ -110,7 +110,7 @@ class Document(QObject):
                 script = replace(script, warnings=())
         else:
             script = first_ids(self._parser.parse(project.script, self._known()), project.line_ids)
-        upgraded = ahead is not None and ahead.upgraded and script is ahead.script
+        upgraded = ahead is not None and ahead.upgraded and ahead.text is project.script
         owned = set(script.line_ids)
         orphans: dict[Key, list[str]] = {}
         for line_id, entry in project.lines.items():
