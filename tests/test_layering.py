@@ -241,6 +241,35 @@ def test_the_main_window_only_composes_and_wires() -> None:
     assert "@property" not in text and "def _slots" not in text
 
 
+def _self_attributes(tree: ast.AST) -> set[str]:
+    """The names a class's methods assign on `self` (`self.a = …`, `self.a, self.b = …`)."""
+    targets = [t for n in ast.walk(tree) if isinstance(n, ast.Assign) for t in n.targets]
+    names = [e for t in targets for e in (t.elts if isinstance(t, ast.Tuple) else [t])]
+    return {e.attr for e in names if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name)
+            and e.value.id == "self"}
+
+
+def test_the_window_has_every_part_its_action_slots_name() -> None:
+    """`action_slots` types the window as `WindowParts` (naming `MainWindow` there would be an import circle): every
+    part it reads is declared there, and the window builds every declared part."""
+    slots = ast.parse((PACKAGE / "ui/window/action_slots.py").read_text())
+    protocol = next(n for n in ast.walk(slots) if isinstance(n, ast.ClassDef) and n.name == "WindowParts")
+    declared = {n.target.id for n in protocol.body if isinstance(n, ast.AnnAssign)}
+    declared |= {n.name for n in protocol.body if isinstance(n, ast.FunctionDef)}
+    read = {n.attr for n in ast.walk(slots) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+            and n.value.id == "w"}
+    assert read <= declared, read - declared
+    built = _self_attributes(ast.parse((PACKAGE / "ui/window/main_window.py").read_text()))
+    assert declared - {"window", "close"} <= built, declared - built  # window() and close() are QWidget's
+
+
+def test_the_voices_region_is_small_modules() -> None:
+    """The voices region's views: thin modules, each with one job (the dialogs' parts in their own folders)."""
+    sizes = {str(p.relative_to(PACKAGE)): len(p.read_text().splitlines())
+             for p in (PACKAGE / "ui/voices").rglob("*.py")}
+    assert {name: n for name, n in sizes.items() if n >= 400} == {}
+
+
 def test_ui_imports_only_the_engine_seam() -> None:
     def outside_the_seam(m: str) -> bool:
         if m.startswith(UI_ENGINE_SEAM) or m == "s2studio.engine":

@@ -109,7 +109,7 @@ def main() -> int:
     from s2studio.ui.dialogs.export_dialog import ExportDialog
     from s2studio.ui.dialogs.model_page import ModelPage
     from s2studio.ui.voices.record_dialog import RecordDialog
-    from s2studio.ui.voices.new_voice_dialog import NewVoiceDialog
+    from s2studio.ui.voices.new_voice.dialog import NewVoiceDialog
 
     qapp = studio.make_application([sys.argv[0]])
     if args.dark:
@@ -257,7 +257,7 @@ def main() -> int:
             sf.write(home / name, 0.5 * spoken[0], spoken[1])
             clips.append(home / name)
     clips = clips or [home / "alice.wav", _voice_clip(home / "alice-2.wav", 230)]
-    new_voice = NewVoiceDialog(clips, "", window, asr=asr, jobs=window.voices.jobs)
+    new_voice = NewVoiceDialog(clips, "", window, asr=asr, jobs=window.clip_jobs)
     new_voice.name.setText("Alice (warm)")
     new_voice.show()
     _wait(qapp, lambda: all(c.auto for c in new_voice.cards), 60 if asr else 2)

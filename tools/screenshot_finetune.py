@@ -31,7 +31,7 @@ def main() -> None:
     from s2studio.engine.fake import FakeEngine
     from s2studio.worker import EngineHost
     from s2studio.state.voices import VoiceLibrary
-    from s2studio.ui.voices.finetune_dialog import FineTuneDialog
+    from s2studio.ui.voices.finetune.dialog import FineTuneDialog
 
     app = QApplication([])
     with tempfile.TemporaryDirectory() as tmp:
@@ -55,11 +55,11 @@ def main() -> None:
         voice = lib.create("Narrator", clips, consent="my own voice")
         dialog = FineTuneDialog(lib, voice.id, model, root, host=host, model_info=infos[0])
         dialog.resize(720, 900)
-        dialog.steps.setValue(args.steps)
-        dialog.batch_size.setValue(1)
-        dialog.max_length.setValue(160)
-        dialog.device.setCurrentIndex(dialog.device.findData("cpu"))
-        dialog.save_every.setValue(8)
+        dialog.form.steps.setValue(args.steps)
+        dialog.form.batch_size.setValue(1)
+        dialog.form.max_length.setValue(160)
+        dialog.form.device.setCurrentIndex(dialog.form.device.findData("cpu"))
+        dialog.form.save_every.setValue(8)
         dialog.show()
         dialog.measure()
         while dialog.run.running:
@@ -71,7 +71,7 @@ def main() -> None:
             app.processEvents()
             time.sleep(0.02)
         waited = time.monotonic()  # the checkpoints' previews so far
-        while any(r.state in ("waiting", "rendering") for r in dialog.checkpoints) and time.monotonic() - waited < 10:
+        while any(r.state in ("waiting", "rendering") for r in dialog.checkpoints.rows) and time.monotonic() - waited < 10:
             app.processEvents()
             time.sleep(0.01)
         args.out.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,8 @@ from PySide6.QtCore import QSettings, QStandardPaths
 
 KINDS = ("project", "voice", "clips")
 """Projects (.s2proj), voice files (.s2voice), reference clips (audio)."""
+AUDIO_FILTER = "Audio (*.wav *.flac *.ogg *.mp3 *.aiff *.aif);;All files (*)"
+"""What the dialogs that choose reference clips show."""
 
 
 def documents() -> Path:

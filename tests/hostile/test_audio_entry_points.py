@@ -103,7 +103,7 @@ def test_a_voice_file_holding_one_is_not_imported(files, tmp_path) -> None:
 def test_the_studio_refuses_them_when_dropped_and_when_prepared_in_memory(files, qtbot) -> None:
     """A dropped file is read as a recording (it may be split into clips later): what even that limit refuses is
     refused at once, the rest becomes a card marked ✗ by the clip rule, and no voice can be made of it."""
-    from s2studio.ui.voices.new_voice_dialog import NewVoiceDialog
+    from s2studio.ui.voices.new_voice.dialog import NewVoiceDialog
 
     dialog = NewVoiceDialog([])
     qtbot.addWidget(dialog)

@@ -16,7 +16,7 @@ from PySide6.QtCore import Qt
 from s2studio.demo_model import write_demo_model
 from s2studio.state.voices import VoiceLibrary
 from s2studio.ui.control import finetune
-from s2studio.ui.voices.finetune_dialog import FineTuneDialog
+from s2studio.ui.voices.finetune.dialog import FineTuneDialog
 
 
 def speech(path: Path, seconds: float, hz: float) -> Path:
@@ -49,17 +49,17 @@ def shown_dialog(qtbot, tiny: Path, tmp_path: Path, monkeypatch) -> tuple[VoiceL
 
 
 def small(dialog: FineTuneDialog, steps: int) -> None:
-    dialog.steps.setValue(steps)
-    dialog.batch_size.setValue(1)
-    dialog.max_length.setValue(128)
-    dialog.device.setCurrentIndex(dialog.device.findData("cpu"))
+    dialog.form.steps.setValue(steps)
+    dialog.form.batch_size.setValue(1)
+    dialog.form.max_length.setValue(128)
+    dialog.form.device.setCurrentIndex(dialog.form.device.findData("cpu"))
 
 
 def test_train_stop_resume_and_attach(qtbot, tiny: Path, tmp_path: Path, monkeypatch) -> None:
     lib, voice, dialog = shown_dialog(qtbot, tiny, tmp_path, monkeypatch)
     assert dialog.start_button.isEnabled() and not dialog.resume.isEnabled()
     small(dialog, 5)
-    dialog.save_every.setValue(1)
+    dialog.form.save_every.setValue(1)
     steps: list[int] = []
     stop_at = [1]
 
@@ -166,19 +166,19 @@ def test_estimate_times_a_real_step_scales_with_steps_and_refuses_what_does_not_
     assert f"{est.peak_bytes / 1e9:.1f} GB" in dialog.estimate_label.text()
     assert not (tmp_path / "data" / "training").exists()  # estimating writes nothing
 
-    dialog.steps.setValue(1000)  # the cached step, scaled: no second measurement
+    dialog.form.steps.setValue(1000)  # the cached step, scaled: no second measurement
     assert dialog.estimate_result.steps == 1000
     assert dialog.estimate_result.seconds == pytest.approx(1000 * est.seconds_per_step)
-    dialog.batch_size.setValue(2)  # another step's cost: not measured
+    dialog.form.batch_size.setValue(2)  # another step's cost: not measured
     assert dialog.estimate_result is None and "not measured yet" in dialog.estimate_label.text()
 
     # measured on a machine with no memory left (the training process reads what is free)
     finetune.ESTIMATES[dialog._estimate_key()] = dataclasses.replace(est, free_bytes=1000)
-    dialog.batch_size.setValue(1)
-    dialog.batch_size.setValue(2)
+    dialog.form.batch_size.setValue(1)
+    dialog.form.batch_size.setValue(2)
     assert not dialog.estimate_result.fits and "Too much for this machine" in dialog.estimate_label.text()
     assert not dialog.start_button.isEnabled() and "only 0.0 GB is free" in dialog.start_button.toolTip()
-    dialog.batch_size.setValue(1)  # back to the settings that fit
+    dialog.form.batch_size.setValue(1)  # back to the settings that fit
     assert dialog.estimate_result.fits and dialog.start_button.isEnabled()
 
 
@@ -212,23 +212,23 @@ def test_each_checkpoint_gets_a_preview_to_play_and_can_be_the_one_kept(qtbot, t
         qtbot.addWidget(dialog)
         dialog.show()
         small(dialog, 2)
-        dialog.save_every.setValue(1)
+        dialog.form.save_every.setValue(1)
         with qtbot.waitSignal(dialog.run.ended, timeout=240_000):
             qtbot.mouseClick(dialog.start_button, Qt.MouseButton.LeftButton)
         folder = tmp_path / "data" / "training" / voice.id / "checkpoints"
-        assert [(r.step, r.folder) for r in dialog.checkpoints] == [(1, folder / "step_000000001"),
+        assert [(r.step, r.folder) for r in dialog.checkpoints.rows] == [(1, folder / "step_000000001"),
                                                                    (2, folder / "step_000000002")]
-        assert [round(r.loss, 6) for r in dialog.checkpoints] == [round(p[1], 6) for p in dialog.plot.points]
+        assert [round(r.loss, 6) for r in dialog.checkpoints.rows] == [round(p[1], 6) for p in dialog.plot.points]
         assert dialog.table.item(1, 1).text() == f"{dialog.plot.points[1][1]:.4f}"
-        qtbot.waitUntil(lambda: all(r.state == "ready" for r in dialog.checkpoints), timeout=30_000)
-        first, second = dialog.checkpoints
+        qtbot.waitUntil(lambda: all(r.state == "ready" for r in dialog.checkpoints.rows), timeout=30_000)
+        first, second = dialog.checkpoints.rows
         assert first.preview == preview_path(dialog.voice, w.model.info, lora=first.lora)
         assert first.preview.is_file() and second.preview.is_file()
         assert first.preview.read_bytes() != second.preview.read_bytes()  # each spoken with its own LoRA
-        assert dialog.play_button(0).text() == "▶ Play" and dialog.play_button(0).isEnabled()
+        assert dialog.table.play_button(0).text() == "▶ Play" and dialog.table.play_button(0).isEnabled()
 
         playback_raw().unlink(missing_ok=True)
-        qtbot.mouseClick(dialog.play_button(0), Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(dialog.table.play_button(0), Qt.MouseButton.LeftButton)
         assert dialog.status.text() == "Playing step 1's preview."
         qtbot.waitUntil(lambda: playback_raw().exists() and np.any(np.fromfile(playback_raw(), "<i2")),
                         timeout=10_000)
@@ -236,26 +236,26 @@ def test_each_checkpoint_gets_a_preview_to_play_and_can_be_the_one_kept(qtbot, t
         # the run attached its final LoRA; the person prefers step 1's
         assert lib.lora_path(lib.get(voice.id)).read_bytes() == second.lora.read_bytes()
         with qtbot.waitSignal(dialog.voice_changed):
-            qtbot.mouseClick(dialog.keep_button(0), Qt.MouseButton.LeftButton)
+            qtbot.mouseClick(dialog.table.keep_button(0), Qt.MouseButton.LeftButton)
         kept = lib.get(voice.id)
         assert lib.lora_path(kept).read_bytes() == first.lora.read_bytes() != second.lora.read_bytes()
         assert kept.lora.note.startswith("r_8_alpha_16, 1 steps, loss ")
         assert "speaks with the LoRA of step 1" in dialog.status.text()
         # the voice's own preview now speaks with the LoRA it carries: step 1's sentence, sample for sample
-        with qtbot.waitSignal(dialog.previews.ready, timeout=120_000) as own:  # a render, on a loaded machine
-            assert dialog.previews.preview(kept) is None
+        with qtbot.waitSignal(dialog.checkpoints.previews.ready, timeout=120_000) as own:  # a render, on a loaded machine
+            assert dialog.checkpoints.previews.preview(kept) is None
         assert own.args[1] == preview_path(kept, w.model.info) != first.preview
         assert own.args[1].read_bytes() == first.preview.read_bytes()
 
         again = FineTuneDialog(lib, voice.id, tiny, tmp_path / "data", host=w.ctx.host, model_info=w.model.info)
         qtbot.addWidget(again)  # reopened: the checkpoints are listed with their losses, previews from the cache
         losses = [round(loss, 6) for _step, loss in dialog.plot.points]
-        assert [(r.step, round(r.loss, 6), r.state, r.preview) for r in again.checkpoints] == [
+        assert [(r.step, round(r.loss, 6), r.state, r.preview) for r in again.checkpoints.rows] == [
             (1, losses[0], "ready", first.preview), (2, losses[1], "ready", second.preview)]
-        assert again.table.item(0, 1).text() == f"{dialog.plot.points[0][1]:.4f}" and again.play_button(1).isEnabled()
+        assert again.table.item(0, 1).text() == f"{dialog.plot.points[0][1]:.4f}" and again.table.play_button(1).isEnabled()
         assert again.plot.points == dialog.plot.points  # the last run's curve, as it was
-        assert (again.steps.value(), again.batch_size.value(), again.max_length.value(), again.save_every.value(),
-                again.device.currentData()) == (2, 1, 128, 1, "cpu")  # the voice's last run, not the defaults
+        assert (again.form.steps.value(), again.form.batch_size.value(), again.form.max_length.value(), again.form.save_every.value(),
+                again.form.device.currentData()) == (2, 1, 128, 1, "cpu")  # the voice's last run, not the defaults
         again.show()
         qtbot.waitUntil(again.table.isVisible)
         shown = [again.table.visualRect(again.table.model().index(i, 0)) for i in range(2)]
@@ -278,6 +278,6 @@ def test_closing_while_estimating_waits_for_the_step_then_closes(qtbot, tiny: Pa
 
 def test_a_first_run_is_a_short_one(qtbot, tiny: Path, tmp_path: Path, monkeypatch) -> None:
     _lib, _voice, dialog = shown_dialog(qtbot, tiny, tmp_path, monkeypatch)
-    assert (dialog.steps.value(), dialog.batch_size.value(), dialog.max_length.value(), dialog.save_every.value()) \
+    assert (dialog.form.steps.value(), dialog.form.batch_size.value(), dialog.form.max_length.value(), dialog.form.save_every.value()) \
         == (100, 2, 2048, 25)  # an eighth of upstream's full run (200 steps of 4 samples of 4096 tokens)
     assert dialog.table.height() > 2 * dialog.table.verticalHeader().defaultSectionSize()  # room for two rows

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from s2studio.ui.voices.loss_plot import LossPlot
+from s2studio.ui.voices.finetune.loss_plot import LossPlot
 
 
 def drawn(plot: LossPlot) -> list[tuple[float, float]]:

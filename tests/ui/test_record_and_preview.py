@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QDialogButtonBox
 
 from s2studio.ui.voices import record_dialog
 from s2studio.ui.voices.level_meter import LevelMeter
-from s2studio.ui.voices.new_voice_dialog import NewVoiceDialog
+from s2studio.ui.voices.new_voice.dialog import NewVoiceDialog
 from s2studio.ui.voices.record_dialog import NO_MICROPHONE, RecordDialog, suggested_voice_name
 from s2studio.ui.control.preview import SENTENCE, preview_path
 from ui_helpers import close_studio, fake_engine, on_modal, open_studio, playback_raw, write_wav
@@ -61,7 +61,7 @@ def test_record_meter_trim_and_use_the_take(qtbot, studio, tmp_path):
         qtbot.mouseClick(d.buttons.button(QDialogButtonBox.StandardButton.Ok), Qt.MouseButton.LeftButton)
 
     on_modal(qtbot, RecordDialog, record)
-    w.voices.record()
+    w.voices.asking.record()
     assert seen["devices"] and any("default" in name for name in seen["devices"])
     assert seen["before"] == (False, True, False)  # nothing said about any device before Record
     level, peak, clipped = seen["meter"]
@@ -158,7 +158,7 @@ def test_a_voice_preview_renders_once_then_plays_from_the_cache(qtbot, studio, t
     assert [j for j in jobs if j.startswith("preview")] == [jobs[-1]] and len(jobs) >= 1
     qtbot.waitUntil(lambda: playback_raw().exists() and np.any(np.fromfile(playback_raw(), "<i2")), timeout=10000)
     # again: no render, the cached file plays (once the render's job has ended: its end may still be on its way)
-    qtbot.waitUntil(lambda: not w.voices.preview.busy, timeout=10000)
+    qtbot.waitUntil(lambda: not w.preview.busy, timeout=10000)
     started = len(jobs)
     messages.clear()
     qtbot.mouseClick(button, Qt.MouseButton.LeftButton)

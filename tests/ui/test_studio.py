@@ -18,7 +18,7 @@ from s2studio import app
 from s2studio.engine.api import SAMPLE_RATE
 from s2studio.ui.dialogs.export_dialog import ExportDialog
 from s2studio.ui.voices.record_dialog import RecordDialog
-from s2studio.ui.voices.new_voice_dialog import NewVoiceDialog
+from s2studio.ui.voices.new_voice.dialog import NewVoiceDialog
 from ui_helpers import CHUNK, drop_files, fake_engine, on_modal, playback_raw, write_wav
 
 FRAMES = 12

@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QDialogButtonBox
 
 from pulse import pulse_server
 from s2studio.demo_model import write_demo_model
-from s2studio.ui.voices.new_voice_dialog import NewVoiceDialog
+from s2studio.ui.voices.new_voice.dialog import NewVoiceDialog
 from ui_helpers import close_studio, fake_engine, on_modal, open_studio, write_wav
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,7 +31,7 @@ def test_cancelling_the_new_voice_dialog_warns_nothing(qtbot, tmp_path, monkeypa
         d.buttons.button(QDialogButtonBox.StandardButton.Cancel).click()
 
     on_modal(qtbot, NewVoiceDialog, cancel)
-    assert w.voices.new_voice_from(clips) is None and seen == [2]
+    assert w.voices.asking.new_voice_from(clips) is None and seen == [2]
     qtbot.wait(50)
     noise = [str(r.message) for r in recwarn if issubclass(r.category, RuntimeWarning)]
     assert noise == []  # once: six "Failed to disconnect" warnings, the dialog released twice

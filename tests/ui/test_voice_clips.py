@@ -9,7 +9,7 @@ from PySide6.QtWidgets import QComboBox, QDialogButtonBox, QInputDialog
 
 from s2studio.engine.fake import FakeEngine
 from s2studio.ui.voices import voices_panel
-from s2studio.ui.voices.new_voice_dialog import NewVoiceDialog
+from s2studio.ui.voices.new_voice.dialog import NewVoiceDialog
 from ui_helpers import close_studio, drop_files, on_modal, open_studio, write_wav
 
 ENCODED: list[str] = []

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QDialogButtonBox
 from fake_hub import FakeHub
 from s2studio.audio.asr import Recognizer
 from s2studio.audio.dsp import integrated_loudness
-from s2studio.ui.voices.new_voice_dialog import NewVoiceDialog
+from s2studio.ui.voices.new_voice.dialog import NewVoiceDialog
 from s2studio.ui.voices.transcripts_box import LANGUAGE_KEY, MODEL_KEY, TranscriptsBox, asr_settings
 from s2studio.audio.speech_regions import speech_regions
 from speech import PARAGRAPHS, SENTENCE, espeak, padded, speech_edges, tiny_model, word_error_rate, words
@@ -137,7 +137,7 @@ def test_trim_handles_move_the_kept_part_and_the_auto_transcript_follows(qtbot, 
     sf.write(str(silent), np.zeros(44100 * 4, np.float32), 44100)
     bad = tmp_path / "notes.wav"
     bad.write_bytes(b"these are not samples")
-    d = NewVoiceDialog([clip, silent, bad], "", w.voices, asr=asr_settings(w.ctx.settings), jobs=w.voices.jobs)
+    d = NewVoiceDialog([clip, silent, bad], "", w.voices, asr=asr_settings(w.ctx.settings), jobs=w.clip_jobs)
     qtbot.addWidget(d)
     d.show()
     try:
@@ -192,7 +192,7 @@ def test_a_long_recording_splits_into_clips_with_their_own_transcripts(qtbot, st
     long = tmp_path / "interview.wav"
     sf.write(str(long), np.concatenate([np.zeros(rate // 2, np.float32), parts[0], pause, parts[1], pause,
                                         parts[2]]), rate, subtype="PCM_16")
-    d = NewVoiceDialog([long], "", w.voices, asr=asr_settings(w.ctx.settings), jobs=w.voices.jobs)
+    d = NewVoiceDialog([long], "", w.voices, asr=asr_settings(w.ctx.settings), jobs=w.clip_jobs)
     qtbot.addWidget(d)
     d.show()
     try:
@@ -220,7 +220,7 @@ def test_stopping_a_download_and_the_message_offline(qtbot, studio, tmp_path, mo
     with FakeHub({"Systran/faster-whisper-tiny": files}, chunk_delay_s=0.01) as hub:
         monkeypatch.setenv("HF_ENDPOINT", hub.url)  # a mirror: the hub the studio asks
         w.ctx.settings.setValue(MODEL_KEY, "tiny")
-        d = NewVoiceDialog([clip], "", w.voices, asr=asr_settings(w.ctx.settings), jobs=w.voices.jobs)
+        d = NewVoiceDialog([clip], "", w.voices, asr=asr_settings(w.ctx.settings), jobs=w.clip_jobs)
         qtbot.addWidget(d)
         d.show()
         try:
@@ -230,7 +230,7 @@ def test_stopping_a_download_and_the_message_offline(qtbot, studio, tmp_path, mo
             qtbot.waitUntil(lambda: d.progress.value() > 50, timeout=20000)
             qtbot.mouseClick(d.stop_button, Qt.MouseButton.LeftButton)
             assert d.status.text() == "Transcription stopped."
-            qtbot.waitUntil(lambda: not w.voices.jobs.busy, timeout=10000)
+            qtbot.waitUntil(lambda: not w.clip_jobs.busy, timeout=10000)
             assert d.cards[0].tag.text() == "stopped: type it" and d.cards[0].transcript.toPlainText() == ""
             assert not d.progress.isVisible()
             sent = hub.bytes_sent
@@ -245,7 +245,7 @@ def test_stopping_a_download_and_the_message_offline(qtbot, studio, tmp_path, mo
     # offline, a size that was never downloaded: one line, the transcript left to type
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
     w.ctx.settings.setValue(MODEL_KEY, "base")
-    d = NewVoiceDialog([clip], "", w.voices, asr=asr_settings(w.ctx.settings), jobs=w.voices.jobs)
+    d = NewVoiceDialog([clip], "", w.voices, asr=asr_settings(w.ctx.settings), jobs=w.clip_jobs)
     qtbot.addWidget(d)
     try:
         qtbot.waitUntil(lambda: d.status.text().startswith("⚠"), timeout=20000)
@@ -274,16 +274,16 @@ def test_closing_the_dialog_while_transcribing_stops_it(qtbot, studio, tmp_path)
     w = studio
     clip, _ = spoken(tmp_path, "take", " ".join(PARAGRAPHS))
     threads = threading.active_count()  # the whole suite's threads: earlier tests' may still be winding down
-    d = NewVoiceDialog([clip], "", w.voices, asr=asr_settings(w.ctx.settings), jobs=w.voices.jobs)
+    d = NewVoiceDialog([clip], "", w.voices, asr=asr_settings(w.ctx.settings), jobs=w.clip_jobs)
     qtbot.addWidget(d)
     d.show()
     qtbot.waitUntil(lambda: d.status.text().startswith("Transcribing"), timeout=30000)
     d.done(0)
-    qtbot.waitUntil(lambda: not w.voices.jobs.busy, timeout=30000)
-    assert w.voices.jobs.pending() == []
+    qtbot.waitUntil(lambda: not w.clip_jobs.busy, timeout=30000)
+    assert w.clip_jobs.pending() == []
     # the worker serves the next dialog
     short, _ = spoken(tmp_path, "short", SENTENCE)
-    d2 = NewVoiceDialog([short], "", w.voices, asr=asr_settings(w.ctx.settings), jobs=w.voices.jobs)
+    d2 = NewVoiceDialog([short], "", w.voices, asr=asr_settings(w.ctx.settings), jobs=w.clip_jobs)
     qtbot.addWidget(d2)
     try:
         qtbot.waitUntil(lambda: d2.cards[0].auto, timeout=60000)
@@ -293,13 +293,13 @@ def test_closing_the_dialog_while_transcribing_stops_it(qtbot, studio, tmp_path)
 
 
 def test_without_the_extra_the_dialog_says_how_to_get_it(qtbot, studio, tmp_path, monkeypatch):
-    from s2studio.ui.voices import new_voice_dialog
+    from s2studio.ui.voices.new_voice import dialog as new_voice_dialog
 
     monkeypatch.setattr(new_voice_dialog, "asr_missing", lambda: "Automatic transcripts need the optional package "
                                                                  "faster-whisper: pip install 's2studio[asr]' (or "
                                                                  "type the transcript)")
     clip, _ = spoken(tmp_path, "take", SENTENCE)
-    d = NewVoiceDialog([clip], "", studio.voices, asr=asr_settings(studio.ctx.settings), jobs=studio.voices.jobs)
+    d = NewVoiceDialog([clip], "", studio.voices, asr=asr_settings(studio.ctx.settings), jobs=studio.clip_jobs)
     qtbot.addWidget(d)
     try:
         assert d.status.text() == ("ⓘ Automatic transcripts need the optional package faster-whisper: pip install "
@@ -307,6 +307,6 @@ def test_without_the_extra_the_dialog_says_how_to_get_it(qtbot, studio, tmp_path
         assert d.cards[0].transcribe_button.isHidden()
         qtbot.waitUntil(lambda: d.cards[0].draft.analysed, timeout=20000)  # the trim still works
         assert d.cards[0].draft.speech is not None and d.cards[0].transcript.toPlainText() == ""
-        assert studio.voices.jobs.pending("transcribe") == []
+        assert studio.clip_jobs.pending("transcribe") == []
     finally:
         d.done(0)

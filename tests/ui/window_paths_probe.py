@@ -23,7 +23,7 @@ def test_fine_tune_preview_and_transcription_leave_torch_out(qtbot, tmp_path: Pa
     from s2studio.audio.asr import AsrSettings
     from s2studio.engine.fake import FakeEngine
     from s2studio.ui.control.clips import ClipJobs
-    from s2studio.ui.voices.finetune_dialog import FineTuneDialog
+    from s2studio.ui.voices.finetune.dialog import FineTuneDialog
 
     assert "torch" not in sys.modules
     whisper = tiny_model()
@@ -37,19 +37,19 @@ def test_fine_tune_preview_and_transcription_leave_torch_out(qtbot, tmp_path: Pa
                                 host=w.ctx.host, model_info=w.model.info)
         qtbot.addWidget(dialog)
         dialog.show()
-        dialog.steps.setValue(1)
-        dialog.batch_size.setValue(1)
-        dialog.max_length.setValue(128)
-        dialog.device.setCurrentIndex(dialog.device.findData("cpu"))
+        dialog.form.steps.setValue(1)
+        dialog.form.batch_size.setValue(1)
+        dialog.form.max_length.setValue(128)
+        dialog.form.device.setCurrentIndex(dialog.form.device.findData("cpu"))
         with qtbot.waitSignal(dialog.run.estimated, timeout=240_000) as estimated:
             qtbot.mouseClick(dialog.estimate_button, Qt.MouseButton.LeftButton)
         assert estimated.args[1] == "" and estimated.args[0].seconds_per_step > 0
         with qtbot.waitSignal(dialog.run.ended, timeout=240_000) as ended:
             qtbot.mouseClick(dialog.start_button, Qt.MouseButton.LeftButton)
         assert ended.args == [str(tmp_path / "data" / "training" / voice.id / "lora.safetensors"), ""]
-        qtbot.waitUntil(lambda: all(r.state == "ready" for r in dialog.checkpoints), timeout=30_000)
-        with qtbot.waitSignal(dialog.previews.ready, timeout=30_000):  # the voice's preview, with its new LoRA
-            assert dialog.previews.preview(lib.get(voice.id)) is None
+        qtbot.waitUntil(lambda: all(r.state == "ready" for r in dialog.checkpoints.rows), timeout=30_000)
+        with qtbot.waitSignal(dialog.checkpoints.previews.ready, timeout=30_000):  # the voice's preview, with its new LoRA
+            assert dialog.checkpoints.previews.preview(lib.get(voice.id)) is None
 
         jobs = ClipJobs()
         t = np.arange(44100 * 2) / 44100

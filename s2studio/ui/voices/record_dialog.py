@@ -23,10 +23,10 @@ from s2studio.audio.alsa_messages import route_to_log
 from s2studio.audio import SAMPLE_RATE as RATE
 from s2studio.audio.clip_prep import Span, cut
 from s2studio.errors import printable
-from s2studio.ui.voices.clip_card import ClipDraft
-from s2studio.ui.voices.clip_waveform import ClipWaveform
+from s2studio.ui.voices.new_voice.clip_draft import ClipDraft
+from s2studio.ui.voices.new_voice.clip_waveform import ClipWaveform
 from s2studio.ui.voices.level_meter import LevelMeter
-from s2studio.ui.voices.voice_details import play_samples, stop_playing
+from s2studio.ui.control.one_shot import play_samples, stop_playing
 
 logger = logging.getLogger(__name__)
 

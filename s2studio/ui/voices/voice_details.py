@@ -1,62 +1,30 @@
-"""The selected voice's details under the voice list: its name and source note, and every reference
-clip as a row (number, duration, transcript, the warnings of `check_clip`) that plays when activated.
+"""The selected voice's details under the voice list: its name and source note, every reference clip as a row
+(number, duration, transcript, the warnings of `check_clip`) that plays when activated, and Preview voice.
 
-Playing goes through `play_file` (sounddevice's one-shot `sd.play`), the same path as the preview
-buttons of the new-voice dialog; it reports a reason instead of raising, so a missing PortAudio or a
-vanished device becomes a status-bar message.
+A clip plays through `ui.control.one_shot.play_file`, which reports a reason instead of raising: a missing
+PortAudio or a vanished device becomes a status-bar message. Preview voice asks the window's `VoicePreview`
+(on the engine host) for the voice's test sentence and plays it when it is ready.
 """
 
 from __future__ import annotations
 
 import html
-
-import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
 from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QKeyEvent, QResizeEvent
 from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QLabel, QListWidget, QListWidgetItem,
                                QPushButton, QSizePolicy, QStyle, QVBoxLayout, QWidget)
 
-from s2studio.errors import UserError, printable
-from s2studio.state.clips import MAX_RECORDING_SECONDS, read_audio
+from s2studio.errors import UserError
 from s2studio.state.voices import Clip, Voice, VoiceLibrary, check_clip
-from s2studio.ui.control.player import load_sounddevice
+from s2studio.ui.control.one_shot import play_file
+
+if TYPE_CHECKING:
+    from s2studio.ui.control.preview import VoicePreview
 
 EMPTY_HINT = "Drop a WAV here, browse for one or record from the microphone to clone a voice."
-
-
-def play_file(path: Path) -> str:
-    """Play an audio file through the default device; returns a reason when it cannot (the reference
-    reader's one line for a file that is not audio)."""
-    try:
-        data, sr, _ = read_audio(Path(path), MAX_RECORDING_SECONDS, voice_clip=False)
-    except UserError as exc:
-        return f"Cannot play it: {exc}"
-    return play_samples(data.mean(axis=1), sr)
-
-
-def play_samples(samples: np.ndarray, rate: int) -> str:
-    """Play mono samples through the default device (replacing what plays); returns a reason when it cannot."""
-    sd, reason = load_sounddevice()
-    if sd is None or reason:
-        return reason
-    try:
-        sd.play(np.asarray(samples, dtype=np.float32), rate)
-    except Exception as exc:  # noqa: BLE001 - a vanished device
-        return f"Cannot play: the sound device failed ({printable(exc, 120)})."
-    return ""
-
-
-def stop_playing() -> None:
-    """Stop what `play_samples` started (nothing happens when nothing plays)."""
-    sd, reason = load_sounddevice()
-    if sd is not None and not reason:
-        try:
-            sd.stop()
-        except Exception as exc:  # noqa: BLE001
-            logging.getLogger(__name__).warning("stopping playback: %s", exc)
 
 
 def clip_warnings(path: Path) -> list[str]:
@@ -101,15 +69,19 @@ class ClipList(QListWidget):
 
 class VoiceDetails(QWidget):
     message = Signal(str)
-    """A one-line notice for the status bar (why a clip could not be played)."""
-    preview_requested = Signal()
-    """"Preview voice": hear the shown voice say the test sentence."""
+    """A one-line notice for the status bar (why a clip or the preview could not be played)."""
 
-    def __init__(self, library: VoiceLibrary, parent: QWidget | None = None) -> None:
+    def __init__(self, library: VoiceLibrary, preview: VoicePreview | None = None,
+                 parent: QWidget | None = None) -> None:
+        """`preview`: the window's voice preview (None: no engine, no Preview voice button)."""
         super().__init__(parent)
         self.setObjectName("voiceDetails")
         self.library = library
+        self.preview = preview
         self.voice: Voice | None = None
+        if preview is not None:
+            preview.message.connect(self.message)
+            preview.ready.connect(self._preview_ready)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(4)
@@ -137,7 +109,8 @@ class VoiceDetails(QWidget):
         self.preview_button = QPushButton("Preview voice")
         self.preview_button.setAccessibleName("Hear the voice say a test sentence")
         self.preview_button.setToolTip("Renders a test sentence with this voice (once per voice and model)")
-        self.preview_button.clicked.connect(self.preview_requested)
+        self.preview_button.clicked.connect(self.preview_voice)
+        self.preview_button.setVisible(preview is not None)
         buttons = QHBoxLayout()
         buttons.addWidget(self.play_button)
         buttons.addWidget(self.preview_button)
@@ -190,3 +163,21 @@ class VoiceDetails(QWidget):
         reason = play_file(self.library.clip_path(self.voice, self.voice.clips[row]))
         if reason:
             self.message.emit(reason)
+
+    def preview_voice(self) -> None:
+        """Hear the shown voice say the test sentence (rendered once per voice and model, then cached)."""
+        if self.voice is None or self.preview is None:
+            return
+        try:
+            voice = self.library.get(self.voice.id)
+        except UserError as exc:
+            self.message.emit(str(exc))
+            return
+        self.preview.preview(voice)
+
+    def _preview_ready(self, voice_id: str, path: Path) -> None:
+        reason = play_file(path)
+        if reason:
+            self.message.emit(reason)
+        elif self.voice is not None and voice_id == self.voice.id:
+            self.message.emit("Playing the preview.")

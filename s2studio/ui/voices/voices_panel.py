@@ -1,21 +1,20 @@
-"""The voice library panel: search, new voice (drop, browse or record), clips with transcripts and
-checks, a preview of the voice, rename, delete with undo, export/import `.s2voice`.
+"""The voice library panel: search, the list of voices, the buttons that act on them (new voice by browsing or
+recording, add or remove a clip, rename, delete with undo, export/import `.s2voice`, fine-tune), and the selected
+voice's details (`VoiceDetails`: clips, checks, preview).
 
-The panel is the view: it lists the voices, asks the person (names, files, which clip) and shows what went wrong;
-the library's changes are the commands' (`ui.control.voices`). Files dragged over it light it up and go to the
-window's one drop router (`ui.control.drops`). The clip jobs (shared by its dialogs, so a loaded speech model
-stays loaded) and the voice preview (on the engine host when there is one) are the window's controllers."""
+The panel is the view: it lists the voices, asks the person the small questions (a name, a file, which clip) and
+shows what went wrong; the library's changes are the commands' (`ui.control.voices`), and a new voice or clip is
+asked for by `new_voice.asking`. Files dragged over it light it up and go to the window's one drop router
+(`ui.control.drops`). The clip jobs and the voice preview are the window's controllers."""
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QSettings, QSize, Qt, Signal
 from PySide6.QtGui import QDragEnterEvent, QDragLeaveEvent, QDropEvent
-from PySide6.QtWidgets import (QDialog, QFileDialog, QHBoxLayout, QInputDialog, QLabel, QLineEdit, QListWidget,
+from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QInputDialog, QLabel, QLineEdit, QListWidget,
                                QListWidgetItem, QMessageBox, QPushButton, QStyle, QToolButton, QVBoxLayout, QWidget)
 
 from s2studio.errors import UserError
@@ -26,18 +25,13 @@ from s2studio.ui.control.clips import ClipJobs
 from s2studio.ui.control.drops import dropped_paths, is_audio, voice_files
 from s2studio.ui.control.voices import VoiceCommands
 from s2studio.ui.file_places import remember, start_in
-from s2studio.ui.voices.clip_card import ClipDraft
-from s2studio.ui.voices.new_voice_dialog import NewVoiceDialog
-from s2studio.ui.voices.transcripts_box import asr_settings
-from s2studio.ui.voices.voice_details import VoiceDetails, play_file
+from s2studio.ui.voices.new_voice.asking import NewVoiceAsking
+from s2studio.ui.voices.voice_details import VoiceDetails
 from s2studio.ui.voices.voice_icons import add_voice_icon, avatar
 
 if TYPE_CHECKING:
     from s2studio.ui.control.preview import VoicePreview
 
-logger = logging.getLogger(__name__)
-
-AUDIO_FILTER = "Audio (*.wav *.flac *.ogg *.mp3 *.aiff *.aif);;All files (*)"
 DROP_HINT = "Drop to make a voice of these clips"
 LIST_ROWS = 4
 """Voices the list always shows: the selected voice's details take only the height left below them."""
@@ -59,14 +53,9 @@ class VoicesPanel(QWidget):
         self.setAcceptDrops(True)
         self.commands = commands
         self.library = commands.library
-        self.settings = settings
-        self.jobs = jobs
-        stop = self.jobs.stop_event
+        stop = jobs.stop_event
         self.destroyed.connect(lambda *_: stop.set())  # a transcript running when the window closes ends soon
-        self.preview = preview
-        if preview is not None:
-            preview.message.connect(self.message)
-            preview.ready.connect(self._preview_ready)
+        self.asking = NewVoiceAsking(self, commands, jobs, settings)
         commands.changed.connect(self._library_changed)
         commands.message.connect(self.message)
         commands.undo_offered.connect(self._offer_undo)
@@ -99,8 +88,8 @@ class VoicesPanel(QWidget):
         style = self.style()
         row = QHBoxLayout()
         self.add_button = self._tool("Add voice from a file", add_voice_icon(self.palette().text().color()),
-                                     self.browse)
-        self.record_button = self._tool("Record a voice", None, self.record, "●")
+                                     self.asking.browse)
+        self.record_button = self._tool("Record a voice", None, self.asking.record, "●")
         self.import_button = self._tool("Import a .s2voice file",
                                         style.standardIcon(QStyle.StandardPixmap.SP_DialogOpenButton), self.import_file)
         self.export_button = self._tool("Export the selected voice",
@@ -121,10 +110,8 @@ class VoicesPanel(QWidget):
         self.undo_button.setVisible(False)
         self.undo_button.clicked.connect(commands.undo_delete)
         layout.addWidget(self.undo_button)
-        self.details = VoiceDetails(self.library)
+        self.details = VoiceDetails(self.library, preview)
         self.details.message.connect(self.message)
-        self.details.preview_button.setVisible(self.preview is not None)
-        self.details.preview_requested.connect(self.preview_voice)
         layout.addWidget(self.details)
         self.refresh()
 
@@ -198,56 +185,6 @@ class VoicesPanel(QWidget):
 
     # -- commands --------------------------------------------------------------------------------
 
-    def record(self) -> None:
-        """Record a clip from the microphone, then name the voice made of it."""
-        from s2studio.ui.voices.record_dialog import RecordDialog  # noqa: PLC0415 - opened rarely
-
-        dialog = RecordDialog(self, [v.name for v in self.library.list()])
-        accepted = dialog.exec()
-        take = dialog.take() if accepted else None
-        transcript, name = dialog.transcript.toPlainText().strip(), dialog.suggested_name
-        dialog.deleteLater()  # modal dialogs are deleted explicitly: a parented, unreferenced one crashed PySide at exit
-        if take is not None:
-            self.new_voice_from([take], transcript, name=name)
-
-    def browse(self) -> None:
-        names, _ = QFileDialog.getOpenFileNames(self, f"Choose 1–{MAX_CLIPS} reference clips of one voice",
-                                                start_in("clips"), AUDIO_FILTER)
-        if names:
-            remember("clips", Path(names[0]))
-            self.new_voice_from([Path(n) for n in names])
-
-    def new_voice_from(self, clips: Path | Sequence[Path | ClipDraft], transcript: str = "",
-                       name: str = "") -> Voice | None:
-        """Ask for the name and each clip's transcript (filled in automatically when there is none), then
-        create one voice of those clips (the first MAX_CLIPS of them). Returns it (None when cancelled)."""
-        clips = [clips] if isinstance(clips, Path) else list(clips)
-        dialog = self._dialog(clips[:MAX_CLIPS], transcript, name=name)
-        if len(clips) > MAX_CLIPS:
-            dialog.reason.setText(f"⚠ A voice takes 1–{MAX_CLIPS} clips: only the first {MAX_CLIPS} of the "
-                                  f"{len(clips)} files are used.")
-        return self._until_accepted(dialog, lambda: self.commands.create(dialog.name.text(), dialog.pairs(),
-                                                                         consent=dialog.consent.text()))
-
-    @staticmethod
-    def _until_accepted(dialog: NewVoiceDialog, apply: Callable[[], Voice]) -> Voice | None:
-        """Run the dialog until `apply` succeeds or the person cancels: a refusal is shown in the dialog, which
-        stays open with everything typed in it. The dialog is released (its jobs, its players) either way."""
-        try:
-            while dialog.exec() == QDialog.DialogCode.Accepted:
-                try:
-                    return apply()
-                except UserError as exc:
-                    dialog.reason.setText(f"⚠ {exc}")
-            return None
-        finally:
-            dialog.release()
-            dialog.deleteLater()
-
-    def _dialog(self, clips: list, transcript: str, add_to: str | None = None, name: str = "") -> NewVoiceDialog:
-        return NewVoiceDialog(clips, transcript, self, add_to=add_to, asr=asr_settings(self.settings), jobs=self.jobs,
-                              name=name)
-
     def add_clip(self, clip: Path | None = None, transcript: str = "") -> Voice | None:
         """One more reference clip for the selected voice (chosen with a file dialog when not given)."""
         vid = self.selected_id()
@@ -257,22 +194,7 @@ class VoicesPanel(QWidget):
         if len(voice.clips) >= MAX_CLIPS:
             self.message.emit(f"“{voice.name}” has {MAX_CLIPS} clips already; a voice takes at most {MAX_CLIPS}.")
             return None
-        if clip is None:
-            name, _ = QFileDialog.getOpenFileName(self, f"Add a clip to “{voice.name}”", start_in("clips"),
-                                                  AUDIO_FILTER)
-            if not name:
-                return None
-            clip = Path(name)
-            remember("clips", clip)
-        dialog = self._dialog([clip], transcript, add_to=voice.name)
-
-        def add() -> Voice:
-            pairs = dialog.pairs()
-            if not pairs:
-                raise UserError("Add a clip first.")
-            return self.commands.add_clip(vid, *pairs[0])
-
-        return self._until_accepted(dialog, add)
+        return self.asking.add_clip(voice, clip, transcript)
 
     def remove_clip(self) -> Voice | None:
         """Pick one of the selected voice's clips and remove it (the voice keeps at least one)."""
@@ -351,27 +273,6 @@ class VoicesPanel(QWidget):
             self.commands.import_file(path)
         except UserError as exc:
             QMessageBox.warning(self, "Import voice", str(exc))
-
-    # -- preview ---------------------------------------------------------------------------------
-
-    def preview_voice(self) -> None:
-        """Hear the selected voice say the test sentence (rendered once per voice and model, then cached)."""
-        vid = self.selected_id()
-        if vid is None or self.preview is None:
-            return
-        try:
-            voice = self.library.get(vid)
-        except UserError as exc:
-            self.message.emit(str(exc))
-            return
-        self.preview.preview(voice)
-
-    def _preview_ready(self, voice_id: str, path: Path) -> None:
-        reason = play_file(path)
-        if reason:
-            self.message.emit(reason)
-        elif voice_id == self.selected_id():
-            self.message.emit("Playing the preview.")
 
     # -- drops -----------------------------------------------------------------------------------
 

@@ -1,27 +1,77 @@
 """What each action of the window does (`ui.actions.SPECS` names them): a method of the part that does it, found
-here by the action's name. The window connects them once it has built its parts."""
+here by the action's name. The window connects them once it has built its parts.
+
+`WindowParts` says which parts those are; `MainWindow` has them (it imports this module, so naming it here
+would make an import circle)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from s2studio.ui.desktop import reveal_folder
 from s2studio.ui.dialogs.about import show_about
 from s2studio.ui.keys import run_edit
 
+if TYPE_CHECKING:
+    from PySide6.QtGui import QAction
+    from PySide6.QtWidgets import QWidget
+
+    from s2studio.ui.actions import ShortcutsDialog
+    from s2studio.ui.check_commands import CheckCommands
+    from s2studio.ui.control.context import StudioContext
+    from s2studio.ui.control.model import ModelController
+    from s2studio.ui.control.player import Player
+    from s2studio.ui.control.render import RenderFlow
+    from s2studio.ui.dialogs.model_commands import ModelCommands
+    from s2studio.ui.dialogs.project_commands import ProjectCommands
+    from s2studio.ui.inspector.inspector import Inspector
+    from s2studio.ui.player.player_bar import PlayerBar
+    from s2studio.ui.script.editor import ScriptEditor
+    from s2studio.ui.script.find_bar import FindBar
+    from s2studio.ui.voices.voices_panel import VoicesPanel
+    from s2studio.ui.window.render_commands import RenderCommands
+    from s2studio.ui.window.transport import Transport
+
 SEEK_STEP_S = 5.0
 """What the player's back and forward keys step by."""
 
 
-def action_slots(w: Any) -> dict[str, Callable[..., object]]:  # noqa: ANN401 - the MainWindow (it imports this)
+class WindowParts(Protocol):
+    """The parts of the window that the actions' slots belong to."""
+
+    ctx: StudioContext
+    actions_by_name: dict[str, QAction]
+    editor: ScriptEditor
+    find_bar: FindBar
+    inspector: Inspector
+    voices: VoicesPanel
+    player: Player
+    player_bar: PlayerBar
+    transport: Transport
+    flow: RenderFlow
+    model: ModelController
+    models: ModelCommands
+    projects: ProjectCommands
+    renders: RenderCommands
+    check_commands: CheckCommands
+    shortcuts_dialog: ShortcutsDialog
+
+    def window(self) -> QWidget:
+        """The window itself, as the parent of the dialogs the slots open (`QWidget.window`)."""
+
+    def close(self) -> bool:
+        """Close the window (Quit)."""
+
+
+def action_slots(w: WindowParts) -> dict[str, Callable[..., object]]:
     """The slot of each action of `w`, the window, once its parts are built."""
     editor, find, transport, waveform = w.editor, w.find_bar, w.transport, w.player_bar.waveform
     takes, voices, projects, renders, checks = w.inspector.takes, w.voices, w.projects, w.renders, w.check_commands
 
     def about() -> None:
-        show_about(w, w.model.info.name if w.model.info else None)
+        show_about(w.window(), w.model.info.name if w.model.info else None)
 
     return {
         # File
@@ -53,9 +103,9 @@ def action_slots(w: Any) -> dict[str, Callable[..., object]]:  # noqa: ANN401 - 
         # Takes
         "next_take": partial(takes.step, 1), "previous_take": partial(takes.step, -1), "ab_take": takes.toggle_ab,
         # Voices
-        "new_voice": voices.browse, "record_voice": voices.record, "import_voice": voices.import_file,
+        "new_voice": voices.asking.browse, "record_voice": voices.asking.record, "import_voice": voices.import_file,
         "export_voice": voices.export_file, "play_voice_clip": voices.details.play,
         # Help
         "shortcuts": w.shortcuts_dialog.present, "about": about,
-        "open_log_folder": partial(reveal_folder, w.ctx.data_dir / "logs", "The log", w),
+        "open_log_folder": partial(reveal_folder, w.ctx.data_dir / "logs", "The log", w.window()),
     }

@@ -44,7 +44,7 @@ from s2studio.ui.script.find_bar import FindBar
 from s2studio.ui.script.script_column import script_column
 from s2studio.ui.script.warning_bar import WarningBar
 from s2studio.ui.status import StatusPanel
-from s2studio.ui.voices.finetune_dialog import open_fine_tune
+from s2studio.ui.voices.finetune.dialog import open_fine_tune
 from s2studio.ui.voices.voices_panel import VoicesPanel
 from s2studio.ui.window.action_slots import action_slots
 from s2studio.ui.window.line_states import LineStates
@@ -100,7 +100,7 @@ class MainWindow(QMainWindow):
         a = self.actions_by_name
         add_toolbar(self, a)
         self.voices = VoicesPanel(self.voice_commands, self.clip_jobs, self.preview, settings=self.ctx.settings)
-        self.drops = DropRouter(self.voices.new_voice_from, self.voices.import_voice, self.projects.open, self)
+        self.drops = DropRouter(self.voices.asking.new_voice_from, self.voices.import_voice, self.projects.open, self)
         self.drops.watch(self)
         self.cast_panel, self.chapter_panel, self.editor = CastPanel(), ChapterPanel(), ScriptEditor()
         self.find_bar, self.warning_bar = FindBar(self.editor), WarningBar()

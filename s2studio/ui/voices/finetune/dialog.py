@@ -10,12 +10,9 @@ Before a run, Estimate times one real step of the chosen settings in the trainin
 memory in plain words; a run that would not fit in the free memory cannot start.
 
 Each saved checkpoint gets a row (step, loss, Play, Use this one) and a preview: the voice's test sentence
-(`ui.control.preview.SENTENCE`) spoken with that checkpoint's LoRA on the voice's reference clips. The preview is
-rendered by the studio's engine (`VoicePreview` on the engine host), not in the training process: the engine has
-the model loaded already and switches LoRAs by merging them into it (seconds at most), whereas the trainer's
-model is a float32 copy in training mode with no codec loaded (it is freed after encoding), so rendering there
-would need a second codec load and an inference path through unmerged training layers. The engine thread keeps
-the window responsive either way. Use this one attaches that checkpoint's `lora.safetensors` to the voice.
+spoken with that checkpoint's LoRA on the voice's reference clips, rendered by the studio's engine
+(`checkpoint_previews`). Use this one attaches that checkpoint's `lora.safetensors` to the voice. The dialog's
+parts: `run_form` (the run's choices), `loss_plot`, `checkpoint_table`.
 """
 
 from __future__ import annotations
@@ -24,30 +21,27 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QFormLayout, QHBoxLayout, QLabel,
-                               QMessageBox, QProgressBar, QPushButton, QSpinBox, QVBoxLayout, QWidget)
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (QCheckBox, QDialog, QDialogButtonBox, QHBoxLayout, QLabel, QMessageBox, QProgressBar,
+                               QPushButton, QVBoxLayout, QWidget)
 
 from s2studio.errors import UserError
 from s2studio.state.voices import VoiceLibrary
 from s2studio.ui.control.finetune import (FineTuneRun, estimate_key, has_checkpoint, last_run, remember_run,
                                           run_folder, run_losses, set_aside)
-from s2studio.ui.voices.checkpoint_table import CheckpointRow, CheckpointTable
-from s2studio.ui.voices.loss_plot import LossPlot
+from s2studio.ui.control.one_shot import play_file
+from s2studio.ui.voices.finetune.checkpoint_previews import CheckpointPreviews
+from s2studio.ui.voices.finetune.checkpoint_table import CheckpointRow, CheckpointTable
+from s2studio.ui.voices.finetune.loss_plot import LossPlot
+from s2studio.ui.voices.finetune.run_form import FIRST_RUN, RunForm
 
 if TYPE_CHECKING:
     from s2studio.train.estimate import Estimate
     from s2studio.ui.control.context import StudioContext
     from s2studio.ui.control.model import ModelController
 
-FIRST_RUN = {"preset": "r_8_alpha_16", "steps": 100, "device": "auto", "save_every": 25, "batch_size": 2,
-             "max_length": 2048, "attach": True}
-"""A voice's first run: a short one to hear what a LoRA does (upstream's full run, 200 steps of 4 samples of up to
-4096 tokens, is eight times the work: hours on a CPU); later runs start from the voice's last run's choices."""
 MIN_SECONDS = 30.0
 """The trainer's own floor (`train.clips.MIN_SECONDS`), repeated so the dialog can say it before importing torch."""
-PRESETS = (("r_8_alpha_16", "Full (r 8, α 16): every layer, upstream's default"),
-           ("r_32_alpha_16_fast", "Fast transformer only (r 32, α 16): smaller, quicker"))
 WARNING = ("<b>Before you start.</b> S2 Pro is RL-aligned: a LoRA learns a speaking style (pace, delivery, "
            "accent) more than a new timbre. It needs a minute or more of clean speech with exact transcripts; "
            "under 30 s is refused. The voice keeps its reference clips, which still carry its timbre.")
@@ -83,16 +77,8 @@ class FineTuneDialog(QDialog):
         """The `train.estimate.Estimate` for the settings shown (None: not measured yet)."""
         self.total_steps = 0
         self._close_when_done = False
-        self.checkpoints: list[CheckpointRow] = []
-        self._previewing: CheckpointRow | None = None
-        self.previews = None
-        if host is not None:
-            from s2studio.ui.control.preview import VoicePreview  # noqa: PLC0415 - only with an engine
-
-            self.previews = VoicePreview(host, library, self)  # type: ignore[arg-type]
-            self.previews.info = model_info  # type: ignore[assignment]
-            self.previews.ready.connect(self._preview_ready)
-            self.previews.busy_changed.connect(self._preview_busy)
+        self.checkpoints = CheckpointPreviews(lambda: self.voice, library, host, model_info, self)
+        self.checkpoints.changed.connect(self._fill_table)
         self.setWindowTitle(f"Fine-tune voice: {self.voice.name}")
         self.setAccessibleName("Fine-tune voice")
 
@@ -106,28 +92,8 @@ class FineTuneDialog(QDialog):
         self.speech_label = QLabel(f"{clips} clip{'s' if clips != 1 else ''}, {seconds:.0f} s of transcribed speech.")
         layout.addWidget(self.speech_label)
 
-        form = QFormLayout()
-        self.preset = QComboBox()
-        for key, label in PRESETS:
-            self.preset.addItem(label, key)
-        self.preset.setAccessibleName("LoRA preset")
-        form.addRow("Preset", self.preset)
-        self.steps = self._spin(1, 100_000, FIRST_RUN["steps"], "Training steps")
-        form.addRow("Steps", self.steps)
-        self.device = QComboBox()
-        for key, label in (("auto", "Automatic (the GPU if there is one)"), ("cpu", "CPU"), ("cuda", "GPU (CUDA)")):
-            self.device.addItem(label, key)
-        self.device.setAccessibleName("Device")
-        form.addRow("Device", self.device)
-        self.save_every = self._spin(0, 100_000, FIRST_RUN["save_every"], "Save a checkpoint every N steps")
-        self.save_every.setSpecialValueText("only at the end")
-        form.addRow("Checkpoint every", self.save_every)
-        self.batch_size = self._spin(1, 64, FIRST_RUN["batch_size"], "Batch size")
-        form.addRow("Batch size", self.batch_size)
-        self.max_length = self._spin(64, 8192, FIRST_RUN["max_length"], "Maximum tokens per sample")
-        self.max_length.setSingleStep(256)
-        form.addRow("Max length", self.max_length)
-        layout.addLayout(form)
+        self.form = RunForm()
+        layout.addLayout(self.form)
         estimate_row = QHBoxLayout()
         self.estimate_label = QLabel("")
         self.estimate_label.setWordWrap(True)
@@ -138,9 +104,9 @@ class FineTuneDialog(QDialog):
         estimate_row.addWidget(self.estimate_label, 1)
         estimate_row.addWidget(self.estimate_button)
         layout.addLayout(estimate_row)
-        for spin in (self.steps, self.batch_size, self.max_length):
+        for spin in (self.form.steps, self.form.batch_size, self.form.max_length):
             spin.valueChanged.connect(self._show_estimate)
-        for combo in (self.preset, self.device):
+        for combo in (self.form.preset, self.form.device):
             combo.currentIndexChanged.connect(self._show_estimate)
         self.resume = QCheckBox("Resume from the last checkpoint")
         self.resume.setAccessibleName("Resume")
@@ -179,41 +145,21 @@ class FineTuneDialog(QDialog):
         self.close_button = buttons.button(QDialogButtonBox.StandardButton.Close)
         row.addWidget(buttons)
         layout.addLayout(row)
-        self._choose(last_run(self.folder))  # the voice's last run, else a short first one
+        remembered = last_run(self.folder)  # the voice's last run, else a short first one
+        self.form.choose(remembered)
+        self.attach.setChecked({**FIRST_RUN, **remembered}["attach"] is not False)
         self._refresh(seconds)
         self._show_estimate()
         losses = run_losses(self.folder)
         if losses:  # the last run's curve, as it was drawn
-            self.plot.clear(self.steps.value())
+            self.plot.clear(self.form.steps.value())
             for step, loss in sorted(losses.items()):
                 self.plot.add(step, loss)
-        for folder in sorted((self.folder / "checkpoints").glob("step_*")):  # an earlier run's, to choose from
-            if (folder / "lora.safetensors").is_file() and folder.name[5:].isdigit():
-                step = int(folder.name[5:])
-                self.add_checkpoint(CheckpointRow(step, losses.get(step), folder))
-
-    def _choose(self, remembered: dict) -> None:
-        """Show `remembered` choices over the first run's (a value the controls cannot take is left as it is)."""
-        chosen = {**FIRST_RUN, **remembered}
-        for combo, key in ((self.preset, "preset"), (self.device, "device")):
-            combo.setCurrentIndex(max(combo.findData(chosen[key]), 0))
-        for spin, key in ((self.steps, "steps"), (self.save_every, "save_every"), (self.batch_size, "batch_size"),
-                          (self.max_length, "max_length")):
-            if isinstance(chosen[key], int) and spin.minimum() <= chosen[key] <= spin.maximum():
-                spin.setValue(chosen[key])
-        self.attach.setChecked(chosen["attach"] is not False)
+        self.checkpoints.add_earlier(self.folder, losses)  # an earlier run's, to choose from
 
     def choices(self) -> dict:
         """What the dialog remembers of a run for the voice's next one."""
-        return {**self.settings(), "device": self.device.currentData(), "save_every": self.save_every.value(),
-                "attach": self.attach.isChecked()}
-
-    def _spin(self, lo: int, hi: int, value: int, name: str) -> QSpinBox:
-        s = QSpinBox()
-        s.setRange(lo, hi)
-        s.setValue(value)
-        s.setAccessibleName(name)
-        return s
+        return {**self.form.choices(), "attach": self.attach.isChecked()}
 
     def _refresh(self, seconds: float) -> None:
         reason = ""
@@ -237,20 +183,16 @@ class FineTuneDialog(QDialog):
 
     # -- the run -----------------------------------------------------------------------------------
 
-    def settings(self) -> dict:
-        return {"preset": self.preset.currentData(), "steps": self.steps.value(),
-                "batch_size": self.batch_size.value(), "max_length": self.max_length.value()}
-
     def _estimate_key(self) -> tuple | None:
         if self.model_dir is None:
             return None
         return estimate_key(self.model_dir, self.voice.id, tuple(c.duration_s for c in self.voice.clips),
-                            self.settings(), self.device.currentData())
+                            self.form.settings(), self.form.device.currentData())
 
     def _show_estimate(self) -> None:
         """The estimate for the settings shown: the cached measurement scaled to the steps, or a prompt."""
         key = self._estimate_key()
-        self.estimate_result = None if key is None else self.run.cached_estimate(key, self.steps.value())
+        self.estimate_result = None if key is None else self.run.cached_estimate(key, self.form.steps.value())
         est = self.estimate_result
         if est is None:
             self.estimate_label.setText("Time and memory: not measured yet for these settings (Estimate times one "
@@ -270,7 +212,7 @@ class FineTuneDialog(QDialog):
         self.estimate_label.setText("Measuring one training step…")
         self._running(True)
         self.stop_button.setEnabled(False)
-        self.run.estimate(self.voice.id, self.model_dir, self.settings(), device=self.device.currentData())
+        self.run.estimate(self.voice.id, self.model_dir, self.form.settings(), device=self.form.device.currentData())
 
     def _on_estimated(self, _estimate: object, error: str) -> None:
         self._running(False)
@@ -294,16 +236,15 @@ class FineTuneDialog(QDialog):
                                     "tick Resume to continue it instead.")
                 return
             note = f" (the earlier run is kept in {aside.name})"
-            self.checkpoints = []  # they moved aside with their run
-            self._fill_table()
-        self.total_steps = self.steps.value()
+            self.checkpoints.clear()  # they moved aside with their run
+        self.total_steps = self.form.steps.value()
         self.plot.clear(self.total_steps)
         self.progress.setRange(0, self.total_steps)
         self.progress.setValue(0)
         self.status.setText("Preparing the clips…" + note)
         self._running(True)
-        self.run.start(self.voice.id, self.model_dir, self.folder, self.settings(),
-                       device=self.device.currentData(), save_every=self.save_every.value(), resume=resume)
+        self.run.start(self.voice.id, self.model_dir, self.folder, self.form.settings(),
+                       device=self.form.device.currentData(), save_every=self.form.save_every.value(), resume=resume)
 
     def stop(self) -> None:
         if self.run.running:
@@ -312,8 +253,7 @@ class FineTuneDialog(QDialog):
             self.run.stop()
 
     def _running(self, on: bool) -> None:
-        for w in (self.preset, self.steps, self.device, self.save_every, self.batch_size, self.max_length,
-                  self.resume, self.attach, self.start_button, self.estimate_button):
+        for w in (*self.form.fields, self.resume, self.attach, self.start_button, self.estimate_button):
             w.setEnabled(not on)
         self.stop_button.setEnabled(on)
         self._fill_table()
@@ -332,7 +272,7 @@ class FineTuneDialog(QDialog):
             loss = self.plot.points[-1][1] if self.plot.points else None
             name = Path(ev.path).name  # type: ignore[attr-defined]
             step = int(name[5:]) if name[5:].isdigit() else (self.plot.points[-1][0] if self.plot.points else 0)
-            self.add_checkpoint(CheckpointRow(step, loss, Path(ev.path)))  # type: ignore[attr-defined]
+            self.checkpoints.add(CheckpointRow(step, loss, Path(ev.path)))  # type: ignore[attr-defined]
         elif kind == "status":
             self.status.setText(ev.message[:1].upper() + ev.message[1:] + "…")  # type: ignore[attr-defined]
         elif kind == "stopped":
@@ -358,7 +298,7 @@ class FineTuneDialog(QDialog):
             return
         try:
             updated = self.library.set_lora(self.voice.id, Path(lora),
-                                            f"{self.preset.currentData()}, {self.total_steps} steps, loss "
+                                            f"{self.form.preset.currentData()}, {self.total_steps} steps, loss "
                                             f"{self.plot.points[-1][1]:.3f}" if self.plot.points else "")
         except UserError as exc:
             self.status.setText(str(exc))
@@ -369,56 +309,10 @@ class FineTuneDialog(QDialog):
 
     # -- checkpoints -----------------------------------------------------------------------------
 
-    def add_checkpoint(self, row: CheckpointRow) -> None:
-        """A row for a saved checkpoint, its preview queued on the engine."""
-        self.checkpoints = [r for r in self.checkpoints if r.folder != row.folder]
-        self.checkpoints.append(row)
-        self.checkpoints.sort(key=lambda r: r.step)
-        if self.previews is None or self.previews.info is None:
-            row.state = "no model"
-        self._fill_table()
-        self._pump()
-
     def _fill_table(self) -> None:
-        self.table.show_rows(self.checkpoints, self.run.running)
-
-    def play_button(self, index: int) -> QPushButton:
-        return self.table.play_button(index)
-
-    def keep_button(self, index: int) -> QPushButton:
-        return self.table.keep_button(index)
-
-    def _pump(self) -> None:
-        """Render the next waiting checkpoint's preview (one at a time; a cached one is ready at once)."""
-        previews = self.previews
-        while previews is not None and self._previewing is None and not previews.busy:
-            row = next((r for r in self.checkpoints if r.state == "waiting"), None)
-            if row is None:
-                return
-            row.state = "rendering"
-            self._previewing = row
-            found = previews.preview(self.voice, lora=row.lora)
-            if found is None and not previews.busy:  # refused (no model): said in `message`
-                row.state, self._previewing = "failed", None
-            self._fill_table()
-
-    def _preview_ready(self, _voice_id: str, path: Path) -> None:
-        row = self._previewing
-        if row is not None:
-            row.preview, row.state, self._previewing = Path(path), "ready", None
-            self._fill_table()
-            QTimer.singleShot(0, self._pump)
-
-    def _preview_busy(self, busy: bool) -> None:
-        if not busy and self._previewing is not None:  # ended without a preview: the engine said why
-            self._previewing.state, self._previewing = "failed", None
-            self._fill_table()
-        if not busy:
-            QTimer.singleShot(0, self._pump)
+        self.table.show_rows(self.checkpoints.rows, self.run.running)
 
     def play(self, row: CheckpointRow) -> None:
-        from s2studio.ui.voices.voice_details import play_file  # noqa: PLC0415
-
         if row.preview is None:
             return
         reason = play_file(row.preview)
@@ -431,7 +325,7 @@ class FineTuneDialog(QDialog):
         loss = "" if row.loss is None else f", loss {row.loss:.3f}"
         try:
             self.voice = self.library.set_lora(self.voice.id, row.lora,
-                                               f"{self.preset.currentData()}, {row.step} steps{loss}")
+                                               f"{self.form.preset.currentData()}, {row.step} steps{loss}")
         except UserError as exc:
             self.status.setText(str(exc))
             return

@@ -3,17 +3,16 @@ clips: each one's silence trimmed (found by the speech detector, the handles on 
 need be), a long recording split at its pauses, every clip transcribed automatically (marked "auto" until
 edited), the loudness evened out, a bad clip removed, another added.
 
-The work runs on the panel's `ClipJobs` worker: the dialog never waits. A file is read once, when it is added
+The work runs on the window's `ClipJobs` worker: the dialog never waits. A file is read once, when it is added
 (a 30 s WAV takes milliseconds); what is stored is the kept part of that audio (`ClipDraft.clip_audio`), so the
 file itself is never changed. Closing the dialog stops its jobs (a transcript between windows, a download
-mid-file) and leaves the worker to the next dialog.
+mid-file) and leaves the worker to the next dialog. Its parts: a `ClipCard` per `ClipDraft`, `CardPlayback`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from time import monotonic
 
 from PySide6.QtCore import QCoreApplication, Qt, QTimer
 from PySide6.QtWidgets import (QCheckBox, QDialog, QDialogButtonBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel,
@@ -21,20 +20,18 @@ from PySide6.QtWidgets import (QCheckBox, QDialog, QDialogButtonBox, QFileDialog
 
 from s2studio.audio.asr import AsrSettings, Transcript
 from s2studio.audio.asr_models import asr_missing
-from s2studio.audio.clip_prep import TARGET_LUFS, Span, cut, prepared
-from s2studio.errors import UserError, printable
-from s2studio.state.clips import MAX_RECORDING_SECONDS, ClipAudio, read_audio
+from s2studio.audio.clip_prep import TARGET_LUFS, Span, cut
+from s2studio.errors import UserError
+from s2studio.state.clips import ClipAudio
 from s2studio.state.voices import MAX_CLIPS
-from s2studio.ui.file_places import remember, start_in
-from s2studio.ui.voices.clip_card import ClipCard, ClipDraft
+from s2studio.ui.file_places import AUDIO_FILTER, remember, start_in
+from s2studio.ui.voices.new_voice.clip_card import ClipCard
+from s2studio.ui.voices.new_voice.clip_draft import ClipDraft, Source, draft_of, source_name
+from s2studio.ui.voices.new_voice.playback import CardPlayback
 from s2studio.ui.control.clips import ClipJobs
-from s2studio.ui.voices.voice_details import play_samples, stop_playing
 
-AUDIO_FILTER = "Audio (*.wav *.flac *.ogg *.mp3 *.aiff *.aif);;All files (*)"
 RETRANSCRIBE_AFTER_MS = 700
 """A moved trim handle transcribes the clip again once the handle rests this long."""
-
-Source = Path | ClipAudio | ClipDraft
 
 
 def suggested_name(clip: Path | str) -> str:
@@ -56,7 +53,6 @@ class NewVoiceDialog(QDialog):
         self.jobs = jobs or ClipJobs(QCoreApplication.instance())
         self.cards: list[ClipCard] = []
         self._next_key = 0
-        self._playing: int | None = None
         self.setWindowTitle(f"Add a clip to “{add_to}”" if add_to else "New voice")
         self.setObjectName("newVoiceDialog")
         self.setMinimumWidth(620)
@@ -133,8 +129,8 @@ class NewVoiceDialog(QDialog):
         self.jobs.failed.connect(self._failed)
         self.jobs.progress.connect(self._progress)
         self.jobs.busy_changed.connect(self._busy)
-        self._play_timer = QTimer(self, interval=40)
-        self._play_timer.timeout.connect(self._tick)
+        self.playback = CardPlayback(self.card, self)
+        self.playback.refused.connect(self.reason.setText)
         self._busy(False)
         if self.asr_reason:
             self.status.setText(f"ⓘ {self.asr_reason}.")
@@ -170,22 +166,14 @@ class NewVoiceDialog(QDialog):
         """Add a clip (a file is read now) at position `at` (last when None); returns why it was not added
         ("" when it was)."""
         if len(self.cards) >= self.max_clips:
-            return f"⚠ A voice takes 1–{MAX_CLIPS} clips: {self._name_of(source)} was left out."
-        if isinstance(source, ClipDraft):
-            draft = source
-            draft.key = self._key()
-        elif isinstance(source, ClipAudio):
-            data = source.data if source.data.ndim == 2 else source.data[:, None]
-            draft = ClipDraft(self._key(), source.name, data, source.rate, source.subtype)
-        else:
-            try:
-                data, rate, subtype = read_audio(Path(source), MAX_RECORDING_SECONDS, voice_clip=False)
-            except UserError as exc:
-                return f"✗ {exc}"
-            draft = ClipDraft(self._key(), printable(Path(source).name), data, rate, subtype)
+            return f"⚠ A voice takes 1–{MAX_CLIPS} clips: {source_name(source)} was left out."
+        try:
+            draft = draft_of(source, self._key())
+        except UserError as exc:
+            return f"✗ {exc}"
         card = ClipCard(draft, len(self.cards) + 1, transcript)
         card.remove_requested.connect(self.remove_clip)
-        card.play_requested.connect(self.play_clip)
+        card.play_requested.connect(lambda key: self.playback.toggle(key, self.normalize.isChecked()))
         card.trim_requested.connect(self.trim_clip)
         card.split_requested.connect(self.split_clip)
         card.transcribe_requested.connect(lambda key: self._transcribe(key, force=True))
@@ -199,10 +187,6 @@ class NewVoiceDialog(QDialog):
         if card.wants_transcript and not self.asr_reason:
             card.set_tag("transcribing after the trim…")
         return ""
-
-    @staticmethod
-    def _name_of(source: Source) -> str:
-        return source.name if isinstance(source, (ClipAudio, ClipDraft)) else printable(Path(source).name)
 
     def _key(self) -> int:
         self._next_key += 1
@@ -230,8 +214,7 @@ class NewVoiceDialog(QDialog):
         card = self.card(key)
         if card is None or len(self.cards) == 1:
             return
-        if self._playing == key:
-            self._stop_playing()
+        self.playback.stop_if(key)
         self.jobs.forget(key)
         self.cards.remove(card)
         card.setParent(None)
@@ -265,8 +248,7 @@ class NewVoiceDialog(QDialog):
         """The kept part changed: a pending transcript of the old part is void; the recogniser's transcript
         is made again once the handles rest (a typed one stays)."""
         card.draft.generation += 1
-        if self._playing == card.draft.key:
-            self._stop_playing()
+        self.playback.stop_if(card.draft.key)
         if not card.wants_transcript or self.asr_reason:
             return
         timer = self._timers.get(card.draft.key)
@@ -371,46 +353,6 @@ class NewVoiceDialog(QDialog):
                 card.set_tag("stopped: type it")
         self.status.setText("Transcription stopped.")
 
-    # -- playing ---------------------------------------------------------------------------------------
-
-    def play_clip(self, key: int) -> None:
-        card = self.card(key)
-        if card is None:
-            return
-        if self._playing == key:
-            self._stop_playing()
-            return
-        self._stop_playing()
-        d = card.draft
-        reason = play_samples(prepared(d.kept_mono(), d.rate, None, self.normalize.isChecked()), d.rate)
-        if reason:
-            self.reason.setText(reason)
-            return
-        self._playing, self._play_started = key, monotonic()
-        card.play_button.setText("■ Stop")
-        self._play_timer.start()
-
-    def _tick(self) -> None:
-        card = self.card(self._playing) if self._playing is not None else None
-        if card is None:
-            self._stop_playing()
-            return
-        at = card.draft.span.start + monotonic() - self._play_started
-        if at >= card.draft.span.end:
-            self._stop_playing(stop_device=False)
-            return
-        card.waveform.set_playhead(at)
-
-    def _stop_playing(self, stop_device: bool = True) -> None:
-        self._play_timer.stop()
-        card = self.card(self._playing) if self._playing is not None else None
-        if card is not None:
-            card.play_button.setText("▶ Play")
-            card.waveform.set_playhead(None)
-        if self._playing is not None and stop_device:
-            stop_playing()
-        self._playing = None
-
     # -- closing ---------------------------------------------------------------------------------------
 
     def accept(self) -> None:
@@ -423,7 +365,7 @@ class NewVoiceDialog(QDialog):
         super().accept()
 
     def done(self, code: int) -> None:  # noqa: D102 - what plays stops; a cancelled dialog stops its jobs
-        self._stop_playing()
+        self.playback.stop()
         if code != QDialog.DialogCode.Accepted:
             self.release()
         super().done(code)

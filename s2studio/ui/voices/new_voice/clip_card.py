@@ -2,61 +2,21 @@
 long recording), remove, its transcript (filled in automatically and marked "auto" until edited) and its
 checks, which follow the trim.
 
-`ClipDraft` is the clip as it will be stored: the audio in memory (read once; a recording never touches the
-disk), the span kept and whether the transcript is the recogniser's. `ClipCard` shows one and says what the
-person asked for through signals; the dialog runs the work (`ClipJobs`).
+`ClipCard` shows one `ClipDraft` and says what the person asked for through signals; the dialog runs the work
+(`ClipJobs`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import numpy as np
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QDoubleSpinBox, QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton,
                                QSizePolicy, QToolButton, QVBoxLayout, QWidget)
 
-from s2studio.audio.clip_prep import SPLIT_ABOVE_S, Span, cut, prepared
+from s2studio.audio.clip_prep import SPLIT_ABOVE_S, Span, cut
 from s2studio.errors import UserError
-from s2studio.state.clips import ClipAudio, audio_warnings, check_reference
-from s2studio.ui.voices.clip_waveform import ClipWaveform
-
-
-@dataclass
-class ClipDraft:
-    key: int
-    name: str
-    data: np.ndarray
-    """(frames, channels) float32, the whole source."""
-    rate: int
-    subtype: str = "PCM_24"
-    span: Span | None = None
-    speech: Span | None = None
-    analysed: bool = False
-    """The speech detector has looked at it (`speech` None then means: no speech found)."""
-    touched: bool = False
-    """The person set the trim (or a split did): the detector's trim no longer replaces it."""
-    generation: int = 0
-    """Bumped whenever what a pending job works on changes: an older job's result is dropped."""
-
-    def __post_init__(self) -> None:
-        if self.span is None:
-            self.span = Span(0.0, self.duration)
-
-    @property
-    def duration(self) -> float:
-        return self.data.shape[0] / self.rate
-
-    @property
-    def mono(self) -> np.ndarray:
-        return self.data.mean(axis=1) if self.data.shape[1] > 1 else self.data[:, 0]
-
-    def kept_mono(self) -> np.ndarray:
-        return cut(self.mono, self.rate, self.span)
-
-    def clip_audio(self, normalize: bool) -> ClipAudio:
-        """What the voice stores: the kept span, loudness-normalised when asked."""
-        return ClipAudio(self.name, prepared(self.data, self.rate, self.span, normalize), self.rate, self.subtype)
+from s2studio.state.clips import audio_warnings, check_reference
+from s2studio.ui.voices.new_voice.clip_draft import ClipDraft
+from s2studio.ui.voices.new_voice.clip_waveform import ClipWaveform
 
 
 class ClipCard(QFrame):
