@@ -49,12 +49,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _load(args: argparse.Namespace):
-    """The codec alone, on the device and thread count asked for (the LM's load recipe is not needed here)."""
-    from s2studio.codec.loading import load_codec
-    from s2studio.engine.s2.device import resolve_device, set_threads
+    """The codec alone, on the device and thread count asked for (the recipe's codec step; no language model)."""
+    from s2studio.engine.s2.device import set_threads
+    from s2studio.engine.s2.setup import load_codec_for
 
     set_threads(args.threads)
-    return load_codec(args.model, device=resolve_device(args.device))
+    return load_codec_for(args.model, args.device)
 
 
 def _threads() -> str:

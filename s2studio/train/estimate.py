@@ -201,15 +201,14 @@ def measure_step(model_dir: Path, clips: tuple[TrainClip, ...], settings, device
     first when the predicted memory (`check_step_memory`) does not fit."""
     import torch
 
-    from s2studio.text.tokenizer import S2Tokenizer
-
     from s2studio.engine.s2.device import resolve_device
     from s2studio.engine.s2.memory import free_memory
+    from s2studio.engine.s2.setup import load_tokenizer
     from s2studio.model.config import load_config
     from s2studio.train.loop import Trainer
 
     config = load_config(Path(model_dir))
-    check_step_memory(config, settings, clips, S2Tokenizer.from_file(Path(model_dir) / "tokenizer.json"), device)
+    check_step_memory(config, settings, clips, load_tokenizer(Path(model_dir)), device)
     groups = stand_in_groups(clips, config.num_codebooks)
     where = resolve_device(device)
     cuda = where.type == "cuda"

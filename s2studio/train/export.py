@@ -17,13 +17,14 @@ from typing import Any
 
 import torch
 
+from s2studio.engine.s2.setup import load_tokenizer
 from s2studio.engine.weights.checkpoints import read_weights
 from s2studio.engine.weights.lora import check_lora_fits, merge_tensor, read_lora
 from s2studio.errors import UserError, printable
 from s2studio.model.config import load_config
 from s2studio.model.dual_ar import DualAR
 from s2studio.state.atomic import OutputSet
-from s2studio.text.tokenizer import S2Tokenizer, semantic_token
+from s2studio.text.tokenizer import semantic_token
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt",
                    "added_tokens.json")
@@ -100,7 +101,7 @@ def module_keys(model_dir: Path, semantic: tuple[int, int]) -> list[str]:
 
 def merged_state(model_dir: Path, lora_file: Path) -> OrderedDict[str, torch.Tensor]:
     """The base weights with the LoRA merged, every tensor bfloat16, in the module's order (what model.pth holds)."""
-    tokenizer = S2Tokenizer.from_file(Path(model_dir) / "tokenizer.json")
+    tokenizer = load_tokenizer(model_dir)
     lora = read_lora(lora_file)
     weights, _ = read_weights(Path(model_dir))
     check_lora_fits(lora, {k: tuple(v.shape) for k, v in weights.items()}, f"the model in {printable(model_dir)}")
@@ -114,7 +115,7 @@ def merged_state(model_dir: Path, lora_file: Path) -> OrderedDict[str, torch.Ten
 
 
 def config_text(model_dir: Path) -> str:
-    tokenizer = S2Tokenizer.from_file(Path(model_dir) / "tokenizer.json")
+    tokenizer = load_tokenizer(model_dir)
     data = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
     config = flat_config(data)
     config["semantic_begin_id"] = tokenizer.find_id(semantic_token(0))

@@ -184,9 +184,8 @@ def check_request(request: RunRequest) -> None:
     """Everything that can be refused before anything is written or encoded: the model folder, the clips and
     their transcripts, the output and metrics paths, and whether a step fits in memory
     (`estimate.check_step_memory`)."""
-    from s2studio.engine.s2.setup import check_model_folder
+    from s2studio.engine.s2.setup import check_model_folder, load_tokenizer
     from s2studio.model.config import load_config
-    from s2studio.text.tokenizer import S2Tokenizer
     from s2studio.train.estimate import check_step_memory
 
     check_model_folder(request.model_dir)
@@ -207,7 +206,7 @@ def check_request(request: RunRequest) -> None:
             raise UserError(f"--metrics-out {printable(metrics)} is a folder; give a file name")
         if not metrics.parent.is_dir() and metrics.parent.absolute() != out.absolute():  # --out is made below
             raise UserError(f"--metrics-out: the folder {printable(metrics.parent)} does not exist; create it first")
-    tokenizer = S2Tokenizer.from_file(Path(request.model_dir) / "tokenizer.json")
+    tokenizer = load_tokenizer(Path(request.model_dir))
     check_step_memory(load_config(Path(request.model_dir)), request.settings, request.clips, tokenizer,
                       request.device)
 
