@@ -4,7 +4,7 @@ A desktop is never idle (a browser, a DAW, the studio's own GUI thread), and on 
 wait policy is the slowest choice there is: between parallel regions each worker spins for a while, so a worker
 that lost its core to another program holds the whole team up while the others burn the cores it needs (on a
 2-core machine with other work running, 2-thread runs were 3-18x slower than 1 thread; with passive waiting the
-mid model went from 2584 to 145 ms per frame, issue 18). OpenMP reads its settings once, when torch's library
+mid model went from 2584 to 145 ms per frame). OpenMP reads its settings once, when torch's library
 initialises it, so they are environment variables that must be set before `import torch`: `prepare_threads()`
 is called first thing by `cli.main`, the one entry point of the studio, every CLI command and the server
 (the console script, `python -m s2studio` and the bundled app all go through it).

@@ -17,7 +17,7 @@ consistent with itself at that bound. oneDNN rounds S2's last transposed conv on
 frames take leftover paths; the same codes decoded at T = 200 and 231 are 1 LSB apart on 0.26 % of their common
 samples, so no causal streaming decoder stays within 0.1 % of both. Measured here: 0.096 % at T = 160 for each
 chunking; the other lengths and the approaches tried (a float64 conv, the mean of both roundings) are in
-codec/streaming.py's docstring. On the AVX512 machine the streaming constants were first tuned on, 160 frames were
+docs/codec-streaming.md. On the AVX512 machine the streaming constants were first tuned on, 160 frames were
 identical and 144 frames 0.007 % away. The non-exact decoder measured 0.10-0.11 % at T = 150, SNR 119 dB.
 """
 
