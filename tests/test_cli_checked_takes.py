@@ -79,3 +79,15 @@ def test_the_options_are_refused_before_the_render_where_they_cannot_work(tmp_pa
     with pytest.raises(UserError, match="render with --batching line"):
         render(tmp_path, engine, "--check", str(tmp_path / "r.jsonl"), "--batching", "upstream")
     assert engine.calls == []
+
+
+def test_a_recognizer_that_is_not_here_is_said_once_with_the_option_that_fixes_it(
+        tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    report = tmp_path / "report.jsonl"
+    assert render(tmp_path, SpeakingEngine(), "--check", str(report), "--check-asr-model", "base") == 0
+    err = capsys.readouterr().err
+    assert err.count("warning: the words check is skipped: the speech-recognition model “base”") == 1
+    assert "is not on this computer: pass --check-asr-model SIZE|DIR with one that is" in err
+    assert "(or download it once: s2studio transcribe --model base CLIP)" in err and "Settings" not in err
+    words = [json.loads(row)["takes"][0]["checks"][0] for row in report.read_text("utf-8").splitlines()]
+    assert [(c["name"], c["verdict"]) for c in words] == [("words", "skipped"), ("words", "skipped")]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -121,6 +122,9 @@ def render_takes(generate: Callable[[Sequence[SynthesisRequest]], list[list[Line
     from s2studio.checks.checker import Checker, CheckJob  # noqa: PLC0415 - whisper and the voice encoder
 
     checker = Checker(CheckSettings(), picking.asr)
+    skipped = words_skipped(checker)
+    if skipped:
+        print(f"warning: the words check is skipped: {skipped}", file=sys.stderr)
     texts = {ln.line_id: ln.text for ln in request.lines}
     limit = request.sampling.max_new_tokens or None
     kept, reports = [], []
@@ -139,6 +143,28 @@ def render_takes(generate: Callable[[Sequence[SynthesisRequest]], list[list[Line
     if not quiet:
         print(file=sys.stderr)
     return [kept], reports
+
+
+def words_skipped(checker: Any) -> str:
+    """Why `checker` cannot check the words ("" when it can), said with this command's option: the checks' own
+    line names the studio's setting, and a recognizer that is not here is never downloaded for a check."""
+    problem = checker.words_problem()
+    if not problem:
+        return ""
+    from s2studio.audio.asr_local import present_instead  # noqa: PLC0415 - only when the model is missing
+    from s2studio.audio.asr_models import asr_missing, describe, find_model  # noqa: PLC0415
+
+    model = checker.asr.model
+    try:
+        if asr_missing() or find_model(model) is not None:
+            return problem
+    except UserError:
+        return problem
+    other = present_instead(model)
+    instead = f"; “{other.label}” is: --check-asr-model {shlex.quote(other.model)}" if other else ""
+    return (f"the speech-recognition model “{describe(model)}” is not on this computer: pass --check-asr-model "
+            f"SIZE|DIR with one that is{instead} (or download it once: s2studio transcribe --model "
+            f"{shlex.quote(model)} CLIP)")
 
 
 def line_report(number: int, line_id: str, text: str, takes: Sequence[LineFinished], results: Sequence[TakeCheck],
