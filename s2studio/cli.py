@@ -23,7 +23,8 @@ def _module(name: str):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="s2studio", description="Fish Audio S2 Pro studio and command line.")
+    parser = argparse.ArgumentParser(prog="s2studio", description="Fish Audio S2 Pro studio and command line: "
+                                     "without a COMMAND, `s2studio` opens the studio's window.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log details to stderr")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:

@@ -29,6 +29,15 @@ def test_no_help_names_an_internal_document_or_issue() -> None:
     assert leaks == {}
 
 
+def test_the_helps_say_what_a_new_user_needs_first() -> None:
+    helps = dict((name, " ".join(parser.format_help().split())) for name, parser in every_parser(build_parser()))
+    assert "without a COMMAND, `s2studio` opens the studio's window" in helps["s2studio"]
+    assert "synth speak text or a script into audio files (and S2 codes)" in helps["s2studio"]
+    assert "into audio (--out)" in helps["s2studio synth"]
+    assert "the checks download nothing" in helps["s2studio synth"] and "downloaded on first use" not in (
+        helps["s2studio synth"])
+
+
 def test_serve_runs_the_studios_fast_mode_unless_asked_for_the_exact_one(monkeypatch, tmp_path: Path,
                                                                           capsys) -> None:
     pytest.importorskip("fastapi")

@@ -69,7 +69,8 @@ def add_arguments(add: Callable[..., None]) -> None:
              "one JSON object per line: each take's verdicts, scores and reasons, and the take kept")
     add("--strict", action="store_true", help="exit with status 1 when a kept take failed a check")
     add("--check-asr-model", default=DEFAULT_MODEL, metavar="SIZE|DIR",
-        help=f"the speech-recognition model of the checks (default {DEFAULT_MODEL}; downloaded on first use)")
+        help=f"the speech-recognition model of the checks (default {DEFAULT_MODEL}), a size already on "
+             "this computer or a folder; the checks download nothing: `s2studio transcribe --model SIZE` does")
 
 
 def picking_from_args(args: argparse.Namespace, batching: str) -> Picking:

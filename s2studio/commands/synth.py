@@ -44,8 +44,9 @@ class _ReferenceSource(argparse.Action):
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "synth", help="generate speech codes from text",
-        description="Generate S2 codec codes from text, optionally cloning voices from reference codes. "
+        "synth", help="speak text or a script into audio files (and S2 codes)",
+        description="Speak text (--text) or a script (--script) into audio (--out) and S2 codec codes "
+                    "(--codes-out), optionally cloning voices from reference clips or library voices. "
                     "Defaults follow upstream's command line (seed 42, temperature 1.0, top-p 0.9, top-k 30, "
                     "chunk length 300).")
     p.add_argument("--model", required=True, type=Path, metavar="DIR",
