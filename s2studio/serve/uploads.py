@@ -103,7 +103,7 @@ class UploadedVoices:
                     self._drop(gone.name.lower())
                 except ApiError:  # logged; the new voice is kept, the old one goes at the next start
                     continue
-                log.info("evicted the uploaded voice %r (used least recently) to make room for %r; this server "
+                log.warning("evicted the uploaded voice %r (used least recently) to make room for %r; this server "
                          "keeps at most %d uploaded voices, %d MB in all", gone.name, voice.name, self._capacity,
                          self._max_bytes // 2**20)
 
