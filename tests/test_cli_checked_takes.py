@@ -32,11 +32,11 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
         yield root / "data"
 
 
-def render(tmp_path: Path, engine: SpeakingEngine, *extra: str) -> int:
+def render(tmp_path: Path, engine: SpeakingEngine, *extra: str, quiet: bool = True) -> int:
     script = tmp_path / "scene.txt"
     script.write_text(SCRIPT, encoding="utf-8")
     argv = ["--script", str(script), "--cast", "Narrator=Reader", "--out", str(tmp_path / "out.wav"), "--seed", "5",
-            "--max-new-tokens", "256", "--gap", "0", "--check-asr-model", str(tiny_model()), "-q", *extra]
+            "--max-new-tokens", "256", "--gap", "0", "--check-asr-model", str(tiny_model()), *(["-q"] if quiet else []), *extra]
     return run_script(parser().parse_args(argv), engine_factory=lambda: engine)
 
 
@@ -84,8 +84,9 @@ def test_the_options_are_refused_before_the_render_where_they_cannot_work(tmp_pa
 def test_a_recognizer_that_is_not_here_is_said_once_with_the_option_that_fixes_it(
         tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     report = tmp_path / "report.jsonl"
-    assert render(tmp_path, SpeakingEngine(), "--check", str(report), "--check-asr-model", "base") == 0
+    assert render(tmp_path, SpeakingEngine(), "--check", str(report), "--check-asr-model", "base", quiet=False) == 0
     err = capsys.readouterr().err
+    assert "checking line" not in err  # stderr is no terminal here: no progress rewritten with \r in a log
     assert err.count("warning: the words check is skipped: the speech-recognition model “base”") == 1
     assert "is not on this computer: pass --check-asr-model SIZE|DIR with one that is" in err
     assert "(or download it once: s2studio transcribe --model base CLIP)" in err and "Settings" not in err

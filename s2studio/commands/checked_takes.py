@@ -129,11 +129,12 @@ def render_takes(generate: Callable[[Sequence[SynthesisRequest]], list[list[Line
     texts = {ln.line_id: ln.text for ln in request.lines}
     limit = request.sampling.max_new_tokens or None
     kept, reports = [], []
+    shown = not quiet and sys.stderr.isatty()  # a progress line rewritten in place: a terminal's, not a log's
     for number, first in enumerate(passes[0], 1):
         takes = [p[number - 1] for p in passes]
         results: list[TakeCheck] = []
         for k, take in enumerate(takes):
-            if not quiet:
+            if shown:
                 print(f"\rchecking line {number} of {len(passes[0])}, take {k + 1} of {len(takes)}", end="",
                       file=sys.stderr, flush=True)
             results.append(checker.check(CheckJob(take.take_id, take.line_id, texts[take.line_id], take.audio,
@@ -141,7 +142,7 @@ def render_takes(generate: Callable[[Sequence[SynthesisRequest]], list[list[Line
         index = 0 if picking.pick == "first" else best(enumerate(results)) or 0
         kept.append(takes[index])
         reports.append(line_report(number, first.line_id, texts[first.line_id], takes, results, index))
-    if not quiet:
+    if shown:
         print(file=sys.stderr)
     return [kept], reports
 
