@@ -23,6 +23,7 @@ and what the fault it is for measures, nearer the clean side only where the faul
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import asdict, dataclass
@@ -68,6 +69,7 @@ SETTINGS = dataclass_kind(CheckSettings, LIMITS)
 """The thresholds as stored (Settings ▸ Checks): a value out of range is refused, a missing one is its default."""
 
 
+@functools.lru_cache(maxsize=16)  # asked for every take a render finishes: the same few settings each time
 def check_key(settings: CheckSettings, asr_model: str, asr_language: str) -> str:
     """What made a result: the checker's version, its thresholds and the speech-recognition model. A stored
     result with another key is checked again."""

@@ -4,7 +4,7 @@ about each of a book's 10,000 lines at every repaint."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 import numpy.typing as npt
@@ -18,20 +18,33 @@ class TrackFlags:
         self.flagged = flagged
         """Whether a line (its id) is flagged: asked for lines that come onto the timeline or change."""
         self._tracks: tuple[Track, ...] = ()
+        self._index: Mapping[str, int] = {}
+        """line id -> position in `_tracks`."""
         self.flags: npt.NDArray[np.bool_] = np.zeros(0, bool)
         """One per track of the layout last synced, in its order."""
         self.asked = 0
         """Lines asked about, counted (what keeping up cost)."""
 
     def sync(self, layout: Layout) -> None:
-        """Follow the layout: only tracks that were not on it before are asked about."""
+        """Follow the layout: only tracks that were not on it before are asked about (a render of several
+        scenes at once adds tracks far apart: the tracks between them keep their flags)."""
         tracks = layout.tracks
         if tracks == self._tracks:
             return
         p, s = common_ends(self._tracks, tracks)
-        self.flags = np.concatenate([self.flags[:p], self._ask(t.line_id for t in tracks[p:len(tracks) - s]),
-                                     self.flags[len(self._tracks) - s:]])
-        self._tracks = tracks
+        middle = self._kept_or_asked(tracks[p:len(tracks) - s])
+        self.flags = np.concatenate([self.flags[:p], middle, self.flags[len(self._tracks) - s:]])
+        self._tracks, self._index = tracks, layout.index
+
+    def _kept_or_asked(self, tracks: tuple[Track, ...]) -> npt.NDArray[np.bool_]:
+        old, index = self._tracks, self._index
+        where = np.fromiter((j if (j := index.get(t.line_id, -1)) >= 0 and old[j] is t else -1 for t in tracks),
+                            np.int64, len(tracks))
+        out = self.flags[np.maximum(where, 0)] if len(self.flags) else np.zeros(len(tracks), bool)
+        new = np.flatnonzero(where < 0)
+        if len(new):
+            out[new] = self._ask(tracks[i].line_id for i in new)
+        return out
 
     def update(self, layout: Layout, line_ids: Iterable[str] | None) -> None:
         """These lines' flags may have changed (None: any line's)."""

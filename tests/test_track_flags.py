@@ -1,0 +1,29 @@
+"""The timeline's per-line flags follow the layout asking only about lines that came onto it: a render of
+several scenes at once places lines far apart, and the lines between them keep their flags. Counted."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from s2studio.audio.timeline import Timeline
+from s2studio.ui.player.track_flags import TrackFlags
+
+
+def test_lines_placed_far_apart_ask_about_themselves_only() -> None:
+    order = [f"l{i}" for i in range(1000)]
+    timeline = Timeline(gap_s=0.0)
+    timeline.set_order(order, {k: np.zeros(100, np.float32) for k in order[::2]})  # every other line rendered
+    flagged = set(order[::10])
+    flags = TrackFlags(lambda line_id: line_id in flagged)
+    flags.sync(timeline.layout)
+    assert flags.asked == 500
+    for k in ("l1", "l999", "l501"):  # three scenes' next lines, placed before the flags look again
+        timeline.set_audio(k, np.zeros(100, np.float32))
+        flagged.add(k)
+    flags.update(timeline.layout, ["l501"])
+    assert flags.asked == 500 + 3 + 1  # the new lines when they come onto the layout, one again as updated
+    assert list(flags.flags) == [t.line_id in flagged for t in timeline.layout.tracks]
+    timeline.set_audio("l0", None)  # a line leaves: nobody is asked
+    flags.sync(timeline.layout)
+    assert flags.asked == 504
+    assert list(flags.flags) == [t.line_id in flagged for t in timeline.layout.tracks]
