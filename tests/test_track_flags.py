@@ -27,3 +27,21 @@ def test_lines_placed_far_apart_ask_about_themselves_only() -> None:
     flags.sync(timeline.layout)
     assert flags.asked == 504
     assert list(flags.flags) == [t.line_id in flagged for t in timeline.layout.tracks]
+
+
+def test_flags_follow_any_changes_of_the_layout() -> None:
+    rng = np.random.default_rng(5)
+    order = [f"l{i}" for i in range(600)]
+    timeline = Timeline(gap_s=0.0)
+    timeline.set_order(order, {k: np.zeros(10, np.float32) for k in order if rng.random() < 0.5})
+    flagged = {k for k in order if rng.random() < 0.3}
+    flags = TrackFlags(lambda line_id: line_id in flagged)
+    flags.sync(timeline.layout)
+    for _ in range(40):
+        changed = [order[i] for i in rng.integers(0, len(order), int(rng.integers(1, 6)))]
+        for k in changed:  # placed, replaced or removed, several before the flags look again
+            timeline.set_audio(k, None if rng.random() < 0.3 else np.zeros(int(rng.integers(5, 20)), np.float32))
+        asked = flags.asked
+        flags.sync(timeline.layout)
+        assert flags.asked - asked <= len(changed)
+        assert list(flags.flags) == [t.line_id in flagged for t in timeline.layout.tracks]
