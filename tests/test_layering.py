@@ -263,6 +263,21 @@ def test_the_window_has_every_part_its_action_slots_name() -> None:
     assert declared - {"window", "close"} <= built, declared - built  # window() and close() are QWidget's
 
 
+WIDGET_FOLDERS = ("s2studio.ui.voices", "s2studio.ui.inspector", "s2studio.ui.script", "s2studio.ui.player",
+                  "s2studio.ui.dialogs")
+
+
+def test_the_voices_region_meets_the_other_views_only_in_the_window() -> None:
+    """ui/voices reads controllers and shared helpers, never another widget folder, and only the window
+    composes it: what it shares with the rest goes through `ui/control` (the transcription choice, playback)."""
+    out = [f"{p.relative_to(PACKAGE)}: {m}" for p in _files("ui/voices") for m in _modules_named(p)
+           if m.startswith(WIDGET_FOLDERS) and not m.startswith("s2studio.ui.voices")]
+    into = [f"{p.relative_to(PACKAGE)}: {m}" for p in PACKAGE.rglob("*.py") for m in _modules_named(p)
+            if m.startswith("s2studio.ui.voices") and not p.is_relative_to(PACKAGE / "ui/voices")
+            and not p.is_relative_to(PACKAGE / "ui/window")]
+    assert out == [] and into == []
+
+
 def test_the_voices_region_is_small_modules() -> None:
     """The voices region's views: thin modules, each with one job (the dialogs' parts in their own folders)."""
     sizes = {str(p.relative_to(PACKAGE)): len(p.read_text().splitlines())

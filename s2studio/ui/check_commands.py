@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QInputDialog, QMessageBox, QWidget
 
 from s2studio.state.script import Line
 from s2studio.state.voices import VoiceLibrary
+from s2studio.ui.control.asr_choice import asr_settings
 from s2studio.ui.control.document import Document
 from s2studio.ui.control.render import RenderFlow
 from s2studio.ui.control.retakes import Retakes
@@ -22,7 +23,6 @@ from s2studio.ui.inspector.checks_box import thresholds
 from s2studio.ui.inspector.inspector import Inspector
 from s2studio.ui.script.editor import ScriptEditor
 from s2studio.ui.script.line_filter import show_only_rows
-from s2studio.ui.voices.transcripts_box import asr_settings
 from s2studio.ui.window.line_states import LineStates
 
 TAKES_KEY, ATTEMPTS_KEY = "checks/takes", "checks/attempts"

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QSettings
 
-from s2studio.ui.voices import transcripts_box
-from s2studio.ui.voices.transcripts_box import CHOOSE, MODEL_KEY, TranscriptsBox
+from s2studio.ui.control.asr_choice import MODEL_KEY
+from s2studio.ui.inspector import transcripts_box
+from s2studio.ui.inspector.transcripts_box import CHOOSE, TranscriptsBox
 from speech import tiny_model
 from ui_helpers import close_studio, fake_engine, open_studio, write_wav
 

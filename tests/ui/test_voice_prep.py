@@ -18,7 +18,8 @@ from fake_hub import FakeHub
 from s2studio.audio.asr import Recognizer
 from s2studio.audio.dsp import integrated_loudness
 from s2studio.ui.voices.new_voice.dialog import NewVoiceDialog
-from s2studio.ui.voices.transcripts_box import LANGUAGE_KEY, MODEL_KEY, TranscriptsBox, asr_settings
+from s2studio.ui.control.asr_choice import LANGUAGE_KEY, MODEL_KEY, asr_settings
+from s2studio.ui.inspector.transcripts_box import TranscriptsBox
 from s2studio.audio.speech_regions import speech_regions
 from speech import PARAGRAPHS, SENTENCE, espeak, padded, speech_edges, tiny_model, word_error_rate, words
 from ui_helpers import close_studio, drop_files, on_modal, open_studio

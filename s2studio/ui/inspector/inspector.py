@@ -18,7 +18,7 @@ from s2studio.ui.inspector.render_on import RenderOnBox
 from s2studio.ui.inspector.settings_panel import SettingsPanel, fit_narrow
 from s2studio.ui.inspector.tag_palette import TagPalette
 from s2studio.ui.inspector.takes_panel import TakesPanel
-from s2studio.ui.voices.transcripts_box import TranscriptsBox
+from s2studio.ui.inspector.transcripts_box import TranscriptsBox
 
 
 class Inspector(QTabWidget):

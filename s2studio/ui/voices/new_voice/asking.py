@@ -15,12 +15,12 @@ from PySide6.QtWidgets import QDialog, QFileDialog, QWidget
 
 from s2studio.errors import UserError
 from s2studio.state.voices import MAX_CLIPS, Voice
+from s2studio.ui.control.asr_choice import asr_settings
 from s2studio.ui.control.clips import ClipJobs
 from s2studio.ui.control.voices import VoiceCommands
 from s2studio.ui.file_places import AUDIO_FILTER, remember, start_in
 from s2studio.ui.voices.new_voice.clip_draft import ClipDraft
 from s2studio.ui.voices.new_voice.dialog import NewVoiceDialog
-from s2studio.ui.voices.transcripts_box import asr_settings
 
 
 class NewVoiceAsking:

@@ -1,6 +1,6 @@
 """Settings ▸ Transcripts: which speech-recognition model fills in the transcripts of new clips, and in which
-language (detected by default). Kept in the window's QSettings (`asr/model`, `asr/language`), read by the
-voice panel each time it transcribes; `asr_settings` is the one reader.
+language (detected by default). Kept in the window's QSettings; `ui.control.asr_choice.asr_settings` is the one
+reader (the new-voice dialog and the take checks read it each time they transcribe).
 
 The model is a size downloaded on first use, a model already on this computer (`audio.asr_local`: found in the
 caches, so transcripts work offline), or a folder chosen with "Choose a folder…" (accepted only when it holds a
@@ -13,25 +13,14 @@ from pathlib import Path
 from PySide6.QtCore import QSettings, Signal
 from PySide6.QtWidgets import QComboBox, QFileDialog, QFormLayout, QGroupBox, QLabel, QVBoxLayout, QWidget
 
-from s2studio.audio.asr import AsrSettings
 from s2studio.audio.asr_languages import LANGUAGES
 from s2studio.audio.asr_local import local_models, present_instead
-from s2studio.audio.asr_models import (DEFAULT_MODEL, MODEL_SIZES, asr_missing, describe, looks_downloaded,
-                                       model_folder)
+from s2studio.audio.asr_models import MODEL_SIZES, asr_missing, describe, looks_downloaded, model_folder
 from s2studio.errors import UserError
+from s2studio.ui.control.asr_choice import LANGUAGE_KEY, MODEL_KEY, asr_settings
 
-MODEL_KEY = "asr/model"
-LANGUAGE_KEY = "asr/language"
 CHOOSE = "choose-a-folder"
 """The data of the "Choose a folder…" entry (never stored: choosing it opens the folder dialog)."""
-
-
-def asr_settings(settings: QSettings | None) -> AsrSettings:
-    """The transcription settings chosen in Settings (the defaults without a settings store)."""
-    if settings is None:
-        return AsrSettings()
-    return AsrSettings(str(settings.value(MODEL_KEY, DEFAULT_MODEL) or DEFAULT_MODEL),
-                       str(settings.value(LANGUAGE_KEY, "") or ""))
 
 
 class TranscriptsBox(QGroupBox):
