@@ -34,6 +34,8 @@ def test_the_helps_say_what_a_new_user_needs_first() -> None:
     assert "without a COMMAND, `s2studio` opens the studio's window" in helps["s2studio"]
     assert "synth speak text or a script into audio files (and S2 codes)" in helps["s2studio"]
     assert "into audio (--out)" in helps["s2studio synth"]
+    assert "the voice's name, as scripts" in helps["s2studio voice add"] and "free text kept" in helps[
+        "s2studio voice add"]
     assert "the checks download nothing" in helps["s2studio synth"] and "downloaded on first use" not in (
         helps["s2studio synth"])
 

@@ -27,7 +27,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     sub = p.add_subparsers(dest="voice_command", metavar="ACTION", required=True)
 
     add = sub.add_parser("add", help="create a voice from 1-4 clips with transcripts")
-    add.add_argument("--name", required=True)
+    add.add_argument("--name", required=True,
+                     help="the voice's name, as scripts (Alice: …), --cast and the server's `voice` name it")
     add.add_argument("--clip", action="append", type=Path, required=True, metavar="FILE",
                      help="reference audio (repeat for up to 4 clips)")
     add.add_argument("--text", action="append", default=[], metavar="TRANSCRIPT",
@@ -36,7 +37,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add.add_argument("--trim", action="store_true", help="cut the silence before the first and after the last speech")
     add.add_argument("--normalize", action="store_true", help="bring each clip to -23 LUFS (peak at most -1 dBFS)")
     add_asr_options(add)
-    add.add_argument("--notes", default="")
+    add.add_argument("--notes", default="", help="free text kept with the voice (shown by `voice show`)")
     add.add_argument("--consent", default="", help="where the voice comes from and who agreed to the cloning")
 
     sub.add_parser("list", help="list voices")
