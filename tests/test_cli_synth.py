@@ -171,3 +171,13 @@ def test_benchmark_flags_and_script_options_refused_where_they_mean_nothing(
             f"{flag} belongs to a --script render; with --text/--text-file write the codes (--codes-out) or the "
             "speech (--out), or render a script")
     assert not list(tmp_path.iterdir())  # refused before anything was written
+
+
+def test_a_render_that_writes_nothing_says_so_before_it_starts(model_dir: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["synth", "--model", str(model_dir), "--text", "<|speaker:0|>Hi.", "--device", "cpu",
+                 "--max-new-tokens", "3"]) == 0
+    err = capsys.readouterr().err
+    said = err.index("warning: nothing will be written: add --out FILE.wav for the speech (or --codes-out FILE.npy "
+                     "for its codes)")
+    assert err.index("loaded ") < said < err.index("batch 1/1")  # before the slow part: it can be stopped

@@ -212,6 +212,9 @@ def run(args: argparse.Namespace) -> int:
     log(f"loaded {printable(args.model)} on {info.device} ({info.settings_text()}) in {time.perf_counter() - t0:.1f} s")
     if info.kernels_note:
         log(f"note: the CPU kernels are not used ({info.kernels_note})")
+    if args.out is None and args.codes_out is None and args.codes_out_dir is None:
+        log("warning: nothing will be written: add --out FILE.wav for the speech (or --codes-out FILE.npy for its "
+            "codes)")
 
     if args.batching == "upstream":
         lead = SPEAKER_TAG.split(text, maxsplit=1)
