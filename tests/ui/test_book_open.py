@@ -114,13 +114,14 @@ def test_a_book_opened_is_shown_in_slices_and_an_edit_and_a_click_meanwhile_are_
     path, edited = rendered_project(qtbot, w, tmp_path)
     monkeypatch.setattr(slices, "BUDGET_S", 10.0)  # at once: what the window shows when every slice is done
     assert w.projects.open(path)
-    qtbot.waitUntil(lambda: not w.lines._recount.busy)
+    qtbot.waitUntil(lambda: not w.showing.busy and not w.lines._recount.busy)
     at_once = shown(w)
     assert at_once["stale"] == {edited} and len(at_once["ids"]) == 24
     monkeypatch.setattr(slices, "BUDGET_S", 0.0)  # one line a pass
     assert w.projects.open(path)
     recount = w.lines._recount
-    assert recount.busy and w.player_bar.waveform.stale_lines == frozenset()  # the rest comes pass by pass
+    assert w.editor.toPlainText() == at_once["text"]  # the text at once, the rest pass by pass
+    assert w.showing.busy and not recount.busy
     target = w.document.script.lines[20]
     w.lines.select(target.line_id)  # a click on a line's mark meanwhile
     assert w.editor.textCursor().blockNumber() == target.source_line - 1
@@ -129,9 +130,9 @@ def test_a_book_opened_is_shown_in_slices_and_an_edit_and_a_click_meanwhile_are_
     w.editor.setTextCursor(cursor)
     qtbot.keyClicks(w.editor, " Typed")  # and an edit
     w.reparse()
-    assert recount.busy
-    qtbot.waitUntil(lambda: not recount.busy)
-    assert recount.passes >= 20  # it yielded to the event loop between lines
+    assert w.showing.busy
+    qtbot.waitUntil(lambda: not w.showing.busy and not recount.busy)
+    assert w.showing.passes >= 4 and recount.passes >= 20  # it yielded to the event loop between parts, lines
     now = shown(w)
     typed = w.document.script.lines[2]
     assert typed.text.endswith("Typed") and "Typed" in now["text"]

@@ -23,7 +23,7 @@ from s2studio.errors import UserError
 from s2studio.state.project_document import read_document
 from s2studio.state.project_files import save_project
 from s2studio.state.voices import VoiceLibrary
-from ui_helpers import on_modal, write_wav
+from ui_helpers import on_modal, project_shown, write_wav
 
 SCRIPT = ("# Kitchen\n"
           "Alice: The kettle has been whistling for a while now, somebody should go.\n"
@@ -80,6 +80,7 @@ def test_killed_during_a_render_restores_everything(qtbot, tmp_path, monkeypatch
         on_modal(qtbot, QMessageBox, lambda box: qtbot.mouseClick(
             box.button(QMessageBox.StandardButton.Yes), Qt.MouseButton.LeftButton))
         assert w.projects.offer_restore()
+        project_shown(qtbot, w)
         assert w.editor.toPlainText() == SCRIPT
         assert w.document.project.cast == cast
         assert w.document.project.settings.seed_mode == "fixed"

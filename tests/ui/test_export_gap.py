@@ -14,7 +14,7 @@ from s2studio.engine.api import SAMPLE_RATE
 from s2studio.engine.fake import FakeEngine
 from s2studio.state.project_files import load_project
 from s2studio.ui.dialogs.export_dialog import ExportDialog
-from ui_helpers import cast_two_voices, close_studio, on_modal, open_studio
+from ui_helpers import cast_two_voices, close_studio, on_modal, open_studio, project_shown
 
 
 def _cue_starts_ms(srt: str) -> list[int]:
@@ -63,8 +63,10 @@ def test_export_and_playback_use_the_same_gap(qtbot, tmp_path, monkeypatch):
         w.projects.save_as(saved)
         assert load_project(saved).gap_s == 1.23
         w.projects.new()
+        project_shown(qtbot, w)
         assert w.timeline.gap == 17640
         w.projects.open(saved)
+        project_shown(qtbot, w)
         assert [s.start for s in w.timeline.segments()] == starts
     finally:
         close_studio(w)

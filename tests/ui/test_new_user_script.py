@@ -12,7 +12,7 @@ from PySide6.QtGui import QPalette, QTextCursor
 from PySide6.QtWidgets import QLabel
 
 from s2studio.state.project_files import load_project
-from ui_helpers import cast_two_voices, close_studio, fake_engine, open_studio
+from ui_helpers import cast_two_voices, close_studio, fake_engine, open_studio, project_shown
 
 SCRIPT = "Alice: One [sigh] two.\nBob: Three.\nAlice: Four."
 
@@ -85,6 +85,7 @@ def test_speakers_keep_their_colours_for_the_life_of_the_project(qtbot, data_dir
     assert load_project(tmp_path / "colours.s2proj").speaker_colors == {"Alice": 0, "Bob": 1, "Carol": 2}
     w.projects.new()
     w.projects.open(tmp_path / "colours.s2proj")
+    project_shown(qtbot, w)
     assert label_colors(w) == after
     close_studio(w)
 

@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QInputDialog
 from s2studio.engine.fake import FakeEngine
 from s2studio.state.project_files import read_project
 from s2studio.state.voices import VoiceLibrary
-from ui_helpers import cast_two_voices, close_studio, on_modal, open_studio, write_wav
+from ui_helpers import cast_two_voices, close_studio, on_modal, open_studio, project_shown, write_wav
 
 
 def rendered_studio(qtbot, tmp_path, monkeypatch, data: str = "data"):
@@ -46,6 +46,7 @@ def test_a_project_saved_with_voices_opens_on_an_empty_data_folder(qtbot, tmp_pa
     w2 = second_machine(qtbot, tmp_path, monkeypatch, "other")
     assert w2.library.list() == []
     w2.projects.open(path)
+    project_shown(qtbot, w2)
     assert sorted(v.name for v in w2.library.list()) == ["A", "B"]
     for voice in w2.library.list():  # the clips were unpacked into this library
         clip = w2.library.clip_path(voice, voice.clips[0])
@@ -73,6 +74,7 @@ def test_missing_voices_are_found_by_name_or_by_their_clips(qtbot, tmp_path, mon
     w2.voices.refresh()
     w2.voice_commands.reread()
     w2.projects.open(path)
+    project_shown(qtbot, w2)
     assert w2.document.project.cast == {"Alice": renamed.id, "Bob": other_b.id}
     alice, bob = w2.document.script.lines
     assert w2.document.state(alice).kind == "fresh"  # the same clips: its take still answers the line
@@ -105,6 +107,7 @@ def test_the_person_is_asked_when_a_packed_voice_and_a_library_voice_share_a_nam
 
     on_modal(qtbot, QInputDialog, choose)
     w2.projects.open(path)
+    project_shown(qtbot, w2)
     assert len(asked) == 1 and asked[0][0].startswith("The project's own copy of “A”")
     assert asked[0][1] == "The library's voice “A” (1 clip)" and asked[0][2].startswith("No voice")
     names = sorted(v.name for v in lib.list())

@@ -19,7 +19,7 @@ from s2studio.engine.api import SAMPLE_RATE
 from s2studio.ui.dialogs.export_dialog import ExportDialog
 from s2studio.ui.voices.record_dialog import RecordDialog
 from s2studio.ui.voices.new_voice.dialog import NewVoiceDialog
-from ui_helpers import CHUNK, drop_files, fake_engine, on_modal, playback_raw, write_wav
+from ui_helpers import CHUNK, drop_files, fake_engine, on_modal, playback_raw, project_shown, write_wav
 
 FRAMES = 12
 LINE = CHUNK * FRAMES
@@ -196,6 +196,7 @@ def test_studio_end_to_end(qtbot, window, tmp_path):
     w.projects.new()
     assert w.editor.toPlainText() == "" and w.document.project.lines == {}
     w.projects.open(saved)
+    project_shown(qtbot, w)
     assert w.editor.toPlainText() == script_text
     assert w.document.project.cast == {"Alice": alice, "Bob": bob}
     assert len(w.document.project.lines[first].takes) == 2 and w.document.project.lines[first].picked == 0

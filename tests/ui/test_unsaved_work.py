@@ -17,7 +17,7 @@ from s2studio.state.project import GenerationSettings
 from s2studio.state.script import make_line_id, parse_script
 from s2studio.state.staleness import fingerprint_of, take_settings, voice_key
 from s2studio.ui.dialogs import project_commands
-from ui_helpers import close_studio, fake_engine, on_modal, open_studio, write_wav
+from ui_helpers import close_studio, fake_engine, on_modal, open_studio, project_shown, write_wav
 
 
 def answer(qtbot, button: QMessageBox.StandardButton, seen: list[str]):
@@ -138,6 +138,7 @@ def test_an_old_project_file_still_opens_up_to_date(qtbot, tmp_path, monkeypatch
             "settings": asdict(settings), "gap_s": 0.4, "lines": lines}))
 
         assert w.projects.open(folder)
+        project_shown(qtbot, w)
         assert w.document.script.line_ids == tuple(lines)  # the content ids became the first ids
         assert [w.document.state(ln).kind for ln in w.document.script.lines] == ["fresh", "fresh", "fresh"]
         takes = [w.document.project.takes_of(line_id)[0] for line_id in lines]  # each now carries the one fingerprint

@@ -124,3 +124,9 @@ def cast_two_voices(w, tmp_path: Path, script: str = "Alice: One [sigh] two.\nBo
     w.reparse()
     w.cast_panel.combos["Alice"].setCurrentIndex(w.cast_panel.combos["Alice"].findData(a.id))
     w.cast_panel.combos["Bob"].setCurrentIndex(w.cast_panel.combos["Bob"].findData(b.id))
+
+
+def project_shown(qtbot, w) -> None:
+    """Until the project just opened is shown whole: its text at once, its timeline, lines' states and cast a
+    pass of the event loop or a few later (a book's would hold the window)."""
+    qtbot.waitUntil(lambda: not w.showing.busy and not w.cast_panel.building(), timeout=10000)

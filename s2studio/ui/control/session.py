@@ -120,7 +120,10 @@ class RenderSession(QObject):
         host.job_failed.connect(self._on_job_failed)
         document.script_changed.connect(self._script_changed)
         document.takes_changed.connect(self._takes_changed)
-        document.replaced.connect(self.relayout)
+        document.replaced.connect(self._replaced)
+        self._relayout_due = False
+        """Another project is open and its timeline not laid out yet (the window does it a pass later, `relayout`;
+        anything here that touches the timeline before then lays it out first)."""
         self.relayout()
 
     @property
@@ -136,18 +139,28 @@ class RenderSession(QObject):
         project = self.document.project
         return {k: t.sound for k in project.lines if (t := project.current(k)) is not None}
 
+    def _replaced(self) -> None:
+        self._relayout_due = True
+
+    def _lay_out_if_due(self) -> None:
+        if self._relayout_due:
+            self.relayout()
+
     def relayout(self) -> None:
         """Every line's picked take, laid out again (a project opened, the gap changed)."""
+        self._relayout_due = False
         self.timeline.set_gap(self.document.project.gap_s)
         self.timeline.set_lines(self.document.script.line_ids, self._picked_audio())
         self.timeline_changed.emit()
 
     def _script_changed(self, order_changed: bool) -> None:
+        self._lay_out_if_due()
         if order_changed:  # lines added, deleted, moved or back (Undo): audio stays with its line
             self.timeline.set_order(self.document.script.line_ids, self._picked_audio())
             self.timeline_changed.emit()
 
     def _takes_changed(self, line_id: str) -> None:
+        self._lay_out_if_due()
         if line_id not in self.timeline:
             return  # a line not in the script (deleted while it rendered): its take is kept, not placed
         take = self.document.project.current(line_id)
@@ -164,6 +177,7 @@ class RenderSession(QObject):
         """Hand a built request to the engine (`RenderFlow` builds it)."""
         if self.busy:
             raise RuntimeError("a render is already running")
+        self._lay_out_if_due()
         self.job, self.job_id = job, job.request.job_id
         self._project = self.document.project
         self.pending = {}

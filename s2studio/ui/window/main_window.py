@@ -7,6 +7,8 @@ reach the parts by their names (`window.projects.open`, `window.inspector.takes`
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import QApplication, QMainWindow, QMessageBox, QSplitter
@@ -31,6 +33,7 @@ from s2studio.ui.control.preview import VoicePreview
 from s2studio.ui.control.projects import ProjectStore
 from s2studio.ui.control.render import RenderFlow
 from s2studio.ui.control.session import RenderSession
+from s2studio.ui.control.slices import Slices
 from s2studio.ui.control.voices import VoiceCommands
 from s2studio.ui.dialogs.model_commands import ModelCommands, remembered_settings
 from s2studio.ui.dialogs.project_commands import ProjectCommands
@@ -79,6 +82,9 @@ class MainWindow(QMainWindow):
         self.actions_by_name = build_actions(self)
         self._build_ui()
         self.menus = Menus(self, self.actions_by_name, self.store, self.projects.open)
+        self.showing: Slices[Callable[[], object]] = Slices(lambda show: show(), parent=self)
+        """Another project shown a part a pass, from the pass after its text (a book's timeline, its lines' states,
+        its cast: each tens of ms); an edit, a click or a render meanwhile finds the document already replaced."""
         self._parse_timer = QTimer(self, singleShot=True, interval=150)
         self._parse_timer.timeout.connect(lambda: self.document.set_text_soon(self.editor.toPlainText()))
         connect_actions(self.actions_by_name, action_slots(self))
@@ -252,8 +258,10 @@ class MainWindow(QMainWindow):
         self.editor.setPlainText(project.script)
         self.editor.blockSignals(False)
         self.editor.document().setModified(False)
-        self._show_script()
-        self.lines.show()
+        self.showing.start((self.session.relayout, self._show_script, self.lines.show, self._show_from_start),
+                            now=False)
+
+    def _show_from_start(self) -> None:
         self.player.seek(0)
         self.player_bar.waveform.fit()
 
