@@ -36,7 +36,8 @@ def render(tmp_path: Path, engine: SpeakingEngine, *extra: str, quiet: bool = Tr
     script = tmp_path / "scene.txt"
     script.write_text(SCRIPT, encoding="utf-8")
     argv = ["--script", str(script), "--cast", "Narrator=Reader", "--out", str(tmp_path / "out.wav"), "--seed", "5",
-            "--max-new-tokens", "256", "--gap", "0", "--check-asr-model", str(tiny_model()), *(["-q"] if quiet else []), *extra]
+            "--max-new-tokens", "256", "--gap", "0", "--check-asr-model", str(tiny_model()), *(["-q"] if quiet else []),
+            *extra]
     return run_script(parser().parse_args(argv), engine_factory=lambda: engine)
 
 

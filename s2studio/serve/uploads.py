@@ -104,8 +104,8 @@ class UploadedVoices:
                 except ApiError:  # logged; the new voice is kept, the old one goes at the next start
                     continue
                 log.warning("evicted the uploaded voice %r (used least recently) to make room for %r; this server "
-                         "keeps at most %d uploaded voices, %d MB in all", gone.name, voice.name, self._capacity,
-                         self._max_bytes // 2**20)
+                            "keeps at most %d uploaded voices, %d MB in all", gone.name, voice.name, self._capacity,
+                            self._max_bytes // 2**20)
 
     def _room_for(self, key: str, size: int) -> list[UploadedVoice]:
         """The voices to evict, least recently used first, so that a voice of `size` bytes kept as `key` fits."""
