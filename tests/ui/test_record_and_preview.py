@@ -43,6 +43,7 @@ def test_record_meter_trim_and_use_the_take(qtbot, studio, tmp_path):
         seen["meter"] = (d.meter.level_db, d.meter.peak_db, d.meter.clipped)
         qtbot.mouseClick(d.stop_button, Qt.MouseButton.LeftButton)
         seen["length"] = d.seconds
+        seen["recorded"] = d.audio()  # what the meter was shown, block by block
         # trim half a second off the start with the keyboard (10 steps of 50 ms) and 1 s off the end
         d.waveform.setFocus()
         for _ in range(10):
@@ -65,7 +66,12 @@ def test_record_meter_trim_and_use_the_take(qtbot, studio, tmp_path):
     assert seen["devices"] and any("default" in name for name in seen["devices"])
     assert seen["before"] == (False, True, False)  # nothing said about any device before Record
     level, peak, clipped = seen["meter"]
-    assert abs(peak - 20 * math.log10(0.3)) < 1.0 and abs(level - 20 * math.log10(0.3 / math.sqrt(2))) < 1.0
+    # the meter shows the recorded blocks: the tone's peak and RMS (ALSA's rate converter of the file-backed
+    # microphone rings up to ~0.37 on some runs, so the recorded samples, not the file, bound it from above)
+    recorded = seen["recorded"]
+    top = 20 * math.log10(float(np.abs(recorded).max()))
+    assert 20 * math.log10(0.3) - 1.0 < peak <= top + 1e-3, (peak, top)
+    assert abs(level - 20 * math.log10(float(np.sqrt(np.mean(recorded * recorded))))) < 1.0, level
     assert not clipped
     span = seen["span"]
     assert abs(span.start - 0.5) < 1e-6 and abs(span.end - (seen["length"] - 1.0)) < 1e-3
