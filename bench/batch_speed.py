@@ -43,7 +43,7 @@ import torch  # noqa: E402
 from frame_speed import random_s2  # noqa: E402
 
 from s2studio.demo_model import write_demo_model  # noqa: E402
-from s2studio.engine.api import SamplingParams  # noqa: E402
+from s2studio.settings import Sampling
 from s2studio.engine.s2 import memory  # noqa: E402
 from s2studio.engine.s2.batch import BatchDecoder  # noqa: E402
 from s2studio.engine.s2.fast import FastDecoder  # noqa: E402
@@ -53,7 +53,7 @@ from s2studio.engine.weights import cpu_gemv  # noqa: E402
 from s2studio.engine.weights.narrow import narrow_linears  # noqa: E402
 
 BATCHES = (1, 2, 4, 8, 16)
-SAMPLING = SamplingParams(temperature=1.0, top_p=0.9, top_k=30, ignore_eos=True)
+SAMPLING = Sampling(temperature=1.0, top_p=0.9, top_k=30)
 FPS_AUDIO = 44100 / 2048
 TARGETS = {"bf16": 4.0, "int8": 3.0, "int4": 2.0}
 """S2 shape: B = 8's aggregate frames/s at least this many times B = 1's (and per stream at B = 4 >= 0.6x)."""
@@ -72,14 +72,14 @@ class Streams:
         with torch.inference_mode():
             if streams == 1:
                 self.decoder = FastDecoder(model, im_end, length=length, allowed=allowed)
-                self.sampler = self.decoder.sampler(SAMPLING, make_generator(1))
+                self.sampler = self.decoder.sampler(SAMPLING, make_generator(1), ignore_eos=True)
                 self.logits, self.hidden = self.decoder.prefill(prompt)
                 self.batch = None
             else:
                 self.batch = BatchDecoder(model, im_end, length=length, max_batch=streams, allowed=allowed,
                                           memory_bytes=None)
                 for i in range(streams):
-                    self.batch.admit(prompt, SAMPLING, make_generator(1 + i), 0)
+                    self.batch.admit(prompt, SAMPLING, make_generator(1 + i), 0, ignore_eos=True)
                 while self.batch.waiting:
                     self.batch.prefill()
             self.step()

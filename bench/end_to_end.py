@@ -35,7 +35,7 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,8 +79,7 @@ def exact_frame(model, frames: int) -> float:
     ensure_caches(model)
     prompt = torch.zeros(11, 64, dtype=torch.long)
     prompt[0] = torch.arange(64) % 4000 + 1000
-    sampling = replace(UPSTREAM, ignore_eos=True)
-    sampler = make_sampler(model, sampling, make_generator(1), _Tok.im_end_id)
+    sampler = make_sampler(model, UPSTREAM, make_generator(1), _Tok.im_end_id, ignore_eos=True)
     stamps = []
     for _ in generate_frames(model, prompt, sampler, max_new_tokens=frames + 1):
         stamps.append(time.perf_counter())

@@ -30,8 +30,9 @@ import soundfile as sf
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from s2studio.engine.api import (  # noqa: E402
-    JobFinished, LineFinished, LineSpec, LoadRequest, Reference, SamplingParams, SynthesisRequest,
+    JobFinished, LineFinished, LineSpec, LoadRequest, Reference, SynthesisRequest,
 )
+from s2studio.settings import Sampling
 from s2studio.engine.fleet import FleetEngine, Member  # noqa: E402
 from s2studio.engine.remote import RemoteEngine, RemoteSettings  # noqa: E402
 from s2studio.engine.voice_registry import VoiceRegistry  # noqa: E402
@@ -60,8 +61,8 @@ def start(model: Path, data: Path) -> tuple[subprocess.Popen, str]:
 
 def project(scenes: int, lines: int, frames: int, refs: tuple[Reference, ...] = ()) -> SynthesisRequest:
     specs = tuple(LineSpec(f"s{s}l{i}", 0, TEXTS[(s + i) % len(TEXTS)]) for s in range(scenes) for i in range(lines))
-    return SynthesisRequest("farm", specs, refs, SamplingParams(max_new_tokens=frames, seed=1, ignore_eos=True),
-                            scene_starts=frozenset(f"s{s}l0" for s in range(scenes)))
+    return SynthesisRequest("farm", specs, refs, Sampling(max_frames=frames, seed_mode="fixed", seed=1),
+                            scene_starts=frozenset(f"s{s}l0" for s in range(scenes)), ignore_eos=True)
 
 
 def render(urls: list[str], request: SynthesisRequest, protocol: str = "s2studio") -> tuple[float, VoiceRegistry]:

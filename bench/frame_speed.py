@@ -53,7 +53,8 @@ sys.path.insert(0, str(ROOT))
 
 from fbgemm_int8 import pack_for_cpu  # noqa: E402
 from s2studio.demo_model import write_demo_model  # noqa: E402
-from s2studio.engine.api import FRAME_SAMPLES, SAMPLE_RATE, SamplingParams  # noqa: E402
+from s2studio.engine.api import FRAME_SAMPLES, SAMPLE_RATE  # noqa: E402
+from s2studio.settings import Sampling
 from s2studio.engine.s2.device import DTYPES  # noqa: E402
 from s2studio.engine.s2.fast import FastDecoder, FastSampler, generate_frames_fast  # noqa: E402
 from s2studio.engine.s2.generate import ensure_caches, generate_frames, make_generator, make_sampler  # noqa: E402
@@ -67,7 +68,7 @@ from s2studio.text.prompt import Reference, build_prompt  # noqa: E402
 from s2studio.text.tokenizer import S2Tokenizer  # noqa: E402
 
 FPS_AUDIO = SAMPLE_RATE / FRAME_SAMPLES
-UPSTREAM = SamplingParams(temperature=1.0, top_p=0.9, max_new_tokens=0)
+UPSTREAM = Sampling(temperature=1.0, top_p=0.9, max_frames=0)
 """Upstream's command-line sampler (the figures do not depend on it)."""
 TEXT = "<|speaker:0|>The quick brown fox jumps over the lazy dog, and then it runs far away."
 REF_TEXT = "<|speaker:0|>A reference clip of a voice, read aloud."
@@ -141,8 +142,8 @@ def exact_runs(model, tok, prompt, frames: int, runs: int) -> tuple[float, float
     ensure_caches(model)
 
     def one(seed: int):
-        sampling = replace(UPSTREAM, ignore_eos=True)  # every run makes exactly `frames` frames
-        sampler = make_sampler(model, sampling, make_generator(seed, DEVICE), tok.im_end_id)
+        # ignore_eos: every run makes exactly `frames` frames
+        sampler = make_sampler(model, UPSTREAM, make_generator(seed, DEVICE), tok.im_end_id, ignore_eos=True)
         return timed(generate_frames(model, prompt, sampler, max_new_tokens=frames))
 
     one(0)
@@ -438,7 +439,7 @@ def stage_targets(fast: bool) -> list[tuple[object, str, str]]:
 def first_audio(args: argparse.Namespace, tmp: Path) -> None:
     from s2studio.engine.api import (
         AudioChunk, LineFinished, LineSpec, LineStarted, LoadRequest, Reference as EngineReference,
-        SamplingParams, SynthesisRequest,
+        Sampling, SynthesisRequest,
     )
     from s2studio.engine.s2 import S2Engine
 
@@ -452,7 +453,7 @@ def first_audio(args: argparse.Namespace, tmp: Path) -> None:
         ["The first line of the scene, spoken at an even pace.", "Then a second line follows it.",
          "And a third line closes the scene."]))
     request = SynthesisRequest("b", lines, (EngineReference(0, "A reference clip of a voice, read aloud.", codes),),
-                               SamplingParams(max_new_tokens=args.ttfa_frames, seed=3))
+                               Sampling(max_frames=args.ttfa_frames, seed_mode="fixed", seed=3))
     # (name, fast path, prefix reuse, the codec's exact streaming rules); the third row is the engine's fast speed
     variants = (("exact", False, True, True), ("fast, no reuse", True, False, False),
                 ("fast + prefix reuse", True, True, False), ("  the same, exact codec", True, True, True))

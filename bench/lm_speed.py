@@ -27,7 +27,8 @@ import numpy as np
 import torch
 
 from s2studio.demo_model import SIZES, write_demo_model
-from s2studio.engine.api import FRAME_SAMPLES, SAMPLE_RATE, SamplingParams
+from s2studio.engine.api import FRAME_SAMPLES, SAMPLE_RATE
+from s2studio.settings import Sampling
 from s2studio.engine.s2.device import resolve_device, resolve_dtype, set_threads
 from s2studio.engine.s2.generate import ensure_caches, generate_frames, make_generator, make_sampler
 from s2studio.engine.weights.checkpoints import load_dual_ar
@@ -36,13 +37,13 @@ from s2studio.text.tokenizer import S2Tokenizer
 
 TEXT = "<|speaker:0|>The quick brown fox jumps over the lazy dog, and then it runs far away."
 FRAMES_PER_SECOND = SAMPLE_RATE / FRAME_SAMPLES
-NO_STOP = SamplingParams(temperature=1.0, top_p=0.9, max_new_tokens=0, ignore_eos=True)
+NO_STOP = Sampling(temperature=1.0, top_p=0.9, max_frames=0)
 """Upstream's command-line sampler with `<|im_end|>` masked out: every run makes exactly `frames` frames."""
 
 
 def one_run(model, tokenizer, prompt: np.ndarray, frames: int, seed: int) -> tuple[float, float, int]:
     """(prefill seconds, total seconds, frames made) of one `generate_frames` call."""
-    sampler = make_sampler(model, NO_STOP, make_generator(seed), tokenizer.im_end_id)
+    sampler = make_sampler(model, NO_STOP, make_generator(seed), tokenizer.im_end_id, ignore_eos=True)
     t0 = time.perf_counter()
     first = None
     kept = 0

@@ -3,7 +3,8 @@ all read this table, so a bound changed here changes everywhere and nowhere else
 
 Two frozen types: `Sampling` (what the model is asked: seed, temperature, top-p, top-k, the longest line, batching)
 and `Loading` (how it runs: device, precision, speed, quantization, threads, streams at once). The project keeps
-both as one `state.project.GenerationSettings`; a load request is a `Loading` with a job and a folder
+both as one `state.project.GenerationSettings`; the engine takes them as they are: a synthesis request carries a
+`Sampling` (`engine.api.SynthesisRequest.sampling`), a load request is a `Loading` with a job and a folder
 (`engine.api.LoadRequest`). This module imports nothing above `errors`, so every layer may read it.
 """
 
@@ -88,9 +89,12 @@ def check_choice(name: str, value: str, label: str | None = None) -> None:
         raise UserError(f"unknown {label} {value!r}; choose one of {', '.join(CHOICES[name])}")
 
 
-def _check_fields(settings: Any) -> None:
+def check_limits(settings: Any, skip: tuple[str, ...] = ()) -> None:
+    """A `UserError` for the first field of `settings` outside its limit or choices (`skip`: fields left out)."""
     for f in dataclasses.fields(settings):
         value = getattr(settings, f.name)
+        if f.name in skip:
+            continue
         if f.name in LIMITS:
             LIMITS[f.name].check(value)
         elif f.name in CHOICES:
@@ -103,18 +107,44 @@ def _default(name: str) -> Any:
 
 @dataclass(frozen=True, kw_only=True)
 class Sampling:
-    """What the model is asked for a line besides its text and voice: a take made with other values is stale."""
+    """What the model is asked for a line besides its text and voice: a take made with other values is stale.
+
+    The project's settings are one (`state.project.GenerationSettings`), and the engine's requests carry one as
+    it is (`engine.api.SynthesisRequest.sampling`; the defaults are upstream's API server's)."""
 
     seed_mode: SeedMode = "random"
+    """random: the engine draws one base seed per request and reports it on every line (`LineFinished.seed`);
+    fixed: `seed` is the base (line i of a request is drawn with `engine.api.line_seed(seed, i)`)."""
     seed: int = _default("seed")
     temperature: float = _default("temperature")
     top_p: float = _default("top_p")
     top_k: int = _default("top_k")
     max_frames: int = _default("max_frames")
+    """Frames per batch, the dropped last one included. A person's settings keep to `LIMITS["max_frames"]` (the
+    project's and the panel's, checked by `GenerationSettings`); a request may ask any count, or 0: as many as
+    the context leaves (the command line's `--max-new-tokens 0` and `--frames`, a server's own limit)."""
     batching: Batching = "line"
 
     def __post_init__(self) -> None:
-        _check_fields(self)
+        check_limits(self, skip=("max_frames",))
+        frames = self.max_frames
+        if isinstance(frames, bool) or not isinstance(frames, int) or frames < 0:
+            raise UserError(f"{LIMITS['max_frames'].label} must be 0 (no limit) or more, got {frames}")
+
+    @property
+    def fixed_seed(self) -> int | None:
+        """The seed asked for, or None where the engine draws one."""
+        return self.seed if self.seed_mode == "fixed" else None
+
+    def later(self, lines: int) -> Sampling:
+        """These settings for a request that starts `lines` lines further on: a fixed seed moves on as many (line
+        i is drawn with seed + i), a random one stays random."""
+        return self if self.seed_mode != "fixed" else dataclasses.replace(self, seed=self.seed + lines)
+
+    @property
+    def sampling(self) -> Sampling:
+        """These settings alone (of a type that holds more, e.g. the project's), as a request carries them."""
+        return Sampling(**{f.name: getattr(self, f.name) for f in dataclasses.fields(Sampling)})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -134,12 +164,18 @@ class Loading:
     memory planner, at most 8 on a CPU)."""
 
     def __post_init__(self) -> None:
-        _check_fields(self)
+        check_limits(self)
 
     @property
     def loading(self) -> Loading:
         """These settings alone (of a type that holds more, e.g. a project's or a request's)."""
         return Loading(**{name: getattr(self, name) for name in LOAD_FIELDS})
+
+
+def seed_fields(seed: int | None) -> dict[str, Any]:
+    """`Sampling`'s seed fields for a seed that may be absent, as the command line and the servers take one:
+    None: drawn by the engine ("random"), a number: that one ("fixed")."""
+    return {"seed_mode": "random"} if seed is None else {"seed_mode": "fixed", "seed": seed}
 
 
 LOAD_FIELDS = tuple(f.name for f in dataclasses.fields(Loading))

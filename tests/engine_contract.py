@@ -16,12 +16,13 @@ import numpy as np
 from s2studio.engine.api import (
     FRAME_SAMPLES, NUM_CODEBOOKS, AudioChunk, ClipEncoded, ClipToEncode, EncodeRequest, Engine, Event, JobFailed, JobFinished,
     JobStarted, LineFinished, LineSpec, LineStarted, LoadRequest, ModelInfo, ModelLoading, ModelReady, Progress,
-    Reference, SamplingParams, SynthesisRequest,
+    Reference, SynthesisRequest,
 )
+from s2studio.settings import Sampling
 
 MAX_FRAMES_BEFORE_FIRST_CHUNK = 4
 """A first chunk longer than 4 frames (of `FRAME_SAMPLES` each) of audio came too late."""
-SAMPLING = SamplingParams(max_new_tokens=12, seed=7)
+SAMPLING = Sampling(max_frames=12, seed_mode="fixed", seed=7)
 
 
 def collect(events: Iterable[Event], cancel_after_first_chunk: threading.Event | None = None) -> list[Event]:
@@ -33,7 +34,7 @@ def collect(events: Iterable[Event], cancel_after_first_chunk: threading.Event |
     return out
 
 
-def request(job_id: str, sampling: SamplingParams = SAMPLING, references: tuple[Reference, ...] | None = None,
+def request(job_id: str, sampling: Sampling = SAMPLING, references: tuple[Reference, ...] | None = None,
             lines: tuple[LineSpec, ...] | None = None) -> SynthesisRequest:
     if references is None:
         codes = np.random.default_rng(0).integers(0, 32, size=(NUM_CODEBOOKS, 8))  # within every codec's codebooks
@@ -92,7 +93,7 @@ def check_lines(events: list[Event], req: SynthesisRequest) -> dict[str, LineFin
         elif isinstance(ev, LineFinished):
             assert ev.line_id == current and chunks, "a line finished without streaming audio"
             assert ev.codes.dtype == np.int64 and ev.codes.ndim == 2
-            assert ev.codes.shape[0] == NUM_CODEBOOKS and 1 <= ev.codes.shape[1] <= req.sampling.max_new_tokens
+            assert ev.codes.shape[0] == NUM_CODEBOOKS and 1 <= ev.codes.shape[1] <= req.sampling.max_frames
             assert ev.audio.dtype == np.float32 and ev.audio.ndim == 1 and np.isfinite(ev.audio).all()
             streamed = np.concatenate([c.samples for c in chunks])
             assert len(streamed) == len(ev.audio)
@@ -128,24 +129,24 @@ def check_determinism(engine: Engine, first: dict[str, LineFinished]) -> None:
 
 def check_reported_seed_reproduces(engine: Engine) -> None:
     line = (LineSpec("only", 0, "Seeded line."),)
-    unseeded = SamplingParams(max_new_tokens=12, seed=None)
+    unseeded = Sampling(max_frames=12)
     first = collect(engine.generate(request("seed-1", unseeded, lines=line), threading.Event()))
     take = next(ev for ev in first if isinstance(ev, LineFinished))
-    seeded = SamplingParams(max_new_tokens=12, seed=take.seed)
+    seeded = Sampling(max_frames=12, seed_mode="fixed", seed=take.seed)
     second = collect(engine.generate(request("seed-2", seeded, lines=line), threading.Event()))
     again = next(ev for ev in second if isinstance(ev, LineFinished))
     np.testing.assert_array_equal(again.codes, take.codes)
 
 
 def check_unseeded_request_draws_one_base_seed(engine: Engine) -> None:
-    """`seed=None`: the engine draws one base seed for the request and line i is drawn with base + i, each take
+    """A random seed: the engine draws one base seed for the request and line i is drawn with base + i, each take
     reporting its own; the request seeded with that base renders every line again, code for code."""
-    unseeded = collect(engine.generate(request("base-1", SamplingParams(max_new_tokens=12, seed=None)),
+    unseeded = collect(engine.generate(request("base-1", Sampling(max_frames=12)),
                                        threading.Event()))
     takes = [ev for ev in unseeded if isinstance(ev, LineFinished)]
     base = takes[0].seed
     assert [t.seed for t in takes] == [base + i for i in range(len(takes))] and len(takes) == 3
-    seeded = collect(engine.generate(request("base-2", SamplingParams(max_new_tokens=12, seed=base)),
+    seeded = collect(engine.generate(request("base-2", Sampling(max_frames=12, seed_mode="fixed", seed=base)),
                                      threading.Event()))
     again = [ev for ev in seeded if isinstance(ev, LineFinished)]
     assert [t.seed for t in again] == [t.seed for t in takes]

@@ -175,7 +175,7 @@ class SpeakingEngine(FakeEngine):
                 attempt = self.attempts.get(event.line_id, 0)
                 self.attempts[event.line_id] = attempt + 1
                 audio = faulty(self.texts[event.line_id], self.fault(event.line_id, attempt),
-                               request.sampling.max_new_tokens or 256)
+                               request.sampling.max_frames or 256)
                 frames = max(1, len(audio) // FRAME_SAMPLES)  # whole frames, as the codec gives them
                 audio = np.pad(audio, (0, max(0, frames * FRAME_SAMPLES - len(audio))))[:frames * FRAME_SAMPLES]
                 codes = np.resize(event.codes, (event.codes.shape[0], frames))

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from s2studio.demo_model import write_demo_model
-from s2studio.engine.api import SamplingParams
+from s2studio.settings import Sampling
 from s2studio.engine.s2 import memory
 from s2studio.engine.s2.batch import SLOT_GRAIN, BatchDecoder
 from s2studio.engine.s2.fast import FastDecoder, generate_frames_fast
@@ -61,7 +61,7 @@ def load(folder: Path, tok: S2Tokenizer, narrow: str, dtype: torch.dtype = torch
 @dataclass(frozen=True)
 class Request:
     prompt: torch.Tensor
-    sampling: SamplingParams
+    sampling: Sampling
     seed: int
 
 
@@ -76,8 +76,7 @@ def requests(tok: S2Tokenizer, count: int = 10) -> list[Request]:
     for i in range(count):
         refs = [reference] if i % 3 == 1 else []
         prompt = torch.as_tensor(build_prompt(tok, refs, [], f"<|speaker:{i % 2}|>{words[i % len(words)]}"))
-        sampling = SamplingParams(temperature=(0.7, 0.9, 1.0)[i % 3], top_p=(0.8, 0.95)[i % 2],
-                                  top_k=(30, 10, 4)[i % 3], max_new_tokens=4 if i in (2, 7) else 12)
+        sampling = Sampling(temperature=(0.7, 0.9, 1.0)[i % 3], top_p=(0.8, 0.95)[i % 2], top_k=(30, 10, 4)[i % 3], max_frames=4 if i in (2, 7) else 12)
         out.append(Request(prompt, sampling, 1000 + i))
     return out
 
@@ -86,7 +85,7 @@ def alone(model, tok: S2Tokenizer, request: Request) -> list[list[int]]:
     decoder = FastDecoder(model, tok.im_end_id, length=LENGTH, piece=PIECE)
     sampler = decoder.sampler(request.sampling, make_generator(request.seed))
     return [f.tolist() for f in generate_frames_fast(decoder, request.prompt, sampler,
-                                                     request.sampling.max_new_tokens)]
+                                                     request.sampling.max_frames)]
 
 
 def run_batch(decoder: BatchDecoder, pool: list[Request], cancel: int | None = None, stagger: int = 2,
@@ -102,7 +101,7 @@ def run_batch(decoder: BatchDecoder, pool: list[Request], cancel: int | None = N
     while queue or decoder.streams:
         if queue and step % stagger == 0:
             r = pool[queue[0]]
-            slot = decoder.admit(r.prompt, r.sampling, make_generator(r.seed), r.sampling.max_new_tokens)
+            slot = decoder.admit(r.prompt, r.sampling, make_generator(r.seed), r.sampling.max_frames)
             if slot is not None:
                 owner[slot] = queue.pop(0)
         decoder.prefill()
@@ -236,7 +235,7 @@ def test_a_prompt_returns_to_the_slot_holding_its_prefix_and_idle_prefixes_give_
     size = lambda positions: memory.stream_bytes(model.config, positions, 4)  # noqa: E731
     decoder = BatchDecoder(model, tok.im_end_id, length=4 * SLOT_GRAIN, max_batch=3, piece=PIECE,
                            memory_bytes=size(2 * SLOT_GRAIN) + size(SLOT_GRAIN) // 2)
-    short = [Request(r.prompt, SamplingParams(max_new_tokens=4), r.seed) for r in pool[:2]]
+    short = [Request(r.prompt, Sampling(max_frames=4), r.seed) for r in pool[:2]]
     run_batch(decoder, short, stagger=1)  # two short streams side by side: two slots keep their prompts
     kept = [d for d in decoder.slots if d is not None]
     assert len(kept) == 2 and all(d.length == SLOT_GRAIN for d in kept)
@@ -250,7 +249,7 @@ def test_a_prompt_returns_to_the_slot_holding_its_prefix_and_idle_prefixes_give_
     assert 0 < decoder.slots[holder].prefilled - before < short[1].prompt.shape[1]
     decoder.cancel(holder)
     # a longer request: its slot grows, and the other idle slot gives up its prefix for the memory
-    slot = decoder.admit(pool[2].prompt, SamplingParams(max_new_tokens=300), make_generator(6), 300)
+    slot = decoder.admit(pool[2].prompt, Sampling(max_frames=300), make_generator(6), 300)
     assert slot is not None and decoder.slots[slot].length == 2 * SLOT_GRAIN
     assert [d is not None for d in decoder.slots].count(True) == 1
 

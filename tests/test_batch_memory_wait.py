@@ -12,9 +12,9 @@ from engine_contract import collect
 
 from s2studio.demo_model import write_demo_model
 from s2studio.engine.api import (
-    AudioChunk, JobFailed, JobFinished, LineFinished, LineSpec, LoadRequest, Reference, SamplingParams,
-    SynthesisRequest,
+    AudioChunk, JobFailed, JobFinished, LineFinished, LineSpec, LoadRequest, Reference, SynthesisRequest,
 )
+from s2studio.settings import Sampling
 from s2studio.engine.s2 import S2Engine, memory, setup
 from s2studio.engine.s2.batch import SLOT_GRAIN
 from s2studio.engine.scheduler import Job, Scheduler, synthesis
@@ -42,7 +42,8 @@ def _engine(model_dir: Path, streams: float, monkeypatch: pytest.MonkeyPatch) ->
 def _requests() -> list[SynthesisRequest]:
     codes = np.random.default_rng(0).integers(0, 32, size=(10, 6)).astype(np.int64)
     return [SynthesisRequest(name, (LineSpec(name, 0, f"Line {name} says a few words."),),
-                             (Reference(0, "Reference words.", codes),), SamplingParams(max_new_tokens=12, seed=seed, ignore_eos=True))
+                             (Reference(0, "Reference words.", codes),), Sampling(max_frames=12, seed_mode="fixed", seed=seed),
+                             ignore_eos=True)
             for seed, name in enumerate("abc", 1)]
 
 

@@ -25,8 +25,9 @@ from s2studio.codec.loading import load_codec
 from s2studio.codec.streaming import IncrementalDecoder, decode_in_chunks
 from s2studio.demo_model import write_demo_model
 from s2studio.engine.api import (
-    AudioChunk, JobFinished, LineFinished, LineSpec, LoadRequest, Reference, SamplingParams, SynthesisRequest,
+    AudioChunk, JobFinished, LineFinished, LineSpec, LoadRequest, Reference, SynthesisRequest,
 )
+from s2studio.settings import Sampling
 from s2studio.engine.weights.cpu_codec import CpuCodecOps
 
 FRAMES = 150
@@ -213,7 +214,7 @@ def test_engine_streams_fast_speeds_with_the_non_exact_decode(model_dir: Path, s
     assert (fast is None) if speed == "exact" else isinstance(fast.ops, CpuCodecOps)
     request = SynthesisRequest("s", (LineSpec("a", 0, "A somewhat longer line to speak out loud."),),
                                (Reference(0, "Reference words.", random_codes(2, 6) % 32),),
-                               SamplingParams(max_new_tokens=30, seed=6))
+                               Sampling(max_frames=30, seed_mode="fixed", seed=6))
     events = collect(engine.generate(request, threading.Event()))
     streamed = np.concatenate([e.samples for e in events if isinstance(e, AudioChunk)])
     take = next(e for e in events if isinstance(e, LineFinished))

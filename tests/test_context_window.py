@@ -13,8 +13,9 @@ from engine_contract import collect
 
 from s2studio.demo_model import write_demo_model
 from s2studio.engine.api import (
-    ContextTurn, JobFinished, LineFinished, LineSpec, LoadRequest, Reference, SamplingParams, SynthesisRequest,
+    ContextTurn, JobFinished, LineFinished, LineSpec, LoadRequest, Reference, SynthesisRequest,
 )
+from s2studio.settings import Sampling
 from s2studio.engine.s2 import S2Engine
 from s2studio.engine.s2.context import hop
 from s2studio.engine.s2.fast import piece_ends
@@ -72,7 +73,7 @@ def test_lines_after_a_hop_prefill_only_the_line_before_them(engine: S2Engine) -
     loaded = engine._loaded
     tok = loaded.tokenizer
     lines = tuple(LineSpec(f"l{i}", 0, text) for i, text in enumerate(TEXTS))
-    sampling = SamplingParams(max_new_tokens=6, seed=21)
+    sampling = Sampling(max_frames=6, seed_mode="fixed", seed=21)
     prompts, prefilled, takes = [], [], []
     before = 0
     for event in engine.generate(SynthesisRequest("all", lines, REFS, sampling), threading.Event()):
@@ -100,8 +101,7 @@ def test_lines_after_a_hop_prefill_only_the_line_before_them(engine: S2Engine) -
             assert reused < message_ends[1]
 
     context = tuple(ContextTurn(0, text, take.codes) for text, take in zip(TEXTS[:5], takes))
-    alone = collect(engine.generate(SynthesisRequest("alone", lines[5:], REFS, SamplingParams(max_new_tokens=6,
-                                                                                              seed=26),
+    alone = collect(engine.generate(SynthesisRequest("alone", lines[5:], REFS, Sampling(max_frames=6, seed_mode="fixed", seed=26),
                                                      context=context), threading.Event()))
     again = next(e for e in alone if isinstance(e, LineFinished))
     np.testing.assert_array_equal(decoder.tokens[:, :decoder.settled].cpu().numpy(), prompts[5])

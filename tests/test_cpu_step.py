@@ -210,7 +210,7 @@ def test_the_cpu_fast_path_steps_through_the_cpp_ops(ops: CpuStepOps, tiny_model
     """A float32 CPU model gets the C++ ops (elsewhere None: torch's code). A prefill runs torch's attention with
     the C++ norms and silu·mul; one frame's fast passes and draws are one `fast_codes` call, and a decode step one
     fused stack step, both through a C++ `Stack` (a silent fall back to the per-op route would call `attend`)."""
-    from s2studio.engine.api import SamplingParams
+    from s2studio.engine.api import Sampling
     from s2studio.engine.s2.fast import FastDecoder
     from s2studio.engine.s2.generate import make_generator
 
@@ -223,7 +223,7 @@ def test_the_cpu_fast_path_steps_through_the_cpp_ops(ops: CpuStepOps, tiny_model
     counting = CountingOps()
     decoder.caches.ops = counting
     prompt = torch.zeros(c.num_codebooks + 1, 6, dtype=torch.long)
-    sampler = decoder.sampler(SamplingParams(), make_generator(0))
+    sampler = decoder.sampler(Sampling(), make_generator(0))
     assert sampler.kernels is counting
     layers = c.slow.n_layer
     with torch.inference_mode():

@@ -12,8 +12,8 @@ from engine_contract import check_engine, check_generate, collect, request
 
 from s2studio.engine.api import (
     FRAME_SAMPLES, AudioChunk, JobFailed, JobFinished, LineFinished, LineStarted, LoadRequest, ModelReady, Progress,
-    SamplingParams,
-)
+    )
+from s2studio.settings import Sampling
 from s2studio.engine.fake import FakeEngine
 
 
@@ -59,8 +59,8 @@ def test_event_sequence_of_one_line() -> None:
 
 def test_seeds_change_takes_and_speakers_change_pitch() -> None:
     engine = FakeEngine()
-    a = collect(engine.generate(request("a", SamplingParams(max_new_tokens=12, seed=1)), threading.Event()))
-    b = collect(engine.generate(request("b", SamplingParams(max_new_tokens=12, seed=2)), threading.Event()))
+    a = collect(engine.generate(request("a", Sampling(max_frames=12, seed_mode="fixed", seed=1)), threading.Event()))
+    b = collect(engine.generate(request("b", Sampling(max_frames=12, seed_mode="fixed", seed=2)), threading.Event()))
     ta = [ev for ev in a if isinstance(ev, LineFinished)]
     tb = [ev for ev in b if isinstance(ev, LineFinished)]
     assert not np.array_equal(ta[0].codes, tb[0].codes)

@@ -16,8 +16,9 @@ from engine_contract import check_engine, collect
 from s2studio.demo_model import write_demo_model
 from s2studio.engine.api import (
     AudioChunk, ContextTurn, JobFailed, JobFinished, JobStarted, LineFinished, LineSpec, LoadRequest, Reference,
-    SamplingParams, SynthesisRequest,
+    SynthesisRequest,
 )
+from s2studio.settings import Sampling
 from s2studio.engine.s2 import S2Engine
 
 
@@ -59,7 +60,7 @@ def test_loading_a_folder_that_is_not_a_model_fails_cleanly(tmp_path: Path) -> N
 
 def test_streamed_chunks_equal_a_full_decode_of_the_codes(engine: S2Engine) -> None:
     request = SynthesisRequest("s", (LineSpec("a", 0, "A somewhat longer line to speak out loud."),),
-                               (Reference(0, "Reference words.", _codes(6)),), SamplingParams(max_new_tokens=20, seed=6))
+                               (Reference(0, "Reference words.", _codes(6)),), Sampling(max_frames=20, seed_mode="fixed", seed=6))
     events = collect(engine.generate(request, threading.Event()))
     chunks = [ev for ev in events if isinstance(ev, AudioChunk)]
     take = next(ev for ev in events if isinstance(ev, LineFinished))
@@ -79,7 +80,7 @@ def test_upstream_batching_gives_generate_long_codes(engine: S2Engine) -> None:
     lines = (LineSpec("a", 0, "First turn here."), LineSpec("b", 1, "[laughing] Second."),
              LineSpec("c", 0, "Third and last turn."))
     refs = (Reference(0, "Zero speaks.", _codes(5, 1)), Reference(1, "One speaks.", _codes(4, 2)))
-    sampling = SamplingParams(temperature=0.8, top_p=0.8, max_new_tokens=9, seed=11)
+    sampling = Sampling(temperature=0.8, top_p=0.8, max_frames=9, seed_mode="fixed", seed=11)
     request = SynthesisRequest("u", lines, refs, sampling, batching="upstream", chunk_length=40)
     events = collect(engine.generate(request, threading.Event()))
     assert isinstance(events[-1], JobFinished) and not events[-1].cancelled
@@ -99,7 +100,7 @@ def test_upstream_batching_gives_generate_long_codes(engine: S2Engine) -> None:
 
 def test_context_turns_condition_the_line(engine: S2Engine) -> None:
     line = (LineSpec("a", 0, "Same words."),)
-    sampling = SamplingParams(max_new_tokens=10, seed=2)
+    sampling = Sampling(max_frames=10, seed_mode="fixed", seed=2)
     plain = collect(engine.generate(SynthesisRequest("p", line, sampling=sampling), threading.Event()))
     ctx = (ContextTurn(0, "Before.", _codes(30, 9)),)
     with_ctx = collect(engine.generate(SynthesisRequest("c", line, sampling=sampling, context=ctx), threading.Event()))
@@ -120,18 +121,18 @@ def test_reference_codes_outside_the_codecs_codebooks_are_refused(engine: S2Engi
         codes = good.copy()
         codes[row, 1] = value
         refs = (Reference(0, "Fine words.", good), Reference(1, "A voice with damaged codes", codes))
-        events = collect(engine.generate(SynthesisRequest(what, line, refs, SamplingParams(max_new_tokens=3, seed=1)),
+        events = collect(engine.generate(SynthesisRequest(what, line, refs, Sampling(max_frames=3, seed_mode="fixed", seed=1)),
                                          threading.Event()))
         assert len(events) == 1 and isinstance(events[0], JobFailed), events
         assert events[0].error == (f"reference 2 ('A voice with damaged codes'): {message}; re-encode the voice "
                                    "(delete its codes.safetensors)")
     for bad in (good[:5], good[:, :0], good.astype(np.float32)):
         events = collect(engine.generate(SynthesisRequest("shape", line, (Reference(0, "Odd.", bad),),
-                                                          SamplingParams(max_new_tokens=3, seed=1)), threading.Event()))
+                                                          Sampling(max_frames=3, seed_mode="fixed", seed=1)), threading.Event()))
         assert isinstance(events[-1], JobFailed) and events[-1].error.startswith("reference 1 ('Odd.'): codes must")
     # codes of a context line are the model's own (up to its 4096), checked against the model
     ctx = (ContextTurn(0, "Before.", np.full((10, 3), 4096)),)
-    events = collect(engine.generate(SynthesisRequest("ctx", line, sampling=SamplingParams(max_new_tokens=3, seed=1),
+    events = collect(engine.generate(SynthesisRequest("ctx", line, sampling=Sampling(max_frames=3, seed_mode="fixed", seed=1),
                                                       context=ctx), threading.Event()))
     assert isinstance(events[-1], JobFailed)
     assert events[-1].error == ("context line 1 ('Before.') holds code 4096, beyond the codebook size 4096; "
@@ -161,7 +162,7 @@ def test_a_lines_first_audio_leaves_after_its_first_frame(model_dir: Path, speed
         loaded.decoder._slow_step = lambda going: (slow_calls.append(1), slow_step(going))[1]
     lines = (LineSpec("a", 0, "The first line here."), LineSpec("b", 0, "And a second one."))
     request = SynthesisRequest("t", lines, (Reference(0, "Reference words.", _codes(6)),),
-                               SamplingParams(max_new_tokens=12, seed=4))
+                               Sampling(max_frames=12, seed_mode="fixed", seed=4))
     at_first_chunk: dict[str, list[int]] = {}
     for event in engine.generate(request, threading.Event()):
         if isinstance(event, AudioChunk) and event.line_id not in at_first_chunk:
@@ -185,7 +186,7 @@ def test_line_mode_tokenizes_each_earlier_line_once_for_its_context(engine: S2En
     encode = tokenizer.encode
     lines = tuple(LineSpec(f"l{i}", 0, f"Line {i} has its words.") for i in range(4))
     request = SynthesisRequest("t", lines, (Reference(0, "Reference words.", _codes(6)),),
-                               SamplingParams(max_new_tokens=5, seed=4))
+                               Sampling(max_frames=5, seed_mode="fixed", seed=4))
     tokenizer.encode = lambda text: (seen.append(text), encode(text))[1]
     try:
         events = collect(engine.generate(request, threading.Event()))
@@ -212,7 +213,7 @@ def test_scenes_side_by_side_on_the_scheduler_equal_the_whole_request(model_dir:
     lines = (LineSpec("a", 0, "One line here."), LineSpec("b", 0, "And its answer."), LineSpec("c", 0, "A new scene."),
              LineSpec("d", 0, "Its second line."))
     request = SynthesisRequest("w", lines, (Reference(0, "Reference words.", _codes(6)),),
-                               SamplingParams(max_new_tokens=10, seed=3), scene_starts=frozenset({"c"}))
+                               Sampling(max_frames=10, seed_mode="fixed", seed=3), scene_starts=frozenset({"c"}))
     whole = {e.line_id: e.codes for e in collect(engine.generate(request, threading.Event()))
              if isinstance(e, LineFinished)}
     scheduler = Scheduler(lambda: engine)
@@ -232,7 +233,7 @@ def test_scenes_side_by_side_on_the_scheduler_equal_the_whole_request(model_dir:
             ends.append(event)
 
     other = SynthesisRequest("x", (LineSpec("x", 0, "Someone else talks for a while."),), request.references,
-                             SamplingParams(max_new_tokens=10, seed=9))
+                             Sampling(max_frames=10, seed_mode="fixed", seed=9))
     scheduler.submit(Job("x", lambda e, _j, cancel: synthesis(e, other, cancel), cancel_at_first_audio))
     for piece in split_request(request):
         scheduler.submit(Job(piece.job_id, lambda e, _j, cancel, p=piece: synthesis(e, p, cancel), sink))
@@ -242,6 +243,6 @@ def test_scenes_side_by_side_on_the_scheduler_equal_the_whole_request(model_dir:
     # the second scene alone (seeded as in the whole request: base + 2) is what it was there: it heard nothing before
     from dataclasses import replace
 
-    alone = replace(request, lines=lines[2:], sampling=SamplingParams(max_new_tokens=10, seed=5))
+    alone = replace(request, lines=lines[2:], sampling=Sampling(max_frames=10, seed_mode="fixed", seed=5))
     codes = [e.codes for e in collect(engine.generate(alone, threading.Event())) if isinstance(e, LineFinished)]
     assert np.array_equal(codes[0], whole["c"]) and np.array_equal(codes[1], whole["d"])

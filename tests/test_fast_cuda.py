@@ -54,13 +54,13 @@ def test_fast_prefill_logits_match_the_cpu(folder_and_tok) -> None:
 @pytest.mark.parametrize(("dtype", "quantize"), [(torch.bfloat16, "none"), (torch.bfloat16, "int8"),
                                                   (torch.float32, "int8")])
 def test_fast_generation_on_cuda_makes_valid_codes(folder_and_tok, dtype: torch.dtype, quantize: str) -> None:
-    from s2studio.engine.api import SamplingParams
+    from s2studio.engine.api import Sampling
     from s2studio.engine.s2.fast import FastDecoder
     from s2studio.engine.s2.generate import generate_codes
 
     folder, tok = folder_and_tok
     model = _load(folder, tok, "cuda", dtype, quantize)
-    sampling = SamplingParams(temperature=0.8, top_p=0.8, max_new_tokens=12, seed=3)
+    sampling = Sampling(temperature=0.8, top_p=0.8, max_frames=12, seed_mode="fixed", seed=3)
     a = generate_codes(FastDecoder(model, tok.im_end_id), tok, TEXT, sampling=sampling)
     b = generate_codes(FastDecoder(model, tok.im_end_id), tok, TEXT, sampling=sampling)
     assert len(a) == 1 and a[0].shape[0] == 10 and 1 <= a[0].shape[1] <= 11
@@ -123,7 +123,7 @@ def test_batched_streams_on_cuda(folder_and_tok, dtype: torch.dtype) -> None:
     draws its own, from its own generator on the device): every stream makes valid codes for as many frames as it
     would alone, and in float32 its codes are the same request's alone, a tiny model's few frames being far from
     a draw that cuBLAS's rounding (which may depend on the rows beside) could flip; bf16 is not held to that."""
-    from s2studio.engine.api import SamplingParams
+    from s2studio.engine.api import Sampling
     from s2studio.engine.s2.batch import BatchDecoder
     from s2studio.engine.s2.fast import FastDecoder, generate_frames_fast
     from s2studio.text.prompt import build_prompt
@@ -132,7 +132,7 @@ def test_batched_streams_on_cuda(folder_and_tok, dtype: torch.dtype) -> None:
     model = _load(folder, tok, "cuda", dtype)
     texts = [TEXT, "<|speaker:1|>A second voice, a longer line.", "<|speaker:0|>Third."]
     prompts = [torch.as_tensor(build_prompt(tok, [], [], t)) for t in texts]
-    sampling = SamplingParams(temperature=0.8, top_p=0.8, max_new_tokens=10)
+    sampling = Sampling(temperature=0.8, top_p=0.8, max_frames=10)
 
     def generator(i: int) -> torch.Generator:
         return torch.Generator(device="cuda").manual_seed(20 + i)

@@ -15,7 +15,7 @@ import pytest
 import torch
 from test_lm_golden import FILES, Models, _load, _series, _skip_if_other_environment
 
-from s2studio.engine.api import SamplingParams
+from s2studio.settings import Sampling
 from s2studio.engine.s2.fast import FastDecoder, FastSampler, generate_frames_fast
 from s2studio.engine.s2.generate import generate_batches, generate_codes, make_generator
 from s2studio.engine.s2.sampling import logits_to_probs
@@ -96,8 +96,7 @@ def test_fast_codes_equal_the_port_goldens(models: Models) -> None:
         model, tok = models.load(meta["model"])
         refs = [Reference(t, c) for t, c in zip(meta["reference_texts"], _series(arrays, "reference_codes"),
                                                 strict=True)]
-        sampling = SamplingParams(temperature=meta["temperature"], top_p=meta["top_p"], top_k=meta["top_k"],
-                                  max_new_tokens=meta["max_new_tokens"], seed=meta["seed"])
+        sampling = Sampling(temperature=meta["temperature"], top_p=meta["top_p"], top_k=meta["top_k"], max_frames=meta["max_new_tokens"], seed_mode="fixed", seed=meta["seed"])
         ours = generate_codes(FastDecoder(model, tok.im_end_id), tok, meta["text"], references=refs,
                               sampling=sampling, batching="upstream", chunk_length=meta["chunk_length"])
         expected = _series(arrays, "codes")
@@ -111,7 +110,7 @@ def test_fast_codes_equal_the_port_goldens(models: Models) -> None:
 def _lines(model, tok, texts: list[str], decoder_for, seed: int = 7) -> tuple[list[np.ndarray], list[int]]:
     """Line mode as S2Engine runs it: one generate_batches per line, history growing; returns codes and the
     columns prefilled per line."""
-    settings = SamplingParams(temperature=0.8, top_p=0.8, max_new_tokens=12)
+    settings = Sampling(temperature=0.8, top_p=0.8, max_frames=12)
     history: list[Exchange] = []
     out, prefilled = [], []
     for i, text in enumerate(texts):
@@ -196,7 +195,7 @@ def test_engine_line_mode_on_the_fast_path_reuses_the_prefix(tmp_path: Path) -> 
     lines = (LineSpec("a", 0, "One line first."), LineSpec("b", 1, "A second line."), LineSpec("c", 0, "Third."))
     codes = _refs(2)[0].codes % 32  # codes the tiny codec could make: the engine refuses others
     request = SynthesisRequest("s", lines, (EngineReference(0, "Reference words.", codes),),
-                               SamplingParams(max_new_tokens=10, seed=5))
+                               Sampling(max_frames=10, seed_mode="fixed", seed=5))
     takes = {}
     for fast in (False, True):
         engine = S2Engine()
@@ -229,7 +228,7 @@ def test_reuse_survives_a_sliding_context_window(tiny) -> None:
     references stay cached; the codes still equal a fresh prefill's."""
     model, tok = tiny
     texts = ["<|speaker:0|>One.", "<|speaker:0|>Two follows.", "<|speaker:1|>Three slides the window."]
-    settings = SamplingParams(temperature=0.8, top_p=0.8, max_new_tokens=8)
+    settings = Sampling(temperature=0.8, top_p=0.8, max_frames=8)
 
     def run(decoder_for) -> tuple[list[np.ndarray], list[int], list[np.ndarray]]:
         history: list[Exchange] = []

@@ -11,8 +11,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from s2studio.engine.api import (
-    Event, JobFailed, JobFinished, LineFinished, LineSpec, LoadRequest, SamplingParams, Step, SynthesisRequest,
+    Event, JobFailed, JobFinished, LineFinished, LineSpec, LoadRequest, Step, SynthesisRequest,
 )
+from s2studio.settings import Sampling
 from s2studio.engine.fake import FakeEngine
 from s2studio.engine.fleet import FleetEngine, FleetSettings, Member
 from s2studio.engine.scheduler import Job, Scheduler, synthesis
@@ -39,7 +40,7 @@ class CountingEngine(FakeEngine):
 
 def book(scenes: int = 6) -> SynthesisRequest:
     lines = tuple(LineSpec(f"s{s}l{i}", 0, f"Scene {s}, line {i} of it.") for s in range(scenes) for i in range(2))
-    return SynthesisRequest("book", lines, sampling=SamplingParams(seed=5),
+    return SynthesisRequest("book", lines, sampling=Sampling(seed_mode="fixed", seed=5),
                             scene_starts=frozenset(f"s{s}l0" for s in range(scenes)))
 
 

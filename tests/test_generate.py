@@ -18,7 +18,7 @@ import torch
 from test_tokenizer import write_tokenizer
 from torch import nn
 
-from s2studio.engine.api import SamplingParams
+from s2studio.settings import Sampling
 from s2studio.engine.s2.generate import (
     BatchFinished, BatchStarted, ExactDecoder, FrameReady, generate_batches, generate_codes, generate_frames,
     generate_long, make_generator, make_sampler, plan_batches,
@@ -28,7 +28,7 @@ from s2studio.text.prompt import Exchange, Reference, build_prompt
 from s2studio.text.tokenizer import S2Tokenizer
 
 C = 16
-UPSTREAM = SamplingParams(temperature=1.0, top_p=0.9, max_new_tokens=0, seed=42)
+UPSTREAM = Sampling(temperature=1.0, top_p=0.9, max_frames=0, seed_mode="fixed", seed=42)
 """Upstream's command line: temperature 1.0, top-p 0.9, no frame limit, seed 42."""
 
 
@@ -68,7 +68,7 @@ def scripted(mains: list[int], seq_len: int = 4096) -> Scripted:
 def run(model: Scripted, prompt_len: int = 5, max_new: int = 0, seed: int = 0,
         cancel: threading.Event | None = None) -> tuple[list[torch.Tensor], torch.Generator]:
     g = make_generator(seed)
-    sampler = make_sampler(model, SamplingParams(temperature=0.7, top_p=0.8), g)
+    sampler = make_sampler(model, Sampling(temperature=0.7, top_p=0.8), g)
     prompt = np.zeros((11, prompt_len), dtype=np.int64)
     prompt[0] = np.arange(prompt_len)
     return list(generate_frames(model, prompt, sampler, max_new, cancel)), g
@@ -255,7 +255,7 @@ def test_bad_references_and_text(tok: S2Tokenizer) -> None:
     with pytest.raises(UserError, match="unknown batching"):
         plan_batches("x", "paragraph", 300)  # type: ignore[arg-type]
     with pytest.raises(UserError, match="temperature"):
-        SamplingParams(temperature=2.0)
+        Sampling(temperature=2.0)
     with pytest.raises(UserError, match="seed must be between"):
         make_generator(2**64)
     assert torch.equal(torch.rand(4, generator=make_generator(-3)),
@@ -288,7 +288,7 @@ def test_real_model_is_deterministic_per_seed(tok: S2Tokenizer) -> None:
     model = tiny_dual_ar(tok)
     text = "<|speaker:0|>one two <|speaker:1|>three <|speaker:0|>four five"
     ref = Reference("hello", np.arange(40).reshape(10, 4) % C)
-    settings = SamplingParams(temperature=0.8, top_p=0.8, max_new_tokens=6)
+    settings = Sampling(temperature=0.8, top_p=0.8, max_frames=6)
     decoder = ExactDecoder(model)
     a = generate_codes(decoder, tok, text, references=[ref], sampling=replace(settings, seed=3), chunk_length=14)
     b = generate_codes(decoder, tok, text, references=[ref], sampling=replace(settings, seed=3), chunk_length=14)

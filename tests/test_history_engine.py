@@ -25,8 +25,9 @@ from test_voice_lora_render import random_lora
 from s2studio.demo_model import write_demo_model
 from s2studio.engine.api import (
     AudioChunk, ContextTurn, Event, JobFailed, JobFinished, LineFinished, LineSpec, LoadRequest, Reference,
-    SamplingParams, SynthesisRequest,
+    SynthesisRequest,
 )
+from s2studio.settings import Sampling
 from s2studio.engine.s2 import S2Engine
 
 CONFIGS = {"fast, bf16 weights": ("fp32", "none", "fast"), "fast, int8": ("fp32", "int8", "fast"),
@@ -82,7 +83,7 @@ def load(folder: Path, config: str, threads: int = 0, engine: S2Engine | None = 
 def synthesis(ask: Ask, lora: Path, frames: int = 9) -> SynthesisRequest:
     lines = tuple(LineSpec(f"l{i}", 0, TEXTS[(ask.text + i) % len(TEXTS)], lora if ask.lora else None)
                   for i in range(ask.lines))
-    return SynthesisRequest(f"job-{ask.key()}", lines, VOICES[ask.voice], SamplingParams(max_new_tokens=frames, seed=7),
+    return SynthesisRequest(f"job-{ask.key()}", lines, VOICES[ask.voice], Sampling(max_frames=frames, seed_mode="fixed", seed=7),
                             context=CONTEXT if ask.context else ())
 
 

@@ -24,7 +24,7 @@ import torch
 from golden_sets import binding_set, recorded_sets, why_unbound
 
 from s2studio.demo_model import folder_digest, write_demo_model
-from s2studio.engine.api import SamplingParams
+from s2studio.settings import Sampling
 from s2studio.engine.s2.generate import ExactDecoder, generate_codes
 from s2studio.engine.weights.checkpoints import load_dual_ar
 from s2studio.text.prompt import Exchange, Reference, build_prompt, upstream_batches
@@ -172,8 +172,7 @@ def test_codes_equal_the_port(file: Path, models: Models) -> None:
     _skip_if_other_environment(meta)
     model, tok = models.load(meta["model"])
     refs = [Reference(t, c) for t, c in zip(meta["reference_texts"], _series(arrays, "reference_codes"), strict=True)]
-    sampling = SamplingParams(temperature=meta["temperature"], top_p=meta["top_p"], top_k=meta["top_k"],
-                              max_new_tokens=meta["max_new_tokens"], seed=meta["seed"])
+    sampling = Sampling(temperature=meta["temperature"], top_p=meta["top_p"], top_k=meta["top_k"], max_frames=meta["max_new_tokens"], seed_mode="fixed", seed=meta["seed"])
     ours = generate_codes(ExactDecoder(model), tok, meta["text"], references=refs, sampling=sampling,
                           batching="upstream", chunk_length=meta["chunk_length"])
     expected = _series(arrays, "codes")

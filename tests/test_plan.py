@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from s2studio.engine.api import LineSpec, Reference, SamplingParams
+from s2studio.engine.api import LineSpec, Reference
+from s2studio.settings import Sampling
 from s2studio.engine.plan import compile_request, line_fingerprint
 from s2studio.errors import UserError
 from s2studio.state.script import parse_script
@@ -27,7 +28,7 @@ SCRIPT = parse_script("# Scene\nBob: [laughing] Hi.\nAlice: Hello.\nNarrator: La
 
 def test_compile_orders_speakers_by_first_line_and_shares_indices_per_voice() -> None:
     cast = {"Alice": ALICE, "Bob": BOB, "Narrator": ALICE}
-    req = compile_request(SCRIPT, cast, CODES, "job-1", SamplingParams(seed=3), batching="upstream", chunk_length=300)
+    req = compile_request(SCRIPT, cast, CODES, "job-1", Sampling(seed_mode="fixed", seed=3), batching="upstream", chunk_length=300)
     assert req.job_id == "job-1" and req.batching == "upstream" and req.chunk_length == 300 and req.sampling.seed == 3
     assert [(ln.speaker, ln.text) for ln in req.lines] == [(0, "[laughing] Hi."), (1, "Hello."), (1, "Later."), (0, "Bye.")]
     assert [ln.line_id for ln in req.lines] == [ln.line_id for ln in SCRIPT.lines]
@@ -61,16 +62,16 @@ def test_refusals() -> None:
 def test_fingerprint_tracks_what_decides_a_take() -> None:
     line = LineSpec("l", 0, "Hi.")
     refs = (Reference(0, "ref", np.zeros((10, 2), np.int64)),)
-    base = line_fingerprint(line, refs, SamplingParams(seed=1))
-    assert base == line_fingerprint(LineSpec("other-id", 0, "Hi."), refs, SamplingParams(seed=1))
+    base = line_fingerprint(line, refs, Sampling(seed_mode="fixed", seed=1))
+    assert base == line_fingerprint(LineSpec("other-id", 0, "Hi."), refs, Sampling(seed_mode="fixed", seed=1))
     assert len({base,
-                line_fingerprint(LineSpec("l", 0, "Hi!"), refs, SamplingParams(seed=1)),
-                line_fingerprint(LineSpec("l", 1, "Hi."), refs, SamplingParams(seed=1)),
-                line_fingerprint(line, refs, SamplingParams(seed=2)),
-                line_fingerprint(line, refs, SamplingParams(seed=1, temperature=0.7)),
-                line_fingerprint(line, (Reference(0, "ref", np.ones((10, 2), np.int64)),), SamplingParams(seed=1)),
-                line_fingerprint(line, refs, SamplingParams(seed=1), extra="model-b"),
-                line_fingerprint(line, refs, SamplingParams(seed=1, ignore_eos=True))}) == 8
+                line_fingerprint(LineSpec("l", 0, "Hi!"), refs, Sampling(seed_mode="fixed", seed=1)),
+                line_fingerprint(LineSpec("l", 1, "Hi."), refs, Sampling(seed_mode="fixed", seed=1)),
+                line_fingerprint(line, refs, Sampling(seed_mode="fixed", seed=2)),
+                line_fingerprint(line, refs, Sampling(seed_mode="fixed", seed=1, temperature=0.7)),
+                line_fingerprint(line, (Reference(0, "ref", np.ones((10, 2), np.int64)),), Sampling(seed_mode="fixed", seed=1)),
+                line_fingerprint(line, refs, Sampling(seed_mode="fixed", seed=1), extra="model-b"),
+                line_fingerprint(line, refs, Sampling(seed_mode="fixed", seed=1), ignore_eos=True)}) == 8
     # the one take fingerprint (state.staleness.take_fingerprint) as the engine fills it in: pinned, because a
     # change of formula would have to upgrade what projects store (the engine's value itself is only logged and sent)
     assert base == "80cfc4471d90ca83"
@@ -113,14 +114,14 @@ def test_split_request_by_scene_and_take() -> None:
 
     ids = ["l1", "l2", "l3", "l4"]  # headings before l2 and l4
     turn = ContextTurn(0, "before.", np.zeros((10, 2), np.int64))
-    request = SynthesisRequest("r", tuple(LineSpec(i, 0, "x") for i in ids), (), SamplingParams(seed=5),
+    request = SynthesisRequest("r", tuple(LineSpec(i, 0, "x") for i in ids), (), Sampling(seed_mode="fixed", seed=5),
                                context=(turn,), scene_starts=frozenset({ids[1], ids[3]}))
     pieces = split_request(request, takes=2)
     assert [p.job_id for p in pieces] == ["r.1.1", "r.1.2", "r.1.3", "r.2.1", "r.2.2", "r.2.3"]
     assert [[ln.line_id for ln in p.lines] for p in pieces[:3]] == [ids[:1], ids[1:3], ids[3:]]
     assert [p.sampling.seed for p in pieces] == [5, 6, 8, 9, 10, 12]
     assert [p.context for p in pieces] == [(turn,), (), (), (turn,), (), ()]
-    assert [p.sampling.seed for p in split_request(replace(request, sampling=SamplingParams()))] == [None] * 3
+    assert [p.sampling.fixed_seed for p in split_request(replace(request, sampling=Sampling()))] == [None] * 3
     assert split_request(replace(request, batching="upstream")) == [replace(request, batching="upstream")]
     assert len(split_request(replace(request, batching="upstream"), takes=3)) == 3
     with pytest.raises(UserError, match="^takes must be between 1 and 8, got 0$"):

@@ -142,7 +142,7 @@ def test_engine_loads_int8_and_refuses_what_cannot_fit(tmp_path: Path, monkeypat
     from s2studio.demo_model import write_demo_model
     from s2studio.engine.s2 import memory
     from s2studio.engine.api import (
-        JobFailed, JobFinished, LineFinished, LineSpec, LoadRequest, SamplingParams, SynthesisRequest,
+        JobFailed, JobFinished, LineFinished, LineSpec, LoadRequest, Sampling, SynthesisRequest,
     )
     from s2studio.engine.s2 import S2Engine
 
@@ -154,7 +154,7 @@ def test_engine_loads_int8_and_refuses_what_cannot_fit(tmp_path: Path, monkeypat
     assert engine.info.precision == "float32+int8"
     assert isinstance(engine._loaded.model.layers[0].feed_forward.w2, Int8Linear)
     out = collect(engine.generate(SynthesisRequest("g", (LineSpec("a", 0, "Hello."),),
-                                                   sampling=SamplingParams(max_new_tokens=6, seed=1)),
+                                                   sampling=Sampling(max_frames=6, seed_mode="fixed", seed=1)),
                                   threading.Event()))
     take = next(e for e in out if isinstance(e, LineFinished))
     assert take.codes.shape == (10, 5)

@@ -15,8 +15,9 @@ from engine_contract import collect
 
 from s2studio.cli import main
 from s2studio.demo_model import write_demo_model
-from s2studio.engine.api import QUANTIZE_MODES, JobFinished, LoadRequest, SamplingParams
-from s2studio.engine.plan import load_request, sampling_params
+from s2studio.engine.api import QUANTIZE_MODES, JobFinished, LoadRequest
+from s2studio.settings import Sampling
+from s2studio.engine.plan import load_request
 from s2studio.engine.s2 import S2Engine, setup
 from s2studio.engine.s2.batch import BatchDecoder
 from s2studio.engine.s2.fast import FastDecoder
@@ -131,14 +132,20 @@ def test_load_steps_report_progress_in_order(long_model: Path) -> None:
     assert runtime.device == torch.device("cpu")
 
 
-# ----------------------------------------------------------------------------- settings: one mapping
+# ----------------------------------------------------------------------------- settings: one type each
 
 
-def test_project_settings_map_onto_the_engines_with_the_same_defaults() -> None:
-    assert sampling_params(GenerationSettings()) == SamplingParams()  # one set of defaults
+def test_project_settings_are_the_engines_with_the_same_defaults() -> None:
+    assert GenerationSettings().sampling == Sampling()  # one set of defaults
     fixed = GenerationSettings(seed_mode="fixed", seed=77, temperature=0.6, top_p=0.7, top_k=12, max_frames=300)
-    assert sampling_params(fixed) == SamplingParams(temperature=0.6, top_p=0.7, top_k=12, max_new_tokens=300, seed=77)
-    assert sampling_params(GenerationSettings(seed_mode="random", seed=77)).seed is None
+    assert fixed.sampling == Sampling(temperature=0.6, top_p=0.7, top_k=12, max_frames=300, seed_mode="fixed",
+                                      seed=77)
+    assert type(fixed.sampling) is Sampling and fixed.sampling.fixed_seed == 77
+    assert GenerationSettings(seed_mode="random", seed=77).sampling.fixed_seed is None
+    # a request may ask up to the context (0) or a few frames; a person's settings keep to the table's range
+    assert Sampling(max_frames=0).max_frames == 0 and Sampling(max_frames=5).max_frames == 5
+    with pytest.raises(UserError, match=r"^the longest line in frames must be between 16 and 8192, got 5$"):
+        GenerationSettings(max_frames=5)
     request = load_request("load-1", Path("/m"), GenerationSettings(device="cpu", precision="bf16", speed="fast",
                                                                      quantize="int4"))
     assert request == LoadRequest("load-1", Path("/m"), device="cpu", precision="bf16", speed="fast",
@@ -154,14 +161,14 @@ def test_request_settings_are_validated_once_with_one_line() -> None:
                             ({"top_p": 0.0}, "top-p must be between 0.05 and 1, got 0.0"),
                             ({"top_k": 0}, "top-k must be between 1 and 4096, got 0"),
                             ({"top_k": 2**70}, "top-k must be between 1 and 4096, got 1180591620717411303424"),
-                            ({"max_new_tokens": -1}, "max-new-tokens must be 0 (no limit) or more, got -1"),
+                            ({"max_frames": -1}, "the longest line in frames must be 0 (no limit) or more, got -1"),
                             ({"seed": 2**64}, "seed must be between 0 and 2147483647, got 18446744073709551616"),
                             ({"seed": -1}, "seed must be between 0 and 2147483647, got -1")):
         with pytest.raises(UserError) as exc:
-            SamplingParams(**kwargs)
+            Sampling(**kwargs)
         assert str(exc.value).startswith(message)
     with pytest.raises(UserError, match="top-p"):  # the studio's out-of-range settings meet the same check
-        sampling_params(GenerationSettings(top_p=1.5))
+        GenerationSettings(top_p=1.5)
 
 
 def test_generate_needs_a_seed_without_an_engine_to_draw_one(long_model: Path) -> None:
@@ -169,7 +176,7 @@ def test_generate_needs_a_seed_without_an_engine_to_draw_one(long_model: Path) -
 
     runtime = load_runtime(long_model, device="cpu", precision="fp32", codec=False)
     with pytest.raises(ValueError, match="needs a seed"):
-        list(generate_long(runtime.decoder, runtime.tokenizer, "<|speaker:0|>Hi.", sampling=SamplingParams()))
+        list(generate_long(runtime.decoder, runtime.tokenizer, "<|speaker:0|>Hi.", sampling=Sampling()))
     codes = [e for e in generate_long(runtime.decoder, runtime.tokenizer, "<|speaker:0|>Hi.",
-                                      sampling=SamplingParams(max_new_tokens=4, seed=1)) if hasattr(e, "codes")]
+                                      sampling=Sampling(max_frames=4, seed_mode="fixed", seed=1)) if hasattr(e, "codes")]
     assert codes and all(np.asarray(e.codes).shape[0] == 10 for e in codes)

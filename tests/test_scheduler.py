@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 
 from s2studio.engine.api import (
-    AudioChunk, JobFailed, JobFinished, JobStarted, LineFinished, LineSpec, LoadRequest, SamplingParams,
-    SynthesisRequest,
+    AudioChunk, JobFailed, JobFinished, JobStarted, LineFinished, LineSpec, LoadRequest, SynthesisRequest,
 )
+from s2studio.settings import Sampling
 from s2studio.engine.fake import FakeEngine
 from s2studio.engine.scheduler import Job, QueueFull, Scheduler, synthesis
 
 
 def request(job_id: str, text: str = "A line of some length to speak.") -> SynthesisRequest:
-    return SynthesisRequest(job_id, (LineSpec(f"{job_id}-l", 0, text),), sampling=SamplingParams(seed=1))
+    return SynthesisRequest(job_id, (LineSpec(f"{job_id}-l", 0, text),), sampling=Sampling(seed_mode="fixed", seed=1))
 
 
 def job(events: list, job_id: str, text: str = "A line of some length to speak.") -> Job:

@@ -11,12 +11,12 @@ import pytest
 from s2studio.cli import main
 from s2studio.commands import serve as serve_command
 from s2studio.commands import synth as synth_command
-from s2studio.engine.api import LoadRequest, SamplingParams
+from s2studio.engine.api import LoadRequest
+from s2studio.settings import CHOICES, LIMITS, Loading, Sampling
 from s2studio.engine.plan import load_request
 from s2studio.errors import UserError
 from s2studio.serve.routes_fish import TTSBody
 from s2studio.serve.routes_openai import SpeechBody
-from s2studio.settings import CHOICES, LIMITS, Loading, Sampling
 from s2studio.state.project import GenerationSettings
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "s2studio"
@@ -60,7 +60,7 @@ def test_the_two_types_check_against_the_table_with_one_message() -> None:
     with pytest.raises(UserError, match=r"^unknown speed 'quick'; choose one of auto, exact, fast$"):
         LoadRequest("l", pathlib.Path("m"), speed="quick")  # type: ignore[arg-type]
     with pytest.raises(UserError, match=r"^top-k must be between 1 and 4096, got 0$"):
-        SamplingParams(top_k=0)
+        Sampling(top_k=0)
     for speed in CHOICES["speed"]:  # "auto" on every side: the project, the request, the command line
         settings = GenerationSettings.from_dict({"speed": speed})
         assert load_request("j", pathlib.Path("m"), settings).speed == speed

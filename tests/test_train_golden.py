@@ -23,7 +23,7 @@ from lora_cases import CASES, GOLDEN_KIND, LoraCase, clip_text, injected_lora, s
 from safetensors.torch import load_file, save_file
 
 from s2studio.demo_model import folder_digest, write_demo_model
-from s2studio.engine.api import SamplingParams
+from s2studio.settings import Sampling
 from s2studio.engine.s2.generate import ExactDecoder, generate_codes
 from s2studio.engine.s2.setup import load_runtime
 from s2studio.model.config import load_config
@@ -152,7 +152,7 @@ def test_export_equals_the_ports_and_speaks_alike(case: LoraCase, runs, tiny: Pa
 
     runtime = load_runtime(folder, device="cpu", precision="fp32", codec=False)
     synth = expected["synth"]
-    sampling = SamplingParams(max_new_tokens=synth["max_new_tokens"], seed=synth["seed"])
+    sampling = Sampling(max_frames=synth["max_new_tokens"], seed_mode="fixed", seed=synth["seed"])
     ours = generate_codes(ExactDecoder(runtime.model), runtime.tokenizer, synth["text"], sampling=sampling,
                           batching="upstream")
     assert [c.tolist() for c in ours] == synth["codes"]

@@ -16,7 +16,8 @@ from safetensors.torch import save_file
 
 from s2studio.demo_model import write_demo_model
 from s2studio.engine.api import (JobFailed, JobFinished, LineFinished, LineSpec, LoadRequest, Reference,
-                                 SamplingParams, SynthesisRequest)
+                                 SynthesisRequest)
+from s2studio.settings import Sampling
 from s2studio.engine.plan import line_fingerprint
 from s2studio.engine.s2 import S2Engine
 from s2studio.engine.weights.checkpoints import read_weights
@@ -68,7 +69,7 @@ def script(lora: Path | None) -> SynthesisRequest:
     lines = (LineSpec("a", 0, "The tuned voice opens.", lora), LineSpec("b", 1, "The plain voice answers."),
              LineSpec("c", 0, "And the tuned voice closes.", lora))
     refs = (Reference(0, "Zero speaks.", _codes(5, 1)), Reference(1, "One speaks.", _codes(4, 2)))
-    return SynthesisRequest("mix", lines, refs, SamplingParams(max_new_tokens=12, seed=5))
+    return SynthesisRequest("mix", lines, refs, Sampling(max_frames=12, seed_mode="fixed", seed=5))
 
 
 def takes(engine: S2Engine, request: SynthesisRequest) -> dict[str, LineFinished]:
@@ -125,7 +126,7 @@ def test_fingerprint_names_the_lora_only_when_there_is_one(models: tuple[Path, P
     _, lora, _ = models
     other = tmp_path / "copy.safetensors"
     other.write_bytes(lora.read_bytes())
-    sampling = SamplingParams(seed=1)
+    sampling = Sampling(seed_mode="fixed", seed=1)
     plain = line_fingerprint(LineSpec("a", 0, "Hi."), [], sampling)
     with_lora = line_fingerprint(LineSpec("a", 0, "Hi.", lora), [], sampling)
     assert with_lora != plain

@@ -112,9 +112,8 @@ def render_takes(generate: Callable[[Sequence[SynthesisRequest]], list[list[Line
     gives each pass's takes in script order."""
     asked = []
     for k in range(picking.takes):
-        seed = request.sampling.seed
-        sampling = replace(request.sampling, seed=None if seed is None else seed + k * len(request.lines))
-        asked.append(replace(request, job_id=f"{request.job_id}-take{k + 1}", sampling=sampling))
+        asked.append(replace(request, job_id=f"{request.job_id}-take{k + 1}",
+                             sampling=request.sampling.later(k * len(request.lines))))
     passes = generate(asked)
     if picking.each_take:
         return passes, []
@@ -127,7 +126,7 @@ def render_takes(generate: Callable[[Sequence[SynthesisRequest]], list[list[Line
     if skipped:
         print(f"warning: the words check is skipped: {skipped}", file=sys.stderr)
     texts = {ln.line_id: ln.text for ln in request.lines}
-    limit = request.sampling.max_new_tokens or None
+    limit = request.sampling.max_frames or None
     kept, reports = [], []
     shown = not quiet and sys.stderr.isatty()  # a progress line rewritten in place: a terminal's, not a log's
     for number, first in enumerate(passes[0], 1):

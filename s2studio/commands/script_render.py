@@ -32,10 +32,10 @@ from s2studio.commands.setting_args import speed_of
 from s2studio.engine.render import Render
 from s2studio.engine.api import (
     FRAME_SAMPLES, SAMPLE_RATE, AudioChunk, Engine, Event, JobFailed, JobFinished, JobStarted, LineFinished,
-    LoadRequest, ModelInfo, ModelReady, Progress, SamplingParams, SynthesisRequest,
+    LoadRequest, ModelInfo, ModelReady, Progress, SynthesisRequest,
 )
+from s2studio.settings import LIMITS, Sampling, seed_fields
 from s2studio.errors import UserError, printable
-from s2studio.settings import LIMITS
 from s2studio.state.atomic import OutputSet
 from s2studio.state.script import Script, parse_script, read_script
 from s2studio.state.voices import Voice, VoiceLibrary
@@ -196,9 +196,10 @@ def _read(args: argparse.Namespace, cast_ids: dict[str, str], library: VoiceLibr
     return script, cast
 
 
-def sampling_from_args(args: argparse.Namespace) -> SamplingParams:
-    """synth's options as the engine's sampler settings (its one validation); `--max-new-tokens 0` means up to
-    the context, `--frames N` exactly N kept frames per batch (N + 1 made, the last one dropped, <|im_end|> off)."""
+def sampling_from_args(args: argparse.Namespace) -> Sampling:
+    """synth's options as the sampling settings (their one validation); `--max-new-tokens 0` means up to the
+    context, `--frames N` exactly N kept frames per batch (N + 1 made, the last one dropped, <|im_end|> off:
+    `ignores_eos`)."""
     frames, max_new = getattr(args, "frames", None), args.max_new_tokens
     if frames is not None:
         if frames < 1:
@@ -206,9 +207,13 @@ def sampling_from_args(args: argparse.Namespace) -> SamplingParams:
         if max_new:
             raise UserError("give --frames or --max-new-tokens, not both")
         max_new = frames + 1
-    return SamplingParams(temperature=args.temperature, top_p=args.top_p, top_k=getattr(args, "top_k", 30),
-                          max_new_tokens=max_new, seed=args.seed,
-                          ignore_eos=frames is not None or getattr(args, "ignore_eos", False))
+    return Sampling(temperature=args.temperature, top_p=args.top_p, top_k=getattr(args, "top_k", 30),
+                    max_frames=max_new, **seed_fields(args.seed))
+
+
+def ignores_eos(args: argparse.Namespace) -> bool:
+    """`--frames` and `--ignore-eos`: never end a batch at <|im_end|> (`SynthesisRequest.ignore_eos`)."""
+    return getattr(args, "frames", None) is not None or bool(getattr(args, "ignore_eos", False))
 
 
 # ----------------------------------------------------------------------------- the run
@@ -395,6 +400,7 @@ def run_script(args: argparse.Namespace, engine_factory: EngineFactory | None = 
     # what needs no codes is compiled before the load too (only tags, a speaker without a voice)
     render = render_for_script(script, cast, library, "", f"render-{os.getpid()}-{next(_jobs)}", sampling, batching,
                                args.chunk_length)
+    render = replace(render, request=replace(render.request, ignore_eos=ignores_eos(args)))
 
     quiet = bool(getattr(args, "quiet", False))
     bar = ProgressBar(sys.stderr, enabled=not quiet and sys.stderr.isatty())

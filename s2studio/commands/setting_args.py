@@ -1,6 +1,6 @@
 """The generation settings as command-line options, read from the one table (`s2studio.settings`): the choices a
 flag names and the range its help states are the table's, and so is the message a value out of range gets (the
-engine's types check it: `api.SamplingParams`, `api.LoadRequest`)."""
+engine's types check it: `api.Sampling`, `api.LoadRequest`)."""
 
 from __future__ import annotations
 

@@ -16,7 +16,9 @@ from pathlib import Path
 import numpy as np
 
 from s2studio.commands.outputs import audio_bytes, check_file, check_folder, decoded_speech, make_folder, npy_bytes
-from s2studio.commands.script_render import SCRIPT_ONLY, add_script_arguments, run_script, sampling_from_args
+from s2studio.commands.script_render import (
+    SCRIPT_ONLY, add_script_arguments, ignores_eos, run_script, sampling_from_args,
+)
 from s2studio.commands.setting_args import choice_option, number_option, speed_of, speed_option
 from s2studio.commands.synth_takes import check_takes, run_takes
 from s2studio.engine.api import FRAME_SAMPLES, PRECISIONS, QUANTIZE_MODES, SAMPLE_RATE
@@ -227,7 +229,8 @@ def run(args: argparse.Namespace) -> int:
     made_dir = args.codes_out_dir is not None and make_folder(args.codes_out_dir)
     try:
         for event in generate_long(runtime.decoder, runtime.tokenizer, text, references=references,
-                                   sampling=sampling, batching=args.batching, chunk_length=args.chunk_length):
+                                   sampling=sampling, batching=args.batching, chunk_length=args.chunk_length,
+                                   ignore_eos=ignores_eos(args)):
             if isinstance(event, BatchStarted):
                 if args.frames is not None and event.max_frames < args.frames:
                     raise UserError(f"--frames {args.frames}: batch {event.index + 1} leaves room for "

@@ -25,8 +25,9 @@ import numpy as np
 from s2studio.commands.checked_takes import MAX_TAKES, take_path
 from s2studio.commands.outputs import audio_bytes, make_folder, npy_bytes
 from s2studio.commands.render_log import EventLog, ProgressBar
-from s2studio.commands.script_render import EngineFactory, default_engine, load_model, run_renders
-from s2studio.engine.api import FRAME_SAMPLES, SAMPLE_RATE, Reference, SamplingParams, SynthesisRequest
+from s2studio.commands.script_render import EngineFactory, default_engine, ignores_eos, load_model, run_renders
+from s2studio.engine.api import FRAME_SAMPLES, SAMPLE_RATE, Reference, SynthesisRequest
+from s2studio.settings import Sampling
 from s2studio.engine.plan import engine_encoder
 from s2studio.engine.render import Render
 from s2studio.errors import UserError, printable
@@ -43,7 +44,7 @@ def check_takes(args: argparse.Namespace) -> None:
 
 
 def run_takes(args: argparse.Namespace, text: str, sources: Sequence[tuple[str, Path, str]],
-              given: dict[Path, np.ndarray], sampling: SamplingParams, out_format: str | None,
+              given: dict[Path, np.ndarray], sampling: Sampling, out_format: str | None,
               engine_factory: EngineFactory | None = None) -> int:
     """Render `args.takes` takes of `text` and write them; `sources`: (kind, path, transcript) per reference,
     `given`: the codes of the `--reference-codes` ones, read and checked already."""
@@ -67,10 +68,10 @@ def run_takes(args: argparse.Namespace, text: str, sources: Sequence[tuple[str, 
     first = SPEAKER_TAG.search(text)
     if args.batching == "upstream" and first is not None:
         text = text[first.start():]  # upstream does not speak what comes before the first tag (synth warns of it)
-    base = SynthesisRequest("", tts_lines(text), (), sampling, args.batching, args.chunk_length)
-    renders = [Render(replace(base, job_id=f"take{k}", sampling=replace(
-        sampling, seed=None if sampling.seed is None else sampling.seed + k - 1)), (), None, info.codec_fingerprint,
-        references) for k in range(1, args.takes + 1)]
+    base = SynthesisRequest("", tts_lines(text), (), sampling, args.batching, args.chunk_length,
+                            ignore_eos=ignores_eos(args))
+    renders = [Render(replace(base, job_id=f"take{k}", sampling=sampling.later(k - 1)), (), None,
+                      info.codec_fingerprint, references) for k in range(1, args.takes + 1)]
     bar = ProgressBar(sys.stderr, enabled=not args.quiet and sys.stderr.isatty())
     t1 = time.perf_counter()
     takes = run_renders(engine, renders, log, bar)

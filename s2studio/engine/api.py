@@ -17,8 +17,7 @@ from typing import Protocol, Union
 import numpy as np
 import numpy.typing as npt
 
-from s2studio.errors import UserError
-from s2studio.settings import CHOICES, LIMITS, Batching, Device, Loading, Precision, Quantize, Speed  # noqa: F401 - re-exported
+from s2studio.settings import CHOICES, LIMITS, Batching, Device, Loading, Precision, Quantize, Sampling, Speed  # noqa: F401 - re-exported
 from s2studio.units import FRAME_SAMPLES, NUM_CODEBOOKS, SAMPLE_RATE  # noqa: F401 - re-exported: every engine's
 
 DEVICES, PRECISIONS, QUANTIZE_MODES, SPEEDS = (CHOICES[name] for name in ("device", "precision", "quantize", "speed"))
@@ -35,41 +34,14 @@ def line_seed(base: int, index: int) -> int:
     return (base + index) % SEED_LIMIT
 
 
+def request_seed(sampling: Sampling) -> int:
+    """A request's base seed: the fixed one, or one drawn now (line i is then drawn with `line_seed`). Every engine
+    draws it here, so the fake, the remote and the real engine keep one contract."""
+    fixed = sampling.fixed_seed
+    return fixed if fixed is not None else secrets.randbelow(SEED_LIMIT)
+
+
 # ----------------------------------------------------------------------------- requests
-
-
-@dataclass(frozen=True)
-class SamplingParams:
-    """How one request samples: the engine's one settings type (defaults: upstream's API server).
-
-    Validated here, once, against the one table of generation limits (`s2studio.settings.LIMITS`, what the
-    settings panel offers), with the message a person acts on; the studio's project settings map onto it in
-    `plan.sampling_params`, the command line builds it from its flags."""
-
-    temperature: float = LIMITS["temperature"].default
-    top_p: float = LIMITS["top_p"].default
-    top_k: int = LIMITS["top_k"].default  # type: ignore[assignment]
-    max_new_tokens: int = LIMITS["max_frames"].default  # type: ignore[assignment]
-    """Frames per batch, the dropped last one included; 0: as many as the context leaves."""
-    seed: int | None = None
-    """None: the engine draws one base seed for the request and reports it per line in `LineFinished.seed`
-    (line i of the request is drawn with `line_seed(base, i)`, so a reported seed re-renders its line)."""
-    ignore_eos: bool = False
-    """Never end a batch at `<|im_end|>` (it is masked out of the sampler): every batch runs to `max_new_tokens`
-    or the context. For benchmarks, which need exactly N frames."""
-
-    def __post_init__(self) -> None:
-        for name in ("temperature", "top_p", "top_k"):
-            LIMITS[name].check(getattr(self, name))
-        if self.max_new_tokens < 0:
-            raise UserError(f"max-new-tokens must be 0 (no limit) or more, got {self.max_new_tokens}")
-        if self.seed is not None:
-            LIMITS["seed"].check(self.seed)
-
-    def base_seed(self) -> int:
-        """The request's base seed: `seed`, or one drawn now (line i is then drawn with `line_seed`). Every engine
-        draws it here, so the fake, the remote and the real engine keep one contract."""
-        return self.seed if self.seed is not None else secrets.randbelow(SEED_LIMIT)
 
 
 @dataclass(frozen=True)
@@ -123,7 +95,7 @@ class SynthesisRequest:
     job_id: str
     lines: tuple[LineSpec, ...]
     references: tuple[Reference, ...] = ()
-    sampling: SamplingParams = field(default_factory=SamplingParams)
+    sampling: Sampling = field(default_factory=Sampling)
     batching: Batching = "line"
     chunk_length: int = 200
     """UTF-8 bytes per batch in upstream batching (upstream's API default)."""
@@ -132,6 +104,9 @@ class SynthesisRequest:
     scene_starts: frozenset[str] = frozenset()
     """Ids of the lines a heading (`# …`) comes before: each starts a scene, which the render plan
     (engine/fleet.py) may send to another engine."""
+    ignore_eos: bool = False
+    """Never end a batch at `<|im_end|>` (it is masked out of the sampler): every batch runs to
+    `sampling.max_frames` or the context. For benchmarks, which need exactly N frames."""
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ import soundfile as sf
 from s2studio.engine.api import (
     FRAME_SAMPLES, NUM_CODEBOOKS, SAMPLE_RATE, WAIT, AudioChunk, ClipEncoded, DeviceOption, EncodeRequest, Event,
     JobFailed, JobFinished, JobStarted, LineFinished, LineStarted, LoadRequest, ModelInfo, ModelLoading, ModelReady,
-    Progress, Step, SynthesisRequest, line_seed,
+    Progress, Step, SynthesisRequest, line_seed, request_seed,
 )
 from s2studio.engine.plan import line_fingerprint, lora_digest
 from s2studio.engine.scheduler import run_alone
@@ -183,7 +183,7 @@ class FakeEngine:
             yield JobFailed(job, problem)
             return
         yield JobStarted(job, tuple(ln.line_id for ln in request.lines))
-        base_seed = request.sampling.base_seed()
+        base_seed = request_seed(request.sampling)
         for index, line in enumerate(request.lines):
             if cancel.is_set():
                 yield JobFinished(job, cancelled=True)
@@ -201,7 +201,7 @@ class FakeEngine:
             yield LineStarted(job, line.line_id, switch_s)
             rng = np.random.default_rng(_stable_int(seed, line.text, line.speaker, *lora))
             frames = max(self.min_frames, math.ceil(len(line.text.encode()) * self.frames_per_char))
-            frames = min(frames, request.sampling.max_new_tokens or frames)
+            frames = min(frames, request.sampling.max_frames or frames)
             codes = self._codes(rng, frames)
             started = time.perf_counter()
             audio = self._line_audio(line.speaker, codes[0])  # made at once, handed out a frame at a time
@@ -222,7 +222,8 @@ class FakeEngine:
                     seconds = sent / SAMPLE_RATE
                     yield Progress(job, line.line_id, done, frames, (time.perf_counter() - started) / seconds)
             yield LineFinished(job, line.line_id, uuid.uuid4().hex, codes, audio, seed,
-                               line_fingerprint(line, request.references, request.sampling, "fake"))
+                               line_fingerprint(line, request.references, request.sampling, "fake",
+                                                request.ignore_eos))
         yield JobFinished(job)
 
     # ------------------------------------------------------------------ helpers

@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING
 
 from s2studio.engine.api import (
     FRAME_SAMPLES, SAMPLE_RATE, WAIT, AudioChunk, Backend, ContextTurn, EncodeRequest, Engine, Event, JobFailed,
-    JobFinished, JobStarted, LineFinished, LineSpec, LineStarted, LoadRequest, ModelReady, Progress, Step, SynthesisRequest, line_seed,
+    JobFinished, JobStarted, LineFinished, LineSpec, LineStarted, LoadRequest, ModelReady, Progress, Step, SynthesisRequest,
+    line_seed, request_seed,
 )
 from s2studio.engine.fleet_local import ScheduledEngine, Submit
 from s2studio.engine.fleet_scenes import CHARS_PER_SECOND, Deadline, Scene, garbage, split_scenes
@@ -210,7 +211,7 @@ class FleetEngine:
             member.fresh()
         self.notices = [f"{m.label}: {m.dropped}" for m in self.members if m.unusable]
         yield JobStarted(job, tuple(ln.line_id for ln in request.lines))
-        base_seed = request.sampling.base_seed()
+        base_seed = request_seed(request.sampling)
         scenes = sorted(split_scenes(request), key=lambda s: -s.expected_s)
         pending: list[Scene] = list(scenes)
         out: queue.Queue[Event | None] = queue.Queue()
@@ -322,7 +323,8 @@ class FleetEngine:
         kept = tuple(ContextTurn(ln.speaker, ln.text, t.codes) for ln, t in zip(scene.lines, scene.kept)
                      if t.codes.shape[1] > 0)
         sub = replace(request, job_id=f"{job}:s{scene.index}:{member.label}:{scene.tries}", lines=tuple(lines),
-                      sampling=replace(request.sampling, seed=line_seed(base_seed, offset)), context=context + kept,
+                      sampling=replace(request.sampling, seed_mode="fixed", seed=line_seed(base_seed, offset)),
+                      context=context + kept,
                       scene_starts=frozenset())
         stop = threading.Event()
         watch = Deadline(stop, cancel)

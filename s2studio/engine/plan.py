@@ -9,9 +9,9 @@ goes to the model as written, tags included.
 line: its text and speaker index, the references it was conditioned on and the sampling settings. Every engine
 puts it on every take (`LineFinished`), and `synth --events` logs it.
 
-`sampling_params` and `load_request` are the one mapping from the settings' two types (`s2studio.settings`:
-`Sampling` and `Loading`, which the project's `GenerationSettings` both is) to the engine's requests
-(`api.SamplingParams`, `api.LoadRequest`), all checked against the one table of limits.
+The requests carry the settings' two types as they are (`s2studio.settings`: `Sampling` and `Loading`, which the
+project's `GenerationSettings` both is): a synthesis request its `Sampling`, a load request is a `Loading`
+(`load_request`), all checked against the one table of limits.
 """
 
 from __future__ import annotations
@@ -28,22 +28,14 @@ import numpy as np
 
 from s2studio.engine.api import (
     NUM_CODEBOOKS, Batching, ClipEncoded, ClipToEncode, EncodeRequest, Engine, JobFailed, LineSpec, LoadRequest,
-    Reference, SamplingParams, SynthesisRequest,
+    Reference, SynthesisRequest,
 )
-from s2studio.errors import UserError
 from s2studio.settings import Loading, Sampling
+from s2studio.errors import UserError
 from s2studio.state.lora_file import file_sha256
 from s2studio.state.script import Script
 from s2studio.state.staleness import take_fingerprint
 from s2studio.state.voices import Voice
-
-
-def sampling_params(settings: Sampling) -> SamplingParams:
-    """The engine's sampler settings for the studio's settings: a "random" seed mode leaves the seed to the
-    engine (one drawn per request, reported on every take); `max_frames` caps each line."""
-    return SamplingParams(temperature=settings.temperature, top_p=settings.top_p, top_k=settings.top_k,
-                          max_new_tokens=settings.max_frames,
-                          seed=settings.seed if settings.seed_mode == "fixed" else None)
 
 
 def load_request(job_id: str, model_dir: Path, settings: Loading) -> LoadRequest:
@@ -63,7 +55,7 @@ def compile_request(
     cast: Mapping[str, Voice],
     voice_codes: Mapping[str, Sequence[np.ndarray]],
     job_id: str,
-    sampling: SamplingParams | None = None,
+    sampling: Sampling | None = None,
     batching: Batching = "line",
     chunk_length: int = 200,
     line_ids: Sequence[str] | None = None,
@@ -85,7 +77,7 @@ def compile_lines(
     script: Script,
     cast: Mapping[str, Voice],
     job_id: str,
-    sampling: SamplingParams | None = None,
+    sampling: Sampling | None = None,
     batching: Batching = "line",
     chunk_length: int = 200,
     line_ids: Sequence[str] | None = None,
@@ -114,7 +106,7 @@ def compile_lines(
     loras = lora_paths or {}
     specs = tuple(LineSpec(ln.line_id, index[cast[ln.speaker].id], ln.text, loras.get(cast[ln.speaker].id))
                   for ln in lines)
-    request = SynthesisRequest(job_id, specs, (), sampling or SamplingParams(), batching, chunk_length,
+    request = SynthesisRequest(job_id, specs, (), sampling or Sampling(), batching, chunk_length,
                                scene_starts=scene_starts(script))
     return request, tuple(voices.values())
 
@@ -172,29 +164,26 @@ def split_request(request: SynthesisRequest, takes: int = 1) -> list[SynthesisRe
     for take in range(takes):
         first = 0
         for number, group in enumerate(groups):
-            seed = request.sampling.seed
-            if seed is not None:
-                seed += take * len(request.lines) + first
             out.append(replace(request, job_id=f"{request.job_id}.{take + 1}.{number + 1}", lines=tuple(group),
                                context=request.context if number == 0 else (),
-                               sampling=replace(request.sampling, seed=seed)))
+                               sampling=request.sampling.later(take * len(request.lines) + first)))
             first += len(group)
     return out
 
 
-def line_fingerprint(line: LineSpec, references: Sequence[Reference], sampling: SamplingParams,
-                     extra: str = "") -> str:
+def line_fingerprint(line: LineSpec, references: Sequence[Reference], sampling: Sampling,
+                     extra: str = "", ignore_eos: bool = False) -> str:
     """The take fingerprint (`state.staleness.take_fingerprint`) of `line` as the engine knows it: the speaker is
     its index, the voice what the model hears (the references' transcripts and codes, the line's LoRA, and `extra`:
     the model, the codec, the batching), the settings the request's sampling."""
-    heard = hashlib.sha256(json.dumps({"extra": extra, "ignore_eos": sampling.ignore_eos,
+    heard = hashlib.sha256(json.dumps({"extra": extra, "ignore_eos": ignore_eos,
                                        "lora": lora_digest(Path(line.lora)) if line.lora is not None else None},
                                       sort_keys=True).encode())
     for ref in references:
         heard.update(f"|{ref.speaker}|{ref.transcript}|{ref.codes.shape}|".encode())
         heard.update(np.ascontiguousarray(ref.codes, dtype=np.int64).tobytes())
     settings = {"temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": sampling.top_k,
-                "max_frames": sampling.max_new_tokens, "seed": sampling.seed}
+                "max_frames": sampling.max_frames, "seed": sampling.fixed_seed}
     return take_fingerprint(line.text, str(line.speaker), heard.hexdigest()[:16], settings)
 
 

@@ -37,7 +37,7 @@ from s2studio.engine import remote_wire
 from s2studio.engine.api import (
     FRAME_SAMPLES, NUM_CODEBOOKS, SAMPLE_RATE, AudioChunk, Backend, ClipEncoded, EncodeRequest, Event, JobFailed,
     JobFinished, JobStarted, LineFinished, LineStarted, LoadRequest, ModelInfo, ModelLoading, ModelReady, Progress,
-    SynthesisRequest, line_seed,
+    SynthesisRequest, line_seed, request_seed,
 )
 from s2studio.engine.plan import line_fingerprint
 from s2studio.engine.remote_http import Busy, Link, RemoteError, _reason
@@ -302,7 +302,7 @@ class RemoteEngine:
         job, wire = request.job_id, self._wire
         assert wire is not None, "a per-line protocol has its wire from the load"
         yield JobStarted(job, tuple(ln.line_id for ln in request.lines))
-        base_seed = request.sampling.base_seed()
+        base_seed = request_seed(request.sampling)
         backend = self.backend
         for index, line in enumerate(request.lines):
             if cancel.is_set():
@@ -324,7 +324,8 @@ class RemoteEngine:
             if not pieces:
                 raise RemoteError(f"{self._where()} returned no audio for line {index + 1}")
             fingerprint = line_fingerprint(line, request.references, request.sampling,
-                                           f"remote-{self.protocol}|{self.base_url}|{self.settings.model}")
+                                           f"remote-{self.protocol}|{self.base_url}|{self.settings.model}",
+                                           request.ignore_eos)
             yield LineFinished(job, line.line_id, uuid.uuid4().hex, np.zeros((NUM_CODEBOOKS, 0), np.int64),
                                np.concatenate(pieces), seed, fingerprint, backend)
         yield JobFinished(job)

@@ -18,8 +18,9 @@ import ormsgpack
 
 from s2studio.engine.api import (
     AudioChunk, ContextTurn, Event, JobFailed, JobFinished, JobStarted, LineFinished, LineSpec, LineStarted,
-    ModelInfo, Progress, Reference, SamplingParams, SynthesisRequest,
+    ModelInfo, Progress, Reference, SynthesisRequest,
 )
+from s2studio.settings import Sampling, seed_fields
 from s2studio.errors import UserError
 
 CONTENT_TYPE = "application/vnd.s2studio.events+msgpack"
@@ -53,7 +54,7 @@ def request_to_wire(request: SynthesisRequest) -> bytes:
         "references": [{"speaker": r.speaker, "transcript": r.transcript, "codes": pack_codes(r.codes)}
                        for r in request.references],
         "sampling": {"temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k,
-                     "max_new_tokens": s.max_new_tokens, "seed": s.seed, "ignore_eos": s.ignore_eos},
+                     "max_new_tokens": s.max_frames, "seed": s.fixed_seed, "ignore_eos": request.ignore_eos},
         "batching": request.batching,
         "chunk_length": request.chunk_length,
         "context": [{"speaker": t.speaker, "text": t.text, "codes": pack_codes(t.codes)} for t in request.context],
@@ -69,22 +70,23 @@ def request_from_record(raw: Any, job_id: str) -> SynthesisRequest:
                      for r in raw.get("references", ()))
         context = tuple(ContextTurn(int(t["speaker"]), str(t["text"]), unpack_codes(t["codes"]))
                         for t in raw.get("context", ()))
-        s, d = raw.get("sampling", {}), SamplingParams()
+        s, d = raw.get("sampling", {}), Sampling()
         seed = s.get("seed")
-        sampling = SamplingParams(float(s.get("temperature", d.temperature)), float(s.get("top_p", d.top_p)),
-                                  int(s.get("top_k", d.top_k)), int(s.get("max_new_tokens", d.max_new_tokens)),
-                                  None if seed is None else int(seed), bool(s.get("ignore_eos", False)))
+        sampling = Sampling(temperature=float(s.get("temperature", d.temperature)), top_p=float(s.get("top_p", d.top_p)),
+                            top_k=int(s.get("top_k", d.top_k)), max_frames=int(s.get("max_new_tokens", d.max_frames)),
+                            **seed_fields(None if seed is None else int(seed)))
         batching = raw.get("batching", "line")
         if batching not in ("line", "upstream"):
             raise WireError(f"unknown batching {batching!r}")
-        return SynthesisRequest(job_id, lines, refs, sampling, batching, int(raw.get("chunk_length", 200)), context)
+        return SynthesisRequest(job_id, lines, refs, sampling, batching, int(raw.get("chunk_length", 200)), context,
+                                ignore_eos=bool(s.get("ignore_eos", False)))
     except WireError:
         raise
     except (KeyError, TypeError, AttributeError) as exc:
         raise WireError(f"the request lacks or misspells a field ({type(exc).__name__}: {exc})") from None
     except (ValueError, OverflowError) as exc:
         raise WireError(f"a field of the request has a value of the wrong kind ({exc})") from None
-    except UserError as exc:  # settings the engine refuses (`SamplingParams` validates them)
+    except UserError as exc:  # settings the engine refuses (`Sampling` validates them)
         raise WireError(str(exc)) from None
 
 

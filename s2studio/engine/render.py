@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from s2studio.engine.api import Batching, Reference, SamplingParams, Step, SynthesisRequest
+from s2studio.engine.api import Batching, Reference, Step, SynthesisRequest
+from s2studio.settings import Sampling
 from s2studio.engine.plan import compile_lines, engine_encoder, split_request, voice_references
 from s2studio.engine.scheduler import synthesis
 from s2studio.errors import UserError
@@ -87,7 +88,7 @@ def voice_codes(library: VoiceLibrary, voices: Sequence[Voice], encoder: Callabl
 
 
 def render_for_script(script: Script, cast: Mapping[str, Voice], library: VoiceLibrary, fingerprint: str,
-                  job_id: str, sampling: SamplingParams | None = None, batching: Batching = "line",
+                  job_id: str, sampling: Sampling | None = None, batching: Batching = "line",
                   chunk_length: int = 200, line_ids: Sequence[str] | None = None,
                   lora_paths: Mapping[str, Path] | None = None) -> Render:
     """The render of `script` (or of `line_ids` of it) as the studio compiles it (`plan.compile_lines`); each voice

@@ -82,7 +82,7 @@ class FishWire:
         s = request.sampling
         body: dict[str, object] = {"format": "wav", "temperature": s.temperature, "top_p": s.top_p,
                                    "chunk_length": 200, "normalize": False, "latency": "normal",
-                                   "max_new_tokens": s.max_new_tokens or 1024}
+                                   "max_new_tokens": s.max_frames or 1024}
         if self.cloud:
             body["text"] = line.text
             body["temperature"], body["top_p"] = min(s.temperature, 1.0), min(s.top_p, 1.0)

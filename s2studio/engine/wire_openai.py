@@ -72,8 +72,8 @@ class OpenAISpeechWire:
         body: dict[str, object] = {"model": self.model, "input": line.text, "response_format": "pcm",
                                    "stream_format": "audio", "seed": seed, "temperature": s.temperature,
                                    "top_p": s.top_p}
-        if s.max_new_tokens:
-            body["max_new_tokens"] = s.max_new_tokens
+        if s.max_frames:
+            body["max_new_tokens"] = s.max_frames
         voice = self._voice(request, line.speaker) if self._upload else None
         if voice is None:
             named = self.voices or ("default",)

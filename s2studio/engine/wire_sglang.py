@@ -55,8 +55,8 @@ class SglangWire:
                                    "top_k": s.top_k}
         if refs:
             body["references"] = refs
-        if s.max_new_tokens:
-            body["max_new_tokens"] = s.max_new_tokens
+        if s.max_frames:
+            body["max_new_tokens"] = s.max_frames
         return body
 
     def line_audio(self, request: SynthesisRequest, line: LineSpec, seed: int,

@@ -26,7 +26,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from s2studio.audio.stream_encode import StreamEncoder
-from s2studio.engine.api import Engine, Event, SamplingParams
+from s2studio.engine.api import Engine, Event
+from s2studio.settings import LIMITS, Sampling, seed_fields
 from s2studio.engine.plan import compile_lines
 from s2studio.errors import UserError
 from s2studio.serve.app import ServerState, audio_response, state_of
@@ -38,7 +39,6 @@ from s2studio.serve.jobs import Disconnected, JobStream
 from s2studio.serve.parsing import check_lines, check_name, find_voice
 from s2studio.serve.references import InlineReference, check_reference
 from s2studio.serve.synthesis import AudioOut, Speech, speech_work
-from s2studio.settings import LIMITS
 from s2studio.state.script import parse_script
 
 router = APIRouter()
@@ -97,7 +97,7 @@ def base64_audio(raw: dict, kind: str) -> None:
                 items[i] = decoded
 
 
-def _script_speech(state: ServerState, body: TTSBody, sampling: SamplingParams) -> Speech:
+def _script_speech(state: ServerState, body: TTSBody, sampling: Sampling) -> Speech:
     cast = {name: find_voice(state.library, voice, "cast") for name, voice in (body.cast or {}).items()}
     script = parse_script(body.text, known_speakers=set(cast))
     if len(script.lines) > state.config.limits.max_lines:
@@ -125,9 +125,9 @@ async def tts(request: Request) -> Response:
     if body.prosody is not None and (body.prosody.speed != 1.0 or body.prosody.volume != 0.0):
         raise ApiError(400, "prosody (speed, volume) is not supported: S2 has no speed control; leave it out",
                        "unsupported_prosody", "prosody")
-    sampling = SamplingParams(temperature=body.temperature, top_p=body.top_p, top_k=body.top_k,
-                              max_new_tokens=min(body.max_new_tokens or limits.max_new_tokens, limits.max_new_tokens),
-                              seed=body.seed)
+    sampling = Sampling(temperature=body.temperature, top_p=body.top_p, top_k=body.top_k,
+                        max_frames=min(body.max_new_tokens or limits.max_new_tokens, limits.max_new_tokens),
+                        **seed_fields(body.seed))
     if body.cast:
         speech = _script_speech(state, body, sampling)
     else:

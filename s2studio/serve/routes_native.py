@@ -68,8 +68,8 @@ async def generate(request: Request) -> Response:
     if sum(len(ln.text) for ln in synthesis.lines) > limits.max_text_chars * 4:
         raise ApiError(400, f"the lines hold more than {limits.max_text_chars * 4} characters; render fewer at once",
                        "text_too_long")
-    if synthesis.sampling.max_new_tokens > limits.max_new_tokens:  # as for the other routes: at most the limit
-        synthesis = replace(synthesis, sampling=replace(synthesis.sampling, max_new_tokens=limits.max_new_tokens))
+    if synthesis.sampling.max_frames > limits.max_new_tokens:  # as for the other routes: at most the limit
+        synthesis = replace(synthesis, sampling=replace(synthesis.sampling, max_frames=limits.max_new_tokens))
 
     def work(engine: Engine, job_id: str, cancel: threading.Event) -> Iterator[Step]:
         yield from run_synthesis(engine, replace(synthesis, job_id=job_id), cancel)

@@ -23,7 +23,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from s2studio.audio.stream_encode import StreamEncoder
-from s2studio.engine.api import FRAME_SAMPLES, SAMPLE_RATE, SamplingParams
+from s2studio.engine.api import FRAME_SAMPLES, SAMPLE_RATE
+from s2studio.settings import Sampling, seed_fields
 from s2studio.serve.app import ServerState, audio_response, state_of
 from s2studio.serve.bodies import JSON, parse_body
 from s2studio.serve.compile import speech_lines
@@ -129,10 +130,10 @@ async def _speak(request: Request, state: ServerState, body: SpeechBody, voices:
                  inline: tuple[InlineReference, ...], ended: Callable[[], None]) -> Response:
     """The speech of a checked request, streamed; `ended()` once it is over (audio_response calls it)."""
     limits = state.config.limits
-    frames = min(body.max_new_tokens or SamplingParams.max_new_tokens, limits.max_new_tokens)
+    frames = min(body.max_new_tokens or Sampling.max_frames, limits.max_new_tokens)
     speech = Speech(check_lines(speech_lines(body.input, body.instructions), limits, "input"),
-                    SamplingParams(temperature=body.temperature, top_p=body.top_p, max_new_tokens=frames,
-                                   seed=body.seed),
+                    Sampling(temperature=body.temperature, top_p=body.top_p, max_frames=frames,
+                             **seed_fields(body.seed)),
                     inline=inline, voices=voices)
     fmt = body.response_format
     streaming = body.stream_format is not None or fmt not in ("wav", "flac")

@@ -16,8 +16,9 @@ import numpy as np
 
 from s2studio.audio.stream_encode import StreamEncoder
 from s2studio.engine.api import (
-    SAMPLE_RATE, AudioChunk, Batching, Event, LineSpec, LineStarted, SamplingParams, SynthesisRequest,
+    SAMPLE_RATE, AudioChunk, Batching, Event, LineSpec, LineStarted, SynthesisRequest,
 )
+from s2studio.settings import Sampling
 from s2studio.engine.render import Render, render_for_script
 from s2studio.serve.references import CodesCache, InlineReference
 from s2studio.serve.runner import Work
@@ -29,7 +30,7 @@ from s2studio.units import LINE_GAP_S
 @dataclass(frozen=True)
 class Speech:
     lines: tuple[LineSpec, ...]
-    sampling: SamplingParams
+    sampling: Sampling
     batching: Batching = "line"
     chunk_length: int = 200
     inline: tuple[InlineReference, ...] = ()

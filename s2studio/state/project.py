@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from s2studio.units import LINE_GAP_S, SAMPLE_RATE
 from s2studio.errors import UserError
-from s2studio.settings import LIMITS, Loading, Sampling, Speed
+from s2studio.settings import LIMITS, Loading, Sampling, Speed, check_limits
 from s2studio.state.codes import check_codes, read_codes_file
 from s2studio.state.schema import dataclass_kind
 from s2studio.state.take_audio import TakeSound
@@ -39,6 +39,9 @@ class GenerationSettings(Loading, Sampling):
     speed: Speed = "fast"
     """A project takes the fast path unless it says otherwise (the engine's own default is "auto"). The settings
     panel offers precision, speed and quantization together as one choice (`ui/inspector/settings_panel.MODES`)."""
+
+    def __post_init__(self) -> None:
+        check_limits(self)  # a person's settings: every bound of the table, the longest line's too
 
     @classmethod
     def from_dict(cls, data: object, where: str = "settings") -> GenerationSettings:

@@ -61,7 +61,7 @@ def take_settings(settings: GenerationSettings) -> dict[str, Any]:
     """What a take records of the settings it was made with: the sampling fields and the fixed seed
     (None when the seed was drawn at random)."""
     out: dict[str, Any] = {name: getattr(settings, name) for name in SAMPLING_FIELDS}
-    out["seed"] = settings.seed if settings.seed_mode == "fixed" else None
+    out["seed"] = settings.fixed_seed
     return out
 
 

@@ -16,9 +16,9 @@ from engine_contract import collect
 from serve_process import ServeProcess
 
 from s2studio.engine.api import (
-    Backend, JobFailed, JobFinished, LineFinished, LineSpec, LineStarted, LoadRequest, SamplingParams,
-    SynthesisRequest,
+    Backend, JobFailed, JobFinished, LineFinished, LineSpec, LineStarted, LoadRequest, SynthesisRequest,
 )
+from s2studio.settings import Sampling
 from s2studio.engine.fake import FakeEngine
 from s2studio.engine.fleet import FleetConfig, FleetEngine, Member
 from s2studio.engine.remote import RemoteEngine, RemoteSettings
@@ -32,9 +32,8 @@ def project(scenes: int, per_scene: int, frames: int = 6) -> SynthesisRequest:
     lines = tuple(LineSpec(f"s{s}l{i}", 0, TEXTS[(s + i) % len(TEXTS)]) for s in range(scenes)
                   for i in range(per_scene))
     starts = frozenset(f"s{s}l0" for s in range(scenes))
-    return SynthesisRequest("book", lines, sampling=SamplingParams(max_new_tokens=frames, seed=11,
-                                                                    ignore_eos=True),
-                            scene_starts=starts)
+    return SynthesisRequest("book", lines, sampling=Sampling(max_frames=frames, seed_mode="fixed", seed=11),
+                            scene_starts=starts, ignore_eos=True)
 
 
 def test_three_servers_and_the_local_engine_render_a_book_while_one_server_dies(tiny_model, tmp_path) -> None:
@@ -230,8 +229,8 @@ def test_scenes_go_longest_first_and_a_retried_scene_hears_its_kept_lines(tmp_pa
     texts = {"a": ["Short.", "Tiny."], "b": ["A much longer line than the rest.", "And more."],
              "c": ["A middling line.", "Yes."]}
     lines = tuple(LineSpec(f"{s}{i}", 0, t) for s, pair in texts.items() for i, t in enumerate(pair))
-    request = SynthesisRequest("book", lines, sampling=SamplingParams(max_new_tokens=4, seed=5, ignore_eos=True),
-                               scene_starts=frozenset({"a0", "b0", "c0"}))
+    request = SynthesisRequest("book", lines, sampling=Sampling(max_frames=4, seed_mode="fixed", seed=5),
+                               scene_starts=frozenset({"a0", "b0", "c0"}), ignore_eos=True)
     engine = _Records()
     fleet = FleetEngine([Member(engine, 1, "one")], FleetConfig(retries=2))
     collect(fleet.load(LoadRequest("load", tmp_path), threading.Event()))

@@ -15,9 +15,9 @@ from conftest import API_KEY
 from engine_contract import check_engine, collect
 
 from s2studio.engine.api import (
-    AudioChunk, JobFailed, JobFinished, LineFinished, LineSpec, LoadRequest, Reference, SamplingParams,
-    SynthesisRequest,
+    AudioChunk, JobFailed, JobFinished, LineFinished, LineSpec, LoadRequest, Reference, SynthesisRequest,
 )
+from s2studio.settings import Sampling
 from s2studio.engine.remote import RemoteEngine, RemoteSettings
 from s2studio.serve.server import free_port
 
@@ -49,7 +49,7 @@ def test_a_remote_take_equals_the_local_engines_take(real_server) -> None:
     codes = np.random.default_rng(1).integers(0, 32, size=(10, 6))  # codes the tiny codec could make
     request = SynthesisRequest("same", (LineSpec("a", 0, "Same words."), LineSpec("b", 1, "Other words.")),
                                (Reference(0, "Ref one.", codes), Reference(1, "Ref two.", codes[:, :4])),
-                               SamplingParams(max_new_tokens=10, seed=3))
+                               Sampling(max_frames=10, seed_mode="fixed", seed=3))
     remote = [ev for ev in collect(engine.generate(request, threading.Event())) if isinstance(ev, LineFinished)]
     local_engine = real_server.state.runner.engine
     local = [ev for ev in collect(local_engine.generate(request, threading.Event())) if isinstance(ev, LineFinished)]
@@ -68,7 +68,7 @@ def test_fish_and_openai_protocols_stream_audio_of_each_line(real_server, clips,
     request = SynthesisRequest("p", (LineSpec("a", 0, "First line."), LineSpec("b", 1, "Second line.")),
                                (Reference(0, "Hello, I am Alice.", codes, clips["alice"]),
                                 Reference(1, "And I am Bob.", codes, clips["bob"])),
-                               SamplingParams(max_new_tokens=8, seed=2))
+                               Sampling(max_frames=8, seed_mode="fixed", seed=2))
     events = collect(engine.generate(request, threading.Event()))
     assert isinstance(events[-1], JobFinished) and not events[-1].cancelled, events[-1]
     takes = [ev for ev in events if isinstance(ev, LineFinished)]
@@ -145,7 +145,7 @@ def _chunk(data: bytes) -> bytes:
 
 
 def _request() -> SynthesisRequest:
-    return SynthesisRequest("r", (LineSpec("a", 0, "A line."),), sampling=SamplingParams(max_new_tokens=8, seed=1))
+    return SynthesisRequest("r", (LineSpec("a", 0, "A line."),), sampling=Sampling(max_frames=8, seed_mode="fixed", seed=1))
 
 
 def test_a_connection_that_breaks_mid_stream_is_a_failed_job() -> None:
@@ -185,7 +185,7 @@ def test_cancel_closes_the_stream_and_the_server_cancels_the_job(real_server) ->
     engine = connected(real_server.url, api_key=API_KEY)
     cancel = threading.Event()
     lines = tuple(LineSpec(f"l{i}", 0, f"Line number {i}.") for i in range(6))
-    events = collect(engine.generate(SynthesisRequest("c", lines, sampling=SamplingParams(max_new_tokens=12, seed=1)),
+    events = collect(engine.generate(SynthesisRequest("c", lines, sampling=Sampling(max_frames=12, seed_mode="fixed", seed=1)),
                                      cancel), cancel_after_first_chunk=cancel)
     assert isinstance(events[-1], JobFinished) and events[-1].cancelled
     runner = real_server.state.runner

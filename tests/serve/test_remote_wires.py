@@ -23,8 +23,9 @@ from engine_contract import collect
 from keyring.backend import KeyringBackend
 
 from s2studio.engine.api import (
-    JobFailed, JobFinished, LineFinished, LineSpec, LoadRequest, Reference, SamplingParams, SynthesisRequest,
+    JobFailed, JobFinished, LineFinished, LineSpec, LoadRequest, Reference, SynthesisRequest,
 )
+from s2studio.settings import Sampling
 from s2studio.engine.remote import RemoteEngine, RemoteSettings
 from s2studio.engine.voice_registry import VoiceRegistry
 from s2studio.engine.wire_fish import store_cloud_key
@@ -43,7 +44,7 @@ def fixture(name: str) -> dict:
 def request(clip: Path, lines: int = 2) -> SynthesisRequest:
     codes = np.arange(30, dtype=np.int64).reshape(10, 3)
     return SynthesisRequest("job", tuple(LineSpec(f"l{i}", 0, f"Line number {i}.") for i in range(lines)),
-                            (Reference(0, "Hello, I am Alice.", codes, clip),), SamplingParams(seed=7))
+                            (Reference(0, "Hello, I am Alice.", codes, clip),), Sampling(seed_mode="fixed", seed=7))
 
 
 def connected(protocol: str, handler, url: str = "http://gpu-box:8091", **kw) -> RemoteEngine:  # noqa: ANN001
@@ -293,7 +294,7 @@ def test_fish_cloud_creates_the_voice_once_and_names_it_by_reference_id(cloud_st
     engine = RemoteEngine(RemoteSettings(url, protocol="fishcloud"), registry=VoiceRegistry())
     assert isinstance(collect(engine.load(LOAD, threading.Event()))[-1], JobFinished)
     req = request(clips["alice"])
-    req = SynthesisRequest(req.job_id, req.lines, req.references, SamplingParams(temperature=1.5, seed=7))
+    req = SynthesisRequest(req.job_id, req.lines, req.references, Sampling(temperature=1.5, seed_mode="fixed", seed=7))
     events = takes(engine, req)
     finished = [e for e in events if isinstance(e, LineFinished)]
     assert len(finished) == 2 and len(finished[0].audio) == len(PCM)

@@ -21,8 +21,8 @@ from safetensors.numpy import save as save_safetensors
 from serve_process import ServeProcess, flac_of_unknown_length, wav_bytes
 
 from s2studio.engine import remote_wire
-from s2studio.engine.api import LineSpec, SamplingParams, SynthesisRequest
-from s2studio.settings import LIMITS
+from s2studio.engine.api import LineSpec, SynthesisRequest
+from s2studio.settings import LIMITS, Sampling
 from s2studio.state.voices import VoiceLibrary
 
 KEY = "hostile-test-key-0123"
@@ -384,7 +384,7 @@ def test_bodies_nested_too_deep_are_400(server) -> None:
 
 def test_a_base_seed_at_the_top_of_the_range_wraps_per_line(server) -> None:
     request = SynthesisRequest("x", (LineSpec("a", 0, "One."), LineSpec("b", 0, "Two."), LineSpec("c", 0, "Three.")),
-                               sampling=SamplingParams(max_new_tokens=2, seed=2**31 - 1))
+                               sampling=Sampling(max_frames=2, seed_mode="fixed", seed=2**31 - 1))
     r = httpx.post(server.url + "/v1/s2studio/generate", content=remote_wire.request_to_wire(request),
                    headers=MSGPACK, timeout=120)
     records = list(remote_wire.RecordReader().feed(r.content))

@@ -16,7 +16,8 @@ from conftest import API_KEY
 
 from s2studio.cli import main
 from s2studio.engine import remote_wire
-from s2studio.engine.api import LineSpec, Reference, SamplingParams, SynthesisRequest
+from s2studio.engine.api import LineSpec, Reference, SynthesisRequest
+from s2studio.settings import Sampling
 
 TEXT = "<|speaker:0|>Hello there, how are you? <|speaker:1|>[laughing] Fine, and you?"
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
@@ -55,7 +56,7 @@ def test_tts_returns_the_samples_synth_writes(real_server, tiny_model: Path, cli
                                      LineSpec("b", 1, "[laughing] Fine, and you?")),
                                (Reference(0, "Hello, I am Alice.", np.asarray(encoded[0])),
                                 Reference(1, "And I am Bob.", np.asarray(encoded[1]))),
-                               SamplingParams(0.8, 0.8, 30, 10, 9), "upstream", 100)
+                               Sampling(temperature=0.8, top_p=0.8, top_k=30, max_frames=10, seed_mode="fixed", seed=9), "upstream", 100)
     r = httpx.post(real_server.url + "/v1/s2studio/generate", content=remote_wire.request_to_wire(request),
                    headers={**AUTH, "Content-Type": "application/msgpack"}, timeout=120)
     records = list(remote_wire.RecordReader().feed(r.content))

@@ -26,7 +26,7 @@ How a scheduler drives it (one engine thread; nothing here is thread-safe):
             if frame.finished: that request ended ("end": <|im_end|>, "limit": its frame budget), its slot is free
         for a request cancelled meanwhile: decoder.cancel(slot)   # that stream only, at once
 
-- `admit` takes the request's (1 + K, T) prompt, its `SamplingParams` (`max_new_tokens` its frame limit, 0: the
+- `admit` takes the request's (1 + K, T) prompt, its `Sampling` (`max_new_tokens` its frame limit, 0: the
   rest of `length`) and its own `torch.Generator` (seeded as the request alone would be). It picks the free slot
   whose cache holds the longest reusable prefix of the prompt (the next line of a scene comes back to its slot).
   It returns None when every slot is busy or the caches would not fit the memory planned for streams
@@ -53,7 +53,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from s2studio.engine.api import SamplingParams
+from s2studio.settings import Sampling
 from s2studio.engine.s2 import memory
 from s2studio.engine.s2.fast import PREFILL_PIECE, FastDecoder, FastSampler, allowed_ids, fitted, head_weight
 from s2studio.engine.weights.bf16 import Bf16Linear
@@ -132,12 +132,13 @@ class BatchDecoder:
 
     # ------------------------------------------------------------------ admission
 
-    def admit(self, prompt: np.ndarray | Tensor, sampling: SamplingParams, generator: torch.Generator,
-              max_new_tokens: int | None = None) -> int | None:
+    def admit(self, prompt: np.ndarray | Tensor, sampling: Sampling, generator: torch.Generator,
+              max_new_tokens: int | None = None, ignore_eos: bool = False) -> int | None:
         """Take a request into a free slot (see the module's docstring); its slot, or None to wait.
-        `max_new_tokens`: its frame limit (None: `sampling.max_new_tokens`; 0: the rest of the context)."""
+        `max_new_tokens`: its frame limit (None: `sampling.max_frames`; 0: the rest of the context); `ignore_eos`:
+        the request's (`SynthesisRequest.ignore_eos`)."""
         if max_new_tokens is None:
-            max_new_tokens = sampling.max_new_tokens
+            max_new_tokens = sampling.max_frames
         prompt_t, budget = fitted(self.model, prompt, self.device, self.length, max_new_tokens)
         length = prompt_t.shape[1]
         positions = min(self.length, -(-(length + budget) // SLOT_GRAIN) * SLOT_GRAIN)
@@ -155,7 +156,7 @@ class BatchDecoder:
         decoder = self.slots[slot]
         if decoder is None or decoder.length < positions:
             decoder = self._slot_decoder(slot, positions)
-        sampler = decoder.sampler(sampling, generator)
+        sampler = decoder.sampler(sampling, generator, ignore_eos)
         sampler.reset_window()
         self._admitted += 1
         self.streams[slot] = Stream(slot, prompt_t, sampler, budget, decoder.plan(prompt_t), order=self._admitted)

@@ -44,7 +44,7 @@ from s2studio.codec.resample import encode_file
 from s2studio.codec.streaming import IncrementalDecoder
 from s2studio.engine.api import (
     WAIT, AudioChunk, ClipEncoded, EncodeRequest, Event, JobFinished, JobStarted, LineFinished, LineSpec, LineStarted,
-    LoadRequest, ModelInfo, ModelLoading, ModelReady, Progress, Step, SynthesisRequest, line_seed,
+    LoadRequest, ModelInfo, ModelLoading, ModelReady, Progress, Step, SynthesisRequest, line_seed, request_seed,
 )
 from s2studio.engine.plan import line_fingerprint
 from s2studio.engine.s2.context import hop
@@ -207,7 +207,7 @@ class S2Engine:
         references = [Reference(r.transcript if SPEAKER_TAG.search(r.transcript)
                                 else speaker_text(r.speaker, r.transcript), r.codes)
                       for r in request.references]
-        base_seed = request.sampling.base_seed()
+        base_seed = request_seed(request.sampling)
         if request.batching == "upstream":
             yield from self._upstream(loaded, request, references, base_seed, cancel)
         else:
@@ -240,7 +240,7 @@ class S2Engine:
             generator = make_generator(seed, loaded.device)
             prompt = self._prompt(loaded, references, history[start:], text)
             codes = yield from self._line(loaded, request, line, seed, text, prompt, generator,
-                                          loaded.decoder.sampler(request.sampling, generator)
+                                          loaded.decoder.sampler(request.sampling, generator, request.ignore_eos)
                                           if self._streams.batch is None else None, cancel)  # type: ignore[union-attr]
             if codes is None:
                 yield JobFinished(job, cancelled=True)
@@ -266,7 +266,7 @@ class S2Engine:
             consumed += len(split_turns(batch))
         yield JobStarted(job, tuple(ln.line_id for ln in owners))
         generator = make_generator(base_seed, loaded.device)  # one for the request, never reseeded (upstream's)
-        sampler = loaded.decoder.sampler(request.sampling, generator) if self._streams.batch is None else None  # type: ignore[union-attr]
+        sampler = loaded.decoder.sampler(request.sampling, generator, request.ignore_eos) if self._streams.batch is None else None  # type: ignore[union-attr]
         history: list[Exchange] = []
         for owner, text in zip(owners, batches, strict=True):
             prompt = self._prompt(loaded, references, history, text, len(history))
@@ -300,7 +300,7 @@ class S2Engine:
         stream: its frames relayed as audio; returns its codes, or None when cancelled."""
         assert self._streams is not None and loaded.codec is not None
         opened: Stream | None = yield from self._streams.open(prompt, request.sampling, generator, sampler,
-                                                              line.lora, cancel)
+                                                              line.lora, cancel, request.ignore_eos)
         if opened is None:
             return None
         try:
@@ -315,7 +315,7 @@ class S2Engine:
             log.info("LoRA %s merged in %.3f s", line.lora.name if line.lora else "removed", stream.switch_s)
         yield LineStarted(job, line.line_id, stream.switch_s)
         started = time.perf_counter()
-        budget = frame_budget(prompt.shape[1], request.sampling.max_new_tokens, loaded.decoder.length)
+        budget = frame_budget(prompt.shape[1], request.sampling.max_frames, loaded.decoder.length)
         expected = max(1, min(max(budget - 1, 0), estimate_frames(text)))
         frames: list[torch.Tensor] = []
         pending: list[torch.Tensor] = []
@@ -353,7 +353,8 @@ class S2Engine:
             codes = np.zeros((loaded.model.config.num_codebooks, 0), dtype=np.int64)
         audio = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.float32)
         fingerprint = line_fingerprint(line, request.references, request.sampling,
-                                       f"{loaded.info.name}|{loaded.info.codec_fingerprint}|{request.batching}")
+                                       f"{loaded.info.name}|{loaded.info.codec_fingerprint}|{request.batching}",
+                                       request.ignore_eos)
         yield LineFinished(job, line.line_id, uuid.uuid4().hex, codes, audio, seed, fingerprint)
         return codes
 

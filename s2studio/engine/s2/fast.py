@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from s2studio.engine.api import SamplingParams
+from s2studio.settings import Sampling
 from s2studio.engine.s2.sampling import RAS_WINDOW, request_constants
 from s2studio.engine.weights.cpu_step import CpuStepOps, step_ops
 from s2studio.engine.weights.narrow import narrow_head, narrowing_of
@@ -169,9 +169,9 @@ class FastDecoder:
         tokens[:, :self.settled] = self.tokens[:, :self.settled]
         self.caches, self.tokens, self.length, self.filled = caches, tokens, length, self.settled
 
-    def sampler(self, sampling: SamplingParams, generator: torch.Generator) -> FastSampler:
+    def sampler(self, sampling: Sampling, generator: torch.Generator, ignore_eos: bool = False) -> FastSampler:
         return FastSampler(self, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
-                           generator=generator, ignore_eos=sampling.ignore_eos)
+                           generator=generator, ignore_eos=ignore_eos)
 
     def frames(self, prompt: np.ndarray | Tensor, sampler: FastSampler, max_new_tokens: int = 0,
                cancel: threading.Event | None = None) -> Iterator[Tensor]:

@@ -31,7 +31,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from s2studio.engine.api import SEED_RANGE, Batching, SamplingParams
+from s2studio.engine.api import SEED_RANGE, Batching
+from s2studio.settings import Sampling
 from s2studio.engine.s2.sampling import RAS_WINDOW, FrameSampler
 from s2studio.errors import UserError
 from s2studio.model.dual_ar import DualAR
@@ -54,8 +55,9 @@ class Decoder(Protocol[S]):
     length: int
     """Positions a prompt and its frames may fill (the cache's length)."""
 
-    def sampler(self, sampling: SamplingParams, generator: torch.Generator) -> S:
-        """The request's sampler, made once per request (its constants, its repetition window)."""
+    def sampler(self, sampling: Sampling, generator: torch.Generator, ignore_eos: bool = False) -> S:
+        """The request's sampler, made once per request (its constants, its repetition window); `ignore_eos`: the
+        request's (`SynthesisRequest.ignore_eos`)."""
         ...
 
     def frames(self, prompt: np.ndarray | Tensor, sampler: S, max_new_tokens: int = 0,
@@ -87,9 +89,10 @@ def make_generator(seed: int, device: torch.device | str = "cpu") -> torch.Gener
     return torch.Generator(device=device).manual_seed(seed)
 
 
-def make_sampler(model: Any, sampling: SamplingParams, generator: torch.Generator,
-                 im_end_id: int | None = None) -> FrameSampler:
-    """The request's exact sampler; `im_end_id` is needed only when the model's config lacks it."""
+def make_sampler(model: Any, sampling: Sampling, generator: torch.Generator,
+                 im_end_id: int | None = None, ignore_eos: bool = False) -> FrameSampler:
+    """The request's exact sampler; `im_end_id` is needed only when the model's config lacks it; `ignore_eos`:
+    never end at `<|im_end|>` (`SynthesisRequest.ignore_eos`)."""
     c = model.config
     device, dtype = model_device_dtype(model)
     im_end_id = c.im_end_id if c.im_end_id is not None else im_end_id
@@ -99,7 +102,7 @@ def make_sampler(model: Any, sampling: SamplingParams, generator: torch.Generato
         vocab_size=c.vocab_size, codebook_size=c.codebook_size, num_codebooks=c.num_codebooks,
         semantic_begin_id=c.semantic_begin_id, semantic_end_id=c.semantic_end_id, im_end_id=im_end_id,
         temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
-        generator=generator, device=device, dtype=dtype, ignore_eos=sampling.ignore_eos,
+        generator=generator, device=device, dtype=dtype, ignore_eos=ignore_eos,
     )
 
 
@@ -220,8 +223,8 @@ class ExactDecoder:
         self.length = max_seq_len(model)
         ensure_caches(model)
 
-    def sampler(self, sampling: SamplingParams, generator: torch.Generator) -> FrameSampler:
-        return make_sampler(self.model, sampling, generator, self.im_end_id)
+    def sampler(self, sampling: Sampling, generator: torch.Generator, ignore_eos: bool = False) -> FrameSampler:
+        return make_sampler(self.model, sampling, generator, self.im_end_id, ignore_eos)
 
     def frames(self, prompt: np.ndarray | Tensor, sampler: FrameSampler, max_new_tokens: int = 0,
                cancel: threading.Event | None = None) -> Iterator[Tensor]:
@@ -232,16 +235,16 @@ class ExactDecoder:
 
 
 def generate_batches(decoder: Decoder[Any], tokenizer: TokenizerLike, batches: Sequence[str], *,
-                     references: Sequence[Reference] = (), sampling: SamplingParams = SamplingParams(),
+                     references: Sequence[Reference] = (), sampling: Sampling = Sampling(),
                      generator: torch.Generator, context: ContextPolicy | None = None,
-                     cancel: threading.Event | None = None) -> Iterator[BatchEvent]:
+                     cancel: threading.Event | None = None, ignore_eos: bool = False) -> Iterator[BatchEvent]:
     """`generate_long` (one sample) over prepared batch texts on `decoder`, yielding progress as it goes.
 
     The fast path's decoder keeps its cached prefix between calls (and requests); the exact one re-prefills."""
     model = decoder.model
     references = check_references(model, references)
     seq_len = max_seq_len(model)
-    sampler = decoder.sampler(sampling, generator)
+    sampler = decoder.sampler(sampling, generator, ignore_eos)
     history: list[Exchange] = []
     for index, text in enumerate(batches):
         kept = history if context is None else list(context(tuple(history), text))
@@ -251,9 +254,9 @@ def generate_batches(decoder: Decoder[Any], tokenizer: TokenizerLike, batches: S
             raise UserError(f"prompt is too long: {length} tokens > {seq_len - PROMPT_RESERVE} "
                             f"(batch {index + 1}); use shorter text or fewer/shorter references")
         yield BatchStarted(index, len(batches), text, length,
-                           max(frame_budget(length, sampling.max_new_tokens, decoder.length) - 1, 0))
+                           max(frame_budget(length, sampling.max_frames, decoder.length) - 1, 0))
         frames: list[Tensor] = []
-        for frame in decoder.frames(prompt, sampler, sampling.max_new_tokens, cancel):
+        for frame in decoder.frames(prompt, sampler, sampling.max_frames, cancel):
             yield FrameReady(index, len(frames), frame)
             frames.append(frame)
         if cancel is not None and cancel.is_set():
@@ -267,21 +270,21 @@ def generate_batches(decoder: Decoder[Any], tokenizer: TokenizerLike, batches: S
 
 
 def generate_long(decoder: Decoder[Any], tokenizer: TokenizerLike, text: str, *,
-                  references: Sequence[Reference] = (), sampling: SamplingParams = SamplingParams(),
+                  references: Sequence[Reference] = (), sampling: Sampling = Sampling(),
                   generator: torch.Generator | None = None, batching: Batching = "upstream",
                   chunk_length: int = 300, upstream_exact: bool = True, context: ContextPolicy | None = None,
-                  cancel: threading.Event | None = None) -> Iterator[BatchEvent]:
-    """Text in, batch events out; the generator is seeded with `sampling.seed` here unless one is given (a
+                  cancel: threading.Event | None = None, ignore_eos: bool = False) -> Iterator[BatchEvent]:
+    """Text in, batch events out; the generator is seeded with a fixed `sampling.seed` here unless one is given (a
     library call has no engine to draw and report a seed, so one of the two is required)."""
     batches = plan_batches(text, batching, chunk_length, upstream_exact)
     if not batches:
         raise UserError("the text is empty; nothing to say")
     if generator is None:
-        if sampling.seed is None:
-            raise ValueError("generate_long needs a seed (sampling.seed) or a generator")
-        generator = make_generator(sampling.seed, model_device_dtype(decoder.model)[0])
+        if sampling.fixed_seed is None:
+            raise ValueError("generate_long needs a seed (a fixed sampling.seed) or a generator")
+        generator = make_generator(sampling.fixed_seed, model_device_dtype(decoder.model)[0])
     yield from generate_batches(decoder, tokenizer, batches, references=references, sampling=sampling,
-                                generator=generator, context=context, cancel=cancel)
+                                generator=generator, context=context, cancel=cancel, ignore_eos=ignore_eos)
 
 
 def generate_codes(*args: Any, **kwargs: Any) -> list[np.ndarray]:

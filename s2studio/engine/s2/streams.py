@@ -30,7 +30,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from s2studio.engine.api import WAIT, SamplingParams, Wait
+from s2studio.engine.api import WAIT, Wait
+from s2studio.settings import Sampling
 from s2studio.engine.s2.batch import BatchDecoder
 from s2studio.engine.s2.setup import Runtime
 
@@ -84,10 +85,11 @@ class Streams:
     def max_batch(self) -> int:
         return self.batch.max_batch if self.batch is not None else 1
 
-    def open(self, prompt: np.ndarray, sampling: SamplingParams, generator: torch.Generator, sampler: Any,
-             lora: Path | None, cancel: threading.Event) -> Generator[Wait, None, Stream | None]:
+    def open(self, prompt: np.ndarray, sampling: Sampling, generator: torch.Generator, sampler: Any,
+             lora: Path | None, cancel: threading.Event, ignore_eos: bool = False) -> Generator[Wait, None, Stream | None]:
         """The line's stream once its weights are in place and a slot is free (module docstring); None when
-        `cancel` was set meanwhile. `sampler`: the request's, for a decoder that runs alone."""
+        `cancel` was set meanwhile. `sampler`: the request's, for a decoder that runs alone; `ignore_eos`: the
+        request's, for a sampler made here."""
         claim = object()
         try:
             while True:
@@ -106,9 +108,9 @@ class Streams:
                     yield WAIT
                     continue
                 if self.batch is None:
-                    frames = self.runtime.decoder.frames(prompt, sampler, sampling.max_new_tokens, cancel)
+                    frames = self.runtime.decoder.frames(prompt, sampler, sampling.max_frames, cancel)
                     return Stream(self, switch_s, alone=frames)
-                slot = self.batch.admit(prompt, sampling, generator)
+                slot = self.batch.admit(prompt, sampling, generator, ignore_eos=ignore_eos)
                 if slot is not None:
                     self.tickets[slot] = _Ticket()
                     return Stream(self, switch_s, slot=slot)

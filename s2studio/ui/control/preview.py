@@ -92,7 +92,7 @@ class VoicePreview(QObject):
         try:
             render = render_for_script(parse_script(f"{SPEAKER}: {SENTENCE}"), {SPEAKER: voice}, self.library,
                                        info.codec_fingerprint, self.host.new_job_id("preview"),
-                                       api.SamplingParams(seed=SEED),
+                                       api.Sampling(seed_mode="fixed", seed=SEED),
                                        lora_paths={voice.id: speaks_with} if speaks_with is not None else {})
         except UserError as exc:
             self.message.emit(f"Cannot render the preview: {exc}")

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 from PySide6.QtCore import QObject, Signal
 
-from s2studio.engine import api, plan
+from s2studio.engine import api
 from s2studio.engine.render import Render, render_for_script
 from s2studio.errors import UserError
 from s2studio.state.chapters import scene_start
@@ -34,15 +34,6 @@ from s2studio.ui.control.session import Asked, RenderJob, RenderSession
 from s2studio.worker import EngineHost
 
 logger = logging.getLogger(__name__)
-
-
-def sampling_params(settings: GenerationSettings) -> api.SamplingParams:
-    """The engine's sampler settings for the studio's (`engine.plan.sampling_params`, the one mapping), with the
-    studio's hint where the sampler refuses a value."""
-    try:
-        return plan.sampling_params(settings)
-    except UserError as exc:
-        raise UserError(f"The generation settings are out of range ({exc}); change them in Settings.") from None
 
 
 def no_voice_message(speakers: Sequence[str]) -> str:
@@ -113,7 +104,7 @@ def build_render(inputs: RenderInputs, library: VoiceLibrary, fingerprint: str) 
     wanted = {ln.line_id for ln in inputs.lines}
     context_ids = [ln.line_id for ln, _ in inputs.context]
     render = render_for_script(inputs.script, inputs.cast, library, fingerprint, inputs.job_id,
-                               sampling_params(inputs.settings), inputs.settings.batching,
+                               inputs.settings.sampling, inputs.settings.batching,
                                line_ids=context_ids + sorted(wanted))
     takes = {ln.line_id: take for ln, take in inputs.context}
     request = render.request
