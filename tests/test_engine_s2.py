@@ -80,8 +80,8 @@ def test_upstream_batching_gives_generate_long_codes(engine: S2Engine) -> None:
     lines = (LineSpec("a", 0, "First turn here."), LineSpec("b", 1, "[laughing] Second."),
              LineSpec("c", 0, "Third and last turn."))
     refs = (Reference(0, "Zero speaks.", _codes(5, 1)), Reference(1, "One speaks.", _codes(4, 2)))
-    sampling = Sampling(temperature=0.8, top_p=0.8, max_frames=9, seed_mode="fixed", seed=11)
-    request = SynthesisRequest("u", lines, refs, sampling, batching="upstream", chunk_length=40)
+    sampling = Sampling(temperature=0.8, top_p=0.8, max_frames=9, seed_mode="fixed", seed=11, batching="upstream")
+    request = SynthesisRequest("u", lines, refs, sampling, chunk_length=40)
     events = collect(engine.generate(request, threading.Event()))
     assert isinstance(events[-1], JobFinished) and not events[-1].cancelled
     started = next(ev for ev in events if isinstance(ev, JobStarted))

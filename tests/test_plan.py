@@ -28,8 +28,10 @@ SCRIPT = parse_script("# Scene\nBob: [laughing] Hi.\nAlice: Hello.\nNarrator: La
 
 def test_compile_orders_speakers_by_first_line_and_shares_indices_per_voice() -> None:
     cast = {"Alice": ALICE, "Bob": BOB, "Narrator": ALICE}
-    req = compile_request(SCRIPT, cast, CODES, "job-1", Sampling(seed_mode="fixed", seed=3), batching="upstream", chunk_length=300)
-    assert req.job_id == "job-1" and req.batching == "upstream" and req.chunk_length == 300 and req.sampling.seed == 3
+    req = compile_request(SCRIPT, cast, CODES, "job-1", Sampling(seed_mode="fixed", seed=3, batching="upstream"),
+                          chunk_length=300)
+    assert req.job_id == "job-1" and req.sampling.batching == "upstream" and req.chunk_length == 300
+    assert req.sampling.fixed_seed == 3
     assert [(ln.speaker, ln.text) for ln in req.lines] == [(0, "[laughing] Hi."), (1, "Hello."), (1, "Later."), (0, "Bye.")]
     assert [ln.line_id for ln in req.lines] == [ln.line_id for ln in SCRIPT.lines]
     assert [(r.speaker, r.transcript, r.codes.shape, r.codes.dtype) for r in req.references] == [
@@ -122,7 +124,8 @@ def test_split_request_by_scene_and_take() -> None:
     assert [p.sampling.seed for p in pieces] == [5, 6, 8, 9, 10, 12]
     assert [p.context for p in pieces] == [(turn,), (), (), (turn,), (), ()]
     assert [p.sampling.fixed_seed for p in split_request(replace(request, sampling=Sampling()))] == [None] * 3
-    assert split_request(replace(request, batching="upstream")) == [replace(request, batching="upstream")]
-    assert len(split_request(replace(request, batching="upstream"), takes=3)) == 3
+    upstream = replace(request, sampling=replace(request.sampling, batching="upstream"))
+    assert split_request(upstream) == [upstream]
+    assert len(split_request(upstream, takes=3)) == 3
     with pytest.raises(UserError, match="^takes must be between 1 and 8, got 0$"):
         split_request(request, takes=0)

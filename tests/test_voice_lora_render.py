@@ -118,7 +118,9 @@ def test_a_lora_of_another_model_fails_the_job_clearly(models: tuple[Path, Path,
     assert set(fine) == {"a", "b", "c"}
     # upstream batching speaks several lines in one batch: one set of weights, so mixed LoRAs are refused
     _, lora, _ = models
-    events = collect(engine.generate(replace(script(lora), batching="upstream"), threading.Event()))
+    mixed = script(lora)
+    events = collect(engine.generate(replace(mixed, sampling=replace(mixed.sampling, batching="upstream")),
+                                     threading.Event()))
     assert isinstance(events[-1], JobFailed) and "use line batching for voices with different LoRAs" in events[-1].error
 
 

@@ -34,7 +34,7 @@ from s2studio.engine.api import (
     FRAME_SAMPLES, SAMPLE_RATE, AudioChunk, Engine, Event, JobFailed, JobFinished, JobStarted, LineFinished,
     LoadRequest, ModelInfo, ModelReady, Progress, SynthesisRequest,
 )
-from s2studio.settings import LIMITS, Sampling, seed_fields
+from s2studio.settings import LIMITS, Batching, Sampling, seed_fields
 from s2studio.errors import UserError, printable
 from s2studio.state.atomic import OutputSet
 from s2studio.state.script import Script, parse_script, read_script
@@ -196,8 +196,9 @@ def _read(args: argparse.Namespace, cast_ids: dict[str, str], library: VoiceLibr
     return script, cast
 
 
-def sampling_from_args(args: argparse.Namespace) -> Sampling:
-    """synth's options as the sampling settings (their one validation); `--max-new-tokens 0` means up to the
+def sampling_from_args(args: argparse.Namespace, batching: Batching = "line") -> Sampling:
+    """synth's options (and `batching`, its checked `--batching`) as the sampling settings (their one validation);
+    `--max-new-tokens 0` means up to the
     context, `--frames N` exactly N kept frames per batch (N + 1 made, the last one dropped, <|im_end|> off:
     `ignores_eos`)."""
     frames, max_new = getattr(args, "frames", None), args.max_new_tokens
@@ -208,7 +209,7 @@ def sampling_from_args(args: argparse.Namespace) -> Sampling:
             raise UserError("give --frames or --max-new-tokens, not both")
         max_new = frames + 1
     return Sampling(temperature=args.temperature, top_p=args.top_p, top_k=getattr(args, "top_k", 30),
-                    max_frames=max_new, **seed_fields(args.seed))
+                    max_frames=max_new, batching=batching, **seed_fields(args.seed))
 
 
 def ignores_eos(args: argparse.Namespace) -> bool:
@@ -395,10 +396,10 @@ def run_script(args: argparse.Namespace, engine_factory: EngineFactory | None = 
         raise UserError(f"unknown --batching {batching!r}; use line or upstream")
     if args.chunk_length < 1:
         raise UserError(f"--chunk-length must be at least 1 byte, got {args.chunk_length}")
-    sampling = sampling_from_args(args)  # bad sampler options fail before the slow load
+    sampling = sampling_from_args(args, batching)  # bad sampler options fail before the slow load
     picking = checked_takes.picking_from_args(args, batching)
     # what needs no codes is compiled before the load too (only tags, a speaker without a voice)
-    render = render_for_script(script, cast, library, "", f"render-{os.getpid()}-{next(_jobs)}", sampling, batching,
+    render = render_for_script(script, cast, library, "", f"render-{os.getpid()}-{next(_jobs)}", sampling,
                                args.chunk_length)
     render = replace(render, request=replace(render.request, ignore_eos=ignores_eos(args)))
 

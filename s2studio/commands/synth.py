@@ -179,11 +179,11 @@ def run(args: argparse.Namespace) -> int:
 
     text = _read_text(args)
     sources = _reference_sources(args)
-    sampling = sampling_from_args(args)
     if args.chunk_length < 1:
         raise UserError(f"--chunk-length must be at least 1 byte, got {args.chunk_length}")
     if args.batching not in CHOICES["batching"]:
         raise UserError(f"unknown --batching {args.batching!r}; use {_or(CHOICES['batching'])}")
+    sampling = sampling_from_args(args, args.batching)
     LIMITS["threads"].check(args.threads, "--threads")
     if args.precision not in PRECISIONS:
         raise UserError(f"unknown --precision {args.precision!r}; use {_or(PRECISIONS)}")

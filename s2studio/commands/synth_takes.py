@@ -68,7 +68,7 @@ def run_takes(args: argparse.Namespace, text: str, sources: Sequence[tuple[str, 
     first = SPEAKER_TAG.search(text)
     if args.batching == "upstream" and first is not None:
         text = text[first.start():]  # upstream does not speak what comes before the first tag (synth warns of it)
-    base = SynthesisRequest("", tts_lines(text), (), sampling, args.batching, args.chunk_length,
+    base = SynthesisRequest("", tts_lines(text), (), sampling, args.chunk_length,
                             ignore_eos=ignores_eos(args))
     renders = [Render(replace(base, job_id=f"take{k}", sampling=sampling.later(k - 1)), (), None,
                       info.codec_fingerprint, references) for k in range(1, args.takes + 1)]

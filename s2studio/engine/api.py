@@ -96,7 +96,7 @@ class SynthesisRequest:
     lines: tuple[LineSpec, ...]
     references: tuple[Reference, ...] = ()
     sampling: Sampling = field(default_factory=Sampling)
-    batching: Batching = "line"
+    """How the lines are sampled and batched (`sampling.batching`)."""
     chunk_length: int = 200
     """UTF-8 bytes per batch in upstream batching (upstream's API default)."""
     context: tuple[ContextTurn, ...] = ()

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from s2studio.engine.api import (
-    NUM_CODEBOOKS, Batching, ClipEncoded, ClipToEncode, EncodeRequest, Engine, JobFailed, LineSpec, LoadRequest,
+    NUM_CODEBOOKS, ClipEncoded, ClipToEncode, EncodeRequest, Engine, JobFailed, LineSpec, LoadRequest,
     Reference, SynthesisRequest,
 )
 from s2studio.settings import Loading, Sampling
@@ -56,7 +56,6 @@ def compile_request(
     voice_codes: Mapping[str, Sequence[np.ndarray]],
     job_id: str,
     sampling: Sampling | None = None,
-    batching: Batching = "line",
     chunk_length: int = 200,
     line_ids: Sequence[str] | None = None,
     clip_paths: Mapping[str, Sequence[Path]] | None = None,
@@ -69,7 +68,7 @@ def compile_request(
     `VoiceLibrary.codes` returns them; `clip_paths`: voice id -> each clip's file (`VoiceLibrary.clip_path`),
     carried in the references for engines that send audio rather than codes; `lora_paths`: voice id -> its
     LoRA (`VoiceLibrary.lora_path`), put on each of its lines."""
-    request, voices = compile_lines(script, cast, job_id, sampling, batching, chunk_length, line_ids, lora_paths)
+    request, voices = compile_lines(script, cast, job_id, sampling, chunk_length, line_ids, lora_paths)
     return replace(request, references=voice_references(voices, voice_codes, clip_paths))
 
 
@@ -78,7 +77,6 @@ def compile_lines(
     cast: Mapping[str, Voice],
     job_id: str,
     sampling: Sampling | None = None,
-    batching: Batching = "line",
     chunk_length: int = 200,
     line_ids: Sequence[str] | None = None,
     lora_paths: Mapping[str, Path] | None = None,
@@ -106,7 +104,7 @@ def compile_lines(
     loras = lora_paths or {}
     specs = tuple(LineSpec(ln.line_id, index[cast[ln.speaker].id], ln.text, loras.get(cast[ln.speaker].id))
                   for ln in lines)
-    request = SynthesisRequest(job_id, specs, (), sampling or Sampling(), batching, chunk_length,
+    request = SynthesisRequest(job_id, specs, (), sampling or Sampling(), chunk_length,
                                scene_starts=scene_starts(script))
     return request, tuple(voices.values())
 
@@ -155,7 +153,7 @@ def split_request(request: SynthesisRequest, takes: int = 1) -> list[SynthesisRe
         raise UserError(f"takes must be between 1 and {MAX_TAKES}, got {takes}")
     groups: list[list[LineSpec]] = []
     for line in request.lines:
-        if not groups or (request.batching == "line" and line.line_id in request.scene_starts):
+        if not groups or (request.sampling.batching == "line" and line.line_id in request.scene_starts):
             groups.append([])
         groups[-1].append(line)
     if takes == 1 and len(groups) == 1:

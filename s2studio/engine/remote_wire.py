@@ -55,7 +55,7 @@ def request_to_wire(request: SynthesisRequest) -> bytes:
                        for r in request.references],
         "sampling": {"temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k,
                      "max_new_tokens": s.max_frames, "seed": s.fixed_seed, "ignore_eos": request.ignore_eos},
-        "batching": request.batching,
+        "batching": s.batching,
         "chunk_length": request.chunk_length,
         "context": [{"speaker": t.speaker, "text": t.text, "codes": pack_codes(t.codes)} for t in request.context],
     })
@@ -72,13 +72,13 @@ def request_from_record(raw: Any, job_id: str) -> SynthesisRequest:
                         for t in raw.get("context", ()))
         s, d = raw.get("sampling", {}), Sampling()
         seed = s.get("seed")
-        sampling = Sampling(temperature=float(s.get("temperature", d.temperature)), top_p=float(s.get("top_p", d.top_p)),
-                            top_k=int(s.get("top_k", d.top_k)), max_frames=int(s.get("max_new_tokens", d.max_frames)),
-                            **seed_fields(None if seed is None else int(seed)))
         batching = raw.get("batching", "line")
         if batching not in ("line", "upstream"):
             raise WireError(f"unknown batching {batching!r}")
-        return SynthesisRequest(job_id, lines, refs, sampling, batching, int(raw.get("chunk_length", 200)), context,
+        sampling = Sampling(temperature=float(s.get("temperature", d.temperature)), top_p=float(s.get("top_p", d.top_p)),
+                            top_k=int(s.get("top_k", d.top_k)), max_frames=int(s.get("max_new_tokens", d.max_frames)),
+                            batching=batching, **seed_fields(None if seed is None else int(seed)))
+        return SynthesisRequest(job_id, lines, refs, sampling, int(raw.get("chunk_length", 200)), context,
                                 ignore_eos=bool(s.get("ignore_eos", False)))
     except WireError:
         raise

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from s2studio.engine.api import Batching, Reference, Step, SynthesisRequest
+from s2studio.engine.api import Reference, Step, SynthesisRequest
 from s2studio.settings import Sampling
 from s2studio.engine.plan import compile_lines, engine_encoder, split_request, voice_references
 from s2studio.engine.scheduler import synthesis
@@ -88,7 +88,7 @@ def voice_codes(library: VoiceLibrary, voices: Sequence[Voice], encoder: Callabl
 
 
 def render_for_script(script: Script, cast: Mapping[str, Voice], library: VoiceLibrary, fingerprint: str,
-                  job_id: str, sampling: Sampling | None = None, batching: Batching = "line",
+                  job_id: str, sampling: Sampling | None = None,
                   chunk_length: int = 200, line_ids: Sequence[str] | None = None,
                   lora_paths: Mapping[str, Path] | None = None) -> Render:
     """The render of `script` (or of `line_ids` of it) as the studio compiles it (`plan.compile_lines`); each voice
@@ -96,5 +96,5 @@ def render_for_script(script: Script, cast: Mapping[str, Voice], library: VoiceL
     fixes in the script or the cast."""
     if lora_paths is None:
         lora_paths = library.lora_paths(cast.values())
-    request, voices = compile_lines(script, cast, job_id, sampling, batching, chunk_length, line_ids, lora_paths)
+    request, voices = compile_lines(script, cast, job_id, sampling, chunk_length, line_ids, lora_paths)
     return Render(request, voices, library, fingerprint)

@@ -107,7 +107,7 @@ def _script_speech(state: ServerState, body: TTSBody, sampling: Sampling) -> Spe
         compile_lines(script, cast, "check")
     except UserError as exc:
         raise ApiError(400, str(exc), "invalid_script", "text") from None
-    return Speech((), sampling, "line", script=script, cast=cast)
+    return Speech((), sampling, script=script, cast=cast)
 
 
 @router.post("/v1/tts")
@@ -127,7 +127,7 @@ async def tts(request: Request) -> Response:
                        "unsupported_prosody", "prosody")
     sampling = Sampling(temperature=body.temperature, top_p=body.top_p, top_k=body.top_k,
                         max_frames=min(body.max_new_tokens or limits.max_new_tokens, limits.max_new_tokens),
-                        **seed_fields(body.seed))
+                        batching="line" if body.cast else "upstream", **seed_fields(body.seed))
     if body.cast:
         speech = _script_speech(state, body, sampling)
     else:
@@ -136,10 +136,10 @@ async def tts(request: Request) -> Response:
                      for i, r in enumerate(body.references)]))
         voices = () if inline or not body.reference_id else (find_voice(state.library, body.reference_id,
                                                                         "reference_id"),)
-        speech = Speech(check_lines(tts_lines(body.text), limits), sampling, "upstream", body.chunk_length, inline,
+        speech = Speech(check_lines(tts_lines(body.text), limits), sampling, body.chunk_length, inline,
                         voices)
     streaming = body.streaming if body.streaming is not None else body.format not in ("wav", "flac")
-    out = AudioOut(StreamEncoder(body.format, streaming), speech.batching)
+    out = AudioOut(StreamEncoder(body.format, streaming), speech.sampling.batching)
     headers = {"Content-Type": out.encoder.content_type,
                "Content-Disposition": f"attachment; filename=audio.{body.format}"}
     if body.format == "pcm":

@@ -31,7 +31,7 @@ from s2studio.units import LINE_GAP_S
 class Speech:
     lines: tuple[LineSpec, ...]
     sampling: Sampling
-    batching: Batching = "line"
+    """With its batching (`sampling.batching`)."""
     chunk_length: int = 200
     inline: tuple[InlineReference, ...] = ()
     voices: tuple[Voice, ...] = ()
@@ -50,7 +50,7 @@ def speech_work(speech: Speech, library: VoiceLibrary, cache: CodesCache, finger
     lines = tuple(replace(ln, lora=loras.get(speech.voices[ln.speaker].id))
                   if 0 <= ln.speaker < len(speech.voices) else ln for ln in speech.lines)
     inline = list(speech.inline)
-    request = SynthesisRequest("", lines, (), speech.sampling, speech.batching, speech.chunk_length)
+    request = SynthesisRequest("", lines, (), speech.sampling, speech.chunk_length)
     return Render(request, speech.voices, library, fingerprint,
                   lambda engine, cancel: cache.references(engine, inline, fingerprint, cancel)).work
 

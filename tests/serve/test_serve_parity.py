@@ -56,7 +56,8 @@ def test_tts_returns_the_samples_synth_writes(real_server, tiny_model: Path, cli
                                      LineSpec("b", 1, "[laughing] Fine, and you?")),
                                (Reference(0, "Hello, I am Alice.", np.asarray(encoded[0])),
                                 Reference(1, "And I am Bob.", np.asarray(encoded[1]))),
-                               Sampling(temperature=0.8, top_p=0.8, top_k=30, max_frames=10, seed_mode="fixed", seed=9), "upstream", 100)
+                               Sampling(temperature=0.8, top_p=0.8, top_k=30, max_frames=10, seed_mode="fixed", seed=9,
+                                        batching="upstream"), 100)
     r = httpx.post(real_server.url + "/v1/s2studio/generate", content=remote_wire.request_to_wire(request),
                    headers={**AUTH, "Content-Type": "application/msgpack"}, timeout=120)
     records = list(remote_wire.RecordReader().feed(r.content))

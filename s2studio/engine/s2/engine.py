@@ -194,8 +194,8 @@ class S2Engine:
             raise UserError("nothing to synthesize: the request has no lines")
         if len({ln.line_id for ln in request.lines}) != len(request.lines):
             raise UserError("line ids in a request must be unique")
-        if request.batching not in ("line", "upstream"):
-            raise UserError(f"unknown batching {request.batching!r}; use 'line' or 'upstream'")
+        if request.sampling.batching not in ("line", "upstream"):
+            raise UserError(f"unknown batching {request.sampling.batching!r}; use 'line' or 'upstream'")
         for i, r in enumerate(request.references):
             check_reference_codes(r.codes, f"reference {i + 1} ({_snippet(r.transcript)})", loaded.codec.config)
         c = loaded.model.config
@@ -208,7 +208,7 @@ class S2Engine:
                                 else speaker_text(r.speaker, r.transcript), r.codes)
                       for r in request.references]
         base_seed = request_seed(request.sampling)
-        if request.batching == "upstream":
+        if request.sampling.batching == "upstream":
             yield from self._upstream(loaded, request, references, base_seed, cancel)
         else:
             yield from self._lines(loaded, request, references, base_seed, cancel)
@@ -353,7 +353,7 @@ class S2Engine:
             codes = np.zeros((loaded.model.config.num_codebooks, 0), dtype=np.int64)
         audio = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.float32)
         fingerprint = line_fingerprint(line, request.references, request.sampling,
-                                       f"{loaded.info.name}|{loaded.info.codec_fingerprint}|{request.batching}",
+                                       f"{loaded.info.name}|{loaded.info.codec_fingerprint}|{request.sampling.batching}",
                                        request.ignore_eos)
         yield LineFinished(job, line.line_id, uuid.uuid4().hex, codes, audio, seed, fingerprint)
         return codes

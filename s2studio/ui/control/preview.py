@@ -24,6 +24,7 @@ from s2studio.engine import api
 from s2studio.engine.plan import lora_digest
 from s2studio.engine.render import render_for_script
 from s2studio.errors import UserError
+from s2studio.settings import Sampling
 from s2studio.state.script import parse_script
 from s2studio.state.staleness import voice_key
 from s2studio.state.voices import Voice, VoiceLibrary
@@ -92,7 +93,7 @@ class VoicePreview(QObject):
         try:
             render = render_for_script(parse_script(f"{SPEAKER}: {SENTENCE}"), {SPEAKER: voice}, self.library,
                                        info.codec_fingerprint, self.host.new_job_id("preview"),
-                                       api.Sampling(seed_mode="fixed", seed=SEED),
+                                       Sampling(seed_mode="fixed", seed=SEED),
                                        lora_paths={voice.id: speaks_with} if speaks_with is not None else {})
         except UserError as exc:
             self.message.emit(f"Cannot render the preview: {exc}")

@@ -104,7 +104,7 @@ def build_render(inputs: RenderInputs, library: VoiceLibrary, fingerprint: str) 
     wanted = {ln.line_id for ln in inputs.lines}
     context_ids = [ln.line_id for ln, _ in inputs.context]
     render = render_for_script(inputs.script, inputs.cast, library, fingerprint, inputs.job_id,
-                               inputs.settings.sampling, inputs.settings.batching,
+                               inputs.settings.sampling,
                                line_ids=context_ids + sorted(wanted))
     takes = {ln.line_id: take for ln, take in inputs.context}
     request = render.request
