@@ -76,7 +76,8 @@ def requests(tok: S2Tokenizer, count: int = 10) -> list[Request]:
     for i in range(count):
         refs = [reference] if i % 3 == 1 else []
         prompt = torch.as_tensor(build_prompt(tok, refs, [], f"<|speaker:{i % 2}|>{words[i % len(words)]}"))
-        sampling = Sampling(temperature=(0.7, 0.9, 1.0)[i % 3], top_p=(0.8, 0.95)[i % 2], top_k=(30, 10, 4)[i % 3], max_frames=4 if i in (2, 7) else 12)
+        sampling = Sampling(temperature=(0.7, 0.9, 1.0)[i % 3], top_p=(0.8, 0.95)[i % 2], top_k=(30, 10, 4)[i % 3],
+                            max_frames=4 if i in (2, 7) else 12)
         out.append(Request(prompt, sampling, 1000 + i))
     return out
 

@@ -42,7 +42,8 @@ def _engine(model_dir: Path, streams: float, monkeypatch: pytest.MonkeyPatch) ->
 def _requests() -> list[SynthesisRequest]:
     codes = np.random.default_rng(0).integers(0, 32, size=(10, 6)).astype(np.int64)
     return [SynthesisRequest(name, (LineSpec(name, 0, f"Line {name} says a few words."),),
-                             (Reference(0, "Reference words.", codes),), Sampling(max_frames=12, seed_mode="fixed", seed=seed),
+                             (Reference(0, "Reference words.", codes),),
+                             Sampling(max_frames=12, seed_mode="fixed", seed=seed),
                              ignore_eos=True)
             for seed, name in enumerate("abc", 1)]
 

@@ -101,7 +101,8 @@ def test_lines_after_a_hop_prefill_only_the_line_before_them(engine: S2Engine) -
             assert reused < message_ends[1]
 
     context = tuple(ContextTurn(0, text, take.codes) for text, take in zip(TEXTS[:5], takes))
-    alone = collect(engine.generate(SynthesisRequest("alone", lines[5:], REFS, Sampling(max_frames=6, seed_mode="fixed", seed=26),
+    alone = collect(engine.generate(SynthesisRequest("alone", lines[5:], REFS,
+                                                     Sampling(max_frames=6, seed_mode="fixed", seed=26),
                                                      context=context), threading.Event()))
     again = next(e for e in alone if isinstance(e, LineFinished))
     np.testing.assert_array_equal(decoder.tokens[:, :decoder.settled].cpu().numpy(), prompts[5])

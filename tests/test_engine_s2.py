@@ -121,7 +121,8 @@ def test_reference_codes_outside_the_codecs_codebooks_are_refused(engine: S2Engi
         codes = good.copy()
         codes[row, 1] = value
         refs = (Reference(0, "Fine words.", good), Reference(1, "A voice with damaged codes", codes))
-        events = collect(engine.generate(SynthesisRequest(what, line, refs, Sampling(max_frames=3, seed_mode="fixed", seed=1)),
+        events = collect(engine.generate(SynthesisRequest(what, line, refs,
+                                                          Sampling(max_frames=3, seed_mode="fixed", seed=1)),
                                          threading.Event()))
         assert len(events) == 1 and isinstance(events[0], JobFailed), events
         assert events[0].error == (f"reference 2 ('A voice with damaged codes'): {message}; re-encode the voice "
@@ -132,7 +133,8 @@ def test_reference_codes_outside_the_codecs_codebooks_are_refused(engine: S2Engi
         assert isinstance(events[-1], JobFailed) and events[-1].error.startswith("reference 1 ('Odd.'): codes must")
     # codes of a context line are the model's own (up to its 4096), checked against the model
     ctx = (ContextTurn(0, "Before.", np.full((10, 3), 4096)),)
-    events = collect(engine.generate(SynthesisRequest("ctx", line, sampling=Sampling(max_frames=3, seed_mode="fixed", seed=1),
+    events = collect(engine.generate(SynthesisRequest("ctx", line,
+                                                      sampling=Sampling(max_frames=3, seed_mode="fixed", seed=1),
                                                       context=ctx), threading.Event()))
     assert isinstance(events[-1], JobFailed)
     assert events[-1].error == ("context line 1 ('Before.') holds code 4096, beyond the codebook size 4096; "

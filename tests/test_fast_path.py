@@ -96,7 +96,8 @@ def test_fast_codes_equal_the_port_goldens(models: Models) -> None:
         model, tok = models.load(meta["model"])
         refs = [Reference(t, c) for t, c in zip(meta["reference_texts"], _series(arrays, "reference_codes"),
                                                 strict=True)]
-        sampling = Sampling(temperature=meta["temperature"], top_p=meta["top_p"], top_k=meta["top_k"], max_frames=meta["max_new_tokens"], seed_mode="fixed", seed=meta["seed"])
+        sampling = Sampling(temperature=meta["temperature"], top_p=meta["top_p"], top_k=meta["top_k"],
+                            max_frames=meta["max_new_tokens"], seed_mode="fixed", seed=meta["seed"])
         ours = generate_codes(FastDecoder(model, tok.im_end_id), tok, meta["text"], references=refs,
                               sampling=sampling, batching="upstream", chunk_length=meta["chunk_length"])
         expected = _series(arrays, "codes")

@@ -83,7 +83,8 @@ def load(folder: Path, config: str, threads: int = 0, engine: S2Engine | None = 
 def synthesis(ask: Ask, lora: Path, frames: int = 9) -> SynthesisRequest:
     lines = tuple(LineSpec(f"l{i}", 0, TEXTS[(ask.text + i) % len(TEXTS)], lora if ask.lora else None)
                   for i in range(ask.lines))
-    return SynthesisRequest(f"job-{ask.key()}", lines, VOICES[ask.voice], Sampling(max_frames=frames, seed_mode="fixed", seed=7),
+    return SynthesisRequest(f"job-{ask.key()}", lines, VOICES[ask.voice],
+                            Sampling(max_frames=frames, seed_mode="fixed", seed=7),
                             context=CONTEXT if ask.context else ())
 
 

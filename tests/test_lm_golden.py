@@ -172,7 +172,8 @@ def test_codes_equal_the_port(file: Path, models: Models) -> None:
     _skip_if_other_environment(meta)
     model, tok = models.load(meta["model"])
     refs = [Reference(t, c) for t, c in zip(meta["reference_texts"], _series(arrays, "reference_codes"), strict=True)]
-    sampling = Sampling(temperature=meta["temperature"], top_p=meta["top_p"], top_k=meta["top_k"], max_frames=meta["max_new_tokens"], seed_mode="fixed", seed=meta["seed"])
+    sampling = Sampling(temperature=meta["temperature"], top_p=meta["top_p"], top_k=meta["top_k"],
+                        max_frames=meta["max_new_tokens"], seed_mode="fixed", seed=meta["seed"])
     ours = generate_codes(ExactDecoder(model), tok, meta["text"], references=refs, sampling=sampling,
                           batching="upstream", chunk_length=meta["chunk_length"])
     expected = _series(arrays, "codes")

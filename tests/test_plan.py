@@ -71,7 +71,8 @@ def test_fingerprint_tracks_what_decides_a_take() -> None:
                 line_fingerprint(LineSpec("l", 1, "Hi."), refs, Sampling(seed_mode="fixed", seed=1)),
                 line_fingerprint(line, refs, Sampling(seed_mode="fixed", seed=2)),
                 line_fingerprint(line, refs, Sampling(seed_mode="fixed", seed=1, temperature=0.7)),
-                line_fingerprint(line, (Reference(0, "ref", np.ones((10, 2), np.int64)),), Sampling(seed_mode="fixed", seed=1)),
+                line_fingerprint(line, (Reference(0, "ref", np.ones((10, 2), np.int64)),),
+                                 Sampling(seed_mode="fixed", seed=1)),
                 line_fingerprint(line, refs, Sampling(seed_mode="fixed", seed=1), extra="model-b"),
                 line_fingerprint(line, refs, Sampling(seed_mode="fixed", seed=1), ignore_eos=True)}) == 8
     # the one take fingerprint (state.staleness.take_fingerprint) as the engine fills it in: pinned, because a

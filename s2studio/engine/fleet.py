@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING
 
 from s2studio.engine.api import (
     FRAME_SAMPLES, SAMPLE_RATE, WAIT, AudioChunk, Backend, ContextTurn, EncodeRequest, Engine, Event, JobFailed,
-    JobFinished, JobStarted, LineFinished, LineSpec, LineStarted, LoadRequest, ModelReady, Progress, Step, SynthesisRequest,
-    line_seed, request_seed,
+    JobFinished, JobStarted, LineFinished, LineSpec, LineStarted, LoadRequest, ModelReady, Progress, Step,
+    SynthesisRequest, line_seed, request_seed,
 )
 from s2studio.engine.fleet_local import ScheduledEngine, Submit
 from s2studio.engine.fleet_scenes import CHARS_PER_SECOND, Deadline, Scene, garbage, split_scenes

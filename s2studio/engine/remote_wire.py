@@ -75,7 +75,8 @@ def request_from_record(raw: Any, job_id: str) -> SynthesisRequest:
         batching = raw.get("batching", "line")
         if batching not in ("line", "upstream"):
             raise WireError(f"unknown batching {batching!r}")
-        sampling = Sampling(temperature=float(s.get("temperature", d.temperature)), top_p=float(s.get("top_p", d.top_p)),
+        sampling = Sampling(temperature=float(s.get("temperature", d.temperature)),
+                            top_p=float(s.get("top_p", d.top_p)),
                             top_k=int(s.get("top_k", d.top_k)), max_frames=int(s.get("max_new_tokens", d.max_frames)),
                             batching=batching, **seed_fields(None if seed is None else int(seed)))
         return SynthesisRequest(job_id, lines, refs, sampling, int(raw.get("chunk_length", 200)), context,

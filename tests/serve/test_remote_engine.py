@@ -145,7 +145,8 @@ def _chunk(data: bytes) -> bytes:
 
 
 def _request() -> SynthesisRequest:
-    return SynthesisRequest("r", (LineSpec("a", 0, "A line."),), sampling=Sampling(max_frames=8, seed_mode="fixed", seed=1))
+    return SynthesisRequest("r", (LineSpec("a", 0, "A line."),),
+                            sampling=Sampling(max_frames=8, seed_mode="fixed", seed=1))
 
 
 def test_a_connection_that_breaks_mid_stream_is_a_failed_job() -> None:
@@ -185,7 +186,8 @@ def test_cancel_closes_the_stream_and_the_server_cancels_the_job(real_server) ->
     engine = connected(real_server.url, api_key=API_KEY)
     cancel = threading.Event()
     lines = tuple(LineSpec(f"l{i}", 0, f"Line number {i}.") for i in range(6))
-    events = collect(engine.generate(SynthesisRequest("c", lines, sampling=Sampling(max_frames=12, seed_mode="fixed", seed=1)),
+    events = collect(engine.generate(SynthesisRequest("c", lines,
+                                                      sampling=Sampling(max_frames=12, seed_mode="fixed", seed=1)),
                                      cancel), cancel_after_first_chunk=cancel)
     assert isinstance(events[-1], JobFinished) and events[-1].cancelled
     runner = real_server.state.runner

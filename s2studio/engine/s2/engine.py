@@ -266,7 +266,8 @@ class S2Engine:
             consumed += len(split_turns(batch))
         yield JobStarted(job, tuple(ln.line_id for ln in owners))
         generator = make_generator(base_seed, loaded.device)  # one for the request, never reseeded (upstream's)
-        sampler = loaded.decoder.sampler(request.sampling, generator, request.ignore_eos) if self._streams.batch is None else None  # type: ignore[union-attr]
+        sampler = (loaded.decoder.sampler(request.sampling, generator, request.ignore_eos)  # type: ignore[union-attr]
+                   if self._streams.batch is None else None)
         history: list[Exchange] = []
         for owner, text in zip(owners, batches, strict=True):
             prompt = self._prompt(loaded, references, history, text, len(history))
@@ -352,9 +353,8 @@ class S2Engine:
         else:
             codes = np.zeros((loaded.model.config.num_codebooks, 0), dtype=np.int64)
         audio = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.float32)
-        fingerprint = line_fingerprint(line, request.references, request.sampling,
-                                       f"{loaded.info.name}|{loaded.info.codec_fingerprint}|{request.sampling.batching}",
-                                       request.ignore_eos)
+        heard = f"{loaded.info.name}|{loaded.info.codec_fingerprint}|{request.sampling.batching}"
+        fingerprint = line_fingerprint(line, request.references, request.sampling, heard, request.ignore_eos)
         yield LineFinished(job, line.line_id, uuid.uuid4().hex, codes, audio, seed, fingerprint)
         return codes
 

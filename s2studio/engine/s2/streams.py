@@ -86,7 +86,8 @@ class Streams:
         return self.batch.max_batch if self.batch is not None else 1
 
     def open(self, prompt: np.ndarray, sampling: Sampling, generator: torch.Generator, sampler: Any,
-             lora: Path | None, cancel: threading.Event, ignore_eos: bool = False) -> Generator[Wait, None, Stream | None]:
+             lora: Path | None, cancel: threading.Event,
+             ignore_eos: bool = False) -> Generator[Wait, None, Stream | None]:
         """The line's stream once its weights are in place and a slot is free (module docstring); None when
         `cancel` was set meanwhile. `sampler`: the request's, for a decoder that runs alone; `ignore_eos`: the
         request's, for a sampler made here."""
