@@ -28,11 +28,12 @@ from s2studio.audio.asr_models import DEFAULT_MODEL
 from s2studio.commands import checked_takes, fleet_args
 from s2studio.commands.outputs import check_file, check_folder
 from s2studio.commands.render_log import EventLog, LoggedEncoder, ProgressBar
-from s2studio.commands.setting_args import speed_of
+from s2studio.commands.setting_args import loading_from_args
+from s2studio.engine.plan import load_request
 from s2studio.engine.render import Render
 from s2studio.engine.api import (
     FRAME_SAMPLES, SAMPLE_RATE, AudioChunk, Engine, Event, JobFailed, JobFinished, JobStarted, LineFinished,
-    LoadRequest, ModelInfo, ModelReady, Progress, SynthesisRequest,
+    ModelInfo, ModelReady, Progress, SynthesisRequest,
 )
 from s2studio.settings import LIMITS, Batching, Sampling, seed_fields
 from s2studio.errors import UserError, printable
@@ -231,10 +232,7 @@ def _check(events: Iterable[Event]) -> Iterator[Event]:
 
 
 def load_model(engine: Engine, args: argparse.Namespace, log: EventLog) -> ModelInfo:
-    request = LoadRequest("load", Path(args.model), device=args.device, precision=args.precision,
-                          threads=getattr(args, "threads", None) or 0, quantize=getattr(args, "quantize", "none"),
-                          speed=speed_of(args, getattr(args, "fast", False)),
-                          max_batch=getattr(args, "max_batch", None) or 0)
+    request = load_request("load", Path(args.model), loading_from_args(args))
     info = None
     for ev in _check(log.relay(engine.load(request, threading.Event()))):
         if isinstance(ev, ModelReady):

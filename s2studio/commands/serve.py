@@ -16,7 +16,7 @@ import os
 import sys
 from pathlib import Path
 
-from s2studio.commands.setting_args import choice_option, number_option, speed_of, speed_option
+from s2studio.commands.setting_args import choice_option, loading_from_args, number_option, speed_option
 from s2studio.errors import UserError
 
 ENV_API_KEY = "S2STUDIO_API_KEY"
@@ -89,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
     except ModuleNotFoundError as exc:
         raise UserError(f"serving needs {exc.name}; install the server extra: pip install 's2studio[serve]'") from None
     from s2studio import paths
-    from s2studio.engine.api import LoadRequest, ModelLoading
+    from s2studio.engine.api import ModelLoading
+    from s2studio.engine.plan import load_request
     from s2studio.serve.config import Limits, ServeConfig
     from s2studio.serve.references import remove_stale_folders
     from s2studio.serve.server import bind, return_large_buffers, serve_forever, start_state
@@ -113,8 +114,7 @@ def run(args: argparse.Namespace) -> int:
                     header_timeout_s=args.header_timeout, body_timeout_s=args.body_timeout)
     config = ServeConfig(host=args.host, port=args.port, api_key=api_key(args), cors_origins=tuple(args.cors),
                          limits=limits, model_id=args.model_id)
-    load = LoadRequest("load", args.model, device=args.device, precision=args.precision, threads=args.threads,
-                       speed=speed_of(args, args.fast), quantize=args.quantize, max_batch=args.max_batch)
+    load = load_request("load", args.model, loading_from_args(args))
     sock = bind(args.host, args.port)  # a port in use is said before the model loads
 
     def loading(event: object) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from s2studio.settings import CHOICES, LIMITS, Speed
+from s2studio.settings import CHOICES, LIMITS, Loading, Speed
 
 
 def choice_option(p: argparse.ArgumentParser | argparse._ArgumentGroup, name: str, default: str, help: str,
@@ -37,3 +37,11 @@ def speed_of(args: argparse.Namespace, fast: bool) -> Speed:
     """`--speed` when given, else what `--fast` (`fast`) says."""
     speed = getattr(args, "speed", None)
     return speed if speed is not None else ("fast" if fast else "exact")
+
+
+def loading_from_args(args: argparse.Namespace) -> Loading:
+    """A command's load options as the load settings (`engine.plan.load_request` makes the request): the options a
+    command lacks are the table's automatic values, and `--speed` or its `--fast` switch decides the speed."""
+    return Loading(device=args.device, precision=args.precision, speed=speed_of(args, getattr(args, "fast", False)),
+                   quantize=getattr(args, "quantize", "none"), threads=getattr(args, "threads", None) or 0,
+                   max_batch=getattr(args, "max_batch", None) or 0)
