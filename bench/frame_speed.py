@@ -54,7 +54,6 @@ sys.path.insert(0, str(ROOT))
 from fbgemm_int8 import pack_for_cpu  # noqa: E402
 from s2studio.demo_model import write_demo_model  # noqa: E402
 from s2studio.engine.api import FRAME_SAMPLES, SAMPLE_RATE  # noqa: E402
-from s2studio.settings import Sampling
 from s2studio.engine.s2.device import DTYPES  # noqa: E402
 from s2studio.engine.s2.fast import FastDecoder, FastSampler, generate_frames_fast  # noqa: E402
 from s2studio.engine.s2.generate import ensure_caches, generate_frames, make_generator, make_sampler  # noqa: E402
@@ -64,6 +63,7 @@ from s2studio.engine.weights.narrow import Narrow, narrow_linears  # noqa: E402
 from s2studio.engine.weights.pages import on_huge_pages  # noqa: E402
 from s2studio.model.config import DualARConfig, TransformerConfig  # noqa: E402
 from s2studio.model.dual_ar import DualAR  # noqa: E402
+from s2studio.settings import Sampling
 from s2studio.text.prompt import Reference, build_prompt  # noqa: E402
 from s2studio.text.tokenizer import S2Tokenizer  # noqa: E402
 

@@ -28,10 +28,10 @@ import torch
 
 from s2studio.demo_model import SIZES, write_demo_model
 from s2studio.engine.api import FRAME_SAMPLES, SAMPLE_RATE
-from s2studio.settings import Sampling
 from s2studio.engine.s2.device import resolve_device, resolve_dtype, set_threads
 from s2studio.engine.s2.generate import ensure_caches, generate_frames, make_generator, make_sampler
 from s2studio.engine.weights.checkpoints import load_dual_ar
+from s2studio.settings import Sampling
 from s2studio.text.prompt import Reference, build_prompt
 from s2studio.text.tokenizer import S2Tokenizer
 

@@ -19,7 +19,6 @@ import pytest
 import torch
 
 from s2studio.demo_model import write_demo_model
-from s2studio.settings import Sampling
 from s2studio.engine.s2 import memory
 from s2studio.engine.s2.batch import SLOT_GRAIN, BatchDecoder
 from s2studio.engine.s2.fast import FastDecoder, generate_frames_fast
@@ -29,6 +28,7 @@ from s2studio.engine.weights.checkpoints import load_dual_ar
 from s2studio.engine.weights.cpu_step import CpuStepOps
 from s2studio.engine.weights.narrow import linear_slots
 from s2studio.errors import UserError
+from s2studio.settings import Sampling
 from s2studio.text.prompt import Reference, build_prompt
 from s2studio.text.tokenizer import S2Tokenizer
 

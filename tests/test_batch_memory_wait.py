@@ -14,11 +14,11 @@ from s2studio.demo_model import write_demo_model
 from s2studio.engine.api import (
     AudioChunk, JobFailed, JobFinished, LineFinished, LineSpec, LoadRequest, Reference, SynthesisRequest,
 )
-from s2studio.settings import Sampling
 from s2studio.engine.s2 import S2Engine, memory, setup
 from s2studio.engine.s2.batch import SLOT_GRAIN
 from s2studio.engine.scheduler import Job, Scheduler, synthesis
 from s2studio.model.config import load_config
+from s2studio.settings import Sampling
 
 
 @pytest.fixture(scope="module")

@@ -27,8 +27,8 @@ from s2studio.demo_model import write_demo_model
 from s2studio.engine.api import (
     AudioChunk, JobFinished, LineFinished, LineSpec, LoadRequest, Reference, SynthesisRequest,
 )
-from s2studio.settings import Sampling
 from s2studio.engine.weights.cpu_codec import CpuCodecOps
+from s2studio.settings import Sampling
 
 FRAMES = 150
 """More than the tiny codec's window (4) and not a multiple of 32 or of any chunk below: every piece size runs."""

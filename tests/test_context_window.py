@@ -15,10 +15,10 @@ from s2studio.demo_model import write_demo_model
 from s2studio.engine.api import (
     ContextTurn, JobFinished, LineFinished, LineSpec, LoadRequest, Reference, SynthesisRequest,
 )
-from s2studio.settings import Sampling
 from s2studio.engine.s2 import S2Engine
 from s2studio.engine.s2.context import hop
 from s2studio.engine.s2.fast import piece_ends
+from s2studio.settings import Sampling
 from s2studio.text.prompt import Exchange, Reference as PromptReference, build_prompt
 
 

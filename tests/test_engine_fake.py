@@ -13,8 +13,8 @@ from engine_contract import check_engine, check_generate, collect, request
 from s2studio.engine.api import (
     FRAME_SAMPLES, AudioChunk, JobFailed, JobFinished, LineFinished, LineStarted, LoadRequest, ModelReady, Progress,
     )
-from s2studio.settings import Sampling
 from s2studio.engine.fake import FakeEngine
+from s2studio.settings import Sampling
 
 
 @pytest.fixture

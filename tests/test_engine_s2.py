@@ -18,8 +18,8 @@ from s2studio.engine.api import (
     AudioChunk, ContextTurn, JobFailed, JobFinished, JobStarted, LineFinished, LineSpec, LoadRequest, Reference,
     SynthesisRequest,
 )
-from s2studio.settings import Sampling
 from s2studio.engine.s2 import S2Engine
+from s2studio.settings import Sampling
 
 
 @pytest.fixture(scope="module")

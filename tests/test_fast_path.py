@@ -15,11 +15,11 @@ import pytest
 import torch
 from test_lm_golden import FILES, Models, _load, _series, _skip_if_other_environment
 
-from s2studio.settings import Sampling
 from s2studio.engine.s2.fast import FastDecoder, FastSampler, generate_frames_fast
 from s2studio.engine.s2.generate import generate_batches, generate_codes, make_generator
 from s2studio.engine.s2.sampling import logits_to_probs
 from s2studio.model.fast_forward import forward_fast
+from s2studio.settings import Sampling
 from s2studio.text.prompt import Exchange, Reference, build_prompt
 
 

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from s2studio.engine.api import (
     Event, JobFailed, JobFinished, LineFinished, LineSpec, LoadRequest, Step, SynthesisRequest,
 )
-from s2studio.settings import Sampling
 from s2studio.engine.fake import FakeEngine
 from s2studio.engine.fleet import FleetEngine, FleetSettings, Member
 from s2studio.engine.scheduler import Job, Scheduler, synthesis
 from s2studio.engine.switch import EngineSwitch
+from s2studio.settings import Sampling
 
 
 @dataclass

@@ -18,12 +18,12 @@ import torch
 from test_tokenizer import write_tokenizer
 from torch import nn
 
-from s2studio.settings import Sampling
 from s2studio.engine.s2.generate import (
     BatchFinished, BatchStarted, ExactDecoder, FrameReady, generate_batches, generate_codes, generate_frames,
     generate_long, make_generator, make_sampler, plan_batches,
 )
 from s2studio.errors import UserError
+from s2studio.settings import Sampling
 from s2studio.text.prompt import Exchange, Reference, build_prompt
 from s2studio.text.tokenizer import S2Tokenizer
 

@@ -27,8 +27,8 @@ from s2studio.engine.api import (
     AudioChunk, ContextTurn, Event, JobFailed, JobFinished, LineFinished, LineSpec, LoadRequest, Reference,
     SynthesisRequest,
 )
-from s2studio.settings import Sampling
 from s2studio.engine.s2 import S2Engine
+from s2studio.settings import Sampling
 
 CONFIGS = {"fast, bf16 weights": ("fp32", "none", "fast"), "fast, int8": ("fp32", "int8", "fast"),
            "fast, int4": ("fp32", "int4", "fast"), "fast, bf16 model": ("bf16", "none", "fast"),

@@ -24,9 +24,9 @@ import torch
 from golden_sets import binding_set, recorded_sets, why_unbound
 
 from s2studio.demo_model import folder_digest, write_demo_model
-from s2studio.settings import Sampling
 from s2studio.engine.s2.generate import ExactDecoder, generate_codes
 from s2studio.engine.weights.checkpoints import load_dual_ar
+from s2studio.settings import Sampling
 from s2studio.text.prompt import Exchange, Reference, build_prompt, upstream_batches
 from s2studio.text.tokenizer import S2Tokenizer
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from s2studio.engine.api import LineSpec, Reference
-from s2studio.settings import Sampling
 from s2studio.engine.plan import compile_request, line_fingerprint
 from s2studio.errors import UserError
+from s2studio.settings import Sampling
 from s2studio.state.script import parse_script
 from s2studio.state.voices import Clip, Voice
 

@@ -16,7 +16,6 @@ from engine_contract import collect
 from s2studio.cli import main
 from s2studio.demo_model import write_demo_model
 from s2studio.engine.api import QUANTIZE_MODES, JobFinished, LoadRequest
-from s2studio.settings import Sampling
 from s2studio.engine.plan import load_request
 from s2studio.engine.s2 import S2Engine, setup
 from s2studio.engine.s2.batch import BatchDecoder
@@ -27,6 +26,7 @@ from s2studio.engine.weights.bf16 import Bf16Linear
 from s2studio.engine.weights.int8 import Int8Linear
 from s2studio.engine.weights.narrow import Narrowed
 from s2studio.errors import UserError
+from s2studio.settings import Sampling
 from s2studio.state.project import GenerationSettings
 
 PACKAGE = Path(__file__).resolve().parents[1] / "s2studio"

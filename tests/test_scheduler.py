@@ -13,9 +13,9 @@ import pytest
 from s2studio.engine.api import (
     AudioChunk, JobFailed, JobFinished, JobStarted, LineFinished, LineSpec, LoadRequest, SynthesisRequest,
 )
-from s2studio.settings import Sampling
 from s2studio.engine.fake import FakeEngine
 from s2studio.engine.scheduler import Job, QueueFull, Scheduler, synthesis
+from s2studio.settings import Sampling
 
 
 def request(job_id: str, text: str = "A line of some length to speak.") -> SynthesisRequest:

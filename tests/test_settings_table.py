@@ -12,11 +12,11 @@ from s2studio.cli import main
 from s2studio.commands import serve as serve_command
 from s2studio.commands import synth as synth_command
 from s2studio.engine.api import LoadRequest
-from s2studio.settings import CHOICES, LIMITS, Loading, Sampling
 from s2studio.engine.plan import load_request
 from s2studio.errors import UserError
 from s2studio.serve.routes_fish import TTSBody
 from s2studio.serve.routes_openai import SpeechBody
+from s2studio.settings import CHOICES, LIMITS, Loading, Sampling
 from s2studio.state.project import GenerationSettings
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "s2studio"

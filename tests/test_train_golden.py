@@ -23,10 +23,10 @@ from lora_cases import CASES, GOLDEN_KIND, LoraCase, clip_text, injected_lora, s
 from safetensors.torch import load_file, save_file
 
 from s2studio.demo_model import folder_digest, write_demo_model
-from s2studio.settings import Sampling
 from s2studio.engine.s2.generate import ExactDecoder, generate_codes
 from s2studio.engine.s2.setup import load_runtime
 from s2studio.model.config import load_config
+from s2studio.settings import Sampling
 from s2studio.train.data import Group, Sentence, pack_text
 from s2studio.train.export import export_model
 from s2studio.train.layers import lora_state

@@ -17,10 +17,10 @@ from safetensors.torch import save_file
 from s2studio.demo_model import write_demo_model
 from s2studio.engine.api import (JobFailed, JobFinished, LineFinished, LineSpec, LoadRequest, Reference,
                                  SynthesisRequest)
-from s2studio.settings import Sampling
 from s2studio.engine.plan import line_fingerprint
 from s2studio.engine.s2 import S2Engine
 from s2studio.engine.weights.checkpoints import read_weights
+from s2studio.settings import Sampling
 from s2studio.train.export import export_model
 
 TARGETS = ("attention.wqkv", "attention.wo", "feed_forward.w1", "feed_forward.w2", "feed_forward.w3")

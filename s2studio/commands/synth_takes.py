@@ -27,10 +27,10 @@ from s2studio.commands.outputs import audio_bytes, make_folder, npy_bytes
 from s2studio.commands.render_log import EventLog, ProgressBar
 from s2studio.commands.script_render import EngineFactory, default_engine, ignores_eos, load_model, run_renders
 from s2studio.engine.api import FRAME_SAMPLES, SAMPLE_RATE, Reference, SynthesisRequest
-from s2studio.settings import Sampling
 from s2studio.engine.plan import engine_encoder
 from s2studio.engine.render import Render
 from s2studio.errors import UserError, printable
+from s2studio.settings import Sampling
 from s2studio.state.atomic import OutputSet, remove_quietly
 from s2studio.text.prompt import SPEAKER_TAG
 

@@ -30,8 +30,8 @@ from s2studio.engine.api import (
     NUM_CODEBOOKS, ClipEncoded, ClipToEncode, EncodeRequest, Engine, JobFailed, LineSpec, LoadRequest,
     Reference, SynthesisRequest,
 )
-from s2studio.settings import Loading, Sampling
 from s2studio.errors import UserError
+from s2studio.settings import Loading, Sampling
 from s2studio.state.lora_file import file_sha256
 from s2studio.state.script import Script
 from s2studio.state.staleness import take_fingerprint

@@ -20,8 +20,8 @@ from s2studio.engine.api import (
     AudioChunk, ContextTurn, Event, JobFailed, JobFinished, JobStarted, LineFinished, LineSpec, LineStarted,
     ModelInfo, Progress, Reference, SynthesisRequest,
 )
-from s2studio.settings import Sampling, seed_fields
 from s2studio.errors import UserError
+from s2studio.settings import Sampling, seed_fields
 
 CONTENT_TYPE = "application/vnd.s2studio.events+msgpack"
 MAX_RECORD = 64 * 1024 * 1024

@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 
 from s2studio.engine.api import Reference, Step, SynthesisRequest
-from s2studio.settings import Sampling
 from s2studio.engine.plan import compile_lines, engine_encoder, split_request, voice_references
 from s2studio.engine.scheduler import synthesis
 from s2studio.errors import UserError
+from s2studio.settings import Sampling
 from s2studio.state.script import Script
 from s2studio.state.voices import Voice, VoiceLibrary
 

@@ -27,7 +27,6 @@ from starlette.responses import JSONResponse, Response
 
 from s2studio.audio.stream_encode import StreamEncoder
 from s2studio.engine.api import Engine, Event
-from s2studio.settings import LIMITS, Sampling, seed_fields
 from s2studio.engine.plan import compile_lines
 from s2studio.errors import UserError
 from s2studio.serve.app import ServerState, audio_response, state_of
@@ -39,6 +38,7 @@ from s2studio.serve.jobs import Disconnected, JobStream
 from s2studio.serve.parsing import check_lines, check_name, find_voice
 from s2studio.serve.references import InlineReference, check_reference
 from s2studio.serve.synthesis import AudioOut, Speech, speech_work
+from s2studio.settings import LIMITS, Sampling, seed_fields
 from s2studio.state.script import parse_script
 
 router = APIRouter()

@@ -24,7 +24,6 @@ from starlette.responses import JSONResponse, Response
 
 from s2studio.audio.stream_encode import StreamEncoder
 from s2studio.engine.api import FRAME_SAMPLES, SAMPLE_RATE
-from s2studio.settings import Sampling, seed_fields
 from s2studio.serve.app import ServerState, audio_response, state_of
 from s2studio.serve.bodies import JSON, parse_body
 from s2studio.serve.compile import speech_lines
@@ -34,6 +33,7 @@ from s2studio.serve.parsing import UPLOAD_HINT, check_lines, check_name, find_vo
 from s2studio.serve.references import InlineReference, check_reference
 from s2studio.serve.synthesis import AudioOut, Speech, speech_work
 from s2studio.serve.uploads import UploadedVoice
+from s2studio.settings import Sampling, seed_fields
 from s2studio.state.voices import Voice
 
 router = APIRouter()

@@ -18,10 +18,10 @@ from s2studio.audio.stream_encode import StreamEncoder
 from s2studio.engine.api import (
     SAMPLE_RATE, AudioChunk, Batching, Event, LineSpec, LineStarted, SynthesisRequest,
 )
-from s2studio.settings import Sampling
 from s2studio.engine.render import Render, render_for_script
 from s2studio.serve.references import CodesCache, InlineReference
 from s2studio.serve.runner import Work
+from s2studio.settings import Sampling
 from s2studio.state.script import Script
 from s2studio.state.voices import Voice, VoiceLibrary
 from s2studio.units import LINE_GAP_S

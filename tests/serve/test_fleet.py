@@ -18,11 +18,11 @@ from serve_process import ServeProcess
 from s2studio.engine.api import (
     Backend, JobFailed, JobFinished, LineFinished, LineSpec, LineStarted, LoadRequest, SynthesisRequest,
 )
-from s2studio.settings import Sampling
 from s2studio.engine.fake import FakeEngine
 from s2studio.engine.fleet import FleetConfig, FleetEngine, Member
 from s2studio.engine.remote import RemoteEngine, RemoteSettings
 from s2studio.engine.voice_registry import VoiceRegistry
+from s2studio.settings import Sampling
 
 TEXTS = ["Once upon a time.", "There was a fox.", "It ran far away.", "Then it came back.", "The end of it.",
          "Not quite yet."]

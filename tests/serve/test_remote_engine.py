@@ -17,9 +17,9 @@ from engine_contract import check_engine, collect
 from s2studio.engine.api import (
     AudioChunk, JobFailed, JobFinished, LineFinished, LineSpec, LoadRequest, Reference, SynthesisRequest,
 )
-from s2studio.settings import Sampling
 from s2studio.engine.remote import RemoteEngine, RemoteSettings
 from s2studio.serve.server import free_port
+from s2studio.settings import Sampling
 
 LOAD = LoadRequest("load-1", Path("remote"))
 

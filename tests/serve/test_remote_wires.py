@@ -25,10 +25,10 @@ from keyring.backend import KeyringBackend
 from s2studio.engine.api import (
     JobFailed, JobFinished, LineFinished, LineSpec, LoadRequest, Reference, SynthesisRequest,
 )
-from s2studio.settings import Sampling
 from s2studio.engine.remote import RemoteEngine, RemoteSettings
 from s2studio.engine.voice_registry import VoiceRegistry
 from s2studio.engine.wire_fish import store_cloud_key
+from s2studio.settings import Sampling
 from s2studio.worker.servers import ServerTarget, probe_server
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "wires"

@@ -53,7 +53,6 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from s2studio.settings import Sampling
 from s2studio.engine.s2 import memory
 from s2studio.engine.s2.fast import PREFILL_PIECE, FastDecoder, FastSampler, allowed_ids, fitted, head_weight
 from s2studio.engine.weights.bf16 import Bf16Linear
@@ -65,6 +64,7 @@ from s2studio.errors import UserError
 from s2studio.model.dual_ar import DualAR
 from s2studio.model.fast_forward import embed
 from s2studio.model.stream_forward import forward_fast_streams, forward_slow_streams
+from s2studio.settings import Sampling
 
 SLOT_GRAIN = 256
 """A slot's cache holds a multiple of this many positions, so that a scene's growing prompts rarely need a new one."""

@@ -29,13 +29,13 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from s2studio.settings import Sampling
 from s2studio.engine.s2.sampling import RAS_WINDOW, request_constants
 from s2studio.engine.weights.cpu_step import CpuStepOps, step_ops
 from s2studio.engine.weights.narrow import narrow_head, narrowing_of
 from s2studio.errors import UserError
 from s2studio.model.dual_ar import DualAR
 from s2studio.model.fast_forward import FastCaches, forward_fast, forward_slow
+from s2studio.settings import Sampling
 
 
 def allowed_ids(model: DualAR, im_end_id: int) -> Tensor:

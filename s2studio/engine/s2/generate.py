@@ -32,10 +32,10 @@ import torch
 from torch import Tensor
 
 from s2studio.engine.api import SEED_RANGE, Batching
-from s2studio.settings import Sampling
 from s2studio.engine.s2.sampling import RAS_WINDOW, FrameSampler
 from s2studio.errors import UserError
 from s2studio.model.dual_ar import DualAR
+from s2studio.settings import Sampling
 from s2studio.state.codes import check_codes
 from s2studio.text.prompt import Exchange, Reference, TokenizerLike, build_prompt, line_batches, upstream_batches
 

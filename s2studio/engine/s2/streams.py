@@ -31,9 +31,9 @@ import torch
 from torch import Tensor
 
 from s2studio.engine.api import WAIT, Wait
-from s2studio.settings import Sampling
 from s2studio.engine.s2.batch import BatchDecoder
 from s2studio.engine.s2.setup import Runtime
+from s2studio.settings import Sampling
 
 
 @dataclass
