@@ -162,6 +162,7 @@ def test_benchmark_flags_and_script_options_refused_where_they_mean_nothing(
         model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     m = ["--model", str(model_dir), "--device", "cpu", "--text", "<|speaker:0|>Hi."]
     assert error_of([*m, "--frames", "0"], capsys) == "--frames must be at least 1, got 0"
+    assert error_of([*m, "--max-new-tokens", "-1"], capsys) == "--max-new-tokens must be 0 (no limit) or more, got -1"
     assert error_of([*m, "--frames", "5", "--max-new-tokens", "9"], capsys) == (
         "give --frames or --max-new-tokens, not both")
     assert "--frames 5000: batch 1 leaves room for " in error_of([*m, "--frames", "5000", "-q"], capsys)

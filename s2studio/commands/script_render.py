@@ -203,6 +203,8 @@ def sampling_from_args(args: argparse.Namespace, batching: Batching = "line") ->
     context, `--frames N` exactly N kept frames per batch (N + 1 made, the last one dropped, <|im_end|> off:
     `ignores_eos`)."""
     frames, max_new = getattr(args, "frames", None), args.max_new_tokens
+    if max_new < 0:
+        raise UserError(f"--max-new-tokens must be 0 (no limit) or more, got {max_new}")
     if frames is not None:
         if frames < 1:
             raise UserError(f"--frames must be at least 1, got {frames}")
