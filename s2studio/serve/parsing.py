@@ -32,8 +32,8 @@ def check_lines(lines: tuple[LineSpec, ...], limits: Limits, param: str = "text"
 
 
 LIBRARY_HINT = "add it with `s2studio voice add` or in the studio"
-UPLOAD_HINT = ("upload it (again: uploads not used for a while make room for new ones) with POST /v1/audio/voices, "
-               "or add it to the server's library with `s2studio voice add`")
+UPLOAD_HINT = ("upload it (again: unused uploads make room for new ones) with POST /v1/audio/voices, or add it with "
+               "`s2studio voice add`")
 
 
 def find_voice(library: VoiceLibrary, name: str, param: str, hint: str = LIBRARY_HINT) -> Voice:

@@ -200,8 +200,8 @@ def test_past_the_cap_an_upload_evicts_the_least_recently_used_and_naming_it_say
     said = gone.json()["error"]["message"]
     assert said == unknown.json()["error"]["message"].replace("'Zed'", "'Two'")  # as if never uploaded
     assert said.startswith("no voice called 'Two' on this server (voices: 'Alice', ") and said.endswith(
-        "; upload it (again: uploads not used for a while make room for new ones) with POST /v1/audio/voices, or "
-        "add it to the server's library with `s2studio voice add`")
+        "; upload it (again: unused uploads make room for new ones) with POST /v1/audio/voices, or add it with "
+        "`s2studio voice add`")
     assert _upload(http, "Two", bob).status_code == 200 and len(_speech(http, voice="Two")) > 0
 
 
