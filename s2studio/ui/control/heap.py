@@ -39,3 +39,9 @@ def reading() -> Iterator[None]:
         yield
     finally:
         gc.freeze()
+
+
+def keep() -> None:
+    """What was made to show a project just read (its timeline, its lines' ids) is kept as long as it is open:
+    frozen now, so that the next full collection (a save's, on the window's thread) does not walk it."""
+    gc.freeze()

@@ -177,11 +177,12 @@ class TimelinePeaks:
         self._missing.difference_update(pack.tracks[i:j])
         got = [self._levels.get(t) for t in middle]
         self._missing.update(t for t, g in zip(middle, got, strict=True) if g is None)
+        none_yet = all(g is None for g in got)  # a project just opened: every line on the worker, silent till then
         for k in range(LEVELS):
-            parts = [_NONE_YET if g is None else g[k] for g in got]
+            parts = [] if none_yet else [_NONE_YET if g is None else g[k] for g in got]
             offsets, values = pack.offsets[k], pack.values[k]
             a, b = int(offsets[i]), int(offsets[j])
-            lengths = np.array([len(v) for v in parts], np.int64)
+            lengths = np.zeros(len(got), np.int64) if none_yet else np.array([len(v) for v in parts], np.int64)
             new_offsets = a + np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
             grown = int(new_offsets[-1]) - b
             pack.values[k] = np.concatenate([values[:a], *parts, values[b:]])

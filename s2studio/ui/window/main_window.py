@@ -21,6 +21,7 @@ from s2studio.state.voices import VoiceLibrary
 from s2studio.ui.actions import SPECS, ShortcutsDialog, build_actions, connect_actions
 from s2studio.ui.check_commands import CheckCommands
 from s2studio.ui.colors import is_dark, speaker_colors
+from s2studio.ui.control import heap
 from s2studio.ui.control.activity import ActivityLog
 from s2studio.ui.control.clips import ClipJobs
 from s2studio.ui.control.context import StudioContext
@@ -258,8 +259,8 @@ class MainWindow(QMainWindow):
         self.editor.setPlainText(project.script)
         self.editor.blockSignals(False)
         self.editor.document().setModified(False)
-        self.showing.start((self.session.relayout, self._show_script, self.lines.show, self._show_from_start),
-                            now=False)
+        self.showing.start((self.session.relayout, self._show_script, self.lines.show, self._show_from_start,
+                            heap.keep), now=False)
 
     def _show_from_start(self) -> None:
         self.player.seek(0)
