@@ -106,6 +106,37 @@ def test_takes_are_written_once_as_they_arrive_and_the_autosave_copies_none(qtbo
         close_studio(w)
 
 
+def test_an_unsaved_projects_takes_go_into_the_autosave_at_once_and_their_rows_with_its_next_save(
+        qtbot, tmp_path, monkeypatch):
+    """A project never saved: once its autosave exists, a take's files are written into it as the take arrives,
+    and its row comes with the next autosave (not a save of the whole project after every take)."""
+    monkeypatch.setenv("S2STUDIO_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setattr(projects, "RENDER_AUTOSAVE_S", 600.0)  # no autosave falls due during the render
+    w = open_studio(qtbot, fake_engine)
+    try:
+        cast_two_voices(w, tmp_path)
+        w.store.flush()  # the autosave exists (the script, no take)
+        saves: list[object] = []
+        save = project_folder.ProjectFolder.save
+        monkeypatch.setattr(project_folder.ProjectFolder, "save",
+                            lambda self, *a, **k: (saves.append(self.path), save(self, *a, **k))[1])
+        w.actions_by_name["render_all"].trigger()
+        qtbot.waitUntil(lambda: len(w.document.project.lines) == 2 and not w.session.busy, timeout=15000)
+        takes = [e.current for e in w.document.project.lines.values()]
+        qtbot.waitUntil(lambda: all(t.files is not None for t in takes), timeout=10000)
+        autosave = w.store.autosave_path
+        assert all(t.files == take_files(autosave, t.take_id) and t.files.audio.is_file() for t in takes)
+        assert saves == [] and read_project(autosave, autosave=True).project.lines == {}
+        w.store.flush()
+        assert saves == [autosave]
+        restored = read_project(autosave, autosave=True)  # what a restart after a crash finds
+        assert restored.problems == ()
+        assert sorted(t.take_id for e in restored.project.lines.values() for t in e.takes) == \
+            sorted(t.take_id for t in takes)
+    finally:
+        close_studio(w)
+
+
 def test_while_takes_arrive_the_autosave_waits_its_interval(qtbot, tmp_path, monkeypatch):
     monkeypatch.setenv("S2STUDIO_DATA_DIR", str(tmp_path / "data"))
     w = open_studio(qtbot, fake_engine)

@@ -6,7 +6,8 @@ references, not audio). The folders' writers (`ProjectFolder`) remember what eac
 writes only what changed (`state/project_folder.py`):
 
 - a new take's files are written as soon as it arrives (`lines_changed`), into the open project's folder, or
-  into the autosave's for a project never saved or a folder that cannot be written; once;
+  into the autosave's for a project never saved or a folder that cannot be written (by the first autosave
+  when it has not been written yet this session); once;
 - the autosave, `<data>/autosave/current.s2proj`, is a project folder that names the project it belongs to
   (`autosave_of`, inside its own document, so a SIGKILL at any instant keeps the two together) and reads that
   project's takes from its folder; it appends what changed 3 s after an edit, and at most every
@@ -212,8 +213,12 @@ class ProjectStore(QObject):
         if not takes:
             return None
         if folder is None:  # no folder of its own (or one that cannot be written): the autosave holds them
-            self.autosave_now()
-            return None
+            folder = self._autosave
+            if folder.base is None:  # not written this session yet: the autosave writes them with its rows
+                self.autosave_now()
+                return None
+            # their files now, their rows with the next autosave (within RENDER_AUTOSAVE_S, as a saved
+            # project's rows), not an autosave of the whole book after every take
         return lambda _task: folder.write_takes(takes)
 
     def _takes_written(self, _result: object, error: str) -> None:
