@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from s2studio.audio.timeline import Timeline
+from s2studio.ui.player.timeline_peaks import TimelinePeaks
 from s2studio.ui.player.track_flags import TrackFlags
 
 
@@ -45,3 +46,30 @@ def test_flags_follow_any_changes_of_the_layout() -> None:
         flags.sync(timeline.layout)
         assert flags.asked - asked <= len(changed)
         assert list(flags.flags) == [t.line_id in flagged for t in timeline.layout.tracks]
+
+
+def test_packed_peaks_follow_any_changes_as_a_fresh_pack_would() -> None:
+    rng = np.random.default_rng(8)
+    order = [f"l{i}" for i in range(400)]
+    timeline = Timeline(gap_s=0.0)
+    timeline.set_order(order, {k: rng.uniform(-1, 1, int(rng.integers(300, 3000))).astype(np.float32)
+                               for k in order if rng.random() < 0.5})
+    peaks = TimelinePeaks()
+    peaks.sync(timeline.layout)
+    peaks.wait()  # a layout's many lines are summarised on a thread: taken in by the next sync
+    peaks.sync(timeline.layout)
+    for _ in range(30):
+        changed = [order[i] for i in rng.integers(0, len(order), int(rng.integers(1, 6)))]
+        for k in changed:  # placed, replaced or removed, several before the peaks look again
+            audio = rng.uniform(-1, 1, int(rng.integers(300, 3000))).astype(np.float32)
+            timeline.set_audio(k, None if rng.random() < 0.3 else audio)
+        before = peaks.packed_changes
+        peaks.sync(timeline.layout)
+        assert peaks.packed_changes - before <= len(changed)
+        fresh = TimelinePeaks()
+        fresh.sync(timeline.layout)
+        fresh.wait()
+        fresh.sync(timeline.layout)
+        for got, want in zip(peaks._pack.values + peaks._pack.offsets, fresh._pack.values + fresh._pack.offsets,
+                             strict=True):
+            assert np.array_equal(got, want)

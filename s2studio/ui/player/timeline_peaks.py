@@ -19,7 +19,7 @@ count as silent until it is done (`pending`).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,6 +72,8 @@ class TimelinePeaks:
         self._on_ready = on_ready
         """Called (from the worker thread) when lines it summarised can be drawn: re-sync then."""
         self._pack = _Pack((), [np.zeros(0, np.float32) for _ in BINS], [np.zeros(1, np.int64) for _ in BINS])
+        self._index: Mapping[str, int] = {}
+        """line id -> position in the layout the pack was made from."""
         self._missing: set[Track] = set()
         """Packed tracks whose values were not ready when packed (silent until the next sync)."""
         self.packed_changes = 0
@@ -95,18 +97,21 @@ class TimelinePeaks:
         old = self._pack.tracks
         if tracks == old and not self._ready_missing():
             return None
-        p, s = common_ends(old, tracks)
-        if self._missing:  # summaries that arrived since: repack from the first of them
+        if self._missing:  # summaries that arrived since: repack from the first of them on
+            p, s = common_ends(old, tracks)
             ready = [i for i, t in enumerate(old) if t in self._missing and t in self._levels]
             if ready:
                 p = min(p, ready[0])
                 s = min(s, len(old) - 1 - ready[-1])
-        middle = tracks[p:len(tracks) - s]
-        self._ask(middle)
-        self._repack(p, len(old) - s, middle)
-        self._pack.tracks = tracks
-        self.packed_changes += len(middle)
-        return p, len(tracks) - s
+            runs = [(p, len(old) - s, p, len(tracks) - s)]
+        else:  # only what changed: a render of several scenes at once places lines far apart
+            runs = changed_runs(old, tracks, self._index)
+        for _i, _j, a, b in runs:
+            self._ask(tracks[a:b])
+        self._repack(runs, tracks)
+        self._pack.tracks, self._index = tracks, layout.index
+        self.packed_changes += sum(b - a for _i, _j, a, b in runs)
+        return (runs[0][2], runs[-1][3]) if runs else None
 
     def columns(self, layout: Layout, edges: npt.NDArray[np.float64], spp: float) -> tuple[Peaks, npt.NDArray[np.int64]]:
         """Per pixel column between consecutive `edges` (timeline samples): its peak (0..1) over the packed
@@ -171,29 +176,81 @@ class TimelinePeaks:
         if self._on_ready is not None:
             self._on_ready()
 
-    def _repack(self, i: int, j: int, middle: Sequence[Track]) -> None:
-        """Old packed tracks [i, j) replaced by `middle`."""
+    def _repack(self, runs: Sequence[tuple[int, int, int, int]], tracks: Sequence[Track]) -> None:
+        """For each run (i, j, a, b): old packed tracks [i, j) replaced by `tracks[a:b]`."""
         pack = self._pack
-        self._missing.difference_update(pack.tracks[i:j])
-        got = [self._levels.get(t) for t in middle]
-        self._missing.update(t for t, g in zip(middle, got, strict=True) if g is None)
-        none_yet = all(g is None for g in got)  # a project just opened: every line on the worker, silent till then
+        got = []
+        for i, j, a, b in runs:
+            self._missing.difference_update(pack.tracks[i:j])
+            got.append([self._levels.get(t) for t in tracks[a:b]])
+            self._missing.update(t for t, g in zip(tracks[a:b], got[-1], strict=True) if g is None)
+        none_yet = all(g is None for levels in got for g in levels)  # a project just opened: all on the worker
         for k in range(LEVELS):
-            parts = [] if none_yet else [_NONE_YET if g is None else g[k] for g in got]
             offsets, values = pack.offsets[k], pack.values[k]
-            a, b = int(offsets[i]), int(offsets[j])
-            lengths = np.zeros(len(got), np.int64) if none_yet else np.array([len(v) for v in parts], np.int64)
-            new_offsets = a + np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-            grown = int(new_offsets[-1]) - b
-            pack.values[k] = np.concatenate([values[:a], *parts, values[b:]])
-            pack.offsets[k] = np.concatenate([offsets[:i], new_offsets[:-1], offsets[j:] + grown])
-        if len(self._levels) > 2 * len(pack.tracks) + 64 and self._worker is None:  # forget lines gone
-            live = set(pack.tracks[:i]) | set(middle) | set(pack.tracks[j:])
+            new_values: list[npt.NDArray[np.float32]] = []
+            new_offsets: list[npt.NDArray[np.int64]] = []
+            kept, shift = 0, 0  # old tracks [kept, i) stay, their offsets moved by `shift`
+            for (i, j, _a, _b), levels in zip(runs, got, strict=True):
+                parts = [] if none_yet else [_NONE_YET if g is None else g[k] for g in levels]
+                new_values += [values[offsets[kept]:offsets[i]], *parts]
+                lengths = np.zeros(len(levels), np.int64) if none_yet else np.array([len(v) for v in parts], np.int64)
+                start = int(offsets[i]) + shift
+                new_offsets += [offsets[kept:i] + shift, start + np.concatenate([[0], np.cumsum(lengths)])[:-1]
+                                .astype(np.int64)]
+                shift += int(lengths.sum()) - int(offsets[j] - offsets[i])
+                kept = j
+            new_values.append(values[offsets[kept]:])
+            new_offsets.append(offsets[kept:] + shift)
+            pack.values[k] = np.concatenate(new_values)
+            pack.offsets[k] = np.concatenate(new_offsets).astype(np.int64, copy=False)
+        if len(self._levels) > 2 * len(tracks) + 64 and self._worker is None:  # forget lines gone
+            live = set(tracks)
             self._levels = {t: v for t, v in self._levels.items() if t in live}
 
 
 _NONE_YET = np.zeros(0, np.float32)
 """A track whose peaks are not read yet (one array for all: a book's 10,000 tracks repacked at once)."""
+
+
+def changed_runs(old: Sequence[Track], new: Sequence[Track], old_index: Mapping[str, int]
+                 ) -> list[tuple[int, int, int, int]]:
+    """Where the tracks `new` differ from `old` (`old_index`: line id -> position in `old`, or in a longer
+    sequence `old` begins): runs (i, j, a, b), in order, each `old[i:j]` replaced by `new[a:b]`; between runs the
+    same tracks. Identical stretches are compared a block at a time (tuples of tracks compare in C), the block
+    doubling while they match, so a change far from another costs a few comparisons, not one per track."""
+    p, s = common_ends(old, new)
+    end_old, end_new = len(old) - s, len(new) - s
+    runs: list[tuple[int, int, int, int]] = []
+    i = a = p
+    while i < end_old or a < end_new:
+        step = 64
+        while i < end_old and a < end_new:  # the identical stretch
+            k = min(step, end_old - i, end_new - a)
+            if old[i:i + k] == new[a:a + k]:
+                i, a, step = i + k, a + k, 2 * step
+            elif k == 1:
+                break
+            else:
+                step = max(1, k // 2)
+        if i >= end_old and a >= end_new:
+            break
+        ri, ra = i, a
+        while i < end_old or a < end_new:  # the run that differs, up to where they agree again
+            if i < end_old and a < end_new and old[i] is new[a]:
+                break
+            if a >= end_new:  # the rest of the old stretch left
+                i = end_old
+                break
+            track = new[a]
+            was = old_index.get(track.line_id, -1)
+            if i <= was < end_old and old[was] is track:  # the old tracks before it left
+                i = was
+                continue
+            a += 1  # new (or its audio replaced: its old track goes too)
+            if i < end_old and old[i].line_id == track.line_id:
+                i += 1
+        runs.append((ri, i, ra, a))
+    return runs
 
 
 def common_ends(old: Sequence[object], new: Sequence[object], block: int = 256) -> tuple[int, int]:

@@ -10,10 +10,8 @@ import numpy as np
 import numpy.typing as npt
 
 from s2studio.audio.timeline import Layout, Track
+from s2studio.ui.player.timeline_peaks import changed_runs
 
-
-BLOCK = 128
-"""Tracks compared at a time while walking two layouts."""
 
 
 class TrackFlags:
@@ -29,39 +27,18 @@ class TrackFlags:
         """Lines asked about, counted (what keeping up cost)."""
 
     def sync(self, layout: Layout) -> None:
-        """Follow the layout: only tracks that were not on it before are asked about. The layouts are walked
-        side by side a block at a time (tuples of tracks compare in C): a render of several scenes at once
-        places lines far apart, and the tracks between them keep their flags without a look at each."""
+        """Follow the layout: only tracks that were not on it before are asked about (`changed_runs`: a render
+        of several scenes at once places lines far apart, and the tracks between them keep their flags)."""
         tracks = layout.tracks
         if tracks == self._tracks:
             return
-        self.flags = self._follow(self._tracks, tracks)
+        pieces, kept = [], 0
+        for i, j, a, b in changed_runs(self._tracks, tracks, self._index):
+            pieces += [self.flags[kept:i], self._ask(t.line_id for t in tracks[a:b])]
+            kept = j
+        pieces.append(self.flags[kept:])
+        self.flags = np.concatenate(pieces)
         self._tracks, self._index = tracks, layout.index
-
-    def _follow(self, old: tuple[Track, ...], new: tuple[Track, ...]) -> npt.NDArray[np.bool_]:
-        pieces: list[npt.NDArray[np.bool_]] = []
-        i = j = 0
-        while j < len(new):
-            if i + BLOCK <= len(old) and j + BLOCK <= len(new) and old[i:i + BLOCK] == new[j:j + BLOCK]:
-                pieces.append(self.flags[i:i + BLOCK])
-                i, j = i + BLOCK, j + BLOCK
-                continue
-            kept = i
-            while i < len(old) and j < len(new) and i - kept < BLOCK and old[i] is new[j]:
-                i, j = i + 1, j + 1
-            if i > kept:
-                pieces.append(self.flags[kept:i])
-                continue
-            track = new[j]
-            was = self._index.get(track.line_id, -1)
-            if was >= i and old[was] is track:  # the tracks before it left the layout
-                i = was
-                continue
-            pieces.append(self._ask([track.line_id]))  # new on the layout (or its audio replaced)
-            j += 1
-            if i < len(old) and old[i].line_id == track.line_id:
-                i += 1
-        return np.concatenate(pieces) if pieces else np.zeros(0, bool)
 
     def update(self, layout: Layout, line_ids: Iterable[str] | None) -> None:
         """These lines' flags may have changed (None: any line's)."""
