@@ -40,7 +40,7 @@ def long_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_one_load_recipe() -> None:
     """Only setup.py loads a model: checks the fit, reads the weights, builds the decoders (the codec command
-    loads its codec alone; training loads the float32 model it trains, with no narrowing and no decoders, and the
+    loads its codec alone, through the recipe's codec loader, and sets its threads; training loads the float32 model it trains, with no narrowing and no decoders, and the
     codec for its tokens stage; the batch decoder makes its slots)."""
     names = {"load_dual_ar", "check_fits", "load_codec", "FastDecoder", "ExactDecoder", "BatchDecoder", "set_threads"}
     calls: dict[str, set[str]] = {}
@@ -53,9 +53,9 @@ def test_one_load_recipe() -> None:
                     calls.setdefault(name, set()).add(str(path.relative_to(PACKAGE)))
     setup_py, codec_cli = "engine/s2/setup.py", "commands/codec.py"
     assert {k: sorted(v) for k, v in calls.items()} == {
-        "load_dual_ar": [setup_py], "check_fits": [setup_py], "BatchDecoder": [setup_py],  # the trainer: the recipe too "BatchDecoder": [setup_py],
+        "load_dual_ar": [setup_py], "check_fits": [setup_py], "BatchDecoder": [setup_py],  # the trainer: the recipe too
         "FastDecoder": ["engine/s2/batch.py", setup_py],  # the batch's slots are fast decoders
-        "ExactDecoder": [setup_py], "load_codec": [codec_cli, setup_py], "set_threads": [codec_cli, setup_py]}
+        "ExactDecoder": [setup_py], "load_codec": [setup_py], "set_threads": [codec_cli, setup_py]}
 
 
 def test_the_studio_and_synth_fast_allocate_the_same_context(long_model: Path, tmp_path: Path,
