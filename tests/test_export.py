@@ -3,12 +3,12 @@ subtitles without tags, bitrates, cue times, gain."""
 
 from __future__ import annotations
 
-import os
 import stat
 from pathlib import Path
 
 import numpy as np
 import pytest
+from umask import umask_set
 import soundfile as sf
 
 from s2studio.audio.dsp import integrated_loudness, resample
@@ -202,12 +202,9 @@ def test_user_errors(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("mask", "file_mode", "dir_mode"), [(0o022, 0o644, 0o755), (0o027, 0o640, 0o750)])
 def test_every_output_gets_the_mode_the_umask_gives(tmp_path: Path, mask: int, file_mode: int,
                                                     dir_mode: int) -> None:
-    old = os.umask(mask)
-    try:
+    with umask_set(mask):
         result = export(LINES, ExportSettings(format="wav"), out=tmp_path / "m.wav", stems_dir=tmp_path / "stems",
                         clips_dir=tmp_path / "clips", srt=tmp_path / "m.srt", vtt=tmp_path / "m.vtt")
-    finally:
-        os.umask(old)
     assert len(result.files) == 1 + 3 + 3 + 2
     assert {stat.S_IMODE(p.stat().st_mode) for p in result.files} == {file_mode}  # never 0600
     assert {stat.S_IMODE((tmp_path / d).stat().st_mode) for d in ("stems", "clips")} == {dir_mode}

@@ -113,7 +113,7 @@ def test_a_run_killed_during_its_first_save_starts_again(tiny, data, tmp_path):
 
 
 def test_a_failed_export_removes_the_folder_it_made(tiny, data, tmp_path, monkeypatch, capsys):
-    from s2studio.state import atomic
+    from s2studio.state import atomic, disk
 
     events = list(train(RunRequest(tiny, tmp_path / "run", tuple(clips_from_folder(data)),
                                    TrainSettings(steps=1, **SETTINGS))))
@@ -123,7 +123,7 @@ def test_a_failed_export_removes_the_folder_it_made(tiny, data, tmp_path, monkey
 
     def full_disk(self, path, data):  # noqa: ANN001 - the disk fills up at the big file
         if Path(path).name == "model.pth":
-            raise atomic.write_error(OSError(28, "No space left on device"), Path(path))
+            raise disk.write_error(OSError(28, "No space left on device"), Path(path))
         return add(self, path, data)
 
     monkeypatch.setattr(atomic.OutputSet, "add", full_disk)

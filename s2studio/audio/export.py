@@ -50,7 +50,8 @@ from s2studio.audio.export_writer import (
 from s2studio.audio.subtitles import Cue, srt_text, vtt_text
 from s2studio.audio.timeline import Layout, Timeline
 from s2studio.errors import UserError, printable
-from s2studio.state.atomic import OutputSet, write_bytes_atomic, write_error
+from s2studio.state.atomic import OutputSet, write_bytes_atomic
+from s2studio.state.disk import write_error
 from s2studio.units import LINE_GAP_S
 from s2studio.state.tags import without_tags
 

@@ -30,7 +30,8 @@ from s2studio.audio.chapters import append_riff_markers, tag_chapters
 from s2studio.audio.dsp import Audio, LoudnessMeter, Resampler
 from s2studio.audio.timeline import Layout
 from s2studio.errors import Cancelled
-from s2studio.state.atomic import OutputSet, write_error
+from s2studio.state.atomic import OutputSet
+from s2studio.state.disk import write_error
 
 BLOCK = 8 * SAMPLE_RATE
 """Samples per step of the walk: 1.4 MB of float32, a few thousand steps for a book."""

@@ -46,7 +46,7 @@ def check_folder(path: Path | None, flag: str) -> None:
 
 def make_folder(path: Path) -> bool:
     """Create the folder `path` (checked by `check_folder`); True when this call created it."""
-    from s2studio.state.atomic import write_error
+    from s2studio.state.disk import write_error
 
     if path.is_dir():
         return False

@@ -24,7 +24,8 @@ from s2studio.commands.synth_takes import check_takes, run_takes
 from s2studio.engine.api import FRAME_SAMPLES, PRECISIONS, QUANTIZE_MODES, SAMPLE_RATE
 from s2studio.errors import UserError, printable
 from s2studio.settings import CHOICES, LIMITS
-from s2studio.state.atomic import OutputSet, remove_quietly
+from s2studio.state.atomic import OutputSet
+from s2studio.state.disk import remove_quietly
 from s2studio.state.codes import read_codes_file
 
 MAX_REFERENCES = 4

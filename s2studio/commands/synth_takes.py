@@ -31,7 +31,8 @@ from s2studio.engine.plan import engine_encoder
 from s2studio.engine.render import Render
 from s2studio.errors import UserError, printable
 from s2studio.settings import Sampling
-from s2studio.state.atomic import OutputSet, remove_quietly
+from s2studio.state.atomic import OutputSet
+from s2studio.state.disk import remove_quietly
 from s2studio.text.prompt import SPEAKER_TAG
 
 

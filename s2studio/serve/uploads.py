@@ -208,7 +208,7 @@ class UploadedVoices:
     def _tidy(self, gone: UploadedVoice) -> None:
         """Remove the clip of a voice no longer kept, unless a voice (of any server sharing the folder) names it."""
         if self.folder is not None and gone.clip_name not in _named_clips(self.folder):
-            from s2studio.state.atomic import remove_quietly
+            from s2studio.state.disk import remove_quietly
 
             remove_quietly(self.folder / gone.clip_name)
 
@@ -230,7 +230,8 @@ class UploadedVoices:
             held += len(voice.reference.audio)
         for voice in reversed(kept):  # oldest first: the first to be evicted
             self._voices[voice.name.lower()] = voice
-        from s2studio.state.atomic import is_stale, remove_quietly
+        from s2studio.state.disk import remove_quietly
+        from s2studio.state.leftovers import is_stale
 
         try:
             named = _named_clips(folder)

@@ -18,12 +18,9 @@ A set's files are fsynced side by side (`in_parallel`): file systems commit conc
 
 A killed process leaves its temp files behind (no cleanup runs on SIGKILL): `clean_stale` removes those
 that are older than this process and that no live process holds locked.
-
-On Windows a virus scanner, an indexer or a media player often holds a file open for a moment, and a rename
-over it fails with a sharing violation (Windows errors 5, 32, 33): `replace` retries for up to
-`REPLACE_PATIENCE_S`, then fails with one line that says the file is in use (the temp file is removed, the old
-file stays). Windows has no `flock` (files are locked with `msvcrt.locking`; an open file cannot be deleted there
-anyway), no folder descriptors to fsync (skipped) and no `fchmod` (modes do not apply).
+A killed process leaves its temp files behind (no cleanup runs on SIGKILL): staging a file first removes the
+stale ones of its target (`state/leftovers.py`). The file system calls this is built from, with their platform
+differences (Windows' files held open, its missing `flock`, folder fsync and `fchmod`), are `state/disk.py`.
 """
 
 from __future__ import annotations
@@ -32,174 +29,20 @@ import errno
 import logging
 import os
 import secrets
-import shutil
 import stat
-import threading
-import time
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
 
-from s2studio.errors import UserError, printable
-
-try:
-    import fcntl
-except ImportError:  # Windows
-    fcntl = None  # type: ignore[assignment]
-    import msvcrt
+from s2studio.errors import printable
+from s2studio.state.disk import (CLOEXEC, OPEN_FLAGS, WriteError, fcntl, fsync_dir, in_parallel, lock, remove_quietly,
+                                 new_folder_mode, replace, set_mode, write_all, write_error)
+from s2studio.state.leftovers import TEMP_SUFFIX, clean_stale, is_temp_of
 
 log = logging.getLogger(__name__)
-_T = TypeVar("_T")
 
-PROCESS_STARTED = time.time()
-"""Files older than this were not made by this process: a leftover is only removed when it is older."""
-TEMP_SUFFIX = ".tmp"
-IN_USE_WINERRORS = frozenset({5, 32, 33})
-"""ERROR_ACCESS_DENIED, ERROR_SHARING_VIOLATION, ERROR_LOCK_VIOLATION: another program holds the file for now."""
 COPY_PIECE = 1 << 20
 """Bytes a copy reads and writes at a time."""
-REPLACE_PATIENCE_S = 5.0
-"""How long a rename is retried while Windows says the file is in use."""
-_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)  # Windows has neither flag (nor symlinks a writer could be fooled by)
-_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-_BINARY = getattr(os, "O_BINARY", 0)  # Windows: no newline translation
-OPEN_FLAGS = _NO_FOLLOW | _CLOEXEC | _BINARY
-"""For `os.open` of a file of ours: never through a link, not inherited by children, bytes as they are (each
-flag where the platform has it)."""
-
-
-class WriteError(UserError):
-    """Writing `path` failed for a reason the person can fix (space, permissions, a read-only disk)."""
-
-    def __init__(self, message: str, path: Path, code: int | None) -> None:
-        super().__init__(message)
-        self.path = path
-        self.errno = code
-
-
-def write_error(exc: BaseException, path: Path) -> WriteError:
-    """One line for an error met while writing `path` (the target, never the temp file)."""
-    code = getattr(exc, "errno", None)
-    shown = printable(path)
-    folder = printable(path if Path(path).is_dir() else Path(path).parent)
-    if getattr(exc, "winerror", None) in IN_USE_WINERRORS:
-        msg = (f"cannot write {shown}: another program has it open (a virus scanner, an indexer, a player); "
-               "close it or wait a moment, then try again")
-    elif code in (errno.ENOSPC, errno.EDQUOT):
-        msg = f"No space left on device on {folder}; free some space or write somewhere else"
-    elif code in (errno.EACCES, errno.EPERM):
-        msg = f"permission denied: {shown}; choose a folder you can write to"
-    elif code == errno.EROFS:
-        msg = f"read-only file system: {shown}; choose a folder on a writable disk"
-    elif code == errno.ENOENT:
-        msg = f"cannot write {shown}: folder {folder} does not exist"
-    elif code == errno.EISDIR:
-        msg = f"cannot write {shown}: it is a folder; give a file name"
-    elif code == errno.ENOTDIR:
-        msg = f"cannot write {shown}: part of that path is a file, not a folder"
-    elif code == errno.EFBIG:
-        msg = f"cannot write {shown}: the file is too large for that disk"
-    elif code == errno.ENAMETOOLONG:
-        msg = f"cannot write {shown}: the file name is too long"
-    else:
-        msg = f"cannot write {shown}: {printable(getattr(exc, 'strerror', None) or exc)}"
-    return WriteError(msg, Path(path), code)
-
-
-# ----------------------------------------------------------------------------- modes and locks
-
-_umask_lock = threading.Lock()
-
-
-def current_umask() -> int:
-    """The process umask, read without changing it where the system allows (Linux's /proc)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    with _umask_lock:  # elsewhere: set and restore (the only portable way to read it)
-        mask = os.umask(0o077)
-        os.umask(mask)
-    return mask
-
-
-def new_file_mode() -> int:
-    """What `open(…, "w")` would give a new file: 0o666 less the umask."""
-    return 0o666 & ~current_umask()
-
-
-def _lock(fd: int, wait: bool = True) -> None:
-    """Lock the open file `fd` for this process (OSError when another holds it and `wait` is False)."""
-    if fcntl is not None:
-        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-    else:  # the first byte, from the start (msvcrt locks ranges from the current position)
-        os.lseek(fd, 0, os.SEEK_SET)
-        msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-
-
-def _try_lock(fd: int) -> bool:
-    try:
-        _lock(fd, wait=False)
-    except OSError:
-        return False
-    return True
-
-
-def _set_mode(fd: int) -> None:
-    if hasattr(os, "fchmod"):  # not on Windows before Python 3.13, where modes do not apply
-        os.fchmod(fd, new_file_mode())
-
-
-def fsync_dir(folder: Path) -> None:
-    """Make the names in `folder` (a rename, a new file) durable; nothing where folders cannot be opened (Windows:
-    its renames are durable once the call returns)."""
-    if not hasattr(os, "O_DIRECTORY"):
-        return
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def replace(src: Path, dst: Path, folder: bool = False) -> None:
-    """`os.replace(src, dst)` (`os.rename` for a `folder`: never over an existing one), retried for up to
-    `REPLACE_PATIENCE_S` while Windows says another program holds one of them; then the last error is raised."""
-    move = os.rename if folder else os.replace
-    deadline = time.monotonic() + REPLACE_PATIENCE_S
-    pause = 0.01
-    while True:
-        try:
-            move(src, dst)
-            return
-        except PermissionError as exc:
-            if getattr(exc, "winerror", None) not in IN_USE_WINERRORS or time.monotonic() >= deadline:
-                raise
-            log.info("%s is in use (Windows error %s); trying again", dst, exc.winerror)
-        time.sleep(pause)
-        pause = min(pause * 2, 0.25)
-
-
-def remove_quietly(path: Path) -> None:
-    """Remove a file, a symlink or a folder (never following a link); never raises: cleanup must not hide
-    the error that made it necessary."""
-    try:
-        if path.is_symlink() or not path.is_dir():
-            path.unlink(missing_ok=True)
-        else:
-            shutil.rmtree(path, ignore_errors=True)
-    except OSError as exc:
-        log.warning("could not remove %s: %s", path, exc)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
 
 
 def write_durable(path: Path, data: bytes) -> None:
@@ -211,54 +54,14 @@ def write_durable(path: Path, data: bytes) -> None:
     except OSError as exc:
         raise write_error(exc, path) from None
     try:
-        _write_all(fd, data)
-        _set_mode(fd)
+        write_all(fd, data)
+        set_mode(fd)
         os.fsync(fd)
     except OSError as exc:
         os.close(fd)
         remove_quietly(path)
         raise write_error(exc, path) from None
     os.close(fd)
-
-
-# ----------------------------------------------------------------------------- leftovers of killed runs
-
-
-def is_stale(path: Path) -> bool:
-    """A temp file or folder nobody is writing: older than this process and not locked by a live one."""
-    try:
-        st = path.lstat()
-        if st.st_mtime >= PROCESS_STARTED or stat.S_ISLNK(st.st_mode):
-            return False
-        fd = os.open(path, os.O_RDONLY | OPEN_FLAGS)
-    except OSError:  # (on Windows also a folder: it cannot be opened there, so it is never taken for stale)
-        return False
-    try:
-        return _try_lock(fd)
-    finally:
-        os.close(fd)  # releases the probe's lock
-
-
-def clean_stale(folder: Path, is_leftover: Callable[[str], bool]) -> list[Path]:
-    """Remove the stale entries of `folder` whose name `is_leftover` (see `is_stale`); returns them."""
-    removed = []
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return removed
-    for name in names:
-        if is_leftover(name) and is_stale(folder / name):
-            remove_quietly(folder / name)
-            log.info("removed the leftover %s of an interrupted run", folder / name)
-            removed.append(folder / name)
-    return removed
-
-
-def is_temp_of(target_name: str) -> Callable[[str], bool]:
-    """Matches the temp files this module (and its earlier versions, `.<name>.<pid>.tmp`) made for
-    `target_name`."""
-    prefix = f".{target_name}."
-    return lambda name: name.startswith(prefix) and name.endswith(TEMP_SUFFIX) and len(name) > len(prefix) + 4
 
 
 # ----------------------------------------------------------------------------- files committed together
@@ -295,7 +98,7 @@ class Staged:
         """The data is all written: give it the umask's mode and make it durable (`sync`; else the commit
         makes it durable, beside the set's other files)."""
         try:
-            _set_mode(self.fd)
+            set_mode(self.fd)
             if sync:
                 os.fsync(self.fd)
         except OSError as exc:
@@ -311,39 +114,6 @@ class Staged:
             self.synced = True
 
 
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-SYNC_THREADS = 16
-"""fsyncs run side by side: a file system commits concurrent ones together (a set of 100 files is about ten
-times faster to make durable than one file after the other)."""
-
-
-def _forget_pool() -> None:  # a forked child has none of its parent's threads
-    global _pool
-    _pool = None
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_pool)
-
-
-def in_parallel(fn: Callable[[_T], object], items: Iterable[_T]) -> None:
-    """`fn(item)` for every item, on a small pool of threads when there are several (for calls that wait on
-    the disk, or C code that lets go of the GIL); the first exception is raised once all are done."""
-    items = list(items)
-    if len(items) <= 1:
-        for item in items:
-            fn(item)
-        return
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(SYNC_THREADS, thread_name_prefix="s2studio-sync")
-    futures = [_pool.submit(fn, item) for item in items]
-    errors = [f.exception() for f in futures]
-    first = next((e for e in errors if e is not None), None)
-    if first is not None:
-        raise first
 
 
 class OutputSet:
@@ -402,20 +172,20 @@ class OutputSet:
         self._staged.append(staged)
         self._names.add(path)
         try:
-            _lock(fd)
+            lock(fd)
         except OSError as exc:
             self._drop(staged)
             raise write_error(exc, path) from None
         return staged
 
     def add(self, path: Path, data: bytes) -> Path:
-        return self._add(path, lambda fd: _write_all(fd, data))
+        return self._add(path, lambda fd: write_all(fd, data))
 
     def add_stream(self, path: Path, source: int) -> Path:
         """Stage the rest of the open file `source` (a descriptor) as `path`, copied in pieces."""
         def copy(fd: int) -> None:
             while piece := os.read(source, COPY_PIECE):
-                _write_all(fd, piece)
+                write_all(fd, piece)
         return self._add(path, copy)
 
     def _add(self, path: Path, write: Callable[[int], None]) -> Path:
@@ -518,12 +288,12 @@ def staged_folder(parent: Path, prefix: str) -> Iterator[Path]:
         folder = parent / f"{prefix}{secrets.token_hex(6)}"
         folder.mkdir(mode=0o700)
         # locked through a descriptor of the folder; Windows opens no folder (nor removes one a process works in)
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC) if hasattr(os, "O_DIRECTORY") else -1
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | CLOEXEC) if hasattr(os, "O_DIRECTORY") else -1
     except OSError as exc:
         raise write_error(exc, parent / prefix) from None
     try:
         if fd >= 0:
-            _lock(fd)
+            lock(fd)
         yield folder
     except BaseException:
         remove_quietly(folder)
@@ -536,7 +306,7 @@ def staged_folder(parent: Path, prefix: str) -> Iterator[Path]:
 def publish_folder(folder: Path, target: Path) -> None:
     """Give a staged folder the user's mode and rename it to `target` (which must not exist)."""
     try:
-        os.chmod(folder, 0o777 & ~current_umask())
+        os.chmod(folder, new_folder_mode())
         replace(folder, target, folder=True)
         fsync_dir(target.parent)
     except OSError as exc:
@@ -560,7 +330,7 @@ def append_durable(path: Path, data: bytes, at: int) -> int:
             raise WriteError(f"cannot write {printable(path)}: it is not a plain file", Path(path), None)
         os.ftruncate(fd, at)
         os.lseek(fd, at, os.SEEK_SET)
-        _write_all(fd, data)
+        write_all(fd, data)
         os.fsync(fd)
     except OSError as exc:
         try:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from s2studio.errors import UserError, printable
-from s2studio.state.atomic import fsync_dir, remove_quietly, replace
+from s2studio.state.disk import fsync_dir, remove_quietly, replace
 from s2studio.state.project import FORMAT_VERSION, SETTINGS, SUFFIX, GenerationSettings, Project
 from s2studio.state.project_journal import JOURNAL, PLAIN_FIELDS, DocState, apply, capture, line_entry, read_journal
 from s2studio.state.schema import (Boolean, Choice, Converted, Field, Integer, ListOf, MapOf, Number, Record,

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from s2studio.errors import Cancelled, UserError, printable
-from s2studio.state.atomic import (WriteError, append_durable, fsync_dir, remove_quietly, replace, replace_durable,
-                                   write_bytes_atomic, write_error)
+from s2studio.state.atomic import append_durable, replace_durable, write_bytes_atomic
+from s2studio.state.disk import WriteError, fsync_dir, remove_quietly, replace, write_error
 from s2studio.state.project import FORMAT_VERSION, LineTakes, Project, Take
 from s2studio.state.project_document import (TAKE, VOICE_ID, VOICES_FOLDER, ProjectFile, complete, dump_field,
                                              packed_voices, read_document, recover, siblings, whole_document)

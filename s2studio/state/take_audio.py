@@ -30,7 +30,7 @@ import numpy.typing as npt
 import soundfile as sf
 
 from s2studio.errors import UserError, printable
-from s2studio.state.atomic import OPEN_FLAGS
+from s2studio.state.disk import OPEN_FLAGS
 from s2studio.state.codes import npy_header
 
 log = logging.getLogger(__name__)

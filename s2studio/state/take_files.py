@@ -33,8 +33,8 @@ import soundfile as sf
 
 from s2studio.units import SAMPLE_RATE
 from s2studio.errors import Cancelled, UserError, printable
-from s2studio.state.atomic import (OPEN_FLAGS, OutputSet, WriteError, copy_files, fsync_dir, in_parallel, link_file,
-                                   remove_quietly, write_bytes_atomic, write_error)
+from s2studio.state.atomic import OutputSet, copy_files, link_file, write_bytes_atomic
+from s2studio.state.disk import OPEN_FLAGS, WriteError, fsync_dir, in_parallel, remove_quietly, write_error
 from s2studio.state.codes import NUM_CODEBOOKS, npy_header
 from s2studio.state.project import Take, TakeFiles
 from s2studio.state.take_audio import Audio, peaks_of, stored

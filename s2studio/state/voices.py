@@ -37,8 +37,9 @@ import numpy as np
 import soundfile as sf
 
 from s2studio.errors import UserError, printable
-from s2studio.state.atomic import (WriteError, clean_stale, publish_folder, staged_folder, write_bytes_atomic,
-                                   write_durable, write_error, write_text_atomic)
+from s2studio.state.atomic import publish_folder, staged_folder, write_bytes_atomic, write_durable, write_text_atomic
+from s2studio.state.disk import WriteError, write_error
+from s2studio.state.leftovers import clean_stale
 from s2studio.state.clips import ClipAudio, check_clip, read_clip
 from s2studio.state.codes import codes_problem
 from s2studio.state.lora_file import LORA_FILE, lora_bytes_problem

@@ -27,7 +27,8 @@ from pathlib import Path
 import numpy as np
 
 from s2studio.errors import UserError, printable
-from s2studio.state.atomic import OPEN_FLAGS, OutputSet, write_error, write_text_atomic
+from s2studio.state.atomic import OutputSet, write_text_atomic
+from s2studio.state.disk import OPEN_FLAGS, write_error
 from s2studio.train.clips import TrainClip, check_enough, speaker_folder_name
 from s2studio.train.data import Group, groups_from, pack_text
 from s2studio.train.events import RunEvent, StepMetrics

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from umask import umask_set
 from hostile_projects import (LINE, MALFORMED, TAKE_IDS, UNREADABLE_TAKES, make_malformed, make_unreadable,
                               valid_document, write_project)
 
@@ -143,13 +144,10 @@ def test_an_autosave_carries_the_path_it_belongs_to(tmp_path):
 
 
 def test_project_files_get_the_umask_mode(tmp_path):
-    old = os.umask(0o022)
-    try:
+    with umask_set(0o022):
         p = Project()
         p.add_take(Take("abcdefabcdef", "l1", "t", np.zeros(500, np.float32), np.zeros((10, 1), np.int64), 1, "fp"))
         path = save_project(p, tmp_path / "p")
-    finally:
-        os.umask(old)
     files = take_files(path, "abcdefabcdef")
     modes = {f.name: f.stat().st_mode & 0o777 for f in (path / "project.json", path / "journal.jsonl", files.audio,
                                                        files.codes, files.peaks)}

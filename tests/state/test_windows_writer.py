@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from s2studio.state import atomic
+from s2studio.state import atomic, disk
 
 
 def sharing_violation(winerror: int) -> PermissionError:
@@ -57,9 +57,9 @@ def test_a_file_held_for_good_fails_in_bounded_time_with_one_line_and_the_old_fi
         raise sharing_violation(32)
 
     monkeypatch.setattr(os, "replace", always_held)
-    monkeypatch.setattr(atomic, "REPLACE_PATIENCE_S", 0.3)
+    monkeypatch.setattr(disk, "REPLACE_PATIENCE_S", 0.3)
     started = time.monotonic()
-    with pytest.raises(atomic.WriteError) as caught:
+    with pytest.raises(disk.WriteError) as caught:
         atomic.write_bytes_atomic(target, b"the new mix")
     assert time.monotonic() - started < 3.0
     assert len(calls) > 2  # it did retry
@@ -77,7 +77,7 @@ def test_a_permission_error_that_is_not_a_sharing_violation_is_not_retried(tmp_p
         raise PermissionError(errno.EACCES, "Permission denied")
 
     monkeypatch.setattr(os, "replace", denied)
-    with pytest.raises(atomic.WriteError, match="permission denied"):
+    with pytest.raises(disk.WriteError, match="permission denied"):
         atomic.write_bytes_atomic(tmp_path / "a.txt", b"x")
     assert len(calls) == 1
     assert leftovers(tmp_path) == []
@@ -110,7 +110,7 @@ def test_without_folder_descriptors_nothing_opens_a_folder(tmp_path, monkeypatch
         return real_open(path, flags, *args)
 
     monkeypatch.setattr(os, "open", files_only)
-    atomic.fsync_dir(tmp_path)
+    disk.fsync_dir(tmp_path)
     atomic.write_text_atomic(tmp_path / "a.txt", "a")
     with atomic.staged_folder(tmp_path, ".voice-") as folder:
         atomic.write_durable(folder / "clip.flac", b"flac")
@@ -153,10 +153,10 @@ for info in pkgutil.walk_packages(s2studio.__path__, "s2studio."):
         failed.append(f"{info.name}: {exc!r}")
 assert not failed, "\n".join(failed)
 
-from s2studio.state import atomic
+from s2studio.state import atomic, disk
 from s2studio.threads import free_cores
 from s2studio.engine.s2.memory import available_ram
-assert atomic.fcntl is None and free_cores() >= 1
+assert disk.fcntl is None and free_cores() >= 1
 available_ram(Path("/nonexistent"))
 folder = Path(sys.argv[1])
 with atomic.OutputSet() as out:

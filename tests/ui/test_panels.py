@@ -197,7 +197,7 @@ def test_delete_voice_then_undo(qtbot, data_dir, tmp_path):
 
 
 def test_a_delete_that_cannot_keep_its_undo_copy_deletes_nothing(qtbot, data_dir, tmp_path, monkeypatch):
-    from s2studio.state.atomic import WriteError
+    from s2studio.state.disk import WriteError
     from s2studio.ui.control import voices as voice_commands
     from s2studio.ui.voices import voices_panel
 

@@ -12,7 +12,7 @@ import time
 from PySide6.QtCore import QTimer
 
 from s2studio.state import project_folder
-from s2studio.state.atomic import WriteError
+from s2studio.state.disk import WriteError
 from s2studio.state.project_document import read_document
 from s2studio.state.project_files import read_project
 from s2studio.state.script_edits import ScriptParser
