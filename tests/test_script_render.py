@@ -18,7 +18,8 @@ import pytest
 import soundfile as sf
 
 from s2studio import __version__, paths
-from s2studio.commands.script_render import add_script_arguments, run_script
+from s2studio.commands.script_args import add_script_arguments
+from s2studio.commands.script_render import run_script
 from s2studio.demo_model import write_demo_model
 from s2studio.engine.api import SAMPLE_RATE, AudioChunk, Event, LineFinished
 from s2studio.engine.fake import FakeEngine

@@ -58,7 +58,7 @@ class Picking:
 
 
 def add_arguments(add: Callable[..., None]) -> None:
-    """The options, through script_render's `add` (into its argument group)."""
+    """The options, through script_args' `add` (into its argument group)."""
     add("--takes", type=int, default=1, metavar="N",
         help=f"render every line N times at once (at most {MAX_TAKES}; side by side with --fast): each take to its own "
              "files, NAME_take1.wav … NAME_takeN.wav (every output so named), or one set with --pick")

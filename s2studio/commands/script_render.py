@@ -6,7 +6,7 @@ it (line mode unless `--batching upstream` is asked for) and `audio/export.py` w
 stems and the subtitles exactly as the studio's export does.
 
 Everything a person can get wrong (the script, the cast, the outputs) is checked before the slow
-model load. Nothing is written unless the whole render succeeds: the audio, the stems, the subtitles and
+model load (`script_args.py`). Nothing is written unless the whole render succeeds: the audio, the stems, the subtitles and
 the `--events` log are staged in one `OutputSet` (`commands/outputs.py`) and committed together.
 """
 
@@ -19,14 +19,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from s2studio import __version__, paths
-from s2studio.audio.asr_models import DEFAULT_MODEL
+from s2studio import __version__
 from s2studio.commands import checked_takes, fleet_args
-from s2studio.commands.outputs import check_file, check_folder
+from s2studio.commands.script_args import Outputs, check_outputs, parse_cast, read_cast_script, voice_library
 from s2studio.commands.render_log import EventLog, LoggedEncoder, ProgressBar
 from s2studio.commands.setting_args import loading_from_args
 from s2studio.engine.plan import load_request
@@ -38,163 +37,10 @@ from s2studio.engine.api import (
 from s2studio.settings import LIMITS, Batching, Sampling, seed_fields
 from s2studio.errors import UserError, printable
 from s2studio.state.atomic import OutputSet
-from s2studio.state.script import Script, parse_script, read_script
-from s2studio.state.voices import Voice, VoiceLibrary
-from s2studio.units import LINE_GAP_S
+from s2studio.state.script import Script
+from s2studio.state.voices import Voice
 
-NORMALIZE = ("none", "peak", "loudness")
 EngineFactory = Callable[[], Engine]
-SCRIPT_ONLY = (("--cast", "cast", []), ("--stems", "stems", None), ("--srt", "srt", None), ("--vtt", "vtt", None),
-               ("--events", "events", None), ("--gap", "gap", LINE_GAP_S), ("--normalize", "normalize", "none"),
-               ("--title", "title", None), ("--cue", "cue", None), ("--chapters", "chapters", None),
-               ("--stems-format", "stems_format", None), ("--pick", "pick", None),
-               ("--check", "check", None), ("--strict", "strict", False),
-               ("--check-asr-model", "check_asr_model", DEFAULT_MODEL), ("--server", "server", []),
-               ("--local-slots", "local_slots", None), ("--yes", "yes", False), ("--server-key", "server_key", ""),
-               ("--max-batch", "max_batch", None))
-"""(flag, dest, default) of the options that only a --script render reads (synth refuses them otherwise)."""
-
-
-def add_script_arguments(parser: argparse.ArgumentParser,
-                         text_group: argparse._MutuallyExclusiveGroup | None = None) -> None:
-    """Add the script-rendering options to `synth`'s parser; options it has already (its own `--out`,
-    or all of them on a second call) are kept as they are.
-
-    `text_group`: synth's `--text`/`--text-file` group, so that exactly one of the three is given;
-    without it `--script` is a plain option."""
-    g = parser.add_argument_group("script rendering (with --script)")
-
-    def add(*flags: str, to: Any = g, **kwargs: Any) -> None:
-        if not any(f in parser._option_string_actions for f in flags):
-            to.add_argument(*flags, **kwargs)
-
-    add("--script", to=text_group or g, type=Path, metavar="FILE",
-        help="render a script ('Name: line' per text line, # headings, [tags]) to audio; a speaker without a library voice of its name needs --cast")
-    add("--cast", action="append", default=[], metavar="NAME=VOICE",
-        help="give the script's speaker NAME the library voice VOICE (id or name); once per speaker. "
-             "A speaker with the name of a library voice gets that voice without it")
-    add("--out", type=Path, metavar="FILE",
-        help="the mixed audio; the format follows the extension: .wav .flac .ogg (Vorbis) .opus .mp3")
-    add("--stems", type=Path, metavar="DIR",
-        help="also write one full-length track per speaker into DIR (aligned to the mix, for a DAW)")
-    add("--clips", type=Path, metavar="DIR",
-        help="also write each line's take as its own file into DIR (NNN_speaker_first-words.wav)")
-    add("--stems-format", metavar="wav|flac|ogg|opus|mp3",
-        help="the stems' format (default: the --out file's); FLAC keeps twenty long, mostly silent stems small")
-    add("--chapters", type=Path, metavar="DIR",
-        help="also write one file per chapter (the script's # headings) into DIR")
-    add("--cue", type=Path, metavar="FILE", help="a CUE sheet of the chapters of the --out file")
-    add("--srt", type=Path, metavar="FILE", help="subtitles, one cue per spoken line (SubRip)")
-    add("--vtt", type=Path, metavar="FILE", help="subtitles, one cue per spoken line (WebVTT)")
-    add("--events", type=Path, metavar="FILE.jsonl", help="log every engine event as one JSON line (no sample data)")
-    add("--gap", type=float, default=LINE_GAP_S, metavar="SECONDS",
-        help=f"silence between lines (default {LINE_GAP_S})")
-    add("--normalize", default="none", metavar="none|peak|loudness",
-        help="peak: -1 dBFS peak; loudness: -16 LUFS, peak at most -1 dBFS (default none)")
-    add("--title", metavar="TEXT", help="title tag of the audio files (default: the first heading)")
-    add("--bitrate", type=int, metavar="KBPS", help="MP3 or Opus bitrate (default 192 for MP3, 96 for Opus)")
-    add("--subtitle-tags", action="store_true", help="keep delivery tags such as [whispering] in the subtitles")
-    checked_takes.add_arguments(add)
-    fleet_args.add_arguments(add)
-    add("--max-batch", type=int, default=None, metavar="N",
-        help="lines generated at once on the fast path: the scenes (a # heading starts one) and takes side by "
-             f"side ({LIMITS['max_batch'].range_text()}; default: as many as the memory holds, at most 8 on a CPU)")
-
-
-# ----------------------------------------------------------------------------- checks before loading
-
-
-@dataclass(frozen=True)
-class _Outputs:
-    out: Path | None
-    stems: Path | None
-    clips: Path | None
-    srt: Path | None
-    vtt: Path | None
-    events: Path | None
-    format: str
-    cue: Path | None = None
-    chapters: Path | None = None
-    stems_format: str | None = None
-
-
-def _check_outputs(args: argparse.Namespace) -> _Outputs:
-    from s2studio.audio.export import format_for
-
-    out, stems, srt, vtt, events = args.out, args.stems, args.srt, args.vtt, args.events
-    clips, cue, chapters = getattr(args, "clips", None), getattr(args, "cue", None), getattr(args, "chapters", None)
-    if all(p is None for p in (out, stems, clips, srt, vtt, chapters)):
-        raise UserError("nothing to write; give --out FILE (and/or --stems DIR, --clips DIR, --chapters DIR, --srt FILE, "
-                        "--vtt FILE)")
-    fmt = format_for(out) if out is not None else "wav"
-    if cue is not None and out is None:
-        raise UserError("--cue describes the chapters of the --out file; give --out too")
-    stems_format = getattr(args, "stems_format", None)
-    if stems_format is not None:
-        from s2studio.audio.export import FORMATS
-
-        if stems_format not in FORMATS:
-            raise UserError(f"unknown --stems-format {stems_format!r}; use one of {', '.join(FORMATS)}")
-    for path, what in ((out, "--out"), (srt, "--srt"), (vtt, "--vtt"), (events, "--events"), (cue, "--cue")):
-        check_file(path, what)
-    check_folder(stems, "--stems")
-    check_folder(clips, "--clips")
-    check_folder(chapters, "--chapters")
-    given = [p for p in (out, srt, vtt, events, cue) if p is not None]
-    if len({p.resolve() for p in given}) != len(given):
-        raise UserError("two outputs name the same file; give each of --out, --srt, --vtt, --cue and --events its own")
-    if not args.gap >= 0 or args.gap > 60:
-        raise UserError(f"--gap must be between 0 and 60 seconds, got {args.gap}")
-    if args.normalize not in NORMALIZE:
-        raise UserError(f"unknown --normalize {args.normalize!r}; use none, peak or loudness")
-    bitrate = getattr(args, "bitrate", None)
-    if bitrate is not None:
-        from s2studio.audio.export import BITRATES_KBPS
-
-        if fmt not in BITRATES_KBPS:
-            raise UserError(f"--bitrate is for .mp3 and .opus files; {fmt} has none")
-        if bitrate not in BITRATES_KBPS[fmt]:
-            raise UserError(f"--bitrate {bitrate} is not offered for {fmt}; use one of "
-                            f"{', '.join(map(str, BITRATES_KBPS[fmt]))}")
-    return _Outputs(out, stems, clips, srt, vtt, events, fmt, cue, chapters, stems_format)
-
-
-def _parse_cast(items: Sequence[str]) -> dict[str, str]:
-    cast: dict[str, str] = {}
-    for item in items:
-        name, sep, voice = item.partition("=")
-        name, voice = " ".join(name.split()), voice.strip()
-        if not sep or not name or not voice:
-            raise UserError(f"--cast {item!r}: write it as NAME=VOICE, e.g. --cast 'Alice=My voice'")
-        if name in cast:
-            raise UserError(f"--cast gives {name!r} twice; give each speaker one voice")
-        cast[name] = voice
-    return cast
-
-
-def _library() -> VoiceLibrary:
-    return VoiceLibrary(paths.voices_dir())  # a data folder that cannot be one is refused by `paths`
-
-
-def _line_number(source: str, offset: int) -> int:
-    return source.count("\n", 0, offset) + 1
-
-
-def _read(args: argparse.Namespace, cast_ids: dict[str, str], library: VoiceLibrary) -> tuple[Script, dict[str, str]]:
-    """The script and its cast: `--cast` first, then each other speaker whose name a library voice has (case and
-    spaces aside), as the studio casts a new project. Warnings name only speakers left without a voice."""
-    path: Path = args.script
-    source = read_script(path)
-    if not source.strip():
-        raise UserError(f"script {path} is empty; write lines like 'Alice: Hello.'")
-    cast = dict(cast_ids)
-    for speaker in parse_script(source).speakers:
-        if speaker not in cast and (voice := library.find(speaker)) is not None:
-            cast[speaker] = voice.id
-    script = parse_script(source, known_speakers=set(cast))
-    for w in script.warnings:
-        print(f"{path}:{_line_number(source, w.start)}: warning: {w.message}", file=sys.stderr)
-    return script, cast
 
 
 def sampling_from_args(args: argparse.Namespace, batching: Batching = "line") -> Sampling:
@@ -335,7 +181,7 @@ def _rendered_lines(script: Script, request: SynthesisRequest, takes: Sequence[L
     return out
 
 
-def _export(sets: Sequence[tuple[_Outputs, list]], settings: Any, log: EventLog, bar: ProgressBar) -> list[Any]:
+def _export(sets: Sequence[tuple[Outputs, list]], settings: Any, log: EventLog, bar: ProgressBar) -> list[Any]:
     """`export` of each set of lines to its outputs, and the events log, staged in one `OutputSet` and committed
     together: all or nothing."""
     from s2studio.audio.export import export
@@ -377,9 +223,9 @@ def run_script(args: argparse.Namespace, engine_factory: EngineFactory | None = 
     from s2studio.audio.export import ExportSettings, Metadata
     from s2studio.engine.render import render_for_script
 
-    outputs = _check_outputs(args)
-    library = _library()
-    script, cast_ids = _read(args, _parse_cast(args.cast), library)
+    outputs = check_outputs(args)
+    library = voice_library()
+    script, cast_ids = read_cast_script(args, parse_cast(args.cast), library)
     if not script.lines:
         raise UserError(f"script {args.script} has nothing to speak; write lines like 'Alice: Hello.'")
     cast: dict[str, Voice] = {}
@@ -457,14 +303,14 @@ def run_script(args: argparse.Namespace, engine_factory: EngineFactory | None = 
     return checked_takes.finish(picking, reports)
 
 
-def _take_outputs(outputs: _Outputs, take: int) -> _Outputs:
+def _take_outputs(outputs: Outputs, take: int) -> Outputs:
     """The outputs of take `take` when every take is written (`checked_takes.take_path`); one events log for all."""
     named = {f: checked_takes.take_path(p, take) for f in ("out", "stems", "clips", "srt", "vtt", "cue", "chapters")
              if (p := getattr(outputs, f)) is not None}
     return replace(outputs, **named)
 
 
-def _written(outputs: _Outputs, lines: list, result: Any) -> list[str]:
+def _written(outputs: Outputs, lines: list, result: Any) -> list[str]:
     """What one set of outputs holds, as the summary line names it."""
     written = [printable(p) for p in (outputs.out, outputs.srt, outputs.vtt) if p is not None]
     if outputs.stems is not None:

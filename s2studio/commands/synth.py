@@ -16,9 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from s2studio.commands.outputs import audio_bytes, check_file, check_folder, decoded_speech, make_folder, npy_bytes
-from s2studio.commands.script_render import (
-    SCRIPT_ONLY, add_script_arguments, ignores_eos, run_script, sampling_from_args,
-)
+from s2studio.commands.script_args import SCRIPT_ONLY, add_script_arguments
+from s2studio.commands.script_render import ignores_eos, run_script, sampling_from_args
 from s2studio.commands.setting_args import choice_option, number_option, speed_of, speed_option
 from s2studio.commands.synth_takes import check_takes, run_takes
 from s2studio.engine.api import FRAME_SAMPLES, PRECISIONS, QUANTIZE_MODES, SAMPLE_RATE

@@ -13,7 +13,8 @@ import soundfile as sf
 from conftest import API_KEY, live_server, tone
 
 from s2studio import paths
-from s2studio.commands.script_render import add_script_arguments, run_script
+from s2studio.commands.script_args import add_script_arguments
+from s2studio.commands.script_render import run_script
 from s2studio.engine.api import LoadRequest
 from s2studio.engine.fake import FakeEngine
 from s2studio.errors import UserError
