@@ -26,6 +26,7 @@ from pathlib import Path
 from s2studio.errors import UserError, printable
 from s2studio.state.project import Project
 from s2studio.state.staleness import voice_key
+from s2studio.state.voice_file import peek_voice
 from s2studio.state.voices import Voice, VoiceLibrary
 
 
@@ -121,7 +122,7 @@ def missing_voices(project: Project, library: VoiceLibrary, packed: Mapping[str,
         packed_voice = None
         if packed_path is not None:
             try:
-                packed_voice = VoiceLibrary.peek(packed_path)
+                packed_voice = peek_voice(packed_path)
             except UserError:
                 packed_path = None  # damaged: as if not packed (the import would refuse it too)
         name = project.voice_names.get(voice_id) or (packed_voice.name if packed_voice else "")

@@ -9,11 +9,11 @@ Layout (design.md §7), one folder per voice under `paths.voices_dir()`:
     <voice-id>/lora.safetensors    optional: the LoRA the voice was fine-tuned with (voice.json "lora" lists it),
                                    merged into the model for the voice's lines
 
-Codes are computed lazily (`VoiceLibrary.codes`) by whatever encoder the engine provides, and
+Codes are computed lazily (`VoiceLibrary.codes`, `voice_codes.py`) by whatever encoder the engine provides, and
 recomputed only when a clip's bytes or the codec change. `Clip`, `Voice` and voice.json live in
 `voice_format.py`. Every write is atomic: a new voice is built
 in a hidden temp folder and renamed into place, files are replaced by rename, so a crash or a
-refused import leaves the library as it was. A `.s2voice` file is a zip of one voice folder.
+refused import leaves the library as it was. A `.s2voice` file is a zip of one voice folder (`voice_file.py`).
 """
 
 from __future__ import annotations
@@ -41,18 +41,16 @@ from s2studio.state.atomic import publish_folder, staged_folder, write_bytes_ato
 from s2studio.state.disk import WriteError, write_error
 from s2studio.state.leftovers import clean_stale
 from s2studio.state.clips import ClipAudio, check_clip, read_clip
-from s2studio.state.codes import codes_problem
 from s2studio.state.lora_file import LORA_FILE, lora_bytes_problem
-from s2studio.state.voice_archive import (CODES_FILE, MAX_CLIPS, VOICE_FILE, check_entries, verify_import,
-                                          verify_lora)
+from s2studio.state.voice_archive import MAX_CLIPS, VOICE_FILE, check_entries, verify_import, verify_lora
+from s2studio.state.voice_codes import Encoder, uncached_clips, voice_codes
+from s2studio.state.voice_file import pack_voice
 from s2studio.state.voice_format import (VOICE_ID, Clip, Voice, VoiceLora, clean_name, clean_text, sha256_of,
                                          voice_from_json, voice_json)
 
 __all__ = ["MAX_CLIPS", "Clip", "ClipAudio", "Voice", "VoiceLibrary", "VoiceLora", "check_clip"]
 
 log = logging.getLogger(__name__)
-
-Encoder = Callable[[Path], np.ndarray]
 
 
 class VoiceLibrary:
@@ -296,74 +294,18 @@ class VoiceLibrary:
     # ------------------------------------------------------------------ codes
 
     def codes(self, voice: Voice, encoder: Encoder, fingerprint: str) -> list[np.ndarray]:
-        """Each clip's (10, N) int64 codes, from the cache when the clip's bytes and the codec
-        fingerprint match what was cached, otherwise from `encoder(clip path)` (then cached)."""
-        from safetensors.numpy import save
-
-        folder = self.folder(voice.id)
-        cached, meta = _load_codes(folder / CODES_FILE)
-        out: dict[str, np.ndarray] = {}
-        clips = []
-        changed = False
-        for number, clip in enumerate(voice.clips, 1):
-            path = folder / clip.file
-            if not path.is_file():
-                raise UserError(f"voice {printable(voice.name)!r} is damaged: its clip {number} ({clip.file}) is "
-                                "missing; remove the voice and add it again")
-            sha = sha256_of(path)
-            key = f"{sha}:{fingerprint}"
-            if clip.id in cached and meta.get(clip.id) == key and _usable(voice, clip, cached[clip.id]):
-                out[clip.id] = cached[clip.id]
-            else:
-                try:
-                    codes = np.asarray(encoder(path))
-                except UserError as exc:  # the reader's words name the file; the person knows the voice
-                    raise UserError(f"voice {printable(voice.name)!r}, clip {number}: {exc}") from None
-                if codes.ndim != 2 or codes.shape[1] == 0 or not np.issubdtype(codes.dtype, np.integer):
-                    raise ValueError(f"encoder returned {codes.dtype} {codes.shape}, expected (10, N) integers")
-                out[clip.id] = np.ascontiguousarray(codes, dtype=np.int64)
-                meta[clip.id] = key
-                changed = True
-            clips.append(replace(clip, sha256=sha))
-        if changed:
-            meta = {k: v for k, v in meta.items() if k in out}
-            meta["format"] = "s2studio-codes-1"
-            try:
-                write_bytes_atomic(folder / CODES_FILE, save(out, metadata=meta))
-                if tuple(clips) != voice.clips:
-                    self._save(replace(voice, clips=tuple(clips)))
-            except (OSError, UserError) as exc:
-                log.warning("cannot cache codes of voice %s: %s", voice.id, exc)
-        return [out[c.id] for c in voice.clips]
+        """Each clip's (10, N) int64 codes, from the cache or encoded (`voice_codes.voice_codes`)."""
+        return voice_codes(self.folder(voice.id), voice, encoder, fingerprint, self._save)
 
     def uncached_clips(self, voice: Voice, fingerprint: str) -> list[Clip]:
         """The clips `codes` would have to encode for this codec (read-only: what an encode job does)."""
-        folder = self.folder(voice.id)
-        cached, meta = _load_codes(folder / CODES_FILE)
-        return [c for c in voice.clips
-                if c.id not in cached or meta.get(c.id) != f"{sha256_of(folder / c.file)}:{fingerprint}"
-                or not _usable(voice, c, cached[c.id])]
+        return uncached_clips(self.folder(voice.id), voice, fingerprint)
 
     # ------------------------------------------------------------------ exchange
 
     def archive(self, voice_id: str, compress: bool = True) -> bytes:
-        """The voice as the bytes of a `.s2voice` zip (voice.json, clips, cached codes if any). `compress=False`
-        stores the FLAC clips as they are (they do not shrink): what a project saved with its voices packs."""
-        voice = self.get(voice_id)
-        folder = self.folder(voice_id)
-        names = [VOICE_FILE] + [c.file for c in voice.clips]
-        if (folder / CODES_FILE).is_file():
-            names.append(CODES_FILE)
-        if voice.lora is not None:
-            names.append(LORA_FILE)
-        buf = io.BytesIO()
-        try:
-            with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED) as z:
-                for n in names:  # float tensors do not deflate: the LoRA is stored as it is
-                    z.write(folder / n, n, zipfile.ZIP_STORED if n == LORA_FILE else None)
-        except OSError as exc:
-            raise UserError(f"cannot read voice {voice.name!r}: {exc.strerror or exc}") from None
-        return buf.getvalue()
+        """The voice as the bytes of a `.s2voice` zip (`voice_archive.pack_voice`)."""
+        return pack_voice(self.folder(voice_id), self.get(voice_id), compress)
 
     def export(self, voice_id: str, dest: Path) -> Path:
         """Write the voice as one `.s2voice` zip (`archive`)."""
@@ -371,23 +313,6 @@ class VoiceLibrary:
         if dest.suffix != ".s2voice":
             dest = dest.with_name(dest.name + ".s2voice")
         return write_bytes_atomic(dest, self.archive(voice_id))
-
-    @staticmethod
-    def peek(path: Path) -> Voice:
-        """The voice a `.s2voice` file holds (its voice.json, checked as an import checks it), without importing
-        it: a project's packed voices are compared with the library's before anything is added."""
-        path = Path(path)
-        try:
-            with zipfile.ZipFile(path) as z:
-                check_entries(path, z.infolist())
-                raw = json.loads(z.read(VOICE_FILE).decode("utf-8"))
-        except FileNotFoundError:
-            raise UserError(f"{path} does not exist") from None
-        except KeyError:
-            raise UserError(f"{path} has no voice.json; it is not a .s2voice file") from None
-        except (zipfile.BadZipFile, OSError, UnicodeDecodeError, json.JSONDecodeError, zlib.error) as exc:
-            raise UserError(f"{path} is not a readable .s2voice file ({printable(exc, 80)})") from None
-        return voice_from_json(raw, str(path))
 
     def import_voice(self, path: Path) -> Voice:
         """Add the voice in a `.s2voice` zip; refuses anything that is not exactly a voice folder."""
@@ -440,34 +365,9 @@ def _write_clip(folder: Path, number: int, audio: tuple[np.ndarray, int, str], t
     return Clip(f"c{number}", file, transcript, sha256_of(folder / file), round(data.shape[0] / sr, 3), sr)
 
 
-def _usable(voice: Voice, clip: Clip, codes: np.ndarray) -> bool:
-    """Cached codes that can be this clip's (shape, range, length for its duration); a bad entry is logged
-    and re-encoded, so a damaged or crafted cache never breaks a render."""
-    problem = codes_problem(codes, clip.duration_s)
-    if problem:
-        log.warning("voice %s, clip %s: dropping its cached codes (%s); they will be encoded again",
-                    printable(voice.name), clip.id, problem)
-    return problem is None
-
-
 def _transcript(source: Path | ClipAudio, transcript: str) -> str:
     text = clean_text(transcript, "the transcript")
     if not text:
         name = source.name if isinstance(source, ClipAudio) else source
         raise UserError(f"clip {printable(name)} has no transcript; type exactly what is said in it")
     return text
-
-
-def _load_codes(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    """Cached codes and their keys; a missing or damaged cache is an empty one."""
-    if not path.is_file():
-        return {}, {}
-    from safetensors import safe_open
-
-    try:
-        with safe_open(str(path), framework="numpy") as f:
-            meta = dict(f.metadata() or {})
-            return {k: f.get_tensor(k) for k in f.keys()}, meta
-    except Exception as exc:  # noqa: BLE001 - any damage means "re-encode"
-        log.warning("ignoring damaged codes cache %s: %s", path, exc)
-        return {}, {}

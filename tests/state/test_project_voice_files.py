@@ -15,6 +15,7 @@ from s2studio.errors import UserError
 from s2studio.state.project import Project
 from s2studio.state.project_files import read_project, save_project
 from s2studio.state.project_voices import missing_voices, pack, plan
+from s2studio.state.voice_file import peek_voice
 from s2studio.state.voices import VoiceLibrary
 
 
@@ -32,7 +33,7 @@ def test_names_the_flag_and_packed_voices_round_trip(tmp_path: Path) -> None:
     opened = read_project(path)
     assert opened.project.voice_names == {a.id: "Ann"} and opened.project.with_voices
     assert list(opened.packed_voices) == [a.id]
-    assert VoiceLibrary.peek(opened.packed_voices[a.id]).name == "Ann"
+    assert peek_voice(opened.packed_voices[a.id]).name == "Ann"
     voices = path / "voices"
     (voices / "notes.txt").write_text("x")
     os.symlink(opened.packed_voices[a.id], voices / "v000000000000.s2voice")  # a link is never followed
