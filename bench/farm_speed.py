@@ -32,7 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from s2studio.engine.api import (  # noqa: E402
     JobFinished, LineFinished, LineSpec, LoadRequest, Reference, SynthesisRequest,
 )
-from s2studio.engine.fleet import FleetEngine, Member  # noqa: E402
+from s2studio.engine.fleet import FleetEngine  # noqa: E402
+from s2studio.engine.fleet_members import Member  # noqa: E402
 from s2studio.engine.remote import RemoteEngine, RemoteSettings  # noqa: E402
 from s2studio.engine.voice_registry import VoiceRegistry  # noqa: E402
 from s2studio.serve.server import free_port  # noqa: E402

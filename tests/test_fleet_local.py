@@ -14,7 +14,8 @@ from s2studio.engine.api import (
     Event, JobFailed, JobFinished, LineFinished, LineSpec, LoadRequest, Step, SynthesisRequest,
 )
 from s2studio.engine.fake import FakeEngine
-from s2studio.engine.fleet import FleetEngine, FleetSettings, Member
+from s2studio.engine.fleet import FleetEngine
+from s2studio.engine.fleet_members import FleetSettings, Member
 from s2studio.engine.scheduler import Job, Scheduler, synthesis
 from s2studio.engine.switch import EngineSwitch
 from s2studio.settings import Sampling

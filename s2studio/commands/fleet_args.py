@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from s2studio.engine.api import Engine
-from s2studio.engine.fleet import FleetConfig, FleetEngine, Member
+from s2studio.engine.fleet import FleetEngine
+from s2studio.engine.fleet_members import FleetConfig, Member
 from s2studio.engine.remote import PROTOCOLS, RemoteEngine, RemoteSettings, remembered_voices
 from s2studio.errors import UserError
 

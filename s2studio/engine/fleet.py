@@ -26,9 +26,7 @@ import queue
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
-
-from typing import TYPE_CHECKING
+from dataclasses import replace
 
 from s2studio.engine.api import (
     FRAME_SAMPLES, SAMPLE_RATE, WAIT, AudioChunk, Backend, ContextTurn, EncodeRequest, Engine, Event, JobFailed,
@@ -36,10 +34,8 @@ from s2studio.engine.api import (
     SynthesisRequest, line_seed, request_seed,
 )
 from s2studio.engine.fleet_local import ScheduledEngine, Submit
+from s2studio.engine.fleet_members import FleetConfig, FleetSettings, Member, no_seed_note
 from s2studio.engine.fleet_scenes import CHARS_PER_SECOND, Deadline, Scene, garbage, split_scenes
-
-if TYPE_CHECKING:
-    from s2studio.engine.remote import RemoteSettings
 
 log = logging.getLogger(__name__)
 
@@ -47,72 +43,6 @@ BUSY_PER_TRY = 10
 """Times a busy server may give a scene back before that counts as one of its tries."""
 IDLE_WAIT_S = 0.02
 """Longest the plan's job holds the scheduler's loop waiting for a server's event while this computer runs nothing."""
-
-
-@dataclass(frozen=True)
-class FleetConfig:
-    retries: int = 3
-    first_deadline_s: float = 600.0
-    pace_factor: float = 4.0
-    min_deadline_s: float = 20.0
-
-
-@dataclass(frozen=True)
-class FleetSettings:
-    """Where a render goes: this computer (0: not at all; None: as many scenes at once as its batch slots; N: at
-    most N of them) and servers with their requests in flight."""
-
-    servers: tuple["RemoteSettings", ...]
-    slots: tuple[int, ...]
-    local_slots: int | None = None
-
-
-@dataclass
-class Member:
-    """One engine of the fleet and its live status line."""
-
-    engine: Engine
-    slots: int
-    """Requests in flight; this computer's: at most this many of its batch slots (0: all of them)."""
-    label: str
-    backend: Backend = field(default_factory=lambda: Backend("local"))
-    done: int = 0
-    frames: int = 0
-    """Frames of audio (`FRAME_SAMPLES` each) of the lines finished here."""
-    started: float = 0.0
-    """When the render began (`time.monotonic`): its frames/s are over the render's time, all slots together."""
-    ended: float = 0.0
-    """When it ended (0 while it runs)."""
-    failures: int = 0
-    in_a_row: int = 0
-    audio_s: float = 0.0
-    busy_s: float = 0.0
-    paused_until: float = 0.0
-    dropped: str = ""
-    unusable: bool = False
-    """It did not load: left out of every render (a member dropped during a render gets the next one)."""
-
-    def fresh(self) -> None:
-        """A new render: its own figures, and a chance for a member dropped during the last one."""
-        self.done = self.frames = self.failures = self.in_a_row = 0
-        self.audio_s = self.busy_s = 0.0
-        self.started, self.ended = time.monotonic(), 0.0
-        self.dropped = self.dropped if self.unusable else ""
-
-    def pace(self) -> float | None:
-        """Wall seconds per second of audio, once a line has finished here."""
-        return self.busy_s / self.audio_s if self.audio_s > 0 else None
-
-    def status(self) -> str:
-        """The live line: lines done, frames/s since the render began, failures (and why it was dropped)."""
-        elapsed = (self.ended or time.monotonic()) - self.started
-        fps = self.frames / elapsed if self.frames and elapsed > 0 else 0.0
-        state = f" — dropped: {self.dropped}" if self.dropped else ""
-        return f"{self.label}: {self.done} lines · {fps:.1f} frames/s · {self.failures} failures{state}"
-
-
-def no_seed_note(label: str, kind: str) -> str:
-    return f"{label} does not take seeds ({kind}): its takes cannot be re-rendered from their seed"
 
 
 class FleetEngine:

@@ -16,7 +16,8 @@ from typing import Any
 from s2studio.engine.api import (
     EncodeRequest, Engine, Event, JobFailed, LoadRequest, ModelReady, Step, SynthesisRequest,
 )
-from s2studio.engine.fleet import FleetEngine, FleetSettings, Member, no_seed_note
+from s2studio.engine.fleet import FleetEngine
+from s2studio.engine.fleet_members import FleetSettings, Member, no_seed_note
 from s2studio.engine.fleet_local import Submit
 from s2studio.engine.remote import RemoteEngine, RemoteSettings, remembered_voices
 from s2studio.engine.scheduler import synthesis

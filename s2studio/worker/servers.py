@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from s2studio.engine.api import JobFailed, LoadRequest, ModelReady
-from s2studio.engine.fleet import FleetSettings
+from s2studio.engine.fleet_members import FleetSettings
 from s2studio.engine.remote import RemoteEngine, RemoteSettings
 
 

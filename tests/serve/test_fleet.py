@@ -19,7 +19,8 @@ from s2studio.engine.api import (
     Backend, JobFailed, JobFinished, LineFinished, LineSpec, LineStarted, LoadRequest, SynthesisRequest,
 )
 from s2studio.engine.fake import FakeEngine
-from s2studio.engine.fleet import FleetConfig, FleetEngine, Member
+from s2studio.engine.fleet import FleetEngine
+from s2studio.engine.fleet_members import FleetConfig, Member
 from s2studio.engine.remote import RemoteEngine, RemoteSettings
 from s2studio.engine.voice_registry import VoiceRegistry
 from s2studio.settings import Sampling
