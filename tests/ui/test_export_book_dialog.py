@@ -59,30 +59,30 @@ def export_now(qtbot, d: ExportDialog) -> None:
 
 
 def folders(d: ExportDialog) -> tuple[str, str, str]:
-    return d.stems_dir.text(), d.clips_dir.text(), d.chapters_dir.text()
+    return d.options.stems_dir.text(), d.options.clips_dir.text(), d.options.chapters_dir.text()
 
 
 def test_typing_clearing_and_pasting_a_path_never_raises(qtbot, studio, tmp_path):
     """Typed character by character, a path passes through "", "/", "/tmp/" …: none may raise, and the stems,
     clips and chapters folders follow only names that can be a file's."""
     def steps(d: ExportDialog, seen: dict) -> None:
-        d.out.setFocus()
-        qtbot.keyClick(d.out, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
-        qtbot.keyClicks(d.out, "/tmp/x/")
+        d.options.out.setFocus()
+        qtbot.keyClick(d.options.out, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
+        qtbot.keyClicks(d.options.out, "/tmp/x/")
         seen["half"] = folders(d)
-        qtbot.keyClicks(d.out, "scene.flac")
-        seen["typed"] = (d.out.text(), d.format.currentData(), folders(d))
-        qtbot.keyClick(d.out, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
-        qtbot.keyClick(d.out, Qt.Key.Key_Backspace)
-        d.format.setCurrentIndex(d.format.findData("mp3"))  # a format chosen while there is no name
-        seen["cleared"] = (d.out.text(), folders(d))
+        qtbot.keyClicks(d.options.out, "scene.flac")
+        seen["typed"] = (d.options.out.text(), d.options.format.currentData(), folders(d))
+        qtbot.keyClick(d.options.out, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
+        qtbot.keyClick(d.options.out, Qt.Key.Key_Backspace)
+        d.options.format.setCurrentIndex(d.options.format.findData("mp3"))  # a format chosen while there is no name
+        seen["cleared"] = (d.options.out.text(), folders(d))
         qtbot.mouseClick(d.export_button, Qt.MouseButton.LeftButton)
         seen["refused"] = d.status.text()
         QGuiApplication.clipboard().setText(str(tmp_path / "book" / "take two.wav"))
-        qtbot.keyClick(d.out, Qt.Key.Key_V, Qt.KeyboardModifier.ControlModifier)
-        seen["pasted"] = (d.out.text(), d.format.currentData(), folders(d))
-        qtbot.keyClicks(d.stems_dir.edit, "/elsewhere")  # the person's own folder stops following
-        d.out.setText(str(tmp_path / "again.wav"))
+        qtbot.keyClick(d.options.out, Qt.Key.Key_V, Qt.KeyboardModifier.ControlModifier)
+        seen["pasted"] = (d.options.out.text(), d.options.format.currentData(), folders(d))
+        qtbot.keyClicks(d.options.stems_dir.edit, "/elsewhere")  # the person's own folder stops following
+        d.options.out.setText(str(tmp_path / "again.wav"))
         seen["own"] = folders(d)
 
     seen = in_dialog(qtbot, studio, steps)
@@ -105,18 +105,18 @@ def test_the_name_is_the_projects_and_rows_stay_put(qtbot, studio, tmp_path):
         studio.store.save(studio.document.project, tmp_path / "My book.s2proj")
 
     def steps(d: ExportDialog, seen: dict) -> None:
-        seen["name"] = Path(d.out.text()).name
-        d.out.setText(str(tmp_path / "out" / "My book.wav"))
+        seen["name"] = Path(d.options.out.text()).name
+        d.options.out.setText(str(tmp_path / "out" / "My book.wav"))
         QApplication.processEvents()
         seen["before"] = d.buttons.mapTo(d, d.buttons.rect().topLeft()).y()
-        d.mix.setChecked(False)
-        d.srt.setChecked(False)
-        d.markers.setChecked(False)
+        d.options.mix.setChecked(False)
+        d.options.srt.setChecked(False)
+        d.options.markers.setChecked(False)
         qtbot.mouseClick(d.export_button, Qt.MouseButton.LeftButton)  # a message: nothing to write
         seen["message"] = d.status.text()
         QApplication.processEvents()
         seen["after message"] = d.buttons.mapTo(d, d.buttons.rect().topLeft()).y()
-        d.mix.setChecked(True)
+        d.options.mix.setChecked(True)
         d.set_progress_visible(True)  # as after a second of exporting
         QApplication.processEvents()
         seen["with progress"] = d.buttons.mapTo(d, d.buttons.rect().topLeft()).y()
@@ -137,9 +137,10 @@ def test_headings_become_markers_a_cue_sheet_and_chapter_files(qtbot, studio, tm
     out = tmp_path / "book.wav"
 
     def steps(d: ExportDialog, seen: dict) -> None:
-        seen["enabled"] = d.markers.isEnabled() and d.chapter_files.isEnabled() and d.markers.isChecked()
-        d.out.setText(str(out))
-        d.chapter_files.setChecked(True)
+        o = d.options
+        seen["enabled"] = o.markers.isEnabled() and o.chapter_files.isEnabled() and o.markers.isChecked()
+        d.options.out.setText(str(out))
+        d.options.chapter_files.setChecked(True)
         export_now(qtbot, d)
         seen["status"] = d.status.text()
 
@@ -162,14 +163,14 @@ def test_flac_stems_are_offered_when_wav_stems_would_be_huge(qtbot, studio, tmp_
     monkeypatch.setattr(export_files, "HUGE_STEMS", 1000)  # these 3 short lines stand for a book
 
     def steps(d: ExportDialog, seen: dict) -> None:
-        seen["default"] = d.stems_flac.isChecked()
-        d.out.setText(str(tmp_path / "scene.wav"))
-        qtbot.mouseClick(d.stems, Qt.MouseButton.LeftButton)
-        seen["note"] = d.stems_note.isVisibleTo(d), d.stems_note.text()
+        seen["default"] = d.options.stems_flac.isChecked()
+        d.options.out.setText(str(tmp_path / "scene.wav"))
+        qtbot.mouseClick(d.options.stems, Qt.MouseButton.LeftButton)
+        seen["note"] = d.options.stems_note.isVisibleTo(d), d.options.stems_note.text()
         export_now(qtbot, d)
         seen["status"] = d.status.text()
-        d.format.setCurrentIndex(d.format.findData("flac"))
-        seen["flac mix"] = d.stems_flac.isVisibleTo(d)
+        d.options.format.setCurrentIndex(d.options.format.findData("flac"))
+        seen["flac mix"] = d.options.stems_flac.isVisibleTo(d)
 
     seen = in_dialog(qtbot, studio, steps)
     assert seen["default"]
@@ -187,9 +188,9 @@ def test_stop_leaves_nothing(qtbot, studio, tmp_path, monkeypatch):
     out.write_bytes(b"the last export")
 
     def steps(d: ExportDialog, seen: dict) -> None:
-        d.out.setText(str(out))
-        d.stems.setChecked(True)
-        d.srt.setChecked(False)
+        d.options.out.setText(str(out))
+        d.options.stems.setChecked(True)
+        d.options.srt.setChecked(False)
         d._task.progress.connect(lambda f, _t: f > 0.2 and d.stop_button.click())
         on_modal(qtbot, QMessageBox, lambda box: box.button(QMessageBox.StandardButton.Yes).click())
         export_now(qtbot, d)

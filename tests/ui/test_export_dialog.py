@@ -4,13 +4,13 @@ and Open Folder."""
 
 from __future__ import annotations
 
-import os
 import re
 import stat
 from pathlib import Path
 
 import numpy as np
 import pytest
+from umask import umask_set
 import soundfile as sf
 from PySide6.QtCore import Qt, QUrl
 from PySide6.QtWidgets import QMessageBox
@@ -67,9 +67,9 @@ def test_speaker_stems_and_line_clips(qtbot, studio, tmp_path):
     out = tmp_path / "out" / "scene.wav"
 
     def setup(d: ExportDialog) -> None:
-        d.out.setText(str(out))
-        qtbot.mouseClick(d.stems, Qt.MouseButton.LeftButton)
-        qtbot.mouseClick(d.clips, Qt.MouseButton.LeftButton)
+        d.options.out.setText(str(out))
+        qtbot.mouseClick(d.options.stems, Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(d.options.clips, Qt.MouseButton.LeftButton)
 
     seen = export_with(qtbot, w, setup)
     assert seen["status"].startswith("✓ Wrote 7 files")
@@ -95,14 +95,14 @@ def test_speaker_stems_and_line_clips(qtbot, studio, tmp_path):
 
 def test_replacing_files_asks_first(qtbot, studio, tmp_path):
     out = tmp_path / "scene.flac"
-    first = export_with(qtbot, studio, lambda d: d.out.setText(str(out)))
+    first = export_with(qtbot, studio, lambda d: d.options.out.setText(str(out)))
     assert first["status"].startswith("✓ Wrote 2 files") and "question" not in first
     out.write_bytes(b"keep me")
-    declined = export_with(qtbot, studio, lambda d: d.out.setText(str(out)), QMessageBox.StandardButton.No)
+    declined = export_with(qtbot, studio, lambda d: d.options.out.setText(str(out)), QMessageBox.StandardButton.No)
     assert "2 files already exist and will be replaced:\n  scene.flac\n  scene.srt" == declined["question"]
     assert declined["status"] == "Nothing written: choose another file name or folder." and declined["result"] is None
     assert out.read_bytes() == b"keep me"
-    replaced = export_with(qtbot, studio, lambda d: d.out.setText(str(out)), QMessageBox.StandardButton.Yes)
+    replaced = export_with(qtbot, studio, lambda d: d.options.out.setText(str(out)), QMessageBox.StandardButton.Yes)
     assert replaced["status"].startswith("✓ Wrote 2 files") and sf.info(out).format == "FLAC"
 
 
@@ -110,19 +110,16 @@ def test_files_get_the_umask_mode_and_open_folder_shows_them(qtbot, studio, tmp_
     opened: list[QUrl] = []
     monkeypatch.setattr(desktop.QDesktopServices, "openUrl", lambda url: opened.append(url) or True)
     out = tmp_path / "new" / "scene.wav"
-    old = os.umask(0o022)
-    try:
+    with umask_set(0o022):
         def setup(d: ExportDialog) -> None:
-            d.out.setText(str(out))
-            d.vtt.setChecked(True)
-            d.clips.setChecked(True)
+            d.options.out.setText(str(out))
+            d.options.vtt.setChecked(True)
+            d.options.clips.setChecked(True)
             assert not d.open_button.isEnabled()
 
         seen = export_with(qtbot, studio, setup)
         assert seen["open"]
         qtbot.mouseClick(seen["dialog"].open_button, Qt.MouseButton.LeftButton)
-    finally:
-        os.umask(old)
     files = sorted(p for p in (tmp_path / "new").rglob("*") if p.is_file())
     assert len(files) == 6 and {stat.S_IMODE(p.stat().st_mode) for p in files} == {0o644}
     assert stat.S_IMODE((tmp_path / "new" / "scene lines").stat().st_mode) == 0o755
@@ -143,13 +140,13 @@ def test_only_the_selected_lines_with_tags_kept_and_a_bitrate(qtbot, studio, tmp
         d.which.setCurrentIndex(1)
         qtbot.waitUntil(lambda: d.ready, timeout=5000)
         assert re.fullmatch(r"2 rendered lines to export \(\d s\)", d.summary.text())
-        d.format.setCurrentIndex(d.format.findData("mp3"))
-        assert d.bitrate.isVisibleTo(d) and d.bitrate.currentData() == 192
-        d.bitrate.setCurrentIndex(d.bitrate.findData(64))
-        d.out.setText(str(out))
-        d.clips.setChecked(True)
-        d.keep_tags.setChecked(True)
-        assert d.settings().bitrate_kbps == 64  # the encoder's bitrates are measured in tests/test_export.py
+        d.options.format.setCurrentIndex(d.options.format.findData("mp3"))
+        assert d.options.bitrate.isVisibleTo(d) and d.options.bitrate.currentData() == 192
+        d.options.bitrate.setCurrentIndex(d.options.bitrate.findData(64))
+        d.options.out.setText(str(out))
+        d.options.clips.setChecked(True)
+        d.options.keep_tags.setChecked(True)
+        assert d.options.settings().bitrate_kbps == 64  # the encoder's bitrates are measured in tests/test_export.py
 
     seen = export_with(qtbot, w, setup)
     assert seen["status"].startswith("✓ Wrote 4 files")

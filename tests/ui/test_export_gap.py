@@ -36,11 +36,11 @@ def test_export_and_playback_use_the_same_gap(qtbot, tmp_path, monkeypatch):
 
         def do_export(d: ExportDialog) -> None:
             qtbot.waitUntil(lambda: d.ready, timeout=5000)  # the lines are counted off the GUI thread
-            assert d.gap.value() == 0.4
-            d.gap.lineEdit().selectAll()
-            qtbot.keyClicks(d.gap.lineEdit(), "1.23")
-            d.out.setText(str(out))
-            d.vtt.setChecked(True)
+            assert d.options.gap.value() == 0.4
+            d.options.gap.lineEdit().selectAll()
+            qtbot.keyClicks(d.options.gap.lineEdit(), "1.23")
+            d.options.out.setText(str(out))
+            d.options.vtt.setChecked(True)
             qtbot.mouseClick(d.export_button, Qt.MouseButton.LeftButton)
             qtbot.waitUntil(lambda: d.result is not None or d.status.text().startswith("✗"), timeout=10000)
             d.accept()

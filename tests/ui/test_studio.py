@@ -172,8 +172,8 @@ def test_studio_end_to_end(qtbot, window, tmp_path):
 
     def do_export(d: ExportDialog) -> None:
         qtbot.waitUntil(lambda: d.ready, timeout=5000)  # the lines are counted off the GUI thread
-        d.out.setText(str(out))
-        d.srt.setChecked(True)
+        d.options.out.setText(str(out))
+        d.options.srt.setChecked(True)
         qtbot.mouseClick(d.export_button, Qt.MouseButton.LeftButton)
         qtbot.waitUntil(lambda: d.result is not None or d.status.text().startswith("✗"), timeout=10000)
         d.accept()
