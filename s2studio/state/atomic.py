@@ -16,8 +16,6 @@ is only ever its torn tail, cut off before the next append), and `link_file`/`co
 file another folder already has, never rewriting either (a hard link; a copy where the disk cannot link).
 A set's files are fsynced side by side (`in_parallel`): file systems commit concurrent fsyncs together.
 
-A killed process leaves its temp files behind (no cleanup runs on SIGKILL): `clean_stale` removes those
-that are older than this process and that no live process holds locked.
 A killed process leaves its temp files behind (no cleanup runs on SIGKILL): staging a file first removes the
 stale ones of its target (`state/leftovers.py`). The file system calls this is built from, with their platform
 differences (Windows' files held open, its missing `flock`, folder fsync and `fchmod`), are `state/disk.py`.
@@ -35,8 +33,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from s2studio.errors import printable
-from s2studio.state.disk import (CLOEXEC, OPEN_FLAGS, WriteError, fcntl, fsync_dir, in_parallel, lock, remove_quietly,
-                                 new_folder_mode, replace, set_mode, write_all, write_error)
+from s2studio.state.disk import (CLOEXEC, OPEN_FLAGS, WriteError, fcntl, fsync_dir, in_parallel, lock, new_folder_mode,
+                                 remove_quietly, replace, set_mode, write_all, write_error)
 from s2studio.state.leftovers import TEMP_SUFFIX, clean_stale, is_temp_of
 
 log = logging.getLogger(__name__)
