@@ -51,7 +51,7 @@ def clean_stale(folder: Path, is_leftover: Callable[[str], bool]) -> list[Path]:
 
 
 def is_temp_of(target_name: str) -> Callable[[str], bool]:
-    """Matches the temp files this module (and its earlier versions, `.<name>.<pid>.tmp`) made for
-    `target_name`."""
+    """Matches the temp files the writer (`state/atomic.py`, and its earlier versions: `.<name>.<pid>.tmp`) made
+    for `target_name`."""
     prefix = f".{target_name}."
     return lambda name: name.startswith(prefix) and name.endswith(TEMP_SUFFIX) and len(name) > len(prefix) + 4
