@@ -484,13 +484,13 @@ def step_export(w, gaps: Gaps, folder: Path, cap_gb: float) -> dict:  # noqa: AN
     for what in ("mix", "stems"):
         dialog = ExportDialog(w.document.project, w.document.script, w.model.info, names, [], w.ctx.settings, w, name="book")
         wait_until(lambda: dialog.ready, 600)  # its lines counted
-        dialog.mix.setChecked(what == "mix")
-        dialog.stems.setChecked(what == "stems")
+        dialog.options.mix.setChecked(what == "mix")
+        dialog.options.stems.setChecked(what == "stems")
         if hasattr(dialog, "stems_flac"):
-            dialog.stems_flac.setChecked(True)
-        dialog.format.setCurrentIndex(dialog.format.findData("wav"))
-        dialog.out.setText(str(folder / "book.wav"))
-        dialog.stems_dir.setText(str(folder / "stems"))
+            dialog.options.stems_flac.setChecked(True)
+        dialog.options.format.setCurrentIndex(dialog.options.format.findData("wav"))
+        dialog.options.out.setText(str(folder / "book.wav"))
+        dialog.options.stems_dir.setText(str(folder / "stems"))
         limit = resource.getrlimit(resource.RLIMIT_AS)
         resource.setrlimit(resource.RLIMIT_AS, (int((rss_mb("VmSize") / 1024 + cap_gb) * 2 ** 30), limit[1]))
         run_for(0.05)

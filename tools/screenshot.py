@@ -268,9 +268,9 @@ def main() -> int:
     export = ExportDialog(window.document.project, window.document.script, window.model.info,
                           {v.id: v.name for v in window.library.list()}, [window.document.script.lines[1].line_id], None,
                           window)
-    export.out.setText(str(Path.home() / "Audio" / "chapter-one.wav"))
-    export.stems.setChecked(True)
-    export.chapter_files.setChecked(True)
+    export.options.out.setText(str(Path.home() / "Audio" / "chapter-one.wav"))
+    export.options.stems.setChecked(True)
+    export.options.chapter_files.setChecked(True)
     export.show()
     _wait(qapp, lambda: False, 0.3)
     export.grab().save(str(args.out / "export-dialog.png"))
