@@ -34,7 +34,7 @@ from s2studio.engine.api import (
     FRAME_SAMPLES, SAMPLE_RATE, AudioChunk, Engine, Event, JobFailed, JobFinished, JobStarted, LineFinished,
     ModelInfo, ModelReady, Progress, SynthesisRequest,
 )
-from s2studio.settings import LIMITS, Batching, Sampling, seed_fields
+from s2studio.settings import Batching, Sampling, seed_fields
 from s2studio.errors import UserError, printable
 from s2studio.state.atomic import OutputSet
 from s2studio.state.script import Script
