@@ -174,9 +174,10 @@ class TakeChecks(QObject):
 
         context = multiprocessing.get_context("spawn")
         ours, theirs = context.Pipe()
-        self._process = context.Process(target=serve, args=(theirs, self.settings, asr), name="s2studio-checks",
-                                        daemon=True)
-        self._process.start()
+        process = context.Process(target=serve, args=(theirs, self.settings, asr), name="s2studio-checks",
+                                  daemon=True)
+        process.start()
+        self._process = process  # only once started: shutdown on the window's thread may join it at any moment
         theirs.close()
         self._conn = ours
 
