@@ -368,18 +368,18 @@ def test_transport_keys_work_in_the_player(qtbot, tmp_path, monkeypatch):
 def test_the_request_hashes_each_clip_once_off_the_gui_thread(qtbot, studio, tmp_path, monkeypatch):
     import threading
 
-    from s2studio.state import voices as voices_module
+    from s2studio.state import voice_codes
 
     w = studio
     cast_two_voices(w, tmp_path, "Alice: One two three.\nBob: Four five.")
     hashed: list[tuple[str, bool]] = []
-    real = voices_module.sha256_of
+    real = voice_codes.sha256_of
 
     def counted(path):  # noqa: ANN001, ANN202
         hashed.append((path.name, threading.current_thread() is threading.main_thread()))
         return real(path)
 
-    monkeypatch.setattr(voices_module, "sha256_of", counted)
+    monkeypatch.setattr(voice_codes, "sha256_of", counted)  # where a request's codes are looked up
     render_all(qtbot, w)  # the first render encodes both clips (and caches their codes)
     assert sorted(hashed) == sorted([(c.file, False) for v in w.library.list() for c in v.clips])
     hashed.clear()
