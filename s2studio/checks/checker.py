@@ -23,6 +23,7 @@ from s2studio.audio.asr import AsrSettings, transcribe, word_probabilities
 from s2studio.audio.asr_models import asr_missing, describe, find_model
 from s2studio.audio.dsp import resample
 from s2studio.checks import signal
+from s2studio.checks.job import CheckJob, Clip
 from s2studio.checks.settings import CheckSettings, check_key
 from s2studio.checks.words import normalise, support_of, words_check
 from s2studio.errors import UserError
@@ -32,32 +33,6 @@ from s2studio.state.take_check import CheckResult, TakeCheck
 log = logging.getLogger(__name__)
 
 EMBED_RATE = 16000
-
-
-@dataclass(frozen=True)
-class Clip:
-    """A clip of the take's voice: its file and its transcript."""
-
-    path: str
-    transcript: str
-
-
-@dataclass(frozen=True)
-class CheckJob:
-    """One take to check, with what the checks compare it to."""
-
-    take_id: str
-    line_id: str
-    text: str
-    """The line as the model read it, tags included."""
-    samples: np.ndarray
-    rate: int
-    max_frames: int | None = None
-    """The frame limit the take was made under (None when unknown)."""
-    clips: tuple[Clip, ...] = ()
-    """The voice's clips (the pace and voice checks compare with them)."""
-    neighbour_paces: tuple[float, ...] = ()
-    """Syllables per second of the picked takes of the lines around it, same speaker."""
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject, QSettings
 from PySide6.QtWidgets import QInputDialog, QMessageBox, QWidget
 
+from s2studio.checks.job import Clip
 from s2studio.state.script import Line
 from s2studio.state.voices import VoiceLibrary
 from s2studio.ui.control.asr_choice import asr_settings
@@ -48,8 +49,6 @@ class CheckCommands(QObject):
             signal.connect(lambda *_: self._filter())
 
     def _clips_of(self, speaker: str) -> tuple:
-        from s2studio.checks.checker import Clip  # noqa: PLC0415 - torch-free: a file and its transcript
-
         voice = self.document.voice_of(speaker)
         if voice is None:
             return ()

@@ -115,9 +115,10 @@ def build_render(inputs: RenderInputs, library: VoiceLibrary, fingerprint: str) 
 
 
 def asked_of(inputs: RenderInputs) -> dict[str, Asked]:
+    """What each line is rendered with (its take's fingerprint); each speaker's voice keyed once, not per line."""
     settings = take_settings(inputs.settings)
-    return {ln.line_id: Asked(ln.speaker, ln.text, voice_key(inputs.cast[ln.speaker]), settings)
-            for ln in inputs.lines}
+    keys = {speaker: voice_key(voice) for speaker, voice in inputs.cast.items()}
+    return {ln.line_id: Asked(ln.speaker, ln.text, keys[ln.speaker], settings) for ln in inputs.lines}
 
 
 class RenderFlow(QObject):

@@ -19,7 +19,9 @@ during it keeps the take (Undo brings both back).
 A render is one or more engine jobs at once (`RenderJob.jobs`: its scenes, and its takes of the same lines,
 `engine.render.Render.pieces`): the engine runs them side by side, each line's take lands where the line is as it
 finishes, and only the one line that may grow at the end of the timeline streams (from one job). The render ends
-when its last job has; a failing job stops the others.
+when its last job has; a failing job stops the others. Only its first job is handed to the engine at once; the
+others follow in slices of the next passes of the event loop (`Slices`): a book's 200 scenes are queued while its
+first line is already rendering.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from s2studio.state.project import Project, Take, now_iso
 from s2studio.state.staleness import take_fingerprint
 from s2studio.ui.control.document import Document
 from s2studio.ui.control.pace import Pace
+from s2studio.ui.control.slices import Slices
 from s2studio.worker import EngineHost
 
 logger = logging.getLogger(__name__)
@@ -96,7 +99,10 @@ class RenderSession(QObject):
         self.job_id: str | None = None
         """The render's id (its request's); its engine jobs are `running`."""
         self.running: set[str] = set()
-        """The render's engine jobs not ended yet."""
+        """The render's engine jobs not ended yet (handed to the engine or still to be)."""
+        self.unsent: dict[str, Render] = {}
+        """The render's jobs still to be handed to the engine (by `_sender`, a slice a pass), in order."""
+        self._sender: Slices[Render] = Slices(self._send, parent=self)
         self.pending: dict[str, int] = {}
         """Line ids of the render not finished yet, in render order, each with the takes still to come (a dict: a
         membership test for any line of a 10,000-line job is one lookup)."""
@@ -188,14 +194,33 @@ class RenderSession(QObject):
         self._streamer, self._cancelled, self._error = {}, False, ""
         self.live, self.done_lines = None, 0
         self.pace = Pace({ln.line_id: len(ln.text) for ln in job.request.lines}, started=time.monotonic())
-        for piece in job.jobs:
-            self.host.submit(piece.job_id, piece.work)
+        first, *rest = job.jobs
+        self.unsent = {piece.job_id: piece for piece in rest}
+        self._send(first)
+        self._sender.start(rest, now=False)
         self.busy_changed.emit(True)
         self.rendering_changed.emit(tuple(self.pending))
 
+    def _send(self, piece: Render) -> None:
+        self.unsent.pop(piece.job_id, None)
+        self.host.submit(piece.job_id, piece.work)
+
     def cancel(self) -> None:
+        unsent, self.unsent = list(self.unsent), {}
+        self._sender.stop()
         for job_id in list(self.running):
-            self.host.cancel(job_id)
+            if job_id not in unsent:
+                self.host.cancel(job_id)
+        if unsent:  # never handed over: they end here
+            self._cancelled = True
+            self.running.difference_update(unsent)
+            if not self.running and self.busy:
+                error = self._error
+                self._end()
+                if error:
+                    self.failed.emit(error)
+                else:
+                    self.finished.emit(True)
 
     # -- engine events ---------------------------------------------------------------------------
 

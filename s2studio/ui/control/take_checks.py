@@ -25,6 +25,7 @@ from PySide6.QtCore import QObject, Signal
 
 from s2studio.audio import SAMPLE_RATE
 from s2studio.audio.asr import AsrSettings
+from s2studio.checks.job import CheckJob
 from s2studio.checks.settings import CheckSettings, check_key
 from s2studio.state.project import Take
 from s2studio.state.script import Line
@@ -182,8 +183,6 @@ class TakeChecks(QObject):
         self._conn = ours
 
     def _run(self) -> None:
-        from s2studio.checks.checker import CheckJob  # noqa: PLC0415
-
         sent_key = ""
         while True:
             job = self._queue.get()
