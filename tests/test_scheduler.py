@@ -98,6 +98,29 @@ def test_a_bounded_queue_and_a_failing_job() -> None:
     assert JobFinished("after") in events
 
 
+def test_a_job_stopped_while_its_voices_are_encoded_ends_cancelled_not_failed(tmp_path: Path) -> None:
+    """Stop pressed while a first render encodes its voices: the encoder finds no codes, and the job ends as
+    cancelled (the studio says nothing), not as a failure (the studio's "Render failed" box)."""
+    import numpy as np
+    import soundfile as sf
+
+    from s2studio.engine.plan import engine_encoder
+
+    clip = tmp_path / "a.wav"
+    sf.write(str(clip), np.zeros(4410, np.float32), 44100)
+    scheduler = Scheduler(lambda: FakeEngine(), queue_size=4)
+    events: list = []
+
+    def encoding(engine, _id, cancel):  # noqa: ANN001, ANN202
+        cancel.set()  # the person's Stop, while the clip is encoded
+        engine_encoder(engine, cancel)(clip)
+        yield from synthesis(engine, request("never"), cancel)
+
+    scheduler.submit(Job("e", encoding, events.append))
+    scheduler.run_until_idle()
+    assert events == [JobFinished("e", cancelled=True)]
+
+
 def test_stop_ends_the_loop_of_another_thread() -> None:
     scheduler = Scheduler(lambda: FakeEngine(frame_latency_s=0.01))
     events: list = []

@@ -30,7 +30,7 @@ from s2studio.engine.api import (
     NUM_CODEBOOKS, ClipEncoded, ClipToEncode, EncodeRequest, Engine, JobFailed, LineSpec, LoadRequest,
     Reference, SynthesisRequest,
 )
-from s2studio.errors import UserError
+from s2studio.errors import Cancelled, UserError
 from s2studio.settings import Loading, Sampling
 from s2studio.state.lora_file import file_sha256
 from s2studio.state.script import Script
@@ -209,7 +209,8 @@ def engine_encoder(engine: Engine, cancel: threading.Event | None = None,
     """Adapt `engine.encode` to the `encoder(path) -> codes` that `VoiceLibrary.codes` takes; `clip_ids` names
     each clip in the engine's events (`voice id/clip id`; "clip" for a path it lacks).
 
-    Runs on the engine's thread (it calls the engine directly); a `JobFailed` becomes a UserError."""
+    Runs on the engine's thread (it calls the engine directly); a `JobFailed` becomes a UserError, a cancel
+    `Cancelled`."""
     def encode(path: Path) -> np.ndarray:
         job = f"encode-{next(_encode_jobs)}"
         clip = ClipToEncode((clip_ids or {}).get(Path(path), "clip"), Path(path))
@@ -219,8 +220,8 @@ def engine_encoder(engine: Engine, cancel: threading.Event | None = None,
                 codes = ev.codes
             elif isinstance(ev, JobFailed):
                 raise UserError(ev.error)
-        if codes is None:
-            raise UserError(f"encoding {Path(path).name} was cancelled")
+        if codes is None:  # the engine ended the job without codes: the person stopped it
+            raise Cancelled(f"encoding {Path(path).name} was cancelled")
         return codes
 
     return encode

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from s2studio.engine.api import WAIT, Event, JobFailed, JobFinished, Step
-from s2studio.errors import UserError
+from s2studio.errors import Cancelled, UserError
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +63,8 @@ def guarded(job_id: str, steps: Callable[[], Iterator[Step]]) -> Iterator[Step]:
     every job). Closing the result closes the job (its `finally` blocks release what it holds)."""
     try:
         yield from steps()
+    except Cancelled:  # stopped before its stream began (e.g. while its voices were encoded): not a failure
+        yield JobFinished(job_id, cancelled=True)
     except Exception as exc:  # noqa: BLE001 - a job's failure is an event, never the loop's end
         yield failure(job_id, exc)
 
