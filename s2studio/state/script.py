@@ -142,6 +142,11 @@ class Script:
         """Each line's speaker, in order (without making the lines an edit moved)."""
         return _unmoved(self.lines, "speaker")
 
+    @cached_property
+    def line_texts(self) -> tuple[str, ...]:
+        """Each line's text, in order (without making the lines an edit moved)."""
+        return _unmoved(self.lines, "text")
+
     def with_ids(self, ids: Sequence[str]) -> Script:
         """The same script with its lines' ids replaced (one per line, unique)."""
         if len(ids) != len(self.lines) or len(set(ids)) != len(ids):

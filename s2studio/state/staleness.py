@@ -95,25 +95,30 @@ def voice_key(voice: Voice) -> str:
 def stale_reasons(take: Take, line: Line, voice: str, settings: GenerationSettings) -> tuple[Stale, ...]:
     """Why `take` no longer answers `line` as cast (`voice`: `voice_key` of its voice, "" for none) with
     `settings`; empty when it is up to date."""
-    now = take_fingerprint(line.text, line.speaker, voice, take_settings(settings))
-    if take.fingerprint == now:
-        return ()
+    return reasons_for(take, line.text, line.speaker, voice, take_settings(settings))
+
+
+def reasons_for(take: Take, text: str, speaker: str, voice: str, wanted: Mapping[str, Any]) -> tuple[Stale, ...]:
+    """`stale_reasons` from plain data (`wanted`: `take_settings` of the settings now, made once for a book's
+    lines). The fields are compared first: a take whose fields all match is up to date without its fingerprint
+    made; one whose fields differ is still up to date when its fingerprint matches what is asked now."""
     reasons = []
-    if take.text != line.text:
+    if take.text != text:
         reasons.append(Stale.TEXT)
-    if take.speaker != line.speaker:
+    if take.speaker != speaker:
         reasons.append(Stale.SPEAKER)
     if take.voice != voice:
         reasons.append(Stale.VOICE)
-    if _settings_differ(take.settings, settings):
+    if _settings_differ(take.settings, wanted):
         reasons.append(Stale.SETTINGS)
+    if not reasons or take.fingerprint == take_fingerprint(text, speaker, voice, wanted):
+        return ()
     return tuple(reasons)
 
 
-def _settings_differ(made: dict[str, Any] | None, now: GenerationSettings) -> bool:
+def _settings_differ(made: dict[str, Any] | None, wanted: Mapping[str, Any]) -> bool:
     if made is None:
         return True
-    wanted = take_settings(now)
     if any(made.get(name) != wanted[name] for name in SAMPLING_FIELDS):
         return True
     fixed_then, fixed_now = made.get("seed"), wanted["seed"]

@@ -337,6 +337,7 @@ def test_a_takes_neighbours_of_its_speaker_are_found_around_it_as_in_the_list_of
         order = [ln.line_id for ln in lines if ln.speaker == line.speaker]  # the whole list, as it was
         at = order.index(line.line_id)
         expected = order[max(0, at - NEIGHBOURS):at] + order[at + 1:at + 1 + NEIGHBOURS]
-        around = _same_speaker(lines, line.index, -1, line.speaker)[::-1] + _same_speaker(lines, line.index, 1,
-                                                                                          line.speaker)
+        speakers, ids = script.line_speakers, script.line_ids
+        around = _same_speaker(speakers, ids, line.index, -1, line.speaker)[::-1] + _same_speaker(
+            speakers, ids, line.index, 1, line.speaker)
         assert around == expected

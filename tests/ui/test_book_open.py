@@ -5,15 +5,19 @@ Counted, not timed."""
 from __future__ import annotations
 
 import dataclasses
+import threading
 from pathlib import Path
 
 import pytest
 from PySide6.QtWidgets import QApplication
 
+from s2studio.state import staleness
+from s2studio.state.take_check import TakeCheck
 from s2studio.ui.control import document as document_module
-from s2studio.ui.control import slices
+from s2studio.ui.control import slices, take_checks
 from s2studio.ui.script import cast_panel as cast_module
 from s2studio.ui.script.cast_panel import CastPanel
+from s2studio.ui.window import line_states as line_states_module
 from ui_helpers import cast_two_voices, close_studio, fake_engine, open_studio
 
 SPEAKERS = [f"Speaker{i:02d}" for i in range(20)]
@@ -113,11 +117,19 @@ def test_a_book_opened_is_shown_in_slices_and_an_edit_and_a_click_meanwhile_are_
     w = studio
     path, edited = rendered_project(qtbot, w, tmp_path)
     monkeypatch.setattr(slices, "BUDGET_S", 10.0)  # at once: what the window shows when every slice is done
+    hashed_here: list[str] = []  # the texts whose fingerprint the window's thread made
+    fingerprint = staleness.take_fingerprint
+    monkeypatch.setattr(staleness, "take_fingerprint", lambda text, *rest: (
+        threading.current_thread() is threading.main_thread() and hashed_here.append(text), fingerprint(text, *rest))[1])
     assert w.projects.open(path)
     qtbot.waitUntil(lambda: not w.showing.busy and not w.lines._recount.busy)
     at_once = shown(w)
     assert at_once["stale"] == {edited} and len(at_once["ids"]) == 24
-    monkeypatch.setattr(slices, "BUDGET_S", 0.0)  # one line a pass
+    assert w.lines._recount.passes == 1  # the 24 lines in one step
+    assert set(hashed_here) == {w.document.script.line(edited).text}  # only the stale line's: the fresh ones'
+    # fields all match what is asked now (a book's 10,000 fingerprints were a second of the window's thread)
+    monkeypatch.setattr(slices, "BUDGET_S", 0.0)  # one step a pass
+    monkeypatch.setattr(line_states_module, "LINES_A_STEP", 1)  # one line a step
     assert w.projects.open(path)
     recount = w.lines._recount
     assert w.editor.toPlainText() == at_once["text"]  # the text at once, the rest pass by pass
@@ -143,7 +155,7 @@ def test_a_book_opened_is_shown_in_slices_and_an_edit_and_a_click_meanwhile_are_
     assert now["marks"] == expected
 
 
-def test_a_book_opened_has_its_takes_upgraded_off_the_windows_thread_and_queued_for_checks_in_slices(
+def test_a_book_opened_has_its_takes_upgraded_off_the_windows_thread_and_its_checks_made_one_job_at_a_time(
         qtbot, studio, tmp_path, monkeypatch):
     w = studio
     path, _edited = rendered_project(qtbot, w, tmp_path)
@@ -156,16 +168,47 @@ def test_a_book_opened_has_its_takes_upgraded_off_the_windows_thread_and_queued_
     assert all(t.fingerprint for e in w.document.project.lines.values() for t in e.takes)
     checks = w.check_commands.checks
     checks.enabled = True
-    queued: list[str] = []
-    monkeypatch.setattr(checks, "_start", lambda: None)  # nothing is checked: only what is queued is counted
-    monkeypatch.setattr(checks._queue, "put", lambda job: job is not None and queued.append(job.take.take_id))
-    monkeypatch.setattr(slices, "BUDGET_S", 0.0)
+    monkeypatch.setattr(checks, "_start", lambda: None)  # nothing is checked: the jobs are read from the queue
+    made: list[str] = []
+    paces = checks.neighbour_paces
+    monkeypatch.setattr(checks, "neighbour_paces", lambda line_id, speaker: (made.append(line_id),
+                                                                              paces(line_id, speaker))[1])
     checks.check_project()
-    assert queued == [] and checks.busy  # from the next pass on
-    qtbot.waitUntil(lambda: not checks._queuing.busy)
-    assert checks._queuing.passes >= 24
+    assert made == [] and checks.busy  # from the next pass on
+    qtbot.waitUntil(lambda: checks._queue.qsize() > 0)
+    QApplication.processEvents()
     picked = [e.current.take_id for e in w.document.project.lines.values() if e.current is not None]
-    assert queued[:len(picked)] == picked and len(queued) == len(set(queued))
+    assert len(picked) == 24 and all(checks.waiting(t) for e in w.document.project.lines.values() for t in e.takes)
+    assert checks._queue.qsize() == len(made) == take_checks.AHEAD  # the others' jobs are made when they are next
+    done: list[str] = []
+    while checks.busy:  # the checker's results, one by one: each lets the next job be made
+        job = checks._queue.get_nowait()
+        done.append(job.take.take_id)
+        checks._store(job, "not checked here")
+        assert checks._queue.qsize() <= take_checks.AHEAD
+    assert done == picked and len(made) == 24  # every take once, the picked ones first, each job made once
+
+
+def test_a_book_reopened_with_its_takes_checked_queues_no_check(qtbot, studio, tmp_path, monkeypatch):
+    w = studio
+    path, _edited = rendered_project(qtbot, w, tmp_path)
+    checks = w.check_commands.checks
+    again = set()
+    for i, entry in enumerate(w.document.project.lines.values()):
+        for take in entry.takes:  # every third line's takes checked with other settings: checked again
+            w.document.set_check(take, TakeCheck((), "other settings" if i % 3 == 0 else checks.key))
+            if i % 3 == 0:
+                again.add(take.take_id)
+    assert w.projects.save_as(path)
+    qtbot.waitUntil(lambda: not w.store.unsaved_work, timeout=10000)
+    checks.enabled = True
+    monkeypatch.setattr(checks, "_start", lambda: None)
+    assert w.projects.open(path)
+    qtbot.waitUntil(lambda: not checks._listing.isActive())
+    jobs = [checks._queue.get_nowait() for _ in range(checks._queue.qsize())]
+    assert len(again) == 8 and len(jobs) == take_checks.AHEAD
+    queued = [job.take.take_id for job in jobs] + [t.take_id for t in checks._waiting]
+    assert sorted(queued) == sorted(again)  # those checked with today's settings are not queued again
 
 
 def test_slices_yield_between_passes_start_again_from_scratch_and_finish_at_once(qtbot, monkeypatch):

@@ -17,9 +17,8 @@ changed the document meanwhile, else it is dropped (a later parse covers the lat
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
 
 from PySide6.QtCore import QObject, Signal
 
@@ -27,27 +26,14 @@ from s2studio.state.line_ids import Key, LineIds, first_ids
 from s2studio.state.project import GenerationSettings, Project, Take
 from s2studio.state.script import Line, Script, parse_script
 from s2studio.state.script_edits import Change, Edit, ScriptParser, common_ends
-from s2studio.state.staleness import Stale, stale_reasons, upgrade_takes, voice_key
-from s2studio.state.take_check import TakeCheck
+from s2studio.state.staleness import Stale, stale_reasons, take_settings, upgrade_takes, voice_key
 from s2studio.state.voices import Voice
 from s2studio.ui.control.background import Background
-
-LineKind = Literal["none", "fresh", "stale"]
+from s2studio.ui.control.line_state import LineState, line_state, stale_among
+from s2studio.ui.control.parse_ahead import ParsedAhead, known_speakers
 
 OFF_THREAD_ROWS = 1000
 """Rows a parse may have to read before it leaves the window's thread (a row takes 20-30 µs to parse)."""
-
-
-@dataclass(frozen=True)
-class LineState:
-    """What the gutter and the takes panel show of one line."""
-
-    kind: LineKind
-    """none: no take; fresh: the picked take answers the line as it is; stale: it answers an older one."""
-    reasons: tuple[Stale, ...]
-    takes: int
-    check: TakeCheck | None = None
-    """What the checks found in the picked take (None: not checked yet)."""
 
 
 class Document(QObject):
@@ -105,7 +91,7 @@ class Document(QObject):
         if ahead is not None and ahead.text is project.script:
             # the lines and their ids do not depend on the cast: only the warnings may (voices remapped)
             self._parser, script = ahead.parser, ahead.script
-            warnings_stale = ahead.known != _known(project, self.voice_ids())
+            warnings_stale = ahead.known != known_speakers(project, self.voice_ids())
             if warnings_stale:  # not shown meanwhile: a book's stale warnings (every speaker's) take long to show
                 script = replace(script, warnings=())
         else:
@@ -335,11 +321,12 @@ class Document(QObject):
         return stale_reasons(take, line, self.voice_key_of(line.speaker), self.project.settings)
 
     def state(self, line: Line) -> LineState:
-        entry = self.project.lines.get(line.line_id)
-        if entry is None or entry.current is None:
-            return LineState("none", (), 0)
-        reasons = self.reasons(line, entry.current)
-        return LineState("stale" if reasons else "fresh", reasons, len(entry.takes), entry.current.check)
+        return line_state(self.project.lines.get(line.line_id), line.text, line.speaker,
+                          self.voice_key_of(line.speaker), take_settings(self.project.settings))
+
+    def stale_ids(self, line_ids: Iterable[str]) -> set[str]:
+        """The lines among `line_ids` whose picked take is stale (`state`'s rule, many lines in one loop)."""
+        return stale_among(self.project, self.script, line_ids, self.voice_key_of)
 
     def failed_lines(self) -> list[Line]:
         """Lines whose picked take failed a check: what Render ▸ Render Failing Lines Again renders."""
@@ -358,7 +345,7 @@ class Document(QObject):
         """Speaker names the parser does not warn about: those with a voice (the Narrator too: a narrated line
         without one is underlined, as the cast's warning names it). With no voices yet every name would be
         "unknown", so nothing is warned until there is a voice to pick."""
-        return _known(self.project, self._voices)
+        return known_speakers(self.project, self._voices)
 
 
 @dataclass(frozen=True)
@@ -376,30 +363,3 @@ class OffThreadParse:
     """The script the parse started from (the document's while its revision is unchanged)."""
     change: Change
     """The lines that differ from `before` (none when only warnings changed)."""
-
-
-@dataclass(frozen=True)
-class ParsedAhead:
-    """A project's script parsed where the GUI thread does not wait for it (`parse_ahead`)."""
-
-    text: str
-    known: frozenset[str] | None
-    parser: ScriptParser
-    script: Script
-    upgraded: bool = False
-    """The project's takes were upgraded for `script` with the cast and voices as they are now
-    (`upgrade_takes`, on the thread that read it)."""
-
-
-def parse_ahead(project: Project, voice_ids: Collection[str]) -> ParsedAhead:
-    """What `Document.replace` would parse for `project` (thread-safe: touches nothing but its arguments)."""
-    known = _known(project, voice_ids)
-    parser = ScriptParser()
-    return ParsedAhead(project.script, known, parser, first_ids(parser.parse(project.script, known), project.line_ids))
-
-
-def _known(project: Project, voice_ids: Collection[str]) -> frozenset[str] | None:
-    """Speakers whose voice the library has (None without any voice: then no name is warned about)."""
-    if not voice_ids:
-        return None
-    return frozenset(s for s, v in project.cast.items() if v in voice_ids)

@@ -10,6 +10,10 @@ What is checked: every take of a line whose takes changed (a new take, a take re
 a result made with other settings (`TakeCheck.key` is not `key`); on a project opened or settings changed, every
 such take of the project, the picked ones first. Nothing is lost meanwhile: an out-of-date result is shown as it
 is until its replacement arrives.
+
+A book opened queues its 10,000 takes: they are listed in one pass from plain data (a take's result and key), and
+what checking one needs (its voice's clips, its neighbours' paces) is worked out only when it is next, a job or
+two ahead of the checker (`AHEAD`), so queuing a book costs the window's thread milliseconds, not seconds.
 """
 
 from __future__ import annotations
@@ -18,20 +22,19 @@ import logging
 import multiprocessing
 import queue
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, QTimer, Signal
 
 from s2studio.audio import SAMPLE_RATE
 from s2studio.audio.asr import AsrSettings
 from s2studio.checks.job import CheckJob
 from s2studio.checks.settings import CheckSettings, check_key
 from s2studio.state.project import Take
-from s2studio.state.script import Line
 from s2studio.state.take_check import TakeCheck
 from s2studio.ui.control.document import Document
-from s2studio.ui.control.slices import Slices
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +42,8 @@ NEIGHBOURS = 3
 """Lines of the same speaker on each side whose picked takes' pace a take is compared with."""
 ClipsOf = Callable[[str], tuple]
 """Speaker -> the clips of the voice cast for it (`checks.checker.Clip`s), () without one."""
+AHEAD = 2
+"""Jobs handed to the checker's thread before their results came back: one checked, one ready to send."""
 
 
 @dataclass(frozen=True)
@@ -66,68 +71,67 @@ class TakeChecks(QObject):
         self.document, self.clips_of, self.asr, self.settings = document, clips_of, asr, settings
         self.enabled = True
         self._queue: queue.Queue[_Job | None] = queue.Queue()
+        """Jobs for the checker's thread: at most `AHEAD` of this project's at a time."""
+        self._waiting: deque[Take] = deque()
+        """Takes to check, in order, not handed to the thread yet (their jobs are made when they are next)."""
+        self._sent = 0
+        """This project's jobs handed to the thread whose results have not come back."""
         self._pending: set[str] = set()
+        """Ids of the takes waiting or being checked."""
         self._generation = 0
         self._thread: threading.Thread | None = None
         self._conn = None
         self._process = None
-        self._queuing: Slices[Take] = Slices(self._add, self._queued, self)
-        """A project's takes queued in slices (a book's 10,000 take a second): the window answers meanwhile."""
-        self._key = ""
-        """`key` while a project's takes are queued (asked once, not per take)."""
+        self._listing = QTimer(self, singleShot=True, interval=0)
+        """A project's takes are listed at the next pass of the event loop (`check_project`)."""
+        self._listing.timeout.connect(self._list_project)
         self._result.connect(self._store)
         document.takes_changed.connect(self.check_line)
         document.replaced.connect(self.check_project)
 
     @property
     def key(self) -> str:
-        if self._queuing.busy and self._key:
-            return self._key
         asr = self.asr()
         return check_key(self.settings, asr.model, asr.language)
 
     @property
     def busy(self) -> bool:
-        return bool(self._pending) or self._queuing.busy
+        return bool(self._pending) or self._listing.isActive()
 
     def waiting(self, take: Take) -> bool:
         """Whether the take is waiting to be checked (or being checked)."""
         return take.take_id in self._pending
 
-    def current(self, take: Take) -> bool:
-        """Whether the take's result was made with today's checker and thresholds."""
-        return take.check is not None and take.check.key == self.key
+    def current(self, take: Take, key: str | None = None) -> bool:
+        """Whether the take's result was made with today's checker and thresholds (`key`: `self.key`, asked once
+        by a caller that asks for many takes)."""
+        return take.check is not None and take.check.key == (self.key if key is None else key)
 
     # -- what to check ---------------------------------------------------------------------------
 
     def check_line(self, line_id: str) -> None:
         entry = self.document.project.lines.get(line_id)
-        for take in entry.takes if entry is not None else ():
-            self._add(take)
+        if entry is not None and self.enabled:
+            self._wait_for([take for take in entry.takes if self._wanted(take, self.key)])
 
     def check_project(self) -> None:
-        """Every take without an up-to-date result, the picked ones first (queued in slices, from the next
-        pass of the event loop on)."""
+        """Every take without an up-to-date result, the picked ones first (listed at the next pass of the event
+        loop: the project's takes are read as they are then)."""
         self._generation += 1
         self._pending.clear()
+        self._waiting.clear()
+        self._sent = 0
         while True:  # what was queued for the project before is not checked
             try:
                 self._queue.get_nowait()
             except queue.Empty:
                 break
-        self._queuing.stop()
-        self._key = self.key
-        self._queuing.start(self._project_takes(), now=False)
+        self._listing.start()
 
-    def _project_takes(self) -> Iterator[Take]:
-        entries = list(self.document.project.lines.values())  # lines added meanwhile come by `check_line`
-        for picked_only in (True, False):
-            for entry in entries:
-                for take in tuple(entry.takes):
-                    if (take is entry.current) == picked_only:
-                        yield take
-
-    def _queued(self) -> None:
+    def _list_project(self) -> None:
+        key, entries = self.key, self.document.project.lines.values()
+        self._wait_for([take for picked in (True, False) for entry in entries for take in entry.takes
+                        if (take is entry.current) == picked and self._wanted(take, key)])
         if not self._pending:
             self.idle.emit()
 
@@ -136,14 +140,28 @@ class TakeChecks(QObject):
         self.settings = settings
         self.check_project()
 
-    def _add(self, take: Take) -> None:
-        if not self.enabled or take.take_id in self._pending or self.current(take) or take.held:
-            return
-        self._pending.add(take.take_id)
-        max_frames = (take.settings or {}).get("max_frames")
-        self._queue.put(_Job(take, take.text, self.clips_of(take.speaker or ""), int(max_frames) if max_frames else None,
-                             self.neighbour_paces(take.line_id, take.speaker or ""), self.key, self._generation))
-        self._start()
+    def _wanted(self, take: Take, key: str) -> bool:
+        return self.enabled and take.take_id not in self._pending and not self.current(take, key) and not take.held
+
+    def _wait_for(self, takes: list[Take]) -> None:
+        """Queue these takes (each wanted, once) after those waiting."""
+        self._pending.update(take.take_id for take in takes)
+        self._waiting.extend(takes)
+        self._send()
+
+    def _send(self) -> None:
+        """Make the jobs of the next waiting takes while fewer than `AHEAD` are with the thread."""
+        key = ""
+        while self._sent < AHEAD and self._waiting:
+            take = self._waiting.popleft()
+            key = key or self.key
+            max_frames = (take.settings or {}).get("max_frames")
+            self._queue.put(_Job(take, take.text, self.clips_of(take.speaker or ""),
+                                 int(max_frames) if max_frames else None,
+                                 self.neighbour_paces(take.line_id, take.speaker or ""), key, self._generation))
+            self._sent += 1
+        if key:
+            self._start()
 
     def neighbour_paces(self, line_id: str, speaker: str) -> tuple[float, ...]:
         """The measured paces of the picked takes of the same speaker's lines around `line_id` (up to
@@ -153,8 +171,9 @@ class TakeChecks(QObject):
         if line is None or line.speaker != speaker:
             return ()
         paces = []  # found by walking out from the line, not by listing a book's lines for every take
-        for other in _same_speaker(script.lines, line.index, -1, speaker)[::-1] + _same_speaker(
-                script.lines, line.index, 1, speaker):
+        speakers, ids = script.line_speakers, script.line_ids
+        for other in _same_speaker(speakers, ids, line.index, -1, speaker)[::-1] + _same_speaker(
+                speakers, ids, line.index, 1, speaker):
             take = self.document.project.current(other)
             pace = take.check.of("pace") if take is not None and take.check is not None else None
             if pace is not None and pace.value is not None:
@@ -214,7 +233,9 @@ class TakeChecks(QObject):
     def _store(self, job: _Job, found: TakeCheck | str) -> None:
         if job.generation != self._generation:
             return
+        self._sent -= 1
         self._pending.discard(job.take.take_id)
+        self._send()
         if isinstance(found, str):
             log.warning("take %s not checked: %s", job.take.take_id, found)
         elif found.key == self.key:
@@ -236,12 +257,13 @@ class TakeChecks(QObject):
                 self._process.kill()
 
 
-def _same_speaker(lines: Sequence[Line], at: int, step: int, speaker: str) -> list[str]:
-    """Ids of up to `NEIGHBOURS` lines of `speaker` from `at` on (not `at` itself), going by `step`."""
+def _same_speaker(speakers: Sequence[str], ids: Sequence[str], at: int, step: int, speaker: str) -> list[str]:
+    """Ids of up to `NEIGHBOURS` lines of `speaker` from `at` on (not `at` itself), going by `step` (`speakers`,
+    `ids`: the script's, line by line)."""
     found: list[str] = []
     i = at + step
-    while 0 <= i < len(lines) and len(found) < NEIGHBOURS:
-        if lines[i].speaker == speaker:
-            found.append(lines[i].line_id)
+    while 0 <= i < len(speakers) and len(found) < NEIGHBOURS:
+        if speakers[i] == speaker:
+            found.append(ids[i])
         i += step
     return found

@@ -20,7 +20,8 @@ from s2studio.state.project import Project
 from s2studio.state.project_voices import note_voice_names, pack
 from s2studio.state.staleness import upgrade_takes
 from s2studio.state.voices import VoiceLibrary
-from s2studio.ui.control.document import Document, ParsedAhead, parse_ahead
+from s2studio.ui.control.document import Document
+from s2studio.ui.control.parse_ahead import ParsedAhead, parse_ahead
 from s2studio.ui.control.projects import ProjectStore
 from s2studio.ui.dialogs.project_voices import resolve_voices
 from s2studio.ui.file_places import remember, start_in

@@ -10,13 +10,14 @@ The work follows what changed, not the length of the script (a book has 10,000 l
 - the gutter asks for the marks of the rows on screen when it paints them, and for a mark's words when
   the pointer rests on it;
 - the waveform keeps the set of stale lines, told which lines entered or left it;
-- what changes every line (another project, the settings, the voices) recounts every line, in slices
-  (`Slices`) between which the window keeps answering.
+- what changes every line (another project, the settings, the voices) recounts every line, `LINES_A_STEP` at a
+  time from the project's plain data (`Document.stale_ids`), in slices (`Slices`) between which the window keeps
+  answering.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QTabWidget
@@ -38,6 +39,8 @@ ROWS_ONE_BY_ONE = 16
 """Up to this many lines changed, the gutter repaints their rows only."""
 RECOUNT_ABOVE = 500
 """More lines than this touched by one change (a book pasted), every line is recounted in later passes."""
+LINES_A_STEP = 1000
+"""Lines a step of a recount works out together."""
 
 
 class LineStates(QObject):
@@ -52,7 +55,7 @@ class LineStates(QObject):
         self.updates = 0
         """Lines whose state was worked out for the gutter and the waveform, counted (what a change costs)."""
         self._stale: set[str] = set()
-        self._recount: Slices[str] = Slices(self._count, self._counted, self)
+        self._recount: Slices[Sequence[str]] = Slices(self._count, self._counted, self)
         editor.gutter.set_source(self.mark_at, self.tip_at)
         waveform.set_rendering(session.rendering, lambda: session.busy)
         editor.cursor_line_changed.connect(lambda _block: self._selection_moved())
@@ -103,34 +106,27 @@ class LineStates(QObject):
         in this pass or (`now` False) the next."""
         self._stale = set()
         self.waveform.set_stale(self._stale, None)
-        self._recount.start(self.document.script.line_ids, now)
+        ids = self.document.script.line_ids
+        self._recount.start((ids[i:i + LINES_A_STEP] for i in range(0, len(ids), LINES_A_STEP)), now)
         self.editor.gutter.refresh()
         self._selection_moved()  # the line under the cursor, by id
 
     def refresh(self, line_ids: Collection[str]) -> None:
         """These lines' states may have changed."""
-        script = self.document.script
-        entered, left = set(), set()
-        for line_id in line_ids:
-            line = script.line(line_id)
-            self.updates += 1
-            stale = line is not None and self.document.state(line).kind == "stale"
-            if stale and line_id not in self._stale:
-                entered.add(line_id)
-            elif not stale and line_id in self._stale:
-                left.add(line_id)
+        stale = self.document.stale_ids(line_ids)
+        self.updates += len(line_ids)
+        entered = stale - self._stale
+        left = {line_id for line_id in line_ids if line_id in self._stale and line_id not in stale}
         self._stale |= entered
         self._stale -= left
         if entered or left:
             self.waveform.set_stale(self._stale, entered | left)
         self.editor.gutter.refresh(self._rows(line_ids))
 
-    def _count(self, line_id: str) -> None:
-        """One line of a recount, as the script is now (an edit during the recount has refreshed its lines)."""
-        line = self.document.script.line(line_id)
-        self.updates += 1
-        if line is not None and self.document.state(line).kind == "stale":
-            self._stale.add(line_id)
+    def _count(self, line_ids: Sequence[str]) -> None:
+        """A step of a recount, as the script is now (an edit during the recount has refreshed its lines)."""
+        self.updates += len(line_ids)
+        self._stale |= self.document.stale_ids(line_ids)
 
     def _counted(self) -> None:
         self.waveform.set_stale(self._stale, None)

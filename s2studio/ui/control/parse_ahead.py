@@ -1,0 +1,41 @@
+"""A project's script parsed before the window shows it: on the thread that reads the project, so that opening a
+book does not parse its 10,000 lines on the window's thread (`Document.replace` adopts the result). QtCore-free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from s2studio.state.line_ids import first_ids
+from s2studio.state.project import Project
+from s2studio.state.script import Script
+from s2studio.state.script_edits import ScriptParser
+
+
+@dataclass(frozen=True)
+class ParsedAhead:
+    """A project's script parsed where the GUI thread does not wait for it (`parse_ahead`)."""
+
+    text: str
+    known: frozenset[str] | None
+    parser: ScriptParser
+    script: Script
+    upgraded: bool = False
+    """The project's takes were upgraded for `script` with the cast and voices as they are now
+    (`upgrade_takes`, on the thread that read it)."""
+
+
+def parse_ahead(project: Project, voice_ids: Collection[str]) -> ParsedAhead:
+    """What `Document.replace` would parse for `project` (thread-safe: touches nothing but its arguments)."""
+    known = known_speakers(project, voice_ids)
+    parser = ScriptParser()
+    return ParsedAhead(project.script, known, parser, first_ids(parser.parse(project.script, known), project.line_ids))
+
+
+def known_speakers(project: Project, voice_ids: Collection[str]) -> frozenset[str] | None:
+    """Speakers whose voice the library has (None without any voice: then no name is warned about): the names
+    the parser does not warn about."""
+    if not voice_ids:
+        return None
+    return frozenset(s for s, v in project.cast.items() if v in voice_ids)
