@@ -186,7 +186,7 @@ def test_a_tracks_peaks_follow_it_as_it_streams_and_equal_the_peaks_of_its_whole
 def test_takes_landing_in_any_order_lay_out_as_a_fresh_layout_would() -> None:
     import random
 
-    from s2studio.audio.timeline import _build
+    from s2studio.audio.layout import build
 
     rng = random.Random(3)
     order = [f"l{i}" for i in range(40)]
@@ -195,8 +195,42 @@ def test_takes_landing_in_any_order_lay_out_as_a_fresh_layout_would() -> None:
     for line_id in rng.sample(order, 25) + order[30:]:  # anywhere, then in order at the end (a render)
         before = tl.layout
         tl.set_audio(line_id, const(rng.randint(1, 30), 0.5))
-        fresh = _build([tl._tracks[k] for k in order if k in tl._tracks], tl.gap)
+        fresh = build([tl._tracks[k] for k in order if k in tl._tracks], tl.gap, 0)
         assert tl.layout.tracks == fresh.tracks and dict(tl.layout.index) == dict(fresh.index)
         np.testing.assert_array_equal(tl.layout.starts, fresh.starts)
         if line_id == order[-1]:
             assert all(tl.layout.index[k] == i for k, i in before.index.items())  # nothing before it moved
+
+
+def test_a_project_laid_out_a_slice_a_step_shows_when_done_and_a_change_meanwhile_finishes_it_first(monkeypatch) -> None:
+    from s2studio.audio import timeline as timeline_module
+    from s2studio.audio.layout import Track
+
+    monkeypatch.setattr(timeline_module, "LAYOUT_SLICE", 4)
+    made: list[str] = []
+    real = Track.__init__
+    monkeypatch.setattr(Track, "__init__", lambda self, line_id, *a, **k: (made.append(line_id), real(self, line_id, *a, **k))[1])
+    order = [f"l{i}" for i in range(18)]
+    audio = {k: const(10 + i, 0.1) for i, k in enumerate(order) if i % 3}
+    whole = Timeline(gap_s=0.1, sample_rate=100)
+    whole.set_lines(order, audio)
+    made.clear()
+    tl = Timeline(gap_s=0.1, sample_rate=100)
+    steps, before = tl.lay_out(order, audio), 0
+    for looked in steps:
+        assert len(made) - before <= 4 and set(made) <= set(order[:looked]) and tl.layout.tracks == ()  # shown when done
+        assert tl.order == tuple(order) and "l5" in tl
+        before = len(made)
+    assert sorted(made) == sorted(audio)
+    assert [t.line_id for t in tl.layout.tracks] == [t.line_id for t in whole.layout.tracks]
+    np.testing.assert_array_equal(tl.layout.starts, whole.layout.starts)
+    assert tl.layout.lineage != whole.layout.lineage  # a new lineage: views start over, they compare nothing
+    steps = tl.lay_out(order, audio)
+    next(steps)
+    tl.set_audio("l3", const(7, 0.5))  # a take lands meanwhile: the rest laid out first, then the take
+    whole.set_audio("l3", const(7, 0.5))
+    assert next(steps, None) is None and [t.line_id for t in tl.layout.tracks] == [t.line_id for t in whole.layout.tracks]
+    np.testing.assert_array_equal(tl.layout.starts, whole.layout.starts)
+    lineage = tl.layout.lineage
+    tl.set_gap(0.2)
+    assert tl.layout.lineage == lineage  # the same tracks, moved: views compare them

@@ -33,6 +33,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
+from s2studio.audio.layout import LineAudio
 from s2studio.audio.timeline import Timeline
 from s2studio.engine import api
 from s2studio.engine.render import Render
@@ -70,6 +71,17 @@ def lora_switch_message(speaker: str, seconds: float) -> str:
     """What the status bar says when a line's render began by changing the model's LoRA weights."""
     whose = f"{speaker}'s line" if speaker else "this line"
     return f"Switched the model's LoRA for {whose} in {seconds:.2f} s."
+
+
+class _PickedAudio:
+    """Each line's picked take's audio, looked up as the timeline lays the line out (not a book's takes at once)."""
+
+    def __init__(self, project: Project) -> None:
+        self.project = project
+
+    def get(self, line_id: str, /) -> LineAudio | None:
+        take = self.project.current(line_id)
+        return take.sound if take is not None else None
 
 
 class RenderSession(QObject):
@@ -130,6 +142,8 @@ class RenderSession(QObject):
         self._relayout_due = False
         """Another project is open and its timeline not laid out yet (the window does it a pass later, `relayout`;
         anything here that touches the timeline before then lays it out first)."""
+        self._laying: Slices[int] = Slices(lambda _lines: None, done=self.timeline_changed.emit, parent=self)
+        """The timeline being laid out, a slice of lines a pass (`Timeline.lay_out`)."""
         self.relayout()
 
     @property
@@ -141,9 +155,8 @@ class RenderSession(QObject):
 
     # -- the timeline follows the document -------------------------------------------------------
 
-    def _picked_audio(self) -> dict[str, Any]:
-        project = self.document.project
-        return {k: t.sound for k in project.lines if (t := project.current(k)) is not None}
+    def _picked_audio(self) -> _PickedAudio:
+        return _PickedAudio(self.document.project)
 
     def _replaced(self) -> None:
         self._relayout_due = True
@@ -153,11 +166,15 @@ class RenderSession(QObject):
             self.relayout()
 
     def relayout(self) -> None:
-        """Every line's picked take, laid out again (a project opened, the gap changed)."""
+        """Every line's picked take, laid out again (a project opened, the gap changed): a slice of lines a pass
+        of the event loop, `timeline_changed` when the layout is in place (and now: the timeline is empty until
+        then). Whatever changes or asks the timeline meanwhile (a take, an edit, the player) lays out the rest at
+        once (`Timeline.lay_out`)."""
         self._relayout_due = False
+        steps = self.timeline.lay_out(self.document.script.line_ids, self._picked_audio())
         self.timeline.set_gap(self.document.project.gap_s)
-        self.timeline.set_lines(self.document.script.line_ids, self._picked_audio())
         self.timeline_changed.emit()
+        self._laying.start(steps, now=False)
 
     def _script_changed(self, order_changed: bool) -> None:
         self._lay_out_if_due()
