@@ -3,12 +3,21 @@ time, the rows on screen first, never all in one pass of the event loop. Counted
 
 from __future__ import annotations
 
+from PySide6.QtCore import QEvent, QObject
 from PySide6.QtGui import QFont, QTextCursor
 
 from s2studio.ui.script import highlighter as highlighter_module
 from s2studio.ui.script.editor import ScriptEditor
 
 ROWS = ["# Chapter 1"] + [f"{'Alice' if i % 2 else 'Bob'}: Line {i} [sigh] of the book." for i in range(2999)]
+
+
+class Paints(QObject):
+    count = 0
+
+    def eventFilter(self, _watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt override
+        self.count += event.type() == QEvent.Type.Paint
+        return False
 
 
 def formats(editor: ScriptEditor, row: int) -> list[tuple[int, int, bool]]:
@@ -20,9 +29,9 @@ def test_a_book_is_coloured_a_slice_at_a_time_and_an_edited_row_at_once(qtbot, m
     passes: list[int] = []
     real = highlighter_module.ScriptHighlighter._work
 
-    def counted(self, budget_s=highlighter_module.SLICE_S):
+    def counted(self, budget_s=None):
         before = self.rows_highlighted
-        real(self, budget_s)
+        real(self, highlighter_module.SLICE_S if budget_s is None else budget_s)
         passes.append(self.rows_highlighted - before)
 
     monkeypatch.setattr(highlighter_module.ScriptHighlighter, "_work", counted)
@@ -33,10 +42,14 @@ def test_a_book_is_coloured_a_slice_at_a_time_and_an_edited_row_at_once(qtbot, m
     h = editor.highlighter
     qtbot.waitUntil(lambda: not h.pending)
     before = h.rows_highlighted
+    paints = Paints()
+    editor.viewport().installEventFilter(paints)
+    monkeypatch.setattr(highlighter_module, "SLICE_S", 0.0002)  # many passes
     editor.setPlainText("\n".join(ROWS))
     assert h.rows_highlighted - before <= 2 * highlighter_module.AT_ONCE and h.pending  # not 3,000 rows at once
     qtbot.waitUntil(lambda: not h.pending, timeout=20000)
     assert len(passes) > 3 and max(passes) < len(ROWS)  # in slices
+    assert len(passes) >= 20 and paints.count < 10  # the rows not shown are coloured without repainting the view
     assert formats(editor, 0) == [(0, 11, True)]  # the heading, bold
     assert formats(editor, 2000) == [(0, 6, True), (17, 6, False)]  # "Alice:", then the tag
     cursor = QTextCursor(editor.document().findBlockByNumber(2500))

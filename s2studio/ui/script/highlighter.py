@@ -6,7 +6,8 @@ rows, or a change of colours, would hold the window for as long. Here a row an e
 at once; the others (a text set whole, new colours) are highlighted a slice of `SLICE_S` at a time between
 passes of the event loop, the rows on screen first, so the window shows them coloured and keeps answering
 while the rest follows. A row's formats go into its layout (`QTextLayout.setFormats`, as QSyntaxHighlighter
-does), so they are neither text nor undo steps.
+does), so they are neither text nor undo steps; a row not laid out yet (a book's hidden rows) is coloured without
+a repaint of the view.
 """
 
 from __future__ import annotations
@@ -124,7 +125,7 @@ class ScriptHighlighter(QObject):
         for _ in range(AT_ONCE):
             if not block.isValid():
                 break
-            self._highlight(block)
+            self._highlight(block, editing=True)
             if block == last:
                 block = QTextBlock()
                 break
@@ -150,11 +151,19 @@ class ScriptHighlighter(QObject):
         if self.pending:
             self._timer.start()
 
-    def _highlight(self, block: QTextBlock) -> None:
+    def _highlight(self, block: QTextBlock, editing: bool = False) -> None:
+        """Colour `block` (`editing`: within the document's edit, `_changed`)."""
         layout = block.layout()
         if layout is None:
             return
         layout.setFormats(self.formats(block.text()))
         block.setUserState(self._generation)
-        self._doc.markContentsDirty(block.position(), block.length())
+        if editing or layout.lineCount():  # laid out already: laid out again, coloured
+            self._doc.markContentsDirty(block.position(), block.length())
+        else:  # never shown yet (most of a book just opened): laid out with its formats when it shows. Marked dirty
+            # all the same (else the next edit's change would reach back to it), without the repaint of the view
+            lays_out = self._doc.documentLayout()
+            lays_out.blockSignals(True)
+            self._doc.markContentsDirty(block.position(), block.length())
+            lays_out.blockSignals(False)
         self.rows_highlighted += 1
