@@ -4,6 +4,7 @@
                                         [--engine instant,paced] [--render-limit 600] [--json out.json]
                                         [--root DIR] [--book DIR/n10000/book.s2proj]
                                         [--profile out.prof --profile-step open|render|save|reopen]
+                                        [--passes N]
 
 Builds a script of N lines (about 12 words each, 20 speakers, a `# Chapter` heading every 50 lines, an inline
 tag on about one line in six, a `Name:` at every change of speaker), opens the real window (offscreen) with
@@ -29,7 +30,9 @@ audio, streamed 4 frames a chunk), so that only the studio's own cost shows, and
 
 A rendered book is slow to make: `--root DIR` keeps the run's files, and a later run with `--book
 DIR/N/book.s2proj` and steps without `render` opens that book for save and reopen. `--profile` writes a
-cProfile of the GUI thread during one step (reopen: in its fresh process).
+cProfile of the GUI thread during one step (reopen: in its fresh process); `--passes N` prints each step's N
+passes of the GUI thread with the most CPU, each with what ran in it (`gui_passes.py`). The render also prints
+the CPU that pressing Render All took before it returned (`trigger_cpu_ms`).
 
 For each step: the longest block of the GUI thread (the largest gap between ticks of a 10 ms timer: how
 long the window could not repaint or take a key). A script, not a test: figures vary by machine and load.
@@ -55,6 +58,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gui_passes import PassLog  # noqa: E402
+
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 WORDS = ("the a and of to in that it was he she they you not but what all were when we there can an your which "
@@ -161,6 +167,8 @@ class Gaps:
         self.timer.timeout.connect(self._tick)
         self._gc_started = 0.0
         gc.callbacks.append(self._collection)
+        self.passes = PassLog(PASSES) if PASSES else None
+        """`--passes N`: the N passes with the most CPU since `reset`, each with its profile."""
         self.reset()
         self.timer.start()
 
@@ -179,12 +187,16 @@ class Gaps:
         self.last_cpu = time.thread_time()
         self.longest = self.longest_cpu = 0.0
         self.busy_until = self.last
+        if self.passes is not None:
+            self.passes.start()
 
     def _tick(self) -> None:
         now, cpu = time.perf_counter(), time.thread_time()
         gap = now - self.last
         self.longest = max(self.longest, gap)
         self.longest_cpu = max(self.longest_cpu, cpu - self.last_cpu)
+        if self.passes is not None:
+            self.passes.tick(cpu - self.last_cpu)
         self.last_cpu = cpu
         if gap > 0.03:
             self.busy_until = now
@@ -199,6 +211,9 @@ class Gaps:
         return 1000 * max(self.longest_cpu, time.thread_time() - self.last_cpu)
 
     def blocks_ms(self) -> dict:
+        if self.passes is not None and self.passes.running:
+            note("the longest passes of the window's thread (profiled, so slower than without --passes):\n"
+                 + PassLog.show(self.passes.stop()))
         return {"block_ms": round(self.longest_ms(), 1), "cpu_ms": round(self.longest_cpu_ms(), 1),
                 "full_gc_ms": round(1000 * self.longest_gc, 1)}
 
@@ -379,6 +394,7 @@ def step_render(w, gaps: Gaps, limit_s: float) -> dict:  # noqa: ANN001
     with profiled("render"):
         started, gui_cpu, cpu = time.perf_counter(), time.thread_time(), time.process_time()
         action.trigger()
+        trigger_cpu = time.thread_time() - gui_cpu
         done = wait_until(lambda: not w.flow.busy, limit_s)
         took = time.perf_counter() - started
         gui_cpu, cpu = time.thread_time() - gui_cpu, time.process_time() - cpu
@@ -390,6 +406,7 @@ def step_render(w, gaps: Gaps, limit_s: float) -> dict:  # noqa: ANN001
         wait_until(lambda: not w.flow.busy, 60)
     return {"first_line_s": round(first[0] - started, 3) if first else None, "lines": finished, "of": n,
             "s": round(took, 1), "lines_per_s": round(finished / took, 1), "complete": done,
+            "trigger_cpu_ms": round(1000 * trigger_cpu, 1),
             "cpu_s": {"gui": round(gui_cpu, 1), "process": round(cpu, 1), "child processes": round(children, 1)},
             "cpu_s_by_thread": threads,
             **blocks, "rss_mb": round(rss_mb())}
@@ -510,6 +527,7 @@ def step_export(w, gaps: Gaps, folder: Path, cap_gb: float) -> dict:  # noqa: AN
 
 
 WITHOUT = ""
+PASSES = 0
 PROFILE = ""
 PROFILE_STEP = "render"
 BOOK: Path | None = None
@@ -600,6 +618,8 @@ def main() -> int:
                         help="autosave: no autosave during the steps (to see the rest of the studio's cost)")
     parser.add_argument("--profile", default="", help="write a cProfile of the GUI thread during a step to this file")
     parser.add_argument("--profile-step", default="render", choices=["open", "render", "save", "reopen"])
+    parser.add_argument("--passes", type=int, default=0,
+                        help="print the N passes of the window's thread with the most CPU in each step, with what ran")
     parser.add_argument("--root", type=Path, help="keep the run's files (scripts, saved books) in this folder")
     parser.add_argument("--book", type=Path, help="a rendered book saved by an earlier run (--root DIR: "
                         "DIR/n10000/book.s2proj): without the render step, save and reopen use it")
@@ -608,8 +628,11 @@ def main() -> int:
     faulthandler.enable()  # a crash prints every thread's stack
     faulthandler.register(signal.SIGUSR1)  # `kill -USR1 <pid>`: where a step is stuck
     global WITHOUT, PROFILE  # noqa: PLW0603 - options read by every step
-    global PROFILE_STEP, BOOK  # noqa: PLW0603
+    global PROFILE_STEP, BOOK, PASSES  # noqa: PLW0603
     WITHOUT, PROFILE, PROFILE_STEP, BOOK = args.without, args.profile, args.profile_step, args.book
+    PASSES = args.passes
+    if PASSES and PROFILE:
+        parser.error("--passes profiles every pass: not with --profile")
     if args.reopen:
         print(json.dumps(reopen_child(args.reopen)))
         return 0
