@@ -21,7 +21,7 @@ import itertools
 import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +33,7 @@ from s2studio.engine.api import (
 from s2studio.errors import Cancelled, UserError
 from s2studio.settings import Loading, Sampling
 from s2studio.state.lora_file import file_sha256
-from s2studio.state.script import Script
+from s2studio.state.script import Line, Script
 from s2studio.state.staleness import take_fingerprint
 from s2studio.state.voices import Voice
 
@@ -87,6 +87,15 @@ def compile_lines(
     if line_ids is not None:
         wanted = set(line_ids)
         lines = [ln for ln in lines if ln.line_id in wanted]
+    check_lines(lines, cast)
+    voices = speaker_voices(script, cast)
+    request = SynthesisRequest(job_id, line_specs(lines, cast, voices, lora_paths), (), sampling or Sampling(),
+                               chunk_length, scene_starts=scene_starts(script))
+    return request, voices
+
+
+def check_lines(lines: Sequence[Line], cast: Mapping[str, Voice]) -> None:
+    """UserError when `lines` cannot be rendered: none, only tags, or speakers without a voice."""
     if not lines:
         raise UserError("the script has nothing to speak; write lines like 'Alice: Hello.'")
     if not any(_words(ln.text, [(t.start, t.end) for t in ln.tags], ln.start) for ln in lines):
@@ -96,17 +105,26 @@ def compile_lines(
         names = ", ".join(repr(s) for s in missing)
         raise UserError(f"no voice for speaker {names}; cast it (e.g. --cast '{missing[0]}=VOICE')"
                         if len(missing) == 1 else f"no voice for speakers {names}; cast each of them")
+
+
+def speaker_voices(script: Script, cast: Mapping[str, Voice]) -> tuple[Voice, ...]:
+    """The voices in speaker-index order, numbered over the whole script (so a render of some lines conditions
+    like a full one)."""
     voices: dict[str, Voice] = {}
-    for ln in script.lines:  # the whole script, so a subset render conditions like a full one
-        if ln.speaker in cast:
-            voices.setdefault(cast[ln.speaker].id, cast[ln.speaker])
-    index = {vid: i for i, vid in enumerate(voices)}
+    for speaker in dict.fromkeys(ln.speaker for ln in script.lines):
+        if speaker in cast:
+            voices.setdefault(cast[speaker].id, cast[speaker])
+    return tuple(voices.values())
+
+
+def line_specs(lines: Sequence[Line], cast: Mapping[str, Voice], voices: Sequence[Voice],
+               lora_paths: Mapping[str, Path] | None = None) -> tuple[LineSpec, ...]:
+    """`lines` as the engine speaks them: each with its voice's speaker index (voice i of `voices` speaks as
+    speaker i) and LoRA (`lora_paths`: voice id -> its file)."""
+    index = {voice.id: i for i, voice in enumerate(voices)}
     loras = lora_paths or {}
-    specs = tuple(LineSpec(ln.line_id, index[cast[ln.speaker].id], ln.text, loras.get(cast[ln.speaker].id))
-                  for ln in lines)
-    request = SynthesisRequest(job_id, specs, (), sampling or Sampling(), chunk_length,
-                               scene_starts=scene_starts(script))
-    return request, tuple(voices.values())
+    return tuple(LineSpec(ln.line_id, index[cast[ln.speaker].id], ln.text, loras.get(cast[ln.speaker].id))
+                 for ln in lines)
 
 
 def voice_references(voices: Sequence[Voice], voice_codes: Mapping[str, Sequence[np.ndarray]],
@@ -142,31 +160,57 @@ MAX_TAKES = 8
 """The most takes of a line asked for at once (the studio's Render N takes)."""
 
 
-def split_request(request: SynthesisRequest, takes: int = 1) -> list[SynthesisRequest]:
-    """`request` as the requests a batching engine runs side by side: one per scene of its lines (a heading starts
-    a scene: `request.scene_starts`; the engine gives a scene's first line no earlier line to hear, split or not)
-    and per take, take by take. With a seed, line i of the whole request is drawn with seed + i in take 1 and
-    seed + (k - 1) * lines + i in take k, so take 1 is what the whole request gives; without one each piece draws
-    its own base. The context turns go with the first scene only. Upstream batching groups lines across scenes: it
-    is split by take only. One request keeps `request.job_id`; several are `<job_id>.<take>.<scene>`."""
+@dataclass(frozen=True)
+class Piece:
+    """One of the requests a batching engine runs side by side (`plan_pieces`): lines `start:end` of the whole
+    request, in one take."""
+
+    job_id: str
+    start: int
+    end: int
+    seed_offset: int
+    """Lines before this piece's first over the whole render, takes before it counted: its sampling is the
+    request's `later` by as many (a fixed seed draws line i of take 1 with seed + i)."""
+    first_scene: bool
+    """The first scene of its take: the request's context turns go with it."""
+
+
+def plan_pieces(job_id: str, line_ids: Sequence[str], scene_starts: frozenset[str], batching: str,
+                takes: int = 1, batches: bool = True) -> list[Piece]:
+    """How `split_request` splits a request of `line_ids`: one piece per scene (a heading starts a scene:
+    `scene_starts`; the engine gives a scene's first line no earlier line to hear, split or not) and per take, take
+    by take. Upstream batching groups lines across scenes: it is split by take only. An engine that runs one
+    request at a time (`batches` off: the exact loop, a server, a fleet that plans the scenes itself) gets one take
+    whole: its scenes sound the same either way. One piece keeps `job_id`; several are `<job_id>.<take>.<scene>`."""
     if not 1 <= takes <= MAX_TAKES:
         raise UserError(f"takes must be between 1 and {MAX_TAKES}, got {takes}")
-    groups: list[list[LineSpec]] = []
-    for line in request.lines:
-        if not groups or (request.sampling.batching == "line" and line.line_id in request.scene_starts):
-            groups.append([])
-        groups[-1].append(line)
-    if takes == 1 and len(groups) == 1:
-        return [request]
-    out: list[SynthesisRequest] = []
-    for take in range(takes):
-        first = 0
-        for number, group in enumerate(groups):
-            out.append(replace(request, job_id=f"{request.job_id}.{take + 1}.{number + 1}", lines=tuple(group),
-                               context=request.context if number == 0 else (),
-                               sampling=request.sampling.later(take * len(request.lines) + first)))
-            first += len(group)
-    return out
+    if takes == 1 and not batches:
+        return [Piece(job_id, 0, len(line_ids), 0, True)]
+    starts = [i for i, line_id in enumerate(line_ids)
+              if i == 0 or (batching == "line" and line_id in scene_starts)]
+    if takes == 1 and len(starts) == 1:
+        return [Piece(job_id, 0, len(line_ids), 0, True)]
+    ends = [*starts[1:], len(line_ids)][:len(starts)]
+    return [Piece(f"{job_id}.{take + 1}.{number + 1}", start, end, take * len(line_ids) + start, number == 0)
+            for take in range(takes) for number, (start, end) in enumerate(zip(starts, ends, strict=True))]
+
+
+def piece_request(request: SynthesisRequest, piece: Piece, lines: tuple[LineSpec, ...]) -> SynthesisRequest:
+    """`piece` of `request` (its lines given: `request.lines[piece.start:piece.end]`, or compiled only now)."""
+    if piece.job_id == request.job_id:
+        return replace(request, lines=lines)
+    return replace(request, job_id=piece.job_id, lines=lines, context=request.context if piece.first_scene else (),
+                   sampling=request.sampling.later(piece.seed_offset))
+
+
+def split_request(request: SynthesisRequest, takes: int = 1) -> list[SynthesisRequest]:
+    """`request` as the requests a batching engine runs side by side (`plan_pieces`: its scenes and its takes).
+    With a seed, line i of the whole request is drawn with seed + i in take 1 and seed + (k - 1) * lines + i in
+    take k, so take 1 is what the whole request gives; without one each piece draws its own base. The context
+    turns go with the first scene only."""
+    pieces = plan_pieces(request.job_id, [ln.line_id for ln in request.lines], request.scene_starts,
+                         request.sampling.batching, takes)
+    return [piece_request(request, piece, request.lines[piece.start:piece.end]) for piece in pieces]
 
 
 def line_fingerprint(line: LineSpec, references: Sequence[Reference], sampling: Sampling,

@@ -19,8 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from s2studio.engine.api import Reference, Step, SynthesisRequest
-from s2studio.engine.plan import compile_lines, engine_encoder, split_request, voice_references
+from s2studio.engine.api import LineSpec, Reference, Step, SynthesisRequest
+from s2studio.engine.plan import (
+    Piece, compile_lines, engine_encoder, piece_request, plan_pieces, voice_references,
+)
 from s2studio.engine.scheduler import synthesis
 from s2studio.errors import UserError
 from s2studio.settings import Sampling
@@ -50,12 +52,16 @@ class Render:
         return self.request.job_id
 
     def pieces(self, takes: int = 1, batches: bool = True) -> tuple[Render, ...]:
-        """The jobs a batching engine runs side by side (`plan.split_request`: its scenes, and `takes` of its
-        lines). An engine that runs one request at a time (`batches` off: the exact loop, a server, a fleet that
-        plans the scenes itself) gets a render of one take whole: its scenes sound the same either way."""
-        if takes == 1 and not batches:
-            return (self,)
-        return tuple(replace(self, request=piece) for piece in split_request(self.request, takes))
+        """The jobs a batching engine runs side by side (`plan.plan_pieces`: its scenes, and `takes` of its
+        lines); one take whole when the engine does not batch (`batches` off)."""
+        request = self.request
+        pieces = plan_pieces(request.job_id, [ln.line_id for ln in request.lines], request.scene_starts,
+                             request.sampling.batching, takes, batches)
+        return tuple(self.piece(piece, request.lines[piece.start:piece.end]) for piece in pieces)
+
+    def piece(self, piece: Piece, lines: tuple[LineSpec, ...]) -> Render:
+        """`piece` of this render, with its lines (compiled now, or sliced from the request's)."""
+        return replace(self, request=piece_request(self.request, piece, lines))
 
     def work(self, engine: Any, job_id: str, cancel: threading.Event) -> Iterator[Step]:
         """The scheduler's `Work`: the references (encoding what no cache holds), then the stream."""

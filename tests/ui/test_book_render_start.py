@@ -1,5 +1,5 @@
-"""Render All of a book: the first scene is handed to the engine at once, the others in the passes after it (the
-first line does not wait for 200 scenes to be queued); a Stop meanwhile ends the render without queueing the
+"""Render All of a book: the first scene is compiled and handed to the engine at once, the others in the passes
+after it (the first line does not wait for 200 scenes to be compiled and queued); a Stop meanwhile ends the render without queueing the
 rest; each speaker's voice is keyed once for the takes' fingerprints, not once a line. Counted, not timed."""
 
 from __future__ import annotations
@@ -59,6 +59,30 @@ def test_render_all_hands_the_engine_its_first_scene_at_once_and_the_others_afte
     qtbot.waitUntil(lambda: bool(ended), timeout=30000)
     assert ended == [False] and len(jobs) == SCENES and not w.session.unsent
     assert all(w.document.project.current(line_id) is not None for line_id in w.document.script.line_ids)
+
+
+def test_pressing_render_all_compiles_only_the_first_scene_in_its_pass(qtbot, studio, tmp_path, monkeypatch):
+    """The other scenes are compiled as they are handed over, and what a line's take records is made when the take
+    comes: the pass of a book's Render All does the work of one scene, not of 10,000 lines."""
+    from s2studio.engine import plan
+    from s2studio.ui.control import render
+
+    w = studio
+    cast_two_voices(w, tmp_path, book(SCENES, 3))
+    qtbot.waitUntil(w.actions_by_name["render_all"].isEnabled, timeout=10000)
+    compiled: list[str] = []
+    asked: list[str] = []
+    spec, ask = plan.LineSpec, render.Asked
+    monkeypatch.setattr(plan, "LineSpec", lambda line_id, *a: compiled.append(line_id) or spec(line_id, *a))
+    monkeypatch.setattr(render, "Asked", lambda speaker, text, *a: asked.append(text) or ask(speaker, text, *a))
+    ended: list[bool] = []
+    w.session.finished.connect(ended.append)
+    line_ids = list(w.document.script.line_ids)
+    w.actions_by_name["render_all"].trigger()
+    assert compiled == line_ids[:3] and asked == []
+    qtbot.waitUntil(lambda: bool(ended), timeout=30000)
+    assert ended == [False] and compiled == line_ids  # each line compiled once, in order
+    assert {w.document.project.current(i).text for i in line_ids} == set(asked)
 
 
 def test_a_stop_before_every_scene_is_queued_ends_the_render_without_them(qtbot, studio, tmp_path, monkeypatch):

@@ -4,16 +4,18 @@ whole script numbers its voices, so a re-rendered line hears what precedes it as
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from s2studio.engine.render import render_for_script
 from s2studio.errors import UserError
 from s2studio.state.project import Project, Take
 from s2studio.state.script import parse_script
 from s2studio.state.voices import VoiceLibrary
-from s2studio.ui.control.render import build_render, gather
+from s2studio.ui.control.render import gather, plan_render
 from ui_helpers import write_wav
 
 FINGERPRINT = "codec-x"
@@ -54,7 +56,8 @@ def _request(library: VoiceLibrary, script, project: Project, lines):
     """What RenderFlow builds (the inputs gathered on the GUI thread, the render compiled) and what its job hands the
     engine on the engine thread, with the references from the cached codes."""
     voices = {v.id: v for v in library.list()}
-    render = build_render(gather("j", lines, script, project, voices), library, FINGERPRINT)
+    plan = plan_render(gather("j", lines, script, project, voices), library, FINGERPRINT, batches=False)
+    render = plan.compile(plan.pieces[0])
     engine = _Capture()
     assert list(render.work(engine, "j", threading.Event())) == []
     (request,) = engine.requests
@@ -111,3 +114,21 @@ def test_the_cast_is_checked_once_and_lines_without_a_voice_are_left_out(tmp_pat
     assert str(exc.value) == "3 speakers have no voice: Carol, Dave, Eve. Pick one for each in the cast."
     with pytest.raises(UserError, match="^No voice for Carol: pick one in the cast above the script.$"):
         gather("j", [script.lines[0]], script, project, voices)
+
+
+@pytest.mark.parametrize(("takes", "batches"), [(1, True), (3, True), (1, False), (2, False)])
+def test_the_jobs_compiled_one_at_a_time_are_the_jobs_of_the_whole_render(tmp_path: Path, takes: int,
+                                                                          batches: bool) -> None:
+    """The studio compiles each job of a render when it hands it over (`RenderPlan`): the same jobs, job ids,
+    seeds and speaker numbers as the whole render compiled at once and split (what `synth` runs)."""
+    library, _, project = _setup(tmp_path)
+    script = parse_script("Carol: Unvoiced.\n# One\nAlice: A.\nBob: B.\n# Two\nBob: C.\nAlice: [sigh] D.\nBob: E.\n")
+    project.script = script.source
+    project.settings = replace(project.settings, seed_mode="fixed", seed=7)
+    voices = {v.id: v for v in library.list()}
+    inputs = gather("j", list(script.lines), script, project, voices)
+    plan = plan_render(inputs, library, FINGERPRINT, takes, batches)
+    whole = render_for_script(script, inputs.cast, library, FINGERPRINT, "j", project.settings.sampling,
+                              line_ids=[ln.line_id for ln in inputs.lines]).pieces(takes, batches)
+    assert tuple(plan.compile(piece) for piece in plan.pieces) == whole
+    assert len(whole) == (1 if takes == 1 and not batches else 2 * takes)  # scenes x takes

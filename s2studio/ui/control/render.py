@@ -2,10 +2,10 @@
 
 1. `RenderFlow.render` checks the cast once (every speaker of the lines has a voice that exists) and takes what
    the render needs from the document: the script, the voices, the settings, the earlier takes for context.
-2. It compiles what needs no codes (`engine.render.render_for_script`, for the lines and their context together)
-   and `RenderSession.start` submits the render job (`engine.render.Render`); to an engine that batches, as the
-   jobs it runs side by side: one per scene (a heading starts a scene, whose first line hears no earlier line)
-   and take (`Render.pieces`).
+2. It plans the render's jobs (`RenderPlan`): to an engine that batches, the jobs it runs side by side, one per
+   scene (a heading starts a scene, whose first line hears no earlier line) and take (`plan.plan_pieces`).
+   `RenderSession.start` compiles what needs no codes of the first job (`plan.line_specs`) and submits it
+   (`engine.render.Render`), the other jobs in the passes after: a book's first line starts at once.
 3. On the engine thread, each job reads its voices' codes from the library's cache (a clip without cached codes
    for the loaded codec is encoded by the engine, then cached) and generates.
 
@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import logging
 from bisect import bisect_left
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
 from s2studio.engine import api
-from s2studio.engine.render import Render, render_for_script
+from s2studio.engine.plan import Piece, check_lines, line_specs, plan_pieces, scene_starts, speaker_voices
+from s2studio.engine.render import Render
 from s2studio.errors import UserError
 from s2studio.state.chapters import scene_start
 from s2studio.state.project import GenerationSettings, Project, Take
@@ -98,27 +100,62 @@ def gather(job_id: str, lines: Sequence[Line], script: Script, project: Project,
     return RenderInputs(job_id, tuple(lines), script, cast, project.settings, tuple(context), left_out)
 
 
-def build_render(inputs: RenderInputs, library: VoiceLibrary, fingerprint: str) -> Render:
-    """The render job: one compile over the context lines and the lines to render (so both are numbered as the
-    whole script numbers its voices), then split into lines and context turns. Each voice speaks with its LoRA."""
-    wanted = {ln.line_id for ln in inputs.lines}
-    context_ids = [ln.line_id for ln, _ in inputs.context]
-    render = render_for_script(inputs.script, inputs.cast, library, fingerprint, inputs.job_id,
-                               inputs.settings.sampling,
-                               line_ids=context_ids + sorted(wanted))
-    takes = {ln.line_id: take for ln, take in inputs.context}
-    request = render.request
-    turns = tuple(api.ContextTurn(spec.speaker, takes[spec.line_id].text, takes[spec.line_id].codes)
-                  for spec in request.lines if spec.line_id in takes)
-    return replace(render, request=replace(request, lines=tuple(spec for spec in request.lines
-                                                                 if spec.line_id in wanted), context=turns))
+@dataclass(frozen=True)
+class RenderPlan:
+    """A render's jobs (`plan.plan_pieces`: its scenes and takes), each compiled only when it is handed to the
+    engine, from the lines as they were when the render was asked for: pressing Render All on a book compiles its
+    first scene, the others are compiled in the passes that hand them over."""
+
+    render: Render
+    """The render without lines: its settings, context turns (numbered as the whole script numbers its voices),
+    scene starts and voices."""
+    lines: tuple[Line, ...]
+    cast: Mapping[str, Voice]
+    lora_paths: Mapping[str, Path]
+    pieces: tuple[Piece, ...]
+
+    def compile(self, piece: Piece) -> Render:
+        return self.render.piece(piece, line_specs(self.lines[piece.start:piece.end], self.cast, self.render.voices,
+                                                   self.lora_paths))
 
 
-def asked_of(inputs: RenderInputs) -> dict[str, Asked]:
-    """What each line is rendered with (its take's fingerprint); each speaker's voice keyed once, not per line."""
-    settings = take_settings(inputs.settings)
-    keys = {speaker: voice_key(voice) for speaker, voice in inputs.cast.items()}
-    return {ln.line_id: Asked(ln.speaker, ln.text, keys[ln.speaker], settings) for ln in inputs.lines}
+def plan_render(inputs: RenderInputs, library: VoiceLibrary, fingerprint: str, takes: int = 1,
+                batches: bool = True) -> RenderPlan:
+    """The render of `inputs` as `render_for_script` compiles it and `Render.pieces` splits it (`takes` of each
+    line; scenes side by side when the engine `batches`), with only what every piece shares made now. Each voice
+    speaks with its LoRA."""
+    check_lines(inputs.lines, inputs.cast)
+    voices = speaker_voices(inputs.script, inputs.cast)
+    index = {voice.id: i for i, voice in enumerate(voices)}
+    starts = scene_starts(inputs.script)
+    turns = tuple(api.ContextTurn(index[inputs.cast[ln.speaker].id], take.text, take.codes)
+                  for ln, take in inputs.context)
+    request = api.SynthesisRequest(inputs.job_id, (), (), inputs.settings.sampling, context=turns,
+                                   scene_starts=starts)
+    pieces = plan_pieces(inputs.job_id, [ln.line_id for ln in inputs.lines], starts, request.sampling.batching,
+                         takes, batches)
+    return RenderPlan(Render(request, voices, library, fingerprint), inputs.lines, inputs.cast,
+                      library.lora_paths(inputs.cast.values()), tuple(pieces))
+
+
+class AskedLines(Mapping[str, Asked]):
+    """What each line's take is asked for (its take's fingerprint), made when its take comes: a book's Render All
+    does not make 10,000 of them at once. Each speaker's voice is keyed once."""
+
+    def __init__(self, inputs: RenderInputs) -> None:
+        self._lines = {ln.line_id: ln for ln in inputs.lines}
+        self._keys = {speaker: voice_key(voice) for speaker, voice in inputs.cast.items()}
+        self._settings = take_settings(inputs.settings)
+
+    def __getitem__(self, line_id: str) -> Asked:
+        line = self._lines[line_id]
+        return Asked(line.speaker, line.text, self._keys[line.speaker], self._settings)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._lines)
+
+    def __len__(self) -> int:
+        return len(self._lines)
 
 
 class RenderFlow(QObject):
@@ -160,8 +197,9 @@ class RenderFlow(QObject):
         if inputs.left_out:
             speakers = list(dict.fromkeys(ln.speaker for ln in inputs.left_out))
             self.notice.emit(left_out_message(speakers, len(inputs.left_out)))
-        render = build_render(inputs, self.library, self.codec_fingerprint)
-        self.session.start(RenderJob(render.request, asked_of(inputs), render.pieces(takes, self.max_batch > 1)))
+        plan = plan_render(inputs, self.library, self.codec_fingerprint, takes, self.max_batch > 1)
+        self.session.start(RenderJob(inputs.job_id, inputs.lines, takes, AskedLines(inputs), plan.pieces,
+                                     plan.compile))
 
     def cancel(self) -> None:
         self.session.cancel()

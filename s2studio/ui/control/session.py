@@ -16,18 +16,19 @@ A take records what the line was when it was asked (`RenderJob.asked`), not what
 arrives, so a line edited during its own render gets a take that is already stale, and a line deleted
 during it keeps the take (Undo brings both back).
 
-A render is one or more engine jobs at once (`RenderJob.jobs`: its scenes, and its takes of the same lines,
-`engine.render.Render.pieces`): the engine runs them side by side, each line's take lands where the line is as it
+A render is one or more engine jobs at once (`RenderJob.pieces`: its scenes, and its takes of the same lines,
+`engine.plan.plan_pieces`): the engine runs them side by side, each line's take lands where the line is as it
 finishes, and only the one line that may grow at the end of the timeline streams (from one job). The render ends
-when its last job has; a failing job stops the others. Only its first job is handed to the engine at once; the
-others follow in slices of the next passes of the event loop (`Slices`): a book's 200 scenes are queued while its
-first line is already rendering.
+when its last job has; a failing job stops the others. Only its first job is compiled (`RenderJob.compile`) and
+handed to the engine at once; the others follow in slices of the next passes of the event loop (`Slices`): a
+book's 200 scenes are compiled and queued while its first line is already rendering.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,8 +37,10 @@ from PySide6.QtCore import QObject, Signal
 from s2studio.audio.layout import LineAudio
 from s2studio.audio.timeline import Timeline
 from s2studio.engine import api
+from s2studio.engine.plan import Piece
 from s2studio.engine.render import Render
 from s2studio.state.project import Project, Take, now_iso
+from s2studio.state.script import Line
 from s2studio.state.staleness import take_fingerprint
 from s2studio.ui.control.document import Document
 from s2studio.ui.control.pace import Pace
@@ -59,12 +62,17 @@ class Asked:
 
 @dataclass(frozen=True)
 class RenderJob:
-    request: api.SynthesisRequest
-    """The lines asked for (compiled without the voices' references, which each job puts in)."""
-    asked: dict[str, Asked] = field(hash=False)
+    job_id: str
+    lines: tuple[Line, ...]
+    """The lines asked for, in render order."""
+    takes: int
+    """Takes of each line."""
+    asked: Mapping[str, Asked] = field(hash=False)
     """line id -> what its take is asked for."""
-    jobs: tuple[Render, ...] = field(hash=False)
-    """The render jobs the engine runs side by side (scenes, takes: `Render.pieces`)."""
+    pieces: tuple[Piece, ...]
+    """The render jobs the engine runs side by side (scenes, takes: `plan.plan_pieces`), in order."""
+    compile: Callable[[Piece], Render] = field(hash=False)
+    """A piece's render job, compiled when it is handed to the engine."""
 
 
 def lora_switch_message(speaker: str, seconds: float) -> str:
@@ -112,9 +120,9 @@ class RenderSession(QObject):
         """The render's id (its request's); its engine jobs are `running`."""
         self.running: set[str] = set()
         """The render's engine jobs not ended yet (handed to the engine or still to be)."""
-        self.unsent: dict[str, Render] = {}
+        self.unsent: dict[str, Piece] = {}
         """The render's jobs still to be handed to the engine (by `_sender`, a slice a pass), in order."""
-        self._sender: Slices[Render] = Slices(self._send, parent=self)
+        self._sender: Slices[Piece] = Slices(self._send, parent=self)
         self.pending: dict[str, int] = {}
         """Line ids of the render not finished yet, in render order, each with the takes still to come (a dict: a
         membership test for any line of a 10,000-line job is one lookup)."""
@@ -201,26 +209,24 @@ class RenderSession(QObject):
         if self.busy:
             raise RuntimeError("a render is already running")
         self._lay_out_if_due()
-        self.job, self.job_id = job, job.request.job_id
+        self.job, self.job_id = job, job.job_id
         self._project = self.document.project
-        self.pending = {}
-        for piece in job.jobs:
-            for ln in piece.request.lines:
-                self.pending[ln.line_id] = self.pending.get(ln.line_id, 0) + 1
-        self.running = {piece.job_id for piece in job.jobs}
+        self.pending = dict.fromkeys((ln.line_id for ln in job.lines), job.takes)
+        self.running = {piece.job_id for piece in job.pieces}
         self._streamer, self._cancelled, self._error = {}, False, ""
         self.live, self.done_lines = None, 0
-        self.pace = Pace({ln.line_id: len(ln.text) for ln in job.request.lines}, started=time.monotonic())
-        first, *rest = job.jobs
+        self.pace = Pace({ln.line_id: len(ln.text) for ln in job.lines}, started=time.monotonic())
+        first, *rest = job.pieces
         self.unsent = {piece.job_id: piece for piece in rest}
         self._send(first)
         self._sender.start(rest, now=False)
         self.busy_changed.emit(True)
         self.rendering_changed.emit(tuple(self.pending))
 
-    def _send(self, piece: Render) -> None:
+    def _send(self, piece: Piece) -> None:
         self.unsent.pop(piece.job_id, None)
-        self.host.submit(piece.job_id, piece.work)
+        if self.job is not None:
+            self.host.submit(piece.job_id, self.job.compile(piece).work)
 
     def cancel(self) -> None:
         unsent, self.unsent = list(self.unsent), {}
