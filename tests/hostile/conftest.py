@@ -9,16 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import soundfile as sf
+from tones import tone
 
 SCRIPT = "# Scene\nAlice: Hello there, how are you?\nBob: [laughing] Fine, thanks.\n"
-
-
-def tone(path: Path, seconds: float = 1.5, rate: int = 22050, hz: float = 220.0) -> Path:
-    t = np.arange(round(seconds * rate)) / rate
-    with open(path, "wb") as f:  # a file object: the name may be bytes that are not UTF-8
-        sf.write(f, (0.3 * np.sin(2 * np.pi * hz * t)).astype(np.float32), rate, format="WAV")
-    return path
 
 
 @pytest.fixture(scope="session")

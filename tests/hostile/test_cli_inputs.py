@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
-from conftest import tone
+from tones import tone
 
 from s2studio.cli import main
 from s2studio.state.voices import VoiceLibrary

@@ -3,40 +3,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
 import pytest
-import soundfile as sf
+from serve_helpers import live_server
+from tones import tone
 
 from s2studio.engine.api import LoadRequest
-from s2studio.serve.config import Limits, ServeConfig
-from s2studio.serve.server import ThreadedServer, free_port, start_state
+from s2studio.serve.config import Limits
+from s2studio.serve.server import ThreadedServer
 from s2studio.state.voices import VoiceLibrary
-
-API_KEY = "test-key-0123456789"
-
-
-def tone(path: Path, seconds: float, freq: float, rate: int = 22050) -> Path:
-    t = np.arange(int(seconds * rate)) / rate
-    sf.write(str(path), (0.3 * np.sin(2 * np.pi * freq * t) * np.exp(-t)).astype(np.float32), rate)
-    return path
-
-
-@contextmanager
-def live_server(load: LoadRequest, library: VoiceLibrary, engine_factory: Callable | None = None,
-                **config: object) -> Iterator[ThreadedServer]:
-    config.setdefault("api_key", API_KEY)
-    cfg = ServeConfig(port=free_port(), **config)  # type: ignore[arg-type]
-    kwargs = {} if engine_factory is None else {"engine_factory": engine_factory}
-    server = ThreadedServer(start_state(cfg, load, library, **kwargs))
-    with server:
-        try:
-            yield server
-        finally:
-            server.state.runner.stop()
 
 
 @pytest.fixture(scope="session")

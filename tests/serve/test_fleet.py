@@ -11,7 +11,7 @@ import time
 import httpx
 import numpy as np
 import pytest
-from conftest import live_server
+from serve_helpers import live_server
 from engine_contract import collect
 from serve_process import ServeProcess
 

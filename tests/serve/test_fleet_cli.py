@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 import soundfile as sf
-from conftest import API_KEY, live_server, tone
+from serve_helpers import API_KEY, live_server
+from tones import tone
 
 from s2studio import paths
 from s2studio.commands.script_args import add_script_arguments

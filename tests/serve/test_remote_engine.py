@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import API_KEY
+from serve_helpers import API_KEY
 from engine_contract import check_engine, collect
 
 from s2studio.engine.api import (
@@ -33,7 +33,7 @@ def connected(url: str, **settings: object) -> RemoteEngine:
 
 def test_remote_engine_passes_the_contract_against_a_live_server(real_server, tmp_path: Path) -> None:
     clip, junk = tmp_path / "clip.wav", tmp_path / "junk.wav"
-    from conftest import tone
+    from tones import tone
 
     tone(clip, 1.0, 200.0, 24000)
     junk.write_bytes(b"not audio" * 50)

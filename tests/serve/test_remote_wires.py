@@ -18,7 +18,7 @@ import numpy as np
 import ormsgpack
 import pytest
 import soundfile as sf
-from conftest import API_KEY
+from serve_helpers import API_KEY
 from engine_contract import collect
 from keyring.backend import KeyringBackend
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
-from conftest import API_KEY, live_server
+from serve_helpers import API_KEY, live_server
 
 from s2studio.engine.api import LoadRequest
 from s2studio.serve.config import Limits

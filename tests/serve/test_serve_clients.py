@@ -12,7 +12,8 @@ import httpx
 import openai
 import pytest
 import soundfile as sf
-from conftest import API_KEY, tone
+from serve_helpers import API_KEY
+from tones import tone
 from fishaudio import FishAudio
 from fishaudio.types import ReferenceAudio
 

@@ -12,7 +12,7 @@ import numpy as np
 import ormsgpack
 import pytest
 import soundfile as sf
-from conftest import API_KEY, live_server
+from serve_helpers import API_KEY, live_server
 
 from s2studio.cli import main
 from s2studio.engine.api import LoadRequest

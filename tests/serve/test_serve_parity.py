@@ -12,7 +12,7 @@ import httpx
 import numpy as np
 import ormsgpack
 import soundfile as sf
-from conftest import API_KEY
+from serve_helpers import API_KEY
 
 from s2studio.cli import main
 from s2studio.engine import remote_wire

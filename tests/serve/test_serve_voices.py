@@ -17,7 +17,7 @@ import httpx
 import numpy as np
 import pytest
 import soundfile as sf
-from conftest import API_KEY, live_server
+from serve_helpers import API_KEY, live_server
 
 from s2studio.engine.api import LoadRequest
 from s2studio.serve.errors import ApiError
