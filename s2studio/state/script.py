@@ -147,6 +147,14 @@ class Script:
         """Each line's text, in order (without making the lines an edit moved)."""
         return _unmoved(self.lines, "text")
 
+    def without_warnings(self) -> Script:
+        """The same lines without warnings, with the lines' columns made already (a book's take a while)."""
+        out = replace(self, warnings=())
+        for name in _COLUMNS:
+            if name in self.__dict__:
+                out.__dict__[name] = self.__dict__[name]
+        return out
+
     def with_ids(self, ids: Sequence[str]) -> Script:
         """The same script with its lines' ids replaced (one per line, unique)."""
         if len(ids) != len(self.lines) or len(set(ids)) != len(ids):
@@ -154,6 +162,10 @@ class Script:
         if tuple(ids) == self.line_ids:
             return self
         return replace(self, lines=tuple(replace(ln, line_id=i) for ln, i in zip(self.lines, ids, strict=True)))
+
+
+_COLUMNS = ("_positions", "line_rows", "line_ids", "line_speakers", "line_texts")
+"""`Script`'s cached columns of its lines (`without_warnings` keeps them)."""
 
 
 def make_line_id(speaker: str, text: str, occurrence: int) -> str:

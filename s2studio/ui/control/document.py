@@ -18,7 +18,7 @@ changed the document meanwhile, else it is dropped (a later parse covers the lat
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal
 
@@ -93,7 +93,7 @@ class Document(QObject):
             self._parser, script = ahead.parser, ahead.script
             warnings_stale = ahead.known != known_speakers(project, self.voice_ids())
             if warnings_stale:  # not shown meanwhile: a book's stale warnings (every speaker's) take long to show
-                script = replace(script, warnings=())
+                script = script.without_warnings()
         else:
             script = first_ids(self._parser.parse(project.script, self._known()), project.line_ids)
         upgraded = ahead is not None and ahead.upgraded and ahead.text is project.script

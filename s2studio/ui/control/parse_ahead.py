@@ -30,7 +30,10 @@ def parse_ahead(project: Project, voice_ids: Collection[str]) -> ParsedAhead:
     """What `Document.replace` would parse for `project` (thread-safe: touches nothing but its arguments)."""
     known = known_speakers(project, voice_ids)
     parser = ScriptParser()
-    return ParsedAhead(project.script, known, parser, first_ids(parser.parse(project.script, known), project.line_ids))
+    script = first_ids(parser.parse(project.script, known), project.line_ids)
+    script.line_ids, script.line_speakers, script.line_texts, script.line_rows  # noqa: B018 - a book's columns, read
+    # by the window as it shows it (its states, its chapters, its checks), made here
+    return ParsedAhead(project.script, known, parser, script)
 
 
 def known_speakers(project: Project, voice_ids: Collection[str]) -> frozenset[str] | None:

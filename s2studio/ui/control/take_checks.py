@@ -129,9 +129,11 @@ class TakeChecks(QObject):
         self._listing.start()
 
     def _list_project(self) -> None:
-        key, entries = self.key, self.document.project.lines.values()
-        self._wait_for([take for picked in (True, False) for entry in entries for take in entry.takes
-                        if (take is entry.current) == picked and self._wanted(take, key)])
+        if self.enabled:  # `_wanted` for every take of a book, written out
+            key, entries, pending = self.key, self.document.project.lines.values(), self._pending
+            self._wait_for([take for picked in (True, False) for entry in entries for take in entry.takes
+                            if (take is entry.current) == picked and not take.held and take.take_id not in pending
+                            and (take.check is None or take.check.key != key)])
         if not self._pending:
             self.idle.emit()
 
