@@ -130,3 +130,13 @@ def test_split_request_by_scene_and_take() -> None:
     assert len(split_request(upstream, takes=3)) == 3
     with pytest.raises(UserError, match="^takes must be between 1 and 8, got 0$"):
         split_request(request, takes=0)
+
+
+def test_a_scene_begins_at_the_first_line_after_each_heading() -> None:
+    from s2studio.engine.plan import scene_starts
+    from s2studio.state.script import parse_script
+
+    script = parse_script("A: zero.\n# One\n\nA: one. B: [sigh] two.\n# Two\n# Three\nB: three.\nA: four.\n# End\n")
+    ids = script.line_ids
+    assert [ln.text for ln in script.lines] == ["zero.", "one. B: [sigh] two.", "three.", "four."]
+    assert scene_starts(script) == {ids[1], ids[2]}

@@ -20,8 +20,10 @@ import hashlib
 import itertools
 import json
 import threading
+from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from operator import attrgetter
 from pathlib import Path
 
 import numpy as np
@@ -100,7 +102,7 @@ def check_lines(lines: Sequence[Line], cast: Mapping[str, Voice]) -> None:
         raise UserError("the script has nothing to speak; write lines like 'Alice: Hello.'")
     if not any(_words(ln.text, [(t.start, t.end) for t in ln.tags], ln.start) for ln in lines):
         raise UserError("the script has only tags and no words to speak; add text after the tags")
-    missing = [s for s in dict.fromkeys(ln.speaker for ln in lines) if s not in cast]
+    missing = [s for s in dict.fromkeys(map(attrgetter("speaker"), lines)) if s not in cast]
     if missing:
         names = ", ".join(repr(s) for s in missing)
         raise UserError(f"no voice for speaker {names}; cast it (e.g. --cast '{missing[0]}=VOICE')"
@@ -111,7 +113,7 @@ def speaker_voices(script: Script, cast: Mapping[str, Voice]) -> tuple[Voice, ..
     """The voices in speaker-index order, numbered over the whole script (so a render of some lines conditions
     like a full one)."""
     voices: dict[str, Voice] = {}
-    for speaker in dict.fromkeys(ln.speaker for ln in script.lines):
+    for speaker in script.speakers:  # in order of their first lines
         if speaker in cast:
             voices.setdefault(cast[speaker].id, cast[speaker])
     return tuple(voices.values())
@@ -147,13 +149,9 @@ def voice_references(voices: Sequence[Voice], voice_codes: Mapping[str, Sequence
 
 def scene_starts(script: Script) -> frozenset[str]:
     """The ids of the first line after each heading: where the script's scenes begin."""
-    starts, lines, i = set(), list(script.lines), 0
-    for heading in sorted(script.headings, key=lambda h: h.start):
-        while i < len(lines) and lines[i].start < heading.end:
-            i += 1
-        if i < len(lines):
-            starts.add(lines[i].line_id)
-    return frozenset(starts)
+    rows, ids = script.line_rows, script.line_ids  # a heading is a row of its own: the next row's line is first
+    firsts = (bisect_right(rows, heading.source_line) for heading in script.headings)
+    return frozenset(ids[i] for i in firsts if i < len(ids))
 
 
 MAX_TAKES = 8
@@ -186,8 +184,8 @@ def plan_pieces(job_id: str, line_ids: Sequence[str], scene_starts: frozenset[st
         raise UserError(f"takes must be between 1 and {MAX_TAKES}, got {takes}")
     if takes == 1 and not batches:
         return [Piece(job_id, 0, len(line_ids), 0, True)]
-    starts = [i for i, line_id in enumerate(line_ids)
-              if i == 0 or (batching == "line" and line_id in scene_starts)]
+    places = dict(zip(line_ids, itertools.count())) if batching == "line" else {}
+    starts = sorted({0, *(places[k] for k in scene_starts if k in places)}) if line_ids else []
     if takes == 1 and len(starts) == 1:
         return [Piece(job_id, 0, len(line_ids), 0, True)]
     ends = [*starts[1:], len(line_ids)][:len(starts)]

@@ -21,6 +21,7 @@ playing the `remaining` seconds left needs `remaining × (1 − 1/r)` seconds in
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -60,12 +61,9 @@ class Pace:
     the job (a report comes some 20 times a line)."""
 
     def __post_init__(self) -> None:
-        self._order = {line_id: i for i, line_id in enumerate(self.chars)}
-        after = [0] * (len(self.chars) + 1)
-        counts = [max(c, 1) for c in self.chars.values()]
-        for i in range(len(counts) - 1, -1, -1):
-            after[i] = after[i + 1] + counts[i]
-        self._chars_after = after
+        self._order = dict(zip(self.chars, itertools.count()))
+        counts = map(max, reversed(self.chars.values()), itertools.repeat(1))
+        self._chars_after = list(itertools.accumulate(counts, initial=0))[::-1]
 
     @property
     def lines(self) -> int:

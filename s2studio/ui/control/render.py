@@ -18,6 +18,7 @@ import logging
 from bisect import bisect_left
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
@@ -80,10 +81,11 @@ def gather(job_id: str, lines: Sequence[Line], script: Script, project: Project,
            voices: Mapping[str, Voice]) -> RenderInputs:
     """The inputs of a render of `lines` (in script order), the cast checked once: lines whose speaker has no
     voice are left out (`left_out`), a `UserError` when none is left. `voices`: voice id -> voice."""
-    lines = sorted(lines, key=lambda ln: ln.index)
-    left_out = tuple(ln for ln in lines if project.cast.get(ln.speaker, "") not in voices)
+    lines = sorted(lines, key=attrgetter("index"))
+    unvoiced = {s for s in set(map(attrgetter("speaker"), lines)) if project.cast.get(s, "") not in voices}
+    left_out = tuple(ln for ln in lines if ln.speaker in unvoiced) if unvoiced else ()
     if left_out:
-        lines = [ln for ln in lines if ln not in left_out]
+        lines = [ln for ln in lines if ln.speaker not in unvoiced]
         if not lines:
             raise UserError(no_voice_message(list(dict.fromkeys(ln.speaker for ln in left_out))))
     if not any(ln.has_words for ln in lines):
@@ -132,8 +134,8 @@ def plan_render(inputs: RenderInputs, library: VoiceLibrary, fingerprint: str, t
                   for ln, take in inputs.context)
     request = api.SynthesisRequest(inputs.job_id, (), (), inputs.settings.sampling, context=turns,
                                    scene_starts=starts)
-    pieces = plan_pieces(inputs.job_id, [ln.line_id for ln in inputs.lines], starts, request.sampling.batching,
-                         takes, batches)
+    pieces = plan_pieces(inputs.job_id, list(map(attrgetter("line_id"), inputs.lines)), starts,
+                         request.sampling.batching, takes, batches)
     return RenderPlan(Render(request, voices, library, fingerprint), inputs.lines, inputs.cast,
                       library.lora_paths(inputs.cast.values()), tuple(pieces))
 
@@ -143,7 +145,7 @@ class AskedLines(Mapping[str, Asked]):
     does not make 10,000 of them at once. Each speaker's voice is keyed once."""
 
     def __init__(self, inputs: RenderInputs) -> None:
-        self._lines = {ln.line_id: ln for ln in inputs.lines}
+        self._lines = dict(zip(map(attrgetter("line_id"), inputs.lines), inputs.lines))
         self._keys = {speaker: voice_key(voice) for speaker, voice in inputs.cast.items()}
         self._settings = take_settings(inputs.settings)
 

@@ -5,6 +5,8 @@ computer does, how many takes), and the one box that says a render failed. The r
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QInputDialog, QMainWindow, QMessageBox
 
@@ -88,7 +90,7 @@ class RenderCommands(QObject):
         """Before rendering on engines that cannot do all this computer does (a server that ignores seeds, a voice's
         LoRA), say so per server and voice and ask; once per set of notes."""
         switch = self.ctx.engine_switch
-        voices = (self.document.voice_of(s) for s in dict.fromkeys(ln.speaker for ln in lines))
+        voices = (self.document.voice_of(s) for s in dict.fromkeys(map(attrgetter("speaker"), lines)))
         lora = [v.name for v in voices if v is not None and v.lora is not None]
         notes = tuple(switch.travel_notes(lora)) if switch is not None else ()
         if not notes or notes == self._accepted_notes:
