@@ -239,14 +239,29 @@ def wait_until(predicate, timeout_s: float) -> bool:  # noqa: ANN001
     return True
 
 
-def settle(gaps: Gaps, started: float, quiet_s: float = 0.25, timeout_s: float = 120.0) -> float:
-    """Run the event loop until it has been idle `quiet_s`; seconds from `started` to its last busy pass."""
+def settle(gaps: Gaps, started: float, quiet_s: float = 0.25, timeout_s: float = 120.0, done=None) -> float:  # noqa: ANN001
+    """Run the event loop until it has been idle `quiet_s` and `done()` (when given) holds; seconds from `started` to
+    its last busy pass or to when `done()` was first seen true (polled every 50 ms), the later."""
     deadline = time.perf_counter() + timeout_s
+    done_at = None
     while time.perf_counter() < deadline:
         run_for(0.05)
-        if time.perf_counter() - gaps.busy_until >= quiet_s:
+        if done_at is None and (done is None or done()):
+            done_at = time.perf_counter()
+        if done_at is not None and time.perf_counter() - gaps.busy_until >= quiet_s:
             break
-    return max(gaps.busy_until - started, 0.0)
+    return max(gaps.busy_until - started, (done_at or started) - started, 0.0)
+
+
+def opening_done(w) -> bool:  # noqa: ANN001
+    """Whether the window has done what opening a project asks of it: every slice (the timeline, the lines' states,
+    the cast), the script's colours and the listing of the takes to check."""
+    from s2studio.ui.control.slices import Slices
+
+    checks = w.check_commands.checks
+    listing = getattr(checks, "_listing", None)  # the code before listed the takes in slices (a `Slices`)
+    return (not any(work.busy for work in w.findChildren(Slices)) and not w.editor.highlighter.pending
+            and not (listing is not None and listing.isActive()))
 
 
 @contextlib.contextmanager
@@ -266,8 +281,8 @@ def profiled(step: str):  # noqa: ANN201
         profile.dump_stats(PROFILE)
 
 
-def timed(gaps: Gaps, action, quiet_s: float = 0.25, step: str = "") -> dict:  # noqa: ANN001
-    """`action()`, then until idle: seconds to idle and the longest block."""
+def timed(gaps: Gaps, action, quiet_s: float = 0.25, step: str = "", done=None) -> dict:  # noqa: ANN001
+    """`action()`, then until idle (and `done()`): seconds to idle and the longest block."""
     run_for(0.05)
     gaps.reset()
     started = time.perf_counter()
@@ -275,7 +290,7 @@ def timed(gaps: Gaps, action, quiet_s: float = 0.25, step: str = "") -> dict:  #
         action()
         gaps._tick()
         called = time.perf_counter() - started
-        idle = max(settle(gaps, started, quiet_s), called)
+        idle = max(settle(gaps, started, quiet_s, done=done), called)
     return {"s": round(idle, 3), **gaps.blocks_ms()}
 
 
@@ -539,7 +554,10 @@ def reopen_child(path: Path) -> dict:
     os.environ["S2STUDIO_DATA_DIR"] = str(data)
     w = open_window(data, 0.0)
     gaps = Gaps()
-    out = timed(gaps, lambda: w.projects.open(path), quiet_s=0.5, step="reopen")
+    from s2studio.ui.control.slices import Slices
+
+    assert w.findChildren(Slices), "the window's slices are not found"
+    out = timed(gaps, lambda: w.projects.open(path), quiet_s=0.5, step="reopen", done=lambda: opening_done(w))
     out["rss_mb"] = round(rss_mb())
     close_window(w)
     return out
