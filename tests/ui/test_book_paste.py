@@ -5,6 +5,7 @@ pass that applies the parse. Counted, not timed."""
 from __future__ import annotations
 
 import pytest
+from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication
 
 from ui_helpers import close_studio, fake_engine, open_studio, write_wav
@@ -28,7 +29,6 @@ def book(lines: int) -> str:
 def test_a_pasted_book_arrives_whole_undoes_in_one_step_and_is_shown_over_several_passes(qtbot, studio, tmp_path,
                                                                                            monkeypatch):
     from s2studio.ui.control.document import OFF_THREAD_ROWS
-    from s2studio.ui.script import cast_panel
     from s2studio.ui.window import line_states
 
     w = studio
@@ -36,15 +36,7 @@ def test_a_pasted_book_arrives_whole_undoes_in_one_step_and_is_shown_over_severa
         w.library.create(name, [(write_wav(tmp_path / f"{name}.wav", seconds=1.0), "hello there")])
     w.voices.refresh()
     w.voice_commands.reread()
-    batches: list[int] = []
-    build_some = cast_panel.CastPanel._build_some
-
-    def counted(panel):  # noqa: ANN001, ANN202
-        before = len(panel.combos)
-        build_some(panel)
-        batches.append(len(panel.combos) - before)
-
-    monkeypatch.setattr(cast_panel.CastPanel, "_build_some", counted)
+    monkeypatch.setattr(w.cast_panel._builder, "budget_s", 0.0)  # the cast's rows one a pass
     text = book(OFF_THREAD_ROWS + 100)
     assert OFF_THREAD_ROWS + 100 > line_states.RECOUNT_ABOVE
     seen: list[tuple[int, int]] = []  # in the pass that applied the parse: combos made, lines recounted
@@ -56,13 +48,48 @@ def test_a_pasted_book_arrives_whole_undoes_in_one_step_and_is_shown_over_severa
     qtbot.waitUntil(lambda: len(w.document.script.lines) == OFF_THREAD_ROWS + 100, timeout=20000)
     assert w.document.project.script == text and w.editor.toPlainText() == text  # whole and in order
     combos_then, counted_then = seen[-1]
-    assert combos_then <= cast_panel.CHIPS_PER_PASS and counted_then == 0  # in that pass: a few rows, no line
+    assert combos_then == 1 and counted_then == 0  # in that pass: a row of the cast, no line
     qtbot.waitUntil(lambda: not w.cast_panel.building() and not w.lines._recount.busy, timeout=10000)
     assert w.lines.updates - updates >= OFF_THREAD_ROWS + 100  # every line counted, a slice a pass
     assert list(w.cast_panel.combos) == SPEAKERS
-    assert len(batches) >= 3 and max(batches) <= cast_panel.CHIPS_PER_PASS
+    assert w.cast_panel._builder.passes >= len(SPEAKERS)
     voices = {v.name: v.id for v in w.library.list()}
     for speaker, combo in w.cast_panel.combos.items():
         assert combo.currentData() == voices.get(speaker, "") == w.document.project.cast.get(speaker, "")
     w.actions_by_name["undo"].trigger()  # the whole paste, in one step
     assert w.editor.toPlainText() == ""
+
+
+def test_a_pasted_book_goes_in_a_part_a_pass_undoes_whole_and_a_key_meanwhile_lands_after_it(qtbot, studio):
+    from s2studio.state.script import parse_script
+    from s2studio.ui.script.chunked_paste import CHUNK_ROWS
+
+    w, doc = studio, studio.editor.document()
+    text = book(5 * CHUNK_ROWS + 7)
+    highlighted = w.editor.highlighter.rows_highlighted
+    parses = w.document.parses_off_thread
+    QApplication.clipboard().setText(text)
+    w.editor.setFocus()
+    w.actions_by_name["paste"].trigger()
+    assert doc.blockCount() == CHUNK_ROWS + 1 and w.editor.pasting.busy  # a part in the paste's pass, not the book
+    assert w.editor.highlighter.rows_highlighted == highlighted  # its rows coloured in turns, those on screen first
+    qtbot.waitUntil(lambda: not w.editor.pasting.busy)
+    assert w.editor.pasting.steps == 6 and doc.toPlainText() == text
+    qtbot.waitUntil(lambda: w.document.project.script == text, timeout=20000)
+    assert w.document.parses_off_thread == parses + 1  # parsed once, whole: not a part at a time
+    assert [(ln.speaker, ln.text) for ln in w.document.script.lines] == [
+        (ln.speaker, ln.text) for ln in parse_script(text).lines]
+    w.actions_by_name["undo"].trigger()  # the whole paste, in one step
+    assert doc.toPlainText() == ""
+    w.actions_by_name["redo"].trigger()
+    assert doc.toPlainText() == text
+    w.actions_by_name["undo"].trigger()
+
+    QApplication.clipboard().setText(text)  # a key pressed while the paste goes in: after the whole paste
+    w.actions_by_name["paste"].trigger()
+    assert w.editor.pasting.busy
+    QTest.keyClicks(w.editor, "x")
+    assert not w.editor.pasting.busy and doc.toPlainText() == text + "x"
+    w.actions_by_name["undo"].trigger()
+    w.actions_by_name["undo"].trigger()
+    assert doc.toPlainText() == ""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from PySide6.QtCore import QEvent, QObject
 from PySide6.QtGui import QFont, QTextCursor
 
+from s2studio.ui.control import slices
 from s2studio.ui.script import highlighter as highlighter_module
 from s2studio.ui.script.editor import ScriptEditor
 
@@ -29,9 +30,9 @@ def test_a_book_is_coloured_a_slice_at_a_time_and_an_edited_row_at_once(qtbot, m
     passes: list[int] = []
     real = highlighter_module.ScriptHighlighter._work
 
-    def counted(self, budget_s=None):
+    def counted(self, until):
         before = self.rows_highlighted
-        real(self, highlighter_module.SLICE_S if budget_s is None else budget_s)
+        real(self, until)
         passes.append(self.rows_highlighted - before)
 
     monkeypatch.setattr(highlighter_module.ScriptHighlighter, "_work", counted)
@@ -44,7 +45,7 @@ def test_a_book_is_coloured_a_slice_at_a_time_and_an_edited_row_at_once(qtbot, m
     before = h.rows_highlighted
     paints = Paints()
     editor.viewport().installEventFilter(paints)
-    monkeypatch.setattr(highlighter_module, "SLICE_S", 0.0002)  # many passes
+    monkeypatch.setattr(slices, "BUDGET_S", 0.0002)  # many passes
     editor.setPlainText("\n".join(ROWS))
     assert h.rows_highlighted - before <= 2 * highlighter_module.AT_ONCE and h.pending  # not 3,000 rows at once
     qtbot.waitUntil(lambda: not h.pending, timeout=20000)

@@ -45,8 +45,11 @@ from s2studio.state.script import Line
 from s2studio.state.staleness import take_fingerprint
 from s2studio.ui.control.document import Document
 from s2studio.ui.control.pace import Pace
-from s2studio.ui.control.slices import Slices
+from s2studio.ui.control.slices import Slices, pass_budget
 from s2studio.worker import EngineHost
+
+ORDER_SOON_LINES = 1000
+"""A script of this many lines or more has the timeline follow its new order a pass after the change."""
 
 logger = logging.getLogger(__name__)
 
@@ -153,6 +156,8 @@ class RenderSession(QObject):
         anything here that touches the timeline before then lays it out first)."""
         self._laying: Slices[int] = Slices(lambda _lines: None, done=self.timeline_changed.emit, parent=self)
         """The timeline being laid out, a slice of lines a pass (`Timeline.lay_out`)."""
+        self._order_due = False
+        """A book's lines changed order and the timeline follows a pass later (as `_relayout_due`)."""
         self.relayout()
 
     @property
@@ -173,13 +178,15 @@ class RenderSession(QObject):
     def _lay_out_if_due(self) -> None:
         if self._relayout_due:
             self.relayout()
+        elif self._order_due:
+            self._follow_order()
 
     def relayout(self) -> None:
         """Every line's picked take, laid out again (a project opened, the gap changed): a slice of lines a pass
         of the event loop, `timeline_changed` when the layout is in place (and now: the timeline is empty until
         then). Whatever changes or asks the timeline meanwhile (a take, an edit, the player) lays out the rest at
         once (`Timeline.lay_out`)."""
-        self._relayout_due = False
+        self._relayout_due = self._order_due = False
         steps = self.timeline.lay_out(self.document.script.line_ids, self._picked_audio())
         self.timeline.set_gap(self.document.project.gap_s)
         self.timeline_changed.emit()
@@ -187,9 +194,23 @@ class RenderSession(QObject):
 
     def _script_changed(self, order_changed: bool) -> None:
         self._lay_out_if_due()
-        if order_changed:  # lines added, deleted, moved or back (Undo): audio stays with its line
-            self.timeline.set_order(self.document.script.line_ids, self._picked_audio())
-            self.timeline_changed.emit()
+        if not order_changed:
+            return
+        if len(self.document.script.lines) >= ORDER_SOON_LINES:  # a book's: a pass later, not in the parse's pass
+            self._order_due = True
+            pass_budget().ask(self._order_turn)
+        else:
+            self._follow_order()
+
+    def _order_turn(self, _until: float) -> None:
+        if self._order_due:
+            self._follow_order()
+
+    def _follow_order(self) -> None:
+        """Lines added, deleted, moved or back (Undo): audio stays with its line."""
+        self._order_due = False
+        self.timeline.set_order(self.document.script.line_ids, self._picked_audio())
+        self.timeline_changed.emit()
 
     def _takes_changed(self, line_id: str) -> None:
         self._lay_out_if_due()

@@ -6,20 +6,79 @@ the thread's CPU time, then yields to the event loop (a zero timer) and goes on 
 does meanwhile (a key, a click, an edit) is handled between two passes, in the order it came; work started again
 (`start`) drops what was left of the last run; `finish` does the rest at once (before something reads the end
 state, e.g. a save).
+
+All the window's work in slices (these, the script's highlighting, the cast's rows) takes its turns from one
+`PassBudget`: one zero timer, one budget a pass shared by every job waiting, so that three jobs at work at once
+(a pasted book's highlighting, its cast and its line states) hold a pass no longer than one would; a job the
+budget did not reach goes first at the next pass.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Generic, TypeVar
 
+import shiboken6
 from PySide6.QtCore import QObject, QTimer
 
 T = TypeVar("T")
 
 BUDGET_S = 0.008
-"""The thread's CPU time one pass may use (a step that starts within it runs to its end)."""
+"""The thread's CPU time one pass may use, all jobs together (a step that starts within it runs to its end)."""
+
+Job = Callable[[float], object]
+"""A turn of work: do steps until the thread's CPU time (`time.thread_time`) reaches the given deadline, and
+`PassBudget.ask` again while work is left."""
+
+
+class PassBudget(QObject):
+    """The turns of every job in slices on one thread: a job asks for a turn; at the next pass of the event
+    loop the jobs waiting run one after another until the pass's `BUDGET_S` is spent (the first always runs)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._waiting: list[Job] = []
+        self._timer = QTimer(self, singleShot=True, interval=0)
+        self._timer.timeout.connect(self._pass)
+
+    def ask(self, job: Job) -> None:
+        """A turn for `job` at the next pass (once, however often asked)."""
+        if job not in self._waiting:
+            self._waiting.append(job)
+        self._timer.start()
+
+    def drop(self, job: Job) -> None:
+        if job in self._waiting:
+            self._waiting.remove(job)
+
+    def waiting(self, job: Job) -> bool:
+        return job in self._waiting
+
+    def _pass(self) -> None:
+        waiting, self._waiting = self._waiting, []
+        until = time.thread_time() + BUDGET_S
+        for i, job in enumerate(waiting):
+            if i and time.thread_time() >= until:  # the budget is spent: the rest go first at the next pass
+                self._waiting[:0] = [j for j in waiting[i:] if j not in self._waiting]
+                break
+            owner = getattr(job, "__self__", None)
+            if not isinstance(owner, QObject) or shiboken6.isValid(owner):  # not a job of a window since closed
+                job(until)
+        if self._waiting:
+            self._timer.start()
+
+
+_budgets: dict[int, PassBudget] = {}
+
+
+def pass_budget() -> PassBudget:
+    """The calling thread's `PassBudget` (the window's thread has one; made when first asked for)."""
+    key = threading.get_ident()
+    if key not in _budgets:
+        _budgets[key] = PassBudget()
+    return _budgets[key]
 
 
 class Slices(QObject, Generic[T]):
@@ -28,10 +87,9 @@ class Slices(QObject, Generic[T]):
         super().__init__(parent)
         self._step, self._done = step, done
         self.budget_s = budget_s
-        """CPU seconds a pass may use; None: the module's `BUDGET_S`."""
+        """CPU seconds a pass may use on this work at most (within the pass's `BUDGET_S`); None: no less."""
         self._items: Iterator[T] | None = None
-        self._timer = QTimer(self, singleShot=True, interval=0)
-        self._timer.timeout.connect(self._pass)
+        self._budget = pass_budget()
         self.passes = 0
         """Passes run since the last `start` (what tests read)."""
 
@@ -43,26 +101,28 @@ class Slices(QObject, Generic[T]):
         """Step through `items` (dropping what was left of the last run); the first pass now or at the next
         turn of the event loop. `items` is read lazily: a generator sees the state of the pass it runs in."""
         self._items, self.passes = iter(items), 0
-        self._timer.stop()
+        self._budget.drop(self._turn)
         if now:
-            self._pass()
+            self._turn(time.thread_time() + BUDGET_S)
         else:
-            self._timer.start()
+            self._budget.ask(self._turn)
 
     def stop(self) -> None:
         """Drop what is left (`done` is not called)."""
         self._items = None
-        self._timer.stop()
+        self._budget.drop(self._turn)
 
     def finish(self) -> None:
         """Do what is left now."""
         if self._items is not None:
-            self._timer.stop()
+            self._budget.drop(self._turn)
             self._run(None)
 
-    def _pass(self) -> None:
-        budget = BUDGET_S if self.budget_s is None else self.budget_s
-        self._run(time.thread_time() + budget)
+    def _turn(self, until: float) -> None:
+        """A turn from the pass's budget (no later than this job's own `budget_s`, when it has one)."""
+        if self.budget_s is not None:
+            until = min(until, time.thread_time() + self.budget_s)
+        self._run(until)
 
     def _run(self, until: float | None) -> None:
         items = self._items
@@ -74,7 +134,7 @@ class Slices(QObject, Generic[T]):
             if self._items is not items:  # a step started the work again, or stopped it
                 return
             if until is not None and time.thread_time() >= until:
-                self._timer.start()
+                self._budget.ask(self._turn)
                 return
         self._items = None
         if self._done is not None:

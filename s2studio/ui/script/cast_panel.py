@@ -7,20 +7,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import partial
 
-from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QFont, QPalette, QResizeEvent
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QColor, QFont, QPalette, QResizeEvent
 from PySide6.QtWidgets import QComboBox, QFrame, QHBoxLayout, QLabel, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
 
 from s2studio.state.script import near_name
 from s2studio.ui.colors import is_dark, speaker_color, speaker_colors
+from s2studio.ui.control.slices import Slices
 from s2studio.ui.script.flow_layout import FlowLayout
 
 NO_VOICE = ""
 VISIBLE_ROWS = 3
-CHIPS_PER_PASS = 6
-"""Speakers' rows built per pass of the event loop (a row with its voice combo costs ~3 ms: a book's 20 speakers
-are built over four passes, between which the window keeps answering; a cast of up to 6 is built at once)."""
 """Rows of speakers shown before the cast scrolls."""
+AT_ONCE = 6
+"""A cast of up to this many speakers has its rows built at once (a row with its voice combo costs 1-3 ms)."""
+BUILD_BUDGET_S = 0.003
+"""CPU time a pass may spend on a larger cast's rows: a book's 20 speakers are built over several passes,
+between which the window keeps answering, and the pass that applies a pasted book's parse makes only its first
+rows."""
 
 
 def missing_voices_message(speakers: Sequence[str], voiced: Sequence[str]) -> str:
@@ -73,10 +77,10 @@ class CastPanel(QWidget):
         self._speakers: tuple[str, ...] = ()
         self._cast: dict[str, str] = {}
         self._places: dict[str, int] = {}
-        self._to_build: list[str] = []
-        """Speakers whose rows are still to be built, in order (`_build_some`)."""
-        self._builder = QTimer(self, singleShot=True, interval=0)
-        self._builder.timeout.connect(self._build_some)
+        self._colors: dict[str, QColor] = {}
+        self._dark = False
+        self._builder: Slices[str] = Slices(self._build_row, self._built, self, budget_s=BUILD_BUDGET_S)
+        """The speakers' rows, built in order a few a pass (`building`)."""
 
     def set_voices(self, voices: list[tuple[str, str]]) -> None:
         """(voice id, display name) of every voice in the library."""
@@ -109,50 +113,47 @@ class CastPanel(QWidget):
                 item.widget().deleteLater()
         self.combos.clear()
         self._hint.setVisible(not self._speakers)
-        self._to_build = list(self._speakers)
-        self._builder.stop()
-        self._build_some()
+        self._show_summary()
+        dark = is_dark(self.palette())
+        self._colors, self._dark = speaker_colors(self._places, dark), dark
+        self._builder.start(self._speakers)  # the panel keeps its height until the last row is built
+        if len(self._speakers) <= AT_ONCE:
+            self._builder.finish()
 
     def building(self) -> bool:
         """Rows are still being built (a large cast takes a few passes of the event loop)."""
-        return bool(self._to_build)
+        return self._builder.busy
 
-    def _build_some(self) -> None:
-        """The next CHIPS_PER_PASS speakers' rows, each with its current voice; the rest at the next pass."""
-        batch, self._to_build = self._to_build[:CHIPS_PER_PASS], self._to_build[CHIPS_PER_PASS:]
-        dark = is_dark(self.palette())
-        colors = speaker_colors(self._places, dark)
+    def _build_row(self, speaker: str) -> None:
+        """One speaker's row, with its current voice."""
+        chip = QWidget()
+        row = QHBoxLayout(chip)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.setSpacing(4)
+        label = QLabel(speaker)
         colored, bold = QPalette(self.palette()), QFont(self.font())
         bold.setWeight(QFont.Weight.DemiBold)
-        for speaker in batch:
-            chip = QWidget()
-            row = QHBoxLayout(chip)
-            row.setContentsMargins(0, 0, 0, 0)
-            row.setSpacing(4)
-            label = QLabel(speaker)
-            color = colors.get(speaker) or speaker_color(speaker, dark)
-            colored.setColor(QPalette.ColorRole.WindowText, color)
-            label.setPalette(colored)  # not a style sheet: a widget with one of its own is slow to polish
-            label.setFont(bold)
-            combo = QComboBox()
-            combo.setObjectName(f"cast:{speaker}")
-            combo.setAccessibleName(f"Voice for {speaker}")
-            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-            combo.setMinimumContentsLength(12)
-            combo.addItem("— choose a voice —", NO_VOICE)
-            for vid, name in self._voices:
-                combo.addItem(name, vid)
-            combo.setCurrentIndex(max(combo.findData(self._cast.get(speaker, NO_VOICE)), 0))
-            combo.currentIndexChanged.connect(partial(self._picked, speaker))
-            label.setBuddy(combo)
-            row.addWidget(label)
-            row.addWidget(combo)
-            self._flow.addWidget(chip)
-            chip.show()  # shown now, not at the next layout pass: the rows are measured below
-            self.combos[speaker] = combo
-        if self._to_build:
-            self._builder.start()
-        self._show_summary()
+        colored.setColor(QPalette.ColorRole.WindowText, self._colors.get(speaker) or speaker_color(speaker, self._dark))
+        label.setPalette(colored)  # not a style sheet: a widget with one of its own is slow to polish
+        label.setFont(bold)
+        combo = QComboBox()
+        combo.setObjectName(f"cast:{speaker}")
+        combo.setAccessibleName(f"Voice for {speaker}")
+        combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        combo.setMinimumContentsLength(12)
+        combo.addItem("— choose a voice —", NO_VOICE)
+        for vid, name in self._voices:
+            combo.addItem(name, vid)
+        combo.setCurrentIndex(max(combo.findData(self._cast.get(speaker, NO_VOICE)), 0))
+        combo.currentIndexChanged.connect(partial(self._picked, speaker))
+        label.setBuddy(combo)
+        row.addWidget(label)
+        row.addWidget(combo)
+        self._flow.addWidget(chip)
+        chip.show()
+        self.combos[speaker] = combo
+
+    def _built(self) -> None:
         self._fit_height()
 
     def _show_summary(self) -> None:

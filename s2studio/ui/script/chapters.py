@@ -1,6 +1,7 @@
 """The chapter list beside the script: a book's headings, to jump to one, render one, or show one alone on the
 timeline. It follows the script's headings (only rebuilt when they change) and marks the chapter the
-cursor is in."""
+cursor is in. A book's list follows its script a pass after the script changed (in a turn of the window's work
+in slices), not in the pass that applies a pasted book's parse."""
 
 from __future__ import annotations
 
@@ -12,11 +13,14 @@ from PySide6.QtWidgets import QLabel, QListWidget, QListWidgetItem, QPushButton,
 from s2studio.state.chapters import Chapter, chapter_at, chapter_lines, chapter_span, chapters
 from s2studio.state.script import Line
 from s2studio.ui.control.document import Document
+from s2studio.ui.control.slices import pass_budget
 from s2studio.ui.player.waveform import WaveformView
 from s2studio.ui.script.editor import ScriptEditor
 
 
 MIN_WIDTH = 1
+SOON_LINES = 1000
+"""A script of this many lines or more has its chapters followed a pass after it changed."""
 BOOK_ON_TIMELINE = "Timeline: book"
 CHAPTER_ON_TIMELINE = "Timeline: chapter"
 
@@ -79,9 +83,18 @@ class ChapterNavigation(QObject):
         panel.list.currentRowChanged.connect(self._current_changed)
         panel.render_button.clicked.connect(self.render_selected)
         panel.timeline_button.toggled.connect(lambda _on: self._scope())
-        document.script_changed.connect(lambda _order: self.refresh())
+        document.script_changed.connect(lambda _order: self._script_changed())
         document.replaced.connect(self.refresh)
         editor.cursor_line_changed.connect(self._cursor_moved)
+        self.refresh()
+
+    def _script_changed(self) -> None:
+        if len(self.document.script.lines) >= SOON_LINES:
+            pass_budget().ask(self._refresh_turn)
+        else:
+            self.refresh()
+
+    def _refresh_turn(self, _until: float) -> None:
         self.refresh()
 
     def refresh(self) -> None:

@@ -9,13 +9,14 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from PySide6.QtCore import QRect, QStringListModel, Qt, Signal
-from PySide6.QtGui import (QColor, QFontDatabase, QKeyEvent, QPalette, QTextBlock, QTextCharFormat,
-                           QTextCursor, QTextFormat)
+from PySide6.QtCore import QMimeData, QRect, QStringListModel, Qt, Signal
+from PySide6.QtGui import (QColor, QFontDatabase, QInputMethodEvent, QKeyEvent, QPalette, QTextBlock,
+                           QTextCharFormat, QTextCursor, QTextFormat)
 from PySide6.QtWidgets import QCompleter, QPlainTextEdit, QTextEdit, QToolTip, QWidget
 
 from s2studio.state.script import Line, Script
 from s2studio.ui.colors import is_dark
+from s2studio.ui.script.chunked_paste import ChunkedPaste
 from s2studio.ui.script.gutter import WIDTH as GUTTER_WIDTH
 from s2studio.ui.script.gutter import LineGutter
 from s2studio.ui.script.highlighter import ScriptHighlighter
@@ -89,6 +90,7 @@ class ScriptEditor(QPlainTextEdit):
         self.cursorPositionChanged.connect(self._cursor_moved)
         self.document().contentsChange.connect(self._contents_changed)
         self.line_steps = LineSteps(self)  # a line added is one undo step
+        self.pasting = ChunkedPaste(self, self.edited.emit)  # a book pasted a part a pass, `edited` after the last
         self._last_block = 0
         self.setMouseTracking(True)
         self.gutter = LineGutter(self)
@@ -133,7 +135,39 @@ class ScriptEditor(QPlainTextEdit):
         cursor.insertText(tag + ("" if after.startswith("]") else "]"))
         self.setTextCursor(cursor)
 
+    # -- a long paste: in parts; anything that edits or reads the text meanwhile finishes it first -------------
+
+    def insertFromMimeData(self, source: QMimeData) -> None:  # noqa: N802 - Qt override (paste, drop)
+        self.pasting.finish()
+        if not (source.hasText() and self.pasting.start(source.text())):
+            super().insertFromMimeData(source)
+
+    def inputMethodEvent(self, event: QInputMethodEvent) -> None:  # noqa: N802 - Qt override
+        self.pasting.finish()
+        super().inputMethodEvent(event)
+
+    def undo(self) -> None:
+        self.pasting.finish()
+        super().undo()
+
+    def redo(self) -> None:
+        self.pasting.finish()
+        super().redo()
+
+    def cut(self) -> None:
+        self.pasting.finish()
+        super().cut()
+
+    def toPlainText(self) -> str:  # noqa: N802 - the text as the person pasted it, whole
+        self.pasting.finish()
+        return super().toPlainText()
+
+    def setPlainText(self, text: str) -> None:  # noqa: N802 - another project's text: a paste's rest is dropped
+        self.pasting.stop()
+        super().setPlainText(text)
+
     def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 - Qt override
+        self.pasting.finish()
         popup = self.completer.popup()
         if popup.isVisible() and event.key() in (Qt.Key.Key_Enter, Qt.Key.Key_Return, Qt.Key.Key_Tab,
                                                  Qt.Key.Key_Escape):
@@ -257,7 +291,7 @@ class ScriptEditor(QPlainTextEdit):
         return super().event(e)
 
     def _contents_changed(self, _position: int, removed: int, added: int) -> None:
-        if removed or added:
+        if (removed or added) and not self.pasting.busy:
             self.edited.emit()
 
     def _cursor_moved(self) -> None:

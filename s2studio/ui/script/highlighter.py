@@ -3,11 +3,11 @@
 Rows are highlighted one at a time and each on its own (no row depends on another), so this does not use
 QSyntaxHighlighter, which highlights every row of a document it is given at once: opening a book of 10,000
 rows, or a change of colours, would hold the window for as long. Here a row an edit touched is highlighted
-at once; the others (a text set whole, new colours) are highlighted a slice of `SLICE_S` at a time between
-passes of the event loop, the rows on screen first, so the window shows them coloured and keeps answering
-while the rest follows. A row's formats go into its layout (`QTextLayout.setFormats`, as QSyntaxHighlighter
-does), so they are neither text nor undo steps; a row not laid out yet (a book's hidden rows) is coloured without
-a repaint of the view.
+at once; the others (a text set whole, a paste, new colours) are highlighted in turns of the window's work in
+slices (`slices.pass_budget`: one budget a pass shared with the cast's rows and the lines' states), the rows on
+screen first, so the window shows them coloured and keeps answering while the rest follows. A row's formats go
+into its layout (`QTextLayout.setFormats`, as QSyntaxHighlighter does), so they are neither text nor undo steps;
+a row not laid out yet (a book's hidden rows) is coloured without a repaint of the view.
 """
 
 from __future__ import annotations
@@ -16,21 +16,18 @@ import re
 import time
 from collections.abc import Callable, Iterable
 
-from PySide6.QtCore import QObject, QTimer
+from PySide6.QtCore import QObject
 from PySide6.QtGui import QColor, QFont, QTextBlock, QTextCharFormat, QTextDocument, QTextLayout
 
 from s2studio.ui.colors import speaker_color, speaker_colors
+from s2studio.ui.control.slices import pass_budget
 
 HEADING = re.compile(r"^\s*#.*$")
 SPEAKER = re.compile(r"^\s*([^\s\[\]:<>#][^\[\]:<>#]{0,39}):")
 TAG = re.compile(r"\[[^\[\]\n]*\]")
 RAW_SPEAKER = re.compile(r"<\|speaker:\d+\|>")
-SLICE_S = 0.008
-"""The window's thread's CPU time the rows not yet highlighted are worked on in one pass of the event loop (CPU,
-as `Slices` counts it: on a loaded machine a wall-clock slice gets a few rows a pass and a book's colours take
-seconds longer)."""
 AT_ONCE = 64
-"""Rows of one edit highlighted at once; beyond them (a paste, a text set whole) they wait for the slices."""
+"""An edit of up to this many rows is highlighted at once; a larger one (a paste, a text set whole) in turns."""
 
 
 class ScriptHighlighter(QObject):
@@ -46,8 +43,7 @@ class ScriptHighlighter(QObject):
         """Bumped when every row must be highlighted again; a row highlighted for it keeps it as its state."""
         self._next = 0
         """The first row that may still wait for the current generation."""
-        self._timer = QTimer(self, singleShot=True, interval=0)
-        self._timer.timeout.connect(self._work)
+        self._budget = pass_budget()
         self.rows_highlighted = 0
         """Rows highlighted, counted (what a change cost)."""
         document.contentsChange.connect(self._changed)
@@ -107,7 +103,7 @@ class ScriptHighlighter(QObject):
         """Every row again: those on screen soon, the rest a slice at a time."""
         self._generation += 1
         self._next = 0
-        self._timer.start()
+        self._budget.ask(self._work)
 
     @property
     def pending(self) -> bool:
@@ -117,28 +113,30 @@ class ScriptHighlighter(QObject):
     def finish(self) -> None:
         """Highlight every row still waiting, now (tests, screenshots)."""
         while self.pending:
-            self._work(budget_s=1e9)
+            self._work(until=float("inf"))
 
     def _changed(self, position: int, removed: int, added: int) -> None:
         if not (removed or added):
             return
         doc = self._doc
         block, last = doc.findBlock(position), doc.findBlock(position + added)
-        for _ in range(AT_ONCE):
-            if not block.isValid():
-                break
-            self._highlight(block, editing=True)
-            if block == last:
-                block = QTextBlock()
-                break
-            block = block.next()
-        if block.isValid():  # many rows (a paste, a text set whole): the rest wait for the slices
-            self._next = min(self._next, block.blockNumber())
+        if not last.isValid():
+            last = doc.lastBlock()
+        if last.blockNumber() - block.blockNumber() < AT_ONCE:
+            while block.isValid():
+                self._highlight(block, editing=True)
+                if block == last:
+                    return
+                block = block.next()
+            return
+        block.setUserState(-1)  # the rows an edit began and ended in were rows before it: coloured anew too
+        last.setUserState(-1)  # (the rows between are new ones, not coloured yet)
+        self._next = min(self._next, block.blockNumber())  # many rows (a paste): in turns, those on screen first
         if self.pending:
-            self._timer.start()
+            self._budget.ask(self._work)
 
-    def _work(self, budget_s: float = SLICE_S) -> None:
-        deadline = time.thread_time() + budget_s
+    def _work(self, until: float) -> None:
+        """A turn: the rows on screen, then rows in order until the thread's CPU time reaches `until`."""
         for block in self._on_screen():
             if block.userState() != self._generation:
                 self._highlight(block)
@@ -148,10 +146,10 @@ class ScriptHighlighter(QObject):
                 self._highlight(block)
             block = block.next()
             self._next += 1
-            if time.thread_time() > deadline:
+            if time.thread_time() >= until:
                 break
         if self.pending:
-            self._timer.start()
+            self._budget.ask(self._work)
 
     def _highlight(self, block: QTextBlock, editing: bool = False) -> None:
         """Colour `block` (`editing`: within the document's edit, `_changed`)."""

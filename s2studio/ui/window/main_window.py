@@ -280,6 +280,7 @@ class MainWindow(QMainWindow):
             a[name].setEnabled(self.player.available)
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
+        self.editor.pasting.finish()  # a long paste still going in: whole before it is parsed
         if self._parse_timer.isActive():  # the last keystrokes, parsed before anything is written
             self.reparse()
         self.document.finish_parsing()
