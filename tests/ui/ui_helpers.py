@@ -129,4 +129,5 @@ def cast_two_voices(w, tmp_path: Path, script: str = "Alice: One [sigh] two.\nBo
 def project_shown(qtbot, w) -> None:
     """Until the project just opened is shown whole: its text at once, its timeline, lines' states and cast a
     pass of the event loop or a few later (a book's would hold the window)."""
-    qtbot.waitUntil(lambda: not w.showing.busy and not w.cast_panel.building(), timeout=10000)
+    qtbot.waitUntil(lambda: not w.showing.busy and not w.cast_panel.building() and not w.session._laying.busy,
+                    timeout=10000)
