@@ -165,7 +165,7 @@ class Gaps:
         self.timer.setTimerType(Qt.TimerType.PreciseTimer)
         self.timer.setInterval(10)
         self.timer.timeout.connect(self._tick)
-        self._gc_started = 0.0
+        self._gc_started = self._gc_cpu = 0.0
         gc.callbacks.append(self._collection)
         self.passes = PassLog(PASSES) if PASSES else None
         """`--passes N`: the N passes with the most CPU since `reset`, each with its profile."""
@@ -173,16 +173,23 @@ class Gaps:
         self.timer.start()
 
     def _collection(self, phase: str, info: dict) -> None:
-        """The longest full garbage collection (every thread waits for it) since `reset`."""
+        """The longest full garbage collection (every thread waits for it) since `reset`: its wall time, and the
+        CPU of the thread that ran it when that was the GUI thread."""
         if info.get("generation") != 2:
             return
         if phase == "start":
-            self._gc_started = time.perf_counter()
+            self._gc_started, self._gc_cpu = time.perf_counter(), time.thread_time()
         else:
-            self.longest_gc = max(self.longest_gc, time.perf_counter() - self._gc_started)
+            took = time.perf_counter() - self._gc_started
+            if took > self.longest_gc:
+                self.longest_gc = took
+                gui = threading.current_thread() is threading.main_thread()
+                self.longest_gc_where = "gui" if gui else threading.current_thread().name
+                self.longest_gc_cpu = time.thread_time() - self._gc_cpu if gui else 0.0
 
     def reset(self) -> None:
-        self.longest_gc = 0.0
+        self.longest_gc = self.longest_gc_cpu = 0.0
+        self.longest_gc_where = ""
         self.last = time.perf_counter()
         self.last_cpu = time.thread_time()
         self.longest = self.longest_cpu = 0.0
@@ -215,7 +222,8 @@ class Gaps:
             note("the longest passes of the window's thread (profiled, so slower than without --passes):\n"
                  + PassLog.show(self.passes.stop()))
         return {"block_ms": round(self.longest_ms(), 1), "cpu_ms": round(self.longest_cpu_ms(), 1),
-                "full_gc_ms": round(1000 * self.longest_gc, 1)}
+                "full_gc_ms": round(1000 * self.longest_gc, 1), "full_gc_thread": self.longest_gc_where,
+                "full_gc_gui_cpu_ms": round(1000 * self.longest_gc_cpu, 1)}
 
 
 def note(text: str) -> None:
