@@ -110,3 +110,32 @@ def test_a_click_selects_the_line_under_it_whatever_the_scope(qtbot, scope) -> N
 
     qtbot.mouseClick(view, Qt.MouseButton.LeftButton, pos=QPoint(int(view.x_of((start + end) / 2)), 60))
     assert clicked == ["l6"]
+
+
+def test_summaries_that_arrive_for_lines_far_apart_repack_those_lines_not_all_between() -> None:
+    """A render places takes in several scenes at once; their summaries come from the worker. Packing them in
+    touches their tracks (and short stretches between), not every track from the first to the last of them."""
+    audio = lines(300)
+    timeline = Timeline(gap_s=0.05)
+    timeline.set_lines(list(audio), audio)
+    peaks = TimelinePeaks()
+    peaks.sync(timeline.layout)
+    peaks.wait()
+    peaks.sync(timeline.layout)
+    changed = [*range(0, 40), *range(250, 290)]  # each more than are summarised on the GUI thread
+    louder = lines(300, seed=9)
+    for i in changed:
+        timeline.set_audio(f"l{i}", louder[f"l{i}"])
+    layout = timeline.layout
+    peaks.sync(layout)
+    assert peaks.pending == len(changed)
+    peaks.wait()
+    before = peaks.packed_changes
+    peaks.sync(layout)
+    assert peaks.pending == 0 and peaks.packed_changes - before == len(changed)
+    fresh = TimelinePeaks()
+    fresh.sync(layout)
+    fresh.wait()
+    fresh.sync(layout)
+    edges = np.arange(0, layout.end + BINS[0] * 2.0, BINS[0] * 2.0)
+    assert np.array_equal(peaks.columns(layout, edges, BINS[0] * 2.0)[0], fresh.columns(layout, edges, BINS[0] * 2.0)[0])

@@ -97,15 +97,12 @@ class TimelinePeaks:
         old = self._pack.tracks
         if tracks == old and not self._ready_missing():
             return None
-        if self._missing:  # summaries that arrived since: repack from the first of them on
-            p, s = common_ends(old, tracks)
-            ready = [i for i, t in enumerate(old) if t in self._missing and t in self._levels]
-            if ready:
-                p = min(p, ready[0])
-                s = min(s, len(old) - 1 - ready[-1])
-            runs = [(p, len(old) - s, p, len(tracks) - s)]
-        else:  # only what changed: a render of several scenes at once places lines far apart
-            runs = changed_runs(old, tracks, self._index)
+        # only what changed: a render of several scenes at once places lines far apart
+        runs = changed_runs(old, tracks, self._index)
+        if self._missing:  # and the tracks whose summaries arrived since, where they are
+            ready = sorted(i for t in self._missing if t in self._levels
+                           and (i := self._index.get(t.line_id, -1)) >= 0 and i < len(old) and old[i] is t)
+            runs = with_places(runs, ready)
         for _i, _j, a, b in runs:
             self._ask(tracks[a:b])
         self._repack(runs, tracks)
@@ -251,6 +248,30 @@ def changed_runs(old: Sequence[Track], new: Sequence[Track], old_index: Mapping[
                 i += 1
         runs.append((ri, i, ra, a))
     return runs
+
+
+def with_places(runs: Sequence[tuple[int, int, int, int]], places: Sequence[int], gap: int = 32
+                ) -> list[tuple[int, int, int, int]]:
+    """`runs` (`changed_runs`) and a run of one track for each of `places` (positions in the old tracks, in
+    order, of tracks that stay but whose values changed) that no run covers, runs less than `gap` tracks apart
+    made one (the same tracks between them are repacked as they are: fewer runs, each a few array operations)."""
+    extra, r, shift = [], 0, 0
+    for i in places:
+        while r < len(runs) and runs[r][1] <= i:  # the runs before it: it moved by what they added
+            ri, rj, ra, rb = runs[r]
+            shift += (rb - ra) - (rj - ri)
+            r += 1
+        if r < len(runs) and runs[r][0] <= i:
+            continue  # inside a run: repacked with it
+        extra.append((i, i + 1, i + shift, i + shift + 1))
+    merged: list[tuple[int, int, int, int]] = []
+    for run in sorted([*runs, *extra]):
+        if merged and run[0] - merged[-1][1] < gap:
+            i, _j, a, _b = merged[-1]
+            merged[-1] = (i, run[1], a, run[3])
+        else:
+            merged.append(run)
+    return merged
 
 
 def common_ends(old: Sequence[object], new: Sequence[object], block: int = 256) -> tuple[int, int]:
