@@ -143,7 +143,7 @@ class Scheduler:
         with self._lock:
             if job.counted and self._queue_size is not None:
                 if sum(1 for j in self._queue if j.counted) >= self._queue_size:
-                    raise QueueFull(self._retry_after())
+                    raise QueueFull(self.retry_after_s())
             self._queue.append(job)
             self._lock.notify_all()
         return job
@@ -171,10 +171,12 @@ class Scheduler:
             return SchedulerStats(len(self._queue), tuple(j.job_id for j in self._running),
                                   self.max_batch if self.engine is not None else 0, tuple(self._outcomes))
 
-    def _retry_after(self) -> int:
-        """Seconds until a place in the queue frees: about a job's time over the streams that run at once."""
-        average = sum(self._durations) / len(self._durations) if self._durations else 5.0
-        return max(1, math.ceil(average / self.max_batch))
+    def retry_after_s(self) -> int:
+        """Seconds until one of the running jobs ends (a place in the queue frees, a voice it held is let go):
+        about a job's time over the streams that run at once."""
+        with self._lock:
+            average = sum(self._durations) / len(self._durations) if self._durations else 5.0
+            return max(1, math.ceil(average / self.max_batch))
 
     # ------------------------------------------------------------------ the engine thread
 

@@ -10,6 +10,8 @@ server in the tests and vllm-omni's clients work with us. Shapes: vllm-project/v
 Uploads are kept apart from the voice library of the person running the server, in its data folder, so they outlive
 a restart (serve/uploads.py; names are case-insensitive, as there); a client that finds a name gone uploads it
 again. The clip's codes are encoded once, on first use, by the codes cache every inline reference goes through.
+The upload also answers as OpenAI's `client.audio.voices.create` expects (`id`: the name, what `voice`
+takes), and one refused because running requests hold every voice says when to retry.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from s2studio.serve.bodies import media_type, read_body
 from s2studio.serve.errors import ApiError
 from s2studio.serve.parsing import check_name
 from s2studio.serve.references import check_reference
-from s2studio.serve.uploads import UploadedVoice, bad_name
+from s2studio.serve.uploads import UploadedVoice, VoicesInUse, bad_name
 
 router = APIRouter()
 MULTIPART = ("multipart/form-data",)
@@ -76,8 +78,14 @@ async def upload_voice(request: Request) -> Response:
                        "missing_ref_text", "ref_text")
     reference = check_reference(0, audio, text, state.config.limits.max_reference_seconds)
     voice = UploadedVoice(name, reference, consent, int(time.time()), description)
-    state.uploads.put(voice)
-    return JSONResponse({"success": True, "voice": voice.describe()})
+    try:
+        state.uploads.put(voice)
+    except VoicesInUse as exc:
+        exc.headers["Retry-After"] = str(state.runner.scheduler.retry_after_s())
+        raise
+    # vllm-omni's answer (`success`, `voice`) and OpenAI's Voice object: `id` is what `voice` names it by
+    return JSONResponse({"success": True, "voice": voice.describe(), "id": voice.name, "object": "audio.voice",
+                         "name": voice.name, "created_at": voice.created_at, "type": "audio_sample"})
 
 
 @router.get("/v1/audio/voices")

@@ -37,6 +37,13 @@ log = logging.getLogger("s2studio.serve")
 MAX_UPLOADS = 256
 MAX_UPLOAD_BYTES = 128 * 1024 * 1024
 """All uploaded clips together: what the server's memory (and its folder) holds for clients, whatever their number."""
+
+
+class VoicesInUse(ApiError):
+    """No voice can be evicted for an upload: running requests speak with all of them. The route says when to
+    retry (`Retry-After`: about when one of those requests ends), which only the engine's scheduler knows."""
+
+
 _CLIP_NAME = re.compile(r"[0-9a-f]{64}\.(wav|flac|ogg|mp3|aiff|w64|caf)")
 
 
@@ -125,8 +132,8 @@ class UploadedVoices:
             if self._capacity == 0:
                 raise ApiError(400, "this server keeps no uploaded voices; send the clip with each request "
                                "(ref_audio and ref_text)", "too_many_voices", "name")
-            raise ApiError(503, "this server's uploaded voices are all in use by running requests; try again when "
-                           "they end", "too_many_voices", "name")
+            raise VoicesInUse(503, "this server's uploaded voices are all in use by running requests; try again "
+                              "when they end", "too_many_voices", "name")
         return evicted
 
     def take(self, name: str) -> UploadedVoice | None:
