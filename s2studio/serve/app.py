@@ -25,11 +25,12 @@ from s2studio.serve.config import ServeConfig
 from s2studio.serve.errors import ApiError, PrivatePaths, error_response
 from s2studio.serve.guard import StreamBroken
 from s2studio.serve.jobs import Disconnected, JobResponse, JobStream
-from s2studio.serve.references import CodesCache
+from s2studio.serve.parsing import UPLOAD_HINT, find_voice
+from s2studio.serve.references import CodesCache, InlineReference
 from s2studio.serve.uploads import UploadedVoices
 from s2studio.serve.runner import EngineRunner, Work
 from s2studio.serve.synthesis import AudioOut
-from s2studio.state.voices import VoiceLibrary
+from s2studio.state.voices import Voice, VoiceLibrary
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,16 @@ class ServerState:
     data folder, the tests' servers in memory."""
     history: collections.deque[JobRecord] = field(default_factory=lambda: collections.deque(maxlen=1000))
     model_dir: Path | None = None
+
+    def voice_named(self, name: str, param: str) -> tuple[tuple[Voice, ...], tuple[InlineReference, ...],
+                                                          Callable[[], None]]:
+        """Who `name` is, for a route that names a voice (`voice`, `reference_id`): a voice a client uploaded
+        (its clip, inline; held against eviction until the function returned is called, as the request ends),
+        else a library voice by name or id (a 404 that says how to add one otherwise)."""
+        uploaded = self.uploads.take(name)
+        if uploaded is not None:
+            return (), (uploaded.reference,), self.uploads.release(uploaded)
+        return (find_voice(self.library, name, param, UPLOAD_HINT),), (), lambda: None
 
     def redact(self, text: str) -> str:
         """`text` without the server's own folders (`errors.PrivatePaths`): voices by name, the rest in words."""

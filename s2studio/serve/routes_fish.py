@@ -3,8 +3,9 @@
 
 Bodies are MessagePack (what Fish's SDK and upstream's client send) or JSON (reference audio then in base64).
 `text` follows upstream: `<|speaker:i|>` turns, reference i conditioning speaker i, upstream batching by
-`chunk_length`; `reference_id` names a library voice instead. The `model` header is accepted (`s2-pro`; this
-server has one model). With `streaming` the body is a WAV header and then PCM as the engine decodes it, as
+`chunk_length`; `reference_id` names a voice instead: one uploaded to this server (`POST /v1/audio/voices`,
+by its name, the `id` the upload answers), else a library voice by name or id. The `model` header is
+accepted (`s2-pro`; this server has one model). With `streaming` the body is a WAV header and then PCM as the engine decodes it, as
 upstream streams; without it, wav and flac come whole with exact headers and the other formats still stream
 (the way Fish's cloud answers the SDK). Extensions: `top_k`, `flac`, and `cast` ({speaker name: library
 voice}), which makes `text` a studio script of `Name:` lines compiled as the studio compiles it.
@@ -15,7 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Literal
 
 import ormsgpack
@@ -129,15 +130,26 @@ async def tts(request: Request) -> Response:
                         max_frames=min(body.max_new_tokens or limits.max_new_tokens, limits.max_new_tokens),
                         batching="line" if body.cast else "upstream", **seed_fields(body.seed))
     if body.cast:
-        speech = _script_speech(state, body, sampling)
-    else:
-        inline = tuple(await run_in_threadpool(
-            lambda: [check_reference(i, r.audio, r.text, limits.max_reference_seconds)
-                     for i, r in enumerate(body.references)]))
-        voices = () if inline or not body.reference_id else (find_voice(state.library, body.reference_id,
-                                                                        "reference_id"),)
-        speech = Speech(check_lines(tts_lines(body.text), limits), sampling, body.chunk_length, inline,
-                        voices)
+        return await _answer(request, body, _script_speech(state, body, sampling))
+    inline = tuple(await run_in_threadpool(
+        lambda: [check_reference(i, r.audio, r.text, limits.max_reference_seconds)
+                 for i, r in enumerate(body.references)]))
+    if inline or not body.reference_id:
+        return await _answer(request, body, Speech(check_lines(tts_lines(body.text), limits), sampling,
+                                                   body.chunk_length, inline))
+    voices, inline, ended = state.voice_named(body.reference_id, "reference_id")  # uploaded, else the library's
+    try:
+        speech = Speech(check_lines(tts_lines(body.text), limits), sampling, body.chunk_length, inline, voices)
+        return await _answer(request, body, speech, ended)
+    except BaseException:
+        ended()  # once only: a second call after audio_response's own does nothing
+        raise
+
+
+async def _answer(request: Request, body: TTSBody, speech: Speech, ended: Callable[[], None] = lambda: None
+                  ) -> Response:
+    """The audio of a checked request, in `body.format`; `ended()` once it is over (audio_response calls it)."""
+    state = state_of(request)
     streaming = body.streaming if body.streaming is not None else body.format not in ("wav", "flac")
     out = AudioOut(StreamEncoder(body.format, streaming), speech.sampling.batching)
     headers = {"Content-Type": out.encoder.content_type,
@@ -146,7 +158,7 @@ async def tts(request: Request) -> Response:
         headers.update({"X-Audio-Sample-Rate": str(state.info.sample_rate), "X-Audio-Channels": "1",
                         "X-Audio-Encoding": "pcm_s16le"})
     work = speech_work(speech, state.library, state.cache, state.info.codec_fingerprint)
-    return await audio_response(request, "fish", work, out, headers)
+    return await audio_response(request, "fish", work, out, headers, ended=ended)
 
 
 @router.get("/v1/health")
@@ -161,9 +173,10 @@ async def health(request: Request) -> Response:
 
 @router.get("/v1/references/list")
 async def references_list(request: Request) -> Response:
-    voices = state_of(request).library.list()
-    return JSONResponse({"success": True, "reference_ids": [v.id for v in voices],
-                         "names": {v.id: v.name for v in voices}, "message": "Success"})
+    """What `reference_id` can name: the library's voices by id, then the voices uploaded here (by name)."""
+    state = state_of(request)
+    names = {v.id: v.name for v in state.library.list()} | {v.name: v.name for v in state.uploads.list()}
+    return JSONResponse({"success": True, "reference_ids": list(names), "names": names, "message": "Success"})
 
 
 class EncodeBody(BaseModel):

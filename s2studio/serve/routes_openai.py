@@ -29,10 +29,9 @@ from s2studio.serve.bodies import JSON, parse_body
 from s2studio.serve.compile import speech_lines
 from s2studio.serve.config import setting_field
 from s2studio.serve.errors import ApiError
-from s2studio.serve.parsing import UPLOAD_HINT, check_lines, check_name, find_voice
+from s2studio.serve.parsing import check_lines, check_name
 from s2studio.serve.references import InlineReference, check_reference
 from s2studio.serve.synthesis import AudioOut, Speech, speech_work
-from s2studio.serve.uploads import UploadedVoice
 from s2studio.settings import Sampling, seed_fields
 from s2studio.state.voices import Voice
 
@@ -75,18 +74,15 @@ def _data_url_audio(url: str) -> bytes:
 
 
 def _voice_of(state: ServerState, body: SpeechBody) -> tuple[tuple[Voice, ...], tuple[InlineReference, ...],
-                                                              UploadedVoice | None]:
-    """Who speaks: inline `ref_audio` + `ref_text`, an uploaded voice, or a library voice (in that order); an
-    uploaded voice is the third item, held against eviction until the request lets it go (`state.uploads.release`)."""
+                                                              Callable[[], None]]:
+    """Who speaks: inline `ref_audio` + `ref_text`, else the voice `voice` names (`ServerState.voice_named`); the
+    third item lets an uploaded voice go when the request ends."""
     limit = state.config.limits.max_reference_seconds
     if body.ref_audio is not None:
-        return (), (check_reference(0, _data_url_audio(body.ref_audio), body.ref_text or "", limit),), None
+        return (), (check_reference(0, _data_url_audio(body.ref_audio), body.ref_text or "", limit),), lambda: None
     name = body.voice if isinstance(body.voice, str) else body.voice.id
     check_name(name, "voice", state.config.limits)
-    uploaded = state.uploads.take(name)
-    if uploaded is not None:
-        return (), (uploaded.reference,), uploaded
-    return (find_voice(state.library, name, "voice", UPLOAD_HINT),), (), None
+    return state.voice_named(name, "voice")
 
 
 def _sse_delta(data: bytes) -> bytes:
@@ -117,8 +113,7 @@ async def speech(request: Request) -> Response:
     if body.speed != 1.0:
         raise ApiError(400, f"speed {body.speed:g} is not supported: S2 has no speed control; send 1.0 "
                        "(or leave it out)", "unsupported_speed", "speed")
-    voices, inline, uploaded = _voice_of(state, body)
-    ended = (lambda: None) if uploaded is None else state.uploads.release(uploaded)
+    voices, inline, ended = _voice_of(state, body)
     try:
         return await _speak(request, state, body, voices, inline, ended)
     except BaseException:

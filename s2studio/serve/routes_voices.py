@@ -10,8 +10,8 @@ server in the tests and vllm-omni's clients work with us. Shapes: vllm-project/v
 Uploads are kept apart from the voice library of the person running the server, in its data folder, so they outlive
 a restart (serve/uploads.py; names are case-insensitive, as there); a client that finds a name gone uploads it
 again. The clip's codes are encoded once, on first use, by the codes cache every inline reference goes through.
-The upload also answers as OpenAI's `client.audio.voices.create` expects (`id`: the name, what `voice`
-takes), and one refused because running requests hold every voice says when to retry.
+The upload also answers as OpenAI's `client.audio.voices.create` expects (`id`: the name, what `voice` and
+Fish's `reference_id` take), and one refused because running requests hold every voice says when to retry.
 """
 
 from __future__ import annotations
@@ -83,7 +83,8 @@ async def upload_voice(request: Request) -> Response:
     except VoicesInUse as exc:
         exc.headers["Retry-After"] = str(state.runner.scheduler.retry_after_s())
         raise
-    # vllm-omni's answer (`success`, `voice`) and OpenAI's Voice object: `id` is what `voice` names it by
+    # vllm-omni's answer (`success`, `voice`) and OpenAI's Voice object: `id` is what `voice` and
+    # `reference_id` name it by
     return JSONResponse({"success": True, "voice": voice.describe(), "id": voice.name, "object": "audio.voice",
                          "name": voice.name, "created_at": voice.created_at, "type": "audio_sample"})
 

@@ -19,6 +19,7 @@ import openai
 import pytest
 import soundfile as sf
 from serve_helpers import API_KEY, live_server
+from tones import tone
 
 from s2studio.engine.api import LoadRequest
 from s2studio.serve.errors import ApiError
@@ -242,3 +243,30 @@ def _openai_upload(url: str, name: str, clip: bytes, max_retries: int) -> openai
                                       name=name, extra_body={"ref_text": "Hello, I am Alice."})
     return made
 
+
+def test_fish_reference_id_names_a_voice_uploaded_by_openais_client_and_lets_it_go(
+        real_server, clips, monkeypatch, tmp_path) -> None:
+    from fishaudio import FishAudio
+    from fishaudio.types import ReferenceAudio
+
+    monkeypatch.setattr(real_server.state, "uploads", UploadedVoices(capacity=1))
+    fresh = tone(tmp_path / "fresh.wav", 1.0, 275.0).read_bytes()  # bytes no other test encoded
+    made = _openai_upload(real_server.url, "Fish-Voice", fresh, max_retries=0)
+    assert (made.id, made.name, made.object, made.type) == ("Fish-Voice", "Fish-Voice", "audio.voice", "audio_sample")
+    listed = httpx.get(real_server.url + "/v1/references/list", headers={"Authorization": f"Bearer {API_KEY}"})
+    assert "Fish-Voice" in listed.json()["reference_ids"] and listed.json()["names"]["Fish-Voice"] == "Fish-Voice"
+    fish = FishAudio(api_key=API_KEY, base_url=real_server.url)
+    encoded = real_server.state.cache.encoded
+    wav = fish.tts.convert(text="Hello there.", reference_id=made.id, format="wav")
+    samples, rate = sf.read(io.BytesIO(wav), dtype="float32")
+    record = real_server.state.history[-1]
+    assert (record.route, record.outcome) == ("fish", "finished") and rate == 44100 and len(samples) == record.samples
+    assert real_server.state.cache.encoded == encoded + 1  # the uploaded clip, encoded for this request
+    fish.tts.convert(text="Again.", references=[ReferenceAudio(audio=fresh, text="Hello, I am Alice.")], format="wav")
+    assert real_server.state.cache.encoded == encoded + 1  # the same clip inline: the same codes, from the cache
+    # the request let the voice go: with room for one, the next upload evicts it instead of answering 503
+    assert _openai_upload(real_server.url, "Next", fresh, max_retries=0).id == "Next"
+    from fishaudio.exceptions import NotFoundError
+
+    with pytest.raises(NotFoundError, match="no voice called 'fish-voice' on this server .*; upload it"):
+        fish.tts.convert(text="Hi.", reference_id="fish-voice")  # evicted (names are case-insensitive)
