@@ -626,6 +626,7 @@ def measure(size: int, steps: set[str], engines: list[str], limit_s: float, cap_
     if "reopen" in steps:
         note(f"{size} lines: reopen")
         profile = ["--profile", PROFILE, "--profile-step", "reopen"] if PROFILE and PROFILE_STEP == "reopen" else []
+        profile += ["--passes", str(PASSES)] if PASSES else []
         child = subprocess.run([sys.executable, __file__, "--reopen", str(saved), *profile],
                                capture_output=True, text=True, timeout=3600)
         rows = [r for r in child.stdout.splitlines() if r.startswith("{")]

@@ -109,8 +109,8 @@ class Plan:
 
 
 def missing_voices(project: Project, library: VoiceLibrary, packed: Mapping[str, Path]) -> list[Missing]:
-    present = {v.id for v in library.list()}
-    voices = library.list()
+    voices = library.list()  # the library read once (a folder of voice files)
+    present = {v.id for v in voices}
     out = []
     in_takes: dict[str, set[str]] | None = None
     for voice_id in cast_voice_ids(project):

@@ -100,6 +100,11 @@ def rendered_project(qtbot, w, tmp_path) -> tuple[Path, str]:
     return path, edited.line_id
 
 
+def shown_all(w) -> bool:
+    """Every part of the project shown: no slices left (the timeline's layout, the lines' states, ...)."""
+    return not any(work.busy for work in w.findChildren(slices.Slices))
+
+
 def shown(w) -> dict:
     """What the window shows of a project: lines, states drawn on the timeline and in the gutter, cast."""
     script = w.document.script
@@ -119,7 +124,7 @@ def test_a_book_opened_is_shown_in_slices_and_an_edit_and_a_click_meanwhile_are_
     monkeypatch.setattr(staleness, "take_fingerprint", lambda text, *rest: (
         threading.current_thread() is threading.main_thread() and hashed_here.append(text), fingerprint(text, *rest))[1])
     assert w.projects.open(path)
-    qtbot.waitUntil(lambda: not w.showing.busy and not w.lines._recount.busy)
+    qtbot.waitUntil(lambda: shown_all(w))
     at_once = shown(w)
     assert at_once["stale"] == {edited} and len(at_once["ids"]) == 24
     assert w.lines._recount.passes == 1  # the 24 lines in one step
@@ -140,7 +145,7 @@ def test_a_book_opened_is_shown_in_slices_and_an_edit_and_a_click_meanwhile_are_
     qtbot.keyClicks(w.editor, " Typed")  # and an edit
     w.reparse()
     assert w.showing.busy
-    qtbot.waitUntil(lambda: not w.showing.busy and not recount.busy)
+    qtbot.waitUntil(lambda: shown_all(w))
     assert w.showing.passes >= 4 and recount.passes >= 20  # it yielded to the event loop between parts, lines
     now = shown(w)
     typed = w.document.script.lines[2]

@@ -130,10 +130,12 @@ class TakeChecks(QObject):
 
     def _list_project(self) -> None:
         if self.enabled:  # `_wanted` for every take of a book, written out
-            key, entries, pending = self.key, self.document.project.lines.values(), self._pending
-            self._wait_for([take for picked in (True, False) for entry in entries for take in entry.takes
-                            if (take is entry.current) == picked and not take.held and take.take_id not in pending
-                            and (take.check is None or take.check.key != key)])
+            key, pending = self.key, self._pending
+            lines = [(entry.current, entry.takes) for entry in self.document.project.lines.values()]
+            self._wait_for([take for picked in (True, False) for current, takes in lines
+                            for take in ((current,) if picked else takes if len(takes) > 1 else ())
+                            if take is not None and (take is current) == picked and not take.held
+                            and take.take_id not in pending and (take.check is None or take.check.key != key)])
         if not self._pending:
             self.idle.emit()
 
