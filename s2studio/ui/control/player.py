@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -171,6 +172,8 @@ class Player(QObject):
     def __init__(self, timeline: Timeline, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.timeline = timeline
+        self.before_play: Callable[[], object] = lambda: None
+        """Called as a play starts, before the timeline is read: the window lays out a project just opened."""
         self._sd, self.unavailable_reason = load_sounddevice()
         self._stream: Any = None
         self._pos = 0
@@ -254,6 +257,7 @@ class Player(QObject):
 
     def play(self) -> bool:
         """Play the whole timeline from the playhead. False (and nothing happens) without audio."""
+        self.before_play()
         self._scope = (None, False)
         if self._pos >= self.timeline.layout.end and not self._wait_at_end:
             self.seek(0)
@@ -261,6 +265,7 @@ class Player(QObject):
 
     def play_line(self, line_id: str, loop: bool = False) -> bool:
         """Play one line from its start, to its end or (`loop`) round and round."""
+        self.before_play()
         bounds = self.timeline.layout.bounds(line_id)
         if bounds is None:
             return False

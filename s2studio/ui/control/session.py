@@ -175,11 +175,19 @@ class RenderSession(QObject):
     def _replaced(self) -> None:
         self._relayout_due = True
 
-    def _lay_out_if_due(self) -> None:
+    def lay_out_if_due(self) -> None:
+        """Start laying out the timeline of a project just opened, or have it follow a book's new order, unless
+        that is done already."""
         if self._relayout_due:
             self.relayout()
         elif self._order_due:
             self._follow_order()
+
+    def lay_out_now(self) -> None:
+        """The timeline of the project as it is, whole, now: for what plays it in this pass (Play pressed before
+        the window's passes have laid out a project just opened would play the last project's audio)."""
+        self.lay_out_if_due()
+        self._laying.finish()
 
     def relayout(self) -> None:
         """Every line's picked take, laid out again (a project opened, the gap changed): a slice of lines a pass
@@ -193,7 +201,7 @@ class RenderSession(QObject):
         self._laying.start(steps, now=False)
 
     def _script_changed(self, order_changed: bool) -> None:
-        self._lay_out_if_due()
+        self.lay_out_if_due()
         if not order_changed:
             return
         if len(self.document.script.lines) >= ORDER_SOON_LINES:  # a book's: a pass later, not in the parse's pass
@@ -213,7 +221,7 @@ class RenderSession(QObject):
         self.timeline_changed.emit()
 
     def _takes_changed(self, line_id: str) -> None:
-        self._lay_out_if_due()
+        self.lay_out_if_due()
         if line_id not in self.timeline:
             return  # a line not in the script (deleted while it rendered): its take is kept, not placed
         take = self.document.project.current(line_id)
@@ -230,7 +238,7 @@ class RenderSession(QObject):
         """Hand a built request to the engine (`RenderFlow` builds it)."""
         if self.busy:
             raise RuntimeError("a render is already running")
-        self._lay_out_if_due()
+        self.lay_out_if_due()
         self.job, self.job_id = job, job.job_id
         self._project = self.document.project
         line_ids = list(map(attrgetter("line_id"), job.lines))  # a book's 10,000: no Python loop a line here

@@ -74,6 +74,7 @@ class MainWindow(QMainWindow):
         self.timeline = Timeline(gap_s=self.document.project.gap_s)
         self.player = Player(self.timeline, self)
         self.session = RenderSession(ctx.host, self.document, self.timeline, self)
+        self.player.before_play = self.session.lay_out_now
         self.flow = RenderFlow(ctx.host, self.library, self.document, self.session, self)
         self.live = LivePlayback(self.session, self.player, self)
         self.model = ModelController(ctx.host, self)
@@ -259,12 +260,9 @@ class MainWindow(QMainWindow):
         self.editor.setPlainText(project.script)
         self.editor.blockSignals(False)
         self.editor.document().setModified(False)
-        self.showing.start((self.session.relayout, self._show_script, self.lines.show, self._show_from_start,
-                            heap.keep), now=False)
-
-    def _show_from_start(self) -> None:
-        self.player.seek(0)
-        self.player_bar.waveform.fit()
+        self.player.seek(0)  # now: a Play pressed before the passes below plays the project from its start
+        self.showing.start((self.session.lay_out_if_due, self._show_script, self.lines.show,
+                            self.player_bar.waveform.fit, heap.keep), now=False)
 
     def _update_enabled(self) -> None:
         a = self.actions_by_name
