@@ -27,6 +27,7 @@ from starlette.responses import Response
 from s2studio import __version__
 from s2studio.engine.api import Engine, LoadRequest
 from s2studio.errors import UserError, printable
+from s2studio.native_memory import map_large_buffers
 from s2studio.serve import routes_fish, routes_native, routes_openai, routes_voices
 from s2studio.serve.app import ApiKeyMiddleware, ServerState, log
 from s2studio.serve.bodies import ClientGone
@@ -140,22 +141,14 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 MMAP_THRESHOLD = 4 * 2**20
-"""Buffers of at least this many bytes get their own mapping from glibc (`M_MMAP_THRESHOLD`)."""
+"""Buffers of at least this many bytes get their own mapping from glibc (`native_memory.map_large_buffers`)."""
 
 
 def return_large_buffers() -> bool:
-    """Have glibc give every buffer of 4 MB or more back to the system when it is freed (a fixed
-    `M_MMAP_THRESHOLD` instead of glibc's growing one), so a request's audio and the codec's activations leave
-    the server's resident memory when the request ends and repeated requests never build a higher peak out of
-    retained heap. Linux with glibc only; elsewhere nothing changes (False)."""
-    import ctypes
-    import ctypes.util
-
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return bool(libc.mallopt(-3, MMAP_THRESHOLD))  # -3: M_MMAP_THRESHOLD
-    except (OSError, AttributeError):
-        return False
+    """Have glibc give every buffer of 4 MB or more back to the system when it is freed, so a request's audio
+    and the codec's activations leave the server's resident memory when the request ends and repeated requests
+    never build a higher peak out of retained heap. False where this is not glibc (nothing changes)."""
+    return map_large_buffers(MMAP_THRESHOLD)
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -1,7 +1,7 @@
 """Projects are written off the window's thread: Save As and Open run on the writer thread while the window keeps
 answering; a new take's files are written once, when it arrives, into the project's folder; the autosave of an
 opened project names its takes without copying or encoding any; while takes arrive the autosave waits its
-interval."""
+interval. The free pages a written take's audio leaves in the process's heaps go back to the system."""
 
 from __future__ import annotations
 
@@ -81,11 +81,19 @@ def test_takes_are_written_once_as_they_arrive_and_the_autosave_copies_none(qtbo
     try:
         cast_two_voices(w, tmp_path)
         assert w.projects.save_as(path)
+        released: list[tuple[str, list[bool]]] = []  # (thread, the takes still in memory) at each release
+        monkeypatch.setattr(projects, "release_free_pages", lambda: released.append((
+            threading.current_thread().name, [t.sound.in_memory for e in w.document.project.lines.values()
+                                              for t in e.takes])))
         w.actions_by_name["render_all"].trigger()
         qtbot.waitUntil(lambda: len(w.document.project.lines) == 2 and not w.session.busy, timeout=15000)
         takes = [e.current for e in w.document.project.lines.values()]
         qtbot.waitUntil(lambda: all(t.files is not None for t in takes), timeout=10000)
         assert all(t.files == take_files(path, t.take_id) and not t.sound.in_memory for t in takes)
+        qtbot.waitUntil(lambda: not w.store.queue.busy, timeout=10000)
+        # once written, the takes' arrays are let go and the holes they leave in the heaps handed back
+        assert released and {thread for thread, _ in released} == {"project-writer"}
+        assert len(released[-1][1]) == 2 and not any(released[-1][1])
         inodes = {t.take_id: t.files.audio.stat().st_ino for t in takes}
         w.store.flush()
         autosave = w.store.autosave_path
