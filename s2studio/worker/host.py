@@ -12,7 +12,8 @@ host takes them out on the GUI thread for at most `SLICE_S` at a time, emitting 
 lets the window paint and take keys before it goes on. A queued signal per event would let a fast engine
 (20 events a line, a line every few milliseconds) bury the window under events it handles in one pass of
 the event loop. When `OUTBOX_LIMIT` events wait, the worker waits for room: the engine runs no further
-ahead of the window than that. A line's progress that comes while its last one still waits replaces it there
+ahead of the window than that, and while the window holds the events (`hold`: it has more finished takes in memory
+than it may before their files are written) they wait there, and so does the engine. A line's progress that comes while its last one still waits replaces it there
 (only the latest says anything): a window that lags is not handed every one of them.
 """
 
@@ -168,6 +169,8 @@ class EngineHost(EngineSignals):
         self.job_failed.connect(self._forget)
         self._cancels: dict[str, threading.Event] = {}
         self._counter = 0
+        self.held = False
+        """The events wait in the outbox (`hold`)."""
         self._thread.start()
 
     def new_job_id(self, prefix: str = "job") -> str:
@@ -212,11 +215,19 @@ class EngineHost(EngineSignals):
         self.worker.scheduler.stop()
         self._thread.wait()
 
+    @Slot(bool)
+    def hold(self, held: bool) -> None:
+        """Keep the engine's events in the outbox (the engine waits once `OUTBOX_LIMIT` wait there), or hand
+        them on again. Cancelling still ends jobs: a cancelled job's events never wait for room."""
+        self.held = held
+        if not held:
+            QTimer.singleShot(0, self._deliver)
+
     @Slot()
     def _deliver(self) -> None:
         """Emit the waiting events for up to `SLICE_S`, then let the event loop run before the rest."""
         worker, deadline = self.worker, time.perf_counter() + SLICE_S
-        while True:
+        while not self.held:
             with worker.room:
                 event = worker.take()
             if event is None:

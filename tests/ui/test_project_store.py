@@ -17,7 +17,7 @@ from s2studio.state.project_document import read_document
 from s2studio.state.project_files import read_project
 from s2studio.state.script_edits import ScriptParser
 from s2studio.state.take_files import take_files
-from s2studio.ui.control import projects
+from s2studio.ui.control import projects, unwritten
 from ui_helpers import cast_two_voices, close_studio, fake_engine, open_studio
 
 
@@ -111,6 +111,29 @@ def test_takes_are_written_once_as_they_arrive_and_the_autosave_copies_none(qtbo
         assert restored.problems == () and restored.autosave_of == path
         assert sorted(t.take_id for e in restored.project.lines.values() for t in e.takes) == sorted(inodes)
     finally:
+        close_studio(w)
+
+
+def test_while_the_writer_is_behind_the_engine_waits_and_no_more_takes_wait_in_memory(qtbot, tmp_path, monkeypatch):
+    monkeypatch.setenv("S2STUDIO_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setattr(unwritten, "MAX_UNWRITTEN", 2)
+    gate, real = threading.Event(), project_folder.ProjectFolder.write_takes
+    monkeypatch.setattr(project_folder.ProjectFolder, "write_takes", lambda self, takes: (gate.wait(20), real(self, takes)))
+    w = open_studio(qtbot, fake_engine)
+    try:
+        cast_two_voices(w, tmp_path, "".join(f"{('Alice', 'Bob')[i % 2]}: Line {i}.\n" for i in range(8)))
+        assert w.projects.save_as(tmp_path / "scene.s2proj")
+        w.actions_by_name["render_all"].trigger()
+        qtbot.waitUntil(lambda: w.ctx.host.held, timeout=15000)
+        qtbot.wait(300)  # a window that went on would be handed the other lines' takes meanwhile
+        takes = lambda: [t for e in w.document.project.lines.values() for t in e.takes]  # noqa: E731
+        assert len(takes()) == 2 and all(t.sound.in_memory for t in takes())
+        gate.set()
+        qtbot.waitUntil(lambda: len(takes()) == 8 and not w.session.busy, timeout=15000)
+        qtbot.waitUntil(lambda: not w.store.queue.busy, timeout=10000)
+        assert not w.ctx.host.held and not any(t.sound.in_memory for t in takes())
+    finally:
+        gate.set()
         close_studio(w)
 
 

@@ -7,7 +7,8 @@ writes only what changed (`state/project_folder.py`):
 
 - a new take's files are written as soon as it arrives (`lines_changed`), into the open project's folder, or
   into the autosave's for a project never saved or a folder that cannot be written (by the first autosave
-  when it has not been written yet this session); once;
+  when it has not been written yet this session); once; while `MAX_UNWRITTEN` of them wait in memory for it,
+  the engine waits (`unwritten`);
 - the autosave, `<data>/autosave/current.s2proj`, is a project folder that names the project it belongs to
   (`autosave_of`, inside its own document, so a SIGKILL at any instant keeps the two together) and reads that
   project's takes from its folder; it appends what changed 3 s after an edit, and at most every
@@ -41,6 +42,7 @@ from s2studio.state.project_folder import ProjectFolder
 from s2studio.state.project_journal import capture
 from s2studio.ui.control.background import Background
 from s2studio.ui.control import heap
+from s2studio.ui.control.unwritten import UnwrittenTakes
 from s2studio.ui.control.write_queue import WriteQueue
 
 logger = logging.getLogger(__name__)
@@ -87,6 +89,9 @@ class ProjectStore(QObject):
         """New takes go into the project's folder (False after that failed once: into the autosave's)."""
         self._autosave = ProjectFolder(self.autosave_path)
         self._new_takes: dict[str, Take] = {}
+        self.unwritten = UnwrittenTakes(self)
+        """The new takes in memory until their files are written (the engine waits while too many are)."""
+        self.queue.finished.connect(lambda *_: self.unwritten.written(self.queue.busy))
         self._last_autosave = float("-inf")
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
@@ -206,6 +211,7 @@ class ProjectStore(QObject):
         if fresh:
             self._new_takes.update((t.take_id, t) for t in fresh)
             self.queue.submit("takes", self._write_new_takes, self._takes_written, coalesce=True)
+            self.unwritten.add(fresh, self.queue.busy)
 
     def _write_new_takes(self) -> Any:
         takes = [t for t in self._new_takes.values() if t.files is None and not t.held]
@@ -329,6 +335,8 @@ class ProjectStore(QObject):
     def _clean(self, project: Project) -> None:
         """`project` is what is open now, with nothing unsaved (no autosave of the one before is pending)."""
         self._timer.stop()
+        if project is not self._project:
+            self.unwritten.clear()
         self._project = project
         self.dirty = False
         self._tell_unsaved()

@@ -101,6 +101,7 @@ class MainWindow(QMainWindow):
         self.activity = ActivityLog(self.session, self)  # what the log says of the person's work
         ctx.host.devices_found.connect(lambda event: self.inspector.settings_panel.set_devices(event.devices))
         ctx.host.devices_found.connect(lambda event: self.activity.devices(event.devices))
+        self.store.unwritten.behind.connect(ctx.host.hold)  # the engine waits while too many takes wait for files
         self.space = SpaceForPlayback(self)
         QApplication.instance().installEventFilter(self.space)
 
