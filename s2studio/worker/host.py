@@ -12,9 +12,10 @@ host takes them out on the GUI thread for at most `SLICE_S` at a time, emitting 
 lets the window paint and take keys before it goes on. A queued signal per event would let a fast engine
 (20 events a line, a line every few milliseconds) bury the window under events it handles in one pass of
 the event loop. When `OUTBOX_LIMIT` events wait, the worker waits for room: the engine runs no further
-ahead of the window than that, and while the window holds the events (`hold`: it has more finished takes in memory
-than it may before their files are written) they wait there, and so does the engine. A line's progress that comes while its last one still waits replaces it there
-(only the latest says anything): a window that lags is not handed every one of them.
+ahead of the window than that. While the window holds the events (`hold`: more finished takes wait in memory for
+their files than it may keep) they wait there, and the engine with them. A line's progress that comes while its
+last one still waits replaces it there (only the latest says anything): a window that lags is not handed every
+one of them.
 """
 
 from __future__ import annotations
@@ -218,7 +219,8 @@ class EngineHost(EngineSignals):
     @Slot(bool)
     def hold(self, held: bool) -> None:
         """Keep the engine's events in the outbox (the engine waits once `OUTBOX_LIMIT` wait there), or hand
-        them on again. Cancelling still ends jobs: a cancelled job's events never wait for room."""
+        them on again. A job cancelled meanwhile still ends at once on the engine thread (its events never wait
+        for room); the window hears of it when the hold ends."""
         self.held = held
         if not held:
             QTimer.singleShot(0, self._deliver)
