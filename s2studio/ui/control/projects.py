@@ -62,7 +62,10 @@ class ProjectStore(QObject):
     unsaved_changed = Signal(bool)
     """`unsaved_work` changed (the window's title marks it with "*")."""
 
-    def __init__(self, autosave_dir: Path, settings: QSettings, parent: QObject | None = None) -> None:
+    def __init__(self, autosave_dir: Path, settings: QSettings, parent: QObject | None = None,
+                 hold_engine: Callable[[bool], None] | None = None) -> None:
+        """`hold_engine(True)` while too many new takes wait in memory for their files, `(False)` when the writer
+        caught up (`EngineHost.hold`)."""
         super().__init__(parent)
         self.autosave_dir = autosave_dir
         self.settings = settings
@@ -92,6 +95,8 @@ class ProjectStore(QObject):
         self.unwritten = UnwrittenTakes(self)
         """The new takes in memory until their files are written (the engine waits while too many are)."""
         self.queue.finished.connect(lambda *_: self.unwritten.written(self.queue.busy))
+        if hold_engine is not None:
+            self.unwritten.behind.connect(hold_engine)
         self._last_autosave = float("-inf")
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)

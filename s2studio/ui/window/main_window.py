@@ -78,7 +78,7 @@ class MainWindow(QMainWindow):
         self.flow = RenderFlow(ctx.host, self.library, self.document, self.session, self)
         self.live = LivePlayback(self.session, self.player, self)
         self.model = ModelController(ctx.host, self)
-        self.store = ProjectStore(ctx.autosave_dir, ctx.settings, self)
+        self.store = ProjectStore(ctx.autosave_dir, ctx.settings, self, hold_engine=ctx.host.hold)
         self.projects = ProjectCommands(self, self.store, self.document, self.library)
         self.shortcuts_dialog = ShortcutsDialog(self)
         self.actions_by_name = build_actions(self)
@@ -101,7 +101,6 @@ class MainWindow(QMainWindow):
         self.activity = ActivityLog(self.session, self)  # what the log says of the person's work
         ctx.host.devices_found.connect(lambda event: self.inspector.settings_panel.set_devices(event.devices))
         ctx.host.devices_found.connect(lambda event: self.activity.devices(event.devices))
-        self.store.unwritten.behind.connect(ctx.host.hold)  # the engine waits while too many takes wait for files
         self.space = SpaceForPlayback(self)
         QApplication.instance().installEventFilter(self.space)
 
