@@ -14,7 +14,7 @@ from PySide6.QtCore import Qt
 
 from s2studio.engine.api import LineFinished, Step, SynthesisRequest
 from s2studio.engine.fake import FakeEngine
-from ui_helpers import cast_two_voices, close_studio, open_studio
+from ui_helpers import cast_two_voices, close_studio, listen, open_studio
 
 SLOW_LINE = "Bob: " + "The first scene's long second line goes on and on. " * 2
 SCRIPT = ("# One\nAlice: The first scene opens with a line.\n" + SLOW_LINE
@@ -43,15 +43,7 @@ def test_playback_follows_the_earliest_unfinished_line_while_scenes_render_side_
     try:
         cast_two_voices(w, tmp_path, SCRIPT)
         first, slow, last, *two = (ln.line_id for ln in w.document.script.lines)
-        played: list[np.ndarray] = []
-        callback = w.player._callback
-
-        def heard(outdata, frames, time, status):  # noqa: ANN001 - sounddevice's callback, observed
-            before = w.player.position
-            callback(outdata, frames, time, status)
-            played.append(outdata[:w.player.position - before, 0].copy())
-
-        w.player._callback = heard
+        played = listen(w)
         w.actions_by_name["render_all"].trigger()
         qtbot.waitUntil(lambda: w.session.busy)
         qtbot.mouseClick(w.player_bar.play_button, Qt.MouseButton.LeftButton)  # play while it renders

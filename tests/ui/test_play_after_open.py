@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 from PySide6.QtCore import Qt
-from ui_helpers import cast_two_voices, close_studio, fake_engine, open_studio, project_shown
+from ui_helpers import cast_two_voices, close_studio, fake_engine, listen, open_studio, project_shown
 
 
 def _render(qtbot, w) -> None:
@@ -32,15 +32,7 @@ def test_play_in_the_pass_a_project_opens_in_plays_the_new_projects_audio(qtbot,
         assert w.projects.save_as(tmp_path / "other.s2proj")
         qtbot.waitUntil(lambda: not w.store.unsaved_work and not w.showing.busy, timeout=10000)
         other = w.timeline.mix()
-        heard: list[np.ndarray] = []
-        callback = w.player._callback
-
-        def listened(outdata, frames, time, status):  # noqa: ANN001 - sounddevice's callback, observed
-            before = w.player.position
-            callback(outdata, frames, time, status)
-            heard.append(outdata[:w.player.position - before, 0].copy())
-
-        w.player._callback = listened
+        heard = listen(w)
         assert w.projects.open(opened)
         qtbot.mouseClick(w.player_bar.play_button, Qt.MouseButton.LeftButton)  # the same pass: nothing laid out yet
         assert w.player.playing

@@ -38,6 +38,21 @@ def playback_raw() -> Path:
     return Path(os.environ["ALSA_CONFIG_PATH"]).parent / "playback_s16le_16k_mono.raw"
 
 
+def listen(w) -> list[np.ndarray]:
+    """The audio the window's player sends to the device from now on, a block a list item (what moved the playhead:
+    the samples heard, none for a block of silence while it waits)."""
+    played: list[np.ndarray] = []
+    callback = w.player._callback
+
+    def heard(outdata, frames, time, status):  # noqa: ANN001 - sounddevice's callback, observed
+        before = w.player.position
+        callback(outdata, frames, time, status)
+        played.append(outdata[:w.player.position - before, 0].copy())
+
+    w.player._callback = heard
+    return played
+
+
 def on_modal(qtbot, kind: type, handler: Callable[[QWidget], None], timeout_ms: int = 5000) -> None:
     """Run `handler(dialog)` once a modal dialog of `kind` is open (dialogs run their own event loop)."""
     deadline = time.monotonic() + timeout_ms / 1000
