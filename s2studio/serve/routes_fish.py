@@ -5,10 +5,10 @@ Bodies are MessagePack (what Fish's SDK and upstream's client send) or JSON (ref
 `text` follows upstream: `<|speaker:i|>` turns, reference i conditioning speaker i, upstream batching by
 `chunk_length`; `reference_id` names a voice instead: one uploaded to this server (`POST /v1/audio/voices`,
 by its name, the `id` the upload answers), else a library voice by name or id. The `model` header is
-accepted (`s2-pro`; this server has one model). With `streaming` the body is a WAV header and then PCM as the engine decodes it, as
-upstream streams; without it, wav and flac come whole with exact headers and the other formats still stream
-(the way Fish's cloud answers the SDK). Extensions: `top_k`, `flac`, and `cast` ({speaker name: library
-voice}), which makes `text` a studio script of `Name:` lines compiled as the studio compiles it.
+accepted (`s2-pro`; this server has one model). With `streaming` the body is a WAV header and then PCM as the
+engine decodes it, as upstream streams; without it, wav and flac come whole with exact headers and the other
+formats still stream (the way Fish's cloud answers the SDK). Extensions: `top_k`, `flac`, and `cast` ({speaker
+name: library voice}), which makes `text` a studio script of `Name:` lines compiled as the studio compiles it.
 """
 
 from __future__ import annotations
