@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, chain
+from operator import attrgetter
 from typing import Any, Generic, NamedTuple, TypeVar, overload
 
 T = TypeVar("T")
@@ -48,7 +49,7 @@ class _Source(Generic[T]):
     def column(self, name: str) -> tuple[Any, ...]:
         got = self.columns.get(name)
         if got is None:
-            got = self.columns[name] = tuple(getattr(item, name) for item in self.items)
+            got = self.columns[name] = tuple(map(attrgetter(name), self.items))
         return got
 
 

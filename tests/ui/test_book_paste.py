@@ -93,3 +93,26 @@ def test_a_pasted_book_goes_in_a_part_a_pass_undoes_whole_and_a_key_meanwhile_la
     w.actions_by_name["undo"].trigger()
     w.actions_by_name["undo"].trigger()
     assert doc.toPlainText() == ""
+
+
+def test_a_pause_in_typing_in_a_book_refreshes_its_line_a_pass_after_the_parse(qtbot, studio):
+    from s2studio.ui.window.line_states import SOON_LINES
+
+    w = studio
+    text = book(SOON_LINES + 10)
+    w.editor.setPlainText(text)
+    w.reparse()
+    qtbot.waitUntil(lambda: len(w.document.script.lines) == SOON_LINES + 10 and not w.lines._recount.busy,
+                    timeout=20000)
+    row = w.editor.document().findBlockByNumber(500)
+    cursor = w.editor.textCursor()
+    cursor.setPosition(row.position() + row.length() - 1)
+    w.editor.setTextCursor(cursor)
+    updates, seen = w.lines.updates, []
+    w.document.script_changed.connect(lambda _o: seen.append(w.lines.updates))
+    QTest.keyClicks(w.editor, "x")
+    w.reparse()  # the pause's parse
+    assert seen == [updates]  # in the parse's pass: no line's state worked out
+    qtbot.waitUntil(lambda: w.lines.updates > updates)
+    assert w.lines.updates == updates + 1  # the edited line, a pass later
+    assert w.document.script.lines[500].text.endswith("x")

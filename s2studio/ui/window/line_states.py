@@ -28,7 +28,7 @@ from s2studio.state.staleness import describe
 from s2studio.ui.control.document import Document
 from s2studio.ui.control.player import Player
 from s2studio.ui.control.session import RenderSession
-from s2studio.ui.control.slices import Slices
+from s2studio.ui.control.slices import Slices, pass_budget
 from s2studio.ui.inspector.takes_panel import TakesPanel
 from s2studio.ui.player.waveform import WaveformView
 from s2studio.ui.script.editor import ScriptEditor, lines_on_row
@@ -38,6 +38,9 @@ WORDS = {"none": "not rendered", "fresh": "up to date", "rendering": "renderingâ
 ROWS_ONE_BY_ONE = 16
 """Up to this many lines changed, the gutter repaints their rows only."""
 RECOUNT_ABOVE = 500
+SOON_LINES = 1000
+"""In a script of this many lines or more, the lines an edit touched are refreshed a pass after its parse (a
+book's line tables, made anew by each parse, are not read in the pass that parsed a pause in typing)."""
 """More lines than this touched by one change (a book pasted), every line is recounted in later passes."""
 LINES_A_STEP = 1000
 """Lines a step of a recount works out together."""
@@ -56,6 +59,9 @@ class LineStates(QObject):
         """Lines whose state was worked out for the gutter and the waveform, counted (what a change costs)."""
         self._stale: set[str] = set()
         self._recount: Slices[Sequence[str]] = Slices(self._count, self._counted, self)
+        self._touched: set[str] = set()
+        self._gone: set[str] = set()
+        """Lines a book's edits touched and took away, refreshed at the next turn (`_follow_turn`)."""
         editor.gutter.set_source(self.mark_at, self.tip_at)
         waveform.set_rendering(session.rendering, lambda: session.busy)
         editor.cursor_line_changed.connect(lambda _block: self._selection_moved())
@@ -139,10 +145,23 @@ class LineStates(QObject):
         if len(change.touched) > RECOUNT_ABOVE:  # a book pasted: recounted in slices after the pass that parsed it
             self.show(now=False)
             return
-        self._stale -= set(change.gone)
-        self.refresh(change.touched)
-        if change.gone:
-            self.waveform.set_stale(self._stale, change.gone)
+        if len(self.document.script.lines) < SOON_LINES:
+            self._follow(change.touched, change.gone)
+            return
+        self._touched.update(change.touched)  # the edits since the last turn, together
+        self._gone.update(change.gone)
+        pass_budget().ask(self._follow_turn)
+
+    def _follow_turn(self, _until: float) -> None:
+        touched, gone, self._touched, self._gone = self._touched, self._gone, set(), set()
+        self._follow(touched, gone)
+
+    def _follow(self, touched: Collection[str], gone: Collection[str]) -> None:
+        """The lines an edit touched and those it took away."""
+        self._stale -= set(gone)
+        self.refresh(touched)
+        if gone:
+            self.waveform.set_stale(self._stale, gone)
         self._selection_moved()  # by id: a line inserted above moved the cursor's line, not the selection
 
     def _takes_changed(self, line_id: str) -> None:
