@@ -256,6 +256,7 @@ def settle(gaps: Gaps, started: float, quiet_s: float = 0.25, timeout_s: float =
         run_for(0.05)
         if done_at is None and (done is None or done()):
             done_at = time.perf_counter()
+            gaps.done_s = done_at - started
         if done_at is not None and time.perf_counter() - gaps.busy_until >= quiet_s:
             break
     return max(gaps.busy_until - started, (done_at or started) - started, 0.0)
@@ -290,7 +291,8 @@ def profiled(step: str):  # noqa: ANN201
 
 
 def timed(gaps: Gaps, action, quiet_s: float = 0.25, step: str = "", done=None) -> dict:  # noqa: ANN001
-    """`action()`, then until idle (and `done()`): seconds to idle and the longest block."""
+    """`action()`, then until idle (and `done()`): seconds to idle and the longest block; with `done`, also
+    `done_s`: seconds until `done()` was first seen true (polled every 50 ms), the window's part of the work."""
     run_for(0.05)
     gaps.reset()
     started = time.perf_counter()
@@ -298,8 +300,10 @@ def timed(gaps: Gaps, action, quiet_s: float = 0.25, step: str = "", done=None) 
         action()
         gaps._tick()
         called = time.perf_counter() - started
+        gaps.done_s = None
         idle = max(settle(gaps, started, quiet_s, done=done), called)
-    return {"s": round(idle, 3), **gaps.blocks_ms()}
+    done_s = {"done_s": round(max(gaps.done_s, called), 3)} if done is not None and gaps.done_s is not None else {}
+    return {"s": round(idle, 3), **done_s, **gaps.blocks_ms()}
 
 
 # -- the studio ------------------------------------------------------------------------------------
