@@ -229,3 +229,19 @@ def test_slices_yield_between_passes_start_again_from_scratch_and_finish_at_once
     work.start(range(100, 103))
     work.finish()
     assert seen[-3:] == [100, 101, 102] and done == ["done", "done"] and not work.busy
+
+
+def test_the_windows_work_in_slices_shares_one_budget_a_pass_and_a_job_left_out_goes_first_next(qtbot, monkeypatch):
+    qtbot.waitUntil(lambda: not slices.pass_budget()._waiting)  # no other work waiting
+    monkeypatch.setattr(slices, "BUDGET_S", 0.0)  # a pass's budget spent by its first step
+    ran: list[tuple[str, int]] = []
+    a = slices.Slices(lambda i: ran.append(("a", i)))
+    b = slices.Slices(lambda i: ran.append(("b", i)))
+    a.start(range(3), now=False)
+    b.start(range(3), now=False)
+    QApplication.processEvents()
+    assert ran == [("a", 0)]  # one pass: one step of one job, not a slice of each (they would add up)
+    QApplication.processEvents()
+    assert ran == [("a", 0), ("b", 0)]  # the job the budget did not reach went first
+    qtbot.waitUntil(lambda: not a.busy and not b.busy)
+    assert sorted(ran) == [(k, i) for k in "ab" for i in range(3)]

@@ -59,15 +59,19 @@ class PassBudget(QObject):
     def _pass(self) -> None:
         waiting, self._waiting = self._waiting, []
         until = time.thread_time() + BUDGET_S
-        for i, job in enumerate(waiting):
-            if i and time.thread_time() >= until:  # the budget is spent: the rest go first at the next pass
-                self._waiting[:0] = [j for j in waiting[i:] if j not in self._waiting]
-                break
-            owner = getattr(job, "__self__", None)
-            if not isinstance(owner, QObject) or shiboken6.isValid(owner):  # not a job of a window since closed
-                job(until)
-        if self._waiting:
-            self._timer.start()
+        done = 0
+        try:
+            for job in waiting:
+                if done and time.thread_time() >= until:  # the budget is spent: the rest go first at the next pass
+                    break
+                done += 1
+                owner = getattr(job, "__self__", None)
+                if not isinstance(owner, QObject) or shiboken6.isValid(owner):  # not a job of a window since closed
+                    job(until)
+        finally:  # (should a job raise, the jobs after it still get their turns)
+            self._waiting[:0] = [j for j in waiting[done:] if j not in self._waiting]
+            if self._waiting:
+                self._timer.start()
 
 
 _budgets: dict[int, PassBudget] = {}
