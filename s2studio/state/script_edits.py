@@ -53,6 +53,13 @@ class ScriptParser:
         self._speakers: list[str] = []
         """The speaker in force before each row, and after the last one."""
         self._known: object = _NOT_PARSED
+        self._split: tuple[str, list[str]] = ("", [""])
+        """The last text asked about and its rows (`rows_to_parse` then `reparse` of one text split it once)."""
+
+    def _rows_of(self, text: str) -> list[str]:
+        if self._split[0] is not text:
+            self._split = (text, text.split("\n"))
+        return self._split[1]
 
     def parse(self, text: str, known: Collection[str] | None = None) -> Script:
         """A whole parse (`parse_script`), remembered for the next `reparse`."""
@@ -64,7 +71,7 @@ class ScriptParser:
     def rows_to_parse(self, text: str, known: Collection[str] | None = None) -> int:
         """About how many rows `reparse(text, known)` would parse: those between the rows the edit kept at
         either end (a renamed speaker reaches further down), all of them when the known speakers changed."""
-        rows = text.split("\n")
+        rows = self._rows_of(text)
         if _frozen(known) != self._known:
             return len(rows)
         p, s = common_ends(self._rows, rows)
@@ -77,7 +84,7 @@ class ScriptParser:
         if frozen != self._known:
             after = self.parse(text, known)
             return after, Edit.everything(before, after)
-        old_rows, rows = self._rows, text.split("\n")
+        old_rows, rows = self._rows, self._rows_of(text)
         p, s = common_ends(old_rows, rows)
         delta = len(rows) - len(old_rows)
         offset = sum(map(len, rows[:p])) + p
