@@ -19,6 +19,10 @@ import io
 import pstats
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = f"{Path(__file__).resolve().parents[1]}/"
+"""The repository's folder, left out of the profiles' file names."""
 
 
 @dataclass(order=True)
@@ -41,7 +45,7 @@ def _summary(profile: cProfile.Profile, rows: int) -> str:
     out.truncate(0)
     out.seek(0)
     stats.sort_stats("cumulative").print_stats("s2studio", rows)
-    keep = [ln for ln in (own + out.getvalue()).splitlines()
+    keep = [ln.replace(ROOT, "") for ln in (own + out.getvalue()).splitlines()
             if ln.strip() and ("(" in ln or "ncalls" in ln) and "function calls" not in ln]
     return "\n".join("      " + ln for ln in keep)
 
