@@ -4,6 +4,7 @@ about each of a book's 10,000 lines at every repaint."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
@@ -46,11 +47,10 @@ class TrackFlags:
         if line_ids is None:
             self.flags = self._ask(t.line_id for t in layout.tracks)
             return
-        for line_id in line_ids:
-            i = layout.index.get(line_id)
-            if i is not None:
-                self.asked += 1
-                self.flags[i] = self.flagged(line_id)
+        line_ids = list(line_ids)  # a render's start: all of a book's lines, looked up in C
+        places = np.fromiter(map(layout.index.get, line_ids, itertools.repeat(-1)), np.int64, len(line_ids))
+        found = places >= 0
+        self.flags[places[found]] = self._ask(itertools.compress(line_ids, found))
 
     def _ask(self, line_ids: Iterable[str]) -> npt.NDArray[np.bool_]:
         out = np.fromiter((self.flagged(i) for i in line_ids), bool)
