@@ -85,6 +85,24 @@ def test_pressing_render_all_compiles_only_the_first_scene_in_its_pass(qtbot, st
     assert {w.document.project.current(i).text for i in line_ids} == set(asked)
 
 
+def test_the_end_of_a_render_looks_at_the_lines_still_streaming_not_at_every_line(qtbot, studio, tmp_path,
+                                                                                 monkeypatch):
+    w = studio
+    cast_two_voices(w, tmp_path, book(SCENES, 3))
+    qtbot.waitUntil(w.actions_by_name["render_all"].isEnabled, timeout=10000)
+    asked: list[str] = []
+    ending: list[bool] = []
+    partial, end = w.timeline.partial, w.session._end
+    monkeypatch.setattr(w.timeline, "partial", lambda line_id: (ending and asked.append(line_id)) or partial(line_id))
+    monkeypatch.setattr(w.session, "_end", lambda: (ending.append(True), end()))
+    ended: list[bool] = []
+    w.session.finished.connect(ended.append)
+    w.actions_by_name["render_all"].trigger()
+    qtbot.waitUntil(lambda: bool(ended), timeout=30000)
+    assert ended == [False] and ending and len(asked) <= 1  # 18 lines: each asked before
+    assert not any(partial(line_id) for line_id in w.document.script.line_ids)
+
+
 def test_a_stop_before_every_scene_is_queued_ends_the_render_without_them(qtbot, studio, tmp_path, monkeypatch):
     w = studio
     cast_two_voices(w, tmp_path, book(SCENES, 3))

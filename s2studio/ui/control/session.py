@@ -132,6 +132,9 @@ class RenderSession(QObject):
         membership test for any line of a 10,000-line job is one lookup)."""
         self._streamer: dict[str, str] = {}
         """line id -> the job whose take of it streams onto the timeline (one per line)."""
+        self._open: dict[str, None] = {}
+        """The lines of `_streamer` whose stream has not been ended here, in the order they began: the partial lines
+        of the timeline, which a job's end and the render's look at (not every line of a book)."""
         self._cancelled = False
         self._error = ""
         self.live: str | None = None
@@ -228,6 +231,7 @@ class RenderSession(QObject):
         audio = take.sound if take is not None else None
         if self.timeline.partial(line_id):
             self.timeline.end_stream(line_id, audio)
+            self._open.pop(line_id, None)
         else:
             self.timeline.set_audio(line_id, audio)
         self.timeline_changed.emit()
@@ -244,7 +248,7 @@ class RenderSession(QObject):
         line_ids = list(map(attrgetter("line_id"), job.lines))  # a book's 10,000: no Python loop a line here
         self.pending = dict.fromkeys(line_ids, job.takes)
         self.running = {piece.job_id for piece in job.pieces}
-        self._streamer, self._cancelled, self._error = {}, False, ""
+        self._streamer, self._open, self._cancelled, self._error = {}, {}, False, ""
         self.live, self.done_lines = None, 0
         self.pace = Pace(dict(zip(line_ids, map(len, map(attrgetter("text"), job.lines)))), started=time.monotonic())
         first, *rest = job.pieces
@@ -295,6 +299,7 @@ class RenderSession(QObject):
             self.lora_switched.emit(lora_switch_message(asked.speaker if asked else "", event.lora_switch_s))
         if event.line_id not in self._streamer and self.timeline.begin_stream(event.line_id):
             self._streamer[event.line_id] = event.job_id
+            self._open[event.line_id] = None
             self.timeline_changed.emit()
 
     def _on_chunk(self, event: api.AudioChunk) -> None:
@@ -329,13 +334,13 @@ class RenderSession(QObject):
             self.progress.emit(event)
 
     def _end(self) -> None:
-        for line_id in self.timeline.order:
+        for line_id in list(self._open):
             if self.timeline.partial(line_id):  # cancelled or failed half-way: no take, no audio
                 self.timeline.end_stream(line_id, None)
                 self.timeline_changed.emit()
         pending, self.pending = self.pending, {}
         self.job = self.job_id = self.live = self._project = None
-        self.running, self._streamer = set(), {}
+        self.running, self._streamer, self._open = set(), {}, {}
         if pending:
             self.rendering_changed.emit(tuple(pending))
         self.busy_changed.emit(False)
@@ -343,9 +348,10 @@ class RenderSession(QObject):
     def _job_ended(self, job_id: str) -> bool:
         """One of the render's jobs ended; True when it was the last."""
         self.running.discard(job_id)
-        for line_id, streamer in list(self._streamer.items()):
-            if streamer == job_id and self.timeline.partial(line_id) and line_id in self.pending:
+        for line_id in [k for k in self._open if self._streamer.get(k) == job_id]:
+            if self.timeline.partial(line_id) and line_id in self.pending:
                 self.timeline.end_stream(line_id, None)  # its take did not come: the line stops growing
+                self._open.pop(line_id, None)
                 self.timeline_changed.emit()
         return not self.running
 
