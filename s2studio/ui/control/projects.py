@@ -231,7 +231,7 @@ class ProjectStore(QObject):
                 return None
             # their files now, their rows with the next autosave (within RENDER_AUTOSAVE_S, as a saved
             # project's rows), not an autosave of the whole book after every take
-        return lambda _task: _write_takes(folder, takes)
+        return lambda _task: folder.write_takes(takes)
 
     def _takes_written(self, _result: object, error: str) -> None:
         if error:
@@ -250,7 +250,7 @@ class ProjectStore(QObject):
         state = capture(self._project, self.path)
         folder = self._autosave
         self._last_autosave = time.monotonic()
-        return lambda _task: folder.save(state)
+        return lambda _task: _autosave(folder, state)
 
     def _autosaved(self, _result: object, error: str) -> None:
         if error:
@@ -373,11 +373,12 @@ class ProjectStore(QObject):
         self.recent_changed.emit()
 
 
-def _write_takes(folder: ProjectFolder, takes: list[Take]) -> None:
-    """On the writer thread: the takes' files, then the free pages their arrays left in the process's heaps go
-    back to the system (`native_memory`: without it, the holes a render's takes leave there stay resident, and
-    a book's render left the studio holding far more free memory than used)."""
-    folder.write_takes(takes)
+def _autosave(folder: ProjectFolder, state: Any) -> None:
+    """On the writer thread: the autosave, then the free pages in the process's heaps go back to the system
+    (`native_memory`: the holes a render's takes leave there would stay resident). After each autosave: at most
+    every `RENDER_AUTOSAVE_S` while takes arrive, and soon after the last (each take asks for one), so a render
+    hands back what its takes freed without paying for it at every take."""
+    folder.save(state)
     release_free_pages()
 
 
