@@ -53,9 +53,6 @@ class PassBudget(QObject):
         if job in self._waiting:
             self._waiting.remove(job)
 
-    def waiting(self, job: Job) -> bool:
-        return job in self._waiting
-
     def _pass(self) -> None:
         waiting, self._waiting = self._waiting, []
         until = time.thread_time() + BUDGET_S
