@@ -4,6 +4,8 @@ redraws its new tail only, and a burst of timeline changes repaints at the rate 
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import pytest
 from PySide6.QtWidgets import QApplication
@@ -139,3 +141,78 @@ def test_summaries_that_arrive_for_lines_far_apart_repack_those_lines_not_all_be
     fresh.sync(layout)
     edges = np.arange(0, layout.end + BINS[0] * 2.0, BINS[0] * 2.0)
     assert np.array_equal(peaks.columns(layout, edges, BINS[0] * 2.0)[0], fresh.columns(layout, edges, BINS[0] * 2.0)[0])
+
+
+def _calls_of(action) -> int:  # noqa: ANN001
+    """Python calls `action` makes on this thread (what it costs, counted)."""
+    import sys
+
+    calls = [0]
+
+    def count(_frame, event, _arg) -> None:  # noqa: ANN001
+        if event in ("call", "c_call"):
+            calls[0] += 1
+
+    sys.setprofile(count)
+    try:
+        action()
+    finally:
+        sys.setprofile(None)
+    return calls[0]
+
+
+def test_the_first_drawing_of_a_book_laid_out_afresh_costs_the_same_at_any_length(qtbot) -> None:
+    """The window's thread draws a fresh layout from what is packed (nothing yet) and looks up the lines flagged,
+    not each line: a book of 4,000 lines costs what one of 1,000 does; the worker packs them and the view takes
+    its packs in, each in one assignment."""
+    costs, flags_asked = {}, {}
+    for count in (100, 1000, 4000):  # the first warms up (what a first paint loads once)
+        gc.collect()  # widgets of the tests before: not collected on the worker's thread while this one paints
+        timeline = Timeline(gap_s=0.05)
+        view = WaveformView(timeline)
+        qtbot.addWidget(view)
+        view.resize(800, 150)
+        view.show()
+        view.grab()
+        ids = [f"l{i}" for i in range(count)]
+        timeline.set_lines(ids, {k: np.full(3000, 0.5, np.float32) for k in ids})
+        view.set_stale({"l7", "l9"}, {"l7", "l9"})
+        view.refresh()
+        costs[count] = _calls_of(view.grab)
+        flags_asked[count] = view.stale_flags.asked + view.rendering_flags.asked
+        assert view.peaks.pending == count
+        qtbot.waitUntil(lambda v=view: v.grab() and v.peaks.pending == 0, timeout=30000)  # the event loop runs
+        assert view.stale_lines == {"l7", "l9"}
+    assert costs[4000] <= costs[1000] * 1.1 + 50, costs
+    assert flags_asked[4000] <= 4, flags_asked
+
+
+def test_packs_made_by_the_worker_follow_changes_meanwhile_as_a_fresh_pack_would() -> None:
+    rng = np.random.default_rng(5)
+    order = [f"l{i}" for i in range(300)]
+
+    def audio() -> np.ndarray:
+        return rng.uniform(-1, 1, int(rng.integers(300, 3000))).astype(np.float32)
+
+    timeline = Timeline(gap_s=0.0)
+    peaks = TimelinePeaks()
+    for round_ in range(6):
+        if round_ % 3 == 0:  # laid out afresh: the worker packs it all
+            timeline.set_lines(order, {k: audio() for k in order if rng.random() < 0.8})
+        peaks.sync(timeline.layout)
+        for k in rng.choice(order, int(rng.integers(1, 50 if round_ % 2 else 5))):  # takes land meanwhile
+            timeline.set_audio(str(k), None if rng.random() < 0.2 else audio())
+            if rng.random() < 0.3:
+                peaks.sync(timeline.layout)
+        peaks.sync(timeline.layout)
+        peaks.wait()
+        peaks.sync(timeline.layout)
+        assert peaks.pending == 0
+        fresh = TimelinePeaks()
+        fresh.sync(timeline.layout)
+        fresh.wait()
+        fresh.sync(timeline.layout)
+        assert peaks._pack.tracks == timeline.layout.tracks
+        for got, want in zip(peaks._pack.values + peaks._pack.offsets, fresh._pack.values + fresh._pack.offsets,
+                             strict=True):
+            assert np.array_equal(got, want)

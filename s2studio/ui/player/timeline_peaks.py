@@ -12,13 +12,17 @@ Lines come and go by diffing layouts: a finished take appends or swaps one line'
 copied once, in C, never recomputed), a relayout that moved lines recomputes nothing. The line streaming in
 (the last one, while it grows) is left out: the view draws it from its track directly.
 
-Summarising many lines at once (a project just opened) runs on a worker thread; lines not summarised yet
-count as silent until it is done (`pending`).
+Packing many lines at once (a project just opened: a layout of a new lineage, `audio/layout.py`) is the worker
+thread's: it summarises the lines and packs them, in order, and hands over packs of the first lines, larger and
+larger, each taken in by the next `sync` in one assignment; lines not packed yet count as silent until then
+(`pending`). The window's thread never looks at a book's lines one by one. When the layout changes meanwhile,
+what is packed and still in front stays, and the worker goes on from there.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -26,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from s2studio.audio.timeline import PEAK_BIN, Layout, Track
+from s2studio.ui.player.track_runs import changed_runs, with_places
 
 FACTOR = 8
 LEVELS = 4
@@ -33,6 +38,8 @@ LEVELS = 4
 BINS = tuple(PEAK_BIN * FACTOR ** (k + 1) for k in range(LEVELS))
 INLINE = 32
 """Lines summarised on the GUI thread at once; more go to the worker."""
+HANDOVER_S = 0.1
+"""The worker hands over a pack of the lines packed so far at most this often (and when it is done)."""
 
 Peaks = npt.NDArray[np.float32]
 
@@ -59,6 +66,25 @@ class _Pack:
     offsets: list[npt.NDArray[np.int64]]
     """Per level: where each track's values begin (one more entry: the end)."""
 
+    def head(self, n: int) -> _Pack:
+        """The pack of the first `n` tracks (views of this one's arrays)."""
+        return _Pack(self.tracks[:n], [v[:o[n]] for v, o in zip(self.values, self.offsets, strict=True)],
+                     [o[:n + 1] for o in self.offsets])
+
+
+def _empty_pack() -> _Pack:
+    return _Pack((), [np.zeros(0, np.float32) for _ in BINS], [np.zeros(1, np.int64) for _ in BINS])
+
+
+@dataclass(eq=False)
+class _Job:
+    """The worker's: pack `tracks`, going on from `built` (a pack of the first of them)."""
+
+    tracks: tuple[Track, ...]
+    built: _Pack
+    """The latest pack handed over (replaced whole by the worker)."""
+    cancelled: bool = False
+
 
 class TimelinePeaks:
     """Packed per-level peaks of a layout's finished tracks (module docstring). GUI thread, apart from the
@@ -68,12 +94,18 @@ class TimelinePeaks:
         self._levels: dict[Track, tuple[Peaks, ...]] = {}
         self._lock = threading.Lock()
         self._wanted: list[Track] = []
+        self._queued: _Job | None = None
+        """The job the worker takes next (before `_wanted`)."""
+        self._job: _Job | None = None
+        """The job packing the layout last synced, until its last pack is taken in."""
         self._worker: threading.Thread | None = None
         self._on_ready = on_ready
-        """Called (from the worker thread) when lines it summarised can be drawn: re-sync then."""
-        self._pack = _Pack((), [np.zeros(0, np.float32) for _ in BINS], [np.zeros(1, np.int64) for _ in BINS])
+        """Called (from the worker thread) when lines it summarised or packed can be drawn: re-sync then."""
+        self._pack = _empty_pack()
         self._index: Mapping[str, int] = {}
         """line id -> position in the layout the pack was made from."""
+        self._lineage = -1
+        """The lineage of that layout."""
         self._missing: set[Track] = set()
         """Packed tracks whose values were not ready when packed (silent until the next sync)."""
         self.packed_changes = 0
@@ -81,11 +113,12 @@ class TimelinePeaks:
 
     @property
     def pending(self) -> int:
-        """Packed lines still silent, waiting for the worker."""
-        return len(self._missing)
+        """Lines of the layout last synced still silent, waiting for the worker."""
+        job = self._job
+        return len(self._missing) + (len(job.tracks) - len(self._pack.tracks) if job is not None else 0)
 
     def wait(self) -> None:
-        """Block until the worker has summarised every line asked for (tests, benchmarks)."""
+        """Block until the worker has summarised or packed every line asked for (tests, benchmarks)."""
         worker = self._worker
         if worker is not None:
             worker.join()
@@ -94,11 +127,27 @@ class TimelinePeaks:
         """Follow `layout`; returns the range of track indices [i, j) of the new layout whose values changed
         (None when nothing did)."""
         tracks = layout.tracks[:-1] if layout.growing else layout.tracks
+        job = self._job
+        if job is not None and tracks == job.tracks:
+            return self._take_built(job, tracks)
+        if job is not None:  # the layout moved on while the worker packed it: what it handed over is kept
+            job.cancelled = True
+            self._job = None
+        fresh = layout.lineage != self._lineage
+        self._lineage = layout.lineage
+        if fresh and len(tracks) > INLINE:  # laid out afresh (a project opened): the worker packs it all
+            self._missing.clear()
+            self._pack, self._index = _empty_pack(), layout.index
+            self._start(_Job(tracks, self._pack))
+            return 0, len(tracks)
         old = self._pack.tracks
         if tracks == old and not self._ready_missing():
+            self._index = layout.index
             return None
-        # only what changed: a render of several scenes at once places lines far apart
-        runs = changed_runs(old, tracks, self._index)
+        if fresh:  # nothing in common to look for
+            runs = [(0, len(old), 0, len(tracks))]
+        else:  # only what changed: a render of several scenes at once places lines far apart
+            runs = changed_runs(old, tracks, self._index)
         if self._missing:  # and the tracks whose summaries arrived since, where they are
             ready = sorted(i for t in self._missing if t in self._levels
                            and (i := self._index.get(t.line_id, -1)) >= 0 and i < len(old) and old[i] is t)
@@ -118,6 +167,10 @@ class TimelinePeaks:
         values = np.append(self._pack.values[k], np.float32(0))
         offsets = self._pack.offsets[k]
         n = len(self._pack.tracks)
+        middle = (edges[:-1] + edges[1:]) / 2
+        at = np.searchsorted(layout.starts, middle, side="right") - 1
+        if n == 0:  # nothing packed yet: silence
+            return np.zeros(len(middle), np.float32), at
         starts = layout.starts[:n]
         e = edges.astype(np.int64)
         t = np.searchsorted(starts, e, side="right") - 1
@@ -135,8 +188,6 @@ class TimelinePeaks:
         pairs[0::2], pairs[1::2] = lo_i, hi_i
         out = np.maximum.reduceat(values, pairs)[0::2] if len(pairs) else np.zeros(0, np.float32)
         out[empty] = 0.0
-        middle = (edges[:-1] + edges[1:]) / 2
-        at = np.searchsorted(layout.starts, middle, side="right") - 1
         return np.minimum(out, 1.0), at
 
     # -- internals -------------------------------------------------------------------------------
@@ -161,10 +212,14 @@ class TimelinePeaks:
         done = 0
         while True:
             with self._lock:
-                if not self._wanted:
+                job, self._queued = self._queued, None
+                if job is None and not self._wanted:
                     self._worker = None
                     break
-                track = self._wanted.pop(0)
+                track = self._wanted.pop(0) if job is None else None
+            if job is not None:
+                self._pack_job(job)
+                continue
             if track not in self._levels:
                 self._levels[track] = summarise(track.peaks())
             done += 1
@@ -172,6 +227,67 @@ class TimelinePeaks:
                 self._on_ready()
         if self._on_ready is not None:
             self._on_ready()
+
+    def _summary(self, track: Track) -> tuple[Peaks, ...]:
+        levels = self._levels.get(track)
+        if levels is None:
+            levels = self._levels[track] = summarise(track.peaks())
+        return levels
+
+    def _take_built(self, job: _Job, tracks: tuple[Track, ...]) -> tuple[int, int] | None:
+        """The worker's latest pack, if it has handed over another."""
+        built = job.built
+        if built is self._pack:
+            return None
+        was = len(self._pack.tracks)
+        self._pack = built
+        self.packed_changes += len(built.tracks) - was
+        if len(built.tracks) == len(tracks):
+            self._job = None
+            self._forget_gone(tracks)
+        return was, len(built.tracks)
+
+    def _forget_gone(self, tracks: tuple[Track, ...]) -> None:
+        """Drop the summaries of lines no longer on the timeline, once they are as many as those that are."""
+        if len(self._levels) > 2 * len(tracks) + 64 and (self._worker is None or not self._worker.is_alive()):
+            live = set(tracks)
+            self._levels = {t: v for t, v in self._levels.items() if t in live}
+
+    def _start(self, job: _Job) -> None:
+        self._job = job
+        with self._lock:
+            if self._queued is not None:
+                self._queued.cancelled = True
+            self._queued = job
+            if self._worker is None or not self._worker.is_alive():
+                self._worker = threading.Thread(target=self._work, name="waveform-peaks", daemon=True)
+                self._worker.start()
+
+    def _pack_job(self, job: _Job) -> None:
+        """Summarise and pack `job.tracks` after those of `job.built`, handing over a pack of the lines packed so
+        far now and then: at most every `HANDOVER_S`, and once the lines packed grew by a quarter (each handover
+        copies them all)."""
+        values, offsets = list(job.built.values), list(job.built.offsets)
+        more: list[list[Peaks]] = [[] for _ in BINS]
+        ends: list[list[int]] = [[] for _ in BINS]
+        end = [int(o[-1]) for o in offsets]
+        handed, at = time.monotonic(), len(job.built.tracks)
+        for i in range(at, len(job.tracks)):
+            if job.cancelled:
+                return
+            for k, level in enumerate(self._summary(job.tracks[i])):
+                more[k].append(level)
+                end[k] += len(level)
+                ends[k].append(end[k])
+            last = i + 1 == len(job.tracks)
+            if last or (time.monotonic() - handed >= HANDOVER_S and i + 1 >= at * 1.25):
+                values = [np.concatenate([v, *m]) for v, m in zip(values, more, strict=True)]
+                offsets = [np.concatenate([o, np.array(e, np.int64)]) for o, e in zip(offsets, ends, strict=True)]
+                more, ends = [[] for _ in BINS], [[] for _ in BINS]
+                job.built = _Pack(job.tracks[:i + 1], values, offsets)
+                handed, at = time.monotonic(), i + 1
+                if self._on_ready is not None:
+                    self._on_ready()
 
     def _repack(self, runs: Sequence[tuple[int, int, int, int]], tracks: Sequence[Track]) -> None:
         """For each run (i, j, a, b): old packed tracks [i, j) replaced by `tracks[a:b]`."""
@@ -181,6 +297,7 @@ class TimelinePeaks:
             self._missing.difference_update(pack.tracks[i:j])
             got.append([self._levels.get(t) for t in tracks[a:b]])
             self._missing.update(t for t, g in zip(tracks[a:b], got[-1], strict=True) if g is None)
+        pack = self._pack = _Pack(pack.tracks, list(pack.values), list(pack.offsets))  # the worker may read the last
         none_yet = all(g is None for levels in got for g in levels)  # a project just opened: all on the worker
         for k in range(LEVELS):
             offsets, values = pack.offsets[k], pack.values[k]
@@ -207,85 +324,3 @@ class TimelinePeaks:
 
 _NONE_YET = np.zeros(0, np.float32)
 """A track whose peaks are not read yet (one array for all: a book's 10,000 tracks repacked at once)."""
-
-
-def changed_runs(old: Sequence[Track], new: Sequence[Track], old_index: Mapping[str, int]
-                 ) -> list[tuple[int, int, int, int]]:
-    """Where the tracks `new` differ from `old` (`old_index`: line id -> position in `old`, or in a longer
-    sequence `old` begins): runs (i, j, a, b), in order, each `old[i:j]` replaced by `new[a:b]`; between runs the
-    same tracks. Identical stretches are compared a block at a time (tuples of tracks compare in C), the block
-    doubling while they match, so a change far from another costs a few comparisons, not one per track."""
-    p, s = common_ends(old, new)
-    end_old, end_new = len(old) - s, len(new) - s
-    runs: list[tuple[int, int, int, int]] = []
-    i = a = p
-    while i < end_old or a < end_new:
-        step = 64
-        while i < end_old and a < end_new:  # the identical stretch
-            k = min(step, end_old - i, end_new - a)
-            if old[i:i + k] == new[a:a + k]:
-                i, a, step = i + k, a + k, 2 * step
-            elif k == 1:
-                break
-            else:
-                step = max(1, k // 2)
-        if i >= end_old and a >= end_new:
-            break
-        ri, ra = i, a
-        while i < end_old or a < end_new:  # the run that differs, up to where they agree again
-            if i < end_old and a < end_new and old[i] is new[a]:
-                break
-            if a >= end_new:  # the rest of the old stretch left
-                i = end_old
-                break
-            track = new[a]
-            was = old_index.get(track.line_id, -1)
-            if i <= was < end_old and old[was] is track:  # the old tracks before it left
-                i = was
-                continue
-            a += 1  # new (or its audio replaced: its old track goes too)
-            if i < end_old and old[i].line_id == track.line_id:
-                i += 1
-        runs.append((ri, i, ra, a))
-    return runs
-
-
-def with_places(runs: Sequence[tuple[int, int, int, int]], places: Sequence[int], gap: int = 32
-                ) -> list[tuple[int, int, int, int]]:
-    """`runs` (`changed_runs`) and a run of one track for each of `places` (positions in the old tracks, in
-    order, of tracks that stay but whose values changed) that no run covers, runs less than `gap` tracks apart
-    made one (the same tracks between them are repacked as they are: fewer runs, each a few array operations)."""
-    extra, r, shift = [], 0, 0
-    for i in places:
-        while r < len(runs) and runs[r][1] <= i:  # the runs before it: it moved by what they added
-            ri, rj, ra, rb = runs[r]
-            shift += (rb - ra) - (rj - ri)
-            r += 1
-        if r < len(runs) and runs[r][0] <= i:
-            continue  # inside a run: repacked with it
-        extra.append((i, i + 1, i + shift, i + shift + 1))
-    merged: list[tuple[int, int, int, int]] = []
-    for run in sorted([*runs, *extra]):
-        if merged and run[0] - merged[-1][1] < gap:
-            i, _j, a, _b = merged[-1]
-            merged[-1] = (i, run[1], a, run[3])
-        else:
-            merged.append(run)
-    return merged
-
-
-def common_ends(old: Sequence[object], new: Sequence[object], block: int = 256) -> tuple[int, int]:
-    """Items identical at the start (p) and, not overlapping those, at the end (s): compared a block at a
-    time (tuples of tracks compare in C), then one by one."""
-    n = min(len(old), len(new))
-    p = 0
-    while p + block <= n and old[p:p + block] == new[p:p + block]:
-        p += block
-    while p < n and old[p] is new[p]:
-        p += 1
-    s, a, b = 0, len(old), len(new)
-    while s + block <= n - p and old[a - s - block:a - s] == new[b - s - block:b - s]:
-        s += block
-    while s < n - p and old[a - 1 - s] is new[b - 1 - s]:
-        s += 1
-    return p, s

@@ -5,20 +5,25 @@ about each of a book's 10,000 lines at every repaint."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 
 import numpy as np
 import numpy.typing as npt
 
 from s2studio.audio.timeline import Layout, Track
-from s2studio.ui.player.timeline_peaks import changed_runs
+from s2studio.ui.player.track_runs import changed_runs
 
 
 
 class TrackFlags:
-    def __init__(self, flagged: Callable[[str], bool]) -> None:
+    def __init__(self, flagged: Callable[[str], bool], members: Callable[[], Collection[str] | None] | None = None
+                 ) -> None:
         self.flagged = flagged
         """Whether a line (its id) is flagged: asked for lines that come onto the timeline or change."""
+        self.members = members
+        """The lines flagged (None: unknown): a layout laid out afresh looks up these rather than ask about each of
+        its lines, when they are fewer."""
+        self._lineage = -1
         self._tracks: tuple[Track, ...] = ()
         self._index: Mapping[str, int] = {}
         """line id -> position in `_tracks`."""
@@ -33,24 +38,41 @@ class TrackFlags:
         tracks = layout.tracks
         if tracks == self._tracks:
             return
+        if layout.lineage != self._lineage:  # laid out afresh: nothing in common to look for
+            runs = [(0, len(self._tracks), 0, len(tracks))]
+        else:
+            runs = changed_runs(self._tracks, tracks, self._index)
         pieces, kept = [], 0
-        for i, j, a, b in changed_runs(self._tracks, tracks, self._index):
-            pieces += [self.flags[kept:i], self._ask(t.line_id for t in tracks[a:b])]
+        for i, j, a, b in runs:
+            pieces += [self.flags[kept:i], self._ask_range(layout, a, b)]
             kept = j
         pieces.append(self.flags[kept:])
         self.flags = np.concatenate(pieces)
-        self._tracks, self._index = tracks, layout.index
+        self._tracks, self._index, self._lineage = tracks, layout.index, layout.lineage
 
     def update(self, layout: Layout, line_ids: Iterable[str] | None) -> None:
         """These lines' flags may have changed (None: any line's)."""
         self.sync(layout)
         if line_ids is None:
-            self.flags = self._ask(t.line_id for t in layout.tracks)
+            self.flags = self._ask_range(layout, 0, len(layout.tracks))
             return
         line_ids = list(line_ids)  # a render's start: all of a book's lines, looked up in C
         places = np.fromiter(map(layout.index.get, line_ids, itertools.repeat(-1)), np.int64, len(line_ids))
         found = places >= 0
         self.flags[places[found]] = self._ask(itertools.compress(line_ids, found))
+
+    def _ask_range(self, layout: Layout, a: int, b: int) -> npt.NDArray[np.bool_]:
+        """The flags of the layout's tracks [a, b): from `members` when they are fewer, else asked one by one."""
+        members = self.members() if self.members is not None else None
+        if members is None or len(members) >= b - a:
+            return self._ask(t.line_id for t in layout.tracks[a:b])
+        out = np.zeros(b - a, bool)
+        for line_id in members:
+            i = layout.index.get(line_id)
+            if i is not None and a <= i < b:
+                out[i - a] = True
+        self.asked += len(members)
+        return out
 
     def _ask(self, line_ids: Iterable[str]) -> npt.NDArray[np.bool_]:
         out = np.fromiter((self.flagged(i) for i in line_ids), bool)

@@ -18,7 +18,7 @@ What it draws costs the pixels that changed, not the lines of the script (a book
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping
 from time import perf_counter
 
 import numpy as np
@@ -27,25 +27,21 @@ from PySide6.QtGui import QColor, QImage, QMouseEvent, QPainter, QPaintEvent, QP
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from s2studio.audio.timeline import Timeline
-from s2studio.engine.api import SAMPLE_RATE
 from s2studio.state.script import Script
 from s2studio.ui.player.timeline_peaks import TimelinePeaks
 from s2studio.ui.player.track_flags import TrackFlags
 from s2studio.ui.player.waveform_image import WaveformImage
+from s2studio.ui.player.waveform_range import MIN_SPAN, ZOOM_STEP, ViewRange
 from s2studio.ui.player.waveform_marks import RULER, TOP, draw_marks, ruler_marks
 
 
-MIN_SPAN = SAMPLE_RATE * 8
-"""Fitted, the view spans at least this much, so the first chunks of a render do not fill the width."""
-MIN_SAMPLES_PER_PIXEL = 2.0
-ZOOM_STEP = 1.5
 MAX_REPAINT_HZ = 10
 REPAINT_SHARE = 0.2
 """At most this share of the window's thread goes to repainting the timeline as it changes: a view that takes
 longer to compose (a whole book fitted) is repainted less often than `MAX_REPAINT_HZ`."""
 
 
-class WaveformView(QWidget):
+class WaveformView(ViewRange, QWidget):
     seek_requested = Signal(int)
     """A click asks to move the playhead to this sample."""
     line_clicked = Signal(str)
@@ -81,8 +77,9 @@ class WaveformView(QWidget):
         """Fitted while the timeline grows: the span shown, widened in steps (not at every chunk)."""
         self.follow = True
         """Keep the playhead in view while it moves (page by page)."""
-        self.stale_flags = TrackFlags(lambda line_id: line_id in self._stale)
-        self.rendering_flags = TrackFlags(lambda line_id: self._rendering(line_id))
+        self._rendering_lines: Callable[[], Collection[str]] | None = lambda: ()
+        self.stale_flags = TrackFlags(lambda line_id: line_id in self._stale, lambda: self._stale)
+        self.rendering_flags = TrackFlags(lambda line_id: self._rendering(line_id), lambda: self._rendering_now())
         self.image = WaveformImage(TimelinePeaks(on_ready=self._emit_peaks_ready), TOP, RULER)
         self._peaks_ready.connect(self.refresh)
         self._composed: QPixmap | None = None
@@ -104,31 +101,8 @@ class WaveformView(QWidget):
         return self.image.columns_drawn
 
     @property
-    def samples_per_pixel(self) -> float:
-        return self._fit_spp() if self._fit else self._spp
-
-    @property
-    def origin(self) -> int:
-        """The sample at the left edge."""
-        return self.range()[0] if self._fit else int(self._origin)
-
-    @property
-    def visible(self) -> int:
-        """Samples across the width."""
-        return int(self.samples_per_pixel * max(1, self.width()))
-
-    @property
-    def fitted(self) -> bool:
-        return self._fit
-
-    @property
     def selected_line(self) -> str | None:
         return self._selected
-
-    @property
-    def scope(self) -> tuple[str, ...] | None:
-        """The lines the view is limited to (a chapter's), None for the whole timeline."""
-        return self._scope
 
     @property
     def stale_lines(self) -> frozenset[str]:
@@ -170,90 +144,6 @@ class WaveformView(QWidget):
 
     def ruler_marks(self, w: int) -> list[tuple[float, QRectF, str]]:
         return ruler_marks(self, w)
-
-    def range(self) -> tuple[int, int]:
-        """Samples [lo, hi) the view can show: the timeline, or the scope's lines."""
-        layout = self.timeline.layout
-        if self._scope is None:
-            return 0, layout.end
-        at = [i for line_id in self._scope if (i := layout.index.get(line_id)) is not None]
-        if not at:
-            return 0, 0
-        first, last = min(at), max(at)
-        return int(layout.starts[first]), int(layout.starts[last]) + layout.tracks[last].length
-
-    def span(self) -> int:
-        """Samples the scroll bar covers: the range, or the view when that is longer."""
-        lo, hi = self.range()
-        return max(hi - lo, self.visible)
-
-    def _fit_spp(self) -> float:
-        lo, hi = self.range()
-        length = hi - lo
-        if self._scope is None and (self.timeline.layout.growing or (self._grown_span and self._busy())):
-            # grown in steps while a render appends lines (between two lines too), not at every chunk
-            if not self._grown_span or length * 1.05 > self._grown_span or self._grown_span > max(MIN_SPAN, length * 4):
-                self._grown_span = max(MIN_SPAN, int(length * 1.5))
-            span = self._grown_span
-        else:
-            self._grown_span = 0
-            span = MIN_SPAN if length == 0 else int(length * 1.01) + 1
-        return span / max(1, self.width())
-
-    def x_of(self, sample: float) -> float:
-        return (sample - self.origin) / self.samples_per_pixel
-
-    def sample_at(self, x: float) -> int:
-        return max(0, int(round(self.origin + x * self.samples_per_pixel)))
-
-    def zoom(self, factor: float, anchor_x: float | None = None) -> None:
-        """Samples per pixel times 1/`factor` (> 1 zooms in), keeping the sample under `anchor_x` (the
-        playhead when it is on screen, else the middle) where it is."""
-        if anchor_x is None:
-            px = self.x_of(self._playhead)
-            anchor_x = px if 0 <= px <= self.width() else self.width() / 2
-        anchor = self.origin + anchor_x * self.samples_per_pixel
-        widest = max(self._fit_spp(), MIN_SAMPLES_PER_PIXEL)
-        spp = min(max(self.samples_per_pixel / factor, MIN_SAMPLES_PER_PIXEL), widest)
-        if spp >= widest and factor < 1:
-            self.fit()
-            return
-        self._fit, self._spp = False, spp
-        self._set_origin(anchor - anchor_x * spp)
-
-    def zoom_in(self) -> None:
-        self.zoom(ZOOM_STEP)
-
-    def zoom_out(self) -> None:
-        self.zoom(1 / ZOOM_STEP)
-
-    def fit(self) -> None:
-        """The whole range across the width (and it stays fitted while it grows)."""
-        self._fit, self._origin = True, float(self.range()[0])
-        self._changed()
-
-    def set_scope(self, line_ids: Sequence[str] | None) -> None:
-        """Show only these lines' stretch of the timeline (a chapter), or the whole timeline (None)."""
-        self._scope = tuple(line_ids) if line_ids is not None else None
-        self.fit()
-
-    def scroll_to(self, sample: int) -> None:
-        """Put `sample` at the left edge (zoomed in; fitted there is nothing to scroll)."""
-        if not self._fit:
-            self._set_origin(sample)
-
-    def ensure_visible(self, sample: int, margin: float = 0.1) -> None:
-        """Scroll so that `sample` is on screen, a page at a time (as a DAW follows its playhead)."""
-        if self._fit:
-            return
-        left, width = self.origin, self.visible
-        if not left + width * margin <= sample <= left + width * (1 - margin):
-            self._set_origin(sample - width * margin)
-
-    def _set_origin(self, origin: float) -> None:
-        lo, hi = self.range()
-        self._origin = min(max(origin, float(lo)), max(float(lo), hi - self.visible))
-        self._changed()
 
     def _changed(self) -> None:
         self._composed = None
@@ -312,11 +202,17 @@ class WaveformView(QWidget):
         if changed is None or any(i in layout.index for i in changed):
             self.refresh()
 
-    def set_rendering(self, rendering: Callable[[str], bool], busy: Callable[[], bool] | None = None) -> None:
-        """How to tell a line being rendered (the render session's `rendering`), and whether a render runs."""
+    def set_rendering(self, rendering: Callable[[str], bool], busy: Callable[[], bool] | None = None,
+                      lines: Callable[[], Collection[str]] | None = None) -> None:
+        """How to tell a line being rendered (the render session's `rendering`), whether a render runs, and the
+        lines being rendered (`lines`, if known: what a layout laid out afresh looks up)."""
         self._rendering = rendering
         self._busy = busy or (lambda: False)
+        self._rendering_lines = lines
         self.rendering_flags.update(self.timeline.layout, None)
+
+    def _rendering_now(self) -> Collection[str] | None:
+        return self._rendering_lines() if self._rendering_lines is not None else None
 
     def rendering_changed(self, line_ids: Collection[str]) -> None:
         """These lines started or stopped rendering (a render's start: all of its lines, once); repainted as

@@ -12,7 +12,8 @@ import numpy.typing as npt
 from PySide6.QtGui import QColor, QPalette
 
 from s2studio.audio.timeline import Layout, Timeline
-from s2studio.ui.player.timeline_peaks import BINS, TimelinePeaks, common_ends
+from s2studio.ui.player.timeline_peaks import BINS, TimelinePeaks
+from s2studio.ui.player.track_runs import common_ends
 from s2studio.ui.player.waveform_paint import edges_of, paint_columns, track_columns, visible_tracks
 
 

@@ -63,7 +63,7 @@ class LineStates(QObject):
         self._gone: set[str] = set()
         """Lines a book's edits touched and took away, refreshed at the next turn (`_follow_turn`)."""
         editor.gutter.set_source(self.mark_at, self.tip_at)
-        waveform.set_rendering(session.rendering, lambda: session.busy)
+        waveform.set_rendering(session.rendering, lambda: session.busy, lambda: session.pending)
         editor.cursor_line_changed.connect(lambda _block: self._selection_moved())
         editor.mark_clicked.connect(self.select)
         waveform.line_clicked.connect(self.select)
