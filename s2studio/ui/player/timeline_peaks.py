@@ -15,8 +15,11 @@ copied once, in C, never recomputed), a relayout that moved lines recomputes not
 Packing many lines at once (a project just opened: a layout of a new lineage, `audio/layout.py`) is the worker
 thread's: it summarises the lines and packs them, in order, and hands over packs of the first lines, larger and
 larger, each taken in by the next `sync` in one assignment; lines not packed yet count as silent until then
-(`pending`). The window's thread never looks at a book's lines one by one. When the layout changes meanwhile,
-what is packed and still in front stays, and the worker goes on from there.
+(`pending`). The window's thread never looks at a book's lines one by one. When the layout changes meanwhile
+(a take lands), what was handed over stays and the lines after it are taken in as any change is.
+
+A change of the same lineage summarises its new lines on the window's thread when they are few (`INLINE`), else
+on the worker; those count as silent until their summaries arrive, then are packed where they are.
 """
 
 from __future__ import annotations
