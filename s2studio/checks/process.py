@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 import sys
 from multiprocessing.connection import Connection
 
@@ -43,7 +44,7 @@ def serve(conn: Connection, settings: CheckSettings, asr: AsrSettings, threads: 
     while True:
         try:
             message = conn.recv()
-        except (EOFError, OSError):
+        except (EOFError, OSError, pickle.UnpicklingError):  # closed, or cut off by the studio ending mid-send
             return
         if message is None:
             return
