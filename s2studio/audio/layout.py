@@ -30,7 +30,7 @@ __all__ = ["PEAK_BIN", "Audio", "Layout", "LineAudio", "Segment", "Track", "Trac
            "track_of"]
 
 _EMPTY = np.zeros(0, np.float32)
-_EMPTY.flags.writeable = False
+_EMPTY.setflags(write=False)
 """No samples, shared: a track in its file holds no array, and a track's peaks start empty (replaced, never
 written)."""
 

@@ -11,7 +11,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QTextCursor
 
-from ui_helpers import cast_two_voices, close_studio, fake_engine, open_studio
+from ui_helpers import cast_two_voices, close_studio, fake_engine, open_studio, shown_all
 
 FRAMES = 6
 
@@ -286,6 +286,7 @@ def test_a_books_warnings_parsed_again_off_the_thread_touch_no_line(qtbot, studi
     w = studio
     cast_two_voices(w, tmp_path, book(2, OFF_THREAD_ROWS // 2))
     qtbot.waitUntil(lambda: not w.document.script.warnings, timeout=20000)  # the cast's own reparse, off the thread too
+    qtbot.waitUntil(lambda: shown_all(w), timeout=20000)  # the book's lines' states, made in slices after its parse
     updates, parses = w.lines.updates, w.document.parses_off_thread
     changes: list[object] = []
     w.document.script_changed.connect(lambda _order: changes.append(w.document.change))

@@ -18,7 +18,7 @@ from s2studio.ui.control import slices, take_checks
 from s2studio.ui.script import cast_panel as cast_module
 from s2studio.ui.script.cast_panel import CastPanel
 from s2studio.ui.window import line_states as line_states_module
-from ui_helpers import cast_two_voices, close_studio, fake_engine, open_studio
+from ui_helpers import cast_two_voices, close_studio, fake_engine, open_studio, shown_all
 
 SPEAKERS = [f"Speaker{i:02d}" for i in range(20)]
 VOICES = [(f"v{i}", f"Voice {i}") for i in range(5)]
@@ -98,11 +98,6 @@ def rendered_project(qtbot, w, tmp_path) -> tuple[Path, str]:
     assert w.projects.save_as(path)
     qtbot.waitUntil(lambda: not w.store.unsaved_work, timeout=10000)
     return path, edited.line_id
-
-
-def shown_all(w) -> bool:
-    """Every part of the project shown: no slices left (the timeline's layout, the lines' states, ...)."""
-    return not any(work.busy for work in w.findChildren(slices.Slices))
 
 
 def shown(w) -> dict:

@@ -146,3 +146,10 @@ def project_shown(qtbot, w) -> None:
     pass of the event loop or a few later (a book's would hold the window)."""
     qtbot.waitUntil(lambda: not w.showing.busy and not w.cast_panel.building() and not w.session._laying.busy,
                     timeout=10000)
+
+
+def shown_all(w) -> bool:
+    """Every part of the project shown: no slices left (the timeline's layout, the lines' states, ...)."""
+    from s2studio.ui.control import slices  # noqa: PLC0415
+
+    return not any(work.busy for work in w.findChildren(slices.Slices))
