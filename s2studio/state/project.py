@@ -184,6 +184,33 @@ class LineTakes:
         return self.takes[self.picked] if 0 <= self.picked < len(self.takes) else None
 
 
+class LineEdits:
+    """The lines whose takes or pick changed, in the order of their last change, each with the count of changes
+    made when it last did: what a capture of the document (`project_journal.capture`) reads again since an earlier
+    capture, instead of every line of a book (a take never changes: the lines not named are as they were)."""
+
+    __slots__ = ("count", "_last")
+
+    def __init__(self) -> None:
+        self.count = 0
+        """Changes made so far (a capture keeps it, to ask `since` later)."""
+        self._last: dict[str, int] = {}
+
+    def note(self, line_id: str) -> None:
+        self.count += 1
+        self._last.pop(line_id, None)  # to the end: the dict stays in the order of the lines' last changes
+        self._last[line_id] = self.count
+
+    def since(self, count: int) -> list[str]:
+        """The lines changed after the first `count` changes (each once, the latest first)."""
+        out = []
+        for line_id, at in reversed(self._last.items()):
+            if at <= count:
+                break
+            out.append(line_id)
+        return out
+
+
 @dataclass
 class Project:
     script: str = ""
@@ -205,6 +232,8 @@ class Project:
     speaker_colors: dict[str, int] = field(default_factory=dict)
     """Speaker name -> its colour's place in the palette, given when the speaker first appears and kept for the
     life of the project: inserting a line above or Undo never recolours anybody (`give_colors`)."""
+    edits: LineEdits = field(default_factory=LineEdits, init=False, repr=False, compare=False)
+    """The lines whose takes changed, as the methods below change them (`lines` is changed through them only)."""
 
     def give_colors(self, speakers: Iterable[str]) -> bool:
         """Give each speaker without a colour the first place in the palette that no speaker of `speakers` holds
@@ -222,6 +251,7 @@ class Project:
 
     def add_take(self, take: Take, pick: bool = True) -> None:
         """Keep the take (and make it the one heard)."""
+        self.edits.note(take.line_id)
         entry = self.lines.setdefault(take.line_id, LineTakes())
         entry.takes.append(take)
         if pick or entry.picked < 0:
@@ -232,6 +262,7 @@ class Project:
         if not 0 <= index < len(entry.takes):
             raise IndexError(index)
         entry.picked = index
+        self.edits.note(line_id)
 
     def current(self, line_id: str) -> Take | None:
         entry = self.lines.get(line_id)
@@ -246,6 +277,7 @@ class Project:
         or moves to the one before (the first) when the picked take goes; a line without takes is forgotten."""
         entry = self.lines[line_id]
         index = next(i for i, t in enumerate(entry.takes) if t.take_id == take_id)
+        self.edits.note(line_id)
         try:  # a later save may remove its files: Undo brings it back from memory
             entry.takes[index].hold()
         except UserError as exc:
@@ -260,6 +292,7 @@ class Project:
     def restore_take(self, take: Take, index: int, picked: bool) -> None:
         """Put a deleted take back where it was (and pick it again when it was picked)."""
         take.held = False  # a save writes its files again (a compaction may have removed them)
+        self.edits.note(take.line_id)
         entry = self.lines.setdefault(take.line_id, LineTakes())
         index = min(max(index, 0), len(entry.takes))
         entry.takes.insert(index, take)

@@ -28,12 +28,12 @@ from __future__ import annotations
 import json
 import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from s2studio.errors import UserError, printable
-from s2studio.state.project import Project, Take
+from s2studio.state.project import LineEdits, Project, Take
 
 JOURNAL = "journal.jsonl"
 JOURNAL_VERSION = 1
@@ -59,6 +59,10 @@ class DocState:
     line_ids: tuple[str, ...] | None
     lines: Mapping[str, tuple[int, tuple[Any, ...]]]
     is_keyed: bool = False
+    edits: LineEdits | None = field(default=None, compare=False)
+    """The project's log of changed lines, and how many changes it held when this was captured: a later
+    `capture(since=this)` of the same project copies the lines named after those only."""
+    edits_seen: int = field(default=0, compare=False)
 
     def takes(self) -> list[Take]:
         if self.is_keyed:
@@ -75,14 +79,26 @@ class DocState:
         return replace(self, lines=lines, is_keyed=True)
 
 
-def capture(project: Project, autosave_of: Path | None = None) -> DocState:
-    """What `project` holds now (the GUI thread calls this: references only, about 5 ms for a book; the writer
-    thread works from the result while the project goes on changing)."""
+def capture(project: Project, autosave_of: Path | None = None, since: DocState | None = None) -> DocState:
+    """What `project` holds now (the GUI thread calls this: references only; the writer thread works from the
+    result while the project goes on changing). `since`: an earlier capture of the same project (not `keyed`),
+    whose lines are taken as they were but for those changed since (`Project.edits`): the cost of a capture
+    is then what changed, not the lines of a book."""
     fields = {name: _copied(getattr(project, name)) for name in PLAIN_FIELDS[:-1]}
     fields["autosave_of"] = None if autosave_of is None else str(autosave_of)
-    lines = {line_id: (entry.picked, tuple(entry.takes)) for line_id, entry in project.lines.items()}
+    edits, entries = project.edits, project.lines
+    if since is not None and since.edits is edits and not since.is_keyed:
+        lines = dict(since.lines)
+        for line_id in edits.since(since.edits_seen):
+            entry = entries.get(line_id)
+            if entry is None:
+                lines.pop(line_id, None)
+            else:
+                lines[line_id] = (entry.picked, tuple(entry.takes))
+    else:
+        lines = {line_id: (entry.picked, tuple(entry.takes)) for line_id, entry in entries.items()}
     ids = tuple(project.line_ids) if project.line_ids is not None else None
-    return DocState(fields, project.script, ids, lines)
+    return DocState(fields, project.script, ids, lines, edits=edits, edits_seen=edits.count)
 
 
 def _copied(value: Any) -> Any:

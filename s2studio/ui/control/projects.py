@@ -39,7 +39,7 @@ from s2studio.native_memory import release_free_pages
 from s2studio.state.project import Project, Take
 from s2studio.state.project_files import ProjectFile, exists, recover
 from s2studio.state.project_folder import ProjectFolder
-from s2studio.state.project_journal import capture
+from s2studio.state.project_journal import DocState, capture
 from s2studio.ui.control.background import Background
 from s2studio.ui.control import heap
 from s2studio.ui.control.unwritten import UnwrittenTakes
@@ -98,6 +98,8 @@ class ProjectStore(QObject):
         if hold_engine is not None:
             self.unwritten.behind.connect(hold_engine)
         self._last_autosave = float("-inf")
+        self._captured: DocState | None = None
+        """The last autosave's capture: the next copies only the lines changed since (a book has 10,000)."""
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.timeout.connect(self.autosave_now)
@@ -247,7 +249,7 @@ class ProjectStore(QObject):
     def _autosave_job(self) -> Any:
         if self._project is None:
             return None
-        state = capture(self._project, self.path)
+        state = self._captured = capture(self._project, self.path, since=self._captured)
         folder = self._autosave
         self._last_autosave = time.monotonic()
         return lambda _task: _autosave(folder, state)
@@ -342,6 +344,7 @@ class ProjectStore(QObject):
         self._timer.stop()
         if project is not self._project:
             self.unwritten.clear()
+            self._captured = None  # (the last project's takes are not held for it)
         self._project = project
         self.dirty = False
         self._tell_unsaved()
