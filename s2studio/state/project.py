@@ -77,6 +77,17 @@ class TakeFiles:
         return None if self.flat else Path(self.stem + ".peaks.npy")
 
 
+@dataclass(frozen=True)
+class FileSizes:
+    """What a take's files hold as they were written: its samples, and the bytes of its audio and of its codes
+    file. Kept in the take's row, so that opening a project checks a take's files with a stat (`open_take`), not by
+    reading their headers."""
+
+    samples: int
+    audio: int
+    codes: int
+
+
 class Take:
     """One rendering of a line, kept until the person deletes it. What it was asked (`text`, `speaker`,
     `voice`, `settings`) is recorded so that `state.staleness` can say why it went stale.
@@ -86,13 +97,13 @@ class Take:
     `audio` is the whole take as one array (decoded on each call for a take in its file)."""
 
     __slots__ = ("take_id", "line_id", "text", "seed", "fingerprint", "speaker", "voice", "settings", "created",
-                 "check", "sound", "files", "_codes", "held")
+                 "check", "sizes", "sound", "files", "_codes", "held")
 
     def __init__(self, take_id: str, line_id: str, text: str, audio: npt.NDArray[np.float32] | None = None,
                  codes: npt.NDArray[np.int64] | None = None, seed: int = 0, fingerprint: str = "",
                  speaker: str | None = None, voice: str | None = None, settings: dict[str, Any] | None = None,
-                 created: str | None = None, check: TakeCheck | None = None, *, sound: TakeSound | None = None,
-                 files: TakeFiles | None = None) -> None:
+                 created: str | None = None, check: TakeCheck | None = None, sizes: FileSizes | None = None, *,
+                 sound: TakeSound | None = None, files: TakeFiles | None = None) -> None:
         self.take_id = take_id
         self.line_id = line_id
         self.text = text
@@ -110,6 +121,9 @@ class Take:
         self.check = check
         """What the automatic checks found (None until it is checked); the one field set after the take is made,
         replaced whole (`Document.set_check`) when the take is checked again."""
+        self.sizes = sizes
+        """What its files hold (set when they are written, or found when a project saved without it opens);
+        None until then."""
         if sound is None:
             sound = TakeSound.of(audio if audio is not None else np.zeros(0, np.float32))
         self.sound = sound

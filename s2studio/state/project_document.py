@@ -26,14 +26,14 @@ from typing import Any
 
 from s2studio.errors import UserError, printable
 from s2studio.state.disk import fsync_dir, remove_quietly, replace
-from s2studio.state.project import FORMAT_VERSION, SETTINGS, SUFFIX, GenerationSettings, Project
+from s2studio.state.project import FORMAT_VERSION, SETTINGS, SUFFIX, FileSizes, GenerationSettings, Project
 from s2studio.state.project_journal import JOURNAL, PLAIN_FIELDS, DocState, apply, capture, line_entry, read_journal
-from s2studio.state.schema import (Boolean, Choice, Converted, Field, Integer, ListOf, MapOf, Number, Record,
-                                   SchemaError, Text, Timestamp, child)
+from s2studio.state.schema import (Boolean, Choice, Converted, Field, Integer, ListOf, MapOf, Number, Place, Record,
+                                   SchemaError, Text, Timestamp, child, place_text)
 from s2studio.state.staleness import TAKE_SETTINGS
 from s2studio.state.take_check import VERDICTS, TakeCheck
-from s2studio.state.take_files import TAKE_ID
-from s2studio.units import LINE_GAP_S
+from s2studio.state.take_files import MAX_TAKE_SECONDS, TAKE_ID
+from s2studio.units import LINE_GAP_S, SAMPLE_RATE
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,12 @@ CHECK = Converted(Record({
     })), list),
 }), TakeCheck.from_json, TakeCheck.to_json)
 """What a take's checks found (`state.take_check`)."""
+SIZES = Converted(Record({
+    "samples": Field(Integer(0, int(MAX_TAKE_SECONDS * SAMPLE_RATE))),
+    "audio": Field(Integer(lo=1)),
+    "codes": Field(Integer(lo=1)),
+}), lambda d: FileSizes(**d), dataclasses.asdict)
+"""What a take's files hold (`project.FileSizes`); missing in rows written before it was stored."""
 
 TAKE = Record({
     "take_id": Field(Text(pattern=TAKE_ID, what="a take id (lower-case letters, digits, - and _)")),
@@ -65,6 +71,7 @@ TAKE = Record({
     "settings": Field(TAKE_SETTINGS, None),
     "created": Field(Timestamp(), None),
     "check": Field(CHECK, None),
+    "sizes": Field(SIZES, None),
 })
 """One row of a line's takes. A field here that `Take` also has is copied both ways by name."""
 LINE = Record({
@@ -270,17 +277,20 @@ def _replay(journal: Path, raw: dict[str, Any], generation: int) -> tuple[int, i
 
 
 def _check_document(doc: dict[str, Any]) -> None:
-    seen: dict[str, str] = {}
+    seen: dict[str, tuple[str, int]] = {}
+
+    def at(line_id: str, i: int) -> Place:
+        return child(child(child(child("lines", line_id), "takes"), i), "take_id")
+
     for line_id, entry in doc["lines"].items():
-        where = child("lines", line_id)
         if not -1 <= entry["picked"] < max(len(entry["takes"]), 1):
-            raise SchemaError(child(where, "picked"), f"must be between -1 and {len(entry['takes']) - 1}, "
-                              f"got {entry['picked']}")
+            raise SchemaError(child(child("lines", line_id), "picked"), f"must be between -1 and "
+                              f"{len(entry['takes']) - 1}, got {entry['picked']}")
         for i, row in enumerate(entry["takes"]):
-            at = child(child(child(where, "takes"), i), "take_id")
-            if row["take_id"] in seen:
-                raise SchemaError(at, f"repeats take id \"{row['take_id']}\" of {seen[row['take_id']]}")
-            seen[row["take_id"]] = at
+            first = seen.setdefault(row["take_id"], (line_id, i))
+            if first[1] != i or first[0] != line_id:
+                raise SchemaError(at(line_id, i), f"repeats take id \"{row['take_id']}\" of "
+                                  f"{place_text(at(*first))}")
 
 
 def packed_voices(path: Path) -> dict[str, Path]:

@@ -5,7 +5,8 @@ what changed since (design.md §7; the layout is `state/project_files.py`).
   never again; a save into another folder links them there (a copy where the disk cannot link).
 - A save of a folder this writer knows appends one journal line (`state/project_journal.py`); it writes the
   document whole (a compaction: project.json replaced by rename, a new journal) when the folder is new to it,
-  of format 1, changed by someone else since, or when the journal has grown as large as the document. A
+  of format 1, changed by someone else since, with take rows that do not say what their files hold (saved
+  before rows did: `Take.sizes`), or when the journal has grown as large as the document. A
   compaction also removes the files of takes the document no longer names (deleted takes are kept in memory
   for Undo: `Take.hold`).
 - A new folder is built as `<name>.s2proj.tmp` and renamed into place whole.
@@ -61,6 +62,9 @@ class ProjectFolder:
         self.document_bytes = 0
         self.damage = ""
         """Why part of the journal could not be read (it is set aside by the next compaction)."""
+        self.stale_rows = 0
+        """Take rows of the document that do not say what their files hold (`Take.sizes`): the next save writes
+        the document whole, so that the next open reads no take's headers."""
         self._stamp: tuple[Any, ...] | None = None
 
     # -- opening -----------------------------------------------------------------------------------
@@ -77,9 +81,9 @@ class ProjectFolder:
         origin = Path(values["autosave_of"]) if values["autosave_of"] else None
         fallback = origin if autosave else None
         takes_from = [path] + ([fallback] if fallback is not None else [])
-        lines, problems = _read_takes(takes_from, values["lines"], progress)
-        project = Project(**{k: values[k] for k in _PROJECT_FIELDS}, lines=lines)
         folder = cls(path, fallback)
+        lines, problems, folder.stale_rows = _read_takes(takes_from, values["lines"], progress)
+        project = Project(**{k: values[k] for k in _PROJECT_FIELDS}, lines=lines)
         folder.format, folder.generation = doc.format, doc.generation
         folder.journal_at, folder.records = doc.journal_bytes, doc.journal_records
         folder.document_bytes, folder.damage = doc.document_bytes, doc.journal_damage
@@ -127,8 +131,8 @@ class ProjectFolder:
             placed = self._place_takes(state, target, progress, cancel)
             if voices is not None:
                 _write_voices(target, voices)
-            compact = new or self.base is None or self.format != FORMAT_VERSION or self._moved() \
-                or self.damage or not self.journal_at or self.journal_at > max(COMPACT_BYTES, self.document_bytes)
+            compact = new or self.base is None or self.format != FORMAT_VERSION or self._moved() or self.damage \
+                or self.stale_rows or not self.journal_at or self.journal_at > max(COMPACT_BYTES, self.document_bytes)
             if compact:
                 self._compact(target, state, collect=not new)
             else:
@@ -191,7 +195,7 @@ class ProjectFolder:
         first = header(generation)
         replace_durable(journal, first)
         self.format, self.generation, self.document_bytes = FORMAT_VERSION, generation, len(data)
-        self.journal_at, self.records, self.damage = len(first), 0, ""
+        self.journal_at, self.records, self.damage, self.stale_rows = len(first), 0, "", 0
         if collect:
             _collect(target, {t.take_id for t in state.takes()})
 
@@ -218,9 +222,11 @@ _PROJECT_FIELDS = ("script", "line_ids", *PLAIN_FIELDS[:-1])
 
 
 def _read_takes(folders: list[Path], rows: dict[str, Any], progress: Progress | None
-                ) -> tuple[dict[str, LineTakes], list[str]]:
-    """Every line's takes, each checked (headers only) and reading from its files; the problems of those left out."""
+                ) -> tuple[dict[str, LineTakes], list[str], int]:
+    """Every line's takes, each checked (`open_take`) and reading from its files; the problems of those left out;
+    how many rows do not say what their take's files hold (saved before rows did, or the files differ)."""
     problems: list[str] = []
+    stale = 0
     kept: dict[str, LineTakes] = {}
     plain = {os.path.join(folder, TAKES): plain_folder(folder / TAKES) for folder in folders}
     usable = [folder for folder in folders if plain[os.path.join(folder, TAKES)]]
@@ -236,7 +242,7 @@ def _read_takes(folders: list[Path], rows: dict[str, Any], progress: Progress | 
             try:
                 if not usable:
                     raise ValueError("the takes folder is missing or not a plain folder")
-                files, length = open_take(usable, row["take_id"], plain)
+                files, sizes = open_take(usable, row["take_id"], plain, row["sizes"])
             except (OSError, ValueError) as exc:
                 reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
                 problems.append(f"take {row['take_id']} (\"{printable(row['text'], 40)}\") left out: "
@@ -244,13 +250,15 @@ def _read_takes(folders: list[Path], rows: dict[str, Any], progress: Progress | 
                 continue
             if i == entry["picked"]:
                 picked = len(takes)
-            fields = {name: row[name] for name in TAKE.fields}
+            if sizes is not row["sizes"]:  # not as its row says: found from the headers
+                stale += 1
+                row = {**row, "sizes": sizes}
             peaks = None if files.flat else files.stem + ".peaks.npy"
-            takes.append(Take(**fields, line_id=line_id, sound=TakeSound.from_file(files.stem + ".flac", length, peaks),
-                              files=files))
+            sound = TakeSound.from_file(files.stem + ".flac", sizes.samples, peaks)
+            takes.append(Take(**row, line_id=line_id, sound=sound, files=files))  # a row holds `TAKE`'s fields
         if takes:
             kept[line_id] = LineTakes(takes, picked if picked is not None else len(takes) - 1)
-    return kept, problems
+    return kept, problems, stale
 
 
 def _collect(folder: Path, keep: set[str]) -> None:

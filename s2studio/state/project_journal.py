@@ -113,7 +113,7 @@ def take_row(key: TakeKey, dump: Any) -> dict[str, Any]:
     take, speaker, voice, settings, check = key
     return dump({"take_id": take.take_id, "text": take.text, "seed": take.seed, "fingerprint": take.fingerprint,
                  "speaker": speaker, "voice": voice, "settings": settings, "created": take.created,
-                 "check": check})
+                 "check": check, "sizes": take.sizes})
 
 
 def line_entry(key: LineKey, dump: Any) -> dict[str, Any]:

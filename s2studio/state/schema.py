@@ -26,15 +26,23 @@ from s2studio.errors import UserError, printable
 
 REQUIRED: Any = object()
 """`Field.default` of a field that must be present."""
+_ABSENT: Any = object()
 _PLAIN_KEY = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
+
+
+Place = Union[str, tuple]
+"""Where a value is in a document: "" for the document itself, else (parent place, key) or (parent place, key,
+note), put into words (`place_text`: `lines.l3fa….takes[2].seed`) only when an error names it (a book's
+document has 100,000 places; a valid one names none, and a tuple is much cheaper to make than an object)."""
 
 
 class SchemaError(UserError, ValueError):
     """`where` (a dotted path into the document) holds something else than `expected`."""
 
-    def __init__(self, where: str | Where, problem: str) -> None:
+    def __init__(self, where: Place, problem: str) -> None:
+        where = place_text(where)
         super().__init__(f"{where} {problem}")
-        self.where, self.problem = str(where), problem
+        self.where, self.problem = where, problem
 
 
 def shown(value: Any) -> str:
@@ -50,31 +58,27 @@ def shown(value: Any) -> str:
     return printable(text, 40)
 
 
-class Where:
-    """A place in a document, `lines.l3fa….takes[2].seed`, put into words only when an error names it (a
-    book's document has 100,000 places; a valid one names none)."""
-
-    __slots__ = ("parent", "key", "note")
-
-    def __init__(self, parent: str | Where, key: str | int, note: str = "") -> None:
-        self.parent, self.key, self.note = parent, key, note
-
-    def __str__(self) -> str:
-        where, key = str(self.parent), self.key
+def place_text(place: Place) -> str:
+    """A place as a person would look for it: `lines.l3fa….takes[2].seed`, `cast["Dr. Who"] (a key)`."""
+    steps = []
+    while not isinstance(place, str):
+        steps.append(place)
+        place = place[0]
+    text = place
+    for step in reversed(steps):
+        key, note = step[1], step[2] if len(step) > 2 else ""
         if isinstance(key, int):
-            return f"{where}[{key}]{self.note}"
-        name = key if _PLAIN_KEY.match(key) else f'"{printable(key, 40)}"'
-        if not where:
-            return name + self.note
-        return (f"{where}.{name}" if _PLAIN_KEY.match(key) else f"{where}[{name}]") + self.note
+            text = f"{text}[{key}]"
+        else:
+            plain = _PLAIN_KEY.match(key)
+            name = key if plain else f'"{printable(key, 40)}"'
+            text = name if not text else f"{text}.{name}" if plain else f"{text}[{name}]"
+        text += note
+    return text
 
 
-Place = Union[str, Where]
-"""Where a value is: "" for the document itself."""
-
-
-def child(where: Place, key: str | int) -> Where:
-    return Where(where, key)
+def child(where: Place, key: str | int) -> Place:
+    return (where, key)
 
 
 class Kind:
@@ -198,7 +202,8 @@ class ListOf(Kind):
             raise self.fail(raw, where)
         if len(raw) > self.max_items:
             raise SchemaError(where, f"has {len(raw)} entries; at most {self.max_items} are allowed")
-        return [self.item.parse(v, child(where, i)) for i, v in enumerate(raw)]
+        item = self.item.parse
+        return [item(v, (where, i)) for i, v in enumerate(raw)]
 
     def dump(self, value: Any) -> Any:
         return [self.item.dump(v) for v in value]
@@ -219,9 +224,10 @@ class MapOf(Kind):
         if len(raw) > self.max_items:
             raise SchemaError(where, f"has {len(raw)} entries; at most {self.max_items} are allowed")
         out = {}
+        key, value = self.key.parse, self.value.parse
         for k, v in raw.items():
-            self.key.parse(k, Where(where, k, " (a key)"))
-            out[k] = self.value.parse(v, child(where, k))
+            key(k, (where, k, " (a key)"))
+            out[k] = value(v, (where, k))
         return out
 
     def dump(self, value: Any) -> Any:
@@ -247,10 +253,11 @@ class Record(Kind):
             raise self.fail(raw, where)
         out = {}
         for name, f in self.fields.items():
-            if name in raw:
-                out[name] = f.kind.parse(raw[name], child(where, name))
+            value = raw.get(name, _ABSENT)
+            if value is not _ABSENT:
+                out[name] = f.kind.parse(value, (where, name))
             elif f.default is REQUIRED:
-                raise SchemaError(child(where, name), "is missing")
+                raise SchemaError((where, name), "is missing")
             else:
                 out[name] = f.default() if callable(f.default) else f.default
         return out

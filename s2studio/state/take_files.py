@@ -12,8 +12,10 @@ first save.
 
 Take ids match `TAKE_ID` (letters, digits, `-`, `_`), so a name never climbs out of its folder; files are
 opened only when they are plain files, never through a link (a project may come from someone else). Checking
-a take when a project opens reads its headers only (`open_take`: the FLAC's STREAMINFO, the codes' `.npy`
-header), not its audio; its peaks are read when first drawn.
+a take when a project opens reads none of its files: its row holds what they held as written (`FileSizes`), and
+two `lstat`s say each is still a plain file of that size (`open_take`). A take whose row does not say (saved
+before it did) or whose files differ is checked from their headers (the FLAC's STREAMINFO, the codes' `.npy`
+header), never its audio. Its peaks are read when first drawn.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from s2studio.errors import Cancelled, UserError, printable
 from s2studio.state.atomic import OutputSet, copy_files, link_file, write_bytes_atomic
 from s2studio.state.disk import OPEN_FLAGS, WriteError, fsync_dir, in_parallel, remove_quietly, write_error
 from s2studio.state.codes import NUM_CODEBOOKS, npy_header
-from s2studio.state.project import Take, TakeFiles
+from s2studio.state.project import FileSizes, Take, TakeFiles
 from s2studio.state.take_audio import Audio, peaks_of, stored
 
 TAKE_ID = re.compile(r"^(?!(?:con|prn|aux|nul|com[1-9]|lpt[1-9])$)[0-9a-z][0-9a-z_-]{0,63}$")
@@ -143,12 +145,14 @@ def _write_batch(takes: Sequence[Take], folder: Path) -> list[tuple[Take, TakeFi
     with OutputSet() as out:
         for take in takes:
             flac, held = encoded.pop(take.take_id)
+            codes = npy_bytes(np.asarray(take.codes, np.int64))
             peaks = peaks_of(held)
             files = take_files(folder, take.take_id)
             _shard_folder(folder, take.take_id)
             out.add(files.audio, flac)
-            out.add(files.codes, npy_bytes(np.asarray(take.codes, np.int64)))
+            out.add(files.codes, codes)
             out.add(files.peaks, npy_bytes(peaks))
+            take.sizes = FileSizes(len(held), len(flac), len(codes))  # the same bytes wherever they are written
             done.append((take, files, peaks, held))
     return done
 
@@ -215,21 +219,21 @@ def _head(path: str | Path, size: int) -> tuple[bytes, int]:
         os.close(fd)
 
 
-def flac_length(path: str | Path) -> int:
-    """The samples of the take's FLAC, from its STREAMINFO header (ValueError when it cannot be a take's audio:
-    not FLAC, not mono 44.1 kHz, longer than `MAX_TAKE_SECONDS`)."""
+def flac_length(path: str | Path) -> tuple[int, int]:
+    """The samples of the take's FLAC, from its STREAMINFO header, and the file's bytes (ValueError when it cannot
+    be a take's audio: not FLAC, not mono 44.1 kHz, longer than `MAX_TAKE_SECONDS`)."""
     name = os.path.basename(path)
-    head, _ = _head(path, _STREAMINFO.size)
+    head, size = _head(path, _STREAMINFO.size)
     if len(head) == _STREAMINFO.size:
-        magic, kind, size, _, _, _, _, bits = _STREAMINFO.unpack(head)
-        if magic == b"fLaC" and kind & 0x7F == 0 and int.from_bytes(size, "big") == 34:
+        magic, kind, length, _, _, _, _, bits = _STREAMINFO.unpack(head)
+        if magic == b"fLaC" and kind & 0x7F == 0 and int.from_bytes(length, "big") == 34:
             rate, channels, frames = bits >> 44, ((bits >> 41) & 7) + 1, bits & ((1 << 36) - 1)
             if frames == 0:  # "unknown" in the header: libsndfile counts
                 frames = _counted(path, name)
             if rate != SAMPLE_RATE or channels != 1 or frames > MAX_TAKE_SECONDS * SAMPLE_RATE:
                 raise ValueError(f"{name} is {channels}-channel {rate} Hz audio of {frames} samples; a "
                                  f"take is mono {SAMPLE_RATE} Hz")
-            return int(frames)
+            return int(frames), size
     raise ValueError(f"{name} is not readable audio (not a FLAC stream)")
 
 
@@ -242,40 +246,66 @@ def _counted(path: str | Path, name: str) -> int:
         raise ValueError(f"{name} is not readable audio ({printable(str(exc), 80)})") from None
 
 
-def check_codes_file(path: str | Path) -> None:
-    """The codes file is a plain `.npy` of (10, frames) integers (its header only is read)."""
+def check_codes_file(path: str | Path) -> int:
+    """The codes file is a plain `.npy` of (10, frames) integers (its header only is read); returns its bytes."""
     name = os.path.basename(path)
-    head, _ = _head(path, 512)  # numpy writes a codes header in 128 bytes
+    head, size = _head(path, 512)  # numpy writes a codes header in 128 bytes
     try:
         shape, dtype = npy_header(io.BytesIO(head), name)
     except UserError as exc:
         raise ValueError(str(exc)) from None
     if len(shape) != 2 or shape[0] != NUM_CODEBOOKS or not np.issubdtype(dtype, np.integer):
         raise ValueError(f"{name} holds {dtype} {shape}, not ({NUM_CODEBOOKS}, frames) codes")
+    return size
 
 
-def open_take(folders: Sequence[Path], take_id: str, plain: dict[str, bool]) -> tuple[TakeFiles, int]:
+def open_take(folders: Sequence[Path], take_id: str, plain: dict[str, bool],
+              sizes: FileSizes | None = None) -> tuple[TakeFiles, FileSizes]:
     """The take's files in the first of `folders` that has them (in the layout above, or flat: format 1, also
-    while its first save moves them) and its samples, checked from their headers; ValueError/OSError with a
-    short reason when it cannot be used. `plain` remembers which folders are plain folders (never read through
-    one that is a link)."""
+    while its first save moves them) and what they hold; ValueError/OSError with a short reason when they cannot
+    be used. `sizes`: what the take's row says its files held as written (returned as is when they still do);
+    files that are still plain files of those sizes are taken at their word, others are checked from their
+    headers. `plain` remembers which folders are plain folders (never read through one that is a link)."""
+    if sizes is not None:
+        for folder in folders:
+            files = take_files(folder, take_id)
+            if _as_written(files.stem, take_id, sizes, plain):
+                return files, sizes
     missing: OSError | ValueError | None = None
     for folder in folders:
         for layout in (take_files, flat_take_files):
             files = layout(folder, take_id)
-            parent = os.path.dirname(files.stem)
-            if parent not in plain:
-                plain[parent] = plain_folder(Path(parent))
-            if not plain[parent]:
+            if not _plain_parent(files.stem, take_id, plain):
+                parent = os.path.dirname(files.stem)
                 if os.path.lexists(parent):  # a link or a file where the folder should be: never read through
                     missing = missing or ValueError(f"the takes folder {os.path.basename(parent)} is not a plain "
                                                     "folder")
                 continue
             try:
-                length = flac_length(files.stem + ".flac")
-                check_codes_file(files.stem + ".npy")
+                samples, audio = flac_length(files.stem + ".flac")
+                codes = check_codes_file(files.stem + ".npy")
             except FileNotFoundError as exc:
                 missing = missing or exc
                 continue
-            return files, length
+            return files, FileSizes(samples, audio, codes)
     raise missing or FileNotFoundError(2, "No such file or directory")
+
+
+def _plain_parent(stem: str, take_id: str, plain: dict[str, bool]) -> bool:
+    parent = stem[:len(stem) - len(take_id) - 1]
+    known = plain.get(parent)
+    if known is None:
+        known = plain[parent] = plain_folder(Path(parent))
+    return known
+
+
+def _as_written(stem: str, take_id: str, sizes: FileSizes, plain: dict[str, bool]) -> bool:
+    """The take's audio and codes are plain files (not links) of the sizes they were written with."""
+    if not _plain_parent(stem, take_id, plain):
+        return False
+    try:
+        audio, codes = os.lstat(stem + ".flac"), os.lstat(stem + ".npy")
+    except OSError:
+        return False
+    return (audio.st_size == sizes.audio and codes.st_size == sizes.codes
+            and stat.S_ISREG(audio.st_mode) and stat.S_ISREG(codes.st_mode))

@@ -176,6 +176,9 @@ def test_a_round_trip_through_the_document_keeps_every_field(tmp_path):
     expected = copy.deepcopy(doc)
     expected.update(voice_names={}, with_voices=False, speaker_colors={})  # fields the document had not set: defaults
     expected.update(format=FORMAT_VERSION, generation=1)  # saved in today's format
+    for row in expected["lines"][LINE]["takes"]:  # what its files hold, found from their headers when it opened
+        flac, codes = (folder / "takes" / (row["take_id"] + suffix) for suffix in (".flac", ".npy"))
+        row["sizes"] = {"samples": 4096, "audio": flac.stat().st_size, "codes": codes.stat().st_size}
     assert written == expected
 
 
