@@ -165,6 +165,28 @@ def test_a_line_that_comes_back_brings_its_audio() -> None:
     assert [(s.line_id, s.start) for s in tl.segments()] == [("a", 0), ("b", 10)]
 
 
+def test_a_new_order_asks_only_the_lines_that_came_and_may_have_audio() -> None:
+    """A pasted book brings 10,000 lines without takes: `set_order` asks for the audio of the lines that came and
+    have some (the source's `keys`), not of every line without a track."""
+
+    class Asked(dict):
+        def get(self, key, default=None):
+            asked.append(key)
+            return super().get(key, default)
+
+    asked: list[str] = []
+    order = [f"l{i}" for i in range(100)]
+    takes = Asked({k: const(10, 0.5) for k in order[:5]})
+    tl = Timeline(gap_s=0.0, sample_rate=100)
+    tl.set_lines(order, takes)
+    asked.clear()
+    takes["n7"] = const(4, 0.25)
+    tl.set_order(order[:50] + [f"n{i}" for i in range(50)], takes)
+    assert asked == ["n7"]
+    assert [(s.line_id, s.start) for s in tl.segments()] == [("l0", 0), ("l1", 10), ("l2", 20), ("l3", 30),
+                                                             ("l4", 40), ("n7", 50)]
+
+
 def test_a_tracks_peaks_follow_it_as_it_streams_and_equal_the_peaks_of_its_whole_audio():
     from s2studio.audio.timeline import PEAK_BIN
 

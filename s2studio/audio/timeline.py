@@ -22,7 +22,7 @@ Writers: the GUI thread only. Readers on any thread use `layout` and the `Layout
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -44,6 +44,10 @@ class AudioOf(Protocol):
     """Each line's audio, looked up as it is laid out (a mapping, or the project's picked takes)."""
 
     def get(self, line_id: str, /) -> LineAudio | None: ...
+
+    def keys(self) -> Collection[str]:
+        """The lines that may have audio (the others have none): `set_order` looks up these only."""
+        ...
 
 
 class Timeline:
@@ -117,10 +121,11 @@ class Timeline:
         self.finish_laying_out()
         self._set_order(order)
         self._tracks = {k: t for k, t in self._tracks.items() if k in self._position}
-        for line_id in self._order:
-            data = audio.get(line_id) if audio is not None and line_id not in self._tracks else None
-            if has_audio(data):
-                self._tracks[line_id] = track_of(line_id, data)
+        if audio is not None:  # the lines that came (a pasted book's 10,000): found by set operations, in C
+            for line_id in (self._position.keys() - self._tracks.keys()).intersection(audio.keys()):
+                data = audio.get(line_id)
+                if has_audio(data):
+                    self._tracks[line_id] = track_of(line_id, data)
         placed = [k for k in self._order if k in self._tracks]
         for k in placed[:-1]:
             self._tracks[k].growing = False

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
@@ -94,6 +94,10 @@ class _PickedAudio:
     def get(self, line_id: str, /) -> LineAudio | None:
         take = self.project.current(line_id)
         return take.sound if take is not None else None
+
+    def keys(self) -> Collection[str]:
+        """The lines with takes (the others have no audio)."""
+        return self.project.lines.keys()
 
 
 class RenderSession(QObject):
