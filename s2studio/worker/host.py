@@ -7,15 +7,15 @@ each job's events go into its outbox. The scheduler runs many jobs at once (stre
 events in order and under its `job_id`; the window drops events of jobs it no longer tracks.
 QtCore only: no widgets, no torch here.
 
-Events cross through an outbox, not one queued signal each: the worker appends to it and says so once; the
-host takes them out on the GUI thread for at most `SLICE_S` at a time, emitting one signal per event, and
-lets the window paint and take keys before it goes on. A queued signal per event would let a fast engine
-(20 events a line, a line every few milliseconds) bury the window under events it handles in one pass of
-the event loop. When `OUTBOX_LIMIT` events wait, the worker waits for room: the engine runs no further
-ahead of the window than that. While the window holds the events (`hold`: more finished takes wait in memory for
-their files than it may keep) they wait there, and the engine with them. A line's progress that comes while its
-last one still waits replaces it there (only the latest says anything): a window that lags is not handed every
-one of them.
+Events cross through an outbox, not one queued signal each: the worker appends to it and says so once; the host
+takes them out on the GUI thread for at most `SLICE_S` at a time (or in the turns of the window's budget a pass,
+`deliver_in_turns`), emitting one signal per event, and lets the window paint and take keys before it goes on. A
+queued signal per event would let a fast engine (20 events a line, a line every few milliseconds) bury the window
+under events it handles in one pass of the event loop. When `OUTBOX_LIMIT` events wait, the worker waits for room:
+the engine runs no further ahead of the window than that. While the window holds the events (`hold`: more finished
+takes wait in memory for their files than it may keep) they wait there, and the engine with them. A line's progress
+that comes while its last one still waits replaces it there (only the latest says anything): a window that lags is
+not handed every one of them.
 """
 
 from __future__ import annotations
@@ -172,6 +172,7 @@ class EngineHost(EngineSignals):
         self._counter = 0
         self.held = False
         """The events wait in the outbox (`hold`)."""
+        self._ask: Callable[[Callable[[float], object]], None] | None = None
         self._thread.start()
 
     def new_job_id(self, prefix: str = "job") -> str:
@@ -225,18 +226,38 @@ class EngineHost(EngineSignals):
         if not held:
             QTimer.singleShot(0, self._deliver)
 
+    def deliver_in_turns(self, ask: Callable[[Callable[[float], object]], None]) -> None:
+        """Hand the events over in the turns `ask` gives: `ask(turn)` calls `turn(until)` at a later pass of the
+        event loop, to emit events until the thread's CPU time (`time.thread_time`) reaches `until` (the window's
+        pass budget, `ui.control.slices`, which its other work in slices shares: the work the events cause and the
+        rest of a pass then add up to one budget, not one each)."""
+        self._ask = ask
+
     @Slot()
     def _deliver(self) -> None:
-        """Emit the waiting events for up to `SLICE_S`, then let the event loop run before the rest."""
-        worker, deadline = self.worker, time.perf_counter() + SLICE_S
+        """Emit the waiting events for up to `SLICE_S` (or in the next turn), then let the event loop run before
+        the rest."""
+        if self._ask is not None:
+            self._ask(self._turn)
+        else:
+            self._hand_over(time.perf_counter, time.perf_counter() + SLICE_S)
+
+    def _turn(self, until: float) -> None:
+        self._hand_over(time.thread_time, min(until, time.thread_time() + SLICE_S))
+
+    def _hand_over(self, clock: Callable[[], float], deadline: float) -> None:
+        worker = self.worker
         while not self.held:
             with worker.room:
                 event = worker.take()
             if event is None:
                 return
             getattr(self, _SIGNAL_OF[type(event)]).emit(event)
-            if time.perf_counter() > deadline:
-                QTimer.singleShot(0, self._deliver)
+            if clock() > deadline:
+                if self._ask is not None:
+                    self._ask(self._turn)
+                else:
+                    QTimer.singleShot(0, self._deliver)
                 return
 
     @Slot(object)

@@ -25,6 +25,14 @@ def lines(count: int, seed: int = 3) -> dict[str, np.ndarray]:
     return out
 
 
+def drawn_now(view: WaveformView) -> None:
+    """The passes that draw a change: the rate limit's (its interval set to 0), the pass budget's turn that composes
+    the picture, the paint."""
+    for _ in range(3):
+        QApplication.processEvents()
+    view.grab()
+
+
 def test_packed_peaks_hold_each_columns_peak_within_a_bin() -> None:
     audio = lines(300)
     timeline = Timeline(gap_s=0.05)
@@ -69,15 +77,13 @@ def test_a_fitted_book_reads_no_line_alone_and_a_growing_line_redraws_its_tail(q
     view._throttle.setInterval(0)  # no rate limit here (its own test below): every change is drawn
     assert timeline.begin_stream("new")
     view.refresh()
-    QApplication.processEvents()
-    view.grab()
+    drawn_now(view)
     drawn, chunk = view.columns_drawn, np.full(4096, 0.5, np.float32)
     spp = view.samples_per_pixel
     for k in range(5):
         timeline.append("new", k * 4096, chunk)
         view.refresh()
-        QApplication.processEvents()
-        view.grab()
+        drawn_now(view)
     assert reads and set(reads) == {"new"}  # the streaming line is drawn from its track
     assert view.columns_drawn - drawn <= 5 * (4096 / spp + 4)
 
@@ -177,8 +183,8 @@ def test_the_first_drawing_of_a_book_laid_out_afresh_costs_the_same_at_any_lengt
         ids = [f"l{i}" for i in range(count)]
         timeline.set_lines(ids, {k: np.full(3000, 0.5, np.float32) for k in ids})
         view.set_stale({"l7", "l9"}, {"l7", "l9"})
-        view.refresh()
-        costs[count] = _calls_of(view.grab)
+        view.refresh()  # composed in a turn of the pass budget
+        costs[count] = _calls_of(lambda v=view: v._compose_turn(0.0))
         flags_asked[count] = view.stale_flags.asked + view.rendering_flags.asked
         assert view.peaks.pending == count
         qtbot.waitUntil(lambda v=view: v.grab() and v.peaks.pending == 0, timeout=30000)  # the event loop runs

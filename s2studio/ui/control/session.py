@@ -121,6 +121,7 @@ class RenderSession(QObject):
                  parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.host = host
+        host.deliver_in_turns(pass_budget().ask)  # a pass that takes in events leaves the rest of the budget to others
         self.document = document
         self.timeline = timeline
         self.job: RenderJob | None = None

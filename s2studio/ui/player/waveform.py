@@ -28,6 +28,7 @@ from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from s2studio.audio.timeline import Timeline
 from s2studio.state.script import Script
+from s2studio.ui.control.slices import pass_budget
 from s2studio.ui.player.timeline_peaks import TimelinePeaks
 from s2studio.ui.player.track_flags import TrackFlags
 from s2studio.ui.player.waveform_image import WaveformImage
@@ -88,6 +89,8 @@ class WaveformView(ViewRange, QWidget):
         self._throttle = QTimer(self, singleShot=True, interval=1000 // MAX_REPAINT_HZ)
         self._throttle.timeout.connect(self._throttled)
         self._waiting = False
+        self._recompose = False
+        """The timeline changed since `_composed` was composed: a turn of the pass budget composes it again."""
 
     # -- the view --------------------------------------------------------------------------------
 
@@ -169,12 +172,25 @@ class WaveformView(ViewRange, QWidget):
             self._throttle.start()
 
     def _repaint_timeline(self) -> None:
+        """Composed again in a turn of the window's pass budget (`ui.control.slices`), not in the paint that
+        follows: a pass that took in the takes that moved the timeline leaves it to the next (the picture on
+        screen until then is the last one composed)."""
         if not self._fit:
             lo, hi = self.range()
             self._origin = min(max(self._origin, lo), max(float(lo), hi - self.visible))
-        self._composed = None
-        self.update()
+        self._recompose = True
+        pass_budget().ask(self._compose_turn)
         self.view_changed.emit()
+
+    def _compose_turn(self, _until: float) -> None:
+        if not self._recompose:
+            return
+        if self._composed is not None and self.isVisible():
+            self._composed = self._compose()
+        else:  # hidden (composed when next shown) or already to compose at the next paint
+            self._composed = None
+        self._recompose = False
+        self.update()
 
     def set_labels(self, script: Script, colours: Mapping[str, QColor], changed: Collection[str] | None = None) -> None:
         """Each line's speaker and each speaker's colour; `changed`: the only lines whose speaker may have
@@ -298,6 +314,7 @@ class WaveformView(ViewRange, QWidget):
     def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 - Qt override
         if self._composed is None or self._composed.size() != self.size() * self.devicePixelRatioF():
             self._composed = self._compose()
+            self._recompose = False
         p = QPainter(self)
         p.drawPixmap(0, 0, self._composed)
         x = self.x_of(self._playhead)
