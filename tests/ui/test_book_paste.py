@@ -116,3 +116,35 @@ def test_a_pause_in_typing_in_a_book_refreshes_its_line_a_pass_after_the_parse(q
     qtbot.waitUntil(lambda: w.lines.updates > updates)
     assert w.lines.updates == updates + 1  # the edited line, a pass later
     assert w.document.script.lines[500].text.endswith("x")
+
+
+def test_opening_another_project_while_a_paste_goes_in_asks_about_and_saves_the_whole_paste(qtbot, studio, tmp_path,
+                                                                                           monkeypatch):
+    import json
+
+    from s2studio.ui.dialogs import project_commands
+    from s2studio.ui.script.chunked_paste import CHUNK_ROWS
+
+    w = studio
+    other, draft = tmp_path / "other.s2proj", tmp_path / "draft.s2proj"
+    w.editor.setPlainText("Alice: Another project.\n")
+    w.reparse()
+    assert w.projects.save_as(other) and w.projects.new()
+    text = book(3 * CHUNK_ROWS + 7)
+    QApplication.clipboard().setText(text)
+    w.editor.setFocus()
+    w.actions_by_name["paste"].trigger()
+    assert w.editor.pasting.busy  # the first part in, the rest to come
+    asked: list[str] = []
+    button = project_commands.QMessageBox.StandardButton
+    monkeypatch.setattr(project_commands.QMessageBox, "question", lambda _w, _t, text, *a: asked.append(text)
+                        or button.Save)
+    monkeypatch.setattr(project_commands.QFileDialog, "getSaveFileName", lambda *a, **k: (str(draft), ""))
+    w.projects.ask = True
+    try:
+        assert w.projects.open(other)  # in the paste's pass: asked about, and saved, the whole paste
+    finally:
+        w.projects.ask = False
+    assert asked == ["Save the changes to the project before opening another project?"]
+    assert json.loads((draft / "project.json").read_text())["script"] == text
+    assert w.editor.toPlainText() == "Alice: Another project.\n" and not w.editor.pasting.busy

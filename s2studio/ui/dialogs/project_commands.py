@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import QEventLoop, QObject, Qt, Signal
@@ -39,13 +40,17 @@ class ProjectCommands(QObject):
     voices_added = Signal()
     """Opening a project added voices to the library (its packed copies)."""
 
-    def __init__(self, window: QWidget, store: ProjectStore, document: Document, library: VoiceLibrary) -> None:
+    def __init__(self, window: QWidget, store: ProjectStore, document: Document, library: VoiceLibrary,
+                 settle: Callable[[], object] | None = None) -> None:
         super().__init__(window)
         self.window, self.store, self.document, self.library = window, store, document, library
         self.ask = True
         """Ask before unsaved changes are lost (tests and the screenshot tool turn it off)."""
         self.waiting = False
         """A save, open or restore is being waited on (the smoke-test quit lets it end, so its report is logged)."""
+        self.settle = settle or document.finish_parsing
+        """Brings the editor's text whole into the document (the window's: a paste still going in, the last
+        keystrokes, a parse on a thread): before asking about unsaved work and before a save, which must see it all."""
         document.takes_changed.connect(store.lines_changed)
 
     def _wait(self, ticket: int, title: str, cancel: bool = False) -> tuple[object, str]:
@@ -94,6 +99,7 @@ class ProjectCommands(QObject):
         """Before unsaved work would be lost (`before`: "starting a new project", "closing" …): True to go
         on (saved, or nothing to save), None to go on discarding it (the person chose Discard), False to
         stay."""
+        self.settle()
         if not self.store.unsaved_work or not self.ask:
             return True
         name = self.store.path.name if self.store.path else "the project"
@@ -199,7 +205,7 @@ class ProjectCommands(QObject):
         return self.save()
 
     def _save_to(self, path: Path) -> bool:
-        self.document.finish_parsing()
+        self.settle()
         project = self.document.project
         try:
             note_voice_names(project, self.library)

@@ -79,7 +79,7 @@ class MainWindow(QMainWindow):
         self.live = LivePlayback(self.session, self.player, self)
         self.model = ModelController(ctx.host, self)
         self.store = ProjectStore(ctx.autosave_dir, ctx.settings, self, hold_engine=ctx.host.hold)
-        self.projects = ProjectCommands(self, self.store, self.document, self.library)
+        self.projects = ProjectCommands(self, self.store, self.document, self.library, self.settle_edits)
         self.shortcuts_dialog = ShortcutsDialog(self)
         self.actions_by_name = build_actions(self)
         self._build_ui()
@@ -201,6 +201,11 @@ class MainWindow(QMainWindow):
         self.setWindowTitle(f"{path.name if path else 'Untitled'}[*] — S2 Studio")
         self.setWindowModified(self.store.unsaved_work)
 
+    def settle_edits(self) -> None:
+        """The editor's text whole in the document now (a long paste going in, the last keystrokes, a parse)."""
+        self.editor.pasting.finish()
+        (self.reparse if self._parse_timer.isActive() else self.document.finish_parsing)()
+
     def reparse(self) -> None:
         """Parse the editor's text now (edits are parsed 150 ms after the last keystroke)."""
         self._parse_timer.stop()
@@ -278,11 +283,7 @@ class MainWindow(QMainWindow):
             a[name].setEnabled(self.player.available)
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
-        self.editor.pasting.finish()  # a long paste still going in: whole before it is parsed
-        if self._parse_timer.isActive():  # the last keystrokes, parsed before anything is written
-            self.reparse()
-        self.document.finish_parsing()
-        answer = self.projects.confirm_discard("closing")
+        answer = self.projects.confirm_discard("closing")  # settles the editor's text first
         if answer is False:
             event.ignore()
             return
