@@ -123,6 +123,18 @@ def test_find_tags_offsets() -> None:
     tags, problems = find_tags("a [x] [ y ]", base=10)
     assert [(t.name, t.start, t.end) for t in tags] == [("x", 12, 15), ("y", 16, 21)]
     assert problems == []
+    tags, problems = find_tags("] a [b [c] [] d [", base=100)
+    assert [(t.name, t.start, t.end) for t in tags] == [("c", 107, 110)]
+    assert [p[:3] for p in problems] == [(100, 101, "unbalanced_bracket"), (104, 105, "unbalanced_bracket"),
+                                         (111, 113, "empty_tag"), (116, 117, "unbalanced_bracket")]
+    assert find_tags("no brackets at all", 5) == ((), [])
+
+
+def test_too_many_tags_counts_per_sentence() -> None:
+    spread = parse_script("Alice: [a] One [b]. Two [c] [d].\n")
+    assert [w.kind for w in spread.warnings] == []
+    packed = parse_script("Alice: One [a] [b]. Two [c] [d] [e] [f].\n")
+    assert [(w.kind, packed.source[w.start:w.end]) for w in packed.warnings] == [("too_many_tags", "[c] [d] [e] [f]")]
 
 
 def test_read_script_refuses_big_and_binary(tmp_path: Path) -> None:

@@ -315,7 +315,8 @@ class RowParser:
         for special in _SPECIAL.finditer(text):
             self.warn(offset + start + special.start(), offset + start + special.end(), "special_token",
                       f"'{special.group()}' is a model control token; the model reads it as such")
-        self.check_sentences(text, offset + start, tags)
+        if len(tags) > MAX_TAGS_PER_SENTENCE:  # else no sentence can hold too many
+            self.check_sentences(text, offset + start, tags)
         if tags and not _spoken_words(text, offset + start, tags):
             self.warn(offset + start, offset + end, "only_tags",
                       "this line has only tags and nothing to say; add words after the tag")

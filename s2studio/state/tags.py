@@ -8,6 +8,7 @@ documented ones, grouped for people who do not know what to type.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -22,6 +23,7 @@ class Tag:
     end: int
 
 
+_BRACKET = re.compile(r"[\[\]]")
 Problem = tuple[int, int, str, str]
 """(start, end, kind, message) with source offsets; the script turns them into `ScriptWarning`s."""
 
@@ -33,8 +35,11 @@ def find_tags(text: str, base: int = 0) -> tuple[tuple[Tag, ...], list[Problem]]
     so one stray bracket never swallows the rest of the line."""
     tags: list[Tag] = []
     problems: list[Problem] = []
+    if "[" not in text and "]" not in text:  # most lines of a book (a character at a time is slow in Python)
+        return (), problems
     open_at: int | None = None
-    for i, ch in enumerate(text):
+    for bracket in _BRACKET.finditer(text):
+        i, ch = bracket.start(), bracket.group()
         if ch == "[":
             if open_at is not None:
                 problems.append((base + open_at, base + open_at + 1, "unbalanced_bracket",
