@@ -21,6 +21,7 @@ header), never its audio. Its peaks are read when first drawn.
 from __future__ import annotations
 
 import errno
+import functools
 import io
 import os
 import re
@@ -58,7 +59,13 @@ def shard(take_id: str) -> str:
 
 def take_files(folder: Path, take_id: str) -> TakeFiles:
     """Where a take of `folder` keeps its files (the layout above)."""
-    return TakeFiles(folder, os.path.join(folder, TAKES, shard(take_id), take_id))
+    return TakeFiles(folder, f"{_takes_root(folder)}{shard(take_id)}{os.sep}{take_id}")
+
+
+@functools.lru_cache(maxsize=64)
+def _takes_root(folder: Path) -> str:
+    """`folder`'s takes folder as text, with a separator at its end: worked out once for the takes of a book."""
+    return os.path.join(folder, TAKES, "")
 
 
 def flat_take_files(folder: Path, take_id: str) -> TakeFiles:
