@@ -267,10 +267,9 @@ def opening_done(w) -> bool:  # noqa: ANN001
     the cast), the script's colours and the listing of the takes to check."""
     from s2studio.ui.control.slices import Slices
 
-    checks = w.check_commands.checks
-    listing = getattr(checks, "_listing", None)  # the code before listed the takes in slices (a `Slices`)
+    listing = getattr(w.check_commands.checks, "_listing", None)  # a timer in code before, a `Slices` now
     return (not any(work.busy for work in w.findChildren(Slices)) and not w.editor.highlighter.pending
-            and not (listing is not None and listing.isActive()))
+            and not (listing is not None and hasattr(listing, "isActive") and listing.isActive()))
 
 
 @contextlib.contextmanager

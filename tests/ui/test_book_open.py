@@ -201,7 +201,7 @@ def test_a_book_reopened_with_its_takes_checked_queues_no_check(qtbot, studio, t
     checks.enabled = True
     monkeypatch.setattr(checks, "_start", lambda: None)
     assert w.projects.open(path)
-    qtbot.waitUntil(lambda: not checks._listing.isActive())
+    qtbot.waitUntil(lambda: not checks._listing.busy)
     jobs = [checks._queue.get_nowait() for _ in range(checks._queue.qsize())]
     assert len(again) == 8 and len(jobs) == take_checks.AHEAD
     queued = [job.take.take_id for job in jobs] + [t.take_id for t in checks._waiting]

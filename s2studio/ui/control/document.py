@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal
 
-from s2studio.state.line_ids import Key, LineIds, first_ids
+from s2studio.state.line_ids import LineIds, first_ids
 from s2studio.state.project import GenerationSettings, Project, Take
 from s2studio.state.script import Line, Script, parse_script
 from s2studio.state.script_edits import Change, Edit, ScriptParser, common_ends
@@ -30,7 +30,7 @@ from s2studio.state.staleness import Stale, stale_reasons, take_settings, upgrad
 from s2studio.state.voices import Voice
 from s2studio.ui.control.background import Background
 from s2studio.ui.control.line_state import LineState, line_state, stale_among
-from s2studio.ui.control.parse_ahead import ParsedAhead, known_speakers
+from s2studio.ui.control.parse_ahead import ParsedAhead, known_speakers, project_ids
 
 OFF_THREAD_ROWS = 1000
 """Rows a parse may have to read before it leaves the window's thread (a row takes 20-30 µs to parse)."""
@@ -88,22 +88,17 @@ class Document(QObject):
         self._text_ahead = None
         self.project = project
         warnings_stale = False
-        if ahead is not None and ahead.text is project.script:
+        usable = ahead if ahead is not None and ahead.text is project.script else None
+        if usable is not None:
             # the lines and their ids do not depend on the cast: only the warnings may (voices remapped)
-            self._parser, script = ahead.parser, ahead.script
-            warnings_stale = ahead.known != known_speakers(project, self.voice_ids())
+            self._parser, script = usable.parser, usable.script
+            warnings_stale = usable.known != known_speakers(project, self.voice_ids())
             if warnings_stale:  # not shown meanwhile: a book's stale warnings (every speaker's) take long to show
                 script = script.without_warnings()
         else:
             script = first_ids(self._parser.parse(project.script, self._known()), project.line_ids)
-        upgraded = ahead is not None and ahead.upgraded and ahead.text is project.script
-        owned = set(script.line_ids)
-        orphans: dict[Key, list[str]] = {}
-        for line_id, entry in project.lines.items():
-            if line_id not in owned:
-                for key in dict.fromkeys((t.speaker, t.text) for t in entry.takes if t.speaker):
-                    orphans.setdefault(key, []).append(line_id)
-        self._ids = LineIds(known=list(project.lines) + list(owned), orphans=orphans)
+        upgraded = usable is not None and usable.upgraded
+        self._ids = usable.ids if usable is not None and usable.ids is not None else project_ids(project, script)
         self.script, self.change = script, None
         project.line_ids = list(script.line_ids)
         project.give_colors(script.speakers)

@@ -51,8 +51,9 @@ MAX_RECENT = 8
 AUTOSAVE_DELAY_MS = 3000
 """After an edit (typing comes in bursts)."""
 RENDER_AUTOSAVE_S = 10.0
-Ahead = Callable[[Project], object]
 """While takes arrive, at most this often: a take's own files are written at once; its row waits this long."""
+Ahead = Callable[[ProjectFile], object]
+"""Work on a project file just read, on the writer thread (its script parsed, its voices looked up)."""
 
 
 class ProjectStore(QObject):
@@ -161,7 +162,7 @@ class ProjectStore(QObject):
     def restore(self, ahead: Ahead | None = None) -> int:
         """Open the autosave (off the window's thread); `finished` brings (project, the file it belongs to).
         One that cannot be opened is moved aside first, so the next start does not offer it again. `ahead`:
-        work to do on the project there too (its script parsed), its result in `ahead_result`."""
+        work to do on the project file there too (its script parsed), its result in `ahead_result`."""
         self.kept_path.unlink(missing_ok=True)
 
         def done(result: Any, error: str) -> tuple[Project, Path | None] | None:
@@ -391,4 +392,4 @@ def _opened(read: Callable[[], tuple[ProjectFolder, ProjectFile]],
     garbage collections that its objects cause run too (`heap.reading`)."""
     with heap.reading():
         opened = read()
-        return (*opened, ahead(opened[1].project) if ahead is not None else None)
+        return (*opened, ahead(opened[1]) if ahead is not None else None)

@@ -11,9 +11,10 @@ a result made with other settings (`TakeCheck.key` is not `key`); on a project o
 such take of the project, the picked ones first. Nothing is lost meanwhile: an out-of-date result is shown as it
 is until its replacement arrives.
 
-A book opened queues its 10,000 takes: they are listed in one pass from plain data (a take's result and key), and
-what checking one needs (its voice's clips, its neighbours' paces) is worked out only when it is next, a job or
-two ahead of the checker (`AHEAD`), so queuing a book costs the window's thread milliseconds, not seconds.
+A book opened queues its 10,000 takes: they are listed from plain data (a take's result and key), `LINES_A_STEP`
+lines at a time in slices between which the window keeps answering (`Slices`), and what checking one needs (its
+voice's clips, its neighbours' paces) is worked out only when it is next, a job or two ahead of the checker
+(`AHEAD`), so queuing a book costs the window's thread milliseconds, not seconds.
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ import multiprocessing
 import queue
 import threading
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QObject, Signal
 
 from s2studio.audio import SAMPLE_RATE
 from s2studio.audio.asr import AsrSettings
@@ -35,6 +36,7 @@ from s2studio.checks.settings import CheckSettings, check_key
 from s2studio.state.project import Take
 from s2studio.state.take_check import TakeCheck
 from s2studio.ui.control.document import Document
+from s2studio.ui.control.slices import Slices
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +46,8 @@ ClipsOf = Callable[[str], tuple]
 """Speaker -> the clips of the voice cast for it (`checks.checker.Clip`s), () without one."""
 AHEAD = 2
 """Jobs handed to the checker's thread before their results came back: one checked, one ready to send."""
+LINES_A_STEP = 500
+"""Lines whose takes a step of a project's listing reads (`check_project`)."""
 
 
 @dataclass(frozen=True)
@@ -82,9 +86,8 @@ class TakeChecks(QObject):
         self._thread: threading.Thread | None = None
         self._conn = None
         self._process = None
-        self._listing = QTimer(self, singleShot=True, interval=0)
-        """A project's takes are listed at the next pass of the event loop (`check_project`)."""
-        self._listing.timeout.connect(self._list_project)
+        self._listing: Slices[list[Take]] = Slices(self._wait_for, self._listed, self)
+        """A project's takes are listed in slices from the next pass of the event loop on (`check_project`)."""
         self._result.connect(self._store)
         document.takes_changed.connect(self.check_line)
         document.replaced.connect(self.check_project)
@@ -96,7 +99,7 @@ class TakeChecks(QObject):
 
     @property
     def busy(self) -> bool:
-        return bool(self._pending) or self._listing.isActive()
+        return bool(self._pending) or self._listing.busy
 
     def waiting(self, take: Take) -> bool:
         """Whether the take is waiting to be checked (or being checked)."""
@@ -115,8 +118,8 @@ class TakeChecks(QObject):
             self._wait_for([take for take in entry.takes if self._wanted(take, self.key)])
 
     def check_project(self) -> None:
-        """Every take without an up-to-date result, the picked ones first (listed at the next pass of the event
-        loop: the project's takes are read as they are then)."""
+        """Every take without an up-to-date result, the picked ones first (listed from the next pass of the event
+        loop on: the project's takes are read as they are then)."""
         self._generation += 1
         self._pending.clear()
         self._waiting.clear()
@@ -126,16 +129,24 @@ class TakeChecks(QObject):
                 self._queue.get_nowait()
             except queue.Empty:
                 break
-        self._listing.start()
+        self._listing.start(self._project_takes(), now=False)
 
-    def _list_project(self) -> None:
-        if self.enabled:  # `_wanted` for every take of a book, written out
-            key, pending = self.key, self._pending
-            lines = [(entry.current, entry.takes) for entry in self.document.project.lines.values()]
-            self._wait_for([take for picked in (True, False) for current, takes in lines
-                            for take in ((current,) if picked else takes if len(takes) > 1 else ())
-                            if take is not None and (take is current) == picked and not take.held
-                            and take.take_id not in pending and (take.check is None or take.check.key != key)])
+    def _project_takes(self) -> Iterator[list[Take]]:
+        """The project's takes to check, `LINES_A_STEP` lines' at a time: every line's picked take, then the
+        others of lines with more than one (`_wanted`, written out: it runs for every take of a book)."""
+        if not self.enabled:
+            return
+        key, pending = self.key, self._pending
+        entries = list(self.document.project.lines.values())
+        for picked in (True, False):
+            for at in range(0, len(entries), LINES_A_STEP):
+                lines = [(entry.current, entry.takes) for entry in entries[at:at + LINES_A_STEP]]
+                yield [take for current, takes in lines
+                       for take in ((current,) if picked else takes if len(takes) > 1 else ())
+                       if take is not None and (take is current) == picked and not take.held
+                       and take.take_id not in pending and (take.check is None or take.check.key != key)]
+
+    def _listed(self) -> None:
         if not self._pending:
             self.idle.emit()
 
@@ -249,6 +260,7 @@ class TakeChecks(QObject):
             self.idle.emit()
 
     def shutdown(self) -> None:
+        self._listing.stop()
         self._queue.put(None)
         if self._conn is not None:
             try:

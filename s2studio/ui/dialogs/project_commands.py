@@ -18,9 +18,10 @@ from PySide6.QtWidgets import QFileDialog, QMessageBox, QProgressDialog, QWidget
 
 from s2studio.errors import UserError
 from s2studio.state.project import Project
-from s2studio.state.project_voices import note_voice_names, pack
+from s2studio.state.project_files import ProjectFile
+from s2studio.state.project_voices import Missing, missing_voices, note_voice_names, pack, remap
 from s2studio.state.staleness import upgrade_takes
-from s2studio.state.voices import VoiceLibrary
+from s2studio.state.voices import Voice, VoiceLibrary
 from s2studio.ui.control.document import Document
 from s2studio.ui.control.parse_ahead import ParsedAhead, parse_ahead
 from s2studio.ui.control.projects import ProjectStore
@@ -132,43 +133,51 @@ class ProjectCommands(QObject):
                 return False
             path = Path(name)
             remember("project", path)
-        ahead = functools.partial(parse_ahead, voice_ids=self.document.voice_ids())
-        project, error = self._wait(self.store.open(path, ahead), "Opening the project…")
+        library = self.library
+        project, error = self._wait(self.store.open(path, functools.partial(_missing_voices, library=library)),
+                                    "Opening the project…")
         if error or not isinstance(project, Project):
             QMessageBox.warning(self.window, "Open project", error)
             return False
-        before = len(self.library.list())
-        changed, notes = resolve_voices(self.window, self.library, project, self.store.packed_voices)
-        if len(self.library.list()) != before:
+        missing = self.store.ahead_result
+        resolved = resolve_voices(self.window, library, missing if isinstance(missing, list) else [])
+        if resolved.imported:
             self.voices_added.emit()
-        ahead = self._upgraded(project, self._ahead())
+        ahead, takes = self._prepared(project, resolved.voices)
         self.about_to_switch.emit()
         self.document.replace(project, ahead)
-        if changed:  # the cast now names this library's voices: worth saving
+        if resolved.voices:  # the cast now names this library's voices: worth saving
             self.store.changed(project)
-        if notes:
-            self.message.emit("Voices: " + "; ".join(notes) + ".", 15000)
-        logger.info("opened the project %s (%d lines, %d takes)", path, len(self.document.script.lines),
-                    sum(len(entry.takes) for entry in project.lines.values()))
+        if resolved.notes:
+            self.message.emit("Voices: " + "; ".join(resolved.notes) + ".", 15000)
+        logger.info("opened the project %s (%d lines, %d takes)", path, len(self.document.script.lines), takes)
         self._report_unreadable_takes("Open project")
         return True
 
     def _ahead(self) -> ParsedAhead | None:
-        """The script of the project just opened, parsed on the writer thread while it was read."""
+        """The script of the project just restored, parsed on the writer thread while it was read."""
         ahead = self.store.ahead_result
         return ahead if isinstance(ahead, ParsedAhead) else None
 
-    def _upgraded(self, project: Project, ahead: ParsedAhead | None) -> ParsedAhead | None:
-        """The takes of a project just read brought to today's record (`upgrade_takes`: a hash a take, a second
-        for a book) on the writer thread, with its voices as resolved; the document then shows them as they are."""
-        if ahead is None or ahead.text is not project.script:
-            return ahead
-        work = functools.partial(upgrade_takes, project, ahead.script.lines, self.document.voices())
-        _, error = self._wait(self.store.run("upgrade takes", work), "Opening the project…")
-        if error:  # the document upgrades them itself
-            logger.warning("upgrading the takes of the project off the window's thread failed: %s", error)
-            return ahead
-        return dataclasses.replace(ahead, upgraded=True)
+    def _prepared(self, project: Project, voices: dict[str, Voice]) -> tuple[ParsedAhead | None, int]:
+        """A project just read made ready to show, on the writer thread (a book's takes walked three times, its
+        script parsed: a second of work): the voices resolved applied to its cast and takes (`remap`), its script
+        parsed with the cast as it is then, its takes brought to today's record (`upgrade_takes`). With the
+        number of its takes."""
+        library_voices = self.document.voices()
+
+        def work() -> tuple[ParsedAhead, int]:
+            remap(project, voices)
+            ahead = parse_ahead(project, library_voices)
+            upgrade_takes(project, ahead.script.lines, library_voices)
+            return dataclasses.replace(ahead, upgraded=True), sum(len(e.takes) for e in project.lines.values())
+
+        result, error = self._wait(self.store.run("prepare the project", work), "Opening the project…")
+        if error or not isinstance(result, tuple):  # the document parses and upgrades it itself
+            logger.warning("preparing the project off the window's thread failed: %s", error)
+            remap(project, voices)
+            return None, sum(len(e.takes) for e in project.lines.values())
+        return result
 
     def _report_unreadable_takes(self, title: str) -> None:
         problems = self.store.problems
@@ -242,8 +251,9 @@ class ProjectCommands(QObject):
         return self.restore_autosave()
 
     def restore_autosave(self) -> bool:
-        ahead = functools.partial(parse_ahead, voice_ids=self.document.voice_ids())
-        restored, error = self._wait(self.store.restore(ahead), "Restoring the autosaved project…")
+        voice_ids = self.document.voice_ids()
+        restored, error = self._wait(self.store.restore(lambda opened: parse_ahead(opened.project, voice_ids)),
+                                     "Restoring the autosaved project…")
         if error or not isinstance(restored, tuple):
             logger.warning("cannot restore the autosave: %s", error)
             QMessageBox.warning(self.window, "Restore", f"The autosaved project could not be restored: {error} "
@@ -262,3 +272,13 @@ class ProjectCommands(QObject):
             if stale else ""), 15000)
         self._report_unreadable_takes("Restore")
         return True
+
+
+def _missing_voices(opened: ProjectFile, library: VoiceLibrary) -> list[Missing]:
+    """The voices of a project just read that the library lacks (on the writer thread): a library that cannot be
+    read leaves them unresolved (logged), it does not keep the project from opening."""
+    try:
+        return missing_voices(opened.project, library, opened.packed_voices)
+    except OSError as exc:
+        logger.warning("cannot look for the project's voices in the library: %s", exc)
+        return []

@@ -1,17 +1,20 @@
 """Opening a project whose voices this library lacks: the plan of `state.project_voices`, carried out, with a
-question where it cannot decide (which library voice, or the project's own copy, stands for a voice)."""
+question where it cannot decide (which library voice, or the project's own copy, stands for a voice).
+
+The voices missing are found, and the project's takes remapped to the voices chosen, on the thread that reads
+the project (`missing_voices`, `remap`: a walk over a book's takes each); here only what needs the person or the
+library's folder: the questions and the imports."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from pathlib import Path
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from PySide6.QtWidgets import QInputDialog, QWidget
 
 from s2studio.errors import UserError, printable
-from s2studio.state.project import Project
-from s2studio.state.project_voices import Missing, missing_voices, plan, remap
+from s2studio.state.project_voices import Missing, plan
 from s2studio.state.voices import Voice, VoiceLibrary
 
 logger = logging.getLogger(__name__)
@@ -47,30 +50,41 @@ def ask(parent: QWidget, m: Missing) -> str | None:
     return dict(options).get(label)
 
 
-def resolve_voices(parent: QWidget, library: VoiceLibrary, project: Project,
-                   packed: Mapping[str, Path]) -> tuple[bool, list[str]]:
-    """Find the project's missing voices (importing packed ones, asking where needed); returns whether the
-    project's cast changed or the library grew, and what was done, in words."""
-    p = plan(missing_voices(project, library, packed))
+@dataclass
+class Resolved:
+    """What stands for the project's missing voices, decided (`resolve_voices`)."""
+
+    voices: dict[str, Voice] = field(default_factory=dict)
+    """Missing voice id -> the library voice that stands for it now (what `remap` applies to the project)."""
+    notes: list[str] = field(default_factory=list)
+    """What was done, in words, for the person."""
+    imported: int = 0
+    """Voices added to the library (the project's packed copies)."""
+
+
+def resolve_voices(parent: QWidget, library: VoiceLibrary, missing: Sequence[Missing]) -> Resolved:
+    """Decide what stands for each of the project's `missing` voices (importing packed ones, asking where
+    needed)."""
+    p = plan(list(missing))
     chosen: dict[str, str | None] = {m.voice_id: ask(parent, m) for m in p.ask}
-    notes = list(p.notes)
+    out = Resolved(notes=list(p.notes))
     for m in p.ask:
         choice = chosen[m.voice_id]
         if choice == IMPORT:
             p.imports[m.voice_id] = m.packed  # type: ignore[assignment]
         elif choice is not None:
             p.use[m.voice_id] = choice
-    voices: dict[str, Voice] = {}
     for old_id, path in p.imports.items():
         try:
-            voices[old_id] = library.import_voice(path)
+            out.voices[old_id] = library.import_voice(path)
+            out.imported += 1
         except UserError as exc:
             logger.warning("cannot import the packed voice %s: %s", path, exc)
-            notes.append(f"the project's copy of a voice could not be added: {exc}")
+            out.notes.append(f"the project's copy of a voice could not be added: {exc}")
+    found = {v.id: v for m in missing for v in m.candidates}  # the library's voices as they were just read
     for old_id, new_id in p.use.items():
         try:
-            voices[old_id] = library.get(new_id)
+            out.voices[old_id] = found[new_id] if new_id in found else library.get(new_id)
         except UserError as exc:
-            notes.append(str(exc))
-    remap(project, voices)
-    return bool(voices), notes
+            out.notes.append(str(exc))
+    return out

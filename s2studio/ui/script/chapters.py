@@ -20,7 +20,7 @@ from s2studio.ui.script.editor import ScriptEditor
 
 MIN_WIDTH = 1
 SOON_LINES = 1000
-"""A script of this many lines or more has its chapters followed a pass after it changed."""
+"""A script of this many lines or more has its chapters followed a pass after it changed (or was opened)."""
 BOOK_ON_TIMELINE = "Timeline: book"
 CHAPTER_ON_TIMELINE = "Timeline: chapter"
 
@@ -84,7 +84,7 @@ class ChapterNavigation(QObject):
         panel.render_button.clicked.connect(self.render_selected)
         panel.timeline_button.toggled.connect(lambda _on: self._scope())
         document.script_changed.connect(lambda _order: self._script_changed())
-        document.replaced.connect(self.refresh)
+        document.replaced.connect(self._script_changed)
         editor.cursor_line_changed.connect(self._cursor_moved)
         self.refresh()
 
