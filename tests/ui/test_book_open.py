@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 from PySide6.QtWidgets import QApplication
 
-from s2studio.state import staleness
+from s2studio.state import project_voices, staleness
 from s2studio.state.take_check import TakeCheck
 from s2studio.ui.control import document as document_module
+from s2studio.ui.control import parse_ahead as parse_ahead_module
 from s2studio.ui.control import slices, take_checks
+from s2studio.ui.dialogs import project_commands
 from s2studio.ui.script import cast_panel as cast_module
 from s2studio.ui.script.cast_panel import CastPanel
 from s2studio.ui.window import line_states as line_states_module
@@ -184,6 +186,57 @@ def test_a_book_opened_has_its_takes_upgraded_off_the_windows_thread_and_its_che
         checks._store(job, "not checked here")
         assert checks._queue.qsize() <= take_checks.AHEAD
     assert done == picked and len(made) == 24  # every take once, the picked ones first, each job made once
+
+
+def test_a_project_whose_voices_the_library_lacks_is_resolved_remapped_and_parsed_off_the_windows_thread(
+        qtbot, studio, tmp_path, monkeypatch):
+    w = studio
+    path, edited = rendered_project(qtbot, w, tmp_path)
+    for voice_id in set(w.document.project.cast.values()):  # the same voices under other ids (another computer)
+        w.library.delete(voice_id)
+    a = w.library.create("A", [(tmp_path / "a.wav", "hello there")])
+    b = w.library.create("B", [(tmp_path / "b.wav", "hi again")])
+    w.voices.refresh()
+    w.voice_commands.reread()
+    here: list[str] = []  # the walks over every take (or line) that ran on the window's thread
+    for module, name in ((project_voices, "_heard_in_takes"), (project_commands, "remap"),
+                         (parse_ahead_module, "project_ids"), (document_module, "project_ids"),
+                         (project_commands, "parse_ahead"), (project_commands, "upgrade_takes")):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *args, _real=real, _name=name: (
+            threading.current_thread() is threading.main_thread() and here.append(_name), _real(*args))[1])
+    parses = w.document.parses_off_thread
+    assert w.projects.open(path)
+    assert here == []
+    assert w.document.project.cast == {"Bob": b.id, "Alice": a.id}  # found by their clips
+    assert w.document.script.warnings == ()  # parsed with the voices found: no speaker reads as unknown ...
+    assert w.document.parses_off_thread == parses  # ... so it is not parsed again for its warnings
+    qtbot.waitUntil(lambda: shown_all(w))
+    assert w.player_bar.waveform.stale_lines == {edited}  # the takes remapped to the new ids still answer their lines
+    assert w.store.unsaved_work  # the cast names this library's voices now
+
+
+def test_a_projects_takes_to_check_are_listed_in_slices_the_picked_ones_first(qtbot, studio, tmp_path, monkeypatch):
+    w = studio
+    rendered_project(qtbot, w, tmp_path)
+    w.actions_by_name["render_all"].trigger()  # a second take of every line
+    qtbot.waitUntil(lambda: not w.flow.busy and all(len(e.takes) == 2 for e in w.document.project.lines.values()),
+                    timeout=30000)
+    checks = w.check_commands.checks
+    checks.enabled = True
+    monkeypatch.setattr(checks, "_start", lambda: None)
+    monkeypatch.setattr(take_checks, "LINES_A_STEP", 5)
+    monkeypatch.setattr(slices, "BUDGET_S", 0.0)  # a step a pass
+    checks.check_project()
+    assert not checks._pending and checks.busy
+    QApplication.processEvents()
+    assert 0 < len(checks._pending) <= 5  # the first five lines' picked takes
+    qtbot.waitUntil(lambda: not checks._listing.busy)
+    assert checks._listing.passes >= 10  # 24 lines, 5 a step, twice (the picked takes, then the others)
+    entries = list(w.document.project.lines.values())
+    queued = [job.take.take_id for job in list(checks._queue.queue)] + [t.take_id for t in checks._waiting]
+    assert queued == [e.current.take_id for e in entries] + [t.take_id for e in entries for t in e.takes
+                                                              if t is not e.current]
 
 
 def test_a_book_reopened_with_its_takes_checked_queues_no_check(qtbot, studio, tmp_path, monkeypatch):

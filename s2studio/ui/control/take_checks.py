@@ -12,7 +12,8 @@ such take of the project, the picked ones first. Nothing is lost meanwhile: an o
 is until its replacement arrives.
 
 A book opened queues its 10,000 takes: they are listed from plain data (a take's result and key), `LINES_A_STEP`
-lines at a time in slices between which the window keeps answering (`Slices`), and what checking one needs (its
+lines at a time in slices between which the window keeps answering (`Slices`; a small part of each pass, the
+project's text, timeline and lines' states being shown meanwhile), and what checking one needs (its
 voice's clips, its neighbours' paces) is worked out only when it is next, a job or two ahead of the checker
 (`AHEAD`), so queuing a book costs the window's thread milliseconds, not seconds.
 """
@@ -46,8 +47,10 @@ ClipsOf = Callable[[str], tuple]
 """Speaker -> the clips of the voice cast for it (`checks.checker.Clip`s), () without one."""
 AHEAD = 2
 """Jobs handed to the checker's thread before their results came back: one checked, one ready to send."""
-LINES_A_STEP = 500
+LINES_A_STEP = 250
 """Lines whose takes a step of a project's listing reads (`check_project`)."""
+LISTING_BUDGET_S = 0.002
+"""The CPU time a pass gives the listing at most: the rest of the pass's budget goes to what the window shows."""
 
 
 @dataclass(frozen=True)
@@ -86,7 +89,7 @@ class TakeChecks(QObject):
         self._thread: threading.Thread | None = None
         self._conn = None
         self._process = None
-        self._listing: Slices[list[Take]] = Slices(self._wait_for, self._listed, self)
+        self._listing: Slices[list[Take]] = Slices(self._wait_for, self._listed, self, budget_s=LISTING_BUDGET_S)
         """A project's takes are listed in slices from the next pass of the event loop on (`check_project`)."""
         self._result.connect(self._store)
         document.takes_changed.connect(self.check_line)
