@@ -1,5 +1,8 @@
 """A layout that places its items left to right and wraps to a new row when the width runs out, so a
-row of controls (the cast) never makes its window wider than the screen."""
+row of controls (the cast) never makes its window wider than the screen.
+
+The height its items need at a width is worked out once until they change (`invalidate`): Qt asks for it many times
+in one relayout of the window (a book's cast of 20 rows, each time placing every row)."""
 
 from __future__ import annotations
 
@@ -12,11 +15,16 @@ class FlowLayout(QLayout):
         super().__init__(parent)
         self._items: list[QLayoutItem] = []
         self._spacing = spacing
+        self._heights: dict[int, int] = {}
+        """Width -> the height the items need at that width, until they change."""
+        self.arranged = 0
+        """How often the items were placed or measured (what tests read)."""
 
     # -- QLayout's item list ---------------------------------------------------------------------
 
     def addItem(self, item: QLayoutItem) -> None:  # noqa: N802 - Qt override
         self._items.append(item)
+        self._heights.clear()
 
     def count(self) -> int:
         return len(self._items)
@@ -25,6 +33,7 @@ class FlowLayout(QLayout):
         return self._items[index] if 0 <= index < len(self._items) else None
 
     def takeAt(self, index: int) -> QLayoutItem | None:  # noqa: N802 - Qt override
+        self._heights.clear()
         return self._items.pop(index) if 0 <= index < len(self._items) else None
 
     # -- geometry --------------------------------------------------------------------------------
@@ -36,7 +45,14 @@ class FlowLayout(QLayout):
         return True
 
     def heightForWidth(self, width: int) -> int:  # noqa: N802 - Qt override
-        return self._arrange(QRect(0, 0, width, 0), move=False)
+        if width not in self._heights:
+            self._heights[width] = self._arrange(QRect(0, 0, width, 0), move=False)
+        return self._heights[width]
+
+    def invalidate(self) -> None:
+        """An item came or went, or one's size changed (Qt tells the layout so)."""
+        self._heights.clear()
+        super().invalidate()
 
     def setGeometry(self, rect: QRect) -> None:  # noqa: N802 - Qt override
         super().setGeometry(rect)
@@ -55,6 +71,7 @@ class FlowLayout(QLayout):
 
     def _arrange(self, rect: QRect, move: bool) -> int:
         """Place the items in rows within `rect`; returns the height they need."""
+        self.arranged += 1
         m = self.contentsMargins()
         area = rect.adjusted(m.left(), m.top(), -m.right(), -m.bottom())
         x, y, row_height = area.x(), area.y(), 0
