@@ -32,6 +32,7 @@ import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
+from operator import attrgetter
 from pathlib import Path
 
 from s2studio.errors import UserError
@@ -131,7 +132,7 @@ class Script:
         """Each line's text row (`source_line`), in order (without making the lines an edit moved)."""
         if isinstance(self.lines, Pieces):
             return self.lines.moved("source_line", "rows")
-        return tuple(ln.source_line for ln in self.lines)
+        return tuple(map(attrgetter("source_line"), self.lines))  # in C: a book has 10,000 lines
 
     @cached_property
     def line_ids(self) -> tuple[str, ...]:
@@ -360,7 +361,7 @@ def _unmoved(lines: Sequence[Line], name: str) -> tuple:
     """Each line's `name` (an attribute an edit never moves), without making the lines of `Pieces`."""
     if isinstance(lines, Pieces):
         return lines.unmoved(name)
-    return tuple(getattr(ln, name) for ln in lines)
+    return tuple(map(attrgetter(name), lines))
 
 
 def _needs_name(text: str) -> bool:
