@@ -172,7 +172,7 @@ class EngineHost(EngineSignals):
         self._counter = 0
         self.held = False
         """The events wait in the outbox (`hold`)."""
-        self._ask: Callable[[Callable[[float], object]], None] | None = None
+        self._ask: Callable[[Callable[[float], object], bool], None] | None = None
         self._thread.start()
 
     def new_job_id(self, prefix: str = "job") -> str:
@@ -226,19 +226,20 @@ class EngineHost(EngineSignals):
         if not held:
             QTimer.singleShot(0, self._deliver)
 
-    def deliver_in_turns(self, ask: Callable[[Callable[[float], object]], None]) -> None:
-        """Hand the events over in the turns `ask` gives: `ask(turn)` calls `turn(until)` at a later pass of the
-        event loop, to emit events until the thread's CPU time (`time.thread_time`) reaches `until` (the window's
+    def deliver_in_turns(self, ask: Callable[[Callable[[float], object], bool], None]) -> None:
+        """Hand the events over in the turns `ask` gives: `ask(turn, first)` calls `turn(until)` at a later pass of
+        the event loop, to emit events until the thread's CPU time (`time.thread_time`) reaches `until` (the window's
         pass budget, `ui.control.slices`, which its other work in slices shares: the work the events cause and the
-        rest of a pass then add up to one budget, not one each)."""
+        rest of a pass then add up to one budget, not one each); `first` (events came into an empty outbox): before
+        the other work waiting, so that a line's start is seen at once; the rest of a burst takes its turn."""
         self._ask = ask
 
     @Slot()
     def _deliver(self) -> None:
         """Emit the waiting events for up to `SLICE_S` (or in the next turn), then let the event loop run before
         the rest."""
-        if self._ask is not None:
-            self._ask(self._turn)
+        if self._ask is not None and not self._thread.isFinished():  # (a host shut down: its last events at once)
+            self._ask(self._turn, True)
         else:
             self._hand_over(time.perf_counter, time.perf_counter() + SLICE_S)
 
@@ -255,7 +256,7 @@ class EngineHost(EngineSignals):
             getattr(self, _SIGNAL_OF[type(event)]).emit(event)
             if clock() > deadline:
                 if self._ask is not None:
-                    self._ask(self._turn)
+                    self._ask(self._turn, False)
                 else:
                     QTimer.singleShot(0, self._deliver)
                 return

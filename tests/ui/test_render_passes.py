@@ -70,3 +70,47 @@ def test_events_taken_in_and_the_waveforms_picture_never_share_a_pass_that_spent
     assert [p for p in passes if "event" in p and "compose" in p] == []
     assert max(p.count("compose") for p in passes) == 1
     assert len(timeline.layout.tracks) == LINES
+
+
+def test_a_job_asked_first_goes_before_the_jobs_waiting(qtbot, monkeypatch):
+    qtbot.waitUntil(lambda: not pass_budget()._waiting)  # no other work waiting
+    monkeypatch.setattr(slices, "BUDGET_S", 0.0)  # a pass's budget spent by its first job
+    ran: list[str] = []
+    jobs = {name: (lambda _until, name=name: ran.append(name)) for name in "abc"}
+    budget = pass_budget()
+    budget.ask(jobs["a"])
+    budget.ask(jobs["b"])
+    budget.ask(jobs["b"], first=True)  # asked again, first: moved ahead
+    budget.ask(jobs["c"], first=True)
+    qtbot.waitUntil(lambda: len(ran) == 3)
+    assert ran == ["c", "b", "a"]
+
+
+class StartEngine:
+    def generate(self, request, cancel):
+        yield api.LineStarted(request.job_id, request.lines[0].line_id)
+
+
+def test_a_lines_start_is_taken_in_at_the_next_pass_before_the_work_waiting_there(qtbot, monkeypatch):
+    """The engine's events share the budget with the window's other work, but the first of a burst does not wait
+    behind it: the line that started is shown at once (Render All leaves a book's work in slices waiting)."""
+    qtbot.waitUntil(lambda: not pass_budget()._waiting)
+    monkeypatch.setattr(slices, "BUDGET_S", 0.0)  # a pass's budget spent by its first job
+    ran: list[str] = []
+    waiting = [slices.Slices(lambda i, k=k: ran.append(f"{k}{i}")) for k in "abc"]
+    host = EngineHost(lambda: StartEngine())
+    try:
+        host.deliver_in_turns(pass_budget().ask)
+        host.line_started.connect(lambda event: ran.append(event.line_id))
+        host.hold(True)  # the event waits in the outbox until the window's work is waiting too
+        host.generate(api.SynthesisRequest("job", (api.LineSpec("l0", 0, "hi"),)))
+        qtbot.waitUntil(lambda: bool(host.worker.outbox), timeout=5000)
+        for work in waiting:
+            work.start(range(5), now=False)
+        host.hold(False)
+        qtbot.waitUntil(lambda: "l0" in ran, timeout=5000)
+    finally:
+        for work in waiting:
+            work.stop()
+        host.shutdown()
+    assert ran.index("l0") <= 1  # at the next pass (or the one after), not after a turn of each job waiting

@@ -43,10 +43,16 @@ class PassBudget(QObject):
         self._timer = QTimer(self, singleShot=True, interval=0)
         self._timer.timeout.connect(self._pass)
 
-    def ask(self, job: Job) -> None:
-        """A turn for `job` at the next pass (once, however often asked)."""
+    def ask(self, job: Job, first: bool = False) -> None:
+        """A turn for `job` at the next pass (once, however often asked); `first`: before the jobs waiting (what
+        answers someone: the first events of a burst from the engine)."""
+        if first and job in self._waiting:
+            self._waiting.remove(job)
         if job not in self._waiting:
-            self._waiting.append(job)
+            if first:
+                self._waiting.insert(0, job)
+            else:
+                self._waiting.append(job)
         self._timer.start()
 
     def drop(self, job: Job) -> None:
