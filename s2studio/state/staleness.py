@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict
 from enum import Enum
@@ -70,9 +71,38 @@ def take_fingerprint(text: str, speaker: str, voice: str, settings: Mapping[str,
     speaker, the voice as the model hears it, the sampling fields and a fixed seed; `take_settings`' other entries
     never count). The studio fills it from the script and the voice library (`voice_key`), the engine from its
     request (`engine.plan.line_fingerprint`: the speaker's index, the references' codes)."""
-    asked = {"text": text, "speaker": speaker, "voice": voice,
-             "settings": {name: settings.get(name) for name in (*SAMPLING_FIELDS, "seed")}}
-    return hashlib.sha256(json.dumps(asked, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
+    asked = _asked_json(text, speaker, voice, settings)
+    if asked is None:
+        asked = json.dumps({"text": text, "speaker": speaker, "voice": voice,
+                            "settings": {name: settings.get(name) for name in _ASKED_SETTINGS}},
+                           sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(asked.encode()).hexdigest()[:16]
+
+
+_ASKED_SETTINGS = tuple(sorted((*SAMPLING_FIELDS, "seed")))
+_quoted = json.encoder.encode_basestring  # type: ignore[attr-defined]
+
+
+def _asked_json(text: str, speaker: str, voice: str, settings: Mapping[str, Any]) -> str | None:
+    """The text `take_fingerprint` hashes (`json.dumps` of what was asked, keys sorted, not ASCII-escaped), written
+    out here for plain values (a book's takes are all fingerprinted as it opens; `json.dumps` sets up an encoder
+    per call); None for anything else (a subclass, a float that is not finite), which `json.dumps` then writes."""
+    parts = []
+    for name in _ASKED_SETTINGS:
+        value = settings.get(name)
+        kind = type(value)
+        if value is None:
+            parts.append(f'"{name}": null')
+        elif kind is str:
+            parts.append(f'"{name}": {_quoted(value)}')
+        elif kind is int or (kind is float and math.isfinite(value)):
+            parts.append(f'"{name}": {value!r}')
+        else:
+            return None
+    if type(text) is not str or type(speaker) is not str or type(voice) is not str:
+        return None
+    return (f'{{"settings": {{{", ".join(parts)}}}, "speaker": {_quoted(speaker)}, "text": {_quoted(text)}, '
+            f'"voice": {_quoted(voice)}}}')
 
 
 def fingerprint_of(take: Take) -> str:

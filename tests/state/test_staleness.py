@@ -108,3 +108,30 @@ def test_a_take_carries_the_one_fingerprint_and_an_older_one_is_upgraded_in_plac
     assert stale_reasons(hashed, LINE, voice_key(v), s) == ()
     stranger = Take("t4", LINE.line_id, LINE.text, fingerprint=legacy_fingerprint(LINE, v, replace(s, top_k=3)))
     assert not upgrade_take(stranger, LINE, v, s) and stale_reasons(stranger, LINE, voice_key(v), s)
+
+
+def _canonical(text, speaker, voice, settings) -> str:
+    """The formula `take_fingerprint` is defined by: json.dumps of what was asked, keys sorted."""
+    import hashlib
+    import json
+    asked = {"text": text, "speaker": speaker, "voice": voice,
+             "settings": {name: settings.get(name) for name in (*SAMPLING_FIELDS, "seed")}}
+    return hashlib.sha256(json.dumps(asked, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
+
+
+class _Str(str):
+    pass
+
+
+@pytest.mark.parametrize("text, speaker, voice, settings", [
+    ("Hello [sigh] there.", "Alice", "v1:abc", {"temperature": 0.7, "top_p": 0.8, "top_k": 30, "max_frames": 1077,
+                                               "batching": "line", "seed": None}),
+    ('Quotes " and \\ and\nnew lines\t, \x01 \u2028 é — 😀', "Dr. \"Who\"", "", {"temperature": 1, "seed": 2**70}),
+    ("", "", "", {}),
+    ("x", "y", "z", {"temperature": 1e-7, "top_p": 1.0, "top_k": -3, "batching": "", "max_frames": 0, "seed": 0}),
+    ("x", "y", "z", {"temperature": float("nan"), "top_p": float("inf")}),  # not JSON: json.dumps writes it
+    ("x", "y", "z", {"temperature": True, "batching": _Str("line")}),  # subclasses: json.dumps writes them
+    (_Str("x"), "y", "z", {}),
+])
+def test_the_fingerprint_is_the_hash_of_the_sorted_json_of_what_was_asked(text, speaker, voice, settings) -> None:
+    assert take_fingerprint(text, speaker, voice, settings) == _canonical(text, speaker, voice, settings)
