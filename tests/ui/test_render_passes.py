@@ -5,6 +5,8 @@ of the event loop, not timed."""
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 from PySide6.QtCore import QAbstractEventDispatcher
 
@@ -15,6 +17,7 @@ from s2studio.ui.control.slices import pass_budget
 from s2studio.ui.player import waveform
 from s2studio.ui.player.waveform import WaveformView
 from s2studio.worker import EngineHost
+from ui_helpers import cast_two_voices, close_studio, fake_engine, open_studio
 
 LINES = 40
 
@@ -114,3 +117,21 @@ def test_a_lines_start_is_taken_in_at_the_next_pass_before_the_work_waiting_ther
             work.stop()
         host.shutdown()
     assert ran.index("l0") <= 1  # at the next pass (or the one after), not after a turn of each job waiting
+
+
+def test_render_all_freezes_the_book_shown_so_the_renders_full_collections_walk_only_what_came_after(
+        qtbot, tmp_path, monkeypatch):
+    monkeypatch.setenv("S2STUDIO_DATA_DIR", str(tmp_path / "data"))
+    w = open_studio(qtbot, lambda: fake_engine(4, 0.0005))
+    try:
+        cast_two_voices(w, tmp_path, "".join(f"{'Alice' if i % 2 else 'Bob'}: Line {i}.\n" for i in range(30)))
+        qtbot.waitUntil(w.actions_by_name["render_all"].isEnabled, timeout=10000)
+        gc.unfreeze()  # (what the tests before left frozen)
+        project = w.document.project
+        generations = lambda: [o for g in range(3) for o in gc.get_objects(g) if o is project]  # noqa: E731
+        assert gc.get_freeze_count() == 0 and generations() == [project]
+        w.actions_by_name["render_all"].trigger()
+        assert gc.get_freeze_count() > 0 and generations() == []  # in the permanent generation: never walked
+        qtbot.waitUntil(lambda: not w.flow.busy, timeout=30000)
+    finally:
+        close_studio(w)

@@ -43,6 +43,7 @@ from s2studio.engine.render import Render
 from s2studio.state.project import Project, Take, now_iso
 from s2studio.state.script import Line
 from s2studio.state.staleness import take_fingerprint
+from s2studio.ui.control import heap
 from s2studio.ui.control.document import Document
 from s2studio.ui.control.pace import Pace
 from s2studio.ui.control.slices import Slices, pass_budget
@@ -260,6 +261,7 @@ class RenderSession(QObject):
         self.unsent = {piece.job_id: piece for piece in rest}
         self._send(first)
         self._sender.start(rest, now=False)
+        heap.keep()  # the book shown (a paste's, not frozen yet): no full collection in the render walks it again
         self.busy_changed.emit(True)
         self.rendering_changed.emit(tuple(self.pending))
 
