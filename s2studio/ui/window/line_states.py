@@ -38,10 +38,10 @@ WORDS = {"none": "not rendered", "fresh": "up to date", "rendering": "renderingâ
 ROWS_ONE_BY_ONE = 16
 """Up to this many lines changed, the gutter repaints their rows only."""
 RECOUNT_ABOVE = 500
+"""More lines than this touched by one change (a book pasted), every line is recounted in later passes."""
 SOON_LINES = 1000
 """In a script of this many lines or more, the lines an edit touched are refreshed a pass after its parse (a
 book's line tables, made anew by each parse, are not read in the pass that parsed a pause in typing)."""
-"""More lines than this touched by one change (a book pasted), every line is recounted in later passes."""
 LINES_A_STEP = 250
 """Lines a step of a recount works out together."""
 
