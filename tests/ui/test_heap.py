@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import gc
 import weakref
+from pathlib import Path
+from typing import Any
 
+import numpy as np
+
+from s2studio.state.project import Project, Take
+from s2studio.state.project_folder import ProjectFolder
+from s2studio.state.project_journal import capture
 from s2studio.ui.control import heap
 
 
@@ -46,4 +53,34 @@ def test_survivors_of_a_full_collection_stay_frozen_until_another_project_is_rea
     finally:
         if not installed:
             gc.callbacks.remove(heap._collected)
+        gc.unfreeze()
+
+
+def test_no_collection_runs_while_a_project_of_thousands_of_takes_is_read(tmp_path: Path) -> None:
+    """Each full collection during a read walks every object again while every thread waits: none runs there, and
+    the collector runs again after it, with the project read frozen."""
+    n = 2000
+    p = Project(script="".join(f"Ann: Line {i}.\n" for i in range(n)), line_ids=[f"l{i}" for i in range(n)])
+    for i in range(n):
+        p.add_take(Take(f"t{i:04d}", f"l{i}", f"Line {i}.", np.full(20, i / 1000, np.float32),
+                        np.full((4, 2), i, np.int64), i))
+    ProjectFolder(tmp_path / "p.s2proj").save(capture(p))
+    del p
+    collections: list[int] = []
+
+    def counted(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    try:
+        with heap.reading():
+            gc.callbacks.append(counted)
+            folder, opened = ProjectFolder.open(tmp_path / "p.s2proj")
+            gc.callbacks.remove(counted)
+        assert sum(len(line.takes) for line in opened.project.lines.values()) == n
+        assert collections == []
+        assert gc.isenabled() and gc.get_freeze_count() > 0
+    finally:
+        if counted in gc.callbacks:
+            gc.callbacks.remove(counted)
         gc.unfreeze()
