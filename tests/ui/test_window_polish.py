@@ -19,6 +19,7 @@ from s2studio.ui import colors
 from s2studio.ui.actions import SPECS, ShortcutsDialog
 from s2studio.ui import desktop
 from s2studio.ui.dialogs import about
+from s2studio.ui.player.waveform_marks import LABEL_GAP
 from ui_helpers import cast_two_voices, close_studio, fake_engine, open_studio
 
 
@@ -251,13 +252,17 @@ def test_the_rulers_labels_stay_inside_the_view_and_the_time_reads_as_one(qtbot,
     w.actions_by_name["render_all"].trigger()
     qtbot.waitUntil(lambda: len(w.document.project.lines) == 2 and not w.session.busy, timeout=15000)
     wave = w.player_bar.waveform
-    for width in (300, 517, 900):
+    for width in (300, 517, 900, *range(600, 700, 7)):
         wave.resize(width, wave.height())
         wave.fit()
         for zoom in range(3):
             marks = wave.ruler_marks(width)
-            assert marks and all(0 <= rect.left() and rect.right() <= width for _x, rect, _text in marks), \
+            shown = [rect for _x, rect, text in marks if text]
+            assert shown and all(0 <= rect.left() and rect.right() <= width for rect in shown), \
                 (width, zoom, [(r.left(), r.right(), t) for _x, r, t in marks])
+            assert all(b.left() - a.right() >= LABEL_GAP for a, b in zip(shown, shown[1:], strict=False)), \
+                (width, zoom, [(r.left(), r.right(), t) for _x, r, t in marks])  # no label touches the next
+            assert len(shown) >= len(marks) - 1  # at most the last one left out
             wave.zoom_in()
     w.player.seek(SAMPLE_RATE + SAMPLE_RATE // 2)
     qtbot.waitUntil(lambda: w.player_bar.time_label.text().startswith("0:01.5 / "))

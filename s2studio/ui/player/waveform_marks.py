@@ -21,6 +21,8 @@ RULER = 16
 TOP = 18
 LABEL_MIN_PX = 24
 SEPARATOR_MIN_PX = 6
+LABEL_GAP = 6
+"""Pixels at least between two of the ruler's time labels."""
 STALE = QColor("#e8590c")
 RENDERING = QColor("#1c7ed6")
 END_MARK = QColor("#e0a030")
@@ -143,13 +145,16 @@ def _draw_lines(view: WaveformView, p: QPainter, bottom: float, grid: QColor, ac
 
 def ruler_marks(view: WaveformView, w: int) -> list[tuple[float, QRectF, str]]:
     """The ruler's ticks: (x of the tick, the rectangle of its label, the label). A label sits right of
-    its tick, or left of it where the right would leave the view (the last one), never clipped."""
+    its tick, or left of it where the right would leave the view (the last one), never clipped; a label that
+    would then touch the one before it, or start left of the view, is left out (an empty rectangle at its
+    tick, no text): its tick alone still marks the time."""
     metrics = view.fontMetrics()
     seconds_visible = view.visible / SAMPLE_RATE
     steps = (0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600)
     step = next((s for s in steps if seconds_visible / s <= max(w / 70, 1)), 7200)
     first = np.ceil(view.origin / SAMPLE_RATE / step) * step
     marks = []
+    shown_to = -LABEL_GAP  # the right edge of the last label kept
     t = float(first)
     while t * SAMPLE_RATE <= view.origin + view.visible:
         x = view.x_of(t * SAMPLE_RATE)
@@ -161,7 +166,11 @@ def ruler_marks(view: WaveformView, w: int) -> list[tuple[float, QRectF, str]]:
             text = f"{int(t // 60)}:{int(round(t % 60)):02d}"
         width = metrics.horizontalAdvance(text) + 2
         left = x + 3 if x + 3 + width <= w else x - 3 - width
-        marks.append((x, QRectF(max(left, 0.0), 0, width, RULER - 1), text))
+        if left < shown_to + LABEL_GAP:
+            marks.append((x, QRectF(x, 0, 0, 0), ""))
+        else:
+            marks.append((x, QRectF(left, 0, width, RULER - 1), text))
+            shown_to = left + width
         t += step
     return marks
 
