@@ -102,6 +102,12 @@ class ServeProcess:
                 return int(line.split()[1])
         raise KeyError(field)
 
+    def cpu_seconds(self) -> float:
+        """CPU time the server has used, all its threads, user and system (`/proc/PID/stat`): unlike the wall
+        time of its answers, it does not grow when other processes load the machine."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def open_files(self) -> int:
         return len(os.listdir(f"/proc/{self.pid}/fd"))
 

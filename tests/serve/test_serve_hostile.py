@@ -304,6 +304,9 @@ def test_many_idle_connections_never_stop_the_server_answering(server, keyed, wi
 
 
 def test_a_million_empty_items_are_counted_not_validated_and_the_loop_stays_free(server) -> None:
+    """Measured in the server's CPU time, which a busy machine does not stretch: validating the million references
+    alone costs seconds of it (holding the interpreter, so the health checks would wait for it); counting them,
+    a tenth of a second."""
     bodies = [ormsgpack.packb({"text": "Hi.", "references": [{}] * 1_000_000}),
               ormsgpack.packb({"text": "Hi.", "cast": {f"n{i}": "Alice" for i in range(100_000)}}),
               ormsgpack.packb({"audios": [b""] * 500_000})]
@@ -315,16 +318,19 @@ def test_a_million_empty_items_are_counted_not_validated_and_the_loop_stays_free
 
     threads = [threading.Thread(target=send, args=(body, path)) for body, path in
                zip(bodies * 2, ["/v1/tts", "/v1/tts", "/v1/vqgan/encode"] * 2)]
+    used_before = server.cpu_seconds()
     for t in threads:
         t.start()
-    latencies = []
+    waits = []  # the server's CPU time while each health check waited for its answer
     for _ in range(10):
-        started = time.monotonic()
-        assert httpx.get(server.url + "/v1/health", timeout=30).status_code == 200
-        latencies.append(time.monotonic() - started)
+        started = server.cpu_seconds()
+        assert httpx.get(server.url + "/v1/health", timeout=60).status_code == 200
+        waits.append(server.cpu_seconds() - started)
     for t in threads:
         t.join(timeout=60)
-    assert max(latencies) < 2.0, latencies
+    used = server.cpu_seconds() - used_before
+    assert max(waits) < 1.0, waits
+    assert used < 2.0, used  # the six bodies and ten checks, all of it
     assert sorted(r.status_code for r in answers) == [400] * 6
     messages = {error_text(r) for r in answers}
     assert messages == {"references: 1000000 items; this server takes at most 8",
