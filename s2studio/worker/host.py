@@ -89,6 +89,10 @@ class _Latest:
         self.event = event
 
 
+def _job_of(item: api.Event | _Latest) -> str:
+    return item.event.job_id if isinstance(item, _Latest) else item.job_id
+
+
 class EngineWorker(QObject):
     """The thin adapter from the scheduler's jobs to the window: each job's events go into the outbox the host
     empties (module docstring). The scheduler's loop runs on the engine thread (`EngineThread`)."""
@@ -126,17 +130,22 @@ class EngineWorker(QObject):
                 self.outbox.append(latest)
             else:
                 self.outbox.append(event)
-            tell, self.told = not self.told, True
+            tell, self.told = not self.told or cancel.is_set(), True  # a cancelled job's events pass a hold
         if tell:
             self.events_waiting.emit()
 
-    def take(self) -> api.Event | None:
+    def take(self, held: Callable[[str], bool] | None = None) -> api.Event | None:
         """The next event for the window (None when none waits: then the next `put` tells the host again).
-        The caller holds `room`."""
+        `held(job_id)`: that job's events stay in the outbox, and the next of another job is taken (each job's
+        events still in order). The caller holds `room`."""
         if not self.outbox:
             self.told = False
             return None
-        item = self.outbox.popleft()
+        at = 0 if held is None else next((i for i, item in enumerate(self.outbox) if not held(_job_of(item))), -1)
+        if at < 0:
+            return None
+        item = self.outbox[at]
+        del self.outbox[at]
         self.room.notify()
         if isinstance(item, _Latest):
             if self._progress.get(item.event.job_id) is item:
@@ -210,6 +219,8 @@ class EngineHost(EngineSignals):
             if job_id is None or jid == job_id:
                 event.set()
         self.worker.scheduler.cancel(job_id)
+        if self.held:  # its events waiting in the outbox go out now (`hold`)
+            QTimer.singleShot(0, self._deliver)
 
     def shutdown(self) -> None:
         """Cancel everything and stop the thread (the only place the GUI thread waits)."""
@@ -220,8 +231,9 @@ class EngineHost(EngineSignals):
     @Slot(bool)
     def hold(self, held: bool) -> None:
         """Keep the engine's events in the outbox (the engine waits once `OUTBOX_LIMIT` wait there), or hand
-        them on again. A job cancelled meanwhile still ends at once on the engine thread (its events never wait
-        for room); the window hears of it when the hold ends."""
+        them on again. A job cancelled meanwhile is not held: it ends at once on the engine thread (its events never
+        wait for room) and its events, takes finished before the cancel among them, are handed over, so that a
+        Stop shows at once; the other jobs' events go on waiting."""
         self.held = held
         if not held:
             QTimer.singleShot(0, self._deliver)
@@ -248,9 +260,9 @@ class EngineHost(EngineSignals):
 
     def _hand_over(self, clock: Callable[[], float], deadline: float) -> None:
         worker = self.worker
-        while not self.held:
+        while True:
             with worker.room:
-                event = worker.take()
+                event = worker.take(self._waits if self.held else None)
             if event is None:
                 return
             getattr(self, _SIGNAL_OF[type(event)]).emit(event)
@@ -260,6 +272,11 @@ class EngineHost(EngineSignals):
                 else:
                     QTimer.singleShot(0, self._deliver)
                 return
+
+    def _waits(self, job_id: str) -> bool:
+        """While the events are held: those of a job not cancelled wait."""
+        cancel = self._cancels.get(job_id)
+        return cancel is None or not cancel.is_set()
 
     @Slot(object)
     def _forget(self, event: api.JobFinished | api.JobFailed) -> None:

@@ -136,3 +136,26 @@ def test_a_lines_progress_waiting_for_the_window_is_replaced_by_its_next_one(hos
             taken.append(event)
     assert taken == [events[0], events[5], events[2], events[4], events[6], events[8]]
     assert worker._progress == {}
+
+
+def test_while_the_events_are_held_a_cancelled_job_ends_at_once_and_the_others_wait(host, qtbot):
+    """Stop while the window holds the events (the writer behind): the render shows stopped at once."""
+    host.engine.gate.clear()
+    ended: list[api.JobFinished] = []
+    started: list[str] = []
+    host.job_finished.connect(ended.append)
+    host.job_started.connect(lambda e: started.append(e.job_id))
+    host.hold(True)
+    host.generate(_request("stopped", n=3))
+    host.generate(_request("kept", n=1))
+    qtbot.waitUntil(lambda: len(host.worker.outbox) == 1)  # the first job's JobStarted, held
+    host.cancel("stopped")
+    host.engine.gate.set()
+    qtbot.waitUntil(lambda: [e.job_id for e in ended] == ["stopped"], timeout=5000)
+    assert host.held and ended[0].cancelled and started == ["stopped"]
+    qtbot.waitUntil(lambda: len(host.worker.outbox) == 4, timeout=5000)  # the job not cancelled: its events wait
+    assert [type(e).__name__ for e in host.worker.outbox] == ["JobStarted", "LineStarted", "AudioChunk", "JobFinished"]
+    assert started == ["stopped"]
+    host.hold(False)
+    qtbot.waitUntil(lambda: [e.job_id for e in ended] == ["stopped", "kept"], timeout=5000)
+    assert started == ["stopped", "kept"]
