@@ -222,3 +222,19 @@ def test_packs_made_by_the_worker_follow_changes_meanwhile_as_a_fresh_pack_would
         for got, want in zip(peaks._pack.values + peaks._pack.offsets, fresh._pack.values + fresh._pack.offsets,
                              strict=True):
             assert np.array_equal(got, want)
+
+
+def test_the_peaks_which_the_worker_holds_do_not_keep_the_waveform_alive(qtbot) -> None:
+    """The summarising thread holds the peaks while it works: were the widget reachable from them, the thread
+    letting go of them last (or a collection it runs) would free a QWidget off the window's thread."""
+    import weakref
+
+    audio = lines(3)
+    timeline = Timeline(gap_s=0.05)
+    timeline.set_lines(audio, audio)
+    view = WaveformView(timeline)
+    peaks, gone = view.peaks, weakref.ref(view)  # what the worker's frame holds
+    del view
+    gc.collect()  # here, on the window's thread
+    assert gone() is None
+    peaks._on_ready()  # the worker says it is done after the widget went: nothing happens

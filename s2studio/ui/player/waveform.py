@@ -18,6 +18,7 @@ What it draws costs the pixels that changed, not the lines of the script (a book
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Collection, Mapping
 from time import perf_counter
 
@@ -81,7 +82,8 @@ class WaveformView(ViewRange, QWidget):
         self._rendering_lines: Callable[[], Collection[str]] | None = lambda: ()
         self.stale_flags = TrackFlags(lambda line_id: line_id in self._stale, lambda: self._stale)
         self.rendering_flags = TrackFlags(lambda line_id: self._rendering(line_id), lambda: self._rendering_now())
-        self.image = WaveformImage(TimelinePeaks(on_ready=self._emit_peaks_ready), TOP, RULER)
+        ready = weakref.WeakMethod(self._emit_peaks_ready)  # the worker holds the peaks: never this widget
+        self.image = WaveformImage(TimelinePeaks(on_ready=lambda: (emit := ready()) is not None and emit()), TOP, RULER)
         self._peaks_ready.connect(self.refresh)
         self._composed: QPixmap | None = None
         """The image with the marks over it, drawn again when either changed (the playhead goes on top)."""
