@@ -359,9 +359,7 @@ def speakers_of(lines: Sequence[Line]) -> tuple[str, ...]:
 
 def _unmoved(lines: Sequence[Line], name: str) -> tuple:
     """Each line's `name` (an attribute an edit never moves), without making the lines of `Pieces`."""
-    if isinstance(lines, Pieces):
-        return lines.unmoved(name)
-    return tuple(map(attrgetter(name), lines))
+    return lines.unmoved(name) if isinstance(lines, Pieces) else tuple(map(attrgetter(name), lines))
 
 
 def _needs_name(text: str) -> bool:
