@@ -29,8 +29,8 @@ class SpaceForPlayback(QObject):
         self.window = window
 
     def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt override
-        if (event.type() == QEvent.Type.ShortcutOverride and isinstance(obj, SPACE_KEEPERS)
-                and isinstance(event, QKeyEvent) and event.key() == Qt.Key.Key_Space
+        if (isinstance(event, QKeyEvent) and isinstance(obj, SPACE_KEEPERS)  # the cheap tests first: every event
+                and event.type() == QEvent.Type.ShortcutOverride and event.key() == Qt.Key.Key_Space
                 and event.modifiers() == Qt.KeyboardModifier.NoModifier and obj.window() is self.window):
             event.accept()  # accepted override: the key goes to the widget as a key press
         return False

@@ -36,11 +36,13 @@ class WheelGuard(QObject):
     """Installed once on the application (`install`)."""
 
     def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt override
+        if not guarded(obj):  # first: every event of the application comes here, and `type()` makes a Python enum
+            return False
         kind = event.type()
-        if kind == QEvent.Type.Polish and guarded(obj):
+        if kind == QEvent.Type.Polish:
             if obj.focusPolicy() == Qt.FocusPolicy.WheelFocus:  # type: ignore[attr-defined]
                 obj.setFocusPolicy(Qt.FocusPolicy.StrongFocus)  # type: ignore[attr-defined]
-        elif kind == QEvent.Type.Wheel and guarded(obj) and not obj.hasFocus():  # type: ignore[attr-defined]
+        elif kind == QEvent.Type.Wheel and not obj.hasFocus():  # type: ignore[attr-defined]
             assert isinstance(event, QWheelEvent) and isinstance(obj, QWidget)
             area = scroll_area_around(obj)
             if area is not None:
