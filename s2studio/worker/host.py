@@ -31,6 +31,7 @@ from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 from s2studio.engine import api
 from s2studio.engine.scheduler import Job, Scheduler, Work, synthesis
 from s2studio.worker.devices import find_devices
+from s2studio.worker.finished_take import FinishedTake, with_sound
 
 EngineFactory = Callable[[], Any]
 """Builds the engine; called on the engine thread, so an import of torch happens there."""
@@ -47,6 +48,7 @@ _SIGNAL_OF: dict[type, str] = {
     api.Progress: "progress",
     api.AudioChunk: "audio_chunk",
     api.LineFinished: "line_finished",
+    FinishedTake: "line_finished",
     api.DevicesFound: "devices_found",
     api.JobFinished: "job_finished",
     api.JobFailed: "job_failed",
@@ -117,7 +119,10 @@ class EngineWorker(QObject):
 
     def put(self, event: api.Event, cancel: threading.Event) -> None:
         """Into the outbox, waiting for room while `OUTBOX_LIMIT` events wait (not once cancelled: a
-        cancelled job's last events never wait for a window that may be closing)."""
+        cancelled job's last events never wait for a window that may be closing). A finished line's take sound is
+        made here, off the window's thread (`finished_take`)."""
+        if type(event) is api.LineFinished:
+            event = with_sound(event)
         with self.room:
             progress = isinstance(event, api.Progress)
             if progress and (waiting := self._progress.get(event.job_id)) and waiting.event.line_id == event.line_id:

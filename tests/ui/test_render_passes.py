@@ -6,12 +6,14 @@ of the event loop, not timed."""
 from __future__ import annotations
 
 import gc
+import threading
 
 import numpy as np
 from PySide6.QtCore import QAbstractEventDispatcher
 
 from s2studio.audio.timeline import Timeline
 from s2studio.engine import api
+from s2studio.state import take_audio
 from s2studio.ui.control import slices
 from s2studio.ui.control.slices import pass_budget
 from s2studio.ui.player import waveform
@@ -133,5 +135,24 @@ def test_render_all_freezes_the_book_shown_so_the_renders_full_collections_walk_
         w.actions_by_name["render_all"].trigger()
         assert gc.get_freeze_count() > 0 and generations() == []  # in the permanent generation: never walked
         qtbot.waitUntil(lambda: not w.flow.busy, timeout=30000)
+    finally:
+        close_studio(w)
+
+
+def test_a_renders_takes_are_rounded_to_what_their_files_hold_off_the_windows_thread(qtbot, tmp_path, monkeypatch):
+    monkeypatch.setenv("S2STUDIO_DATA_DIR", str(tmp_path / "data"))
+    rounded_on: list[int] = []
+    real = take_audio.stored
+    monkeypatch.setattr(take_audio, "stored", lambda audio: (rounded_on.append(threading.get_ident()), real(audio))[1])
+    w = open_studio(qtbot, lambda: fake_engine(4, 0.0))
+    try:
+        cast_two_voices(w, tmp_path, "".join(f"{'Alice' if i % 2 else 'Bob'}: Line {i}.\n" for i in range(6)))
+        qtbot.waitUntil(w.actions_by_name["render_all"].isEnabled, timeout=10000)
+        rounded_on.clear()
+        w.actions_by_name["render_all"].trigger()
+        qtbot.waitUntil(lambda: not w.flow.busy and len(w.document.project.lines) == 6, timeout=30000)
+        takes = [entry.current for entry in w.document.project.lines.values()]
+        assert len(rounded_on) >= 6 and threading.get_ident() not in rounded_on  # each take's, on the engine thread
+        assert all(len(take.sound) > 0 for take in takes)
     finally:
         close_studio(w)

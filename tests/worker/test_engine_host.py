@@ -159,3 +159,38 @@ def test_while_the_events_are_held_a_cancelled_job_ends_at_once_and_the_others_w
     host.hold(False)
     qtbot.waitUntil(lambda: [e.job_id for e in ended] == ["stopped", "kept"], timeout=5000)
     assert started == ["stopped", "kept"]
+
+
+class FinishingEngine(StubEngine):
+    """Finishes each line with a take: audio with values between the 24-bit steps, and one out of range."""
+
+    def generate(self, request, cancel):
+        yield api.JobStarted(request.job_id, tuple(line.line_id for line in request.lines))
+        for i, line in enumerate(request.lines):
+            audio = np.linspace(-1.5, 1.5, 1001, dtype=np.float32) / (i + 1)
+            yield api.LineFinished(request.job_id, line.line_id, f"t{i}", np.zeros((10, 2), np.int64), audio, i, "")
+        yield api.JobFinished(request.job_id)
+
+
+def test_a_finished_takes_sound_is_made_on_the_engine_thread_as_its_file_will_hold_it(qtbot, monkeypatch):
+    from s2studio.state import take_audio
+    from s2studio.worker.finished_take import FinishedTake
+
+    rounded_on: list[int] = []
+    real = take_audio.stored
+    monkeypatch.setattr(take_audio, "stored", lambda audio: (rounded_on.append(threading.get_ident()), real(audio))[1])
+    engine = FinishingEngine()
+    host = EngineHost(lambda: engine)
+    got: list[api.LineFinished] = []
+    host.line_finished.connect(got.append)
+    try:
+        with qtbot.waitSignal(host.job_finished, timeout=5000):
+            host.generate(_request("j1", 3))
+    finally:
+        host.shutdown()
+    assert [e.take_id for e in got] == ["t0", "t1", "t2"]
+    assert all(isinstance(e, FinishedTake) for e in got)
+    assert len(rounded_on) == 3 and threading.get_ident() not in rounded_on
+    for e in got:  # the same samples the window's thread would have made, and the event's other fields kept
+        assert np.array_equal(e.sound.samples(), real(e.audio)[1]) and len(e.sound) == 1001
+    assert got[0].audio.max() == 1.5 and got[0].sound.samples().max() < 1.0  # clipped as the file holds it

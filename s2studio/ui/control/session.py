@@ -48,6 +48,7 @@ from s2studio.ui.control.document import Document
 from s2studio.ui.control.pace import Pace
 from s2studio.ui.control.slices import Slices, pass_budget
 from s2studio.worker import EngineHost
+from s2studio.worker.finished_take import FinishedTake
 
 ORDER_SOON_LINES = 1000
 """A script of this many lines or more has the timeline follow its new order a pass after the change."""
@@ -328,10 +329,11 @@ class RenderSession(QObject):
         if self.live == event.line_id:
             self.live = None
         self.done_lines += 1
+        sound = event.sound if isinstance(event, FinishedTake) else None  # made on the engine thread
         self.document.add_take(Take(event.take_id, event.line_id, asked.text, event.audio, event.codes, event.seed,
                                     take_fingerprint(asked.text, asked.speaker, asked.voice, asked.settings),
                                     speaker=asked.speaker, voice=asked.voice, settings=_with_backend(asked.settings, event),
-                                    created=now_iso()))
+                                    created=now_iso(), sound=sound))
         if left <= 0:
             self.rendering_changed.emit((event.line_id,))
 
