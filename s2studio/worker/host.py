@@ -14,18 +14,21 @@ queued signal per event would let a fast engine (20 events a line, a line every 
 under events it handles in one pass of the event loop. When `OUTBOX_LIMIT` events wait, the worker waits for room:
 the engine runs no further ahead of the window than that. While the window holds the events (`hold`: more finished
 takes wait in memory for their files than it may keep) they wait there, and the engine with them. A line's progress
-that comes while its last one still waits replaces it there (only the latest says anything): a window that lags is
-not handed every one of them.
+that comes while its last one still waits replaces it there (only the latest says anything), and a line's audio that
+follows its audio still waiting is joined to it (one chunk, taking no room): a window that lags is handed one event
+for what it would otherwise take in many, and in a book's render the window's thread decides the pace.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
 from s2studio.engine import api
@@ -91,7 +94,38 @@ class _Latest:
         self.event = event
 
 
-def _job_of(item: api.Event | _Latest) -> str:
+class _Joined:
+    """A line's audio waiting in the outbox as chunks that follow one another, handed over as one chunk."""
+
+    __slots__ = ("first", "parts", "end")
+
+    def __init__(self, first: api.AudioChunk) -> None:
+        self.first = first
+        self.parts = [first.samples]
+        self.end = first.start_sample + len(first.samples)
+
+    @property
+    def job_id(self) -> str:
+        return self.first.job_id
+
+    def follows(self, chunk: api.AudioChunk) -> bool:
+        """`chunk` is the next audio of the same take of the same line."""
+        return chunk.line_id == self.first.line_id and chunk.start_sample == self.end
+
+    def add(self, chunk: api.AudioChunk) -> None:
+        self.parts.append(chunk.samples)
+        self.end += len(chunk.samples)
+
+    def event(self) -> api.AudioChunk:
+        if len(self.parts) == 1:
+            return self.first
+        return dataclasses.replace(self.first, samples=np.concatenate(self.parts))
+
+
+_Item = api.Event | _Latest | _Joined
+
+
+def _job_of(item: _Item) -> str:
     return item.event.job_id if isinstance(item, _Latest) else item.job_id
 
 
@@ -105,9 +139,12 @@ class EngineWorker(QObject):
     def __init__(self, factory: EngineFactory) -> None:
         super().__init__()
         self.scheduler = Scheduler(factory)
-        self.outbox: deque[api.Event | _Latest] = deque()
+        self.outbox: deque[_Item] = deque()
         self._progress: dict[str, _Latest] = {}
         """Per job, its progress waiting in the outbox (until the host takes it)."""
+        self._joined: dict[str, _Joined] = {}
+        """Per job, its audio waiting in the outbox after the job's last other event (not progress): where the
+        job's next chunk joins when it follows that audio."""
         self.room = threading.Condition()
         """Guards `outbox` and `told`; notified when the host takes events out."""
         self.told = False
@@ -124,16 +161,23 @@ class EngineWorker(QObject):
         if type(event) is api.LineFinished:
             event = with_sound(event)
         with self.room:
-            progress = isinstance(event, api.Progress)
+            progress, chunk = isinstance(event, api.Progress), type(event) is api.AudioChunk
             if progress and (waiting := self._progress.get(event.job_id)) and waiting.event.line_id == event.line_id:
                 waiting.event = event
+                return
+            if chunk and (joined := self._joined.get(event.job_id)) is not None and joined.follows(event):
+                joined.add(event)
                 return
             while len(self.outbox) >= OUTBOX_LIMIT and not cancel.is_set():
                 self.room.wait(0.05)
             if progress:
                 latest = self._progress[event.job_id] = _Latest(event)
                 self.outbox.append(latest)
-            else:
+            elif chunk:
+                joined = self._joined[event.job_id] = _Joined(event)
+                self.outbox.append(joined)
+            else:  # the job's later audio never joins what came before this
+                self._joined.pop(event.job_id, None)
                 self.outbox.append(event)
             tell, self.told = not self.told or cancel.is_set(), True  # a cancelled job's events pass a hold
         if tell:
@@ -156,6 +200,10 @@ class EngineWorker(QObject):
             if self._progress.get(item.event.job_id) is item:
                 del self._progress[item.event.job_id]
             return item.event
+        if isinstance(item, _Joined):
+            if self._joined.get(item.job_id) is item:
+                del self._joined[item.job_id]
+            return item.event()
         return item
 
 

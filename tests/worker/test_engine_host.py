@@ -138,6 +138,39 @@ def test_a_lines_progress_waiting_for_the_window_is_replaced_by_its_next_one(hos
     assert worker._progress == {}
 
 
+def test_a_lines_audio_waiting_for_the_window_is_handed_over_as_one_chunk(host, qtbot):
+    """A window behind the engine takes one chunk for a line's audio that waits in pieces, in the place of its
+    first piece: never a piece of another job, of another take of the line (it starts again at 0), or one that
+    came after another event of its job (its end, a next line), and progress between pieces does not part them."""
+    worker, cancel = host.worker, threading.Event()
+
+    def chunk(job: str, line: str, start: int, n: int) -> api.AudioChunk:
+        return api.AudioChunk(job, line, start, np.arange(start, start + n, dtype=np.float32))
+
+    events = [api.LineStarted("a", "l1"), chunk("a", "l1", 0, 3), api.Progress("a", "l1", 1, 8, 0.1),
+              chunk("b", "l9", 0, 2), chunk("a", "l1", 3, 4), api.Progress("a", "l1", 2, 8, 0.1),
+              chunk("a", "l1", 7, 1), chunk("b", "l9", 2, 2),
+              chunk("a", "l1", 0, 2),  # the line's next take: its own chunk
+              chunk("a", "l1", 2, 2),
+              api.LineFinished("a", "l1", "t1", np.zeros((10, 1), np.int64), np.zeros(4, np.float32), 0, ""),
+              chunk("a", "l1", 4, 1),  # after the take's end: not folded into audio before it
+              api.LineStarted("a", "l2"), chunk("a", "l2", 0, 5)]
+    worker.told = True  # the host is not told: the events wait, as behind a busy window
+    for event in events:
+        worker.put(event, cancel)
+    assert len(worker.outbox) == 9
+    with worker.room:
+        taken = []
+        while (event := worker.take()) is not None:
+            taken.append(event)
+    chunks = [(e.job_id, e.line_id, e.start_sample, e.samples.tolist()) for e in taken if isinstance(e, api.AudioChunk)]
+    assert chunks == [("a", "l1", 0, list(range(8))), ("b", "l9", 0, [0, 1, 2, 3]), ("a", "l1", 0, [0, 1, 2, 3]),
+                      ("a", "l1", 4, [4]), ("a", "l2", 0, [0, 1, 2, 3, 4])]
+    assert [type(e).__name__ for e in taken] == ["LineStarted", "AudioChunk", "Progress", "AudioChunk", "AudioChunk",
+                                                 "FinishedTake", "AudioChunk", "LineStarted", "AudioChunk"]
+    assert taken[2].frames == 2 and worker._joined == {} and worker._progress == {}
+
+
 def test_while_the_events_are_held_a_cancelled_job_ends_at_once_and_the_others_wait(host, qtbot):
     """Stop while the window holds the events (the writer behind): the render shows stopped at once."""
     host.engine.gate.clear()
@@ -154,7 +187,7 @@ def test_while_the_events_are_held_a_cancelled_job_ends_at_once_and_the_others_w
     qtbot.waitUntil(lambda: [e.job_id for e in ended] == ["stopped"], timeout=5000)
     assert host.held and ended[0].cancelled and started == ["stopped"]
     qtbot.waitUntil(lambda: len(host.worker.outbox) == 4, timeout=5000)  # the job not cancelled: its events wait
-    assert [type(e).__name__ for e in host.worker.outbox] == ["JobStarted", "LineStarted", "AudioChunk", "JobFinished"]
+    assert [type(e).__name__ for e in host.worker.outbox] == ["JobStarted", "LineStarted", "_Joined", "JobFinished"]
     assert started == ["stopped"]
     host.hold(False)
     qtbot.waitUntil(lambda: [e.job_id for e in ended] == ["stopped", "kept"], timeout=5000)
