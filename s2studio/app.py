@@ -40,6 +40,12 @@ ENV_OPEN = "S2STUDIO_OPEN"
 ENV_AUTORENDER = "S2STUDIO_AUTORENDER"
 ENV_RESTORE = "S2STUDIO_RESTORE"
 ENV_QUIT_AFTER = "S2STUDIO_QUIT_AFTER_MS"
+GIL_SWITCH_S = 0.0005
+"""How long a thread that wants the interpreter waits before the thread running Python is asked to let go of it
+(`sys.setswitchinterval`; Python's default is 5 ms). PySide lets go of the interpreter around every signal the
+window's thread emits, and the window's thread then waits to get it back whenever the engine, the project writer or
+the file encoders run Python: a book's render emits several signals a line, so at the default the window spent more
+of a render waiting for the interpreter than working, and a key pressed meanwhile waited with it."""
 
 
 def fake_engine_factory() -> Any:
@@ -131,6 +137,7 @@ def make_application(argv: list[str] | None = None) -> QApplication:
     app.setWindowIcon(app_icon())
     wheel_guard.install(app)  # the wheel scrolls; it changes a field only when that field has the focus
     heap.install()  # full garbage collections walk only what is new since the last one
+    sys.setswitchinterval(GIL_SWITCH_S)  # the window's thread gets the interpreter back soon after each signal
     return app  # type: ignore[return-value]
 
 

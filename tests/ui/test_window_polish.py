@@ -5,6 +5,7 @@ readout, and live playback that buffers instead of stuttering."""
 from __future__ import annotations
 
 import itertools
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -268,3 +269,11 @@ def test_the_rulers_labels_stay_inside_the_view_and_the_time_reads_as_one(qtbot,
     qtbot.waitUntil(lambda: w.player_bar.time_label.text().startswith("0:01.5 / "))
     assert "\n" not in w.player_bar.time_label.text()
     close_studio(w)
+
+
+def test_the_window_process_asks_for_the_interpreter_back_within_a_millisecond(qtbot):
+    """The window's thread lets go of the interpreter at every signal it emits (PySide): at Python's default switch
+    interval it then waits up to 5 ms for another thread that runs Python, at each of a render's signals."""
+    sys.setswitchinterval(0.005)
+    app.make_application()
+    assert sys.getswitchinterval() == pytest.approx(app.GIL_SWITCH_S) and app.GIL_SWITCH_S <= 0.001
