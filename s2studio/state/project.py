@@ -125,7 +125,7 @@ class Take:
         """What its files hold (set when they are written, or found when a project saved without it opens);
         None until then."""
         if sound is None:
-            sound = TakeSound.of(audio if audio is not None else np.zeros(0, np.float32))
+            sound = TakeSound.of(audio)
         self.sound = sound
         self.files = files
         """Where its files are (None until they are written)."""

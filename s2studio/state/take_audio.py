@@ -49,17 +49,25 @@ BlockKey = tuple[int, int]
 _SCALE = float(1 << 23)
 
 
-def stored(audio: Audio) -> tuple[npt.NDArray[np.int32], Audio]:
-    """The samples as a take's 24-bit FLAC holds them: (what to give the encoder, what the file decodes to),
-    rounded and clipped here, so both are known exactly without a decode (libsndfile writes int32 as its top 24
-    bits and reads 24-bit samples back as n / 2^23; products with powers of two are exact in float32)."""
+def rounded(audio: Audio) -> Audio:
+    """The samples as a take's 24-bit FLAC holds them (what the file decodes to: n / 2^23), rounded and clipped
+    here, so that a take's samples are known exactly without a decode and do not change when it moves into its file
+    (NaN becomes silence, an infinity full scale; products with powers of two are exact in float32)."""
     scaled = np.asarray(audio, np.float32).reshape(-1) * np.float32(_SCALE)  # a new array: worked on in place
     np.rint(scaled, out=scaled)
     np.clip(scaled, -_SCALE, _SCALE - 1, out=scaled)  # infinities to the ends (as nan_to_num's float max would go)
     if np.isnan(scaled.sum()):  # NaN to 0; one pass without a copy for a take without any (nan_to_num: ~2 ms)
         scaled[np.isnan(scaled)] = 0.0
-    q = scaled.astype(np.int32)
-    return q << 8, q.astype(np.float32) * np.float32(1 / _SCALE)
+    scaled *= np.float32(1 / _SCALE)
+    return scaled
+
+
+def pcm24(held: Audio) -> npt.NDArray[np.int32]:
+    """What the encoder is given for samples already `rounded` (libsndfile writes an int32's top 24 bits): exact,
+    with no second rounding."""
+    pcm = (np.asarray(held, np.float32) * np.float32(_SCALE)).astype(np.int32)
+    pcm <<= 8
+    return pcm
 
 
 def peaks_of(audio: Audio) -> Audio:
@@ -158,10 +166,9 @@ class TakeSound:
         """Why the file could not be decoded (empty while it could)."""
 
     @classmethod
-    def of(cls, audio: Audio) -> TakeSound:
-        """A new take's audio, held as its file will hold it (`stored`): the samples do not change when it moves
-        into its file."""
-        data = stored(audio)[1]
+    def of(cls, audio: Audio | None) -> TakeSound:
+        """A new take's audio (None: none), held as its file will hold it (`rounded`)."""
+        data = rounded(audio if audio is not None else np.zeros(0, np.float32))
         return cls(len(data), data=data)
 
     @classmethod

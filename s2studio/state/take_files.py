@@ -40,7 +40,7 @@ from s2studio.state.atomic import OutputSet, copy_files, link_file, write_bytes_
 from s2studio.state.disk import OPEN_FLAGS, WriteError, fsync_dir, in_parallel, remove_quietly, write_error
 from s2studio.state.codes import NUM_CODEBOOKS, npy_header
 from s2studio.state.project import FileSizes, Take, TakeFiles
-from s2studio.state.take_audio import Audio, peaks_of, stored
+from s2studio.state.take_audio import Audio, pcm24, peaks_of
 
 TAKE_ID = re.compile(r"^(?!(?:con|prn|aux|nul|com[1-9]|lpt[1-9])$)[0-9a-z][0-9a-z_-]{0,63}$")
 """What the studio and the engines make (hex uuids); a take id names files, so nothing else (nor a name that is
@@ -144,8 +144,8 @@ def _write_batch(takes: Sequence[Take], folder: Path) -> list[tuple[Take, TakeFi
     encoded: dict[str, tuple[bytes, Audio]] = {}
 
     def encode(take: Take) -> None:  # libsndfile lets go of the GIL while it encodes
-        pcm, held = stored(take.sound.samples())
-        encoded[take.take_id] = flac_bytes(pcm), held
+        held = take.sound.samples()  # rounded to what the file holds when the take was made (`TakeSound.of`)
+        encoded[take.take_id] = flac_bytes(pcm24(held)), held
 
     in_parallel(encode, takes)
     done = []

@@ -10,8 +10,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-import numpy as np
-
 from s2studio.engine import api
 from s2studio.state.take_audio import TakeSound
 
@@ -25,5 +23,4 @@ class FinishedTake(api.LineFinished):
 def with_sound(event: api.LineFinished) -> FinishedTake:
     """The event with its take's sound made here (its other fields as they are)."""
     fields = {f.name: getattr(event, f.name) for f in dataclasses.fields(api.LineFinished)}
-    audio = event.audio if event.audio is not None else np.zeros(0, np.float32)
-    return FinishedTake(**fields, sound=TakeSound.of(audio))
+    return FinishedTake(**fields, sound=TakeSound.of(event.audio))

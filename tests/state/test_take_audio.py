@@ -127,10 +127,12 @@ def test_a_long_book_reads_through_in_bounded_memory(tmp_path, cache):
 def test_stored_samples_of_broken_audio_are_silence_at_nan_and_full_scale_at_infinity() -> None:
     import numpy as np
 
-    from s2studio.state.take_audio import stored
+    from s2studio.state.take_audio import pcm24, rounded
 
-    audio = np.array([0.5, np.nan, np.inf, -np.inf, 2.0, -2.0, 1.0, -1.0, 0.25 / (1 << 23)], np.float32)
-    pcm, held = stored(audio)
+    audio = np.array([0.5, np.nan, np.inf, -np.inf, 2.0, -2.0, 1.0, -1.0, 0.25 / (1 << 23), 2.6 / (1 << 23)],
+                     np.float32)
+    held = rounded(audio)
+    pcm = pcm24(held)
     top = (1 << 23) - 1
-    assert pcm.tolist() == [v << 8 for v in (1 << 22, 0, top, -(1 << 23), top, -(1 << 23), top, -(1 << 23), 0)]
+    assert pcm.tolist() == [v << 8 for v in (1 << 22, 0, top, -(1 << 23), top, -(1 << 23), top, -(1 << 23), 0, 3)]
     np.testing.assert_array_equal(held, (pcm >> 8).astype(np.float32) / np.float32(1 << 23))

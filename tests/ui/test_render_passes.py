@@ -142,8 +142,8 @@ def test_render_all_freezes_the_book_shown_so_the_renders_full_collections_walk_
 def test_a_renders_takes_are_rounded_to_what_their_files_hold_off_the_windows_thread(qtbot, tmp_path, monkeypatch):
     monkeypatch.setenv("S2STUDIO_DATA_DIR", str(tmp_path / "data"))
     rounded_on: list[int] = []
-    real = take_audio.stored
-    monkeypatch.setattr(take_audio, "stored", lambda audio: (rounded_on.append(threading.get_ident()), real(audio))[1])
+    real = take_audio.rounded
+    monkeypatch.setattr(take_audio, "rounded", lambda audio: (rounded_on.append(threading.get_ident()), real(audio))[1])
     w = open_studio(qtbot, lambda: fake_engine(4, 0.0))
     try:
         cast_two_voices(w, tmp_path, "".join(f"{'Alice' if i % 2 else 'Bob'}: Line {i}.\n" for i in range(6)))

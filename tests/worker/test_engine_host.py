@@ -210,8 +210,8 @@ def test_a_finished_takes_sound_is_made_on_the_engine_thread_as_its_file_will_ho
     from s2studio.worker.finished_take import FinishedTake
 
     rounded_on: list[int] = []
-    real = take_audio.stored
-    monkeypatch.setattr(take_audio, "stored", lambda audio: (rounded_on.append(threading.get_ident()), real(audio))[1])
+    real = take_audio.rounded
+    monkeypatch.setattr(take_audio, "rounded", lambda audio: (rounded_on.append(threading.get_ident()), real(audio))[1])
     engine = FinishingEngine()
     host = EngineHost(lambda: engine)
     got: list[api.LineFinished] = []
@@ -225,5 +225,5 @@ def test_a_finished_takes_sound_is_made_on_the_engine_thread_as_its_file_will_ho
     assert all(isinstance(e, FinishedTake) for e in got)
     assert len(rounded_on) == 3 and threading.get_ident() not in rounded_on
     for e in got:  # the same samples the window's thread would have made, and the event's other fields kept
-        assert np.array_equal(e.sound.samples(), real(e.audio)[1]) and len(e.sound) == 1001
+        assert np.array_equal(e.sound.samples(), real(e.audio)) and len(e.sound) == 1001
     assert got[0].audio.max() == 1.5 and got[0].sound.samples().max() < 1.0  # clipped as the file holds it
