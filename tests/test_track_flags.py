@@ -21,7 +21,9 @@ def test_lines_placed_far_apart_ask_about_themselves_only() -> None:
     for k in ("l1", "l999", "l501"):  # three scenes' next lines, placed before the flags look again
         timeline.set_audio(k, np.zeros(100, np.float32))
         flagged.add(k)
-    flags.update(timeline.layout, ["l501"])
+    flags.update(["l501"])
+    assert flags.asked == 500  # asked when the flags are next read
+    flags.sync(timeline.layout)
     assert flags.asked == 500 + 3 + 1  # the new lines when they come onto the layout, one again as updated
     assert list(flags.flags) == [t.line_id in flagged for t in timeline.layout.tracks]
     timeline.set_audio("l0", None)  # a line leaves: nobody is asked

@@ -342,3 +342,23 @@ def test_a_takes_neighbours_of_its_speaker_are_found_around_it_as_in_the_list_of
         around = _same_speaker(speakers, ids, line.index, -1, line.speaker)[::-1] + _same_speaker(
             speakers, ids, line.index, 1, line.speaker)
         assert around == expected
+
+
+def test_the_gutter_repaints_its_rows_on_screen_and_works_out_no_row_off_screen(qtbot, studio, tmp_path):
+    """A take's mark changed far below the screen costs no walk of the editor's layout to that row."""
+    w = studio
+    cast_two_voices(w, tmp_path, book(2, 200))
+    editor, gutter = w.editor, w.editor.gutter
+    editor.verticalScrollBar().setValue(150)
+    shown = [number for number, _top, _height, _middle in gutter._visible_blocks()]
+    assert 150 in shown and 5 < len(shown) < 100
+    asked: list[int] = []
+    repainted: list[tuple] = []
+    geometry, update = editor.blockBoundingGeometry, gutter.update
+    editor.blockBoundingGeometry = lambda block: (asked.append(block.blockNumber()), geometry(block))[1]
+    gutter.update = lambda *rect: (repainted.append(rect), update(*rect))[1]
+    gutter.refresh(range(editor.document().blockCount()))
+    assert asked == shown and len(repainted) == len(shown)
+    asked.clear()
+    gutter.refresh([editor.document().blockCount() - 1, 2, shown[3]])
+    assert asked == [shown[3]] and len(repainted) == len(shown) + 1

@@ -1,6 +1,8 @@
 """A flag per line on the timeline (stale, being rendered), kept in step with the layout and with the lines
 that changed, so the waveform finds the flagged lines on screen in one vectorised pass instead of asking
-about each of a book's 10,000 lines at every repaint."""
+about each of a book's 10,000 lines at every repaint. Lines said to have changed are asked about when the flags
+are next read (`sync`), not when they are said: a render ends lines many times a second, and the waveform reads
+the flags a few times a second."""
 
 from __future__ import annotations
 
@@ -31,10 +33,31 @@ class TrackFlags:
         """One per track of the layout last synced, in its order."""
         self.asked = 0
         """Lines asked about, counted (what keeping up cost)."""
+        self._changed: set[str] | None = set()
+        """Lines whose flags may have changed since the last `sync` (None: any line's)."""
+
+    def update(self, line_ids: Iterable[str] | None) -> None:
+        """These lines' flags may have changed (None: any line's): they are asked about at the next `sync`."""
+        if line_ids is None:
+            self._changed = None
+        elif self._changed is not None:
+            self._changed.update(line_ids)
 
     def sync(self, layout: Layout) -> None:
-        """Follow the layout: only tracks that were not on it before are asked about (`changed_runs`: a render
-        of several scenes at once places lines far apart, and the tracks between them keep their flags)."""
+        """Follow the layout, then ask about the lines changed since the last sync."""
+        self._follow(layout)
+        changed, self._changed = self._changed, set()
+        if changed is None:
+            self.flags = self._ask_range(layout, 0, len(layout.tracks))
+        elif changed:
+            line_ids = list(changed)  # a render's start: all of a book's lines, looked up in C
+            places = np.fromiter(map(layout.index.get, line_ids, itertools.repeat(-1)), np.int64, len(line_ids))
+            found = places >= 0
+            self.flags[places[found]] = self._ask(itertools.compress(line_ids, found))
+
+    def _follow(self, layout: Layout) -> None:
+        """Only tracks that were not on the layout before are asked about (`changed_runs`: a render of several
+        scenes at once places lines far apart, and the tracks between them keep their flags)."""
         tracks = layout.tracks
         if tracks == self._tracks:
             return
@@ -49,17 +72,6 @@ class TrackFlags:
         pieces.append(self.flags[kept:])
         self.flags = np.concatenate(pieces)
         self._tracks, self._index, self._lineage = tracks, layout.index, layout.lineage
-
-    def update(self, layout: Layout, line_ids: Iterable[str] | None) -> None:
-        """These lines' flags may have changed (None: any line's)."""
-        self.sync(layout)
-        if line_ids is None:
-            self.flags = self._ask_range(layout, 0, len(layout.tracks))
-            return
-        line_ids = list(line_ids)  # a render's start: all of a book's lines, looked up in C
-        places = np.fromiter(map(layout.index.get, line_ids, itertools.repeat(-1)), np.int64, len(line_ids))
-        found = places >= 0
-        self.flags[places[found]] = self._ask(itertools.compress(line_ids, found))
 
     def _ask_range(self, layout: Layout, a: int, b: int) -> npt.NDArray[np.bool_]:
         """The flags of the layout's tracks [a, b): from `members` when they are fewer, else asked one by one."""

@@ -216,7 +216,7 @@ class WaveformView(ViewRange, QWidget):
         """The lines whose picked take is stale (hatched); `changed`: those that entered or left it."""
         self._stale = stale
         layout = self.timeline.layout
-        self.stale_flags.update(layout, changed)
+        self.stale_flags.update(changed)
         if changed is None or any(i in layout.index for i in changed):
             self.refresh()
 
@@ -227,7 +227,7 @@ class WaveformView(ViewRange, QWidget):
         self._rendering = rendering
         self._busy = busy or (lambda: False)
         self._rendering_lines = lines
-        self.rendering_flags.update(self.timeline.layout, None)
+        self.rendering_flags.update(None)
 
     def _rendering_now(self) -> Collection[str] | None:
         return self._rendering_lines() if self._rendering_lines is not None else None
@@ -235,7 +235,7 @@ class WaveformView(ViewRange, QWidget):
     def rendering_changed(self, line_ids: Collection[str]) -> None:
         """These lines started or stopped rendering (a render's start: all of its lines, once); repainted as
         `refresh` repaints (a render ends a line many times a second)."""
-        self.rendering_flags.update(self.timeline.layout, line_ids)
+        self.rendering_flags.update(line_ids)
         self.refresh()
 
     def set_follow(self, on: bool) -> None:

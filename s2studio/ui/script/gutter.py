@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from PySide6.QtCore import QPointF, QRect, QRectF, QSize, Qt, Signal
+from PySide6.QtCore import QPoint, QPointF, QRect, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QMouseEvent, QPainter, QPaintEvent, QPalette, QPen
 from PySide6.QtWidgets import QPlainTextEdit, QToolTip, QWidget
 
@@ -72,8 +72,12 @@ class LineGutter(QWidget):
             self.update()
             return
         editor = self._editor
+        first = editor.firstVisibleBlock().blockNumber()  # rows off screen are skipped before any geometry: a
+        last = editor.cursorForPosition(QPoint(0, self.height())).blockNumber()  # far block's is a walk to it
         offset = editor.contentOffset()
         for number in blocks:
+            if not first <= number <= last:
+                continue
             block = editor.document().findBlockByNumber(number)
             if block.isValid() and block.isVisible():
                 geometry = editor.blockBoundingGeometry(block).translated(offset)
