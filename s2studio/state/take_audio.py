@@ -167,9 +167,10 @@ class TakeSound:
 
     @classmethod
     def of(cls, audio: Audio | None) -> TakeSound:
-        """A new take's audio (None: none), held as its file will hold it (`rounded`)."""
+        """A new take's audio (None: none), held as its file will hold it (`rounded`), with its peaks (what the
+        timeline draws and the take's files store: worked out where the take is made, once)."""
         data = rounded(audio if audio is not None else np.zeros(0, np.float32))
-        return cls(len(data), data=data)
+        return cls(len(data), data=data, peaks=peaks_of(data))
 
     @classmethod
     def from_file(cls, path: str | Path, length: int, peaks_path: str | Path | None) -> TakeSound:

@@ -40,7 +40,7 @@ from s2studio.state.atomic import OutputSet, copy_files, link_file, write_bytes_
 from s2studio.state.disk import OPEN_FLAGS, WriteError, fsync_dir, in_parallel, remove_quietly, write_error
 from s2studio.state.codes import NUM_CODEBOOKS, npy_header
 from s2studio.state.project import FileSizes, Take, TakeFiles
-from s2studio.state.take_audio import Audio, pcm24, peaks_of
+from s2studio.state.take_audio import Audio, pcm24
 
 TAKE_ID = re.compile(r"^(?!(?:con|prn|aux|nul|com[1-9]|lpt[1-9])$)[0-9a-z][0-9a-z_-]{0,63}$")
 """What the studio and the engines make (hex uuids); a take id names files, so nothing else (nor a name that is
@@ -153,7 +153,7 @@ def _write_batch(takes: Sequence[Take], folder: Path) -> list[tuple[Take, TakeFi
         for take in takes:
             flac, held = encoded.pop(take.take_id)
             codes = npy_bytes(np.asarray(take.codes, np.int64))
-            peaks = peaks_of(held)
+            peaks = take.sound.peaks()
             files = take_files(folder, take.take_id)
             _shard_folder(folder, take.take_id)
             out.add(files.audio, flac)

@@ -210,8 +210,11 @@ def test_a_finished_takes_sound_is_made_on_the_engine_thread_as_its_file_will_ho
     from s2studio.worker.finished_take import FinishedTake
 
     rounded_on: list[int] = []
-    real = take_audio.rounded
+    peaked_on: list[int] = []
+    real, real_peaks = take_audio.rounded, take_audio.peaks_of
     monkeypatch.setattr(take_audio, "rounded", lambda audio: (rounded_on.append(threading.get_ident()), real(audio))[1])
+    monkeypatch.setattr(take_audio, "peaks_of",
+                        lambda audio: (peaked_on.append(threading.get_ident()), real_peaks(audio))[1])
     engine = FinishingEngine()
     host = EngineHost(lambda: engine)
     got: list[api.LineFinished] = []
@@ -227,3 +230,6 @@ def test_a_finished_takes_sound_is_made_on_the_engine_thread_as_its_file_will_ho
     for e in got:  # the same samples the window's thread would have made, and the event's other fields kept
         assert np.array_equal(e.sound.samples(), real(e.audio)) and len(e.sound) == 1001
     assert got[0].audio.max() == 1.5 and got[0].sound.samples().max() < 1.0  # clipped as the file holds it
+    peaks = [e.sound.peaks() for e in got]  # what the timeline draws: made with the sound, not here
+    assert len(peaked_on) == 3 and threading.get_ident() not in peaked_on
+    assert all(np.array_equal(p, real_peaks(e.sound.samples())) for p, e in zip(peaks, got, strict=True))
