@@ -238,3 +238,52 @@ def test_the_peaks_which_the_worker_holds_do_not_keep_the_waveform_alive(qtbot) 
     gc.collect()  # here, on the window's thread
     assert gone() is None
     peaks._on_ready()  # the worker says it is done after the widget went: nothing happens
+
+
+FIRST_DRAWING = """
+import sys, threading
+import numpy as np
+from PySide6.QtWidgets import QApplication
+from s2studio.audio.timeline import Timeline
+from s2studio.ui.player.waveform import WaveformView
+
+app = QApplication([])
+timeline = Timeline(gap_s=0.05)
+audio = {f"l{i}": np.full(4000, 0.1 * (i % 9), np.float32) for i in range(300)}
+timeline.set_lines(list(audio), audio)
+view = WaveformView(timeline)
+view.resize(800, 150)
+view.show()
+imported = []
+
+
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        if threading.current_thread() is threading.main_thread():
+            imported.append(name)
+        return None
+
+
+sys.meta_path.insert(0, Watch())
+view.grab()
+view.peaks.wait()
+for _ in range(5):
+    QApplication.processEvents()
+    view.grab()
+print("drawn", view.columns_drawn, "imported", imported)
+"""
+
+
+def test_the_timelines_first_drawing_imports_nothing_on_the_windows_thread() -> None:
+    """An import on the window's thread holds it (numpy's first np.unique imports numpy.ma: a tenth of a second)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "PYTHONPATH": str(Path(__file__).parents[2])}
+    done = subprocess.run([sys.executable, "-c", FIRST_DRAWING], capture_output=True, text=True, timeout=120, env=env)
+    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("drawn")), None)
+    assert line is not None, done.stdout + done.stderr
+    drawn = int(line.split()[1])
+    assert drawn >= 800 and line.endswith("imported []"), line

@@ -119,7 +119,8 @@ class WaveformImage:
         text = view.palette().color(QPalette.ColorRole.Text)
         palette: dict[str, int] = {}
         pixel = np.empty(len(layout.tracks) + 1, np.uint32)  # by track index (+1: -1 before the first)
-        shown = np.unique(at)
+        shown = at[np.concatenate(([True], at[1:] != at[:-1]))] if len(at) else at  # `at` never decreases:
+        # its distinct values without np.unique (which sorts, and imports numpy.ma on its first call)
         for i in shown:
             speaker = view.speaker_of(layout.tracks[i].line_id) if i >= 0 else ""
             argb = palette.get(speaker)
