@@ -313,8 +313,10 @@ def open_window(data: Path, frame_latency_s: float):  # noqa: ANN201
 
     from s2studio import app
     from s2studio.engine.fake import FakeEngine
+    from s2studio.ui.control import heap
 
     app.make_application()
+    heap.collect_on_window_thread()  # as `app.main` does
     QSettings().clear()
     engine = FakeEngine(frame_latency_s=frame_latency_s, frames_per_char=1.0, chunk_frames=4, min_frames=8)
     w = app.build_window("fake", factory=lambda: engine)

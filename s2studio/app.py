@@ -287,6 +287,9 @@ def close_when_idle(window) -> None:  # noqa: ANN001
 
 def main(argv: list[str] | None = None) -> int:
     app = make_application(argv)
+    from s2studio.ui.control import heap  # noqa: PLC0415
+
+    heap.collect_on_window_thread()  # garbage that holds the window's Qt objects is freed on this thread only
     holder: dict[str, Any] = {}
     from s2studio.ui.dialogs.error_dialog import install_excepthook  # noqa: PLC0415
 

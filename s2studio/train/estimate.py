@@ -23,7 +23,6 @@ the command line nor the studio's Estimate button starts a step that the system 
 
 from __future__ import annotations
 
-import gc
 import math
 import time
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from s2studio import garbage
 from s2studio.audio import FRAME_SAMPLES, SAMPLE_RATE
 from s2studio.errors import UserError, printable
 from s2studio.train.clips import TrainClip
@@ -233,7 +233,7 @@ def measure_step(model_dir: Path, clips: tuple[TrainClip, ...], settings, device
             peak = None
     finally:
         del trainer
-        gc.collect()
+        garbage.collect()
         torch.set_rng_state(rng)
         if cuda:
             torch.cuda.empty_cache()

@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from s2studio import garbage
 from s2studio.codec.codec import Codec
 from s2studio.codec.config import CodecConfig
 from s2studio.codec.resample import encode_file
@@ -149,7 +150,7 @@ class S2Engine:
             return
         self._loaded = self._streams = None
         gc.unfreeze()  # the studio freezes what survives a full collection: the model's cycles may be garbage now
-        gc.collect()
+        garbage.collect()  # done when it returns (in the studio, on the window's thread)
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
 
