@@ -121,7 +121,7 @@ def test_a_lines_start_is_taken_in_at_the_next_pass_before_the_work_waiting_ther
     assert ran.index("l0") <= 1  # at the next pass (or the one after), not after a turn of each job waiting
 
 
-def test_render_all_freezes_the_book_shown_so_the_renders_full_collections_walk_only_what_came_after(
+def test_render_all_freezes_the_book_shown_and_its_end_the_takes_made_so_full_collections_walk_only_what_came_after(
         qtbot, tmp_path, monkeypatch):
     monkeypatch.setenv("S2STUDIO_DATA_DIR", str(tmp_path / "data"))
     w = open_studio(qtbot, lambda: fake_engine(4, 0.0005))
@@ -135,6 +135,9 @@ def test_render_all_freezes_the_book_shown_so_the_renders_full_collections_walk_
         w.actions_by_name["render_all"].trigger()
         assert gc.get_freeze_count() > 0 and generations() == []  # in the permanent generation: never walked
         qtbot.waitUntil(lambda: not w.flow.busy, timeout=30000)
+        takes = {id(entry.current) for entry in project.lines.values()}
+        assert len(takes) == 30  # the takes it made live as long as the project: frozen when it ends
+        assert not [o for g in range(3) for o in gc.get_objects(g) if id(o) in takes]
     finally:
         close_studio(w)
 

@@ -352,6 +352,7 @@ class RenderSession(QObject):
         self.running, self._streamer, self._open = set(), {}, {}
         if pending:
             self.rendering_changed.emit(tuple(pending))
+        heap.keep()  # the takes made live as long as the project: the next full collection (a save's) skips them
         self.busy_changed.emit(False)
 
     def _job_ended(self, job_id: str) -> bool:
