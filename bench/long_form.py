@@ -543,8 +543,9 @@ def step_export(w, gaps: Gaps, folder: Path, cap_gb: float) -> dict:  # noqa: AN
         if hasattr(dialog, "stems_flac"):
             dialog.options.stems_flac.setChecked(True)
         dialog.options.format.setCurrentIndex(dialog.options.format.findData("wav"))
-        dialog.options.out.setText(str(folder / "book.wav"))
-        dialog.options.stems_dir.setText(str(folder / "stems"))
+        (folder / what).mkdir(parents=True, exist_ok=True)
+        dialog.options.out.setText(str(folder / what / "book.wav"))  # a folder each: the second export replaces
+        dialog.options.stems_dir.setText(str(folder / what / "stems"))  # nothing (it would ask first)
         limit = resource.getrlimit(resource.RLIMIT_AS)
         resource.setrlimit(resource.RLIMIT_AS, (int((rss_mb("VmSize") / 1024 + cap_gb) * 2 ** 30), limit[1]))
         run_for(0.05)
