@@ -324,6 +324,7 @@ def open_window(data: Path, frame_latency_s: float):  # noqa: ANN201
     w.live.enabled = False
     w.resize(1400, 900)
     w.show()
+    heap.keep()  # as `app.main` does
     w.store.begin_session()
     app.start_engine(w)
     wait_until(lambda: w.model.info is not None and not w.model.busy, 60)

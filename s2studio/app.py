@@ -310,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     holder["window"] = window
     window.show()
+    heap.keep()  # the modules imported and the window built live to the end: no collection walks them
     FirstPaint(window, lambda: start_up(window))
     quit_after = os.environ.get(ENV_QUIT_AFTER)
     if quit_after:  # smoke tests of a build: start, then leave cleanly

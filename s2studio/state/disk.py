@@ -190,35 +190,46 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
 SYNC_THREADS = 16
 """fsyncs run side by side: a file system commits concurrent ones together (a set of 100 files is about ten
 times faster to make durable than one file after the other)."""
 
 
-def _forget_pool() -> None:  # a forked child has none of its parent's threads
-    global _pool
-    _pool = None
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+CPU_THREADS = max(1, _cores() - 1)
+"""Work that keeps a core busy (encoding audio) runs on one thread fewer than the cores: the window's thread
+keeps one (sixteen encoders on two cores left it one CPU turn in nine while a book's takes were written)."""
+
+_pools: dict[bool, ThreadPoolExecutor] = {}
+_pool_lock = threading.Lock()
+
+
+def _forget_pools() -> None:  # a forked child has none of its parent's threads
+    _pools.clear()
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_pool)
+    os.register_at_fork(after_in_child=_forget_pools)
 
 
-def in_parallel(fn: Callable[[_T], object], items: Iterable[_T]) -> None:
-    """`fn(item)` for every item, on a small pool of threads when there are several (for calls that wait on
-    the disk, or C code that lets go of the GIL); the first exception is raised once all are done."""
+def in_parallel(fn: Callable[[_T], object], items: Iterable[_T], cpu: bool = False) -> None:
+    """`fn(item)` for every item, on a pool of threads when there are several: `SYNC_THREADS` for calls that
+    wait on the disk, `CPU_THREADS` for C code that lets go of the GIL and keeps a core busy (`cpu`; on this
+    thread where that is one); the first exception is raised once all are done."""
     items = list(items)
-    if len(items) <= 1:
+    threads = CPU_THREADS if cpu else SYNC_THREADS
+    if len(items) <= 1 or threads <= 1:
         for item in items:
             fn(item)
         return
-    global _pool
     with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(SYNC_THREADS, thread_name_prefix="s2studio-sync")
-    futures = [_pool.submit(fn, item) for item in items]
+        pool = _pools.get(cpu)
+        if pool is None:
+            pool = _pools[cpu] = ThreadPoolExecutor(threads, thread_name_prefix="s2studio-cpu" if cpu else "s2studio-sync")
+    futures = [pool.submit(fn, item) for item in items]
     errors = [f.exception() for f in futures]
     first = next((e for e in errors if e is not None), None)
     if first is not None:

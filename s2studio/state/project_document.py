@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from s2studio.errors import UserError, printable
+from s2studio.state import json_steps
 from s2studio.state.disk import fsync_dir, remove_quietly, replace
 from s2studio.state.project import FORMAT_VERSION, SETTINGS, SUFFIX, FileSizes, GenerationSettings, Project
 from s2studio.state.project_journal import JOURNAL, PLAIN_FIELDS, DocState, apply, capture, line_entry, read_journal
@@ -225,7 +226,7 @@ def read_document(path: Path) -> Document:
     if data is None:
         raise UserError(f"{printable(path)} is not an S2 Studio project (project.json is missing).")
     try:
-        raw = json.loads(data.decode("utf-8"))
+        raw = json_steps.loads(data.decode("utf-8"))  # (a book's: tens of ms in one call otherwise)
     except UnicodeDecodeError:
         raise damaged(meta, "it is not UTF-8 text") from None
     except (ValueError, RecursionError) as exc:

@@ -147,7 +147,7 @@ def _write_batch(takes: Sequence[Take], folder: Path) -> list[tuple[Take, TakeFi
         held = take.sound.samples()  # rounded to what the file holds when the take was made (`TakeSound.of`)
         encoded[take.take_id] = flac_bytes(pcm24(held)), held
 
-    in_parallel(encode, takes)
+    in_parallel(encode, takes, cpu=True)
     done = []
     with OutputSet() as out:
         for take in takes:

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
+from s2studio import priority
 from s2studio.engine import api
 from s2studio.engine.scheduler import Job, Scheduler, Work, synthesis
 from s2studio.worker.devices import find_devices
@@ -217,6 +218,7 @@ class EngineThread(QThread):
 
     def run(self) -> None:  # noqa: D102 - QThread's
         name_python_thread()
+        priority.background()  # (the engine's own threads, started from this one, too)
         self.scheduler.run()
 
 

@@ -1,5 +1,5 @@
-"""Full garbage collections walk only what is new: what survived one is frozen until another project is read, and
-what a project read (or shown) made is frozen at once."""
+"""Full garbage collections walk only what is new: what survived one stays frozen, another project's read too,
+and what a project read (or shown) made is frozen at once."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ class Node:
     me: Node
 
 
-def test_survivors_of_a_full_collection_stay_frozen_until_another_project_is_read() -> None:
+def test_survivors_of_a_full_collection_stay_frozen_and_what_a_read_makes_is_frozen_at_once() -> None:
     installed = heap._collected in gc.callbacks
     heap.install()
     try:
@@ -32,9 +32,13 @@ def test_survivors_of_a_full_collection_stay_frozen_until_another_project_is_rea
         del node
         gc.collect()
         assert ref() is not None  # frozen: the full collection did not walk it
-        with heap.reading():  # another project read: the collections it causes free the old cycles
-            gc.collect()
-            assert ref() is None
+        young = Node()
+        young.me = young
+        young_ref = weakref.ref(young)
+        del young
+        with heap.reading():  # another project read: one collection of what is not frozen, before it
+            assert young_ref() is None
+            assert ref() is not None  # what is frozen is not walked again, a read's collection neither
             read = Node()
             read.me = read
         assert gc.get_freeze_count() > 0
@@ -42,7 +46,6 @@ def test_survivors_of_a_full_collection_stay_frozen_until_another_project_is_rea
         del read
         gc.collect()
         assert kept() is not None  # what was read is frozen at once: no full collection walks it
-        gc.unfreeze()
         shown = Node()
         shown.me = shown
         shown_ref = weakref.ref(shown)
@@ -54,6 +57,7 @@ def test_survivors_of_a_full_collection_stay_frozen_until_another_project_is_rea
         if not installed:
             gc.callbacks.remove(heap._collected)
         gc.unfreeze()
+        gc.collect()
 
 
 def test_no_collection_runs_while_a_project_of_thousands_of_takes_is_read(tmp_path: Path) -> None:
@@ -84,3 +88,30 @@ def test_no_collection_runs_while_a_project_of_thousands_of_takes_is_read(tmp_pa
         if counted in gc.callbacks:
             gc.callbacks.remove(counted)
         gc.unfreeze()
+
+
+def test_what_a_project_job_made_is_frozen_when_it_ends(qtbot: Any) -> None:
+    """A save's document as written lives until the next save: no full collection walks it."""
+    from s2studio.ui.control.write_queue import WriteQueue
+
+    queue = WriteQueue()
+    ended: list[object] = []
+    queue.finished.connect(lambda _ticket, result, _error: ended.append(result))
+
+    def work(_task: object) -> object:
+        made = Node()
+        made.me = made
+        return made
+
+    try:
+        gc.collect()
+        queue.submit("save", lambda: work)
+        qtbot.waitUntil(lambda: bool(ended), timeout=5000)
+        made = ended[0]
+        assert isinstance(made, Node)
+        assert not any(o is made for o in gc.get_objects())  # frozen: listed by no generation a collection walks
+        gc.unfreeze()
+        assert any(o is made for o in gc.get_objects())
+    finally:
+        gc.unfreeze()
+        queue.deleteLater()

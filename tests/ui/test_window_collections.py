@@ -108,10 +108,11 @@ def test_a_collection_another_thread_asks_for_runs_on_the_window_thread_and_is_w
 
 
 def test_the_window_thread_collects_what_the_automatic_collector_would(
-        collections: heap.WindowCollections, generations: list[tuple[int, int]]) -> None:
+        collections: heap.WindowCollections, generations: list[tuple[int, int]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """Generation 0 once its count passes its threshold, 1 once 0 was collected more often than its threshold, 2
-    likewise, but only once what moved into it since the last full collection is a quarter of what survived it;
-    a count past the threshold many times over counts as that many collections."""
+    likewise, or instead of 1 where that would leave `OLD_MOST` objects in the old generation; a count past the
+    threshold many times over counts as that many collections."""
     thresholds = gc.get_threshold()
     gc.set_threshold(100, 2, 2)
     kept: list[object] = []
@@ -126,13 +127,12 @@ def test_the_window_thread_collects_what_the_automatic_collector_would(
 
     try:
         gc.collect()
-        gc.collect()  # few survivors (the first froze the rest)
         assert ticks(13) == [0, 0, 0, 1] * 3 + [2]
-        gc.unfreeze()
-        gc.collect()  # everything survives: too few objects moved up since for a full collection
-        assert ticks(13) == [0, 0, 0, 1] * 3 + [0]
+        assert len(gc.get_objects(generation=2)) == 0  # the survivors of the full collection are frozen
+        monkeypatch.setattr(heap, "OLD_MOST", 500)
+        assert ticks(7) == [0, 0, 0, 2, 0, 0, 0]  # 604 objects would move up at the fourth: walked and frozen
+        assert len(gc.get_objects(generation=2)) == 0
         assert gc.get_count()[0] < 100
-        gc.collect()
         gc.collect()
         del generations[:]
         kept.append([[] for _ in range(1350)])  # 13 times the first threshold at one look: what 13 collections would do

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject, Signal
 
+from s2studio import priority
 from s2studio.errors import Cancelled, UserError
 
 __all__ = ["Background", "Cancelled"]
@@ -77,7 +78,7 @@ class Background(QObject):
             target: Callable[[], None] = self._serve
         else:
             target = lambda: self._run(fn)  # noqa: E731 - one task, one thread
-        self.thread = threading.Thread(target=target, name=self.name, daemon=True)
+        self.thread = threading.Thread(target=_in_background(target), name=self.name, daemon=True)
         self.thread.start()
 
     def _serve(self) -> None:
@@ -122,3 +123,13 @@ class Background(QObject):
             self._idle.wait()
         elif self.thread is not None and self.thread.is_alive():
             self.thread.join()
+
+
+def _in_background(target: Callable[[], None]) -> Callable[[], None]:
+    """`target`, run at the background threads' priority (`priority.background`): the window's thread first."""
+
+    def run() -> None:
+        priority.background()
+        target()
+
+    return run

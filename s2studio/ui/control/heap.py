@@ -1,5 +1,4 @@
-"""Python's garbage collection in the studio: on the window's thread only, and kept from walking a book's objects
-again and again.
+"""Python's garbage collection in the studio: on the window's thread only, and never a long walk.
 
 Where: the automatic collector runs on whichever thread allocates when a generation's count passes its threshold
 (the engine's, the project writer's, a worker's), and the cycles it frees can hold the window's Qt objects, which
@@ -8,13 +7,15 @@ makes the same decisions from the same counts (`WindowCollections`); the full co
 (`garbage.collect`) run there too. Elsewhere (the command line, the server, tests) Python collects as it always
 does.
 
-How much: a full collection walks every object the collector tracks, and every thread waits for it (the GIL):
-with a book open that is hundreds of thousands of objects, every time enough new objects have piled up (while
-typing, rendering, saving). Objects that survived a full collection are frozen (`gc.freeze`), so later full
-collections walk only what came after them. While another project is read they are unfrozen (`reading`): one
-collection then frees what the projects before left in cycles, none runs while the project is read, and the
-project read is frozen as soon as it is read. Objects no cycle holds (a project) are freed by their reference
-counts either way. QtCore only."""
+How long: a collection walks every object of the generations it collects while every thread waits (the GIL), and
+the process holds a great many that live to its end (torch's alone take a full collection tens of ms). So what
+survives a full collection is frozen (`gc.freeze`) and never walked again: a full collection walks only what came
+since the last one, and one runs as soon as the old generation holds `OLD_MOST` objects (a save's or a render's
+new objects, tens of thousands at a time, are walked a few thousand at a time). A project read runs no collection
+while it reads and is frozen as soon as it is read, and what was made to show it is frozen too (`keep`). A
+project and its takes hold no reference cycle: a frozen one is freed by its reference counts when another
+replaces it. Cycles that were frozen while alive stay until the process ends: a project switch leaves none (the
+tests count them), so nothing thaws what is frozen (the whole of it is one long walk). QtCore only."""
 
 from __future__ import annotations
 
@@ -42,25 +43,23 @@ itself be waiting for that thread (closing the studio waits for the project writ
 the asking thread goes on, and the collection runs at the window's next look."""
 
 
+OLD_MOST = 20_000
+"""The most objects the old generation holds before a full collection walks and freezes them (about 10 ms here):
+looked at when a collection of generation 1 is due, which would move the younger ones up."""
+
+
 @dataclass
 class _Counts:
-    """The automatic collector's counters as they would stand had it run, and its sizes, which Python does not
-    show, estimated from the collections run here. It collects generation 0 each time its count passes the first
-    threshold, the oldest generation that is due instead: 1 once 0 was collected more often than the second, 2
-    once 1 was more often than the third and what moved into 2 since the last full collection is at least a
-    quarter of what survived that one. A look of the window's thread may find the first threshold passed many
-    times over (the engine's and the writer's objects of a few tens of ms): it counts each of those collections,
-    so that the older generations are collected as often, for as many new objects, as they would have been."""
+    """The automatic collector's counters as they would stand had it run: it collects generation 0 each time its
+    count passes the first threshold, the oldest generation that is due instead (1 once 0 was collected more often
+    than the second, 2 once 1 was more often than the third). A look of the window's thread may find the first
+    threshold passed many times over (the engine's and the writer's objects of a few tens of ms): it counts each of
+    those collections. Python 3.11 also puts a full collection off until a quarter as many objects as survived the
+    last one moved up since: with the survivors frozen that is never long, and `OLD_MOST` bounds the walk."""
     zeros: int = 0
     """collections of generation 0 since the last of generation 1"""
     ones: int = 0
     """collections of generation 1 since the last full collection"""
-    middle: int = 0
-    """objects in generation 1"""
-    pending: int = 0
-    """objects moved into generation 2 since the last full collection"""
-    long_lived: int = 0
-    """objects that survived the last full collection"""
 
 
 _counts = _Counts()
@@ -71,8 +70,7 @@ _reads_lock = threading.Lock()
 def _collected(phase: str, info: dict[str, Any]) -> None:
     global _counts  # noqa: PLW0603
     if phase == "stop" and info.get("generation") == 2:
-        if _window is not None:  # (counting what is frozen walks all of it: the survivors are counted before)
-            _counts = _Counts(long_lived=len(gc.get_objects(generation=2)))
+        _counts = _Counts()
         gc.freeze()
 
 
@@ -141,25 +139,23 @@ class WindowCollections(QObject):
 
 def _collect_due() -> None:
     """The collection the automatic collector would have run by now, if any (`_Counts`; 0 as the first threshold
-    turns it off)."""
+    turns it off); a full one instead of one of generation 1 that would leave `OLD_MOST` objects in the old."""
     young = gc.get_count()[0]
     first, second, third = gc.get_threshold()
     if first == 0 or young <= first:
         return
     oldest = 0
     for _ in range(young // first):
-        if _counts.ones > third and 4 * _counts.pending >= _counts.long_lived:
+        if _counts.ones > third:
             gc.collect(2)  # (`_collected` starts the counts over)
             return
         if _counts.zeros > second:
             _counts.zeros, _counts.ones, oldest = 0, _counts.ones + 1, 1
         else:
             _counts.zeros += 1
-    if oldest == 1:
-        _counts.pending += young + _counts.middle - gc.collect(1)
-        _counts.middle = 0
-    else:
-        _counts.middle += young - gc.collect(0)
+    if oldest == 1 and young + len(gc.get_objects(generation=1)) + len(gc.get_objects(generation=2)) >= OLD_MOST:
+        oldest = 2  # one walk of them all, and frozen, rather than one now and the same again at the next full one
+    gc.collect(oldest)
 
 
 _window: WindowCollections | None = None
@@ -183,16 +179,12 @@ def _pause(reads: int) -> None:
 
 @contextlib.contextmanager
 def reading() -> Iterator[None]:
-    """Around reading a project, on the thread that reads it. Before: what was frozen is collectable again and one
-    full collection frees the cycles the projects before left (a project itself, acyclic, is freed by its
-    reference counts once another replaces it); in the window's process it runs on the window's thread and the
-    read waits for it. During: no collection runs, process-wide: each full collection the read's new objects
-    would cause walks everything again while every thread waits, and the read makes few cycles. After:
-    collections run again (automatic collection only where it was on) and the project read is frozen at once (no
-    collection walks it; a full collection of it on the window's thread, once it is shown, held that thread for a
-    long pass with a book open). What cycles the read or another thread left meanwhile are frozen with it and
-    freed by the next read's collection."""
-    gc.unfreeze()
+    """Around reading a project, on the thread that reads it. Before: one full collection of what is not frozen
+    (in the window's process on the window's thread; the read waits for it). During: no collection runs,
+    process-wide: the read makes few cycles, and each full collection its new objects would cause walks them
+    again while every thread waits. After: collections run again (automatic collection only where it was on) and
+    the project read is frozen at once (no collection walks it). What cycles another thread left meanwhile are
+    frozen with it."""
     garbage.collect()
     enabled = gc.isenabled()
     gc.disable()
@@ -207,6 +199,6 @@ def reading() -> Iterator[None]:
 
 
 def keep() -> None:
-    """What was made to show a project just read (its timeline, its lines' ids) is kept as long as it is open:
-    frozen now, so that the next full collection (a save's, on the window's thread) does not walk it."""
+    """What was just made lives on (the window built, a project shown, a render's takes, the document as written,
+    which the next save compares with): frozen now, so that no full collection walks it."""
     gc.freeze()

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal
 
+from s2studio import priority
 from s2studio.audio import SAMPLE_RATE
 from s2studio.audio.asr import AsrSettings
 from s2studio.checks.job import CheckJob
@@ -220,6 +221,7 @@ class TakeChecks(QObject):
         self._conn = ours
 
     def _run(self) -> None:
+        priority.background()  # (the checker's process, started from this thread, too)
         sent_key = ""
         while True:
             job = self._queue.get()

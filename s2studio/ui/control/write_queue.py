@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from PySide6.QtCore import QObject, Signal
 
 from s2studio.errors import Cancelled, UserError
+from s2studio.ui.control import heap
 from s2studio.ui.control.background import Background
 
 logger = logging.getLogger(__name__)
@@ -119,6 +120,7 @@ class WriteQueue(QObject):
 
     def _end(self, job: Job, result: object, error: str) -> None:
         self._running = None
+        heap.keep()  # the document as written (a save's, an autosave's) lives until the next: no collection walks it
         try:
             if job.done is not None:
                 result = job.done(result, error)

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from s2studio import priority
 from s2studio.audio.timeline import PEAK_BIN, Layout, Track
 from s2studio.ui.player.track_runs import changed_runs, with_places
 
@@ -212,6 +213,7 @@ class TimelinePeaks:
                 self._worker.start()
 
     def _work(self) -> None:
+        priority.background()
         done = 0
         while True:
             with self._lock:
