@@ -200,8 +200,9 @@ def _cores() -> int:
 
 
 CPU_THREADS = max(1, _cores() - 1)
-"""Work that keeps a core busy (encoding audio) runs on one thread fewer than the cores: the window's thread
-keeps one (sixteen encoders on two cores left it one CPU turn in nine while a book's takes were written)."""
+"""Work that keeps a core busy (encoding audio) runs on one thread fewer than the cores, so that the window's thread
+keeps one: sixteen encoders at once, each as entitled to a core as the window's thread, kept it waiting for one
+while a book's takes were written."""
 
 _pools: dict[bool, ThreadPoolExecutor] = {}
 _pool_lock = threading.Lock()

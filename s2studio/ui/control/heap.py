@@ -10,12 +10,13 @@ does.
 How long: a collection walks every object of the generations it collects while every thread waits (the GIL), and
 the process holds a great many that live to its end (torch's alone take a full collection tens of ms). So what
 survives a full collection is frozen (`gc.freeze`) and never walked again: a full collection walks only what came
-since the last one, and one runs as soon as the old generation holds `OLD_MOST` objects (a save's or a render's
-new objects, tens of thousands at a time, are walked a few thousand at a time). A project read runs no collection
-while it reads and is frozen as soon as it is read, and what was made to show it is frozen too (`keep`). A
-project and its takes hold no reference cycle: a frozen one is freed by its reference counts when another
-replaces it. Cycles that were frozen while alive stay until the process ends: a project switch leaves none (the
-tests count them), so nothing thaws what is frozen (the whole of it is one long walk). QtCore only."""
+since the last one, and one runs as soon as the old generation would hold `OLD_MOST` objects (a save's or a
+render's new objects, a hundred thousand at a time, are walked in parts of about that many). A project read runs
+no collection while it reads and is frozen as soon as it is read; what was made to show it, and the document a
+save wrote, are frozen too (`keep`). A project and its takes hold no reference cycle: a frozen one is freed by its
+reference counts when another replaces it. Cycles that were frozen while alive stay until the process ends: a
+project switch leaves none of a project's (the tests look for its takes), so nothing thaws what is frozen (the
+whole of it is one long walk). QtCore only."""
 
 from __future__ import annotations
 
