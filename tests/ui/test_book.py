@@ -5,16 +5,12 @@ own line, Render All announces its lines once, an edit reparses the rows it touc
 from __future__ import annotations
 
 import gc
-import os
-import sys
-import threading
 import weakref
 
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QTextCursor
 
-from s2studio import priority
 from ui_helpers import cast_two_voices, close_studio, fake_engine, open_studio, shown_all
 
 FRAMES = 6
@@ -371,16 +367,3 @@ def test_the_gutter_repaints_its_rows_on_screen_and_works_out_no_row_off_screen(
     gutter.refresh([editor.document().blockCount() - 1, 2, shown[3]])
     assert asked == [shown[3]] and len(repainted) == len(shown) + 1
 
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own nice value is Linux's")
-def test_while_a_book_renders_the_engine_the_writer_and_the_checks_run_below_the_window(qtbot, studio, tmp_path):
-    w = studio
-    cast_two_voices(w, tmp_path, book(2, 4))
-    render(qtbot, w)
-    w.projects.save_as(tmp_path / "a.s2proj")
-    qtbot.waitUntil(lambda: not w.store.unsaved_work, timeout=10000)
-    nice = {t.name: os.getpriority(os.PRIO_PROCESS, t.native_id) for t in threading.enumerate() if t.is_alive()}
-    window = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-    assert window < priority.BACKGROUND_NICE
-    assert {name: nice.get(name) for name in ("engine", "project-writer")} == {
-        "engine": priority.BACKGROUND_NICE, "project-writer": priority.BACKGROUND_NICE}
