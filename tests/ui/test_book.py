@@ -366,4 +366,3 @@ def test_the_gutter_repaints_its_rows_on_screen_and_works_out_no_row_off_screen(
     asked.clear()
     gutter.refresh([editor.document().blockCount() - 1, 2, shown[3]])
     assert asked == [shown[3]] and len(repainted) == len(shown) + 1
-
