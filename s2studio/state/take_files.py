@@ -131,8 +131,8 @@ the open-files limit)."""
 
 def write_takes(takes: Sequence[Take], folder: Path) -> list[tuple[Take, TakeFiles, Audio, Audio]]:
     """Write the in-memory `takes` into `folder`, `WRITE_BATCH` at a time, each batch's files together or none
-    (encoded side by side, made durable side by side: `disk.in_parallel`); returns each take with its files,
-    its peaks and the samples its FLAC holds. After a failure, the batches written before it are files no
+    (encoded on `disk.CPU_THREADS` threads, made durable side by side: `disk.in_parallel`); returns each take with
+    its files, its peaks and the samples its FLAC holds. After a failure, the batches written before it are files no
     document names yet: the takes stay in memory, and a later write of them replaces those files."""
     done: list[tuple[Take, TakeFiles, Audio, Audio]] = []
     for first in range(0, len(takes), WRITE_BATCH):
