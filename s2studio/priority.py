@@ -3,9 +3,10 @@
 
 Threads share the interpreter in turns, and the cores by the system's scheduler: while a book renders, the engine,
 the project writer and its encoders, the peaks and the take checks all want a core, and the window's thread, as
-one of many, waited for one several times as long as it ran. The system hands a core to the thread with the lower
-nice value first, so the window's thread, which runs briefly and then waits for events, gets one as soon as it
-wakes; when the window is idle the background threads still have every core, and a render is as fast.
+one of many, waited for one several times as long as it ran. The system's scheduler shares the cores by the
+threads' nice values: the window's thread, which runs briefly and then waits for events, is run soon after it
+wakes, ahead of threads that rank below it; when the window is idle the background threads still have every core,
+and a render is as fast.
 
 Linux only, where the nice value is a thread's own and the threads and processes a thread starts inherit it.
 Elsewhere (where it belongs to the process, or the call could reach another process by the thread's number) it

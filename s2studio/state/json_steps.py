@@ -4,9 +4,8 @@
 project.json (megabytes, ten thousand lines' rows) kept every other thread, the window's too, waiting for tens of
 milliseconds. `loads` reads the outer objects itself, down to `depth` levels, and hands each of their values to
 json's own scanner, one value per call (an array, a project's list of line ids, is one value); the interpreter can
-switch threads between calls. The value
-and the errors are json's: text this reading does not take is read again by `json.loads`, which returns it or
-raises its own error."""
+switch threads between calls. The value and the errors are json's: text this reading does not take is read again by
+`json.loads`, which returns it or raises its own error."""
 
 from __future__ import annotations
 
