@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from s2studio.errors import UserError, printable
+from s2studio.threads import usable_cores
 
 try:
     import fcntl
@@ -195,11 +196,7 @@ SYNC_THREADS = 16
 times faster to make durable than one file after the other)."""
 
 
-def _cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-CPU_THREADS = max(1, _cores() - 1)
+CPU_THREADS = max(1, usable_cores() - 1)
 """Work that keeps a core busy (encoding audio) runs on one thread fewer than the cores, so that the window's thread
 keeps one: sixteen encoders at once, each as entitled to a core as the window's thread, kept it waiting for one
 while a book's takes were written."""

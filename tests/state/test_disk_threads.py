@@ -27,7 +27,7 @@ def threads_used(monkeypatch: pytest.MonkeyPatch, cpu: bool, cpu_threads: int) -
             seen.add(threading.get_ident())
             running[0] += 1
             running[1] = max(running)
-        time.sleep(0.005)
+        time.sleep(0.02)  # (long enough for the pool's threads to start on a loaded machine)
         with lock:
             running[0] -= 1
 
