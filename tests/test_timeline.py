@@ -120,6 +120,17 @@ def test_a_take_swap_moves_only_the_lines_after_it_and_copies_no_audio() -> None
     assert [s.line_id for s in tl.segments()] == ["a", "c", "d"]
 
 
+def test_the_take_a_line_holds_already_changes_nothing() -> None:
+    tl = Timeline(gap_s=0.1, sample_rate=100)
+    audio = {k: const(20, v) for k, v in zip("ab", (0.125, 0.25), strict=True)}
+    tl.set_lines(list("ab"), audio)
+    before = tl.layout
+    tl.set_audio("a", audio["a"])  # e.g. its check came back: the same audio
+    assert tl.layout is before
+    tl.set_audio("a", audio["a"].copy())  # another take, equal samples: placed
+    assert tl.layout is not before and tl.layout.tracks[1] is before.tracks[1]
+
+
 def test_read_into_fills_gaps_and_the_end_with_zeros() -> None:
     tl = Timeline(gap_s=0.2, sample_rate=10)
     tl.set_lines(["a", "b"], {"a": const(4, 0.5), "b": const(4, 0.25)})

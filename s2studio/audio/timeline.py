@@ -138,7 +138,8 @@ class Timeline:
 
     def set_audio(self, line_id: str, audio: LineAudio | None) -> None:
         """Put one line's (new) take on the timeline, or take its audio off (None). Only the lines after
-        it move; no audio is copied."""
+        it move; no audio is copied. The audio it holds already changes nothing (the layout stays the same
+        object)."""
         self.finish_laying_out()
         if line_id not in self._position:
             raise ValueError(f"line {line_id!r} is not on this timeline")
@@ -148,6 +149,8 @@ class Timeline:
                 del self._tracks[line_id]
                 self._relayout()
             return
+        if old is not None and not old.partial and (old.data is audio or old.source is audio):
+            return  # the same take again (its check or notes changed): nothing moves, nothing to draw again
         track = track_of(line_id, audio)
         self._tracks[line_id] = track
         layout = self.layout

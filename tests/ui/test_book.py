@@ -11,6 +11,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QTextCursor
 
+from s2studio.state.take_check import TakeCheck
 from ui_helpers import cast_two_voices, close_studio, fake_engine, open_studio, shown_all
 
 FRAMES = 6
@@ -105,6 +106,12 @@ def test_a_finished_take_updates_its_own_line_and_render_all_announces_its_lines
     assert w.lines.updates - before[0] == 1
     assert w.player_bar.waveform.peaks.packed_changes - before[2] == 1
     assert w.player_bar.waveform.columns_drawn - before[1] <= (x1 - x0) + 4 < w.player_bar.waveform.width() / 4
+    moved: list[bool] = []
+    w.session.timeline_changed.connect(lambda: moved.append(True))
+    layout, take = w.timeline.layout, w.document.project.current(line.line_id)
+    w.document.set_check(take, TakeCheck((), "a key"))  # what a check sends back: the take's audio is as it was
+    assert w.timeline.layout is layout and moved == []  # no relayout, no repaint of the waveform
+    assert w.lines.updates - before[0] == 2  # its line's state (the mark) only
 
 
 def test_an_edit_reparses_what_it_touched_and_highlighting_is_not_an_edit(qtbot, studio, tmp_path):

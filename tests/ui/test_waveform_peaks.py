@@ -5,12 +5,15 @@ redraws its new tail only, and a burst of timeline changes repaints at the rate 
 from __future__ import annotations
 
 import gc
+import threading
+import time
 
 import numpy as np
 import pytest
 from PySide6.QtWidgets import QApplication
 
 from s2studio.audio.timeline import Timeline
+from s2studio.ui.player import timeline_peaks
 from s2studio.ui.player import waveform_image as image_module
 from s2studio.ui.player.timeline_peaks import BINS, TimelinePeaks
 from s2studio.ui.player.waveform import MAX_REPAINT_HZ, WaveformView
@@ -135,12 +138,13 @@ def test_summaries_that_arrive_for_lines_far_apart_repack_those_lines_not_all_be
     for i in changed:
         timeline.set_audio(f"l{i}", louder[f"l{i}"])
     layout = timeline.layout
-    peaks.sync(layout)
-    assert peaks.pending == len(changed)
-    peaks.wait()
     before = peaks.packed_changes
     peaks.sync(layout)
-    assert peaks.pending == 0 and peaks.packed_changes - before == len(changed)
+    waiting = peaks.pending  # (those the worker summarised before the sync packed them are packed already)
+    assert waiting <= len(changed)
+    peaks.wait()
+    peaks.sync(layout)
+    assert peaks.pending == 0 and peaks.packed_changes - before == len(changed) + waiting
     fresh = TimelinePeaks()
     fresh.sync(layout)
     fresh.wait()
@@ -222,6 +226,48 @@ def test_packs_made_by_the_worker_follow_changes_meanwhile_as_a_fresh_pack_would
         for got, want in zip(peaks._pack.values + peaks._pack.offsets, fresh._pack.values + fresh._pack.offsets,
                              strict=True):
             assert np.array_equal(got, want)
+
+
+def test_a_take_landing_while_the_worker_packs_a_book_leaves_the_rest_to_the_worker(monkeypatch) -> None:
+    """A project just opened is packed by the worker; a take landing meanwhile (a line's check, a render) is
+    packed by the window's thread alone, and the lines not packed yet stay with the worker, which goes on from
+    what it handed over: the window never waits for them one by one."""
+    monkeypatch.setattr(timeline_peaks, "HANDOVER_S", 0.0)  # a pack handed over at every line
+    gate, calls, real = threading.Event(), [0], timeline_peaks.summarise
+
+    def held(values):  # noqa: ANN001, ANN202 - the worker stops at its 100th line until the take has landed
+        calls[0] += 1
+        if calls[0] == 100:
+            gate.wait(30)
+        return real(values)
+
+    monkeypatch.setattr(timeline_peaks, "summarise", held)
+    audio = lines(300)
+    timeline = Timeline(gap_s=0.05)
+    timeline.set_lines(list(audio), audio)
+    peaks = TimelinePeaks()
+    peaks.sync(timeline.layout)
+    deadline = time.monotonic() + 30
+    while calls[0] < 100 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    handed = len(peaks._job.built.tracks)  # (the worker hands a pack over now and then)
+    assert 50 < handed < 100
+    timeline.set_audio("l5", lines(6, seed=9)["l5"])
+    layout = timeline.layout
+    peaks.sync(layout)
+    assert not peaks._missing and peaks.pending == 300 - handed  # the worker packs the rest, in order
+    gate.set()
+    peaks.wait()
+    assert _calls_of(lambda: peaks.sync(layout)) < 40  # its last pack taken in at once
+    assert peaks.pending == 0
+    fresh = TimelinePeaks()
+    fresh.sync(layout)
+    fresh.wait()
+    fresh.sync(layout)
+    assert peaks._pack.tracks == layout.tracks
+    for got, want in zip(peaks._pack.values + peaks._pack.offsets, fresh._pack.values + fresh._pack.offsets,
+                         strict=True):
+        assert np.array_equal(got, want)
 
 
 def test_the_peaks_which_the_worker_holds_do_not_keep_the_waveform_alive(qtbot) -> None:

@@ -236,12 +236,14 @@ class RenderSession(QObject):
             return  # a line not in the script (deleted while it rendered): its take is kept, not placed
         take = self.document.project.current(line_id)
         audio = take.sound if take is not None else None
+        layout = self.timeline.layout
         if self.timeline.partial(line_id):
             self.timeline.end_stream(line_id, audio)
             self._open.pop(line_id, None)
         else:
             self.timeline.set_audio(line_id, audio)
-        self.timeline_changed.emit()
+        if self.timeline.layout is not layout:  # not when only the take's check or notes changed
+            self.timeline_changed.emit()
 
     # -- commands --------------------------------------------------------------------------------
 

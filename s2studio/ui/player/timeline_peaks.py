@@ -137,6 +137,9 @@ class TimelinePeaks:
         if job is not None:  # the layout moved on while the worker packed it: what it handed over is kept
             job.cancelled = True
             self._job = None
+            if job.built is not self._pack and layout.lineage == self._lineage:
+                self.packed_changes += len(job.built.tracks) - len(self._pack.tracks)
+                self._pack = job.built  # (the rest is a tail to pack: the worker goes on with it below)
         fresh = layout.lineage != self._lineage
         self._lineage = layout.lineage
         if fresh and len(tracks) > INLINE:  # laid out afresh (a project opened): the worker packs it all
@@ -156,11 +159,19 @@ class TimelinePeaks:
             ready = sorted(i for t in self._missing if t in self._levels
                            and (i := self._index.get(t.line_id, -1)) >= 0 and i < len(old) and old[i] is t)
             runs = with_places(runs, ready)
+        tail = _long_tail(runs, len(old), len(tracks))
+        if tail:  # lines added after the packed ones (or not packed yet): the worker packs them, in order
+            runs[-1] = (runs[-1][0], runs[-1][1], runs[-1][2], runs[-1][2])
         for _i, _j, a, b in runs:
             self._ask(tracks[a:b])
         self._repack(runs, tracks)
-        self._pack.tracks, self._index = tracks, layout.index
+        self._index = layout.index
         self.packed_changes += sum(b - a for _i, _j, a, b in runs)
+        if tail:
+            self._pack.tracks = tracks[:runs[-1][2]]
+            self._start(_Job(tracks, self._pack))
+            return runs[0][2], len(tracks)
+        self._pack.tracks = tracks
         return (runs[0][2], runs[-1][3]) if runs else None
 
     def columns(self, layout: Layout, edges: npt.NDArray[np.float64], spp: float) -> tuple[Peaks, npt.NDArray[np.int64]]:
@@ -325,6 +336,12 @@ class TimelinePeaks:
         if len(self._levels) > 2 * len(tracks) + 64 and self._worker is None:  # forget lines gone
             live = set(tracks)
             self._levels = {t: v for t, v in self._levels.items() if t in live}
+
+
+def _long_tail(runs: Sequence[tuple[int, int, int, int]], old: int, new: int) -> bool:
+    """Whether the last run reaches the end of both the `old` and the `new` tracks and brings more than `INLINE`
+    tracks: what a project opened and changed while the worker packed it leaves, or lines added at the end."""
+    return bool(runs) and runs[-1][1] == old and runs[-1][3] == new and runs[-1][3] - runs[-1][2] > INLINE
 
 
 _NONE_YET = np.zeros(0, np.float32)
