@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
+from s2studio import threads
 from s2studio.audio import SAMPLE_RATE
 from s2studio.audio.chapters import append_riff_markers, tag_chapters
 from s2studio.audio.dsp import Audio, LoudnessMeter, Resampler
@@ -224,7 +225,7 @@ def write_timeline(layout: Layout, gain: np.float32, mix: AudioSink | None,
         own.read_into(block, start)
         sink.write(level(block, gain))
 
-    workers = max(1, min(len(stems), (os.cpu_count() or 1)))
+    workers = max(1, min(len(stems), threads.usable_cores()))
     with ThreadPoolExecutor(workers, thread_name_prefix="export-stem") as pool:
         for start in range(0, end, BLOCK):
             _check(cancel)
