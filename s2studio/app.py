@@ -125,12 +125,12 @@ def log_start(data: Path) -> None:
 
 
 QT_NO_GUI_THREADPOOL = "QT_NO_GUI_THREADPOOL"
-"""Set (before the first painting): Qt paints on the window's thread alone. Otherwise Qt splits every fill taller than
-about a hundred rows (a line or a bar of the waveform, the gutter's marks) into parts painted by a pool of helper
-threads, while the window's thread sleeps until they are done: each of its hundreds of fills a pass then waits for
-those threads to get a core, and for the interpreter back, behind the render's, the writer's and the export's
-threads. Painted alone, such a pass costs the window's thread only its own work, however busy the computer is
-(`bench/long_form.py` measures the passes)."""
+"""Set (before the first painting): Qt paints on the window's thread alone. Otherwise Qt splits every translucent
+fill taller than about a hundred rows (the waveform's marks over its lines) into parts painted by a pool of helper
+threads, while the window's thread sleeps until they are done: each such fill of a pass then waits for those threads
+to get a core, and for the interpreter back, behind the render's, the writer's and the export's threads. Painted
+alone, a pass costs the window's thread its own work only, however busy the computer is (`bench/paint_threads.py`
+compares the two)."""
 
 
 def make_application(argv: list[str] | None = None) -> QApplication:
