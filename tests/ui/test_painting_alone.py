@@ -33,7 +33,7 @@ print(sum(open(f"/proc/self/task/{t}/comm").read().startswith("Thread (pooled)")
 """
 
 
-def threads_started_to_paint(kind: str) -> int:
+def qt_pool_threads_after_painting(kind: str) -> int:
     env = {k: v for k, v in os.environ.items() if k != "QT_NO_GUI_THREADPOOL"}
     env["QT_QPA_PLATFORM"] = "offscreen"
     root = Path(__file__).resolve().parents[2]
@@ -44,11 +44,11 @@ def threads_started_to_paint(kind: str) -> int:
 
 
 def test_the_studio_paints_on_the_windows_thread_alone() -> None:
-    assert threads_started_to_paint("studio") == 0
+    assert qt_pool_threads_after_painting("studio") == 0
 
 
 def test_qt_left_to_itself_paints_tall_translucent_fills_with_helper_threads() -> None:
     """What the studio turns off is there to turn off (were it not, the test above would prove nothing)."""
     if (os.cpu_count() or 1) < 2:
         pytest.skip("one core: Qt paints alone anyway")
-    assert threads_started_to_paint("plain") > 0
+    assert qt_pool_threads_after_painting("plain") > 0
