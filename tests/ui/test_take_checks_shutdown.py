@@ -51,3 +51,19 @@ def test_shutdown_while_the_checker_starts_joins_nothing_unstarted(qtbot, monkey
     assert checks._process is not None and checks._process.pid is not None
     checks.shutdown()  # started now: joined
     assert checks._process.exitcode is not None
+
+
+def _busy_checker(conn) -> None:  # noqa: ANN001 - a checker in the middle of a long check: it reads nothing
+    time.sleep(60)
+
+
+def test_shutdown_ends_a_checker_busy_with_a_long_check_without_waiting_for_it(qtbot, tmp_path) -> None:
+    checks = take_checks.TakeChecks(Document(Project()), lambda _voice: (), lambda: AsrSettings("none", "en"))
+    ours, theirs = _SPAWN.Pipe()
+    process = _SPAWN.Process(target=_busy_checker, args=(theirs,), daemon=True)
+    process.start()
+    checks._process, checks._conn = process, ours
+    started = time.monotonic()
+    checks.shutdown()
+    assert time.monotonic() - started < 3  # the grace, then the end: not the check's 60 s, nor a 5 s join
+    assert process.exitcode is not None and process.exitcode != 0  # ended, not finished

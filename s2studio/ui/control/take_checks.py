@@ -52,6 +52,10 @@ LINES_A_STEP = 250
 """Lines whose takes a step of a project's listing reads (`check_project`)."""
 LISTING_BUDGET_S = 0.002
 """The CPU time a pass gives the listing at most: the rest of the pass's budget goes to what the window shows."""
+STOP_GRACE_S = 0.3
+"""How long closing waits for the checker's process to finish on its own: it stops between two checks, and one
+check can take seconds. It writes nothing (its results come back over the pipe), so past this it is ended, not
+waited for: a person closing the window does not wait for a check whose result nobody will read."""
 
 
 @dataclass(frozen=True)
@@ -273,9 +277,10 @@ class TakeChecks(QObject):
             except (OSError, BrokenPipeError):
                 pass
         if self._process is not None:
-            self._process.join(5)
+            self._process.join(STOP_GRACE_S)
             if self._process.is_alive():
                 self._process.kill()
+                self._process.join(5)
 
 
 def _same_speaker(speakers: Sequence[str], ids: Sequence[str], at: int, step: int, speaker: str) -> list[str]:
