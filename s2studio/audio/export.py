@@ -41,7 +41,7 @@ from s2studio.audio.disk_space import check_free_space
 from s2studio.audio.dsp import Audio, resample
 from s2studio.audio.export_files import (
     Format, RenderedLine, chapter_file_names, chapter_marks, clip_names, estimated_bytes, output_paths, speakers_in_order,
-    spoken, stem_names, stems_bytes, stems_format_for,
+    Sound, sound_of, spoken, stem_names, stems_bytes, stems_format_for,
 )
 from s2studio.audio.export_writer import (
     DEFAULT_KBPS, FORMATS, OPUS_RATE, AudioSink, compression_level, encoder_options, measure, speaker_layout, tag,
@@ -58,8 +58,8 @@ from s2studio.state.tags import without_tags
 log = logging.getLogger(__name__)
 
 __all__ = ["BITRATES_KBPS", "DEFAULT_KBPS", "FORMATS", "OPUS_RATE", "Cue", "ExportResult", "ExportSettings", "Format",
-           "Metadata", "RenderedLine", "compression_level", "encode_audio", "export", "format_for", "output_paths",
-           "srt_text", "stems_bytes", "stems_format_for", "vtt_text", "write_audio"]
+           "Metadata", "RenderedLine", "Sound", "compression_level", "encode_audio", "export", "format_for", "output_paths",
+           "sound_of", "srt_text", "stems_bytes", "stems_format_for", "vtt_text", "write_audio"]
 
 Normalize = Literal["none", "peak", "loudness"]
 Progress = Callable[[float, str], None]
@@ -215,7 +215,7 @@ def _needs(p: Plan, lines: Sequence[RenderedLine], settings: ExportSettings, out
     if out is not None:
         add(out.parent, estimated_bytes(fmt, total, sound, kbps))
     if stems_dir is not None:
-        add(stems_dir, stems_bytes(lines, settings.stems, settings.gap_s, kbps))
+        add(stems_dir, stems_bytes(sound_of(lines), settings.stems, settings.gap_s, kbps))
     if chapters_dir is not None:
         add(chapters_dir, sum(estimated_bytes(fmt, q.end - q.start, q.end - q.start, kbps) for q in p.parts))
     if clips_dir is not None:

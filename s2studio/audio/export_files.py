@@ -151,16 +151,40 @@ def estimated_bytes(fmt: Format, samples: int, sound: int, bitrate_kbps: int | N
     return int((bitrate_kbps or DEFAULT_KBPS[fmt]) * 125 * seconds) + 8192
 
 
-def stems_bytes(lines: Sequence[RenderedLine], fmt: Format, gap_s: float, bitrate_kbps: int | None = None) -> int:
-    """About how large the speaker stems of `lines` will be in `fmt` (each as long as the mix)."""
-    lengths = [len(ln.audio) for ln in lines if spoken(ln)]
-    samples = sum(lengths) + max(0, len(lengths) - 1) * round(gap_s * SAMPLE_RATE)
-    sound: dict[str, int] = {}
+@dataclass(frozen=True)
+class Sound:
+    """How much audio a set of lines holds, summed in one pass over them: what the stems' sizes are estimated from
+    whatever the format, the bitrate or the gap (which a person changes in the dialog without the lines changing)."""
+
+    spoken: int
+    """Lines with audio (the timeline's gaps fall between them)."""
+    samples: int
+    """Their audio, gaps left out."""
+    by_speaker: dict[str, int]
+    """Each speaker's share of `samples` (0 for a speaker whose lines are all silent)."""
+
+    def mix_samples(self, gap_s: float) -> int:
+        """The mix's length (and so every stem's), with `gap_s` between lines."""
+        return self.samples + max(0, self.spoken - 1) * round(gap_s * SAMPLE_RATE)
+
+
+def sound_of(lines: Sequence[RenderedLine]) -> Sound:
+    """The `Sound` of `lines`: the export dialog sums it once, off the window's thread, for every estimate."""
+    by_speaker: dict[str, int] = {}
+    spoken_count = 0
     for line in lines:
-        sound[line.speaker] = sound.get(line.speaker, 0) + (len(line.audio) if spoken(line) else 0)
-    return sum(estimated_bytes(fmt, samples, s, bitrate_kbps) for s in sound.values())
+        n = len(line.audio) if line.audio is not None else 0
+        spoken_count += n > 0
+        by_speaker[line.speaker] = by_speaker.get(line.speaker, 0) + n
+    return Sound(spoken_count, sum(by_speaker.values()), by_speaker)
 
 
-def stems_format_for(lines: Sequence[RenderedLine], fmt: Format, gap_s: float, bitrate_kbps: int | None = None) -> Format:
+def stems_bytes(sound: Sound, fmt: Format, gap_s: float, bitrate_kbps: int | None = None) -> int:
+    """About how large the speaker stems of lines holding `sound` will be in `fmt` (each as long as the mix)."""
+    samples = sound.mix_samples(gap_s)
+    return sum(estimated_bytes(fmt, samples, s, bitrate_kbps) for s in sound.by_speaker.values())
+
+
+def stems_format_for(sound: Sound, fmt: Format, gap_s: float, bitrate_kbps: int | None = None) -> Format:
     """The stems' default format: FLAC when stems in the mix's format would be huge (`HUGE_STEMS`), else the mix's."""
-    return "flac" if fmt != "flac" and stems_bytes(lines, fmt, gap_s, bitrate_kbps) > HUGE_STEMS else fmt
+    return "flac" if fmt != "flac" and stems_bytes(sound, fmt, gap_s, bitrate_kbps) > HUGE_STEMS else fmt

@@ -5,6 +5,7 @@ offered (and said why) when WAV stems would be huge, and Stop leaves nothing."""
 from __future__ import annotations
 
 import struct
+import threading
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 
 from s2studio.audio import export_files, export_writer
 from s2studio.engine.fake import FakeEngine
+from s2studio.state.take_audio import TakeSound
 from s2studio.ui.dialogs.export_dialog import ExportDialog
 from ui_helpers import cast_two_voices, close_studio, on_modal, open_studio
 
@@ -201,3 +203,28 @@ def test_stop_leaves_nothing(qtbot, studio, tmp_path, monkeypatch):
     assert seen["status"] == "Stopped: nothing was written." and seen["export enabled"]
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temp file left
     assert out.read_bytes() == b"the last export" and not (tmp_path / "scene stems").exists()
+
+
+def test_the_dialog_never_walks_the_lines_on_the_window_thread(qtbot, studio, tmp_path, monkeypatch):
+    """Counting, the summary, the stems' default format and their size note read one summary made off the window's
+    thread: with a book's 10,000 lines, each walk of them there was a pass of tens of milliseconds."""
+    monkeypatch.setattr(export_files, "HUGE_STEMS", 1000)  # the size note is shown: its estimates are made too
+    walked_on: list[str] = []
+    length = TakeSound.__len__
+
+    def counted_len(self) -> int:  # noqa: ANN001
+        walked_on.append(threading.current_thread().name)
+        return length(self)
+
+    monkeypatch.setattr(TakeSound, "__len__", counted_len)
+
+    def steps(d: ExportDialog, seen: dict) -> None:
+        qtbot.mouseClick(d.options.stems, Qt.MouseButton.LeftButton)
+        d.options.format.setCurrentIndex(d.options.format.findData("ogg"))
+        d.options.format.setCurrentIndex(d.options.format.findData("wav"))
+        seen["note"] = d.options.stems_note.text()
+        seen["summary"] = d.summary.text()
+
+    seen = in_dialog(qtbot, studio, steps)
+    assert "stems would take about" in seen["note"] and seen["summary"].startswith("3 rendered lines to export (")
+    assert walked_on and threading.main_thread().name not in walked_on  # counted, and only by the worker

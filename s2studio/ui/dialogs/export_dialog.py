@@ -26,7 +26,7 @@ from s2studio.state.project import Project
 from s2studio.state.script import Script
 from s2studio.ui.control.background import Background
 from s2studio.ui.desktop import open_folder
-from s2studio.ui.dialogs.export_lines import duration, plural, rendered_lines
+from s2studio.ui.dialogs.export_lines import counted, duration, plural
 from s2studio.ui.dialogs.export_options import ExportOptions
 
 MAX_LISTED = 6
@@ -123,24 +123,23 @@ class ExportDialog(QDialog):
         generation, project, script, names = self._count_generation, self._project, self._script, self._names
         self.export_button.setEnabled(False)
         self.summary.setText("Counting the rendered lines…")
-        self._counting.start(lambda _task: (generation, *rendered_lines(project, script, names, only)))
+        self._counting.start(lambda _task: (generation, *counted(project, script, names, only)))
 
     def _counted(self, result: object, error: str) -> None:
         if error:
             self.summary.setText(f"✗ {error}")
             return
-        generation, lines, missing = result  # type: ignore[misc]
+        generation, lines, missing, sound = result  # type: ignore[misc]
         if generation != self._count_generation:  # the choice changed meanwhile: a later count is coming
             return
         self.lines, self._counted_generation = lines, generation
-        samples = sum(len(ln.audio) for ln in lines)
         text = f"{plural(len(lines), 'rendered line')} to export"
         if lines:
-            text += f" ({duration(samples)})"
+            text += f" ({duration(sound.samples)})"
         if missing:
             text += f"; {missing:,} not rendered yet will be left out"
         self.summary.setText(text)
-        self.options.set_lines(lines)
+        self.options.set_lines(lines, sound)
         self.export_button.setEnabled(bool(lines) and not self._task.running)
 
     def _gap_changed(self, value: float) -> None:

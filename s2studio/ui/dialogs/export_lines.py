@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 
 from s2studio.audio import SAMPLE_RATE
 from s2studio.audio.chapters import chapter_titles
-from s2studio.audio.export import RenderedLine
+from s2studio.audio.export import RenderedLine, Sound, sound_of
 from s2studio.state.project import Project
 from s2studio.state.script import Script
 
@@ -32,6 +32,14 @@ def rendered_lines(project: Project, script: Script, voice_names: Mapping[str, s
                         voice=names.get(project.cast.get(line.speaker, ""), ""), number=number,
                         chapter=chapters.get(line.line_id)) for number, line, take in picked]
     return out, missing
+
+
+def counted(project: Project, script: Script, voice_names: Mapping[str, str] | None = None,
+            only: Sequence[str] | None = None) -> tuple[list[RenderedLine], int, Sound]:
+    """`rendered_lines` and the audio they hold: what the dialog counts off the window's thread, so that a book's
+    10,000 lines are never walked there (the summary, the stems' format and their size note all read the `Sound`)."""
+    lines, missing = rendered_lines(project, script, voice_names, only)
+    return lines, missing, sound_of(lines)
 
 
 def plural(n: int, word: str) -> str:

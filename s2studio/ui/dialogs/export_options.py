@@ -137,10 +137,10 @@ class ExportOptions(QObject):
         self._fill_bitrates(remembered["bitrate"])
         self._follow_out()
 
-    def set_lines(self, lines: list) -> None:
-        """The rendered lines to export: the chapters are offered when they have headings, and the stems' format
-        follows their length."""
-        self.lines = lines
+    def set_lines(self, lines: list, sound: Sound) -> None:
+        """The rendered lines to export and the audio they hold (`sound_of`): the chapters are offered when they
+        have headings, and the stems' format follows their length."""
+        self.lines, self._sound = lines, sound
         has_chapters = any(ln.chapter for ln in lines)
         for box in (self.markers, self.chapter_files):
             box.setEnabled(has_chapters)
@@ -170,14 +170,14 @@ class ExportOptions(QObject):
         """FLAC stems by default when the stems in the mix's format would be huge, and the note says why."""
         fmt, kbps = self.format.currentData(), self.bitrate.currentData() if self.bitrate.isEnabled() else None
         self.stems_flac.setVisible(fmt != "flac")
-        big = stems_format_for(self.lines, fmt, self._project.gap_s, kbps) == "flac"
+        big = stems_format_for(self._sound, fmt, self._project.gap_s, kbps) == "flac"
         if not self._stems_flac_chosen:
             self.stems_flac.setChecked(big)
         self.stems_note.setVisible(big and self.stems.isChecked())
         if big:
-            speakers = len({ln.speaker for ln in self.lines})
-            as_is = stems_bytes(self.lines, fmt, self._project.gap_s, kbps)
-            flac = stems_bytes(self.lines, "flac", self._project.gap_s)
+            speakers = len(self._sound.by_speaker)
+            as_is = stems_bytes(self._sound, fmt, self._project.gap_s, kbps)
+            flac = stems_bytes(self._sound, "flac", self._project.gap_s)
             self.stems_note.setText(f"{FORMAT_LABELS[fmt].split(' (')[0]} stems would take about "
                                     f"{human_size(as_is)} ({plural(speakers, 'full-length track')}); as FLAC about "
                                     f"{human_size(flac)}, since FLAC stores their silence in almost nothing.")
