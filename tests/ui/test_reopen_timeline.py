@@ -9,6 +9,8 @@ from PySide6.QtWidgets import QApplication
 
 from s2studio.audio import timeline as timeline_module
 from s2studio.audio.timeline import Track
+from s2studio.state.project import Take
+from s2studio.state.take_check import TakeCheck
 from s2studio.ui.control import slices
 from test_book_open import rendered_project, studio  # noqa: F401 - the fixture
 
@@ -51,3 +53,34 @@ def test_a_book_reopened_lays_out_its_timeline_a_slice_a_pass_and_an_edit_meanwh
     starts = np.concatenate([[0], np.cumsum(lengths[:-1] + w.timeline.gap)])  # each line a gap after the last
     np.testing.assert_array_equal(layout.starts, starts)
     assert w.player_bar.waveform.range() == (0, starts[-1] + lengths[-1])
+
+
+def test_takes_that_change_while_a_book_is_laid_out_wait_for_its_end_and_land_exactly(
+        qtbot, studio, tmp_path, monkeypatch):  # noqa: F811 - the fixture
+    """A check result (the take itself unchanged) and a new take for a line already laid out both arrive while the
+    reopened book is laid out: neither lays out the rest of the book in its pass, and the new take is on the
+    timeline once the layout is done, the lines after it moved by its length."""
+    w = studio
+    path, _edited = rendered_project(qtbot, w, tmp_path)
+    monkeypatch.setattr(timeline_module, "LAYOUT_SLICE", SLICE, raising=False)
+    monkeypatch.setattr(slices, "BUDGET_S", 0.0)  # one step a pass
+    made: list[str] = []
+    real = Track.__init__
+    monkeypatch.setattr(Track, "__init__", lambda self, line_id, *a, **k: (made.append(line_id), real(self, line_id, *a, **k))[1])
+    assert w.projects.open(path)
+    while len(made) < 2 * SLICE:  # two slices laid out: lines 0-9 placed, the rest not yet
+        QApplication.processEvents()
+    first, second = w.document.script.lines[1].line_id, w.document.script.lines[2].line_id
+    before = len(made)
+    checked = w.document.project.current(first)
+    w.document.set_check(checked, TakeCheck((), "a key"))  # as a check result does
+    longer = Take("a-new-take", second, w.document.script.lines[2].text, audio=np.full(50_000, 0.25, np.float32))
+    w.document.add_take(longer)  # as a take rendered meanwhile does
+    assert len(made) - before == 0 and w.session._laying.busy  # both wait: nothing laid out in this pass
+    qtbot.waitUntil(lambda: not w.session._laying.busy)
+    layout = w.timeline.layout
+    assert [t.line_id for t in layout.tracks] == list(w.document.script.line_ids)
+    placed = layout.tracks[layout.index[second]]
+    assert placed.source is longer.sound and placed.length == 50_000
+    lengths = np.array([t.length for t in layout.tracks])
+    np.testing.assert_array_equal(layout.starts, np.concatenate([[0], np.cumsum(lengths[:-1] + w.timeline.gap)]))

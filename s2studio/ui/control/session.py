@@ -164,8 +164,10 @@ class RenderSession(QObject):
         self._relayout_due = False
         """Another project is open and its timeline not laid out yet (the window does it a pass later, `relayout`;
         anything here that touches the timeline before then lays it out first)."""
-        self._laying: Slices[int] = Slices(lambda _lines: None, done=self.timeline_changed.emit, parent=self)
+        self._laying: Slices[int] = Slices(lambda _lines: None, done=self._laid_out, parent=self)
         """The timeline being laid out, a slice of lines a pass (`Timeline.lay_out`)."""
+        self._landed_while_laying: set[str] = set()
+        """Lines whose take changed while the timeline was being laid out: placed once it is (`_takes_changed`)."""
         self._order_due = False
         """A book's lines changed order and the timeline follows a pass later (as `_relayout_due`)."""
         self.relayout()
@@ -230,10 +232,28 @@ class RenderSession(QObject):
         self.timeline.set_order(self.document.script.line_ids, self._picked_audio())
         self.timeline_changed.emit()
 
+    def _laid_out(self) -> None:
+        landed, self._landed_while_laying = self._landed_while_laying, set()
+        for line_id in landed:
+            self._place_take(line_id)
+        self.timeline_changed.emit()
+
     def _takes_changed(self, line_id: str) -> None:
+        """A line's picked take changed, or only its check or notes. While the timeline is being laid out (a book
+        just opened) the line waits for the layout's end: the layout reads each line's picked take when it gets
+        there, and placing one now would lay out the whole book in this pass, as a check result a second does for
+        minutes after a book is opened."""
         self.lay_out_if_due()
+        if self._laying.busy:
+            self._landed_while_laying.add(line_id)
+            return
+        if self._place_take(line_id):
+            self.timeline_changed.emit()
+
+    def _place_take(self, line_id: str) -> bool:
+        """The line's picked take on the timeline; True when the layout changed."""
         if line_id not in self.timeline:
-            return  # a line not in the script (deleted while it rendered): its take is kept, not placed
+            return False  # a line not in the script (deleted while it rendered): its take is kept, not placed
         take = self.document.project.current(line_id)
         audio = take.sound if take is not None else None
         layout = self.timeline.layout
@@ -242,8 +262,7 @@ class RenderSession(QObject):
             self._open.pop(line_id, None)
         else:
             self.timeline.set_audio(line_id, audio)
-        if self.timeline.layout is not layout:  # not when only the take's check or notes changed
-            self.timeline_changed.emit()
+        return self.timeline.layout is not layout  # not when only the take's check or notes changed
 
     # -- commands --------------------------------------------------------------------------------
 
