@@ -12,6 +12,7 @@ from PySide6.QtGui import QColor, QFont, QPalette, QResizeEvent
 from PySide6.QtWidgets import QComboBox, QFrame, QHBoxLayout, QLabel, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
 
 from s2studio.state.script import near_name
+from s2studio.ui import wheel_guard
 from s2studio.ui.colors import is_dark, speaker_color, speaker_colors
 from s2studio.ui.control.slices import Slices
 from s2studio.ui.script.flow_layout import FlowLayout
@@ -146,6 +147,7 @@ class CastPanel(QWidget):
             combo.addItem(name, vid)
         combo.setCurrentIndex(max(combo.findData(self._cast.get(speaker, NO_VOICE)), 0))
         combo.currentIndexChanged.connect(partial(self._picked, speaker))
+        wheel_guard.guard(combo)
         label.setBuddy(combo)
         row.addWidget(label)
         row.addWidget(combo)

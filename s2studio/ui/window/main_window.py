@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QCloseEvent
-from PySide6.QtWidgets import QApplication, QMainWindow, QMessageBox, QSplitter
+from PySide6.QtWidgets import QMainWindow, QMessageBox, QSplitter
 
 from s2studio.audio.timeline import Timeline
 from s2studio.engine import api
@@ -41,6 +41,7 @@ from s2studio.ui.dialogs.project_commands import ProjectCommands
 from s2studio.ui.inspector.inspector import Inspector
 from s2studio.ui.keys import SpaceForPlayback
 from s2studio.ui.player.player_bar import PlayerBar
+from s2studio.ui import wheel_guard
 from s2studio.ui.script.cast_panel import CastPanel
 from s2studio.ui.script.chapters import ChapterNavigation, ChapterPanel
 from s2studio.ui.script.editor import InlineWarning, ScriptEditor
@@ -102,7 +103,7 @@ class MainWindow(QMainWindow):
         ctx.host.devices_found.connect(lambda event: self.inspector.settings_panel.set_devices(event.devices))
         ctx.host.devices_found.connect(lambda event: self.activity.devices(event.devices))
         self.space = SpaceForPlayback(self)
-        QApplication.instance().installEventFilter(self.space)
+        wheel_guard.guard(self)  # its fields as built; the cast's rows are guarded as they come
 
     def _build_ui(self) -> None:
         a = self.actions_by_name
@@ -294,5 +295,5 @@ class MainWindow(QMainWindow):
         self.store.remember_last()
         self.store.end_session(discard=answer is None)
         self.voice_commands.forget_undo()
-        QApplication.instance().removeEventFilter(self.space)
+        self.space.stop()
         super().closeEvent(event)

@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (QDoubleSpinBox, QFrame, QHBoxLayout, QLabel, QPla
 from s2studio.audio.clip_prep import SPLIT_ABOVE_S, Span, cut
 from s2studio.errors import UserError
 from s2studio.state.clips import audio_warnings, check_reference
+from s2studio.ui import wheel_guard
 from s2studio.ui.voices.new_voice.clip_draft import ClipDraft
 from s2studio.ui.voices.new_voice.clip_waveform import ClipWaveform
 
@@ -105,6 +106,7 @@ class ClipCard(QFrame):
         box.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
         box.valueChanged.connect(self._time_typed)
         box.setProperty("which", name.lower())
+        wheel_guard.guard(box)  # a card is added to a dialog already shown
         return box
 
     # -- shown state ---------------------------------------------------------------------------
