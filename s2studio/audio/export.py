@@ -58,8 +58,8 @@ from s2studio.state.tags import without_tags
 log = logging.getLogger(__name__)
 
 __all__ = ["BITRATES_KBPS", "DEFAULT_KBPS", "FORMATS", "OPUS_RATE", "Cue", "ExportResult", "ExportSettings", "Format",
-           "Metadata", "RenderedLine", "Sound", "compression_level", "encode_audio", "export", "format_for", "output_paths",
-           "sound_of", "srt_text", "stems_bytes", "stems_format_for", "vtt_text", "write_audio"]
+           "Metadata", "RenderedLine", "Sound", "compression_level", "encode_audio", "export", "format_for",
+           "output_paths", "sound_of", "srt_text", "stems_bytes", "stems_format_for", "vtt_text", "write_audio"]
 
 Normalize = Literal["none", "peak", "loudness"]
 Progress = Callable[[float, str], None]

@@ -31,6 +31,7 @@ class SpaceForPlayback(QObject):
         super().__init__(window)
         self.window = window
         self._on: QWidget | None = None
+        self._following = True
         QApplication.instance().focusChanged.connect(self._follow)
         self._follow(None, QApplication.focusWidget())
 
@@ -44,8 +45,10 @@ class SpaceForPlayback(QObject):
 
     def stop(self) -> None:
         """The window closes: Space is no longer followed."""
-        QApplication.instance().focusChanged.disconnect(self._follow)
-        self._follow(None, None)
+        if self._following:
+            self._following = False
+            QApplication.instance().focusChanged.disconnect(self._follow)
+            self._follow(None, None)
 
     def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt override
         if (event.type() == QEvent.Type.ShortcutOverride and isinstance(event, QKeyEvent)
