@@ -16,6 +16,7 @@ from s2studio.state.disk import WriteError
 from s2studio.state.project_document import read_document
 from s2studio.state.project_files import read_project
 from s2studio.state.script_edits import ScriptParser
+from s2studio.state.take_check import TakeCheck
 from s2studio.state.take_files import take_files
 from s2studio.ui.control import projects, unwritten
 from ui_helpers import cast_two_voices, close_studio, fake_engine, open_studio
@@ -209,5 +210,30 @@ def test_takes_a_project_folder_cannot_take_go_to_the_autosave_and_nothing_is_lo
         assert restored.problems == ()
         assert sorted(t.take_id for e in restored.project.lines.values() for t in e.takes) == \
             sorted(t.take_id for t in takes)
+    finally:
+        close_studio(w)
+
+
+def test_check_results_arriving_one_after_another_are_autosaved_at_the_takes_pace(qtbot, tmp_path, monkeypatch):
+    """A check result (one a second for minutes after a book's render) is saved as a take is: at most once an
+    interval while they keep coming, not after each short pause as typing is (each autosave of a book walks its
+    lines on the writer's thread, which the window then waits behind for the interpreter)."""
+    monkeypatch.setenv("S2STUDIO_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setattr(projects, "AUTOSAVE_DELAY_MS", 50)  # typing's pause, short here: many autosaves if it applied
+    w = open_studio(qtbot, fake_engine)
+    try:
+        cast_two_voices(w, tmp_path)
+        w.actions_by_name["render_all"].trigger()
+        qtbot.waitUntil(lambda: len(w.document.project.lines) == 2 and not w.session.busy, timeout=15000)
+        w.store.flush()  # an autosave just ran
+        saves: list[int] = []
+        real = w.store._autosave_job
+        monkeypatch.setattr(w.store, "_autosave_job", lambda: (saves.append(1), real())[1])
+        take = w.document.project.current(w.document.script.lines[0].line_id)
+        for i in range(10):  # ten results, 100 ms apart
+            w.document.set_check(take, TakeCheck((), f"key {i}"))
+            qtbot.wait(100)
+        assert saves == []  # the interval since the last autosave has not passed
+        assert w.store._timer.remainingTime() > (projects.RENDER_AUTOSAVE_S - 3) * 1000
     finally:
         close_studio(w)

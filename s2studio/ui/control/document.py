@@ -42,8 +42,9 @@ class Document(QObject):
     takes_changed = Signal(str)
     replaced = Signal()
     modified = Signal(bool)
-    """Something the project file holds changed; True when it is worth saving at once (a new take: audio
-    that took minutes to make), False for edits that come in bursts (typing)."""
+    """Something the project file holds changed; True for what arrives at the render's pace and is saved at most
+    once an interval while it keeps coming (`projects.RENDER_AUTOSAVE_S`) (a new take: audio that took minutes to make; a take's check result,
+    one a second for minutes after a book's render), False for edits that come in bursts (typing)."""
     cast_changed = Signal()
     settings_changed = Signal()
     """The project's generation settings changed (`set_settings`)."""
@@ -269,7 +270,7 @@ class Document(QObject):
         """What the checks found in `take` (`control.take_checks`), kept with it in the project."""
         take.check = check
         self.takes_changed.emit(take.line_id)
-        self.modified.emit(False)
+        self.modified.emit(True)  # at the takes' pace: each autosave of a book walks its 10,000 lines on the writer
 
     def pick(self, line_id: str, index: int) -> None:
         entry = self.project.lines.get(line_id)
