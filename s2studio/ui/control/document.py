@@ -42,9 +42,10 @@ class Document(QObject):
     takes_changed = Signal(str)
     replaced = Signal()
     modified = Signal(bool)
-    """Something the project file holds changed; True for what arrives at the render's pace and is saved at most
-    once an interval while it keeps coming (`projects.RENDER_AUTOSAVE_S`) (a new take: audio that took minutes to make; a take's check result,
-    one a second for minutes after a book's render), False for edits that come in bursts (typing)."""
+    """Something the project file holds changed. True for what arrives at the render's pace, saved at most once an
+    interval while it keeps coming (`projects.RENDER_AUTOSAVE_S`): a new take (audio that took minutes to make), a
+    take's check result (one a second for minutes after a book's render). False for edits that come in bursts
+    (typing)."""
     cast_changed = Signal()
     settings_changed = Signal()
     """The project's generation settings changed (`set_settings`)."""
