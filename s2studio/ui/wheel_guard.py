@@ -63,10 +63,14 @@ class WheelGuard(QObject):
             guard(new.window())
 
 
-def the_guard() -> WheelGuard:
-    app = QApplication.instance()
+def the_guard(app: QApplication | None = None) -> WheelGuard:
+    """The application's one guard, made (and set to follow the focus) when first asked for."""
+    app = app if app is not None else QApplication.instance()
     existing = app.findChild(WheelGuard)
-    return existing if existing is not None else WheelGuard(app)
+    if existing is None:
+        existing = WheelGuard(app)
+        app.focusChanged.connect(existing.follow_focus)
+    return existing
 
 
 def guard(root: QWidget) -> None:
@@ -86,10 +90,5 @@ def guard(root: QWidget) -> None:
 
 
 def install(app: QApplication) -> WheelGuard:
-    """Guard the fields of each window the focus enters, once (later calls return the same guard)."""
-    existing = app.findChild(WheelGuard)
-    if existing is not None:
-        return existing
-    the = WheelGuard(app)
-    app.focusChanged.connect(the.follow_focus)
-    return the
+    """Guard the fields of each window the focus enters (once: later calls return the same guard)."""
+    return the_guard(app)

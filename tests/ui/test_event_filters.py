@@ -6,19 +6,12 @@ from __future__ import annotations
 
 import sys
 
-from PySide6.QtCore import QEvent, QObject, QPoint, QPointF, Qt
-from PySide6.QtGui import QWheelEvent
+from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtWidgets import QApplication, QDialog, QLabel, QProgressDialog, QSpinBox, QVBoxLayout, QWidget
 
 from s2studio.ui import wheel_guard
+from test_new_user_settings import wheel  # one turn of the wheel over a widget
 from ui_helpers import close_studio, fake_engine, on_modal, open_studio
-
-
-def wheel(widget: QWidget, notches: int) -> None:
-    at = widget.rect().center()
-    QApplication.sendEvent(widget, QWheelEvent(
-        QPointF(at), QPointF(widget.mapToGlobal(at)), QPoint(0, 0), QPoint(0, 120 * notches),
-        Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier, Qt.ScrollPhase.NoScrollPhase, False))
 
 
 def test_no_event_of_the_windows_widgets_goes_through_python_filters(qtbot, tmp_path, monkeypatch):

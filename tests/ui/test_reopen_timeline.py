@@ -17,15 +17,23 @@ from test_book_open import rendered_project, studio  # noqa: F401 - the fixture
 SLICE = 5
 
 
-def test_a_book_reopened_lays_out_its_timeline_a_slice_a_pass_and_an_edit_meanwhile_lands_exactly(
-        qtbot, studio, tmp_path, monkeypatch):  # noqa: F811 - the fixture
-    w = studio
+def sliced_reopen(qtbot, w, tmp_path, monkeypatch) -> tuple:  # noqa: ANN001
+    """A saved rendered book, laid out `SLICE` lines a pass when opened; its path and the ids of the tracks made
+    (in order) from now on."""
     path, _edited = rendered_project(qtbot, w, tmp_path)
     monkeypatch.setattr(timeline_module, "LAYOUT_SLICE", SLICE, raising=False)
     monkeypatch.setattr(slices, "BUDGET_S", 0.0)  # one step a pass
     made: list[str] = []
     real = Track.__init__
-    monkeypatch.setattr(Track, "__init__", lambda self, line_id, *a, **k: (made.append(line_id), real(self, line_id, *a, **k))[1])
+    monkeypatch.setattr(Track, "__init__",
+                        lambda self, line_id, *a, **k: (made.append(line_id), real(self, line_id, *a, **k))[1])
+    return path, made
+
+
+def test_a_book_reopened_lays_out_its_timeline_a_slice_a_pass_and_an_edit_meanwhile_lands_exactly(
+        qtbot, studio, tmp_path, monkeypatch):  # noqa: F811 - the fixture
+    w = studio
+    path, made = sliced_reopen(qtbot, w, tmp_path, monkeypatch)
     assert w.projects.open(path)
     per_pass = [len(made)]
     while w.showing.busy or len(w.timeline.layout.tracks) < 24:
@@ -61,12 +69,7 @@ def test_takes_that_change_while_a_book_is_laid_out_wait_for_its_end_and_land_ex
     reopened book is laid out: neither lays out the rest of the book in its pass, and the new take is on the
     timeline once the layout is done, the lines after it moved by its length."""
     w = studio
-    path, _edited = rendered_project(qtbot, w, tmp_path)
-    monkeypatch.setattr(timeline_module, "LAYOUT_SLICE", SLICE, raising=False)
-    monkeypatch.setattr(slices, "BUDGET_S", 0.0)  # one step a pass
-    made: list[str] = []
-    real = Track.__init__
-    monkeypatch.setattr(Track, "__init__", lambda self, line_id, *a, **k: (made.append(line_id), real(self, line_id, *a, **k))[1])
+    path, made = sliced_reopen(qtbot, w, tmp_path, monkeypatch)
     assert w.projects.open(path)
     while len(made) < 2 * SLICE:  # two slices laid out: lines 0-9 placed, the rest not yet
         QApplication.processEvents()
