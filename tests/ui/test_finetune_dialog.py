@@ -205,6 +205,7 @@ def test_each_checkpoint_gets_a_preview_to_play_and_can_be_the_one_kept(qtbot, t
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     w = open_studio(qtbot, lambda: FakeEngine(frame_latency_s=0.001))
+    dialog = again = None
     try:
         lib = w.library
         voice = voice_with(lib, tmp_path, 8.0)
@@ -261,6 +262,11 @@ def test_each_checkpoint_gets_a_preview_to_play_and_can_be_the_one_kept(qtbot, t
         shown = [again.table.visualRect(again.table.model().index(i, 0)) for i in range(2)]
         assert all(again.table.viewport().rect().contains(r) for r in shown)  # both rows whole, no half row
     finally:
+        # hidden before the studio's close turns Python's own collector back on: once the test has let go of
+        # them, a collection run inside a visible dialog's paint deleted the plot being painted (a crash in Qt)
+        for opened in (dialog, again):
+            if opened is not None:
+                opened.close()
         close_studio(w)
 
 
