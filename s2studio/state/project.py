@@ -120,7 +120,8 @@ class Take:
         """When it was made, ISO 8601 with the UTC offset (None when unknown)."""
         self.check = check
         """What the automatic checks found (None until it is checked); the one field set after the take is made,
-        replaced whole (`Document.set_check`) when the take is checked again."""
+        replaced whole (`Document.set_check`) when the take is checked again. Each of the five fields above set after
+        the take is made is followed by `Project.touch`, so that the next save writes its row again."""
         self.sizes = sizes
         """What its files hold (set when they are written, or found when a project saved without it opens);
         None until then."""
@@ -199,30 +200,32 @@ class LineTakes:
 
 
 class LineEdits:
-    """The lines whose takes or pick changed, in the order of their last change, each with the count of changes
-    made when it last did: what a capture of the document (`project_journal.capture`) reads again since an earlier
-    capture, instead of every line of a book (a take never changes: the lines not named are as they were)."""
+    """The lines whose takes, pick or take rows changed, as a log in the order of the changes: what a capture of
+    the document (`project_journal.capture`) reads again since an earlier capture, and what a save compares and
+    writes since the save before (`project_journal.changed_between`), instead of every line of a book (the lines
+    not named are as they were). Only appended to, so the writer's thread may read a stretch of it while the
+    window's thread notes more (a slice of a list is read whole); a session's log is a few hundred kB."""
 
-    __slots__ = ("count", "_last")
+    __slots__ = ("_log",)
 
     def __init__(self) -> None:
-        self.count = 0
+        self._log: list[str] = []
+
+    @property
+    def count(self) -> int:
         """Changes made so far (a capture keeps it, to ask `since` later)."""
-        self._last: dict[str, int] = {}
+        return len(self._log)
 
     def note(self, line_id: str) -> None:
-        self.count += 1
-        self._last.pop(line_id, None)  # to the end: the dict stays in the order of the lines' last changes
-        self._last[line_id] = self.count
+        self._log.append(line_id)
 
     def since(self, count: int) -> list[str]:
         """The lines changed after the first `count` changes (each once, the latest first)."""
-        out = []
-        for line_id, at in reversed(self._last.items()):
-            if at <= count:
-                break
-            out.append(line_id)
-        return out
+        return list(dict.fromkeys(reversed(self._log[count:])))
+
+    def between(self, first: int, last: int) -> set[str]:
+        """The lines changed after the first `first` changes and up to the `last`-th."""
+        return set(self._log[first:last])
 
 
 @dataclass
@@ -247,7 +250,8 @@ class Project:
     """Speaker name -> its colour's place in the palette, given when the speaker first appears and kept for the
     life of the project: inserting a line above or Undo never recolours anybody (`give_colors`)."""
     edits: LineEdits = field(default_factory=LineEdits, init=False, repr=False, compare=False)
-    """The lines whose takes changed, as the methods below change them (`lines` is changed through them only)."""
+    """The lines whose takes changed, as the methods below change them (`lines` is changed through them only;
+    a take's fields set after it is made are followed by `touch`)."""
 
     def give_colors(self, speakers: Iterable[str]) -> bool:
         """Give each speaker without a colour the first place in the palette that no speaker of `speakers` holds
@@ -277,6 +281,12 @@ class Project:
             raise IndexError(index)
         entry.picked = index
         self.edits.note(line_id)
+
+    def touch(self, take: Take) -> None:
+        """A field of `take`'s row that is filled in after it is made (`speaker`, `voice`, `settings`,
+        `fingerprint`: an older take brought up to date; `check`: the checks' findings) was just set: the next
+        save writes its line again. Every such assignment is followed by this."""
+        self.edits.note(take.line_id)
 
     def current(self, line_id: str) -> Take | None:
         entry = self.lines.get(line_id)

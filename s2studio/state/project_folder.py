@@ -36,7 +36,8 @@ from s2studio.state.disk import WriteError, fsync_dir, remove_quietly, replace, 
 from s2studio.state.project import FORMAT_VERSION, LineTakes, Project, Take
 from s2studio.state.project_document import (TAKE, VOICE_ID, VOICES_FOLDER, ProjectFile, complete, dump_field,
                                              packed_voices, read_document, recover, siblings, whole_document)
-from s2studio.state.project_journal import JOURNAL, PLAIN_FIELDS, DocState, capture, changes, encode, header
+from s2studio.state.project_journal import (JOURNAL, PLAIN_FIELDS, DocState, capture, changed_between, changes,
+                                            encode, header)
 from s2studio.state.take_audio import TakeSound
 from s2studio.state.take_files import (TAKE_ID, TAKES, make_folder, open_take, plain_folder, share_takes, take_files,
                                        write_takes)
@@ -109,7 +110,6 @@ class ProjectFolder:
         (voice id -> `.s2voice` bytes; {} for none; None leaves them as they are). `progress(fraction, text)`
         is told while takes are copied; `cancel` (a `threading.Event`) stops a copy with `Cancelled`.
         Raises `UserError` with one line (nothing lost: the folder holds the save before)."""
-        state = state.keyed()
         path = self.path
         tmp, _ = siblings(path)
         if self.base is None:
@@ -121,18 +121,22 @@ class ProjectFolder:
         for voice_id in voices or {}:
             if not VOICE_ID.match(voice_id):
                 raise ValueError(f"{voice_id!r} is not a voice id")
-        _check_ids(state)
+        compact = new or self.base is None or self.format != FORMAT_VERSION or self._moved() or self.damage \
+            or self.stale_rows or not self.journal_at or self.journal_at > max(COMPACT_BYTES, self.document_bytes)
+        state = state.keyed(self.base)
+        changed = None if compact else changed_between(self.base, state)
+        takes = state.takes() if changed is None else [t for line_id in changed if line_id in state.lines
+                                                         for t in state.takes_of(line_id)]
+        _check_ids(takes)
         target = tmp if new else path
         placed: list[tuple[Take, Any]] = []
         try:
             if new:
                 remove_quietly(tmp)
                 os.mkdir(tmp)
-            placed = self._place_takes(state, target, progress, cancel)
+            placed = self._place_takes(takes, target, progress, cancel)
             if voices is not None:
                 _write_voices(target, voices)
-            compact = new or self.base is None or self.format != FORMAT_VERSION or self._moved() or self.damage \
-                or self.stale_rows or not self.journal_at or self.journal_at > max(COMPACT_BYTES, self.document_bytes)
             if compact:
                 self._compact(target, state, collect=not new)
             else:
@@ -162,12 +166,14 @@ class ProjectFolder:
 
     # -- internals ---------------------------------------------------------------------------------
 
-    def _place_takes(self, state: DocState, target: Path, progress: Progress | None,
+    def _place_takes(self, takes: Sequence[Take], target: Path, progress: Progress | None,
                      cancel: Any) -> list[tuple[Take, Any]]:
-        """Give `target` the files of every take of `state` it lacks; returns each take with what it should
-        read from once the save is through (new files to attach, or files to read instead of its current)."""
+        """Give `target` the files of each of `takes` it lacks (every take of a document written whole; those of
+        the lines changed since the last save for an append: the others' files are where that save put them);
+        returns each take with what it should read from once the save is through (new files to attach, or
+        files to read instead of its current)."""
         here = {self.path, self.fallback}
-        missing = [t for t in state.takes() if t.files is None or t.files.folder not in here or
+        missing = [t for t in takes if t.files is None or t.files.folder not in here or
                    (t.files.flat and t.files.folder == self.path)]  # format 1: into the new layout
         placed: list[tuple[Take, Any]] = [
             (take, (take_files(self.path, take.take_id), peaks, decoded))
@@ -302,9 +308,9 @@ def _write_voices(folder: Path, voices: Mapping[str, bytes]) -> None:
             remove_quietly(path)
 
 
-def _check_ids(state: DocState) -> None:
+def _check_ids(takes: Sequence[Take]) -> None:
     seen: set[str] = set()
-    for take in state.takes():
+    for take in takes:
         if not TAKE_ID.match(take.take_id) or take.take_id in seen:
             raise ValueError(f"take id {take.take_id!r} is not a fresh take id")
         seen.add(take.take_id)

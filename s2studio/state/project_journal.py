@@ -38,9 +38,10 @@ from s2studio.state.project import LineEdits, Project, Take
 JOURNAL = "journal.jsonl"
 JOURNAL_VERSION = 1
 
-TakeKey = tuple[Take, Any, Any, Any, Any]
-"""A take as a document row shows it: the take (immutable), the three fields that adopting an old take
-fills in later (speaker, voice, settings) and what its checks found (set when they finish)."""
+TakeKey = tuple[Take, Any, Any, Any, Any, Any]
+"""A take as a document row shows it: the take, and the fields of its row set after it is made (each followed
+by `Project.touch`): the four that bringing an older take up to date fills in (fingerprint, speaker, voice,
+settings) and what its checks found (set when they finish)."""
 LineKey = tuple[int, tuple[TakeKey, ...]]
 """A line of `Project.lines` as the document shows it: (picked, its takes)."""
 PLAIN_FIELDS = ("title", "cast", "settings", "gap_s", "voice_names", "with_voices", "speaker_colors", "autosave_of")
@@ -69,14 +70,42 @@ class DocState:
             return [key[0] for _, keys in self.lines.values() for key in keys]
         return [take for _, takes in self.lines.values() for take in takes]
 
-    def keyed(self) -> DocState:
-        """Each take with the row fields that adopting an old take may fill in later (read now: a row is
-        written as the take is when it is written, and written again when they change)."""
+    def takes_of(self, line_id: str) -> list[Take]:
+        takes = self.lines[line_id][1]
+        return [key[0] for key in takes] if self.is_keyed else list(takes)
+
+    def keyed(self, base: DocState | None = None) -> DocState:
+        """Each take with the fields of its row set after it is made (`TakeKey`, read now: a row is written as
+        the take is when it is written, and written again when they change). `base`: an earlier keyed state of
+        the same project, whose lines are taken as they are but for those changed since (`changed_between`):
+        the cost is then what changed, not the lines of a book (the writer's thread calls this)."""
         if self.is_keyed:
             return self
-        lines = {k: (picked, tuple((t, t.speaker, t.voice, t.settings, t.check) for t in takes))
-                 for k, (picked, takes) in self.lines.items()}
+        changed = changed_between(base, self) if base is not None and base.is_keyed else None
+        if changed is None or base is None:
+            lines = {k: _keyed_line(line) for k, line in self.lines.items()}
+        else:
+            lines = dict(base.lines)
+            for line_id in changed:
+                line = self.lines.get(line_id)
+                if line is None:
+                    lines.pop(line_id, None)
+                else:
+                    lines[line_id] = _keyed_line(line)
         return replace(self, lines=lines, is_keyed=True)
+
+
+def _keyed_line(line: tuple[int, tuple[Any, ...]]) -> LineKey:
+    picked, takes = line
+    return picked, tuple((t, t.fingerprint, t.speaker, t.voice, t.settings, t.check) for t in takes)
+
+
+def changed_between(before: DocState | None, now: DocState) -> set[str] | None:
+    """The lines that may differ between two states of one project, `before` captured first (the project's log
+    of changes, `Project.edits`); None when that log cannot say (another project's states): then any may."""
+    if before is None or before.edits is None or before.edits is not now.edits or before.edits_seen > now.edits_seen:
+        return None
+    return before.edits.between(before.edits_seen, now.edits_seen)
 
 
 def capture(project: Project, autosave_of: Path | None = None, since: DocState | None = None) -> DocState:
@@ -110,8 +139,8 @@ def _copied(value: Any) -> Any:
 
 def take_row(key: TakeKey, dump: Any) -> dict[str, Any]:
     """A take's row in the document (`dump`: the TAKE record's `dump`)."""
-    take, speaker, voice, settings, check = key
-    return dump({"take_id": take.take_id, "text": take.text, "seed": take.seed, "fingerprint": take.fingerprint,
+    take, fingerprint, speaker, voice, settings, check = key
+    return dump({"take_id": take.take_id, "text": take.text, "seed": take.seed, "fingerprint": fingerprint,
                  "speaker": speaker, "voice": voice, "settings": settings, "created": take.created,
                  "check": check, "sizes": take.sizes})
 
@@ -159,11 +188,14 @@ def changes(before: DocState, now: DocState, dump_field: Any, dump_row: Any) -> 
         a, b, ids = _splice(before.line_ids or (), now.line_ids or ())
         record["line_ids"] = [a, b, list(ids)]
     lines: dict[str, Any] = {}
-    for line_id, key in now.lines.items():
-        if before.lines.get(line_id) != key:
+    changed = changed_between(before, now)
+    for line_id in now.lines if changed is None else sorted(changed):
+        key = now.lines.get(line_id)
+        if key is not None and before.lines.get(line_id) != key:
             lines[line_id] = line_entry(key, dump_row)
-    for line_id in before.lines.keys() - now.lines.keys():
-        lines[line_id] = None
+    for line_id in before.lines.keys() - now.lines.keys() if changed is None else changed:
+        if line_id in before.lines and line_id not in now.lines:
+            lines[line_id] = None
     if lines:
         record["lines"] = lines
     return record

@@ -167,6 +167,7 @@ def remap(project: Project, voices: Mapping[str, Voice]) -> None:
         for take in entry.takes:
             if take.voice in keys:
                 take.voice = keys[take.voice]
+                project.touch(take)
     for old_id, voice in voices.items():
         if old_id in project.voice_names:
             del project.voice_names[old_id]

@@ -199,7 +199,10 @@ def upgrade_takes(project: Project, lines: Iterable[Line], voices: Mapping[str, 
     for line in lines:
         entry = project.lines.get(line.line_id)
         for take in entry.takes if entry else ():
+            before = (take.speaker, take.voice, take.settings, take.fingerprint)
             upgrade_take(take, line, voices.get(project.cast.get(line.speaker, "")), project.settings)
+            if (take.speaker, take.voice, take.settings, take.fingerprint) != before:
+                project.touch(take)  # its row is saved again
 
 
 def upgrade_take(take: Take, line: Line, voice: Voice | None, settings: GenerationSettings) -> bool:

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,7 +20,7 @@ import pytest
 import soundfile as sf
 
 from s2studio.errors import UserError
-from s2studio.state.project import Project, Take
+from s2studio.state.project import GenerationSettings, Project, Take
 from s2studio.state.project_files import read_project, recover
 from s2studio.state.project_folder import ProjectFolder
 from s2studio.state.project_journal import capture
@@ -342,6 +343,7 @@ def test_a_takes_check_is_saved_with_it_as_a_change_of_its_line_and_read_back_eq
     found = TakeCheck((CheckResult("words", "failed", 0.5, 0.25, "missed “river”"),
                        CheckResult("runaway", "skipped", 1.0, None, "frame limit unknown")), "key0")
     take.check = found
+    p.touch(take)
     folder.save(capture(p))
     journal = (folder.path / "journal.jsonl").read_bytes().splitlines()
     record = json.loads(journal[-1].rpartition(b" ")[0])
@@ -354,3 +356,87 @@ def test_a_takes_check_is_saved_with_it_as_a_change_of_its_line_and_read_back_eq
     (folder.path / "project.json").write_text(json.dumps(doc), "utf-8")
     with pytest.raises(UserError, match=r"takes\[0\]\.check\.checks\[0\]\.verdict must be one of"):
         read_project(folder.path)
+
+
+def test_a_save_after_a_few_changes_reads_only_their_lines_and_reads_back_equal(tmp_path, monkeypatch):
+    """The cost of an append is what changed: the rows keyed, the takes whose ids are checked and whose files are
+    looked for are those of the lines changed since the save before, not the 2,000 of the book."""
+    from s2studio.state import project_journal
+    from s2studio.state.script import parse_script
+    from s2studio.state.staleness import take_settings, upgrade_takes
+    from s2studio.state.take_check import CheckResult, TakeCheck
+
+    p = Project(script="", line_ids=[f"l{i}" for i in range(2000)])
+    for i in range(2000):
+        p.add_take(make_take(f"t{i:05d}", f"l{i}", 200, i))
+    aged = p.lines["l8"].takes[0]  # as saved before fingerprints were as they are now
+    aged.text, aged.speaker, aged.voice, aged.settings = "Hello.", "Alice", "", take_settings(GenerationSettings())
+    aged.fingerprint = "an older hash"
+    folder = ProjectFolder(tmp_path / "book.s2proj")
+    folder.save(capture(p))
+    keyed: list[int] = []
+    looked_at: list[str] = []
+    key_line, place = project_journal._keyed_line, ProjectFolder._place_takes
+    monkeypatch.setattr(project_journal, "_keyed_line", lambda line: keyed.append(1) or key_line(line))
+    monkeypatch.setattr(ProjectFolder, "_place_takes", lambda self, takes, *rest: (
+        looked_at.extend(t.take_id for t in takes), place(self, takes, *rest))[1])
+
+    checked = p.lines["l5"].takes[0]
+    checked.check = TakeCheck((CheckResult("words", "passed", 1.0, 0.0, ""),), "key5")
+    p.touch(checked)
+    p.add_take(make_take("n00001", "l6", 300, 9))
+    p.delete_take("l7", "t00007")
+    upgrade_takes(p, [replace(parse_script("Alice: Hello.").lines[0], line_id="l8")], {})
+    folder.save(capture(p))
+    assert len(keyed) == 3 and sorted(looked_at) == ["n00001", "t00005", "t00006", "t00008"]
+    journal = (folder.path / "journal.jsonl").read_bytes().splitlines()
+    record = json.loads(journal[-1].rpartition(b" ")[0])
+    assert set(record["lines"]) == {"l5", "l6", "l7", "l8"} and record["lines"]["l7"] is None
+
+    reopened = read_project(folder.path).project
+    assert reopened.lines["l5"].takes[0].check == checked.check
+    assert [t.take_id for t in reopened.lines["l6"].takes] == ["t00006", "n00001"] and "l7" not in reopened.lines
+    assert reopened.lines["l8"].takes[0].fingerprint == aged.fingerprint != "an older hash"
+
+
+def test_appends_after_any_sequence_of_changes_read_back_as_the_project(tmp_path):
+    """Takes made, picked, deleted, restored and checked between saves: each save appends what changed since the
+    one before, and the folder reads back as the project is, row fields included."""
+    import random
+
+    from s2studio.state.take_check import CheckResult, TakeCheck
+
+    rng = random.Random(5)
+    p = Project(script="", line_ids=[f"l{i}" for i in range(40)])
+    made, deleted = 0, []
+    folder = ProjectFolder(tmp_path / "p.s2proj")
+
+    def rows(project: Project) -> dict[str, object]:
+        return {k: (e.picked, [(t.take_id, t.fingerprint, t.check) for t in e.takes])
+                for k, e in project.lines.items()}
+
+    for round_ in range(30):
+        for _ in range(rng.randint(0, 5)):
+            line_id = f"l{rng.randrange(40)}"
+            entry = p.lines.get(line_id)
+            what = rng.random()
+            if entry is None or what < 0.35:
+                made += 1
+                p.add_take(make_take(f"n{made:05d}", line_id, 50, made), pick=rng.random() < 0.5)
+            elif what < 0.5:
+                p.pick(line_id, rng.randrange(len(entry.takes)))
+            elif what < 0.65:
+                gone = rng.choice(entry.takes)
+                deleted.append((gone, p.delete_take(line_id, gone.take_id), rng.random() < 0.5))
+            elif what < 0.8 and deleted:
+                p.restore_take(*deleted.pop())
+            else:
+                take = rng.choice(entry.takes)
+                take.check = TakeCheck((CheckResult("words", rng.choice(["passed", "failed"]), 1.0, 0.0, ""),),
+                                       f"k{round_}")
+                p.touch(take)
+        folder.save(capture(p))
+        if round_ % 6 == 5:
+            assert rows(read_project(folder.path).project) == rows(p), f"round {round_}"
+    assert folder.records > 20  # appends, not whole documents
+    assert rows(read_project(folder.path).project) == rows(p)

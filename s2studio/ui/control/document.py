@@ -270,8 +270,9 @@ class Document(QObject):
     def set_check(self, take: Take, check: TakeCheck) -> None:
         """What the checks found in `take` (`control.take_checks`), kept with it in the project."""
         take.check = check
+        self.project.touch(take)
         self.takes_changed.emit(take.line_id)
-        self.modified.emit(True)  # at the takes' pace: each autosave of a book walks its 10,000 lines on the writer
+        self.modified.emit(True)  # saved at the autosave's pace while results keep coming
 
     def pick(self, line_id: str, index: int) -> None:
         entry = self.project.lines.get(line_id)
