@@ -25,11 +25,17 @@ LINES = 40
 
 
 class ChunkEngine:
-    """A line's start and one chunk of audio a line, as fast as the window takes them."""
+    """A line's start and one chunk of audio a line; before each line after the first, `paced()` (which
+    returns when the window took in what came before, or soon after)."""
+
+    def __init__(self, paced=lambda: None) -> None:
+        self.paced = paced
 
     def generate(self, request, cancel):
         yield api.JobStarted(request.job_id, tuple(line.line_id for line in request.lines))
-        for line in request.lines:
+        for i, line in enumerate(request.lines):
+            if i:
+                self.paced()
             yield api.LineStarted(request.job_id, line.line_id)
             yield api.AudioChunk(request.job_id, line.line_id, 0, np.full(4000, 0.5, np.float32))
         yield api.JobFinished(request.job_id)
@@ -52,14 +58,21 @@ def test_events_taken_in_and_the_waveforms_picture_never_share_a_pass_that_spent
     begin = lambda: passes.append([]) if passes[-1] else None  # noqa: E731 - a pass of the event loop starts
     dispatcher.aboutToBlock.connect(begin)
     composed = view._compose
-    monkeypatch.setattr(view, "_compose", lambda: passes[-1].append("compose") or composed())
+    picture = threading.Event()
+    monkeypatch.setattr(view, "_compose", lambda: passes[-1].append("compose") or picture.set() or composed())
 
     def landed(event: api.AudioChunk) -> None:
         passes[-1].append("event")
         timeline.set_audio(event.line_id, event.samples)
         view.refresh()
 
-    host = EngineHost(lambda: ChunkEngine())
+    def paced() -> None:
+        """The next line once the window composed the picture of the last (at most 0.5 s later): an engine
+        faster than the window would keep an event always waiting, and the picture would wait for its end."""
+        picture.wait(0.5)
+        picture.clear()
+
+    host = EngineHost(lambda: ChunkEngine(paced))
     try:
         host.deliver_in_turns(pass_budget().ask)
         host.audio_chunk.connect(landed)
