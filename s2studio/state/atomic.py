@@ -176,8 +176,16 @@ class OutputSet:
             raise write_error(exc, path) from None
         return staged
 
-    def add(self, path: Path, data: bytes) -> Path:
-        return self._add(path, lambda fd: write_all(fd, data))
+    def add(self, path: Path, data: bytes | Iterable[bytes]) -> Path:
+        """Stage `data` as `path`: bytes, or the file's bytes in pieces (each written as it comes: a document
+        made as it is written, never joined into one string whose join would hold the interpreter)."""
+        if isinstance(data, (bytes, bytearray, memoryview)):
+            return self._add(path, lambda fd: write_all(fd, data))
+
+        def pieces(fd: int) -> None:
+            for piece in data:
+                write_all(fd, piece)
+        return self._add(path, pieces)
 
     def add_stream(self, path: Path, source: int) -> Path:
         """Stage the rest of the open file `source` (a descriptor) as `path`, copied in pieces."""
@@ -262,9 +270,9 @@ def write_bytes_atomic(path: Path, data: bytes) -> Path:
     return Path(path)
 
 
-def replace_durable(path: Path, data: bytes) -> None:
-    """Replace the file `path` by `data` so that at every instant it holds the old bytes or the new ones,
-    whatever fails (`WriteError`) or crashes."""
+def replace_durable(path: Path, data: bytes | Iterable[bytes]) -> None:
+    """Replace the file `path` by `data` (bytes, or bytes in pieces) so that at every instant it holds the old
+    bytes or the new ones, whatever fails (`WriteError`) or crashes."""
     with OutputSet(keep_renamed=True) as out:
         out.add(path, data)
 

@@ -440,3 +440,27 @@ def test_appends_after_any_sequence_of_changes_read_back_as_the_project(tmp_path
             assert rows(read_project(folder.path).project) == rows(p), f"round {round_}"
     assert folder.records > 20  # appends, not whole documents
     assert rows(read_project(folder.path).project) == rows(p)
+
+
+def test_a_document_written_whole_is_written_in_pieces_as_one_dump_would_write_it(tmp_path, monkeypatch):
+    """The document of a compaction goes to disk a few thousand of the encoder's chunks at a time (a book's joined
+    into one string held the interpreter for tens of ms), byte for byte what one `json.dumps` gives."""
+    from s2studio.state import project_folder
+    from s2studio.state.project_document import whole_document
+
+    p = Project(script="".join(f"Alice: Line {i} “quoted”.\n" for i in range(300)),
+                line_ids=[f"l{i}" for i in range(300)], title="Große Bühne")
+    for i in range(0, 300, 3):
+        p.add_take(make_take(f"t{i:05d}", f"l{i}", 100, i))
+    pieces: list[int] = []
+    add = project_folder._JsonPieces.__iter__
+    monkeypatch.setattr(project_folder._JsonPieces, "PIECE_CHUNKS", 500)
+    monkeypatch.setattr(project_folder._JsonPieces, "__iter__",
+                        lambda self: (pieces.append(len(piece)) or piece for piece in add(self)))
+    folder = ProjectFolder(tmp_path / "p.s2proj")
+    folder.save(capture(p))
+    written = (folder.path / "project.json").read_bytes()
+    one_dump = json.dumps(whole_document(capture(p).keyed(), folder.generation), indent=1, ensure_ascii=False,
+                          allow_nan=False).encode("utf-8")
+    assert written == one_dump and len(pieces) > 10 and sum(pieces) == len(written) == folder.document_bytes
+    assert read_project(folder.path).project.title == "Große Bühne"

@@ -64,8 +64,8 @@ class _Counts:
 
 
 _counts = _Counts()
-_reads = 0
-_reads_lock = threading.Lock()
+_paused = 0
+_paused_lock = threading.Lock()
 
 
 def _collected(phase: str, info: dict[str, Any]) -> None:
@@ -121,7 +121,7 @@ class WindowCollections(QObject):
             with self._finished:
                 self._done = ticket
                 self._finished.notify_all()
-        elif not _reads:
+        elif not _paused:
             _collect_due()
 
     def stop(self) -> None:
@@ -172,10 +172,28 @@ def collect_on_window_thread() -> WindowCollections:
     return _window
 
 
-def _pause(reads: int) -> None:
-    global _reads  # noqa: PLW0603
-    with _reads_lock:
-        _reads += reads
+def _pause(by: int) -> None:
+    global _paused  # noqa: PLW0603
+    with _paused_lock:
+        _paused += by
+
+
+@contextlib.contextmanager
+def paused() -> Iterator[None]:
+    """No collection that the counts make due runs while this lasts, process-wide (a full one asked for still
+    does): around a project's document being read or written on the writer's thread. A book's document is a few
+    hundred thousand new objects that live until it is read or written, without cycles; each collection of the
+    window's thread meanwhile would walk them again while the writer waits, and the window with it. After:
+    automatic collection on again only where it was on."""
+    enabled = gc.isenabled()
+    gc.disable()
+    _pause(1)
+    try:
+        yield
+    finally:
+        _pause(-1)
+        if enabled:
+            gc.enable()
 
 
 @contextlib.contextmanager
@@ -187,15 +205,10 @@ def reading() -> Iterator[None]:
     the project read is frozen at once (no collection walks it). What cycles another thread left meanwhile are
     frozen with it."""
     garbage.collect()
-    enabled = gc.isenabled()
-    gc.disable()
-    _pause(1)
     try:
-        yield
+        with paused():
+            yield
     finally:
-        _pause(-1)
-        if enabled:
-            gc.enable()
         gc.freeze()
 
 

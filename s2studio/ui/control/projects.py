@@ -276,8 +276,8 @@ class ProjectStore(QObject):
             folder = self._folder if same else ProjectFolder(Path(path))
             state = capture(project, None)
             started.update(folder=folder, changes=self._changes)
-            return lambda task: folder.save(state, voices=dict(voices or {}), progress=task.progress.emit,
-                                            cancel=task.cancel)
+            return lambda task: _saved(folder, state, voices=dict(voices or {}), progress=task.progress.emit,
+                                       cancel=task.cancel)
 
         def done(_result: object, error: str) -> Path | None:
             if error:
@@ -377,12 +377,19 @@ class ProjectStore(QObject):
         self.recent_changed.emit()
 
 
+def _saved(folder: ProjectFolder, state: Any, **options: Any) -> None:
+    """`folder.save` on the writer thread, with no collection run meanwhile (`heap.paused`); what the save made
+    and keeps is frozen when its job ends (`WriteQueue`)."""
+    with heap.paused():
+        folder.save(state, **options)
+
+
 def _autosave(folder: ProjectFolder, state: Any) -> None:
     """On the writer thread: the autosave, then the free pages in the process's heaps go back to the system
     (`native_memory`: the holes a render's takes leave there would stay resident). After each autosave: at most
     every `RENDER_AUTOSAVE_S` while takes arrive, and soon after the last (each take asks for one), so a render
     hands back what its takes freed without paying for it at every take."""
-    folder.save(state)
+    _saved(folder, state)
     release_free_pages()
 
 
