@@ -18,7 +18,7 @@ from s2studio.state.project_files import read_project
 from s2studio.state.script_edits import ScriptParser
 from s2studio.state.take_check import TakeCheck
 from s2studio.state.take_files import take_files
-from s2studio.ui.control import projects, unwritten
+from s2studio.ui.control import heap, projects, unwritten
 from ui_helpers import cast_two_voices, close_studio, fake_engine, open_studio
 
 
@@ -51,11 +51,16 @@ def test_save_as_and_open_run_off_the_window_thread(qtbot, tmp_path, monkeypatch
         w.reparse()
         ticks: list[int] = []
         seen: list[str] = []
+        paused: list[int] = []
         with monkeypatch.context() as m:
             timer = _blocking(m, "save", ticks, seen)
+            blocked = project_folder.ProjectFolder.save
+            m.setattr(project_folder.ProjectFolder, "save",
+                      lambda *a, **k: (paused.append(heap._paused), blocked(*a, **k))[1])
             assert w.projects.save_as(tmp_path / "scene.s2proj")
             timer.stop()
         assert seen and set(seen) == {"project-writer"} and len(ticks) >= 5  # (an autosave of the edit too)
+        assert paused and min(paused) > 0  # no collection walks the document being written (`heap.paused`)
         assert read_project(tmp_path / "scene.s2proj").project.script == "Alice: Saved while the window answers."
         assert not w.store.unsaved_work and w.store.path == tmp_path / "scene.s2proj"
         assert w.projects.new()

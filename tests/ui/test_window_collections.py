@@ -142,13 +142,14 @@ def test_the_window_thread_collects_what_the_automatic_collector_would(
         gc.set_threshold(*thresholds)
 
 
-def test_no_collection_runs_while_a_project_is_read_and_automatic_collection_stays_off(
-        qtbot: Any, collections: heap.WindowCollections, generations: list[tuple[int, int]]) -> None:
+@pytest.mark.parametrize("context", ["reading", "paused"])
+def test_no_collection_runs_while_a_project_is_read_or_written_and_automatic_collection_stays_off(
+        qtbot: Any, collections: heap.WindowCollections, generations: list[tuple[int, int]], context: str) -> None:
     inside, leave, kept, enabled = threading.Event(), threading.Event(), [], []
     during: list[int] = []
 
     def read() -> None:
-        with heap.reading():
+        with getattr(heap, context)():
             del generations[:]
             inside.set()
             kept.append([[] for _ in range(CHURN)])
