@@ -119,9 +119,10 @@ class Take:
         self.created = created
         """When it was made, ISO 8601 with the UTC offset (None when unknown)."""
         self.check = check
-        """What the automatic checks found (None until it is checked); the one field set after the take is made,
-        replaced whole (`Document.set_check`) when the take is checked again. Each of the five fields above set after
-        the take is made is followed by `Project.touch`, so that the next save writes its row again."""
+        """What the automatic checks found (None until it is checked), replaced whole (`Document.set_check`) when
+        the take is checked again. It and `fingerprint`, `speaker`, `voice` and `settings` (an older take brought up
+        to date) are the fields set after the take is made; each such assignment is followed by `Project.touch`,
+        so that the next save writes the take's row again."""
         self.sizes = sizes
         """What its files hold (set when they are written, or found when a project saved without it opens);
         None until then."""
