@@ -4,7 +4,7 @@
                                         [--engine instant,paced] [--render-limit 600] [--json out.json]
                                         [--root DIR] [--book DIR/n10000/book.s2proj]
                                         [--profile out.prof --profile-step paste|open|type|render|save|reopen]
-                                        [--passes N]
+                                        [--passes N] [--why blocks.jsonl]
 
 Builds a script of N lines (about 12 words each, 20 speakers, a `# Chapter` heading every 50 lines, an inline
 tag on about one line in six, a `Name:` at every change of speaker), opens the real window (offscreen) with
@@ -32,7 +32,9 @@ A rendered book is slow to make: `--root DIR` keeps the run's files, and a later
 DIR/N/book.s2proj` and steps without `render` opens that book for save and reopen. `--profile` writes a
 cProfile of the GUI thread during one step (reopen: in its fresh process); `--passes N` prints each step's N
 passes of the GUI thread with the most CPU, each with what ran in it (`gui_passes.py`). The render also prints
-the CPU that pressing Render All took before it returned (`trigger_cpu_ms`).
+the CPU that pressing Render All took before it returned (`trigger_cpu_ms`). `--why FILE` says where each
+block over 35 ms went (`thread_times.py`): the window's own run time, its wait for a core, the rest asleep (for the
+interpreter's lock, mostly), and which other threads ran meanwhile.
 
 For each step: the longest block of the GUI thread (the largest gap between ticks of a 10 ms timer: how
 long the window could not repaint or take a key). A script, not a test: figures vary by machine and load.
@@ -60,6 +62,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gui_passes import PassLog  # noqa: E402
+import thread_times  # noqa: E402
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -169,6 +172,9 @@ class Gaps:
         gc.callbacks.append(self._collection)
         self.passes = PassLog(PASSES) if PASSES else None
         """`--passes N`: the N passes with the most CPU since `reset`, each with its profile."""
+        self.why = WHY.open("a") if WHY else None
+        """`--why FILE`: a line per block over 35 ms, where its time went (`thread_times`)."""
+        self.threads = thread_times.snapshot() if self.why else {}
         self.reset()
         self.timer.start()
 
@@ -200,6 +206,13 @@ class Gaps:
     def _tick(self) -> None:
         now, cpu = time.perf_counter(), time.thread_time()
         gap = now - self.last
+        if self.why is not None:
+            threads = thread_times.snapshot()
+            if gap > 0.035:
+                why = thread_times.explain(gap, self.threads, threads, threading.main_thread().native_id)
+                self.why.write(json.dumps({"at": time.strftime("%H:%M:%S"), **why}) + "\n")
+                self.why.flush()
+            self.threads = threads
         self.longest = max(self.longest, gap)
         self.longest_cpu = max(self.longest_cpu, cpu - self.last_cpu)
         if self.passes is not None:
@@ -567,6 +580,7 @@ def step_export(w, gaps: Gaps, folder: Path, cap_gb: float) -> dict:  # noqa: AN
 
 WITHOUT = ""
 PASSES = 0
+WHY: Path | None = None
 PROFILE = ""
 PROFILE_STEP = "render"
 BOOK: Path | None = None
@@ -664,6 +678,8 @@ def main() -> int:
                         choices=["paste", "open", "type", "render", "save", "reopen"])
     parser.add_argument("--passes", type=int, default=0,
                         help="print the N passes of the window's thread with the most CPU in each step, with what ran")
+    parser.add_argument("--why", type=Path, help="append a line per block of the window over 35 ms to this file: "
+                        "its own run time, its wait for a core, the rest asleep, the other threads that ran (Linux)")
     parser.add_argument("--root", type=Path, help="keep the run's files (scripts, saved books) in this folder")
     parser.add_argument("--book", type=Path, help="a rendered book saved by an earlier run (--root DIR: "
                         "DIR/n10000/book.s2proj): without the render step, save and reopen use it")
@@ -672,8 +688,8 @@ def main() -> int:
     faulthandler.enable()  # a crash prints every thread's stack
     faulthandler.register(signal.SIGUSR1)  # `kill -USR1 <pid>`: where a step is stuck
     global WITHOUT, PROFILE  # noqa: PLW0603 - options read by every step
-    global PROFILE_STEP, BOOK, PASSES  # noqa: PLW0603
-    WITHOUT, PROFILE, PROFILE_STEP, BOOK = args.without, args.profile, args.profile_step, args.book
+    global PROFILE_STEP, BOOK, PASSES, WHY  # noqa: PLW0603
+    WITHOUT, PROFILE, PROFILE_STEP, BOOK, WHY = args.without, args.profile, args.profile_step, args.book, args.why
     PASSES = args.passes
     if PASSES and PROFILE:
         parser.error("--passes profiles every pass: not with --profile")
