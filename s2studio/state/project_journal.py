@@ -71,6 +71,7 @@ class DocState:
         return [take for _, takes in self.lines.values() for take in takes]
 
     def takes_of(self, line_id: str) -> list[Take]:
+        """The takes of one line held here."""
         takes = self.lines[line_id][1]
         return [key[0] for key in takes] if self.is_keyed else list(takes)
 
@@ -82,9 +83,9 @@ class DocState:
         if self.is_keyed:
             return self
         changed = changed_between(base, self) if base is not None and base.is_keyed else None
-        if changed is None or base is None:
+        if base is None or changed is None:
             lines = {k: _keyed_line(line) for k, line in self.lines.items()}
-        else:
+        else:  # (`changed` is None without a keyed base)
             lines = dict(base.lines)
             for line_id in changed:
                 line = self.lines.get(line_id)
@@ -193,8 +194,8 @@ def changes(before: DocState, now: DocState, dump_field: Any, dump_row: Any) -> 
         key = now.lines.get(line_id)
         if key is not None and before.lines.get(line_id) != key:
             lines[line_id] = line_entry(key, dump_row)
-    for line_id in before.lines.keys() - now.lines.keys() if changed is None else changed:
-        if line_id in before.lines and line_id not in now.lines:
+    for line_id in before.lines.keys() - now.lines.keys() if changed is None else changed - now.lines.keys():
+        if line_id in before.lines:
             lines[line_id] = None
     if lines:
         record["lines"] = lines

@@ -3,12 +3,11 @@ holds what a capture from scratch holds after any sequence of changes."""
 
 from __future__ import annotations
 
-import random
-
 import numpy as np
 
 from s2studio.state.project import Project, Take
 from s2studio.state.project_journal import capture
+from project_changes import RandomChanges
 
 
 def take(take_id: str, line_id: str) -> Take:
@@ -41,24 +40,11 @@ def test_a_capture_since_an_earlier_one_reads_only_the_lines_changed_since():
 
 
 def test_a_capture_since_an_earlier_one_holds_what_a_capture_from_scratch_holds():
-    rng = random.Random(3)
     p = book(50)
-    state, made, deleted = capture(p), 0, []
+    changes = RandomChanges(3, 60, take)
+    state = capture(p)
     for round_ in range(40):
-        for _ in range(rng.randint(0, 6)):
-            line_id = f"l{rng.randrange(60)}"
-            entry = p.lines.get(line_id)
-            what = rng.random()
-            if entry is None or what < 0.4:
-                made += 1
-                p.add_take(take(f"n{made}", line_id), pick=rng.random() < 0.5)
-            elif what < 0.6:
-                p.pick(line_id, rng.randrange(len(entry.takes)))
-            elif what < 0.85:
-                gone = rng.choice(entry.takes)
-                deleted.append((gone, p.delete_take(line_id, gone.take_id), rng.random() < 0.5))
-            elif deleted:
-                p.restore_take(*deleted.pop())
+        changes.round(p, 6, round_)
         state = capture(p, "/x/book.s2proj", since=state)
         whole = capture(p, "/x/book.s2proj")
         assert state.lines == whole.lines and state == whole, f"round {round_}"

@@ -25,6 +25,7 @@ from s2studio.state.project_files import read_project, recover
 from s2studio.state.project_folder import ProjectFolder
 from s2studio.state.project_journal import capture
 from s2studio.state.take_files import take_files
+from project_changes import RandomChanges
 
 WRITE_STEPS = ("open", "write", "fsync", "replace", "rename", "link", "mkdir", "ftruncate")
 """The calls that change a disk (an `open` only when it creates or writes)."""
@@ -402,13 +403,9 @@ def test_a_save_after_a_few_changes_reads_only_their_lines_and_reads_back_equal(
 def test_appends_after_any_sequence_of_changes_read_back_as_the_project(tmp_path):
     """Takes made, picked, deleted, restored and checked between saves: each save appends what changed since the
     one before, and the folder reads back as the project is, row fields included."""
-    import random
-
-    from s2studio.state.take_check import CheckResult, TakeCheck
-
-    rng = random.Random(5)
     p = Project(script="", line_ids=[f"l{i}" for i in range(40)])
-    made, deleted = 0, []
+    changes = RandomChanges(5, 40, lambda take_id, line_id: make_take(take_id, line_id, 50, changes.made),
+                            checks=True)
     folder = ProjectFolder(tmp_path / "p.s2proj")
 
     def rows(project: Project) -> dict[str, object]:
@@ -416,25 +413,7 @@ def test_appends_after_any_sequence_of_changes_read_back_as_the_project(tmp_path
                 for k, e in project.lines.items()}
 
     for round_ in range(30):
-        for _ in range(rng.randint(0, 5)):
-            line_id = f"l{rng.randrange(40)}"
-            entry = p.lines.get(line_id)
-            what = rng.random()
-            if entry is None or what < 0.35:
-                made += 1
-                p.add_take(make_take(f"n{made:05d}", line_id, 50, made), pick=rng.random() < 0.5)
-            elif what < 0.5:
-                p.pick(line_id, rng.randrange(len(entry.takes)))
-            elif what < 0.65:
-                gone = rng.choice(entry.takes)
-                deleted.append((gone, p.delete_take(line_id, gone.take_id), rng.random() < 0.5))
-            elif what < 0.8 and deleted:
-                p.restore_take(*deleted.pop())
-            else:
-                take = rng.choice(entry.takes)
-                take.check = TakeCheck((CheckResult("words", rng.choice(["passed", "failed"]), 1.0, 0.0, ""),),
-                                       f"k{round_}")
-                p.touch(take)
+        changes.round(p, 5, round_)
         folder.save(capture(p))
         if round_ % 6 == 5:
             assert rows(read_project(folder.path).project) == rows(p), f"round {round_}"
